@@ -1,0 +1,1 @@
+"""Dispatcher plumbing: the schema table, the library and the shared argument checks."""

@@ -1,0 +1,212 @@
+"""The ``deep_gemm`` torch.library namespace: defines every schema and wires each op's kernels.
+
+Every op with tensor arguments gets three kernels that all run the op's ONE check function first:
+
+* CPU   -> the reference (plain torch, fp32/fp64): the semantics every other backend must match;
+* CUDA  -> a Triton launcher when one is registered (it may return ``NotImplemented`` for argument combinations it
+           does not cover, e.g. FP4 operands), otherwise the same reference on the GPU;
+* fake  -> shapes and strides only (FakeTensorMode, torch.compile, torch.export).
+
+Ops without tensor arguments (runtime knobs, buffer-size helpers) are registered once under
+``CompositeExplicitAutograd`` (the ``CPU`` key never sees them: no tensor, no device to dispatch on).
+
+Python kernels registered through ``Library.impl`` receive only the arguments the caller passed, so each kernel first
+fills in the schema defaults (``_Binder``); the op implementations always see the full positional argument list.
+No op logic lives here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .schemas import ALIASES, FAMILY, SCHEMAS
+
+NAMESPACE = "deep_gemm"
+LIB = torch.library.Library(NAMESPACE, "DEF")
+
+# ScalarType defaults arrive as their enum number (see schemas.py); map the ones our schemas use.
+_SCALAR_TYPE_BY_NUMBER = {5: torch.float16, 6: torch.float32, 15: torch.bfloat16}
+
+# Set DG_FORCE_REFERENCE=1 to run the torch reference on CUDA too (debugging, A/B benchmarks).
+_FORCE_REFERENCE = os.environ.get("DG_FORCE_REFERENCE", "0") not in ("", "0")
+
+
+class _Binder:
+    """Turns (args, kwargs) as the dispatcher hands them over into the full positional argument tuple."""
+
+    def __init__(self, schema: str):
+        parsed = torch._C.parse_schema(f"{NAMESPACE}::{schema}")
+        self.names = tuple(a.name for a in parsed.arguments)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        scalar_type_args = {a.strip().split(" ")[-1].split("=")[0]
+                            for a in schema.split("(", 1)[1].rsplit(")", 1)[0].split(",")
+                            if a.strip().startswith("ScalarType")}
+        defaults = []
+        for a in parsed.arguments:
+            if not a.has_default_value():
+                defaults.append(_MISSING)
+            elif a.name in scalar_type_args and isinstance(a.default_value, int):
+                defaults.append(_SCALAR_TYPE_BY_NUMBER[a.default_value])
+            else:
+                default = a.default_value
+                defaults.append(list(default) if isinstance(default, (list, tuple)) else default)
+        self.defaults = tuple(defaults)
+        self.has_tensor_args = any("Tensor" in str(a.type) for a in parsed.arguments)
+
+    def __call__(self, args: tuple, kwargs: dict) -> tuple:
+        n = len(args)
+        if n == len(self.names):
+            return args
+        full = list(args) + list(self.defaults[n:])
+        for key, value in kwargs.items():
+            full[self.index[key]] = value
+        return tuple(full)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_MISSING = _Missing()
+
+
+@dataclass
+class OpKernels:
+    """What one op runs: its check, its reference (CPU kernel), its fake kernel and its optional Triton launcher."""
+
+    name: str
+    check: Callable[..., None]
+    reference: Callable[..., Any]
+    fake: Callable[..., Any] | None = None
+    # "package.module:function"; imported on the first CUDA call so `import deep_gemm` never imports Triton.
+    triton: str | None = None
+    triton_note: str = ""
+    _triton_fn: Callable[..., Any] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def triton_fn(self) -> Callable[..., Any] | None:
+        if self.triton is None or _FORCE_REFERENCE:
+            return None
+        fn = self._triton_fn
+        if fn is None:
+            with self._lock:
+                if self._triton_fn is None:
+                    module, attr = self.triton.split(":")
+                    self._triton_fn = getattr(importlib.import_module(module), attr)
+                fn = self._triton_fn
+        return fn
+
+
+_KERNELS: dict[str, OpKernels] = {}
+_defined = False
+_define_lock = threading.Lock()
+
+
+def define_all() -> None:
+    """Define every schema of the table (idempotent)."""
+    global _defined
+    with _define_lock:
+        if _defined:
+            return
+        for schema in SCHEMAS.values():
+            LIB.define(schema)
+        _defined = True
+
+
+def names_for(name: str) -> list[str]:
+    """The canonical name and every alias bound to it."""
+    return [name] + [alias for alias, canonical in ALIASES.items() if canonical == name]
+
+
+def register(name: str, *, check: Callable[..., None], reference: Callable[..., Any],
+             fake: Callable[..., Any] | None = None, triton: str | None = None, triton_note: str = "") -> None:
+    """Register the kernels of op ``name`` (and of its aliases).
+
+    ``check(*args)`` validates everything that can be validated from metadata (it runs on fake tensors too) and
+    raises ``DeepGEMMError``. ``reference(*args)`` is the CPU kernel. ``fake(*args)`` builds the outputs of ops
+    that return tensors (in-place ops need none). ``triton`` names a launcher with the reference's signature.
+    """
+    define_all()
+    if name in _KERNELS:
+        raise RuntimeError(f"deep_gemm::{name} registered twice")
+    kernels = OpKernels(name, check, reference, fake, triton, triton_note)
+    _KERNELS[name] = kernels
+    binder = _Binder(SCHEMAS[name])
+
+    def reference_kernel(*args, **kwargs):
+        full = binder(args, kwargs)
+        check(*full)
+        return reference(*full)
+
+    def cuda_kernel(*args, **kwargs):
+        full = binder(args, kwargs)
+        check(*full)
+        fn = kernels.triton_fn()
+        if fn is not None:
+            out = fn(*full)
+            if out is not NotImplemented:
+                return out
+        return reference(*full)
+
+    def fake_kernel(*args, **kwargs):
+        full = binder(args, kwargs)
+        check(*full)
+        return fake(*full) if fake is not None else None
+
+    for op in names_for(name):
+        if not binder.has_tensor_args:
+            LIB.impl(op, reference_kernel, "CompositeExplicitAutograd")
+            continue
+        LIB.impl(op, reference_kernel, "CPU")
+        LIB.impl(op, cuda_kernel, "CUDA")
+        torch.library.register_fake(f"{NAMESPACE}::{op}", fake_kernel, lib=LIB)
+
+
+def register_composite(name: str, fn: Callable[..., Any]) -> None:
+    """Register an op whose implementation is plain torch view/shape code valid on every backend and under tracing
+    (``CompositeImplicitAutograd``): e.g. slicing a buffer into views."""
+    define_all()
+    binder = _Binder(SCHEMAS[name])
+    _KERNELS[name] = OpKernels(name, lambda *a: None, fn)
+
+    def composite(*args, **kwargs):
+        return fn(*binder(args, kwargs))
+
+    LIB.impl(name, composite, "CompositeImplicitAutograd")
+
+
+def kernels_of(name: str) -> OpKernels:
+    return _KERNELS[ALIASES.get(name, name)]
+
+
+def registered_ops() -> list[str]:
+    """Every dispatcher name (aliases included) that has kernels."""
+    return sorted(op for name in _KERNELS for op in names_for(name))
+
+
+def backends() -> dict[str, str]:
+    """Which implementation each op runs on CUDA tensors: 'triton', 'reference' (torch on the GPU) or 'host'
+    (ops without tensors). A trailing note says where a Triton op still falls back to the reference."""
+    result = {}
+    for name in sorted(_KERNELS):
+        k = _KERNELS[name]
+        if not _Binder(SCHEMAS[name]).has_tensor_args:
+            backend = "host"
+        elif k.triton is not None and not _FORCE_REFERENCE:
+            backend = "triton" + (f" ({k.triton_note})" if k.triton_note else "")
+        else:
+            backend = "reference"
+        for op in names_for(name):
+            result[op] = backend
+    return result
+
+
+def family_of(name: str) -> str:
+    return FAMILY[name]

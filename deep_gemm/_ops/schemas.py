@@ -1,0 +1,189 @@
+"""THE schema table: every operator in the ``deep_gemm`` namespace, grouped by family.
+
+These strings are the contract with torch.compile, torch.export, CUDA graphs and C++ callers
+(``c10::Dispatcher::singleton().findSchemaOrThrow("deep_gemm::<op>", "")`` returns them verbatim; a test checks
+that). Conventions:
+
+* ``(data, scale)`` pairs of the legacy API are flattened to ``x, sfx``; tuples become ``int[]``.
+* Outputs are caller-allocated and annotated with an alias set named after the argument (``Tensor(d!) d``); ops that
+  only write return ``()``. Ops that return tensors always return fresh storage, never a view of an input.
+* Defaults equal the legacy Python API's. ``ScalarType`` defaults are written as their enum number because the schema
+  printer prints them that way (6 = torch.float32); writing ``float`` would not round-trip.
+* ``c`` (the accumulator) may be the same tensor as ``d``; the result is defined by value, ``D = C + A @ B.T``, so the
+  aliased and the functionalised (cloned) call agree.
+
+Each entry is ``(schema, why)``. ``ALIASES`` lists extra dispatcher names that share a canonical op's schema and
+kernels (DeepGEMM binds the same function under both names).
+"""
+
+from __future__ import annotations
+
+_FP8_GEMM_TAIL = (
+    "Tensor? c=None, int[]? recipe=None, int[]? recipe_a=None, int[]? recipe_b=None, "
+    'str compiled_dims="{dims}", bool disable_ue8m0_cast=False) -> ()'
+)
+_FP8_OPERANDS = "Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d"
+_FP8_RECIPES = "int[]? recipe=None, int[]? recipe_a=None, int[]? recipe_b=None"
+
+
+def _fp8_dense(layout: str, dims: str) -> str:
+    return f"fp8_gemm_{layout}({_FP8_OPERANDS}, " + _FP8_GEMM_TAIL.format(dims=dims)
+
+
+# family -> list of (schema, why)
+SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
+    "fp8_gemm": [
+        (_fp8_dense("nt", "nk"), "D = C + (A*sfa) @ (B*sfb).T; A [M,K], B [N,K]"),
+        (_fp8_dense("nn", "nk"), "B given as [K,N] (and sfb transposed with it)"),
+        (_fp8_dense("tn", "mn"), "A given as [K,M], B as [K,N]"),
+        (_fp8_dense("tt", "mn"), "A given as [K,M]"),
+        (f"fp8_gemm_nt_skip_head_mid({_FP8_OPERANDS}, int[] head_splits, int[]? recipe=None, "
+         'str compiled_dims="nk", bool disable_ue8m0_cast=False) -> ()',
+         "NT GEMM whose output columns skip `mid` columns between each head's left and right parts"),
+        (f"m_grouped_fp8_gemm_nt_contiguous({_FP8_OPERANDS}, Tensor grouped_layout, {_FP8_RECIPES}, "
+         'str compiled_dims="nk", bool disable_ue8m0_cast=False, bool use_psum_layout=False, '
+         "bool ensure_zero_padding=True, int? expected_m_for_psum_layout=None) -> ()",
+         "MoE forward: rows sorted by expert; grouped_layout = expert id per row (-1 padding) or psum end offsets"),
+        (f"m_grouped_fp8_gemm_nn_contiguous({_FP8_OPERANDS}, Tensor grouped_layout, {_FP8_RECIPES}, "
+         'str compiled_dims="nk", bool disable_ue8m0_cast=False, bool use_psum_layout=False, '
+         "bool ensure_zero_padding=True) -> ()",
+         "as nt_contiguous with B given as [G,K,N]"),
+        (f"m_grouped_fp8_gemm_nt_masked({_FP8_OPERANDS}, Tensor masked_m, int expected_m, {_FP8_RECIPES}, "
+         'str compiled_dims="nk", bool disable_ue8m0_cast=False) -> ()',
+         "MoE decode: A [G,Mmax,K]; only rows < masked_m[g] are computed (no host sync: CUDA-graph safe)"),
+        (f"k_grouped_fp8_gemm_nt_contiguous({_FP8_OPERANDS}, int[]? ks_cpu, Tensor grouped_layout, "
+         'Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims="mn", bool use_psum_layout=False) -> ()',
+         "MoE weight gradient: D[g] = C[g] + A_g @ B_g.T with per-group K, A_g a [M,K_g] block"),
+        (f"k_grouped_fp8_gemm_tn_contiguous({_FP8_OPERANDS}, int[]? ks_cpu, Tensor grouped_layout, "
+         'Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims="mn", bool use_psum_layout=False) -> ()',
+         "MoE weight gradient, MN-major operands: D[g] = C[g] + A_g.T @ B_g with A [sum K, M], B [sum K, N]"),
+    ],
+    "bf16_gemm": [
+        ('bf16_gemm_nt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="nk") -> ()',
+         "D = C + A @ B.T, BF16 operands, FP32 accumulation"),
+        ('bf16_gemm_nn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="nk") -> ()', "B [K,N]"),
+        ('bf16_gemm_tn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="mn") -> ()',
+         "A [K,M], B [K,N]"),
+        ('bf16_gemm_tt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="mn") -> ()', "A [K,M]"),
+        ('m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor(d!) d, Tensor grouped_layout, '
+         'str compiled_dims="nk", bool use_psum_layout=False, bool ensure_zero_padding=True, '
+         "int? expected_m_for_psum_layout=None) -> ()", "BF16 MoE forward, contiguous layout"),
+        ('m_grouped_bf16_gemm_nn_contiguous(Tensor a, Tensor b, Tensor(d!) d, Tensor grouped_layout, '
+         'str compiled_dims="nk", bool use_psum_layout=False, bool ensure_zero_padding=True) -> ()',
+         "BF16 MoE forward, B [G,K,N]"),
+        ('m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(d!) d, Tensor masked_m, int expected_m, '
+         'str compiled_dims="nk") -> ()', "BF16 MoE decode, masked layout"),
+        ('k_grouped_bf16_gemm_tn_contiguous(Tensor a, Tensor b, Tensor(d!) d, int[]? ks_cpu, '
+         'Tensor grouped_layout, Tensor? c=None, str compiled_dims="mn", bool use_psum_layout=False) -> ()',
+         "BF16 MoE weight gradient"),
+        ("cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None) -> ()",
+         "D = C + A @ B.T through the vendor BLAS (torch matmul)"),
+        ("cublaslt_gemm_nn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None) -> ()", "B [K,N]"),
+        ("cublaslt_gemm_tn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None) -> ()", "A [K,M], B [K,N]"),
+        ("cublaslt_gemm_tt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None) -> ()", "A [K,M]"),
+    ],
+    "einsum": [
+        ("einsum(str expr, Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, bool use_cublaslt=False) -> ()",
+         "BF16 einsum for 'bmk,bnk->mn', 'bhr,hdr->bhd', 'bhd,hdr->bhr'"),
+        ("fp8_einsum(str expr, Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d, Tensor? c=None, "
+         "int[] recipe=[1, 128, 128]) -> ()", "FP8 block-scaled einsum"),
+    ],
+    "attention": [
+        ("fp8_fp4_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor weights, "
+         "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, "
+         "ScalarType logits_dtype=6) -> Tensor",
+         "DeepSeek V3.2 indexer logits; returns a [S,SK] view of a padded buffer (1 KiB-aligned rows)"),
+        ("fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, Tensor cu_seq_len_k_start, "
+         "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0) -> Tensor",
+         "legacy name: FP8 q without scale, FP32 logits"),
+        ("get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, Tensor? indices=None) "
+         "-> Tensor", "per-SM work split for the paged indexer: int32 [num_sms+1, 2]"),
+        ("fp8_fp4_paged_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, Tensor context_lens, "
+         "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
+         "ScalarType logits_dtype=6, Tensor? indices=None) -> Tensor",
+         "paged decode indexer logits over a block table"),
+        ("fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, "
+         "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
+         "Tensor? indices=None) -> Tensor", "legacy name: FP8 q, FP32 logits"),
+    ],
+    "hyperconnection": [
+        ("tf32_hc_prenorm_gemm(Tensor a, Tensor b, Tensor(d!) d, Tensor(s!) sqr_sum, int? num_splits=None) -> ()",
+         "D = A @ B.T in TF32 and sqr_sum = rowsum(A^2); with num_splits, per-split partials"),
+    ],
+    "layout": [
+        ("transform_sf_into_required_layout(Tensor sf, int mn, int k, int[] recipe, int? num_groups=None, "
+         "bool? is_sfa=None, bool disable_ue8m0_cast=False, Tensor? psum_layout=None) -> Tensor",
+         "scale factors into the layout the GEMM kernels read (always a fresh tensor)"),
+        ("get_mn_major_tma_aligned_tensor(Tensor sf) -> Tensor", "FP32 scales into MN-major, TMA-aligned layout"),
+        ("get_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor? psum_layout=None) -> Tensor",
+         "power-of-two FP32 scales packed 4 per int32 (UE8M0), MN-major"),
+        ("get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor grouped_layout, int[]? ks_cpu, "
+         "int gran_k, int k_alignment, bool use_psum_layout=False) -> Tensor",
+         "UE8M0 packing for K-grouped scales (packs never cross a group)"),
+    ],
+    "runtime": [
+        ("set_num_sms(int num_sms) -> ()", "SMs used by persistent kernels (0 = all)"),
+        ("get_num_sms() -> int", "current SM budget"),
+        ("set_tc_util(int tc_util) -> ()", "tensor-core utilisation target in percent (0-100)"),
+        ("get_tc_util() -> int", "100 when unset"),
+        ("set_pdl(bool enable) -> ()", "programmatic dependent launch on kernel launches"),
+        ("get_pdl() -> bool", "PDL flag"),
+        ("set_ignore_compile_dims(bool ignore) -> ()", "make every dimension a runtime value in kernels"),
+        ("set_block_size_multiple_of(int block_m_multiple_of, int block_n_multiple_of) -> ()",
+         "constrain BLOCK_M / BLOCK_N to multiples"),
+        ("set_mk_alignment_for_contiguous_layout(int alignment) -> ()",
+         "row alignment of groups in the M-contiguous and K-grouped layouts"),
+        ("get_mk_alignment_for_contiguous_layout() -> int", "default 128"),
+        ("get_theoretical_mk_alignment_for_contiguous_layout(int? expected_m=None) -> int",
+         "smallest alignment the kernels could accept (128 on SM90)"),
+        ("get_jit() -> int", "handle of the process's kernel runtime (kernel cache); see jit_* ops"),
+        ("jit_cache_dir(int jit) -> str", "directory of the on-disk caches (autotune results)"),
+        ("jit_num_compiled_kernels(int jit) -> int", "kernels compiled and held in memory"),
+        ("jit_clear_cache(int jit) -> int", "drop the in-memory kernel cache; returns how many were dropped"),
+    ],
+    "mega": [
+        ("get_symm_buffer_size_for_mega_moe(int num_ranks, int num_experts, int num_max_tokens_per_rank, "
+         "int num_topk, int hidden, int intermediate_hidden, str mma_type, str activation, int num_ring_tokens) "
+         "-> (int, int[])",
+         "byte size of the Mega MoE symmetric buffer and its serialised slice layout"),
+        ("_slice_symm_buffer_for_mega_moe(Tensor(a) buffer, int[] layout) -> Tensor(a)[]",
+         "views of the buffer described by the layout (x, x_sf, topk_idx, topk_weights, l1/l2 acts and scales)"),
+        ("get_token_alignment_for_mega_moe() -> int", "token count alignment of the Mega MoE buffer (384)"),
+        ("get_ring_limit_for_mega_moe(int num_max_tokens_per_rank, int num_local_experts, int num_topk, "
+         "int num_ranks) -> (int, int)", "(max received tokens, ring token limit)"),
+    ],
+}
+
+# Extra dispatcher names: alias -> canonical op (same schema body, same kernels).
+ALIASES: dict[str, str] = {
+    "fp8_fp4_gemm_nt": "fp8_gemm_nt",
+    "fp8_fp4_gemm_nn": "fp8_gemm_nn",
+    "fp8_fp4_gemm_tn": "fp8_gemm_tn",
+    "fp8_fp4_gemm_tt": "fp8_gemm_tt",
+    "m_grouped_fp8_fp4_gemm_nt_contiguous": "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_fp4_gemm_nn_contiguous": "m_grouped_fp8_gemm_nn_contiguous",
+    "m_grouped_fp8_fp4_gemm_nt_masked": "m_grouped_fp8_gemm_nt_masked",
+}
+
+
+def op_name(schema: str) -> str:
+    return schema.split("(", 1)[0]
+
+
+def _build() -> tuple[dict[str, str], dict[str, str]]:
+    schemas: dict[str, str] = {}
+    family_of: dict[str, str] = {}
+    for family, entries in SCHEMA_TABLE.items():
+        for schema, _why in entries:
+            name = op_name(schema)
+            assert name not in schemas, f"duplicate op {name}"
+            schemas[name] = schema
+            family_of[name] = family
+    for alias, canonical in ALIASES.items():
+        schemas[alias] = alias + schemas[canonical][len(canonical):]
+        family_of[alias] = family_of[canonical]
+    return schemas, family_of
+
+
+# op name -> full schema string (aliases included); op name -> family
+SCHEMAS, FAMILY = _build()

@@ -1,0 +1,3 @@
+"""GEMM families: FP8 (dense, M-grouped, K-grouped), BF16 and cuBLASLt-style GEMMs."""
+
+from . import fp8_ops  # noqa: F401  (registers the FP8 ops)

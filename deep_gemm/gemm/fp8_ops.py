@@ -1,0 +1,34 @@
+"""Registers the FP8 GEMM ops: one check, one reference, and (where it exists) one Triton launcher per op."""
+
+from __future__ import annotations
+
+from .._ops.library import register
+from . import fp8_checks as checks
+from . import fp8_reference as ref
+
+# Where the CUDA launchers live (imported on first CUDA call). None = the reference runs on CUDA.
+_TRITON = None
+
+
+def _triton(name: str) -> str | None:
+    return f"{_TRITON}:{name}" if _TRITON else None
+
+
+for _layout in ("nt", "nn", "tn", "tt"):
+    register(f"fp8_gemm_{_layout}", check=checks.make_dense_check(_layout),
+             reference=ref.make_dense_reference(_layout), triton=_triton(f"fp8_gemm_{_layout}"))
+
+register("fp8_gemm_nt_skip_head_mid", check=checks.check_fp8_gemm_nt_skip_head_mid,
+         reference=ref.fp8_gemm_nt_skip_head_mid_reference, triton=_triton("fp8_gemm_nt_skip_head_mid"))
+
+for _layout in ("nt", "nn"):
+    register(f"m_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_m_grouped_contiguous_check(_layout),
+             reference=ref.make_m_grouped_contiguous_reference(_layout),
+             triton=_triton(f"m_grouped_fp8_gemm_{_layout}_contiguous"))
+
+register("m_grouped_fp8_gemm_nt_masked", check=checks.check_m_grouped_fp8_gemm_nt_masked,
+         reference=ref.m_grouped_fp8_gemm_nt_masked_reference, triton=_triton("m_grouped_fp8_gemm_nt_masked"))
+
+for _layout in ("nt", "tn"):
+    register(f"k_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_k_grouped_check(_layout),
+             reference=ref.make_k_grouped_reference(_layout), triton=_triton(f"k_grouped_fp8_gemm_{_layout}_contiguous"))

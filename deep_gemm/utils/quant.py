@@ -1,0 +1,163 @@
+"""Casts to FP8 (E4M3) and FP4 (E2M1) with per-token, per-channel, per-block or custom-dims scales, and UE8M0 helpers.
+
+These are bitwise-identical to DeepGEMM's ``deep_gemm.utils`` definitions (tests compare against an independent
+re-derivation): the scale of a group is ``max(amax, 1e-4) / FORMAT_MAX``, optionally rounded *up* to a power of two
+(``use_ue8m0``), and values are multiplied by the scale's reciprocal (not divided) before the saturating cast.
+
+Conventions: FP8 is ``torch.float8_e4m3fn``; FP4 is E2M1 packed two per ``int8`` byte, the even element in the low
+nibble; a packed UE8M0 scale tensor holds four biased exponent bytes per ``int32`` (byte j = scale group 4i+j).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from .math import AMAX_FLOOR, FP4_E2M1_MAX, FP8_E4M3_MAX, align
+
+_FP32_MANTISSA_BITS = 23
+_FP32_MANTISSA_MASK = (1 << _FP32_MANTISSA_BITS) - 1
+# Biased exponents kept by ceil_to_ue8m0: 0 (zero/denormal) and 255 (inf/nan) are not valid UE8M0 scales.
+_UE8M0_MIN_EXPONENT, _UE8M0_MAX_EXPONENT = 1, 254
+# E2M1 magnitudes by 3-bit code, and the rounding boundaries between neighbours (ties go to the lower code).
+_E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+_E2M1_BOUNDARIES = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+_E2M1_SIGN_BIT = 0x8
+
+
+def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
+    """|x| rounded up to a power of two (FP32), exponent clamped to the UE8M0 range [2^-126, 2^127]."""
+    bits = x.abs().float().view(torch.int32)
+    exponent = (bits >> _FP32_MANTISSA_BITS) & 0xFF
+    round_up = ((bits & _FP32_MANTISSA_MASK) != 0).to(torch.int32)
+    exponent = (exponent + round_up).clamp(_UE8M0_MIN_EXPONENT, _UE8M0_MAX_EXPONENT)
+    return (exponent << _FP32_MANTISSA_BITS).view(torch.float32)
+
+
+def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
+    """FP32 powers of two [..., 4n] -> int32 [..., n], four biased exponent bytes per int (little-endian)."""
+    from .._ops.errors import require
+
+    require(x.dtype == torch.float32, f"x: expected dtype float32, got {x.dtype}")
+    require(x.size(-1) % 4 == 0, f"x: expected the last dimension to be a multiple of 4, got {x.size(-1)}")
+    bits = x.contiguous().view(torch.int32)
+    require(bool(((bits & _FP32_MANTISSA_MASK) == 0).all()) and bool((bits >= 0).all()),
+            "x: expected non-negative powers of two (zero mantissa bits)")
+    return (bits >> _FP32_MANTISSA_BITS).to(torch.uint8).view(torch.int32)
+
+
+def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor:
+    """int32 [..., n] of packed UE8M0 bytes -> FP32 [..., 4n] powers of two."""
+    exponent_bytes = packed_sf.contiguous().view(torch.uint8).to(torch.int32)
+    return (exponent_bytes << _FP32_MANTISSA_BITS).view(torch.float32)
+
+
+def _scale_of(amax: torch.Tensor, format_max: float, use_ue8m0: bool) -> torch.Tensor:
+    sf = amax.clamp(min=AMAX_FLOOR) / format_max
+    return ceil_to_ue8m0(sf) if use_ue8m0 else sf
+
+
+def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
+                          use_packed_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """One scale per (row, gran_k columns). x [m, n] -> (fp8 [m, n], sf FP32 [m, ceil(n/gran_k)] or packed int32).
+
+    Columns are zero-padded to a multiple of ``gran_k`` for the amax, so the last group may be partial.
+    """
+    assert x.dim() == 2, "x: expected a 2-D tensor"
+    m, n = x.shape
+    padded = x.new_zeros((m, align(n, gran_k)))
+    padded[:, :n] = x
+    groups = padded.view(m, -1, gran_k)
+    sf = _scale_of(groups.abs().float().amax(dim=2), FP8_E4M3_MAX, use_ue8m0)
+    q = (groups * (1.0 / sf.unsqueeze(2))).to(torch.float8_e4m3fn).view(m, -1)[:, :n].contiguous()
+    return q, pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf
+
+
+def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """One scale per (gran_k rows, column). x [m, n] with m % gran_k == 0 -> (fp8 [m, n], sf FP32 [m/gran_k, n])."""
+    assert x.dim() == 2 and x.size(0) % gran_k == 0, "x: expected a 2-D tensor with rows a multiple of gran_k"
+    m, n = x.shape
+    groups = x.view(-1, gran_k, n)
+    sf = _scale_of(groups.abs().float().amax(dim=1), FP8_E4M3_MAX, use_ue8m0)
+    return (groups * (1.0 / sf.unsqueeze(1))).to(torch.float8_e4m3fn).view(m, n), sf
+
+
+def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """One scale per gran_k x gran_k block (zero-padded). x [m, n] -> (fp8 [m, n], sf [ceil(m/g), ceil(n/g)])."""
+    assert x.dim() == 2, "x: expected a 2-D tensor"
+    m, n = x.shape
+    padded = x.new_zeros((align(m, gran_k), align(n, gran_k)))
+    padded[:m, :n] = x
+    blocks = padded.view(padded.size(0) // gran_k, gran_k, padded.size(1) // gran_k, gran_k)
+    sf = _scale_of(blocks.abs().float().amax(dim=(1, 3), keepdim=True), FP8_E4M3_MAX, use_ue8m0)
+    q = (blocks * (1.0 / sf)).to(torch.float8_e4m3fn).view_as(padded)[:m, :n].contiguous()
+    return q, sf.view(blocks.size(0), blocks.size(2))
+
+
+def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: Sequence[int],
+                                use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """One scale per index of ``dims`` (amax over every other dim). Returns (fp8 like x, sf squeezed)."""
+    keep = set(dims)
+    reduced = tuple(i for i in range(x.dim()) if i not in keep)
+    sf = _scale_of(x.abs().float().amax(dim=reduced, keepdim=True), FP8_E4M3_MAX, use_ue8m0)
+    return (x * (1.0 / sf)).to(torch.float8_e4m3fn), sf.squeeze()
+
+
+def _e2m1_codes(x: torch.Tensor) -> torch.Tensor:
+    """FP32 -> 4-bit E2M1 codes (int8, one per element). Magnitudes saturate at 6; -0 becomes +0."""
+    magnitude = x.abs().clamp(max=FP4_E2M1_MAX)
+    boundaries = torch.tensor(_E2M1_BOUNDARIES, device=x.device, dtype=magnitude.dtype)
+    code = torch.bucketize(magnitude, boundaries).to(torch.uint8)  # right=False: a tie takes the lower code
+    negative = (x < 0) & (code != 0)
+    return (code | (negative.to(torch.uint8) << 3)).view(torch.int8)
+
+
+def fp4_e2m1_to_float(packed: torch.Tensor) -> torch.Tensor:
+    """Unpack E2M1 pairs: int8 [..., n/2] -> FP32 [..., n] (low nibble = even element)."""
+    low = packed & 0x0F
+    high = (packed >> 4) & 0x0F
+    codes = torch.stack((low, high), dim=-1).flatten(-2).to(torch.int64)
+    table = torch.tensor(_E2M1_VALUES, device=packed.device, dtype=torch.float32)
+    value = table[codes & 0x7]
+    return torch.where((codes & _E2M1_SIGN_BIT) != 0, -value, value)
+
+
+def _pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    pairs = codes.view(*codes.shape[:-1], codes.size(-1) // 2, 2)
+    return (pairs[..., 0] & 0x0F) | ((pairs[..., 1] & 0x0F) << 4)
+
+
+def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
+                          use_packed_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """One scale per (row, gran_k columns), E2M1 values packed in pairs.
+
+    x [m, n] (n even) -> (int8 [m, n/2], sf FP32 [m, ceil(n/gran_k)] or packed UE8M0 int32, which needs use_ue8m0).
+    """
+    m, n = x.shape
+    assert n % 2 == 0, "x: expected an even number of columns"
+    assert use_ue8m0 or not use_packed_ue8m0, "use_packed_ue8m0 requires use_ue8m0"
+    padded = x.new_zeros((m, align(n, gran_k)))
+    padded[:, :n] = x
+    groups = padded.view(m, -1, gran_k)
+    sf = _scale_of(groups.abs().float().amax(dim=2), FP4_E2M1_MAX, use_ue8m0)
+    codes = _e2m1_codes(groups * (1.0 / sf.unsqueeze(2))).view(m, -1)
+    packed = _pack_nibbles(codes)[:, : n // 2].contiguous()
+    return packed, pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf
+
+
+def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor:
+    """Transpose a packed FP4 matrix: int8 [m, n/2] -> int8 [n, m/2] (m even)."""
+    assert a.dtype == torch.int8 and a.dim() == 2 and a.size(0) % 2 == 0, "a: expected int8 [m, n/2] with m even"
+    codes = torch.stack((a & 0x0F, (a >> 4) & 0x0F), dim=-1).flatten(-2)  # [m, n] codes
+    return _pack_nibbles(codes.t().contiguous()).contiguous()
+
+
+def cast_back_from_fp4(packed: torch.Tensor, sf: torch.Tensor, gran_k: int = 128,
+                       use_packed_ue8m0: bool = False) -> torch.Tensor:
+    """Dequantise per-token FP4: int8 [m, n/2] and scales [m, ceil(n/gran_k)] -> FP32 [m, n]."""
+    if use_packed_ue8m0:
+        sf = unpack_ue8m0_from_int(sf)
+    values = fp4_e2m1_to_float(packed)
+    group = torch.arange(values.size(-1), device=packed.device) // gran_k
+    return values * sf[:, group]
