@@ -1,0 +1,3 @@
+"""attention family (filled in by its module files)."""
+
+__all__: list[str] = []

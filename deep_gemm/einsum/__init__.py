@@ -1,0 +1,3 @@
+"""einsum family (filled in by its module files)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""mega family (filled in by its module files)."""
+
+__all__: list[str] = []
