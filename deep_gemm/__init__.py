@@ -1,14 +1,23 @@
-"""deep_gemm: DeepGEMM's kernels in Triton, every op a torch.ops.deep_gemm dispatcher op."""
+"""deep_gemm: DeepGEMM's FP8/BF16 GEMM, MoE, indexer, HyperConnection and layout kernels for Hopper in Triton.
+
+Every operator is a ``torch.ops.deep_gemm`` dispatcher op with a CPU reference kernel, a fake kernel and a CUDA
+kernel (Triton, or the torch reference until a Triton kernel covers it: see ``deep_gemm.backends()``). The names
+below keep DeepGEMM's Python API call for call. Importing this package never initialises CUDA or imports Triton.
+"""
 
 from ._ops.library import backends, define_all
 
 define_all()
 
-from . import runtime  # noqa: E402,F401  (registers the runtime knob ops)
-from . import gemm, einsum, attention, hyperconnection, layout, mega  # noqa: E402,F401  (register their ops)
-from .gemm.fp8_api import *  # noqa: E402,F401,F403
-from .einsum import *  # noqa: E402,F401,F403
-from .attention import *  # noqa: E402,F401,F403
-from .hyperconnection import *  # noqa: E402,F401,F403
-from .layout import *  # noqa: E402,F401,F403
-from .mega import *  # noqa: E402,F401,F403
+# Registration order matters only in that every family registers its ops on import.
+from . import runtime  # noqa: E402  (runtime knob ops)
+from . import gemm, einsum, attention, hyperconnection, layout, mega  # noqa: E402
+from . import testing, utils  # noqa: E402
+from . import config as _config  # noqa: E402
+from . import gemm as _gemm  # noqa: E402
+from . import _public  # noqa: E402
+
+from ._public import *  # noqa: E402,F401,F403
+
+__version__ = "0.1.0"
+__all__ = ["backends", "testing", "utils", "__version__"] + list(_public.__all__)

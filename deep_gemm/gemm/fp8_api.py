@@ -15,6 +15,16 @@ from .._ops.errors import fail
 Pair = Tuple[torch.Tensor, torch.Tensor]
 _ops = torch.ops.deep_gemm
 
+__all__ = [
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
+    "fp8_fp4_gemm_nt", "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt",
+    "fp8_gemm_nt_skip_head_mid",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous", "m_grouped_fp8_gemm_nt_masked",
+    "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nn_contiguous",
+    "m_grouped_fp8_fp4_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked",
+    "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
+]
+
 
 def unpack_pair(name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:
     """(data, scale) from any length-2 sequence, as DeepGEMM's bindings accept."""

@@ -1,0 +1,31 @@
+"""Assembles the public surface from the family API modules (each declares its own ``__all__``)."""
+
+from __future__ import annotations
+
+import importlib
+
+# (module, why it is public). Families that a later stage adds are picked up here and nowhere else.
+_API_MODULES = (
+    "deep_gemm.config",            # runtime knobs, alignment getters, get_jit
+    "deep_gemm.gemm.fp8_api",      # FP8 dense / M-grouped / K-grouped GEMMs
+    "deep_gemm.gemm.bf16_api",     # BF16 and cuBLASLt GEMMs
+    "deep_gemm.einsum",            # einsum, fp8_einsum
+    "deep_gemm.attention",         # MQA logits (indexer)
+    "deep_gemm.hyperconnection",   # tf32_hc_prenorm_gemm
+    "deep_gemm.layout",            # scale-factor layout helpers
+    "deep_gemm.mega",              # Mega MoE buffer contract
+    "deep_gemm.utils_api",         # utils names DeepGEMM re-exports at top level
+)
+
+__all__: list[str] = []
+for _name in _API_MODULES:
+    try:
+        _module = importlib.import_module(_name)
+    except ModuleNotFoundError as error:  # a family module not written yet
+        if error.name != _name:
+            raise
+        continue
+    for _symbol in getattr(_module, "__all__", ()):
+        globals()[_symbol] = getattr(_module, _symbol)
+        if _symbol not in __all__:
+            __all__.append(_symbol)
