@@ -66,11 +66,12 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
     """
     assert x.dim() == 2, "x: expected a 2-D tensor"
     m, n = x.shape
-    padded = x.new_zeros((m, align(n, gran_k)))
+    padded_n = align(n, gran_k)
+    padded = x.new_zeros((m, padded_n))
     padded[:, :n] = x
-    groups = padded.view(m, -1, gran_k)
+    groups = padded.view(m, padded_n // gran_k, gran_k)
     sf = _scale_of(groups.abs().float().amax(dim=2), FP8_E4M3_MAX, use_ue8m0)
-    q = (groups * (1.0 / sf.unsqueeze(2))).to(torch.float8_e4m3fn).view(m, -1)[:, :n].contiguous()
+    q = (groups * (1.0 / sf.unsqueeze(2))).to(torch.float8_e4m3fn).view(m, padded_n)[:, :n].contiguous()
     return q, pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf
 
 
@@ -78,7 +79,7 @@ def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128)
     """One scale per (gran_k rows, column). x [m, n] with m % gran_k == 0 -> (fp8 [m, n], sf FP32 [m/gran_k, n])."""
     assert x.dim() == 2 and x.size(0) % gran_k == 0, "x: expected a 2-D tensor with rows a multiple of gran_k"
     m, n = x.shape
-    groups = x.view(-1, gran_k, n)
+    groups = x.view(m // gran_k, gran_k, n)
     sf = _scale_of(groups.abs().float().amax(dim=1), FP8_E4M3_MAX, use_ue8m0)
     return (groups * (1.0 / sf.unsqueeze(1))).to(torch.float8_e4m3fn).view(m, n), sf
 
@@ -132,18 +133,25 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
                           use_packed_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per (row, gran_k columns), E2M1 values packed in pairs.
 
-    x [m, n] (n even) -> (int8 [m, n/2], sf FP32 [m, ceil(n/gran_k)] or packed UE8M0 int32, which needs use_ue8m0).
+    x [m, n] (n even) -> (int8 [m, n/2], sf FP32 [m, ceil(n/gran_k)] or packed UE8M0 int32 [m, ceil(ceil(n/gran_k)/4)],
+    which needs use_ue8m0; the packed scale count is padded to a multiple of 4 with 1.0).
     """
     m, n = x.shape
     assert n % 2 == 0, "x: expected an even number of columns"
     assert use_ue8m0 or not use_packed_ue8m0, "use_packed_ue8m0 requires use_ue8m0"
-    padded = x.new_zeros((m, align(n, gran_k)))
+    padded_n = align(n, gran_k)
+    padded = x.new_zeros((m, padded_n))
     padded[:, :n] = x
-    groups = padded.view(m, -1, gran_k)
+    groups = padded.view(m, padded_n // gran_k, gran_k)
     sf = _scale_of(groups.abs().float().amax(dim=2), FP4_E2M1_MAX, use_ue8m0)
-    codes = _e2m1_codes(groups * (1.0 / sf.unsqueeze(2))).view(m, -1)
+    codes = _e2m1_codes(groups * (1.0 / sf.unsqueeze(2))).view(m, padded_n)
     packed = _pack_nibbles(codes)[:, : n // 2].contiguous()
-    return packed, pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf
+    if not use_packed_ue8m0:
+        return packed, sf
+    # Packing needs whole groups of four scales: pad with 1.0 (exponent 127), as DeepGEMM does.
+    pad = (-sf.size(1)) % 4
+    sf = torch.cat([sf, sf.new_ones((m, pad))], dim=1) if pad else sf
+    return packed, pack_ue8m0_to_int(sf)
 
 
 def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor:
