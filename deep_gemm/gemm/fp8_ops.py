@@ -6,29 +6,33 @@ from .._ops.library import register
 from . import fp8_checks as checks
 from . import fp8_reference as ref
 
-# Where the CUDA launchers live (imported on first CUDA call). None = the reference runs on CUDA.
-_TRITON = None
+# Where the CUDA launchers live (imported on the first CUDA call, so `import deep_gemm` never imports Triton).
+_TRITON = "deep_gemm.gemm.fp8_triton"
+_NOT_COVERED = "reference for FP4 operands, int32 UE8M0 scales and K granularity 32"
 
 
 def _triton(name: str) -> str | None:
-    return f"{_TRITON}:{name}" if _TRITON else None
+    return f"{_TRITON}:{name}"
 
 
 for _layout in ("nt", "nn", "tn", "tt"):
     register(f"fp8_gemm_{_layout}", check=checks.make_dense_check(_layout),
-             reference=ref.make_dense_reference(_layout), triton=_triton(f"fp8_gemm_{_layout}"))
+             reference=ref.make_dense_reference(_layout), triton=_triton(f"fp8_gemm_{_layout}"),
+             triton_note=_NOT_COVERED)
 
 register("fp8_gemm_nt_skip_head_mid", check=checks.check_fp8_gemm_nt_skip_head_mid,
-         reference=ref.fp8_gemm_nt_skip_head_mid_reference, triton=_triton("fp8_gemm_nt_skip_head_mid"))
+         reference=ref.fp8_gemm_nt_skip_head_mid_reference, triton=_triton("fp8_gemm_nt_skip_head_mid"),
+         triton_note=_NOT_COVERED)
 
 for _layout in ("nt", "nn"):
     register(f"m_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_m_grouped_contiguous_check(_layout),
              reference=ref.make_m_grouped_contiguous_reference(_layout),
-             triton=_triton(f"m_grouped_fp8_gemm_{_layout}_contiguous"))
+             triton=_triton(f"m_grouped_fp8_gemm_{_layout}_contiguous"), triton_note=_NOT_COVERED)
 
 register("m_grouped_fp8_gemm_nt_masked", check=checks.check_m_grouped_fp8_gemm_nt_masked,
-         reference=ref.m_grouped_fp8_gemm_nt_masked_reference, triton=_triton("m_grouped_fp8_gemm_nt_masked"))
+         reference=ref.m_grouped_fp8_gemm_nt_masked_reference, triton=_triton("m_grouped_fp8_gemm_nt_masked"),
+         triton_note=_NOT_COVERED)
 
 for _layout in ("nt", "tn"):
     register(f"k_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_k_grouped_check(_layout),
-             reference=ref.make_k_grouped_reference(_layout), triton=_triton(f"k_grouped_fp8_gemm_{_layout}_contiguous"))
+             reference=ref.make_k_grouped_reference(_layout), triton=None)

@@ -1,0 +1,234 @@
+"""CUDA launchers of the FP8 GEMM ops (the op's CUDA kernel calls these after the shared check).
+
+Each launcher takes the op's schema arguments, returns ``NotImplemented`` for the argument combinations the Triton
+kernels do not cover (the op then runs the torch reference and ``deep_gemm.backends()`` says so), resolves the
+kernel config once per problem shape, and launches the cached compiled kernel directly.
+
+Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 128x128 block (1D2D) or per row
+(1D1D); BF16 or FP32 output; optional C. Dense: A and B K-major or MN-major. M-grouped: A K-major, B K-major or
+(with K % 128 == 0) MN-major. Masked: A and B K-major. Not covered (reference): packed FP4 operands, packed UE8M0
+(int32) scales, K granularity 32.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from .._triton.launch import descriptor, launch
+from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
+from . import fp8_configs as configs
+from .operands import FP8, resolve_recipe, to_nt
+
+_CONFIG_CACHE: dict = {}
+_CONFIG_LOCK = threading.Lock()
+# Split-K arrival counters (int32, zero between uses: the last split resets its tile's counter).
+_COUNTERS: dict = {}
+_COUNTERS_LOCK = threading.Lock()
+
+GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3}
+
+
+def _kernel():
+    from .kernels.fp8_gemm import _fp8_gemm_kernel
+    return _fp8_gemm_kernel
+
+
+def _config_for(problem: configs.Fp8GemmProblem) -> configs.Fp8GemmConfig:
+    cfg = _CONFIG_CACHE.get(problem)
+    if cfg is None:
+        with _CONFIG_LOCK:
+            cfg = _CONFIG_CACHE.get(problem)
+            if cfg is None:
+                cfg = configs.heuristic(problem)
+                _CONFIG_CACHE[problem] = cfg
+    return cfg
+
+
+def _counters(device: torch.device, count: int) -> torch.Tensor:
+    key = device.index if device.type == "cuda" else -1
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < count:
+        with _COUNTERS_LOCK:
+            buf = _COUNTERS.get(key)
+            if buf is None or buf.numel() < count:
+                buf = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
+                _COUNTERS[key] = buf
+    return buf
+
+
+def _supported(a, sfa, b, sfb, recipe) -> bool:
+    return (a.dtype == FP8 and b.dtype == FP8 and sfa.dtype == torch.float32 and sfb.dtype == torch.float32
+            and recipe.a == (1, 128) and recipe.b[1] == 128)
+
+
+def _operand_desc(x: torch.Tensor, rows_block: int, k_block: int):
+    """TMA descriptor of a 2-D operand [R, K] in its memory order; returns (descriptor, mn_major)."""
+    if x.size(-1) <= 1 or x.stride(-1) == 1:
+        return descriptor(x, (x.size(0), x.size(1)), (x.stride(0), 1), (rows_block, k_block)), False
+    xt = x.t()  # memory-order view [K, R]
+    return descriptor(xt, (xt.size(0), xt.size(1)), (xt.stride(0), 1), (k_block, rows_block)), True
+
+
+def _num_sms() -> int:
+    return get_num_sms() or 1
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(1, (max(1, x) - 1).bit_length())
+
+
+def _run(*, a_desc, b_desc, a_mn, b_mn, sfa, sfb, d, c, layout, m, n, k, num_groups, grouping, b_per_row,
+         cfg, strides_sfa, strides_sfb, stride_dg, stride_dm, head=(0, 0, 0), zero_gaps=True, psum_align=128):
+    sms = _num_sms()
+    split = cfg.split_k
+    if grouping == GROUPING["masked"]:
+        tiles_upper = num_groups * -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    else:
+        tiles_upper = -(-m // cfg.block_m) * -(-n // cfg.block_n) * split
+    grid = (max(1, min(sms, tiles_upper)), 1, 1)
+    if split > 1:
+        ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
+        counters = _counters(d.device, -(-m // cfg.block_m) * -(-n // cfg.block_n))
+    else:
+        ws, counters = d, d  # unused
+    has_c = c is not None
+    c_arg = c if has_c else d
+    layout_arg = layout if layout is not None else d
+    args = (a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, ws, counters,
+            m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm,
+            c_arg.stride(-2) if has_c else 0,
+            cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, grid[0], cfg.num_stages, split, grouping,
+            _next_pow2(num_groups), psum_align, zero_gaps, a_mn, b_mn, b_per_row, has_c, *head)
+    config_key = (cfg, grouping, a_mn, b_mn, b_per_row, has_c, split, head, zero_gaps, psum_align, grid[0],
+                  _next_pow2(num_groups))
+    launch(_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
+           num_stages=cfg.num_stages, device_index=d.device.index or 0)
+
+
+def _k_is_empty(d, c) -> bool:
+    if c is None:
+        d.zero_()
+    elif c is not d:
+        d.copy_(c)
+    return True
+
+
+def _dense(layout: str):
+    def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast):
+        a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
+        r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+        if not _supported(a, sfa, b, sfb, r):
+            return NotImplemented
+        return _launch_dense(a, sfa, b, sfb, d, c, r)
+
+    fp8_gemm.__name__ = f"fp8_gemm_{layout}"
+    return fp8_gemm
+
+
+def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0)):
+    m, k = a.shape
+    n = b.size(0)
+    if m == 0 or n == 0:
+        return None
+    if k == 0:
+        _k_is_empty(d, c)
+        return None
+    problem = configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms())
+    cfg = _config_for(problem)
+    if head != (0, 0, 0) and cfg.split_k > 1:
+        cfg = configs.Fp8GemmConfig(cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.group_m, 1)
+    a_desc, a_mn = _operand_desc(a, cfg.block_m, cfg.block_k)
+    b_desc, b_mn = _operand_desc(b, cfg.block_n, cfg.block_k)
+    _run(a_desc=a_desc, b_desc=b_desc, a_mn=a_mn, b_mn=b_mn, sfa=sfa, sfb=sfb, d=d, c=c, layout=None,
+         m=m, n=n, k=k, num_groups=1, grouping=GROUPING["dense"], b_per_row=r.b[0] == 1, cfg=cfg,
+         strides_sfa=(0, sfa.stride(0), sfa.stride(1)), strides_sfb=(0, sfb.stride(0), sfb.stride(1)),
+         stride_dg=0, stride_dm=d.stride(0), head=head)
+    return None
+
+
+fp8_gemm_nt = _dense("nt")
+fp8_gemm_nn = _dense("nn")
+fp8_gemm_tn = _dense("tn")
+fp8_gemm_tt = _dense("tt")
+
+
+def fp8_gemm_nt_skip_head_mid(a, sfa, b, sfb, d, head_splits, recipe, compiled_dims, disable_ue8m0_cast):
+    r = resolve_recipe(recipe, None, None, sfb)
+    if not _supported(a, sfa, b, sfb, r):
+        return NotImplemented
+    return _launch_dense(a, sfa, b, sfb, d, None, r, head=tuple(int(x) for x in head_splits))
+
+
+def _m_grouped_contiguous(layout: str):
+    def m_grouped(a, sfa, b, sfb, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast,
+                  use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout=None):
+        if layout == "nn":
+            b, sfb = b.transpose(-1, -2), sfb.transpose(-1, -2)
+        r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+        if not _supported(a, sfa, b, sfb, r) or a.stride(-1) != 1:
+            return NotImplemented
+        num_groups, n, k = b.shape
+        m = a.size(0)
+        b_mn = b.stride(-1) != 1 and k > 1
+        if b_mn and (k % configs.BLOCK_K != 0 or b.stride(0) != k * n):
+            return NotImplemented  # a 2-D [G*K, N] view must not let one expert's K tail read the next expert
+        if m == 0 or n == 0:
+            return None
+        if k == 0:
+            return NotImplemented  # rows of no group still follow the reference's zero/untouched rules
+        alignment = get_mk_alignment_for_contiguous_layout()
+        problem = configs.Fp8GemmProblem(m, n, k, num_groups, "m_grouped", _num_sms(), alignment)
+        if not configs.candidates(problem):
+            return NotImplemented
+        cfg = _config_for(problem)
+        a_desc, _ = _operand_desc(a, cfg.block_m, cfg.block_k)
+        if b_mn:
+            b_mem = b.transpose(-1, -2).reshape(num_groups * k, n)  # [G*K, N] view of the [G, K, N] memory
+            b_desc = descriptor(b_mem, (num_groups * k, n), (b_mem.stride(0), 1), (cfg.block_k, cfg.block_n))
+        else:
+            if b.stride(0) != n * b.stride(1):
+                return NotImplemented
+            b_rows = b.reshape(num_groups * n, k)
+            b_desc = descriptor(b_rows, (num_groups * n, k), (b_rows.stride(0), 1), (cfg.block_n, cfg.block_k))
+        grouping = GROUPING["m_psum" if use_psum_layout else "m_ids"]
+        _run(a_desc=a_desc, b_desc=b_desc, a_mn=False, b_mn=b_mn, sfa=sfa, sfb=sfb, d=d, c=None,
+             layout=grouped_layout, m=m, n=n, k=k, num_groups=num_groups, grouping=grouping,
+             b_per_row=r.b[0] == 1, cfg=cfg, strides_sfa=(0, sfa.stride(0), sfa.stride(1)),
+             strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=0, stride_dm=d.stride(0),
+             zero_gaps=bool(ensure_zero_padding) or not use_psum_layout, psum_align=alignment)
+        return None
+
+    m_grouped.__name__ = f"m_grouped_fp8_gemm_{layout}_contiguous"
+    return m_grouped
+
+
+m_grouped_fp8_gemm_nt_contiguous = _m_grouped_contiguous("nt")
+m_grouped_fp8_gemm_nn_contiguous = _m_grouped_contiguous("nn")
+
+
+def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
+                                 compiled_dims, disable_ue8m0_cast):
+    r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+    if not _supported(a, sfa, b, sfb, r) or a.stride(-1) != 1 or b.stride(-1) != 1:
+        return NotImplemented
+    num_groups, max_m, k = a.shape
+    n = b.size(1)
+    if a.stride(0) != max_m * a.stride(1) or b.stride(0) != n * b.stride(1):
+        return NotImplemented
+    if max_m == 0 or n == 0:
+        return None
+    if k == 0:
+        return NotImplemented
+    problem = configs.Fp8GemmProblem(max_m, n, k, num_groups, "masked", _num_sms(), expected_m=int(expected_m))
+    cfg = _config_for(problem)
+    a_rows = a.reshape(num_groups * max_m, k)
+    b_rows = b.reshape(num_groups * n, k)
+    a_desc = descriptor(a_rows, (num_groups * max_m, k), (a_rows.stride(0), 1), (cfg.block_m, cfg.block_k))
+    b_desc = descriptor(b_rows, (num_groups * n, k), (b_rows.stride(0), 1), (cfg.block_n, cfg.block_k))
+    _run(a_desc=a_desc, b_desc=b_desc, a_mn=False, b_mn=False, sfa=sfa, sfb=sfb, d=d, c=None, layout=masked_m,
+         m=max_m, n=n, k=k, num_groups=num_groups, grouping=GROUPING["masked"], b_per_row=r.b[0] == 1, cfg=cfg,
+         strides_sfa=(sfa.stride(0), sfa.stride(1), sfa.stride(2)),
+         strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=d.stride(0), stride_dm=d.stride(1))
+    return None

@@ -1,0 +1,69 @@
+"""Compile deep_gemm's Triton kernels for sm_90a on any machine (no GPU needed) and report registers, spills and
+shared memory per config: the cheap first check before spending GPU time.
+
+    python scripts/compile_check.py            # the FP8 GEMM kernel over its main configs
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+SM90 = GPUTarget("cuda", 90, 32)
+
+
+def resource_usage(cubin: bytes) -> str:
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    return " ".join(line.strip() for line in out.splitlines() if "REG:" in line)
+
+
+def sass_counts(cubin: bytes, needles=("QGMMA", "HGMMA", "UTMALDG", "LDL", "STL")) -> dict:
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([tool, "--dump-sass", f.name], capture_output=True, text=True).stdout
+    return {n: sass.count(n) for n in needles}
+
+
+def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, a_mn=False, b_mn=False, b_per_row=False,
+                     has_c=False, out="bf16"):
+    from deep_gemm.gemm.kernels.fp8_gemm import _fp8_gemm_kernel
+    fn = _fp8_gemm_kernel
+    a_block = [128, bm] if a_mn else [bm, 128]
+    b_block = [128, bn] if b_mn else [bn, 128]
+    sig = {"a_desc": f"tensordesc<fp8e4nv{a_block}>", "b_desc": f"tensordesc<fp8e4nv{b_block}>",
+           "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}", "layout_ptr": "*i32",
+           "ws_ptr": "*fp32", "counter_ptr": "*i32"}
+    ints = ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k", "stride_sfb_g",
+            "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cm"]
+    sig.update({n: "i32" for n in ints})
+    constexprs = dict(BM=bm, BN=bn, BK=128, GROUP_M=8, NUM_SMS=132, NUM_STAGES=stages, SPLIT_K=split,
+                      GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, A_MN_MAJOR=a_mn,
+                      B_MN_MAJOR=b_mn, B_PER_ROW=b_per_row, HAS_C=has_c, HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+
+
+if __name__ == "__main__":
+    for cfg in [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
+                dict(bm=128, bn=64, warps=8, stages=4), dict(bm=64, bn=128, warps=4, stages=4),
+                dict(bm=16, bn=128, warps=4, stages=4, split=4), dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True,
+                                                                      has_c=True, out="fp32"),
+                dict(bm=128, bn=128, warps=8, stages=3, grouping=1), dict(bm=64, bn=128, warps=4, stages=4, grouping=3),
+                dict(bm=128, bn=128, warps=8, stages=3, a_mn=True, b_mn=True)]:
+        ck = compile_fp8_gemm(**cfg)
+        print(cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))

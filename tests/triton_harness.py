@@ -1,0 +1,29 @@
+"""Run an op's Triton launcher: through the dispatcher on a GPU, directly (after the op's check) in the Triton
+interpreter on CPU. Either way the test fails if the launcher declines (returns NotImplemented), so a test can never
+pass by silently running the reference."""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from deep_gemm._ops.library import _Binder, kernels_of
+from deep_gemm._ops.schemas import SCHEMAS
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def triton_launcher(op_name: str):
+    kernels = kernels_of(op_name)
+    assert kernels.triton is not None, f"{op_name} has no Triton launcher"
+    module, attr = kernels.triton.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def run_triton(op_name: str, *args, **kwargs) -> None:
+    """Check the arguments like the op does, then run the Triton launcher on them."""
+    full = _Binder(SCHEMAS[op_name])(args, kwargs)
+    kernels_of(op_name).check(*full)
+    result = triton_launcher(op_name)(*full)
+    assert result is not NotImplemented, f"the Triton launcher of {op_name} declined these arguments"
