@@ -67,3 +67,23 @@ if __name__ == "__main__":
                 dict(bm=128, bn=128, warps=8, stages=3, a_mn=True, b_mn=True)]:
         ck = compile_fp8_gemm(**cfg)
         print(cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
+
+
+def compile_k_grouped(tn: bool, has_c: bool = True):
+    from deep_gemm.gemm.kernels.fp8_gemm import _fp8_k_grouped_kernel
+    fn = _fp8_k_grouped_kernel
+    sig = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_ptr": "*fp32",
+           "c_ptr": "*fp32", "ks_ptr": "*i32"}
+    sig.update({n: "i32" for n in ["M", "N", "NUM_GROUPS", "SUM_K", "stride_sfa_r", "stride_sfa_k", "stride_sfb_r",
+                                   "stride_sfb_k", "stride_cg", "stride_cm"]})
+    constexprs = dict(BM=128, BN=128, BK=128, GROUP_M=8, NUM_SMS=132, NUM_STAGES=3, G_PAD=16, TN=tn, HAS_C=has_c)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": 8, "num_stages": 3})
+
+
+if __name__ == "__main__":
+    for tn in (False, True):
+        ck = compile_k_grouped(tn)
+        print("k_grouped tn" if tn else "k_grouped nt", "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]),
+              sass_counts(ck.asm["cubin"]))

@@ -144,3 +144,22 @@ def test_masked_leaves_rows_beyond_mask_untouched():
             expected = oracle_gemm(a[0][g, :m], a[1][g, :m], (1, 128), b[0][g], b[1][g], (128, 128))
             assert calc_diff(d[g, :m], expected) < TOL
         assert d[g, m:].isnan().all()
+
+
+@pytest.mark.parametrize("layout", ["nt", "tn"])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_k_grouped(layout, accumulate):
+    from test_fp8_gemm_reference import _k_grouped_inputs
+    ks, m, n = [256, 0, 128, 384], 48, 80
+    a, b, qa, qb = _k_grouped_inputs(layout, ks, m, n)
+    d = torch.randn(len(ks), m, n)
+    before = d.clone()
+    c = d.clone() if accumulate else None
+    a0, a1, b0, b1, d, lay, c = _to(*a, *b, d, torch.tensor(ks, dtype=torch.int32), c)
+    run_triton(f"k_grouped_fp8_gemm_{layout}_contiguous", a0, a1, b0, b1, d, ks, lay, c)
+    d = d.cpu()
+    for g, kg in enumerate(ks):
+        expected = before[g].double() if accumulate else torch.zeros(m, n, dtype=torch.float64)
+        if kg:
+            expected = expected + oracle_gemm(*qa[g], (1, 128), *qb[g], (1, 128))
+        assert calc_diff(d[g], expected) < TOL

@@ -63,8 +63,16 @@ def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str
             return ck
         compiled = KERNEL_CACHE.get_or_compile(key, build)
     stream = torch._C._cuda_getCurrentRawStream(device_index)
-    compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
-                 *args)
+    runner = compiled.run
+    scratch = None
+    if runner.global_scratch_size:
+        # Kernels that build TMA descriptors on the device need per-program global scratch. Triton would take it
+        # from a process-global allocator (triton.set_allocator); we hand it over directly instead of changing
+        # the caller's allocator. Triton 3.6's CudaLauncher argument order (pinned version).
+        size = grid[0] * grid[1] * grid[2] * runner.num_ctas * runner.global_scratch_size
+        scratch = torch.empty(size, dtype=torch.uint8, device=f"cuda:{device_index}")
+    runner.launch(grid[0], grid[1], grid[2], stream, compiled.function, runner.launch_cooperative_grid,
+                  runner.launch_pdl, scratch, None, compiled.packed_metadata, None, None, None, *args)
 
 
 class FastDescriptor:

@@ -35,4 +35,4 @@ register("m_grouped_fp8_gemm_nt_masked", check=checks.check_m_grouped_fp8_gemm_n
 
 for _layout in ("nt", "tn"):
     register(f"k_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_k_grouped_check(_layout),
-             reference=ref.make_k_grouped_reference(_layout), triton=None)
+             reference=ref.make_k_grouped_reference(_layout), triton=_triton(f"k_grouped_fp8_gemm_{_layout}_contiguous"))

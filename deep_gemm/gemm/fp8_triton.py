@@ -232,3 +232,41 @@ def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe
          strides_sfa=(sfa.stride(0), sfa.stride(1), sfa.stride(2)),
          strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=d.stride(0), stride_dm=d.stride(1))
     return None
+
+
+# K-grouped tiles: 128x128 on two consumer warpgroups, the shape of the dense weight-gradient path.
+K_GROUPED_CONFIG = configs.Fp8GemmConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
+
+
+def _k_grouped(layout: str):
+    def k_grouped(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout):
+        num_groups, m, n = d.shape
+        if m == 0 or n == 0:
+            return None
+        cfg = K_GROUPED_CONFIG
+        sms = _num_sms()
+        tiles = num_groups * -(-m // cfg.block_m) * -(-n // cfg.block_n)
+        grid = (max(1, min(sms, tiles)), 1, 1)
+        if layout == "nt":
+            sfa_strides = (sfa.stride(0), sfa.stride(1))
+            sfb_strides = (sfb.stride(0), sfb.stride(1))
+        else:
+            sfa_strides = (sfa.stride(1), sfa.stride(0))
+            sfb_strides = (sfb.stride(1), sfb.stride(0))
+        has_c = c is not None
+        c_arg = c if has_c else d
+        from .kernels.fp8_gemm import _fp8_k_grouped_kernel
+        args = (a, b, sfa, sfb, d, c_arg, grouped_layout, m, n, num_groups, sum(ks_cpu), *sfa_strides, *sfb_strides,
+                c_arg.stride(0), c_arg.stride(1), cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, grid[0],
+                cfg.num_stages, _next_pow2(num_groups), layout == "tn", has_c)
+        launch(_fp8_k_grouped_kernel, grid, args, name="k_grouped_fp8_gemm",
+               config_key=(cfg, layout, has_c, grid[0], _next_pow2(num_groups)), num_warps=cfg.num_warps,
+               num_stages=cfg.num_stages, device_index=d.device.index or 0)
+        return None
+
+    k_grouped.__name__ = f"k_grouped_fp8_gemm_{layout}_contiguous"
+    return k_grouped
+
+
+k_grouped_fp8_gemm_nt_contiguous = _k_grouped("nt")
+k_grouped_fp8_gemm_tn_contiguous = _k_grouped("tn")

@@ -203,3 +203,67 @@ def _fp8_gemm_kernel(
                 _store_tile(total, d_tile, c_ptr, offs_m, offs_n, row_store, N, stride_dm, stride_cm,
                             HAS_C, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit(do_not_specialize=["M", "N", "NUM_GROUPS", "SUM_K", "stride_sfa_r", "stride_sfa_k", "stride_sfb_r",
+                               "stride_sfb_k", "stride_cg", "stride_cm"])
+def _fp8_k_grouped_kernel(
+        a_ptr, b_ptr,  # FP8. nt: flat per-group row-major [M, K_g] / [N, K_g] blocks; tn: [sum K, M] / [sum K, N]
+        sfa_ptr, sfb_ptr,  # FP32 per-row scales per 128 K: nt [M, sum K/128]; tn [sum K/128, M] (any strides)
+        d_ptr, c_ptr,  # FP32 [G, M, N] contiguous output, optional accumulator [G, M, N]
+        ks_ptr,  # int32 [G]: K of every group (multiples of 128; 0 allowed)
+        M, N, NUM_GROUPS, SUM_K, stride_sfa_r, stride_sfa_k, stride_sfb_r, stride_sfb_k, stride_cg, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+        NUM_STAGES: tl.constexpr, G_PAD: tl.constexpr, TN: tl.constexpr, HAS_C: tl.constexpr):
+    """K-grouped weight-gradient GEMM: D[g] = C[g] + A_g @ B_g.T over group g's K range, per-row scales on both
+    operands promoted every 128-K block. Every (group, tile) pair is a tile of the persistent loop, empty groups
+    included (they store C or zeros). Group K offsets are a prefix sum computed on the device.
+
+    Operands are read by TMA through descriptors built on the device: tn operands are one [sum K, MN] matrix; an
+    nt group is its own row-major [MN, K_g] matrix, so its descriptors are rebuilt when the group changes (the
+    descriptors live in the launch's global scratch)."""
+    pid = tl.program_id(0)
+    g_idx = tl.arange(0, G_PAD)
+    ks = tl.load(ks_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+    k_starts = tl.cumsum(ks, axis=0) - ks
+    num_m_blocks = tl.cdiv(M, BM)
+    num_n_blocks = tl.cdiv(N, BN)
+    per_group = num_m_blocks * num_n_blocks
+    if TN:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[SUM_K, M], strides=[M, 1], block_shape=[BK, BM])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[SUM_K, N], strides=[N, 1], block_shape=[BK, BN])
+    for tile in tl.range(pid, NUM_GROUPS * per_group, NUM_SMS):
+        group = tile // per_group
+        pid_m, pid_n = _tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
+        k_size = tl.sum(tl.where(g_idx == group, ks, 0), axis=0)
+        k_start = tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        offs_m = off_m + tl.arange(0, BM)
+        offs_n = off_n + tl.arange(0, BN)
+        m_ok = offs_m < M
+        n_ok = offs_n < N
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        if k_size > 0:
+            if not TN:
+                a_desc = tl.make_tensor_descriptor(a_ptr + k_start.to(tl.int64) * M, shape=[M, k_size],
+                                                   strides=[k_size, 1], block_shape=[BM, BK])
+                b_desc = tl.make_tensor_descriptor(b_ptr + k_start.to(tl.int64) * N, shape=[N, k_size],
+                                                   strides=[k_size, 1], block_shape=[BN, BK])
+            for kb in tl.range(0, k_size // BK, num_stages=NUM_STAGES):
+                if TN:
+                    a = a_desc.load([k_start + kb * BK, off_m]).T
+                    b = b_desc.load([k_start + kb * BK, off_n])
+                else:
+                    a = a_desc.load([off_m, kb * BK])
+                    b = b_desc.load([off_n, kb * BK]).T
+                partial = tl.dot(a, b)
+                scale_col = k_start // BK + kb
+                sa = tl.load(sfa_ptr + offs_m * stride_sfa_r + scale_col * stride_sfa_k, mask=m_ok, other=0.0)
+                sb = tl.load(sfb_ptr + offs_n * stride_sfb_r + scale_col * stride_sfb_k, mask=n_ok, other=0.0)
+                acc += partial * sa[:, None] * sb[None, :]
+        mask = m_ok[:, None] & n_ok[None, :]
+        if HAS_C:
+            acc += tl.load(c_ptr + group * stride_cg + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask,
+                           other=0.0)
+        tl.store(d_ptr + group * M * N + offs_m[:, None] * N + offs_n[None, :], acc, mask=mask)
