@@ -1,0 +1,315 @@
+"""FP8 GEMM benchmark on the GPU: every ANCHORS shape, deep_gemm against torch's block-wise scaled_mm (cuBLAS doing
+the same 1x128 / 128x128 maths) in the same process with the same timer, and against DeepGEMM's H200 figure.
+
+    python benchmarks/bench_fp8_gemm.py [--out DIR] [--quick]
+
+Timer: torch.profiler kernel time (the sum of every kernel the call launches), each call preceded by a 256 MB
+buffer fill that flushes the 60 MB L2; median over reps. Every case is checked against the fp32 reference first.
+Prints one DeepGEMM-style line per case and geometric means per table; writes JSON and markdown to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import deep_gemm  # noqa: E402
+from deep_gemm.testing import calc_diff  # noqa: E402
+from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+from deep_gemm.utils.math import ceil_div  # noqa: E402
+
+import shapes  # noqa: E402
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 4x the H200's 60 MB L2
+FLUSH_KERNEL_TAG = "FillFunctor"  # name fragment of the flush kernel, excluded from the timed kernels
+CORRECTNESS_LIMIT = 1e-3  # DeepGEMM's calc_diff bar for FP8 GEMMs
+
+
+class KernelTimer:
+    """Median GPU time of the kernels a call launches, L2 flushed before every call."""
+
+    def __init__(self, reps: int = 20):
+        self.reps = reps
+        self.flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def __call__(self, fn) -> float:
+        fn()  # warm up (compiles on first call)
+        torch.cuda.synchronize()
+        from torch.profiler import ProfilerActivity, profile
+        per_rep = []
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(self.reps):
+                self.flush.zero_()
+                fn()
+            torch.cuda.synchronize()
+        events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        kernels = [e for e in events if FLUSH_KERNEL_TAG not in e.name and "Memset" not in e.name
+                   and "Memcpy" not in e.name]
+        # Group kernels into reps by the flush kernels that separate them.
+        flush_times = sorted(e.time_range.start for e in events if FLUSH_KERNEL_TAG in e.name)
+        buckets = [0.0] * len(flush_times)
+        for e in kernels:
+            idx = max(0, sum(1 for t in flush_times if t <= e.time_range.start) - 1)
+            buckets[idx] += e.time_range.elapsed_us()
+        per_rep = [b for b in buckets if b > 0]
+        return statistics.median(per_rep) if per_rep else float("nan")
+
+
+def fp8_operands(m, n, k, per_row_b=False):
+    a_bf = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b_bf = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    a = per_token_cast_to_fp8(a_bf, use_ue8m0=False)
+    b = per_token_cast_to_fp8(b_bf, use_ue8m0=False) if per_row_b else per_block_cast_to_fp8(b_bf, use_ue8m0=False)
+    # DeepGEMM's kernels read A scales MN-major (TMA-aligned); give both libraries that layout.
+    sfa = torch.empty(a[1].size(1), align(m, 4), device="cuda").T[:m]
+    sfa.copy_(a[1])
+    return (a[0], sfa), b
+
+
+def reference(a, b, gran_b):
+    from deep_gemm.gemm.operands import dequantize
+    return dequantize(a[0], a[1], (1, 128)) @ dequantize(b[0], b[1], gran_b).T
+
+
+def torch_blockwise(a, b, m):
+    """cuBLAS block-wise FP8 through torch (the call documented in ANCHORS.md); None if unavailable."""
+    try:
+        from torch.nn.functional import ScalingType, scaled_mm
+    except ImportError:
+        return None
+    sfa = a[1].T.contiguous().T if a[1].stride(0) != 1 else a[1]
+    sfb = b[1].contiguous()
+    out = torch.empty(m, b[0].size(0), device="cuda", dtype=torch.bfloat16)
+
+    def run():
+        return scaled_mm(a[0], b[0].t(), sfa, ScalingType.BlockWise1x128, sfb.t(), ScalingType.BlockWise128x128,
+                         output_dtype=torch.bfloat16)
+    try:
+        run()
+    except Exception as error:  # noqa: BLE001 - report and carry on without the yardstick
+        print(f"  (torch block-wise scaled_mm unavailable: {str(error).splitlines()[0][:100]})")
+        return None
+    del out
+    return run
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def bench_dense(timer, results, quick):
+    print("\n== dense FP8 1D2D, NT, BF16 out ==")
+    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
+        if quick and m == 128:
+            continue
+        a, b = fp8_operands(m, n, k)
+        d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        deep_gemm.fp8_gemm_nt(a, b, d)
+        diff = calc_diff(d, reference(a, b, (128, 128)))
+        us = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d))
+        yard = torch_blockwise(a, b, m)
+        torch_us = timer(yard) if yard else float("nan")
+        flops = 2 * m * n * k
+        nbytes = m * k + n * k + m * n * 2 + (m + n // 128) * ceil_div(k, 128) * 4
+        row = dict(table="dense_1d2d", m=m, n=n, k=k, us=us, tflops=flops / us / 1e6, gbps=nbytes / us / 1e3,
+                   torch_us=torch_us, vs_torch=torch_us / us, dg_us=dg_us, vs_deepgemm=dg_us / us, diff=diff)
+        results.append(row)
+        print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {row['tflops']:6.0f} TFLOPS | {row['gbps']:5.0f} GB/s"
+              f" | vs torch {row['vs_torch']:.2f}x | vs DeepGEMM {row['vs_deepgemm']:.2f}x | diff {diff:.1e}")
+        assert diff < CORRECTNESS_LIMIT, f"wrong result at {(m, n, k)}: calc_diff {diff}"
+
+
+def bench_1d1d(timer, results):
+    print("\n== dense FP8 1D1D (weight gradient), FP32 out accumulated into C ==")
+    for (m, n, k), dg_tflops in shapes.DENSE_1D1D_DG_TFLOPS.items():
+        a, b = fp8_operands(m, n, k, per_row_b=True)
+        d = torch.randn(m, n, device="cuda", dtype=torch.float32)
+        expected = reference(a, b, (1, 128)) + d
+        deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
+        diff = calc_diff(d, expected)
+        us = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)))
+        tflops = 2 * m * n * k / us / 1e6
+        row = dict(table="dense_1d1d", m=m, n=n, k=k, us=us, tflops=tflops, dg_tflops=dg_tflops,
+                   vs_deepgemm=tflops / dg_tflops, diff=diff)
+        results.append(row)
+        print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | vs DeepGEMM {tflops / dg_tflops:.2f}x"
+              f" | diff {diff:.1e}")
+        assert diff < CORRECTNESS_LIMIT
+
+
+def bench_contiguous(timer, results):
+    print("\n== M-grouped contiguous FP8 (psum layout) ==")
+    alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    for (g, per_group, n, k), dg_tflops in shapes.M_GROUPED_CONTIGUOUS_DG_TFLOPS.items():
+        random.seed(0)
+        ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
+        starts, ends, start = [], [], 0
+        for mg in ms:
+            starts.append(start)
+            ends.append(start + mg)
+            start = align(start + mg, alignment)
+        m = start
+        a, _ = fp8_operands(m, 128, k)
+        b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
+        bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
+        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+        layout = torch.tensor(ends, dtype=torch.int32, device="cuda")
+        d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True)
+        diff = max(calc_diff(d[s:e], reference((a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]), (128, 128)))
+                   for i, (s, e) in enumerate(zip(starts, ends)))
+        us = timer(lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True))
+        tflops = 2 * sum(ms) * n * k / us / 1e6
+        row = dict(table="m_grouped_contiguous", groups=g, m=sum(ms), n=n, k=k, us=us, tflops=tflops,
+                   dg_tflops=dg_tflops, vs_deepgemm=tflops / dg_tflops, diff=diff)
+        results.append(row)
+        print(f" > G={g} M={sum(ms):6d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | "
+              f"vs DeepGEMM {tflops / dg_tflops:.2f}x | diff {diff:.1e}")
+        assert diff < CORRECTNESS_LIMIT
+
+
+def bench_masked(timer, results):
+    print("\n== M-grouped masked FP8 ==")
+    max_m = shapes.MASKED_MAX_M
+    for (g, expected_m, n, k), (dg_us, dg_tflops, dg_gbps) in shapes.MASKED_DG.items():
+        random.seed(0)
+        masked = [int(expected_m * random.uniform(0.7, 1.3)) for _ in range(g)]
+        a_bf = torch.randn(g, max_m, k, device="cuda", dtype=torch.bfloat16)
+        aq = [per_token_cast_to_fp8(a_bf[i], use_ue8m0=False) for i in range(g)]
+        a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
+        b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
+        bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
+        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+        masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+        d = torch.empty(g, max_m, n, device="cuda", dtype=torch.bfloat16)
+        call = lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))  # noqa: E731
+        call()
+        diff = max(calc_diff(d[i, :masked[i]], reference((a[0][i, :masked[i]], a[1][i, :masked[i]]),
+                                                         (b[0][i], b[1][i]), (128, 128))) for i in range(g))
+        us = timer(call)
+        rows = sum(masked)
+        tflops = 2 * rows * n * k / us / 1e6
+        gbps = (rows * k + g * n * k + rows * n * 2) / us / 1e3
+        row = dict(table="masked", groups=g, expected_m=expected_m, n=n, k=k, us=us, tflops=tflops, gbps=gbps,
+                   dg_us=dg_us, vs_deepgemm=dg_us / us, diff=diff)
+        results.append(row)
+        print(f" > G={g:2d} m={expected_m:4d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | {gbps:5.0f} GB/s"
+              f" | vs DeepGEMM {dg_us / us:.2f}x | diff {diff:.1e}")
+        assert diff < CORRECTNESS_LIMIT
+
+
+def bench_k_grouped(timer, results):
+    print("\n== K-grouped FP8 (weight gradient), FP32 out accumulated into C ==")
+    for g, m, n, k_per_group in shapes.K_GROUPED:
+        random.seed(0)
+        ks = [align(int(k_per_group * random.uniform(0.7, 1.3)), 128) for _ in range(g)]
+        sum_k = sum(ks)
+        a = (torch.randn(sum_k, m, device="cuda").to(torch.float8_e4m3fn),
+             torch.rand(sum_k // 128, m, device="cuda") + 0.5)
+        b = (torch.randn(sum_k, n, device="cuda").to(torch.float8_e4m3fn),
+             torch.rand(sum_k // 128, n, device="cuda") + 0.5)
+        d = torch.zeros(g, m, n, device="cuda")
+        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+        deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d)
+        expected = torch.zeros_like(d)
+        from deep_gemm.gemm.fp8_reference import make_k_grouped_reference
+        make_k_grouped_reference("tn")(a[0], a[1], b[0], b[1], expected, ks, layout, None, [1, 1, 128], "mn", False)
+        diff = calc_diff(d, expected)
+        us = timer(lambda: deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d))
+        tflops = 2 * m * n * sum_k / us / 1e6
+        row = dict(table="k_grouped_tn", groups=g, m=m, n=n, sum_k=sum_k, us=us, tflops=tflops, diff=diff)
+        results.append(row)
+        print(f" > G={g:2d} M={m} N={n} sumK={sum_k}: {us:7.1f} us | {tflops:6.0f} TFLOPS | diff {diff:.1e}")
+        assert diff < CORRECTNESS_LIMIT
+
+
+def host_overhead(results):
+    print("\n== host overhead per call (tight loop, no sync, tiny shape) ==")
+    a, b = fp8_operands(16, 128, 128)
+    d = torch.empty(16, 128, device="cuda", dtype=torch.bfloat16)
+    x = torch.zeros(1, device="cuda")
+    calls = {
+        "deep_gemm.fp8_gemm_nt": lambda: deep_gemm.fp8_gemm_nt(a, b, d),
+        "torch.ops.deep_gemm.fp8_gemm_nt": lambda: torch.ops.deep_gemm.fp8_gemm_nt(a[0], a[1], b[0], b[1], d),
+        "x.add_(1) (torch floor)": lambda: x.add_(1),
+    }
+    for name, fn in calls.items():
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        n = 2000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        us = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize()
+        results.append(dict(table="host_overhead", call=name, us=us))
+        print(f" > {name:36s} {us:6.1f} us/call")
+
+
+def summarize(results):
+    lines = ["", "== geometric means =="]
+    for table, key in (("dense_1d2d", "vs_deepgemm"), ("dense_1d2d", "vs_torch"), ("dense_1d1d", "vs_deepgemm"),
+                       ("m_grouped_contiguous", "vs_deepgemm"), ("masked", "vs_deepgemm")):
+        rows = [r for r in results if r["table"] == table and key in r]
+        if rows:
+            lines.append(f" {table:22s} {key:12s} {geomean([r[key] for r in rows]):.3f}x over {len(rows)} shapes")
+    m4096 = [r for r in results if r["table"] == "dense_1d2d" and r["m"] == 4096]
+    if m4096:
+        lines.append(f" dense M=4096: min {min(r['tflops'] for r in m4096):.0f} TFLOPS, vs torch geomean "
+                     f"{geomean([r.get('vs_torch') for r in m4096]):.3f}x")
+    print("\n".join(lines))
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tables", default="dense,1d1d,contiguous,masked,k_grouped,host")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 references must be fp32
+    timer = KernelTimer()
+    results = []
+    tables = set(args.tables.split(","))
+    started = time.time()
+    if "dense" in tables:
+        bench_dense(timer, results, args.quick)
+    if "1d1d" in tables:
+        bench_1d1d(timer, results)
+    if "contiguous" in tables:
+        bench_contiguous(timer, results)
+    if "masked" in tables:
+        bench_masked(timer, results)
+    if "k_grouped" in tables:
+        bench_k_grouped(timer, results)
+    if "host" in tables:
+        host_overhead(results)
+    summary = summarize(results)
+    meta = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                triton=__import__("triton").__version__, num_sms=deep_gemm.get_num_sms(),
+                wall_s=round(time.time() - started, 1), backends={k: v for k, v in deep_gemm.backends().items()
+                                                                   if "fp8" in k})
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench_fp8_gemm.json"), "w") as f:
+        json.dump(dict(meta=meta, results=results, summary=summary), f, indent=1)
+    print(f"\nwrote {os.path.join(args.out, 'bench_fp8_gemm.json')} ({meta['gpu']}, torch {meta['torch']}, "
+          f"triton {meta['triton']})")
+
+
+if __name__ == "__main__":
+    main()

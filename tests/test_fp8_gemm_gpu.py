@@ -1,0 +1,240 @@
+"""FP8 GEMM Triton kernels on the GPU: DeepSeek shapes and odd shapes against the fp32 reference, CUDA-graph capture
+and replay, torch.compile through the ops, and first-time compilation from 8 threads. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.gemm.operands import dequantize
+from deep_gemm.testing import calc_diff
+from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
+
+from tolerances import TOLERANCES
+
+pytestmark = pytest.mark.gpu
+TOL = TOLERANCES["kernel_fp8"]
+
+DEEPSEEK_NK = [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+ODD = [(1, 128, 128), (37, 200, 208), (37, 4096, 7168), (129, 1000, 384), (4095, 2112, 7168), (256, 576, 128)]
+
+
+def _operands(m, n, k, per_row_b=False):
+    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    bf = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    b = per_token_cast_to_fp8(bf, use_ue8m0=False) if per_row_b else per_block_cast_to_fp8(bf, use_ue8m0=False)
+    return a, b
+
+
+def _ref(a, b, gran_b=(128, 128)):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return dequantize(a[0], a[1], (1, 128)) @ dequantize(b[0], b[1], gran_b).T
+
+
+def test_backend_is_triton():
+    assert deep_gemm.backends()["fp8_gemm_nt"].startswith("triton")
+
+
+@pytest.mark.parametrize("m", [1, 128, 4096])
+@pytest.mark.parametrize("n,k", DEEPSEEK_NK)
+def test_dense_deepseek_shapes(m, n, k):
+    a, b = _operands(m, n, k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, d)
+    assert calc_diff(d, _ref(a, b)) < TOL
+
+
+@pytest.mark.parametrize("m,n,k", ODD)
+def test_dense_odd_shapes(m, n, k):
+    a, b = _operands(m, n, k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, d)
+    assert calc_diff(d, _ref(a, b)) < TOL
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "tt"])
+def test_mn_major_layouts(layout):
+    m, n, k = 256, 512, 1024
+    a, b = _operands(m, n, k)
+    expected = _ref(a, b)
+    a_arg = (a[0].T.contiguous(), a[1].T) if layout[0] == "t" else a
+    b_arg = (b[0].T.contiguous(), b[1].T) if layout[1] == "n" else b
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    getattr(deep_gemm, f"fp8_gemm_{layout}")(a_arg, b_arg, d)
+    assert calc_diff(d, expected) < TOL
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 7168), (2112, 4096, 7168), (64, 256, 1024)])
+def test_1d1d_accumulate(m, n, k):
+    a, b = _operands(m, n, k, per_row_b=True)
+    d = torch.randn(m, n, device="cuda")
+    expected = _ref(a, b, (1, 128)) + d
+    deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
+    assert calc_diff(d, expected) < TOL
+
+
+def _contiguous(ms, n, k, alignment=128):
+    starts, ends, start = [], [], 0
+    for mg in ms:
+        starts.append(start)
+        ends.append(start + mg)
+        start = align(start + mg, alignment)
+    m = start
+    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+          for _ in ms]
+    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    ids = torch.full((m,), -1, dtype=torch.int32, device="cuda")
+    for g, (s, e) in enumerate(zip(starts, ends)):
+        ids[s:e] = g
+    return a, b, ids, torch.tensor(ends, dtype=torch.int32, device="cuda"), starts, ends
+
+
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048)])
+def test_m_grouped_contiguous_with_empty_groups(psum, n, k):
+    ms = [3000, 0, 129, 1, 4096]
+    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
+    d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, ends if psum else ids, use_psum_layout=psum)
+    for g, (s, e) in enumerate(zip(starts, stops)):
+        if e > s:
+            assert calc_diff(d[s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
+    assert (d[ids == -1] == 0).all()
+
+
+@pytest.mark.parametrize("g,m_per,n,k", [(32, 20, 7168, 3072), (6, 1024, 4096, 4096), (4, 0, 512, 256)])
+def test_masked(g, m_per, n, k):
+    random.seed(1)
+    max_m = 1024 if m_per else 64
+    masked = [min(max_m, int(m_per * random.uniform(0.7, 1.3))) for _ in range(g)]
+    masked[0] = 0
+    aq = [per_token_cast_to_fp8(torch.randn(max_m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+          for _ in range(g)]
+    bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+          for _ in range(g)]
+    a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
+    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, expected_m=max(1, m_per))
+    for i, m in enumerate(masked):
+        if m:
+            assert calc_diff(d[i, :m], _ref((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]))) < TOL
+        assert d[i, m:].isnan().all()
+
+
+@pytest.mark.parametrize("layout", ["nt", "tn"])
+def test_k_grouped(layout):
+    ks, m, n = [1024, 0, 384, 2048], 512, 768
+    qa, qb = [], []
+    for kg in ks:
+        x = torch.randn(kg, m, device="cuda", dtype=torch.bfloat16)
+        y = torch.randn(kg, n, device="cuda", dtype=torch.bfloat16)
+        qa.append(per_token_cast_to_fp8(x.T.contiguous(), use_ue8m0=False) if kg else None)
+        qb.append(per_token_cast_to_fp8(y.T.contiguous(), use_ue8m0=False) if kg else None)
+    live = [i for i, kg in enumerate(ks) if kg]
+    if layout == "nt":
+        a = (torch.cat([qa[i][0].flatten() for i in live]), torch.cat([qa[i][1] for i in live], dim=1))
+        b = (torch.cat([qb[i][0].flatten() for i in live]), torch.cat([qb[i][1] for i in live], dim=1))
+    else:
+        a = (torch.cat([qa[i][0].T for i in live]).contiguous(), torch.cat([qa[i][1].T for i in live]).contiguous())
+        b = (torch.cat([qb[i][0].T for i in live]).contiguous(), torch.cat([qb[i][1].T for i in live]).contiguous())
+    d = torch.randn(len(ks), m, n, device="cuda")
+    before = d.clone()
+    fn = getattr(deep_gemm, f"k_grouped_fp8_gemm_{layout}_contiguous")
+    fn(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device="cuda"), c=d)
+    for i, kg in enumerate(ks):
+        expected = before[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0)
+        assert calc_diff(d[i], expected) < TOL
+
+
+def test_cuda_graph_capture_and_replay():
+    a, b = _operands(64, 4096, 7168)
+    masked_a, masked_b = _operands(128, 512, 256)
+    d = torch.empty(64, 4096, device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, d)  # compile outside the capture
+    eager = d.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.fp8_gemm_nt(a, b, d)
+    d.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(d, eager)
+    # New inputs copied into the captured buffers change the result like an eager call would.
+    a2, _ = _operands(64, 4096, 7168)
+    a[0].copy_(a2[0])
+    a[1].copy_(a2[1])
+    graph.replay()
+    expected = torch.empty_like(d)
+    deep_gemm.fp8_gemm_nt(a, b, expected)
+    assert torch.equal(d, expected)
+
+
+def test_masked_cuda_graph_reads_masked_m_on_device():
+    g, max_m, n, k = 4, 128, 512, 256
+    aq = [per_token_cast_to_fp8(torch.randn(max_m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+          for _ in range(g)]
+    bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+          for _ in range(g)]
+    a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
+    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    mm = torch.tensor([5, 0, 128, 77], dtype=torch.int32, device="cuda")
+    d = torch.zeros(g, max_m, n, device="cuda", dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+    mm.copy_(torch.tensor([128, 3, 0, 1], dtype=torch.int32))
+    d.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    for i, m in enumerate([128, 3, 0, 1]):
+        if m:
+            assert calc_diff(d[i, :m], _ref((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]))) < TOL
+        assert d[i, m:].isnan().all()
+
+
+def test_torch_compile_fullgraph():
+    a, b = _operands(256, 1024, 512)
+
+    def block(x_fp8, x_sf, w_fp8, w_sf):
+        d = torch.empty(x_fp8.size(0), w_fp8.size(0), device="cuda", dtype=torch.bfloat16)
+        torch.ops.deep_gemm.fp8_gemm_nt(x_fp8, x_sf, w_fp8, w_sf, d)
+        return d.float().relu()
+
+    compiled = torch.compile(block, fullgraph=True)
+    got = compiled(a[0], a[1], b[0], b[1])
+    assert calc_diff(got, _ref(a, b).relu()) < TOL
+
+
+def test_concurrent_first_compilation_from_threads():
+    deep_gemm.get_jit().clear()
+    shapes = [(64 * (i + 1), 256 * (i % 3 + 1), 128 * (i % 4 + 1)) for i in range(8)]
+    inputs = [_operands(*s) for s in shapes]
+    outs = [torch.empty(s[0], s[1], device="cuda", dtype=torch.bfloat16) for s in shapes]
+    errors = []
+    barrier = threading.Barrier(len(shapes))
+
+    def work(i):
+        try:
+            barrier.wait()
+            for _ in range(3):
+                deep_gemm.fp8_gemm_nt(inputs[i][0], inputs[i][1], outs[i])
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(shapes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    assert not errors, errors
+    for (a, b), d in zip(inputs, outs):
+        assert calc_diff(d, _ref(a, b)) < TOL
