@@ -34,8 +34,9 @@ def assert_bitwise_equal(x: torch.Tensor, y: torch.Tensor, label: str = "") -> N
     prefix = f"{label}: " if label else ""
     assert x.shape == y.shape, f"{prefix}shape {tuple(x.shape)} != {tuple(y.shape)}"
     assert x.dtype == y.dtype, f"{prefix}dtype {x.dtype} != {y.dtype}"
-    xb = x.contiguous().view(torch.uint8) if x.numel() else x
-    yb = y.contiguous().view(torch.uint8) if y.numel() else y
+    # reshape(-1) first: contiguous() leaves a size-1 dim's odd stride, which a byte view rejects.
+    xb = x.contiguous().reshape(-1).view(torch.uint8) if x.numel() else x
+    yb = y.contiguous().reshape(-1).view(torch.uint8) if y.numel() else y
     if not torch.equal(xb, yb):
         mismatches = int((xb != yb).sum())
         raise AssertionError(f"{prefix}{mismatches} of {xb.numel()} bytes differ")

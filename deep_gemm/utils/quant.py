@@ -121,7 +121,8 @@ def fp4_e2m1_to_float(packed: torch.Tensor) -> torch.Tensor:
     codes = torch.stack((low, high), dim=-1).flatten(-2).to(torch.int64)
     table = torch.tensor(_E2M1_VALUES, device=packed.device, dtype=torch.float32)
     value = table[codes & 0x7]
-    return torch.where((codes & _E2M1_SIGN_BIT) != 0, -value, value)
+    # Code 8 (sign bit, zero magnitude) is +0, as DeepGEMM decodes it.
+    return torch.where(((codes & _E2M1_SIGN_BIT) != 0) & ((codes & 0x7) != 0), -value, value)
 
 
 def _pack_nibbles(codes: torch.Tensor) -> torch.Tensor:

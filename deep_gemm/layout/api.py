@@ -1,0 +1,140 @@
+"""Public scale-factor layout API, call-compatible with DeepGEMM's layout helpers.
+
+Unlike DeepGEMM, every function returns a fresh tensor, never its input or a view of it (dispatcher ops may not
+return aliases of their inputs): callers that relied on getting ``sf`` itself back get an equal copy instead.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+
+__all__ = [
+    "transform_sf_into_required_layout",
+    "get_mn_major_tma_aligned_tensor",
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+    "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
+]
+
+_ops = torch.ops.deep_gemm
+
+
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,
+                                      recipe: Union[Tuple[int, int, int], Tuple[int, int]],
+                                      num_groups: Optional[int] = None, is_sfa: Optional[bool] = None,
+                                      disable_ue8m0_cast: bool = False,
+                                      psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Scale factors of one GEMM operand in the layout DeepGEMM's SM90 kernels read.
+
+    Parameters
+    ----------
+    sf : Tensor
+        FP32 ``[(G,) ceil(mn / gran_mn), ceil(k / gran_k)]`` (any strides), or packed UE8M0 int32
+        ``[(G,) mn, ceil(k / (4 * gran_k))]``. Not modified.
+    mn, k : int
+        Rows (M or N) and K of the operand the scales belong to.
+    recipe : tuple
+        ``(gran_m_a, gran_n_b, gran_k)`` together with ``is_sfa`` (True picks ``gran_m_a``, False ``gran_n_b``),
+        or ``(gran_mn, gran_k)`` with ``is_sfa=None``.
+    num_groups : int, optional
+        Given for grouped scales: ``sf`` is then 3-D with ``num_groups`` in dim 0.
+    disable_ue8m0_cast, psum_layout
+        Accepted for compatibility; they only matter for DeepGEMM's SM100 UE8M0 packing, which SM90 never does.
+
+    Returns
+    -------
+    Tensor
+        A fresh tensor, by the first matching rule (SM90 behaviour):
+
+        1. FP32, ``gran_mn == 1``, ``gran_k`` 32 or 128: MN-major, TMA-aligned FP32 copy (strides
+           ``((align(mn', 4) * sfk,) 1, align(mn', 4))``), as :func:`get_mn_major_tma_aligned_tensor`;
+        2. FP32, ``(128, 128)`` blocks: must be contiguous or contiguous after transposing the last two dims; a copy
+           with the same layout;
+        3. int32 packed UE8M0, ``gran_mn == 1``, ``gran_k`` 32 or 128: must be MN-major with a column stride
+           ``>= align(mn, 4)`` and a multiple of 4; a copy in the canonical MN-major TMA-aligned layout.
+
+        Anything else raises ``DeepGEMMError`` ("Unknown SF transformation"). DeepGEMM's SM90 build accepts only
+        ``gran_k == 128`` in rule 1 and no int32 scales; 32 and int32 are accepted here as layout-only operations.
+
+    Example
+    -------
+    >>> sfa = deep_gemm.transform_sf_into_required_layout(sfa, m, k, (1, 128, 128), is_sfa=True)
+    """
+    return _ops.transform_sf_into_required_layout.default(sf, int(mn), int(k), [int(x) for x in recipe],
+                                                          None if num_groups is None else int(num_groups),
+                                                          is_sfa, disable_ue8m0_cast, psum_layout)
+
+
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor, /) -> torch.Tensor:
+    """FP32 scales ``[MN, SFK]`` or ``[G, MN, SFK]`` (any strides) copied into the MN-major TMA-aligned layout.
+
+    The result has the same shape and values; its strides are ``(1, align(MN, 4))`` (2-D) or
+    ``(align(MN, 4) * SFK, 1, align(MN, 4))`` (3-D), so each scale column starts on a 16-byte boundary. Always a
+    fresh tensor (DeepGEMM returns ``sf`` itself when it is already laid out so). Positional-only, like DeepGEMM's.
+
+    Example
+    -------
+    >>> sf = deep_gemm.get_mn_major_tma_aligned_tensor(torch.rand(129, 7))
+    >>> sf.shape, sf.stride()
+    (torch.Size([129, 7]), (1, 132))
+    """
+    return _ops.get_mn_major_tma_aligned_tensor.default(sf)
+
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor,
+                                                 psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """FP32 power-of-two scales ``[(G,) MN, SFK]`` packed as UE8M0, four per int32, MN-major and TMA-aligned.
+
+    Returns int32 ``[(G,) MN, ceil(SFK / 4)]`` with strides ``((align(MN, 4) * ceil(SFK / 4),) 1, align(MN, 4))``;
+    byte j of element ``[.., r, i]`` is the biased exponent of ``sf[.., r, 4i + j]`` (0 past SFK). Only the exponent
+    bits are kept: a scale that is not a power of two is rounded down to one, its sign dropped (DeepGEMM asserts on
+    the device instead; reading data here would need a sync).
+
+    psum_layout : Tensor, optional
+        int32 ``[G]`` cumulative group end rows for a 2-D contiguous ``sf`` (M-grouped psum layout): rows outside
+        every group range ``[align(end[g-1], get_mk_alignment_for_contiguous_layout()), end[g])`` pack to 0.
+
+    Example
+    -------
+    >>> sf = deep_gemm.utils.ceil_to_ue8m0(torch.rand(4096, 56))
+    >>> packed = deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)   # int32 [4096, 14], strides (1, 4096)
+    """
+    return _ops.get_mn_major_tma_aligned_packed_ue8m0_tensor.default(sf, psum_layout)
+
+
+def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, grouped_layout: torch.Tensor,
+                                                           ks_cpu: Optional[Sequence[int]], gran_k: int,
+                                                           k_alignment: int,
+                                                           use_psum_layout: bool = False) -> torch.Tensor:
+    """UE8M0 packing of K-grouped MN-major scales (MoE weight gradients); packs never cross a group.
+
+    Parameters
+    ----------
+    sf : Tensor
+        FP32 ``[sum SFK_g, MN]`` contiguous, ``MN % 4 == 0``: the scale rows of each group, group after group
+        (``SFK_g = ceil(K_g / gran_k)``).
+    grouped_layout : Tensor
+        int32 ``[G]`` (1 <= G <= 128): the K size of each group, or with ``use_psum_layout`` the cumulative K end
+        offsets (group g spans ``[align(end[g-1], k_alignment), end[g])``). Read on the device.
+    ks_cpu : list of int, optional
+        The K sizes on the host (each a multiple of ``k_alignment`` and ``gran_k``, summing to ``SFK * gran_k``).
+        ``None`` or ``[]`` requires ``use_psum_layout``; the row count is then the bound ``(SFK + 3 G) // 4``.
+    gran_k : int
+        32 or 128. k_alignment : int, a positive multiple of 32.
+
+    Returns
+    -------
+    Tensor
+        int32 ``[rows, MN]`` contiguous; each group owns ``ceil(SFK_g / 4)`` consecutive rows, row i packing its
+        scale rows ``4i .. 4i + 3`` (slots past the group's end are 0, rows no group reaches are 0).
+
+    Example
+    -------
+    >>> ks = [256, 0, 384]
+    >>> packed = deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
+    ...     sf, torch.tensor(ks, dtype=torch.int32, device='cuda'), ks, 128, 128)   # [1 + 0 + 1, MN]
+    """
+    return _ops.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor.default(
+        sf, grouped_layout, None if ks_cpu is None else [int(x) for x in ks_cpu], int(gran_k), int(k_alignment),
+        use_psum_layout)

@@ -1,0 +1,36 @@
+"""Registers the scale-factor layout ops: one check, one reference and one fake kernel each (Triton later)."""
+
+from __future__ import annotations
+
+from .._ops.library import register
+from . import checks
+from . import reference as ref
+
+# "package.module" of the CUDA launchers once they exist; None = the references run on CUDA.
+_TRITON = None
+
+
+def _triton(name: str) -> str | None:
+    return f"{_TRITON}:{name}" if _TRITON else None
+
+
+def _fake_of(geometry_of):
+    """Fake kernel allocating the geometry ``geometry_of(*args)`` computes (the reference allocates the same)."""
+
+    def fake(*args):
+        return ref.allocate(geometry_of(*args), args[0].device)  # args[0] is sf in every layout op
+
+    return fake
+
+
+_OPS = {
+    "get_mn_major_tma_aligned_tensor": ref.get_mn_major_tma_aligned_tensor_reference,
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor": ref.get_mn_major_tma_aligned_packed_ue8m0_tensor_reference,
+    "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor":
+        ref.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor_reference,
+    "transform_sf_into_required_layout": ref.transform_sf_into_required_layout_reference,
+}
+
+for _name, _reference in _OPS.items():
+    register(_name, check=getattr(checks, f"check_{_name}"), reference=_reference,
+             fake=_fake_of(getattr(checks, f"geometry_{_name}")), triton=_triton(_name))
