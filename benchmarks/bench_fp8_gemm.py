@@ -89,7 +89,7 @@ def torch_blockwise(a, b, m):
         from torch.nn.functional import ScalingType, scaled_mm
     except ImportError:
         return None
-    sfa = a[1].T.contiguous().T if a[1].stride(0) != 1 else a[1]
+    sfa = a[1].T.contiguous().T  # exactly M-major (torch rejects the TMA-padded row stride)
     sfb = b[1].contiguous()
     out = torch.empty(m, b[0].size(0), device="cuda", dtype=torch.bfloat16)
 
@@ -110,7 +110,7 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def bench_dense(timer, results, quick):
+def bench_dense(timer, results, quick, compare_tl=False):
     print("\n== dense FP8 1D2D, NT, BF16 out ==")
     for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
         if quick and m == 128:
@@ -122,13 +122,21 @@ def bench_dense(timer, results, quick):
         us = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d))
         yard = torch_blockwise(a, b, m)
         torch_us = timer(yard) if yard else float("nan")
+        tl_us = float("nan")
+        if compare_tl and m >= 4096:
+            from deep_gemm.gemm import fp8_triton
+            fp8_triton._WS_ENABLED = False
+            tl_us = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d))
+            fp8_triton._WS_ENABLED = True
         flops = 2 * m * n * k
         nbytes = m * k + n * k + m * n * 2 + (m + n // 128) * ceil_div(k, 128) * 4
         row = dict(table="dense_1d2d", m=m, n=n, k=k, us=us, tflops=flops / us / 1e6, gbps=nbytes / us / 1e3,
-                   torch_us=torch_us, vs_torch=torch_us / us, dg_us=dg_us, vs_deepgemm=dg_us / us, diff=diff)
+                   torch_us=torch_us, vs_torch=torch_us / us, dg_us=dg_us, vs_deepgemm=dg_us / us, diff=diff,
+                   tl_kernel_us=tl_us)
         results.append(row)
         print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {row['tflops']:6.0f} TFLOPS | {row['gbps']:5.0f} GB/s"
-              f" | vs torch {row['vs_torch']:.2f}x | vs DeepGEMM {row['vs_deepgemm']:.2f}x | diff {diff:.1e}")
+              f" | vs torch {row['vs_torch']:.2f}x | vs DeepGEMM {row['vs_deepgemm']:.2f}x | diff {diff:.1e}"
+              + (f" | tl.* kernel {tl_us:.1f} us" if tl_us == tl_us else ""))
         assert diff < CORRECTNESS_LIMIT, f"wrong result at {(m, n, k)}: calc_diff {diff}"
 
 
@@ -279,6 +287,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--compare-tl", action="store_true", help="also time the tl.* kernel at M=4096")
     parser.add_argument("--tables", default="dense,1d1d,contiguous,masked,k_grouped,host")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -288,7 +297,7 @@ def main():
     tables = set(args.tables.split(","))
     started = time.time()
     if "dense" in tables:
-        bench_dense(timer, results, args.quick)
+        bench_dense(timer, results, args.quick, args.compare_tl)
     if "1d1d" in tables:
         bench_1d1d(timer, results)
     if "contiguous" in tables:

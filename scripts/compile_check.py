@@ -58,7 +58,7 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, a_mn=False, b_m
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--ws" not in sys.argv:
     for cfg in [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
                 dict(bm=128, bn=64, warps=8, stages=4), dict(bm=64, bn=128, warps=4, stages=4),
                 dict(bm=16, bn=128, warps=4, stages=4, split=4), dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True,
@@ -82,8 +82,39 @@ def compile_k_grouped(tn: bool, has_c: bool = True):
     return triton.compile(src, target=SM90, options={"num_warps": 8, "num_stages": 3})
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--ws" not in sys.argv:
     for tn in (False, True):
         ck = compile_k_grouped(tn)
         print("k_grouped tn" if tn else "k_grouped nt", "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]),
               sass_counts(ck.asm["cubin"]))
+
+
+def gluon_desc_sig(block, dtype="fp8e4nv"):
+    from triton.experimental.gluon import language as gl
+    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, "float8e4nv" if dtype == "fp8e4nv" else dtype))
+    return f"tensordesc<{dtype}{list(block)},{layout!r}>"
+
+
+def compile_fp8_gemm_ws(bm=128, bn=128, stages=4, grouping=0, b_per_row=False, has_c=False, out="bf16",
+                        consumer_regs=232, producer_regs=40, maxnreg=None):
+    from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
+    sig = {"a_desc": gluon_desc_sig([bm, 128]), "b_desc": gluon_desc_sig([bn, 128]), "sfa_ptr": "*fp32",
+           "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}", "layout_ptr": "*i32"}
+    sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
+                                   "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
+                                   "stride_cm"]})
+    constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
+                      PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
+                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+    sig.update({k: "constexpr" for k in constexprs})
+    from triton.experimental.gluon._runtime import GluonASTSource
+    src = GluonASTSource(fn=fn, signature=sig,
+                         constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
+
+
+if __name__ == "__main__" and "--ws" in sys.argv:
+    for cfg in [dict(), dict(grouping=1), dict(grouping=2), dict(grouping=3), dict(b_per_row=True, has_c=True,
+                                                                                  out="fp32")]:
+        ck = compile_fp8_gemm_ws(**cfg)
+        print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))

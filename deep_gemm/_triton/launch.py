@@ -22,6 +22,7 @@ from ..runtime import KERNEL_CACHE, get_pdl
 
 _INT32_MAX = 2**31 - 1
 _INTERPRETER_LOCK = threading.Lock()
+_THREAD = threading.local()
 
 
 def interpreting() -> bool:
@@ -37,9 +38,9 @@ def _type_key(args: Sequence[Any]) -> tuple:
             key.append(x)
         elif isinstance(x, int):
             key.append(abs(x) > _INT32_MAX)
-        else:  # tensor descriptors: dtype and block shape decide the binary
+        else:  # tensor descriptors: dtype, block shape (and so the swizzle) decide the binary
             base = getattr(x, "base", None)
-            key.append((getattr(base, "dtype", None), tuple(getattr(x, "block_shape", ()))))
+            key.append((getattr(base, "dtype", None), tuple(getattr(x, "block_shape", ())), getattr(x, "gluon", None)))
     return tuple(key)
 
 
@@ -50,6 +51,17 @@ def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str
         with _INTERPRETER_LOCK:
             kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
         return
+    current = torch.cuda.current_device()
+    if current != device_index:
+        # The dispatcher sets no device guard for Python kernels: compile and launch on the tensors' device.
+        with torch.cuda.device(device_index):
+            return launch(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
+                          num_stages=num_stages, device_index=device_index)
+    if not getattr(_THREAD, "has_context", False):
+        # A thread that never touched CUDA has no current context, and TMA descriptor encoding needs one:
+        # selecting the (already current) device makes its primary context current in this thread.
+        torch.cuda.set_device(current)
+        _THREAD.has_context = True
     pdl = get_pdl()
     key = (name, device_index, config_key, num_warps, num_stages, pdl, _type_key(args))
     compiled = KERNEL_CACHE.get(key)
@@ -79,23 +91,31 @@ class FastDescriptor:
     """Host TMA descriptor argument without TensorDescriptor's per-call validation (~2 us): the launcher only reads
     ``base.data_ptr()``, ``shape``, ``strides`` and ``padding``. Our op checks already validated alignment."""
 
-    __slots__ = ("base", "shape", "strides", "block_shape", "padding")
+    __slots__ = ("base", "shape", "strides", "block_shape", "padding", "gluon")
 
-    def __init__(self, base: torch.Tensor, shape, strides, block_shape):
+    def __init__(self, base: torch.Tensor, shape, strides, block_shape, gluon: bool = False):
         self.base = base
         self.shape = shape
         self.strides = strides
         self.block_shape = block_shape
         self.padding = "zero"
+        self.gluon = gluon
 
     def to_triton(self):
+        if self.gluon:  # Gluon descriptors carry their shared-memory layout (the default swizzle for the block)
+            from triton.experimental.gluon import language as gl
+            from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+            element = {torch.float8_e4m3fn: gl.float8e4nv, torch.bfloat16: gl.bfloat16,
+                       torch.float32: gl.float32}[self.base.dtype]
+            layout = gl.NVMMASharedLayout.get_default_for(list(self.block_shape), element)
+            return GluonDescriptor(self.base, list(self.shape), list(self.strides), list(self.block_shape), layout)
         from triton.tools.tensor_descriptor import TensorDescriptor
         return TensorDescriptor(self.base, list(self.shape), list(self.strides), list(self.block_shape))
 
 
-def descriptor(t: torch.Tensor, shape, strides, block_shape):
+def descriptor(t: torch.Tensor, shape, strides, block_shape, gluon: bool = False):
     """A 2-D (or higher) TMA descriptor over ``t``'s memory; the interpreter gets Triton's own class."""
     if interpreting():
         from triton.tools.tensor_descriptor import TensorDescriptor
         return TensorDescriptor(t, list(shape), list(strides), list(block_shape))
-    return FastDescriptor(t, shape, strides, block_shape)
+    return FastDescriptor(t, shape, strides, block_shape, gluon)

@@ -12,11 +12,12 @@ Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 12
 
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
 
-from .._triton.launch import descriptor, launch
+from .._triton.launch import FastDescriptor, descriptor, interpreting, launch
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import fp8_configs as configs
 from .operands import FP8, resolve_recipe, to_nt
@@ -28,6 +29,17 @@ _COUNTERS: dict = {}
 _COUNTERS_LOCK = threading.Lock()
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3}
+
+# The warp-specialised Gluon kernel (kernels/fp8_gemm_ws.py) runs 128-row tiles of K-major operands; set
+# DG_FP8_WS=0 to force the tl.* kernel everywhere (A/B comparisons).
+_WS_ENABLED = os.environ.get("DG_FP8_WS", "1") != "0"
+# Register budgets per partition (setmaxnreg): each consumer warpgroup holds a 64xBN FP32 accumulator plus a
+# 64xBN FP32 partial (2 x 64 registers at BN = 128) and addresses; the TMA producer needs almost none.
+WS_CONSUMER_REGS = 232
+WS_PRODUCER_REGS = 40
+# Pipeline depth of the warp-specialised kernel: (BM + BN) * 128 bytes per stage; six 32 KB stages at 128x128
+# leave room under the 227 KB shared-memory limit.
+WS_STAGES = {128: 6, 64: 8}
 
 
 def _kernel():
@@ -96,6 +108,13 @@ def _run(*, a_desc, b_desc, a_mn, b_mn, sfa, sfb, d, c, layout, m, n, k, num_gro
     has_c = c is not None
     c_arg = c if has_c else d
     layout_arg = layout if layout is not None else d
+    use_ws = (_WS_ENABLED and cfg.block_m == 128 and split == 1 and not a_mn and not b_mn and head == (0, 0, 0)
+              and not interpreting())
+    if use_ws:
+        _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
+                stride_dg, stride_dm, c_arg.stride(-2) if has_c else 0, cfg, grid, grouping, zero_gaps, psum_align,
+                b_per_row, has_c)
+        return
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, ws, counters,
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm,
             c_arg.stride(-2) if has_c else 0,
@@ -105,6 +124,24 @@ def _run(*, a_desc, b_desc, a_mn, b_mn, sfa, sfb, d, c, layout, m, n, k, num_gro
                   _next_pow2(num_groups))
     launch(_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0)
+
+
+def _as_gluon(desc):
+    return FastDescriptor(desc.base, desc.shape, desc.strides, desc.block_shape, gluon=True)
+
+
+def _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
+            stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c):
+    from .kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel
+    stages = WS_STAGES[cfg.block_n]
+    args = (_as_gluon(a_desc), _as_gluon(b_desc), sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups,
+            *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
+            cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
+            psum_align, zero_gaps, b_per_row, has_c, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+    config_key = ("ws", cfg, stages, grouping, b_per_row, has_c, zero_gaps, psum_align, grid[0],
+                  _next_pow2(num_groups))
+    launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
+           num_stages=1, device_index=d.device.index or 0)
 
 
 def _k_is_empty(d, c) -> bool:

@@ -1,0 +1,226 @@
+"""Warp-specialised block-scaled FP8 GEMM (Gluon, SM90): DeepGEMM's producer/consumer structure in Triton.
+
+Maths as in fp8_gemm.py: every 128-K block is one wgmma chain into a fresh FP32 tile, promoted into the FP32
+accumulator with sfa[row] * sfb (per-row products formed once per block), so FP8 products never accumulate across K
+blocks in the tensor core's reduced-precision accumulator.
+
+Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
+  producer   1 warp, few registers: for every (tile, K block) waits for a free stage, then TMA-loads the A tile
+             [BM, 128] and the B tile [BN, 128] into it (arrival on the stage's `ready` barrier).
+  consumer 0, consumer 1
+             4 warps each (one warpgroup), rows [0, 64) and [64, 128) of the tile: wait `ready`, issue the async
+             wgmma, wait for it, release the stage (`empty`, one arrival per consumer), promote with the scales
+             (loaded from global memory before the wait, so their latency hides behind the MMA), and after the
+             last K block store the tile (BF16/FP32, optional C, row masks for grouped layouts).
+The two consumers never synchronise with each other, so one promotes while the other's wgmma runs: the overlap
+DeepGEMM gets from its two math warpgroups. The register budget is split per partition (setmaxnreg).
+
+Groupings mirror fp8_gemm.py (DENSE, M_IDS, M_PSUM, MASKED); the expert of an M_IDS tile is the id of its first
+row (segments start at multiples of the tile height), rows with another id are written as zeros.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+DENSE = gl.constexpr(0)
+M_IDS = gl.constexpr(1)
+M_PSUM = gl.constexpr(2)
+MASKED = gl.constexpr(3)
+# Rows each consumer warpgroup owns (wgmma's M per warpgroup).
+WG_ROWS = gl.constexpr(64)
+
+
+@gluon.jit
+def _add(a, b):
+    return a + b
+
+
+@gluon.jit
+def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
+    per_group = GROUP_M * num_n_blocks
+    first_m = (tile // per_group) * GROUP_M
+    rows = gl.minimum(num_m_blocks - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr, GROUPING: gl.constexpr,
+               G_PAD: gl.constexpr, VEC: gl.constexpr):
+    num_n_blocks = gl.cdiv(N, BN)
+    if GROUPING == MASKED:
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        masked = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        total = gl.sum(gl.cdiv(masked, BM) * num_n_blocks, axis=0)
+    else:
+        total = gl.cdiv(M, BM) * num_n_blocks
+    return total
+
+
+@gluon.jit
+def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr,
+               GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr):
+    """(group, expert, off_m, off_n, m_limit, row_end): expert < 0 means the tile has no valid row; rows
+    [off_m, min(m_limit, row_end)) of group `group` are the valid ones."""
+    num_n_blocks = gl.cdiv(N, BN)
+    group = tile * 0
+    m_limit = M
+    if GROUPING == MASKED:
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        masked = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        group_tiles = gl.cdiv(masked, BM) * num_n_blocks
+        group_end = gl.associative_scan(group_tiles, 0, _add)
+        group = gl.sum((group_end <= tile).to(gl.int32), axis=0)
+        local = tile - gl.sum(gl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
+        m_limit = gl.sum(gl.where(g_idx == group, masked, 0), axis=0)
+        pid_m, pid_n = _swizzle(local, gl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+    else:
+        pid_m, pid_n = _swizzle(tile, gl.cdiv(M, BM), num_n_blocks, GROUP_M)
+    off_m = pid_m * BM
+    off_n = pid_n * BN
+    expert = group
+    row_end = m_limit
+    if GROUPING == M_IDS:
+        expert = gl.load(layout_ptr + off_m)
+    if GROUPING == M_PSUM:
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        g_ok = g_idx < NUM_GROUPS
+        ends = gl.load(layout_ptr + g_idx, mask=g_ok, other=0)
+        prev = gl.load(layout_ptr + g_idx - 1, mask=g_ok & (g_idx > 0), other=0)
+        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        inside = g_ok & (off_m >= starts) & (off_m < ends)
+        expert = gl.max(gl.where(inside, g_idx, -1), axis=0)
+        row_end = gl.sum(gl.where(g_idx == expert, ends, 0), axis=0)
+    return group, expert, off_m, off_n, m_limit, row_end
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
+              BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+              NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+    VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    num_kb = gl.cdiv(K, BK)
+    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUPING, G_PAD, VEC)
+    it = 0
+    for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
+        group, expert, off_m, off_n, m_limit, row_end = _tile_info(
+            tile, layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        if expert >= 0:
+            a_row = group * M + off_m
+            b_row = expert * N + off_n
+            for kb in range(num_kb):
+                stage = it % STAGES
+                # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
+                mbarrier.wait(empty.index(stage), ((it // STAGES) & 1) ^ 1)
+                bar = ready.index(stage)
+                mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
+                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
+                it += 1
+
+
+@gluon.jit
+def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+              M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
+              stride_sfb_k, stride_dg, stride_dm, stride_cm,
+              BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+              NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
+              ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, WG: gl.constexpr):
+    VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
+    ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
+    COLS: gl.constexpr = gl.SliceLayout(0, MMA)
+    num_kb = gl.cdiv(K, BK)
+    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUPING, G_PAD, VEC)
+    it = 0
+    for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
+        group, expert, off_m, off_n, m_limit, row_end = _tile_info(
+            tile, layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        rows = off_m + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=ROWS)
+        cols = off_n + gl.arange(0, BN, layout=COLS)
+        row_ok = rows < m_limit
+        col_ok = cols < N
+        acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+        if expert >= 0:
+            sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m
+            if B_PER_ROW:
+                sfb_cols = sfb_ptr + expert * stride_sfb_g + cols * stride_sfb_n
+            else:
+                sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
+            for kb in range(num_kb):
+                stage = it % STAGES
+                # Scales first: their global-memory latency overlaps the wait and the MMA.
+                sa = gl.load(sfa_rows + kb * stride_sfa_k, mask=row_ok, other=0.0)
+                if B_PER_ROW:
+                    sb = gl.load(sfb_cols + kb * stride_sfb_k, mask=col_ok, other=0.0)
+                else:
+                    sb = gl.load(sfb_cols + kb * stride_sfb_k)
+                mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+                a_tile = a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0)
+                b_tile = b_bufs.index(stage).permute((1, 0))
+                partial = warpgroup_mma(a_tile, b_tile, gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
+                                        use_acc=False, is_async=True)
+                partial = warpgroup_mma_wait(num_outstanding=0, deps=(partial,))
+                mbarrier.arrive(empty.index(stage), count=1)
+                if B_PER_ROW:
+                    acc = acc + partial * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+                else:
+                    acc = acc + partial * gl.expand_dims(sa * sb, 1)
+                it += 1
+        # Which rows this tile writes, and which of them hold a product (the rest are written as zeros).
+        row_store = row_ok
+        row_valid = row_ok
+        if GROUPING == M_IDS:
+            ids = gl.load(layout_ptr + rows, mask=row_ok, other=-1)
+            row_valid = row_ok & (ids == expert)
+        if GROUPING == M_PSUM:
+            row_valid = row_ok & (expert >= 0) & (rows < row_end)
+            if not ZERO_GAPS:
+                row_store = row_valid
+        acc = gl.where(gl.expand_dims(row_valid, 1), acc, 0.0)
+        mask = gl.expand_dims(row_store, 1) & gl.expand_dims(col_ok, 0)
+        if HAS_C:
+            c = gl.load(c_ptr + gl.expand_dims(rows, 1) * stride_cm + gl.expand_dims(cols, 0), mask=mask, other=0.0)
+            acc = acc + c.to(gl.float32)
+        out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
+        gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
+                               "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cm"])
+def _fp8_gemm_ws_kernel(
+        a_desc, b_desc,  # TMA descriptors: A [rows, K] K-major, B [G*N, K] K-major (FP8)
+        sfa_ptr, sfb_ptr, d_ptr, c_ptr, layout_ptr,
+        M, N, K, NUM_GROUPS,
+        stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
+        stride_dg, stride_dm, stride_cm,
+        BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+        NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
+        ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr,
+        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows each")
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BN, BK], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
+    fence_async_shared()
+    # Partition arguments are written out as tuple literals: a tuple built in a variable first turns the
+    # constexprs inside it into runtime values (triton 3.6).
+    gl.warp_specialize([
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+                     M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
+                     stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, 0)),
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+                     M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
+                     stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, 1)),
+        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
+                     BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
