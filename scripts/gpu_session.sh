@@ -7,6 +7,7 @@ mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/env.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/env.txt"
+if [ "${WS_SMOKE:-1}" = 1 ]; then timeout 90 python3 scripts/ws_smoke.py 2>&1 | tail -20 | tee "$OUT/ws_smoke.log" || { echo "ws smoke FAILED: DG_FP8_WS=0 for the rest" | tee -a "$OUT/ws_smoke.log"; export DG_FP8_WS=0; }; fi
 TESTS=${TESTS:-tests/test_fp8_gemm_gpu.py tests/test_fp8_gemm_triton.py}
 timeout ${TEST_TIMEOUT:-300} python3 -m pytest $TESTS -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tail -60 | tee "$OUT/gpu_tests.log"
 if [ "${PROFILE_HOST:-0}" = 1 ]; then

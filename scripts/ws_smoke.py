@@ -1,0 +1,26 @@
+"""Quick correctness smoke test of the warp-specialised FP8 kernel (run with a short timeout: a pipeline bug shows
+up as a hang). Exit code 0 only if every case matches the fp32 reference."""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import deep_gemm  # noqa: E402
+from deep_gemm.gemm.operands import dequantize  # noqa: E402
+from deep_gemm.testing import calc_diff  # noqa: E402
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+
+torch.backends.cuda.matmul.allow_tf32 = False
+ok = True
+for m, n, k in [(256, 256, 512), (129, 200, 208), (4096, 4096, 7168), (300, 576, 7168)]:
+    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    diff = calc_diff(d, dequantize(a[0], a[1], (1, 128)) @ dequantize(b[0], b[1], (128, 128)).T)
+    ok &= diff < 1e-3
+    print(f"ws smoke {m}x{n}x{k}: calc_diff {diff:.2e}", flush=True)
+sys.exit(0 if ok else 1)
