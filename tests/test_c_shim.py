@@ -1,0 +1,186 @@
+"""deep_gemm._C: the legacy pybind surface, in pure Python over torch.ops.deep_gemm."""
+
+import inspect
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm import _C
+from deep_gemm._ops.schemas import SCHEMAS
+from deep_gemm.testing import assert_bitwise_equal
+from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
+
+# Ops of ours that DeepGEMM's _C never had (it has no Python JIT API).
+EXTENSIONS = {"get_jit", "jit_cache_dir", "jit_num_compiled_kernels", "jit_clear_cache"}
+LEGACY_OP_NAMES = sorted(n for n in SCHEMAS if not n.startswith("_") and n not in EXTENSIONS)
+# _C-only names that are not schema ops.
+C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe"}
+
+
+@pytest.mark.parametrize("name", LEGACY_OP_NAMES)
+def test_every_schema_op_has_its_legacy_name_on_C(name):
+    fn = getattr(_C, name)
+    assert callable(fn)
+    assert name in _C.__all__ and name in dir(_C)
+
+
+def test_all_lists_exactly_the_legacy_surface():
+    assert set(_C.__all__) == set(LEGACY_OP_NAMES) | C_ONLY
+    assert not EXTENSIONS & set(_C.__all__)
+    for name in _C.__all__:
+        assert callable(getattr(_C, name)), name
+
+
+@pytest.mark.parametrize("name", sorted(set(LEGACY_OP_NAMES) - C_ONLY))
+def test_forwarded_names_are_the_public_functions_themselves(name):
+    assert getattr(_C, name) is getattr(deep_gemm, name)
+
+
+def test_unknown_names_raise_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'not_a_function'"):
+        _C.not_a_function  # noqa: B018
+    assert not hasattr(_C, "get_jit")
+
+
+# ---- positional-only, as pybind without py::arg -----------------------------------------------------------------
+
+POSITIONAL_ONLY = sorted(_C.POSITIONAL_ONLY)
+
+
+def test_positional_only_set_is_the_documented_one():
+    assert set(POSITIONAL_ONLY) == {
+        "set_num_sms", "get_num_sms", "set_tc_util", "get_tc_util", "set_pdl", "get_pdl", "set_ignore_compile_dims",
+        "set_block_size_multiple_of", "set_mk_alignment_for_contiguous_layout",
+        "get_mk_alignment_for_contiguous_layout", "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "init",
+        "get_symm_buffer_size_for_mega_moe", "get_ring_limit_for_mega_moe", "get_token_alignment_for_mega_moe",
+        "fp8_fp4_mega_moe", "bf16_mega_moe"}
+
+
+@pytest.mark.parametrize("name", POSITIONAL_ONLY)
+def test_positional_only_functions_are_real_positional_only_functions(name):
+    fn = getattr(_C, name)
+    assert inspect.isfunction(fn)
+    kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+    assert kinds <= {inspect.Parameter.POSITIONAL_ONLY}, (name, inspect.signature(fn))
+
+
+@pytest.mark.parametrize("name", POSITIONAL_ONLY)
+def test_positional_only_functions_reject_keywords(name):
+    fn = getattr(_C, name)
+    params = list(inspect.signature(fn).parameters)
+    # Its own parameter names as keywords (dummy values: binding fails before any value is looked at).
+    kwargs = {p: 0 for p in params} or {"value": 0}
+    with pytest.raises(TypeError, match="positional-only|unexpected keyword"):
+        fn(**kwargs)
+
+
+def test_a_rejected_keyword_call_changes_no_state():
+    before = _C.get_num_sms()
+    with pytest.raises(TypeError):
+        _C.set_num_sms(num_sms=before + 2)
+    assert _C.get_num_sms() == before
+
+
+def test_runtime_knobs_round_trip_through_C():
+    saved = (_C.get_tc_util(), _C.get_pdl(), _C.get_mk_alignment_for_contiguous_layout())
+    try:
+        _C.set_tc_util(55)
+        _C.set_pdl(True)
+        _C.set_mk_alignment_for_contiguous_layout(64)
+        assert (_C.get_tc_util(), _C.get_pdl(), _C.get_mk_alignment_for_contiguous_layout()) == (55, True, 64)
+        assert deep_gemm.get_mk_alignment_for_contiguous_layout() == 64  # one state, whoever sets it
+        _C.set_block_size_multiple_of(16)
+        _C.set_block_size_multiple_of((8, 32))
+    finally:
+        _C.set_tc_util(saved[0])
+        _C.set_pdl(saved[1])
+        _C.set_mk_alignment_for_contiguous_layout(saved[2])
+        _C.set_block_size_multiple_of(1)
+
+
+# ---- _C-only names ---------------------------------------------------------------------------------------------
+
+
+def test_init_records_paths_without_touching_cuda(monkeypatch):
+    monkeypatch.setattr(_C, "_INIT_PATHS", {})
+    _C.init("/opt/deep_gemm", "/usr/local/cuda")
+    assert _C._INIT_PATHS == {"library_root_path": "/opt/deep_gemm", "cuda_home_path_by_python": "/usr/local/cuda"}
+    if not torch.cuda.is_available():
+        assert not torch.cuda.is_initialized()
+    with pytest.raises(TypeError, match="library_root_path must be a str"):
+        _C.init(None, "/usr/local/cuda")
+
+
+@pytest.mark.parametrize("x, element_size", [(1, 4), (7, 2), (128, 1), (129, 4), (0, 8), (33, 16)])
+def test_get_tma_aligned_size_matches_the_public_helper(x, element_size):
+    expected = align(x, 16 // element_size)
+    assert _C.get_tma_aligned_size(x, element_size) == expected
+    assert deep_gemm.get_tma_aligned_size(x, element_size) == expected
+
+
+@pytest.mark.parametrize("tokens, local_experts, topk, ranks", [(384, 8, 2, 1), (4224, 6, 6, 72), (768, 1, 1, 4)])
+def test_get_ring_limit_for_mega_moe_follows_the_documented_formula(tokens, local_experts, topk, ranks):
+    # spec §10: (ranks*T, min(ranks*T*E_local, align(ranks*T*topk + 383*E_local, 384)))
+    low = ranks * tokens
+    high = min(ranks * tokens * local_experts, align(ranks * tokens * topk + 383 * local_experts, 384))
+    assert _C.get_ring_limit_for_mega_moe(tokens, local_experts, topk, ranks) == (low, high)
+
+
+def test_get_symm_buffer_size_for_mega_moe_returns_the_legacy_closure():
+    assert _C.get_token_alignment_for_mega_moe() == 384
+    num_bytes, slice_fn = _C.get_symm_buffer_size_for_mega_moe(1, 8, 384, 2, 256, 128, "fp8xfp4", "swiglu", 3072)
+    assert isinstance(num_bytes, int) and num_bytes > 0 and callable(slice_fn)
+    buffer = torch.zeros(num_bytes, dtype=torch.int8)
+    views = slice_fn(buffer)
+    x, x_sf, topk_idx, topk_weights = views[:4]
+    assert x.shape == (384, 256) and x.dtype == torch.float8_e4m3fn
+    assert topk_idx.shape == (384, 2) and topk_idx.dtype == torch.int64
+    assert topk_weights.shape == (384, 2) and topk_weights.dtype == torch.float32
+    assert all(v.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr() for v in views if v is not None)
+
+
+@pytest.mark.parametrize("name", ["fp8_fp4_mega_moe", "bf16_mega_moe"])
+def test_raw_mega_entry_points_say_they_are_missing(name):
+    n = len(inspect.signature(getattr(_C, name)).parameters)
+    args = [None] * n
+    args[1] = args[2] = (torch.zeros(1), torch.zeros(1)) if name == "fp8_fp4_mega_moe" else torch.zeros(1)
+    args[5] = [0]
+    if name == "fp8_fp4_mega_moe":
+        args[10] = [1, 1, 32]
+    with pytest.raises(NotImplementedError, match="SM100"):
+        getattr(_C, name)(*args)
+
+
+# ---- the same results as the public API -------------------------------------------------------------------------
+
+
+def test_fp8_gemm_through_C_equals_the_public_call():
+    m, n, k = 5, 256, 384
+    a = per_token_cast_to_fp8(torch.randn(m, k), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(n, k), use_ue8m0=False)
+    d_public = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    d_legacy = d_public.clone()
+    deep_gemm.fp8_gemm_nt(a, b, d_public)
+    _C.fp8_fp4_gemm_nt(a, b, d_legacy)
+    assert not torch.isnan(d_legacy.float()).any()
+    assert_bitwise_equal(d_legacy, d_public, "fp8_fp4_gemm_nt")
+
+
+def test_mn_major_tma_aligned_tensor_through_C_equals_the_public_call():
+    sf = torch.rand(3, 37, 5)
+    legacy = _C.get_mn_major_tma_aligned_tensor(sf)
+    public = deep_gemm.get_mn_major_tma_aligned_tensor(sf)
+    assert_bitwise_equal(legacy, public, "values")
+    assert legacy.stride() == public.stride()
+    assert legacy.stride()[-2:] == (1, align(37, 4))  # MN-major, TMA-aligned (spec §0.3)
+    assert torch.equal(legacy, sf)
+
+
+def test_bf16_gemm_through_C_equals_the_public_call():
+    a, b = torch.randn(7, 64, dtype=torch.bfloat16), torch.randn(24, 64, dtype=torch.bfloat16)
+    d_public = torch.empty(7, 24, dtype=torch.float32)
+    d_legacy = torch.empty_like(d_public)
+    deep_gemm.bf16_gemm_nt(a, b, d_public)
+    _C.bf16_gemm_nt(a, b, d_legacy)
+    assert_bitwise_equal(d_legacy, d_public, "bf16_gemm_nt")
