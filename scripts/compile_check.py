@@ -38,21 +38,18 @@ def sass_counts(cubin: bytes, needles=("QGMMA", "HGMMA", "UTMALDG", "LDL", "STL"
     return {n: sass.count(n) for n in needles}
 
 
-def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, a_mn=False, b_mn=False, b_per_row=False,
-                     has_c=False, out="bf16"):
+def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False, has_c=False, out="bf16"):
     from deep_gemm.gemm.kernels.fp8_gemm import _fp8_gemm_kernel
     fn = _fp8_gemm_kernel
-    a_block = [128, bm] if a_mn else [bm, 128]
-    b_block = [128, bn] if b_mn else [bn, 128]
-    sig = {"a_desc": f"tensordesc<fp8e4nv{a_block}>", "b_desc": f"tensordesc<fp8e4nv{b_block}>",
+    sig = {"a_desc": f"tensordesc<fp8e4nv{[bm, 128]}>", "b_desc": f"tensordesc<fp8e4nv{[bn, 128]}>",
            "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}", "layout_ptr": "*i32",
            "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     ints = ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k", "stride_sfb_g",
-            "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cm"]
+            "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cg", "stride_cm"]
     sig.update({n: "i32" for n in ints})
-    constexprs = dict(BM=bm, BN=bn, BK=128, GROUP_M=8, NUM_SMS=132, NUM_STAGES=stages, SPLIT_K=split,
-                      GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, A_MN_MAJOR=a_mn,
-                      B_MN_MAJOR=b_mn, B_PER_ROW=b_per_row, HAS_C=has_c, HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
+    constexprs = dict(BM=bm, BN=bn, BK=128, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
+                      GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
+                      HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
@@ -64,29 +61,9 @@ if __name__ == "__main__" and "--ws" not in sys.argv:
                 dict(bm=16, bn=128, warps=4, stages=4, split=4), dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True,
                                                                       has_c=True, out="fp32"),
                 dict(bm=128, bn=128, warps=8, stages=3, grouping=1), dict(bm=64, bn=128, warps=4, stages=4, grouping=3),
-                dict(bm=128, bn=128, warps=8, stages=3, a_mn=True, b_mn=True)]:
+                dict(bm=128, bn=128, warps=8, stages=4, grouping=4, b_per_row=True, has_c=True, out="fp32")]:
         ck = compile_fp8_gemm(**cfg)
         print(cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
-
-
-def compile_k_grouped(tn: bool, has_c: bool = True):
-    from deep_gemm.gemm.kernels.fp8_gemm import _fp8_k_grouped_kernel
-    fn = _fp8_k_grouped_kernel
-    sig = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_ptr": "*fp32",
-           "c_ptr": "*fp32", "ks_ptr": "*i32"}
-    sig.update({n: "i32" for n in ["M", "N", "NUM_GROUPS", "SUM_K", "stride_sfa_r", "stride_sfa_k", "stride_sfb_r",
-                                   "stride_sfb_k", "stride_cg", "stride_cm"]})
-    constexprs = dict(BM=128, BN=128, BK=128, GROUP_M=8, NUM_SMS=132, NUM_STAGES=3, G_PAD=16, TN=tn, HAS_C=has_c)
-    sig.update({k: "constexpr" for k in constexprs})
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": 8, "num_stages": 3})
-
-
-if __name__ == "__main__" and "--ws" not in sys.argv:
-    for tn in (False, True):
-        ck = compile_k_grouped(tn)
-        print("k_grouped tn" if tn else "k_grouped nt", "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]),
-              sass_counts(ck.asm["cubin"]))
 
 
 def gluon_desc_sig(block, dtype="fp8e4nv"):

@@ -13,17 +13,23 @@ from dataclasses import dataclass
 BLOCK_K = 128
 # H100/H200 dynamic shared memory per block (bytes).
 SMEM_BYTES_SM90 = 232_448
-# Per-stage operand bytes must leave room for the epilogue's layout-conversion scratch (BM x BN fp32 at worst).
-EPILOGUE_SMEM_FACTOR = 4
-# tl.dot needs at least 16 rows; wgmma's natural M is 64 per warpgroup.
+# Epilogue layout-conversion scratch: a BM x BN FP32 tile at worst.
+EPILOGUE_BYTES_PER_ELEMENT = 4
+# tl.dot needs at least 16 rows.
 MIN_BLOCK_M = 16
-# Split-K: aim for about two programs per SM on small-M problems, never split below two K blocks per split.
-SPLIT_K_TARGET_WAVES = 2
+BLOCK_M_CHOICES = (16, 32, 64, 128)
+# BN divides 128, so a 1D2D tile has one B scale per K block (the scalar-scale fast path).
+BLOCK_N_CHOICES = (64, 128)
 MAX_SPLIT_K = 16
+# Never split below two K blocks per split: the partial round trip would cost more than it hides.
 MIN_K_BLOCKS_PER_SPLIT = 2
-# Relative throughput of a tile shape per SM (bigger tiles reuse operands more); 128x128 with 8 warps is the
-# best tl.* shape measured on H200 (KERNEL-NOTES §3: BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
-TILE_EFFICIENCY = {(128, 128): 1.0, (128, 64): 0.8, (64, 128): 0.8, (64, 64): 0.6}
+# Small-M tiles are memory-bound: launch one program per tile and let ~2 CTAs share an SM to hide latency
+# (a persistent grid of one CTA per SM left HBM at 1.9 TB/s at M=1, H200 2026-11-30).
+SMALL_TILE_PROGRAMS_PER_SM = 2
+# Relative per-SM throughput of a tile shape (bigger tiles reuse operands more). 128x128 on 8 warps is the best
+# tl.* shape measured on H200 (KERNEL-NOTES §3: BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
+TILE_EFFICIENCY = {(128, 128): 1.0, (128, 64): 0.8}
+SMALL_TILE_EFFICIENCY = 0.6
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class Fp8GemmProblem:
     n: int
     k: int
     num_groups: int = 1
-    kind: str = "dense"  # dense | m_grouped | masked
+    kind: str = "dense"  # dense | m_grouped | masked | k_grouped
     num_sms: int = 132
     m_alignment: int = 128  # segment alignment of the M-grouped layouts (BM must divide it)
     expected_m: int = 0  # masked: expected rows per group
@@ -48,11 +54,12 @@ class Fp8GemmConfig:
     num_stages: int
     group_m: int = 8
     split_k: int = 1
+    persistent: bool = True  # False: one program per tile (small-M, memory-bound shapes)
     block_k: int = BLOCK_K
 
     def smem_bytes(self) -> int:
         per_stage = (self.block_m + self.block_n) * self.block_k  # FP8: one byte per element
-        return per_stage * self.num_stages + self.block_m * self.block_n * EPILOGUE_SMEM_FACTOR
+        return per_stage * self.num_stages + self.block_m * self.block_n * EPILOGUE_BYTES_PER_ELEMENT
 
 
 def _stages_for(block_m: int, block_n: int) -> int:
@@ -68,59 +75,67 @@ def _warps_for(block_m: int) -> int:
     return 8 if block_m >= 128 else 4
 
 
+def _config(bm: int, bn: int, split: int = 1) -> Fp8GemmConfig:
+    return Fp8GemmConfig(bm, bn, _warps_for(bm), _stages_for(bm, bn), 8, split, persistent=bm >= 128)
+
+
+def _block_ms(p: Fp8GemmProblem) -> list[int]:
+    if p.kind in ("m_grouped",):
+        # Grouped tiles must not straddle segments: BM divides the segment alignment.
+        return [bm for bm in BLOCK_M_CHOICES if p.m_alignment % bm == 0]
+    if p.kind == "k_grouped":
+        return [128]
+    return list(BLOCK_M_CHOICES)
+
+
+def _block_ns(p: Fp8GemmProblem) -> tuple[int, ...]:
+    # K-grouped tiles carry per-row B scales and a C tile: 128x128 spills (184 B stack, sm_90a, triton 3.6).
+    return (64,) if p.kind == "k_grouped" else BLOCK_N_CHOICES
+
+
 def candidates(p: Fp8GemmProblem) -> list[Fp8GemmConfig]:
     """Every legal config for the problem."""
-    block_ms = [16, 32, 64, 128]
-    if p.kind != "dense":
-        # Grouped tiles must not straddle segments: BM divides the alignment (and masked groups start at row 0).
-        block_ms = [bm for bm in block_ms if p.kind == "masked" or p.m_alignment % bm == 0]
+    num_kb = max(1, math.ceil(p.k / BLOCK_K))
     out = []
-    for bm in block_ms:
-        for bn in (64, 128):  # BN divides 128: one B scale per tile per K block (the scalar-scale fast path)
+    for bm in _block_ms(p):
+        for bn in _block_ns(p):
             splits = [1]
             if p.kind == "dense":
-                num_kb = max(1, math.ceil(p.k / BLOCK_K))
-                splits = [s for s in (1, 2, 4, 8, 16) if s == 1 or num_kb >= s * MIN_K_BLOCKS_PER_SPLIT]
-            for split in splits:
-                out.append(Fp8GemmConfig(bm, bn, _warps_for(bm), _stages_for(bm, bn), 8, split))
+                splits += [s for s in range(2, MAX_SPLIT_K + 1) if num_kb >= s * MIN_K_BLOCKS_PER_SPLIT]
+            out.extend(_config(bm, bn, s) for s in splits)
     return out
 
 
-def _waves(tiles: int, num_sms: int) -> int:
-    return max(1, math.ceil(tiles / max(1, num_sms)))
+def _tiles(rows: int, n: int, bm: int, bn: int, groups: int) -> int:
+    return math.ceil(max(rows, 1) / bm) * math.ceil(max(n, 1) / bn) * groups
 
 
 def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
-    """Deterministic choice; see the rules inline."""
-    legal = candidates(p)
+    """Deterministic choice: BM from the rows, BN from wave quantisation, split-K to fill the GPU."""
+    allowed_bms = _block_ms(p)
     rows = p.expected_m if p.kind == "masked" and p.expected_m > 0 else p.m
     # Small M is memory-bound on B: the smallest BM covering the rows wastes the least MMA work.
-    if rows <= 64:
-        bm = max(MIN_BLOCK_M, 1 << max(0, math.ceil(math.log2(max(1, rows)))))
-    else:
-        bm = 128
-    bm = max(c.block_m for c in legal if c.block_m <= bm) if any(c.block_m <= bm for c in legal) else legal[0].block_m
-    best, best_score = None, -1.0
-    for bn in (128, 64):
-        tiles = math.ceil(max(rows, 1) / bm) * math.ceil(p.n / bn) * (p.num_groups if p.kind != "dense" else 1)
-        waves = _waves(tiles, p.num_sms)
-        # Useful fraction of the launched waves times the per-SM speed of the tile shape.
-        fill = tiles / (waves * p.num_sms)
-        score = min(1.0, fill) * TILE_EFFICIENCY.get((min(bm, 128), bn), 0.6 if bm < 64 else 0.8)
+    want_bm = 128 if rows > 64 else max(MIN_BLOCK_M, 1 << max(0, math.ceil(math.log2(max(1, rows)))))
+    fitting = [bm for bm in allowed_bms if bm <= want_bm]
+    bm = max(fitting) if fitting else min(allowed_bms)
+    groups = p.num_groups if p.kind in ("masked", "k_grouped") else 1
+    # BN: the shape whose last wave is fullest, weighted by the shape's per-SM speed.
+    best_bn, best_score = _block_ns(p)[-1], -1.0
+    for bn in sorted(_block_ns(p), reverse=True):
+        tiles = _tiles(rows, p.n, bm, bn, groups)
+        waves = max(1, math.ceil(tiles / p.num_sms))
+        score = min(1.0, tiles / (waves * p.num_sms)) * TILE_EFFICIENCY.get((bm, bn), SMALL_TILE_EFFICIENCY)
         if score > best_score + 1e-9:
-            best, best_score = bn, score
-    bn = best
+            best_bn, best_score = bn, score
     split = 1
     if p.kind == "dense":
-        tiles = math.ceil(max(p.m, 1) / bm) * math.ceil(p.n / bn)
-        if tiles < p.num_sms:
-            # Not enough tiles to fill the GPU: split K until about SPLIT_K_TARGET_WAVES programs per SM.
-            want = SPLIT_K_TARGET_WAVES * p.num_sms / tiles
-            num_kb = math.ceil(p.k / BLOCK_K)
-            for s in (16, 8, 4, 2):
-                if s <= want and num_kb >= s * MIN_K_BLOCKS_PER_SPLIT and s <= MAX_SPLIT_K:
-                    split = s
-                    break
-    choice = Fp8GemmConfig(bm, bn, _warps_for(bm), _stages_for(bm, bn), 8, split)
-    assert choice in legal, (choice, p)
+        tiles = _tiles(p.m, p.n, bm, best_bn, 1)
+        # Programs that can run at once: one per SM for persistent 128-row tiles, a few per SM for small tiles.
+        slots = p.num_sms * (1 if bm >= 128 else SMALL_TILE_PROGRAMS_PER_SM)
+        num_kb = math.ceil(p.k / BLOCK_K)
+        if tiles < slots:
+            # Split K so that tiles x splits fills the slots in one round, keeping >= 2 K blocks per split.
+            split = max(1, min(MAX_SPLIT_K, slots // tiles, num_kb // MIN_K_BLOCKS_PER_SPLIT))
+    choice = _config(bm, best_bn, split)
+    assert choice in candidates(p), (choice, p)
     return choice

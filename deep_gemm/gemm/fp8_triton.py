@@ -5,9 +5,12 @@ kernels do not cover (the op then runs the torch reference and ``deep_gemm.backe
 kernel config once per problem shape, and launches the cached compiled kernel directly.
 
 Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 128x128 block (1D2D) or per row
-(1D1D); BF16 or FP32 output; optional C. Dense: A and B K-major or MN-major. M-grouped: A K-major, B K-major or
-(with K % 128 == 0) MN-major. Masked: A and B K-major. Not covered (reference): packed FP4 operands, packed UE8M0
+(1D1D); BF16 or FP32 output; optional C. MN-major operands are first copied to K-major (FP8 wgmma reads K-major
+shared memory only; the copy is one memory-bound pass). Not covered (reference): packed FP4 operands, packed UE8M0
 (int32) scales, K granularity 32.
+
+Two kernels: ``kernels/fp8_gemm.py`` (tl.*, every grouping, split-K, skip-head) and ``kernels/fp8_gemm_ws.py``
+(Gluon, warp-specialised) for 128-row tiles when ``_WS_ENABLED``.
 """
 
 from __future__ import annotations
@@ -28,11 +31,11 @@ _CONFIG_LOCK = threading.Lock()
 _COUNTERS: dict = {}
 _COUNTERS_LOCK = threading.Lock()
 
-GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3}
+GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 
-# The warp-specialised Gluon kernel (kernels/fp8_gemm_ws.py) runs 128-row tiles of K-major operands; set
-# DG_FP8_WS=0 to force the tl.* kernel everywhere (A/B comparisons).
-_WS_ENABLED = os.environ.get("DG_FP8_WS", "1") != "0"
+# The warp-specialised Gluon kernel runs 128-row dense/grouped tiles when enabled. H200 2026-11-30: v1 (wait on
+# every wgmma before promoting) measured 0.95-0.6x the tl.* kernel, so it is off by default; DG_FP8_WS=1 turns it on.
+_WS_ENABLED = os.environ.get("DG_FP8_WS", "0") == "1"
 # Register budgets per partition (setmaxnreg): each consumer warpgroup holds a 64xBN FP32 accumulator plus a
 # 64xBN FP32 partial (2 x 64 registers at BN = 128) and addresses; the TMA producer needs almost none.
 WS_CONSUMER_REGS = 232
@@ -40,11 +43,6 @@ WS_PRODUCER_REGS = 40
 # Pipeline depth of the warp-specialised kernel: (BM + BN) * 128 bytes per stage; six 32 KB stages at 128x128
 # leave room under the 227 KB shared-memory limit.
 WS_STAGES = {128: 6, 64: 8}
-
-
-def _kernel():
-    from .kernels.fp8_gemm import _fp8_gemm_kernel
-    return _fp8_gemm_kernel
 
 
 def _config_for(problem: configs.Fp8GemmProblem) -> configs.Fp8GemmConfig:
@@ -75,12 +73,14 @@ def _supported(a, sfa, b, sfb, recipe) -> bool:
             and recipe.a == (1, 128) and recipe.b[1] == 128)
 
 
-def _operand_desc(x: torch.Tensor, rows_block: int, k_block: int):
-    """TMA descriptor of a 2-D operand [R, K] in its memory order; returns (descriptor, mn_major)."""
-    if x.size(-1) <= 1 or x.stride(-1) == 1:
-        return descriptor(x, (x.size(0), x.size(1)), (x.stride(0), 1), (rows_block, k_block)), False
-    xt = x.t()  # memory-order view [K, R]
-    return descriptor(xt, (xt.size(0), xt.size(1)), (xt.stride(0), 1), (k_block, rows_block)), True
+def _k_major(x: torch.Tensor) -> torch.Tensor:
+    """x itself when its last dim is contiguous, else a K-major copy."""
+    return x if x.size(-1) <= 1 or x.stride(-1) == 1 else x.contiguous()
+
+
+def _rows_desc(x: torch.Tensor, rows_block: int):
+    """TMA descriptor of a K-major 2-D operand [R, K], block [rows_block, 128]."""
+    return descriptor(x, (x.size(0), x.size(1)), (x.stride(0), 1), (rows_block, configs.BLOCK_K))
 
 
 def _num_sms() -> int:
@@ -91,39 +91,46 @@ def _next_pow2(x: int) -> int:
     return 1 << max(1, (max(1, x) - 1).bit_length())
 
 
-def _run(*, a_desc, b_desc, a_mn, b_mn, sfa, sfb, d, c, layout, m, n, k, num_groups, grouping, b_per_row,
-         cfg, strides_sfa, strides_sfb, stride_dg, stride_dm, head=(0, 0, 0), zero_gaps=True, psum_align=128):
-    sms = _num_sms()
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, grouping, b_per_row, cfg, strides_sfa,
+         strides_sfb, stride_dg, stride_dm, stride_cg=0, head=(0, 0, 0), zero_gaps=True, psum_align=128):
     split = cfg.split_k
-    if grouping == GROUPING["masked"]:
-        tiles_upper = num_groups * -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    else:
-        tiles_upper = -(-m // cfg.block_m) * -(-n // cfg.block_n) * split
-    grid = (max(1, min(sms, tiles_upper)), 1, 1)
+    groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
+    tiles_upper = _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n) * split * groups_in_grid
+    programs = min(_num_sms(), tiles_upper) if cfg.persistent else tiles_upper
+    grid = (max(1, programs), 1, 1)
     if split > 1:
         ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
-        counters = _counters(d.device, -(-m // cfg.block_m) * -(-n // cfg.block_n))
+        counters = _counters(d.device, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
     else:
         ws, counters = d, d  # unused
     has_c = c is not None
     c_arg = c if has_c else d
+    stride_cm = c_arg.stride(-2) if has_c else 0
     layout_arg = layout if layout is not None else d
-    use_ws = (_WS_ENABLED and cfg.block_m == 128 and split == 1 and not a_mn and not b_mn and head == (0, 0, 0)
-              and not interpreting())
-    if use_ws:
+    g_pad = _next_pow2(num_groups)
+    # Per-row B scales double the promotion's live registers: the pipelined consumer spills (408 B, sm_90a), so
+    # 1D1D stays on the tl.* kernel.
+    if (_WS_ENABLED and cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
+            and grouping != GROUPING["k_grouped"] and not b_per_row):
         _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
-                stride_dg, stride_dm, c_arg.stride(-2) if has_c else 0, cfg, grid, grouping, zero_gaps, psum_align,
-                b_per_row, has_c)
+                stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c)
         return
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, ws, counters,
-            m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm,
-            c_arg.stride(-2) if has_c else 0,
+            m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cg, stride_cm,
             cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, grid[0], cfg.num_stages, split, grouping,
-            _next_pow2(num_groups), psum_align, zero_gaps, a_mn, b_mn, b_per_row, has_c, *head)
-    config_key = (cfg, grouping, a_mn, b_mn, b_per_row, has_c, split, head, zero_gaps, psum_align, grid[0],
-                  _next_pow2(num_groups))
-    launch(_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
+            g_pad, psum_align, zero_gaps, b_per_row, has_c, *head)
+    config_key = (cfg, grouping, b_per_row, has_c, head, zero_gaps, psum_align, grid[0], g_pad)
+    launch(_tl_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0)
+
+
+def _tl_kernel():
+    from .kernels.fp8_gemm import _fp8_gemm_kernel
+    return _fp8_gemm_kernel
 
 
 def _as_gluon(desc):
@@ -144,12 +151,12 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups,
            num_stages=1, device_index=d.device.index or 0)
 
 
-def _k_is_empty(d, c) -> bool:
+def _write_without_product(d, c) -> None:
+    """K == 0: d = c (or zeros)."""
     if c is None:
         d.zero_()
     elif c is not d:
         d.copy_(c)
-    return True
 
 
 def _dense(layout: str):
@@ -170,16 +177,14 @@ def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0)):
     if m == 0 or n == 0:
         return None
     if k == 0:
-        _k_is_empty(d, c)
+        _write_without_product(d, c)
         return None
-    problem = configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms())
-    cfg = _config_for(problem)
-    if head != (0, 0, 0) and cfg.split_k > 1:
-        cfg = configs.Fp8GemmConfig(cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.group_m, 1)
-    a_desc, a_mn = _operand_desc(a, cfg.block_m, cfg.block_k)
-    b_desc, b_mn = _operand_desc(b, cfg.block_n, cfg.block_k)
-    _run(a_desc=a_desc, b_desc=b_desc, a_mn=a_mn, b_mn=b_mn, sfa=sfa, sfb=sfb, d=d, c=c, layout=None,
-         m=m, n=n, k=k, num_groups=1, grouping=GROUPING["dense"], b_per_row=r.b[0] == 1, cfg=cfg,
+    cfg = _config_for(configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms()))
+    if head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
+        cfg = configs._config(cfg.block_m, cfg.block_n, 1)
+    a, b = _k_major(a), _k_major(b)
+    _run(a_desc=_rows_desc(a, cfg.block_m), b_desc=_rows_desc(b, cfg.block_n), sfa=sfa, sfb=sfb, d=d, c=c,
+         layout=None, m=m, n=n, k=k, num_groups=1, grouping=GROUPING["dense"], b_per_row=r.b[0] == 1, cfg=cfg,
          strides_sfa=(0, sfa.stride(0), sfa.stride(1)), strides_sfb=(0, sfb.stride(0), sfb.stride(1)),
          stride_dg=0, stride_dm=d.stride(0), head=head)
     return None
@@ -204,13 +209,10 @@ def _m_grouped_contiguous(layout: str):
         if layout == "nn":
             b, sfb = b.transpose(-1, -2), sfb.transpose(-1, -2)
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
-        if not _supported(a, sfa, b, sfb, r) or a.stride(-1) != 1:
+        if not _supported(a, sfa, b, sfb, r):
             return NotImplemented
         num_groups, n, k = b.shape
         m = a.size(0)
-        b_mn = b.stride(-1) != 1 and k > 1
-        if b_mn and (k % configs.BLOCK_K != 0 or b.stride(0) != k * n):
-            return NotImplemented  # a 2-D [G*K, N] view must not let one expert's K tail read the next expert
         if m == 0 or n == 0:
             return None
         if k == 0:
@@ -218,20 +220,13 @@ def _m_grouped_contiguous(layout: str):
         alignment = get_mk_alignment_for_contiguous_layout()
         problem = configs.Fp8GemmProblem(m, n, k, num_groups, "m_grouped", _num_sms(), alignment)
         if not configs.candidates(problem):
-            return NotImplemented
+            return NotImplemented  # an alignment no tile height divides
         cfg = _config_for(problem)
-        a_desc, _ = _operand_desc(a, cfg.block_m, cfg.block_k)
-        if b_mn:
-            b_mem = b.transpose(-1, -2).reshape(num_groups * k, n)  # [G*K, N] view of the [G, K, N] memory
-            b_desc = descriptor(b_mem, (num_groups * k, n), (b_mem.stride(0), 1), (cfg.block_k, cfg.block_n))
-        else:
-            if b.stride(0) != n * b.stride(1):
-                return NotImplemented
-            b_rows = b.reshape(num_groups * n, k)
-            b_desc = descriptor(b_rows, (num_groups * n, k), (b_rows.stride(0), 1), (cfg.block_n, cfg.block_k))
+        a = _k_major(a)
+        b_rows = _k_major(b).reshape(num_groups * n, k)  # [G*N, K]: expert e's rows start at e*N
         grouping = GROUPING["m_psum" if use_psum_layout else "m_ids"]
-        _run(a_desc=a_desc, b_desc=b_desc, a_mn=False, b_mn=b_mn, sfa=sfa, sfb=sfb, d=d, c=None,
-             layout=grouped_layout, m=m, n=n, k=k, num_groups=num_groups, grouping=grouping,
+        _run(a_desc=_rows_desc(a, cfg.block_m), b_desc=_rows_desc(b_rows, cfg.block_n), sfa=sfa, sfb=sfb, d=d,
+             c=None, layout=grouped_layout, m=m, n=n, k=k, num_groups=num_groups, grouping=grouping,
              b_per_row=r.b[0] == 1, cfg=cfg, strides_sfa=(0, sfa.stride(0), sfa.stride(1)),
              strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=0, stride_dm=d.stride(0),
              zero_gaps=bool(ensure_zero_padding) or not use_psum_layout, psum_align=alignment)
@@ -248,57 +243,56 @@ m_grouped_fp8_gemm_nn_contiguous = _m_grouped_contiguous("nn")
 def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
                                  compiled_dims, disable_ue8m0_cast):
     r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
-    if not _supported(a, sfa, b, sfb, r) or a.stride(-1) != 1 or b.stride(-1) != 1:
+    if not _supported(a, sfa, b, sfb, r):
         return NotImplemented
     num_groups, max_m, k = a.shape
     n = b.size(1)
-    if a.stride(0) != max_m * a.stride(1) or b.stride(0) != n * b.stride(1):
-        return NotImplemented
     if max_m == 0 or n == 0:
         return None
     if k == 0:
         return NotImplemented
-    problem = configs.Fp8GemmProblem(max_m, n, k, num_groups, "masked", _num_sms(), expected_m=int(expected_m))
-    cfg = _config_for(problem)
-    a_rows = a.reshape(num_groups * max_m, k)
-    b_rows = b.reshape(num_groups * n, k)
-    a_desc = descriptor(a_rows, (num_groups * max_m, k), (a_rows.stride(0), 1), (cfg.block_m, cfg.block_k))
-    b_desc = descriptor(b_rows, (num_groups * n, k), (b_rows.stride(0), 1), (cfg.block_n, cfg.block_k))
-    _run(a_desc=a_desc, b_desc=b_desc, a_mn=False, b_mn=False, sfa=sfa, sfb=sfb, d=d, c=None, layout=masked_m,
-         m=max_m, n=n, k=k, num_groups=num_groups, grouping=GROUPING["masked"], b_per_row=r.b[0] == 1, cfg=cfg,
-         strides_sfa=(sfa.stride(0), sfa.stride(1), sfa.stride(2)),
+    cfg = _config_for(configs.Fp8GemmProblem(max_m, n, k, num_groups, "masked", _num_sms(),
+                                             expected_m=int(expected_m)))
+    a_rows = _k_major(a).reshape(num_groups * max_m, k)  # group g's rows start at g*Mmax
+    b_rows = _k_major(b).reshape(num_groups * n, k)
+    _run(a_desc=_rows_desc(a_rows, cfg.block_m), b_desc=_rows_desc(b_rows, cfg.block_n), sfa=sfa, sfb=sfb, d=d,
+         c=None, layout=masked_m, m=max_m, n=n, k=k, num_groups=num_groups, grouping=GROUPING["masked"],
+         b_per_row=r.b[0] == 1, cfg=cfg, strides_sfa=(sfa.stride(0), sfa.stride(1), sfa.stride(2)),
          strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=d.stride(0), stride_dm=d.stride(1))
     return None
 
 
-# K-grouped tiles: 128x128 on two consumer warpgroups, the shape of the dense weight-gradient path.
-K_GROUPED_CONFIG = configs.Fp8GemmConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
+def _k_grouped_rows(layout: str, data: torch.Tensor, rows: int, ks: list[int]) -> torch.Tensor:
+    """One K-major [rows, sum K] matrix holding every group's [rows, K_g] block side by side."""
+    if layout == "tn":  # [sum K, rows] MN-major: one transposing copy
+        return data.t().contiguous()
+    blocks, start = [], 0
+    for kg in ks:  # flat per-group row-major blocks
+        if kg:
+            blocks.append(data[start * rows:(start + kg) * rows].view(rows, kg))
+        start += kg
+    return blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)
 
 
 def _k_grouped(layout: str):
     def k_grouped(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout):
         num_groups, m, n = d.shape
+        ks = [int(x) for x in ks_cpu]
         if m == 0 or n == 0:
             return None
-        cfg = K_GROUPED_CONFIG
-        sms = _num_sms()
-        tiles = num_groups * -(-m // cfg.block_m) * -(-n // cfg.block_n)
-        grid = (max(1, min(sms, tiles)), 1, 1)
-        if layout == "nt":
-            sfa_strides = (sfa.stride(0), sfa.stride(1))
-            sfb_strides = (sfb.stride(0), sfb.stride(1))
-        else:
-            sfa_strides = (sfa.stride(1), sfa.stride(0))
-            sfb_strides = (sfb.stride(1), sfb.stride(0))
-        has_c = c is not None
-        c_arg = c if has_c else d
-        from .kernels.fp8_gemm import _fp8_k_grouped_kernel
-        args = (a, b, sfa, sfb, d, c_arg, grouped_layout, m, n, num_groups, sum(ks_cpu), *sfa_strides, *sfb_strides,
-                c_arg.stride(0), c_arg.stride(1), cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, grid[0],
-                cfg.num_stages, _next_pow2(num_groups), layout == "tn", has_c)
-        launch(_fp8_k_grouped_kernel, grid, args, name="k_grouped_fp8_gemm",
-               config_key=(cfg, layout, has_c, grid[0], _next_pow2(num_groups)), num_warps=cfg.num_warps,
-               num_stages=cfg.num_stages, device_index=d.device.index or 0)
+        if sum(ks) == 0:
+            _write_without_product(d, c)
+            return None
+        cfg = _config_for(configs.Fp8GemmProblem(m, n, sum(ks), num_groups, "k_grouped", _num_sms()))
+        a_rows = _k_grouped_rows(layout, a, m, ks)
+        b_rows = _k_grouped_rows(layout, b, n, ks)
+        sfa_strides = (0, sfa.stride(0), sfa.stride(1)) if layout == "nt" else (0, sfa.stride(1), sfa.stride(0))
+        sfb_strides = (0, sfb.stride(0), sfb.stride(1)) if layout == "nt" else (0, sfb.stride(1), sfb.stride(0))
+        _run(a_desc=_rows_desc(a_rows, cfg.block_m), b_desc=_rows_desc(b_rows, cfg.block_n), sfa=sfa, sfb=sfb, d=d,
+             c=c, layout=grouped_layout, m=m, n=n, k=sum(ks), num_groups=num_groups,
+             grouping=GROUPING["k_grouped"], b_per_row=True, cfg=cfg, strides_sfa=sfa_strides,
+             strides_sfb=sfb_strides, stride_dg=d.stride(0), stride_dm=d.stride(1),
+             stride_cg=c.stride(0) if c is not None else 0)
         return None
 
     k_grouped.__name__ = f"k_grouped_fp8_gemm_{layout}_contiguous"

@@ -5,9 +5,11 @@ Each 128-K block is one tl.dot into a *fresh* FP32 tile which is then promoted i
 scales (one FFMA per element: the per-row product sfa[m] * sfb is formed once per block), so FP8 products are
 never accumulated across K blocks in the tensor core's reduced-precision accumulator (DeepGEMM's numerics).
 
-Tiling: BM x BN output tiles, BK = 128 (one scale block). A and B are read through TMA descriptors (OOB reads
-zero-fill, so M/N/K tails need no masks); scales and the output go through pointers (D's row stride need not be
-16-byte aligned). Programs are persistent: program p owns tiles p, p + NUM_SMS, ... in a grouped (GROUP_M) order.
+Tiling: BM x BN output tiles, BK = 128 (one scale block). A and B are K-major and read through TMA descriptors (OOB
+reads zero-fill, so M/N/K tails need no masks; MN-major operands are copied to K-major by the launcher, because FP8
+wgmma reads K-major shared memory only); scales and the output go through pointers (D's row stride need not be
+16-byte aligned). Program p owns tiles p, p + NUM_PROGRAMS, ... in a grouped (GROUP_M) order: NUM_PROGRAMS = #SMs
+for large tiles (persistent), or one program per tile for small-M tiles (several CTAs per SM hide memory latency).
 
 Groupings (constexpr GROUPING):
   DENSE      one problem; optionally split along K (SPLIT_K > 1): every split writes an FP32 partial to a workspace
@@ -18,6 +20,8 @@ Groupings (constexpr GROUPING):
              Gap rows are zeroed (ZERO_GAPS) or left untouched.
   MASKED     A [G*Mmax, K]; group g has masked_m[g] valid rows; tiles are enumerated over groups on the device
              (prefix sum of per-group tile counts), so there is no host sync. Rows >= masked_m[g] are untouched.
+  K_GROUPED  A [M, sum K], B [N, sum K] (K-major), group g owns K columns [k_start_g, k_start_g + K_g) (a device
+             prefix sum of the int32 K sizes); D[g] (+)= C[g]. Every (group, tile) is a tile, empty groups included.
 """
 
 import triton
@@ -27,6 +31,7 @@ DENSE = tl.constexpr(0)
 M_IDS = tl.constexpr(1)
 M_PSUM = tl.constexpr(2)
 MASKED = tl.constexpr(3)
+K_GROUPED = tl.constexpr(4)
 
 
 @triton.jit
@@ -42,10 +47,9 @@ def _tile_coords(tile, num_m_blocks, num_n_blocks, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _scaled_mainloop(a_desc, b_desc, sfa_ptr, sfb_ptr, a_row, b_row, b_k_base, off_n, offs_m, offs_n, m_limit,
+def _scaled_mainloop(a_desc, b_desc, sfa_ptr, sfb_ptr, a_row, b_row, off_n, offs_m, offs_n, m_limit,
                      n_limit, kb_begin, kb_end, stride_sfa_m, stride_sfa_k, stride_sfb_n, stride_sfb_k,
-                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     A_MN_MAJOR: tl.constexpr, B_MN_MAJOR: tl.constexpr, B_PER_ROW: tl.constexpr,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, B_PER_ROW: tl.constexpr,
                      NUM_STAGES: tl.constexpr):
     """FP32 accumulator of one tile over K blocks [kb_begin, kb_end), promoted per block with its scales.
 
@@ -62,15 +66,8 @@ def _scaled_mainloop(a_desc, b_desc, sfa_ptr, sfb_ptr, a_row, b_row, b_k_base, o
         # BN divides 128, so the whole tile shares one B scale block along N.
         sfb_cols = sfb_ptr + (off_n // 128) * stride_sfb_n
     for kb in tl.range(kb_begin, kb_end, num_stages=NUM_STAGES):
-        k0 = kb * BK
-        if A_MN_MAJOR:
-            a = a_desc.load([k0, a_row]).T
-        else:
-            a = a_desc.load([a_row, k0])
-        if B_MN_MAJOR:
-            b = b_desc.load([b_k_base + k0, off_n])
-        else:
-            b = b_desc.load([b_row, k0]).T
+        a = a_desc.load([a_row, kb * BK])
+        b = b_desc.load([b_row, kb * BK]).T
         partial = tl.dot(a, b)
         sa = tl.load(sfa_rows + kb * stride_sfa_k, mask=m_ok, other=0.0)
         if B_PER_ROW:
@@ -99,21 +96,21 @@ def _store_tile(acc, d_ptr, c_ptr, offs_m, offs_n, row_store, n_limit, stride_dm
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
-                               "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cm"])
+                               "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cg",
+                               "stride_cm"])
 def _fp8_gemm_kernel(
-        a_desc, b_desc,  # FP8 A [rows, K] (or [K, M] when A_MN_MAJOR), B [G*N, K] (or [G*K, N] when B_MN_MAJOR)
+        a_desc, b_desc,  # FP8 K-major: A [rows, K], B [G*N, K] (K_GROUPED: A [M, sum K], B [N, sum K])
         sfa_ptr, sfb_ptr,  # FP32 scales: A [G?, M, ceil(K/128)], B [G?, ceil(N/128) or N, ceil(K/128)]
-        d_ptr, c_ptr,  # output [G?, M, N'] (BF16/FP32), optional accumulator [M, N]
-        layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM) or masked_m (MASKED)
+        d_ptr, c_ptr,  # output [G?, M, N'] (BF16/FP32), optional accumulator of the same shape
+        layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED)
         ws_ptr, counter_ptr,  # split-K FP32 workspace [SPLIT_K, M, N] and int32 per-tile arrival counters
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
-        stride_dg, stride_dm, stride_cm,
-        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+        stride_dg, stride_dm, stride_cg, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
-        PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, A_MN_MAJOR: tl.constexpr, B_MN_MAJOR: tl.constexpr,
-        B_PER_ROW: tl.constexpr, HAS_C: tl.constexpr, HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr,
-        HEAD_RIGHT: tl.constexpr):
+        PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, B_PER_ROW: tl.constexpr, HAS_C: tl.constexpr,
+        HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr, HEAD_RIGHT: tl.constexpr):
     pid = tl.program_id(0)
     num_m_blocks = tl.cdiv(M, BM)
     num_n_blocks = tl.cdiv(N, BN)
@@ -122,26 +119,42 @@ def _fp8_gemm_kernel(
     if GROUPING == MASKED:
         # Tiles of group g: cdiv(masked_m[g], BM) * num_n_blocks, enumerated through an on-device prefix sum.
         g_idx = tl.arange(0, G_PAD)
-        g_ok = g_idx < NUM_GROUPS
-        masked = tl.load(layout_ptr + g_idx, mask=g_ok, other=0)
+        masked = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
         group_tiles = tl.cdiv(masked, BM) * num_n_blocks
         group_end = tl.cumsum(group_tiles, axis=0)
         num_tiles = tl.sum(group_tiles, axis=0)
+    elif GROUPING == K_GROUPED:
+        g_idx = tl.arange(0, G_PAD)
+        ks = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        k_starts = tl.cumsum(ks, axis=0) - ks
+        num_tiles = NUM_GROUPS * num_m_blocks * num_n_blocks
     else:
         num_tiles = num_m_blocks * num_n_blocks * SPLIT_K
 
-    for tile in tl.range(pid, num_tiles, NUM_SMS):
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
         group = 0
         split = 0
+        kb_begin = 0
+        kb_end = num_kb
         if GROUPING == MASKED:
             group = tl.sum((group_end <= tile).to(tl.int32), axis=0)
             local = tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
             m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
             pid_m, pid_n = _tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+        elif GROUPING == K_GROUPED:
+            per_group = num_m_blocks * num_n_blocks
+            group = tile // per_group
+            pid_m, pid_n = _tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
+            m_limit = M
+            kb_begin = tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0) // BK
+            kb_end = kb_begin + tl.sum(tl.where(g_idx == group, ks, 0), axis=0) // BK
         else:
             split = tile % SPLIT_K
             pid_m, pid_n = _tile_coords(tile // SPLIT_K, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
+            kb_per_split = tl.cdiv(num_kb, SPLIT_K)
+            kb_begin = split * kb_per_split
+            kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
         off_m = pid_m * BM
         off_n = pid_n * BN
         offs_m = off_m + tl.arange(0, BM)
@@ -167,26 +180,27 @@ def _fp8_gemm_kernel(
             row_valid = row_store & (expert >= 0) & (offs_m < group_end_row)
             if not ZERO_GAPS:
                 row_store = row_valid
+        if GROUPING == K_GROUPED:
+            expert = 0  # one B for all groups; the group picks the K range
 
+        a_row = off_m
         if GROUPING == MASKED:
             a_row = group * M + off_m
-        else:
-            a_row = off_m
-        kb_per_split = tl.cdiv(num_kb, SPLIT_K)
-        kb_begin = split * kb_per_split
-        kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
+        sfa_group = 0
+        if GROUPING == MASKED:
+            sfa_group = group
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         if expert >= 0:
             acc = _scaled_mainloop(
-                a_desc, b_desc, sfa_ptr + group * stride_sfa_g, sfb_ptr + expert * stride_sfb_g,
-                a_row, expert * N + off_n, expert * K, off_n, offs_m, offs_n, m_limit, N, kb_begin, kb_end,
-                stride_sfa_m, stride_sfa_k, stride_sfb_n, stride_sfb_k,
-                BM, BN, BK, A_MN_MAJOR, B_MN_MAJOR, B_PER_ROW, NUM_STAGES)
+                a_desc, b_desc, sfa_ptr + sfa_group * stride_sfa_g, sfb_ptr + expert * stride_sfb_g,
+                a_row, expert * N + off_n, off_n, offs_m, offs_n, m_limit, N, kb_begin, kb_end,
+                stride_sfa_m, stride_sfa_k, stride_sfb_n, stride_sfb_k, BM, BN, BK, B_PER_ROW, NUM_STAGES)
         acc = tl.where(row_valid[:, None], acc, 0.0)
 
         d_tile = d_ptr + group * stride_dg
+        c_tile = c_ptr + group * stride_cg
         if SPLIT_K == 1:
-            _store_tile(acc, d_tile, c_ptr, offs_m, offs_n, row_store, N, stride_dm, stride_cm,
+            _store_tile(acc, d_tile, c_tile, offs_m, offs_n, row_store, N, stride_dm, stride_cm,
                         HAS_C, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
         else:
             # Split-K: publish this split's partial, and let the last split to arrive reduce and store.
@@ -200,70 +214,6 @@ def _fp8_gemm_kernel(
                 total = tl.zeros((BM, BN), dtype=tl.float32)
                 for s in range(SPLIT_K):
                     total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-                _store_tile(total, d_tile, c_ptr, offs_m, offs_n, row_store, N, stride_dm, stride_cm,
+                _store_tile(total, d_tile, c_tile, offs_m, offs_n, row_store, N, stride_dm, stride_cm,
                             HAS_C, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
-
-
-@triton.jit(do_not_specialize=["M", "N", "NUM_GROUPS", "SUM_K", "stride_sfa_r", "stride_sfa_k", "stride_sfb_r",
-                               "stride_sfb_k", "stride_cg", "stride_cm"])
-def _fp8_k_grouped_kernel(
-        a_ptr, b_ptr,  # FP8. nt: flat per-group row-major [M, K_g] / [N, K_g] blocks; tn: [sum K, M] / [sum K, N]
-        sfa_ptr, sfb_ptr,  # FP32 per-row scales per 128 K: nt [M, sum K/128]; tn [sum K/128, M] (any strides)
-        d_ptr, c_ptr,  # FP32 [G, M, N] contiguous output, optional accumulator [G, M, N]
-        ks_ptr,  # int32 [G]: K of every group (multiples of 128; 0 allowed)
-        M, N, NUM_GROUPS, SUM_K, stride_sfa_r, stride_sfa_k, stride_sfb_r, stride_sfb_k, stride_cg, stride_cm,
-        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-        NUM_STAGES: tl.constexpr, G_PAD: tl.constexpr, TN: tl.constexpr, HAS_C: tl.constexpr):
-    """K-grouped weight-gradient GEMM: D[g] = C[g] + A_g @ B_g.T over group g's K range, per-row scales on both
-    operands promoted every 128-K block. Every (group, tile) pair is a tile of the persistent loop, empty groups
-    included (they store C or zeros). Group K offsets are a prefix sum computed on the device.
-
-    Operands are read by TMA through descriptors built on the device: tn operands are one [sum K, MN] matrix; an
-    nt group is its own row-major [MN, K_g] matrix, so its descriptors are rebuilt when the group changes (the
-    descriptors live in the launch's global scratch)."""
-    pid = tl.program_id(0)
-    g_idx = tl.arange(0, G_PAD)
-    ks = tl.load(ks_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-    k_starts = tl.cumsum(ks, axis=0) - ks
-    num_m_blocks = tl.cdiv(M, BM)
-    num_n_blocks = tl.cdiv(N, BN)
-    per_group = num_m_blocks * num_n_blocks
-    if TN:
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[SUM_K, M], strides=[M, 1], block_shape=[BK, BM])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[SUM_K, N], strides=[N, 1], block_shape=[BK, BN])
-    for tile in tl.range(pid, NUM_GROUPS * per_group, NUM_SMS):
-        group = tile // per_group
-        pid_m, pid_n = _tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
-        k_size = tl.sum(tl.where(g_idx == group, ks, 0), axis=0)
-        k_start = tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0)
-        off_m = pid_m * BM
-        off_n = pid_n * BN
-        offs_m = off_m + tl.arange(0, BM)
-        offs_n = off_n + tl.arange(0, BN)
-        m_ok = offs_m < M
-        n_ok = offs_n < N
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        if k_size > 0:
-            if not TN:
-                a_desc = tl.make_tensor_descriptor(a_ptr + k_start.to(tl.int64) * M, shape=[M, k_size],
-                                                   strides=[k_size, 1], block_shape=[BM, BK])
-                b_desc = tl.make_tensor_descriptor(b_ptr + k_start.to(tl.int64) * N, shape=[N, k_size],
-                                                   strides=[k_size, 1], block_shape=[BN, BK])
-            for kb in tl.range(0, k_size // BK, num_stages=NUM_STAGES):
-                if TN:
-                    a = a_desc.load([k_start + kb * BK, off_m]).T
-                    b = b_desc.load([k_start + kb * BK, off_n])
-                else:
-                    a = a_desc.load([off_m, kb * BK])
-                    b = b_desc.load([off_n, kb * BK]).T
-                partial = tl.dot(a, b)
-                scale_col = k_start // BK + kb
-                sa = tl.load(sfa_ptr + offs_m * stride_sfa_r + scale_col * stride_sfa_k, mask=m_ok, other=0.0)
-                sb = tl.load(sfb_ptr + offs_n * stride_sfb_r + scale_col * stride_sfb_k, mask=n_ok, other=0.0)
-                acc += partial * sa[:, None] * sb[None, :]
-        mask = m_ok[:, None] & n_ok[None, :]
-        if HAS_C:
-            acc += tl.load(c_ptr + group * stride_cg + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask,
-                           other=0.0)
-        tl.store(d_ptr + group * M * N + offs_m[:, None] * N + offs_n[None, :], acc, mask=mask)

@@ -150,7 +150,21 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
                 sfb_cols = sfb_ptr + expert * stride_sfb_g + cols * stride_sfb_n
             else:
                 sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
-            for kb in range(num_kb):
+            # Software pipeline over K blocks: block kb's wgmma is issued before block kb-1 is promoted, so the
+            # tensor core works while the FFMAs of the promotion run (one wgmma group in flight, two partials).
+            stage = it % STAGES
+            sa_prev = gl.load(sfa_rows, mask=row_ok, other=0.0)
+            if B_PER_ROW:
+                sb_prev = gl.load(sfb_cols, mask=col_ok, other=0.0)
+            else:
+                sb_prev = gl.load(sfb_cols)
+            mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+            prev = warpgroup_mma(a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0),
+                                 b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
+                                 use_acc=False, is_async=True)
+            prev_stage = stage
+            it += 1
+            for kb in range(1, num_kb):
                 stage = it % STAGES
                 # Scales first: their global-memory latency overlaps the wait and the MMA.
                 sa = gl.load(sfa_rows + kb * stride_sfa_k, mask=row_ok, other=0.0)
@@ -159,17 +173,27 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
                 else:
                     sb = gl.load(sfb_cols + kb * stride_sfb_k)
                 mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-                a_tile = a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0)
-                b_tile = b_bufs.index(stage).permute((1, 0))
-                partial = warpgroup_mma(a_tile, b_tile, gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
-                                        use_acc=False, is_async=True)
-                partial = warpgroup_mma_wait(num_outstanding=0, deps=(partial,))
-                mbarrier.arrive(empty.index(stage), count=1)
+                cur = warpgroup_mma(a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0),
+                                    b_bufs.index(stage).permute((1, 0)),
+                                    gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+                # At most one group outstanding: block kb-1's product is complete, kb's is still running.
+                done = warpgroup_mma_wait(num_outstanding=1, deps=(prev,))
+                mbarrier.arrive(empty.index(prev_stage), count=1)
                 if B_PER_ROW:
-                    acc = acc + partial * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+                    acc = acc + done * gl.expand_dims(sa_prev, 1) * gl.expand_dims(sb_prev, 0)
                 else:
-                    acc = acc + partial * gl.expand_dims(sa * sb, 1)
+                    acc = acc + done * gl.expand_dims(sa_prev * sb_prev, 1)
+                prev = cur
+                prev_stage = stage
+                sa_prev = sa
+                sb_prev = sb
                 it += 1
+            done = warpgroup_mma_wait(num_outstanding=0, deps=(prev,))
+            mbarrier.arrive(empty.index(prev_stage), count=1)
+            if B_PER_ROW:
+                acc = acc + done * gl.expand_dims(sa_prev, 1) * gl.expand_dims(sb_prev, 0)
+            else:
+                acc = acc + done * gl.expand_dims(sa_prev * sb_prev, 1)
         # Which rows this tile writes, and which of them hold a product (the rest are written as zeros).
         row_store = row_ok
         row_valid = row_ok
