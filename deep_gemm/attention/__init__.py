@@ -1,3 +1,5 @@
-"""attention family (filled in by its module files)."""
+"""MQA-logits family (DeepSeek V3.2 indexer): non-paged and paged logits and the paged work-split metadata."""
 
-__all__: list[str] = []
+from . import ops  # noqa: F401  (registers the attention ops)
+from .api import *  # noqa: F401,F403
+from .api import __all__  # noqa: F401

@@ -1,0 +1,50 @@
+"""Registers the MQA-logits ops: one check, one reference (CPU kernel, CUDA fallback) and one fake kernel per op.
+
+The fake kernels allocate through the same ``new_*`` helpers as the references, so fake outputs carry the real
+sizes, strides (1 KiB-aligned padded rows) and storage size.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._ops.library import register
+from . import checks
+from . import reference as ref
+
+
+def _fake_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
+                             max_seqlen_k, logits_dtype):
+    return ref.new_mqa_logits(q.size(0), kv.size(0), q.size(1), max_seqlen_k, logits_dtype, q.device)
+
+
+def _fake_fp8_mqa_logits(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k):
+    return _fake_fp8_fp4_mqa_logits(q, None, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
+                                    max_seqlen_k, torch.float32)
+
+
+def _fake_get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices):
+    return ref.new_paged_mqa_logits_metadata(num_sms, context_lens.device)
+
+
+def _fake_fp8_fp4_paged_mqa_logits(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                   max_context_len, clean_logits, logits_dtype, indices):
+    return ref.new_paged_mqa_logits(q.size(0) * q.size(1), max_context_len, logits_dtype, q.device)
+
+
+def _fake_fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                               clean_logits, indices):
+    return _fake_fp8_fp4_paged_mqa_logits(q, None, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                          max_context_len, clean_logits, torch.float32, indices)
+
+
+register("fp8_fp4_mqa_logits", check=checks.check_fp8_fp4_mqa_logits,
+         reference=ref.fp8_fp4_mqa_logits_reference, fake=_fake_fp8_fp4_mqa_logits)
+register("fp8_mqa_logits", check=checks.check_fp8_mqa_logits,
+         reference=ref.fp8_mqa_logits_reference, fake=_fake_fp8_mqa_logits)
+register("get_paged_mqa_logits_metadata", check=checks.check_get_paged_mqa_logits_metadata,
+         reference=ref.get_paged_mqa_logits_metadata_reference, fake=_fake_get_paged_mqa_logits_metadata)
+register("fp8_fp4_paged_mqa_logits", check=checks.check_fp8_fp4_paged_mqa_logits,
+         reference=ref.fp8_fp4_paged_mqa_logits_reference, fake=_fake_fp8_fp4_paged_mqa_logits)
+register("fp8_paged_mqa_logits", check=checks.check_fp8_paged_mqa_logits,
+         reference=ref.fp8_paged_mqa_logits_reference, fake=_fake_fp8_paged_mqa_logits)
