@@ -38,18 +38,20 @@ def sass_counts(cubin: bytes, needles=("QGMMA", "HGMMA", "UTMALDG", "LDL", "STL"
     return {n: sass.count(n) for n in needles}
 
 
-def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False, has_c=False, out="bf16"):
+def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False, has_c=False, out="bf16",
+                     d_tma=None):
+    d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     from deep_gemm.gemm.kernels.fp8_gemm import _fp8_gemm_kernel
     fn = _fp8_gemm_kernel
     sig = {"a_desc": f"tensordesc<fp8e4nv{[bm, 128]}>", "b_desc": f"tensordesc<fp8e4nv{[bn, 128]}>",
-           "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}", "layout_ptr": "*i32",
-           "ws_ptr": "*fp32", "counter_ptr": "*i32"}
+           "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}",
+           "d_desc": f"tensordesc<{out}{[bm, bn]}>", "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     ints = ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k", "stride_sfb_g",
             "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cg", "stride_cm"]
     sig.update({n: "i32" for n in ints})
     constexprs = dict(BM=bm, BN=bn, BK=128, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
                       GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
-                      HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
+                      D_TMA=d_tma, HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})

@@ -2,10 +2,11 @@
 
 A plain ``kernel[grid](...)`` call costs ~17 us of host time (argument binding and specialisation on every call)
 and ``@triton.autotune`` ~22 us; the compiled kernel's own launcher costs ~5 us (H200 host, triton 3.6,
-2026-11). Kernels launched here declare their integer arguments ``do_not_specialize`` so the compiled binary
-depends only on the constexprs, the pointer dtypes, whether each pointer is 16-byte aligned and whether each integer
-needs 64 bits: exactly the key computed by ``_type_key``. That key and the config select a compiled kernel from the
-process-wide ``KERNEL_CACHE`` (safe under concurrent first compilation: one build per key).
+2026-11). Kernels launched here declare their integer arguments ``do_not_specialize`` and their raw pointers
+``do_not_specialize_on_alignment``, so the compiled binary depends only on the config (constexprs, dtypes, block
+shapes: the caller's ``config_key``) and on whether an integer needs 64 bits (``_type_key``). That key selects a
+compiled kernel from the process-wide ``KERNEL_CACHE`` (safe under concurrent first compilation: one build per
+key).
 
 Under ``TRITON_INTERPRET=1`` (CPU CI) launches go through the interpreter, one at a time (it is not thread-safe).
 """
@@ -29,19 +30,11 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def _type_key(args: Sequence[Any]) -> tuple:
-    key = []
-    for x in args:
-        if isinstance(x, torch.Tensor):
-            key.append((x.dtype, x.data_ptr() % 16 == 0))
-        elif isinstance(x, bool) or x is None:
-            key.append(x)
-        elif isinstance(x, int):
-            key.append(abs(x) > _INT32_MAX)
-        else:  # tensor descriptors: dtype, block shape (and so the swizzle) decide the binary
-            base = getattr(x, "base", None)
-            key.append((getattr(base, "dtype", None), tuple(getattr(x, "block_shape", ())), getattr(x, "gluon", None)))
-    return tuple(key)
+def _type_key(args: Sequence[Any]) -> bool:
+    """What, besides the config, decides the compiled binary. Our kernels declare every runtime int
+    ``do_not_specialize`` and every raw pointer ``do_not_specialize_on_alignment``, so only whether some int
+    needs 64 bits remains (Triton then types it i64)."""
+    return any(abs(x) > _INT32_MAX for x in args if type(x) is int)
 
 
 def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str, config_key: tuple,

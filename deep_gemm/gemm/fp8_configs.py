@@ -23,8 +23,8 @@ BLOCK_N_CHOICES = (64, 128)
 MAX_SPLIT_K = 16
 # Never split below two K blocks per split: the partial round trip would cost more than it hides.
 MIN_K_BLOCKS_PER_SPLIT = 2
-# Small-M tiles are memory-bound: launch one program per tile and let ~2 CTAs share an SM to hide latency
-# (a persistent grid of one CTA per SM left HBM at 1.9 TB/s at M=1, H200 2026-11-30).
+# Small-M tiles are memory-bound: let ~2 CTAs share an SM to hide latency (one CTA per SM left HBM at 1.9 TB/s
+# at M=1; two reached 2.7 TB/s, H200 2026-11-30). Programs stay persistent over the remaining tiles.
 SMALL_TILE_PROGRAMS_PER_SM = 2
 # Relative per-SM throughput of a tile shape (bigger tiles reuse operands more). 128x128 on 8 warps is the best
 # tl.* shape measured on H200 (KERNEL-NOTES §3: BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
@@ -54,7 +54,7 @@ class Fp8GemmConfig:
     num_stages: int
     group_m: int = 8
     split_k: int = 1
-    persistent: bool = True  # False: one program per tile (small-M, memory-bound shapes)
+    programs_per_sm: int = 1  # >1 for small-M, memory-bound tiles: co-resident CTAs hide latency
     block_k: int = BLOCK_K
 
     def smem_bytes(self) -> int:
@@ -76,7 +76,8 @@ def _warps_for(block_m: int) -> int:
 
 
 def _config(bm: int, bn: int, split: int = 1) -> Fp8GemmConfig:
-    return Fp8GemmConfig(bm, bn, _warps_for(bm), _stages_for(bm, bn), 8, split, persistent=bm >= 128)
+    return Fp8GemmConfig(bm, bn, _warps_for(bm), _stages_for(bm, bn), 8, split,
+                         programs_per_sm=1 if bm >= 128 else SMALL_TILE_PROGRAMS_PER_SM)
 
 
 def _block_ms(p: Fp8GemmProblem) -> list[int]:
@@ -130,7 +131,7 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
     split = 1
     if p.kind == "dense":
         tiles = _tiles(p.m, p.n, bm, best_bn, 1)
-        # Programs that can run at once: one per SM for persistent 128-row tiles, a few per SM for small tiles.
+        # Programs that can run at once: one per SM for 128-row tiles, a few per SM for small tiles.
         slots = p.num_sms * (1 if bm >= 128 else SMALL_TILE_PROGRAMS_PER_SM)
         num_kb = math.ceil(p.k / BLOCK_K)
         if tiles < slots:

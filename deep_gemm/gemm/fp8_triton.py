@@ -100,7 +100,8 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     split = cfg.split_k
     groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
     tiles_upper = _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n) * split * groups_in_grid
-    programs = min(_num_sms(), tiles_upper) if cfg.persistent else tiles_upper
+    # Masked tile counts are only known on the device: size the grid by SM slots, the programs loop over tiles.
+    programs = min(_num_sms() * cfg.programs_per_sm, tiles_upper)
     grid = (max(1, programs), 1, 1)
     if split > 1:
         ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
@@ -119,13 +120,27 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
         _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
                 stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c)
         return
-    args = (a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, ws, counters,
+    d_tma = _tma_storable(d, grouping, zero_gaps, head)
+    d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
+    args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cg, stride_cm,
             cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, grid[0], cfg.num_stages, split, grouping,
-            g_pad, psum_align, zero_gaps, b_per_row, has_c, *head)
-    config_key = (cfg, grouping, b_per_row, has_c, head, zero_gaps, psum_align, grid[0], g_pad)
+            g_pad, psum_align, zero_gaps, b_per_row, has_c, d_tma, *head)
+    config_key = (cfg, grouping, b_per_row, has_c, d_tma, d.dtype, head, zero_gaps, psum_align, grid[0], g_pad)
     launch(_tl_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0)
+
+
+def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool:
+    """Whether the tile store can be one TMA store: every in-range row is written (no masked/gap rows kept), no
+    column remap, and D's rows start on 16-byte boundaries."""
+    if grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"]) or not zero_gaps:
+        return False
+    if head != (0, 0, 0) or d.dim() != 2:
+        return False
+    elem = d.element_size()
+    return (d.stride(1) == 1 and (d.stride(0) * elem) % 16 == 0 and (d.storage_offset() * elem) % 16 == 0
+            and d.size(1) * elem >= 16)
 
 
 def _tl_kernel():
@@ -145,7 +160,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
             psum_align, zero_gaps, b_per_row, has_c, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
-    config_key = ("ws", cfg, stages, grouping, b_per_row, has_c, zero_gaps, psum_align, grid[0],
+    config_key = ("ws", cfg, d.dtype, stages, grouping, b_per_row, has_c, zero_gaps, psum_align, grid[0],
                   _next_pow2(num_groups))
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0)

@@ -1,3 +1,6 @@
-"""mega family (filled in by its module files)."""
+"""Mega MoE: the symmetric buffer contract (sizes, slice layout, ring limits), the weight transform, and the fused
+kernel entry points (which raise NotImplementedError until expert-parallel MoE lands)."""
 
-__all__: list[str] = []
+from . import ops  # noqa: F401  (registers the mega ops)
+from .api import *  # noqa: F401,F403
+from .api import __all__  # noqa: F401

@@ -20,8 +20,8 @@ _FP32_MANTISSA_BITS = 23
 _FP32_MANTISSA_MASK = (1 << _FP32_MANTISSA_BITS) - 1
 # Biased exponents kept by ceil_to_ue8m0: 0 (zero/denormal) and 255 (inf/nan) are not valid UE8M0 scales.
 _UE8M0_MIN_EXPONENT, _UE8M0_MAX_EXPONENT = 1, 254
-# E2M1 magnitudes by 3-bit code, and the rounding boundaries between neighbours (ties go to the lower code).
-_E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+# E2M1 magnitudes by 3-bit code are 0, 0.5, 1, 1.5, 2, 3, 4, 6; these are the rounding boundaries between
+# neighbours (ties go to the lower code).
 _E2M1_BOUNDARIES = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 _E2M1_SIGN_BIT = 0x8
 
@@ -108,8 +108,11 @@ def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: Sequence[int],
 def _e2m1_codes(x: torch.Tensor) -> torch.Tensor:
     """FP32 -> 4-bit E2M1 codes (int8, one per element). Magnitudes saturate at 6; -0 becomes +0."""
     magnitude = x.abs().clamp(max=FP4_E2M1_MAX)
-    boundaries = torch.tensor(_E2M1_BOUNDARIES, device=x.device, dtype=magnitude.dtype)
-    code = torch.bucketize(magnitude, boundaries).to(torch.uint8)  # right=False: a tie takes the lower code
+    # The code is the number of boundaries strictly below the magnitude (a tie takes the lower code). Comparing
+    # with Python scalars keeps this free of host-to-device copies (CUDA-graph capturable).
+    code = torch.zeros(magnitude.shape, dtype=torch.uint8, device=x.device)
+    for boundary in _E2M1_BOUNDARIES:
+        code += (magnitude > boundary).to(torch.uint8)
     negative = (x < 0) & (code != 0)
     return (code | (negative.to(torch.uint8) << 3)).view(torch.int8)
 
@@ -118,9 +121,12 @@ def fp4_e2m1_to_float(packed: torch.Tensor) -> torch.Tensor:
     """Unpack E2M1 pairs: int8 [..., n/2] -> FP32 [..., n] (low nibble = even element)."""
     low = packed & 0x0F
     high = (packed >> 4) & 0x0F
-    codes = torch.stack((low, high), dim=-1).flatten(-2).to(torch.int64)
-    table = torch.tensor(_E2M1_VALUES, device=packed.device, dtype=torch.float32)
-    value = table[codes & 0x7]
+    codes = torch.stack((low, high), dim=-1).flatten(-2).to(torch.int32)
+    # E2M1 fields straight into FP32 bits (no lookup table: no host-to-device copy). exponent 0 is the subnormal
+    # 0 / 0.5; otherwise 2^(e-1) * (1 + m/2).
+    exponent, mantissa = (codes >> 1) & 0x3, codes & 0x1
+    bits = torch.where(exponent == 0, mantissa * (126 << 23), ((exponent + 126) << 23) | (mantissa << 22))
+    value = bits.view(torch.float32)
     # Code 8 (sign bit, zero magnitude) is +0, as DeepGEMM decodes it.
     return torch.where(((codes & _E2M1_SIGN_BIT) != 0) & ((codes & 0x7) != 0), -value, value)
 

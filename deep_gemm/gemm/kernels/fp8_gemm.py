@@ -80,14 +80,21 @@ def _scaled_mainloop(a_desc, b_desc, sfa_ptr, sfb_ptr, a_row, b_row, off_n, offs
 
 
 @triton.jit
-def _store_tile(acc, d_ptr, c_ptr, offs_m, offs_n, row_store, n_limit, stride_dm, stride_cm,
-                HAS_C: tl.constexpr, HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr, HEAD_RIGHT: tl.constexpr):
-    """d[rows, cols] = (c + acc) for rows where row_store and cols < n_limit; columns remapped for skip-head-mid."""
+def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_store, n_limit, stride_dm, stride_cm,
+                HAS_C: tl.constexpr, D_TMA: tl.constexpr, HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr,
+                HEAD_RIGHT: tl.constexpr):
+    """d[rows, cols] = (c + acc) for rows where row_store and cols < n_limit; columns remapped for skip-head-mid.
+
+    D_TMA: one TMA store of the whole tile (rows/columns past the tensor are clipped by the hardware); only used
+    when every in-range row is written, i.e. row_store == (row < M)."""
     n_ok = offs_n < n_limit
     mask = row_store[:, None] & n_ok[None, :]
     if HAS_C:
         c = tl.load(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0)
         acc += c.to(tl.float32)
+    if D_TMA:
+        d_desc.store([off_m, off_n], acc.to(d_desc.dtype))
+        return
     if HEAD_MID > 0:
         cols = offs_n + (offs_n + HEAD_RIGHT) // (HEAD_LEFT + HEAD_RIGHT) * HEAD_MID
     else:
@@ -95,13 +102,18 @@ def _store_tile(acc, d_ptr, c_ptr, offs_m, offs_n, row_store, n_limit, stride_dm
     tl.store(d_ptr + offs_m[:, None] * stride_dm + cols[None, :], acc.to(d_ptr.dtype.element_ty), mask=mask)
 
 
+# Runtime ints and pointers are not specialised on (value 1, divisibility, alignment), so one compiled binary per
+# config serves every call and the launcher's cache key needs no per-argument inspection (host time, see launch.py).
 @triton.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cg",
-                               "stride_cm"])
+                               "stride_cm"],
+            do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr", "layout_ptr", "ws_ptr",
+                                            "counter_ptr"])
 def _fp8_gemm_kernel(
         a_desc, b_desc,  # FP8 K-major: A [rows, K], B [G*N, K] (K_GROUPED: A [M, sum K], B [N, sum K])
         sfa_ptr, sfb_ptr,  # FP32 scales: A [G?, M, ceil(K/128)], B [G?, ceil(N/128) or N, ceil(K/128)]
         d_ptr, c_ptr,  # output [G?, M, N'] (BF16/FP32), optional accumulator of the same shape
+        d_desc,  # TMA descriptor over D [M, N] when D_TMA (else unused)
         layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED)
         ws_ptr, counter_ptr,  # split-K FP32 workspace [SPLIT_K, M, N] and int32 per-tile arrival counters
         M, N, K, NUM_GROUPS,
@@ -110,7 +122,7 @@ def _fp8_gemm_kernel(
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
         PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, B_PER_ROW: tl.constexpr, HAS_C: tl.constexpr,
-        HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr, HEAD_RIGHT: tl.constexpr):
+        D_TMA: tl.constexpr, HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr, HEAD_RIGHT: tl.constexpr):
     pid = tl.program_id(0)
     num_m_blocks = tl.cdiv(M, BM)
     num_n_blocks = tl.cdiv(N, BN)
@@ -200,8 +212,8 @@ def _fp8_gemm_kernel(
         d_tile = d_ptr + group * stride_dg
         c_tile = c_ptr + group * stride_cg
         if SPLIT_K == 1:
-            _store_tile(acc, d_tile, c_tile, offs_m, offs_n, row_store, N, stride_dm, stride_cm,
-                        HAS_C, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
+            _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                        stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
         else:
             # Split-K: publish this split's partial, and let the last split to arrive reduce and store.
             mask = row_store[:, None] & (offs_n < N)[None, :]
@@ -214,6 +226,6 @@ def _fp8_gemm_kernel(
                 total = tl.zeros((BM, BN), dtype=tl.float32)
                 for s in range(SPLIT_K):
                     total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-                _store_tile(total, d_tile, c_tile, offs_m, offs_n, row_store, N, stride_dm, stride_cm,
-                            HAS_C, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
+                _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                            stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")

@@ -1,0 +1,349 @@
+"""The Mega MoE symmetric buffer: its byte plan, the ring-capacity limits, and the serialised slice layout.
+
+DeepGEMM sizes one ``int8`` buffer per rank (symmetric memory when several ranks share it) and carves it into
+regions, in this order (every region starts at a multiple of ``REGION_ALIGNMENT`` bytes):
+
+=====================  ===========================================  ====================================  =========
+region                 shape (elements)                             dtype                                 exported
+=====================  ===========================================  ====================================  =========
+workspace              signals, counters, dispatch/combine indices  (bytes)                               no
+x                      ``[T, H]``                                   FP8 e4m3 (``fp8xfp4``) or BF16        yes
+x_sf                   ``[T, H/128]``, K-major                      int32: 4 UE8M0 bytes (per 32 of K)    yes
+topk_idx               ``[T, k]``                                   int64                                 yes
+topk_weights           ``[T, k]``                                   float32                               yes
+l1_acts                ``[R, H]``                                   as x                                  yes
+l1_acts_sf             ``[R_sf, H/128]``, MN-major                  int32                                 yes
+l1_topk_weights        ``[R]``                                      float32                               no
+l2_acts                ``[R, I]``                                   as x                                  yes
+l2_acts_sf             ``[R_sf, I/128]``, MN-major                  int32                                 yes
+combine                ``[k, T, H]``                                BF16                                  no
+=====================  ===========================================  ====================================  =========
+
+``T`` = ``num_max_tokens_per_rank`` (a multiple of the token alignment, 384), ``H`` = hidden, ``I`` =
+intermediate_hidden, ``k`` = num_topk, ``R`` = ``num_ring_tokens``, ``R_sf`` = the SF ring: for every candidate
+BLOCK_M the ring holds ``R / BLOCK_M`` blocks whose scale rows are padded to 128 (the UTCCP copy granularity), so
+``R_sf = max_bm (R / bm) * align(bm, 128)`` (= 16 R, from BLOCK_M 8). MN-major scale views have strides
+``(1, R_sf)``. With ``bf16xbf16`` there are no scales: the three ``*_sf`` regions are empty (``[T, 0]`` /
+``[R_sf, 0]`` int32 views of zero bytes).
+
+The sizes follow DeepGEMM's own plan (``csrc/apis/mega.hpp`` at the spec's commit; facts only): per-token byte
+counts, ring and SF-ring token counts and region order match. Two differences, so ``num_bytes`` is close to but not
+byte-identical with DeepGEMM's: the workspace is our estimate of DeepGEMM's signal and index area (the same
+components, see ``_workspace_bytes``), and every region is 128-byte aligned where DeepGEMM packs them back to back
+(at most 127 padding bytes per region). Nothing outside this package reads the buffer, so only self-consistency
+matters until the fused kernel lands.
+
+Serialised layout (``int[]``, the second result of ``get_symm_buffer_size_for_mega_moe``; our format, versioned)::
+
+    [LAYOUT_VERSION, num_bytes, num_slices,
+     then per slice: byte_offset, dtype_code, ndim, size_0..size_{ndim-1}, stride_0..stride_{ndim-1}]
+
+``dtype_code`` is c10's ``ScalarType`` number (so a C++ caller can ``static_cast<c10::ScalarType>`` it); strides are
+in elements and must be a permutation of a dense row-major layout (that is what makes the views expressible with
+``view``/``permute`` only, which torch.compile can functionalise; ``as_strided`` it cannot). The slices are the eight
+exported regions in the order of the table. ``encode_layout`` and ``decode_layout`` are the only writer and reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import lcm
+from typing import Sequence
+
+import torch
+
+from .._ops.errors import fail, require
+from ..utils.math import TMA_ALIGNMENT_BYTES, align
+
+# Candidate BLOCK_M values of DeepGEMM's Mega MoE kernel (the heuristic picks one per call).
+CANDIDATE_BLOCK_M = (8, 16, 32, 64, 96, 128, 192)
+# Largest candidate: every expert's slice of the token pool may need up to BLOCK_M - 1 padding rows.
+MAX_CANDIDATE_BLOCK_M = max(CANDIDATE_BLOCK_M)
+# Smallest candidate: the ring is tracked in blocks of this many tokens (one counter each).
+MIN_CANDIDATE_BLOCK_M = min(CANDIDATE_BLOCK_M)
+# Token counts (per-rank capacity, ring size) are multiples of every candidate BLOCK_M: their LCM, 384.
+TOKEN_ALIGNMENT = lcm(*CANDIDATE_BLOCK_M)
+# UTCCP copies scale factors in groups of 128 rows, so each block's SF rows are padded to 128.
+SF_ROW_PADDING = 128
+# The kernel's block scaling: one UE8M0 exponent byte per 32 elements of K (MXFP8); 4 bytes packed in one int32.
+SF_GRAN_K = 32
+SF_PER_INT32 = 4
+# hidden and intermediate_hidden: whole 128-element K blocks (4 packed SF bytes x 32 = one int32 column each).
+HIDDEN_ALIGNMENT = SF_GRAN_K * SF_PER_INT32
+# Every region starts on a 128-byte boundary: TMA needs 16 B, and 128 B (one L2 line) keeps regions that
+# different SMs update from sharing cache lines.
+REGION_ALIGNMENT = 128
+# Workspace: barrier and task-scheduler counters sit on their own 128-byte line (hot atomics).
+_SIGNAL_HEADER_BYTES = 128
+# Per ring block the kernel keeps four uint32 counters: L1 full/empty and L2 full/empty.
+_RING_COUNTERS_PER_BLOCK = 4
+# Combine write-back metadata per pooled token: (rank, token, top-k slot), three uint32.
+_TOKEN_SRC_METADATA_BYTES = 12
+
+# DeepGEMM's MMA kinds: FP8 activations x FP4 weights with UE8M0 scales, or plain BF16 (no scales).
+MMA_TYPES = ("fp8xfp4", "bf16xbf16")
+ACTIVATIONS = ("swiglu",)
+# Bump when the serialised layout changes meaning; decode_layout rejects other versions.
+LAYOUT_VERSION = 1
+_HEADER_LEN = 3  # version, num_bytes, num_slices
+
+# c10::ScalarType numbers of the dtypes the buffer uses (fixed by c10's ABI; the C++ test checks them).
+_DTYPE_CODES = {
+    torch.int8: 1, torch.int32: 3, torch.int64: 4, torch.float32: 6, torch.bfloat16: 15, torch.float8_e4m3fn: 24,
+}
+_DTYPES_BY_CODE = {code: dtype for dtype, code in _DTYPE_CODES.items()}
+
+EXPORTED = ("x", "x_sf", "topk_idx", "topk_weights", "l1_acts", "l1_acts_sf", "l2_acts", "l2_acts_sf")
+
+
+@dataclass(frozen=True)
+class Region:
+    """One region of the buffer: ``nbytes`` bytes at ``offset``; exported regions also carry their view."""
+
+    name: str
+    offset: int
+    nbytes: int
+    dtype: torch.dtype | None = None
+    sizes: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.nbytes
+
+
+@dataclass(frozen=True)
+class BufferPlan:
+    num_bytes: int
+    regions: tuple[Region, ...]
+
+    def region(self, name: str) -> Region:
+        return next(r for r in self.regions if r.name == name)
+
+    @property
+    def exported(self) -> tuple[Region, ...]:
+        return tuple(self.region(name) for name in EXPORTED)
+
+
+# ---- argument checks (also the check functions of the size/ring ops) ------------------------------------------
+
+def _require_positive(name: str, value: int) -> None:
+    require(value >= 1, f"{name}: expected a positive integer, got {value}")
+
+
+def _require_token_aligned(name: str, value: int) -> None:
+    require(value % TOKEN_ALIGNMENT == 0,
+            f"{name}: expected a multiple of {TOKEN_ALIGNMENT} (get_token_alignment_for_mega_moe()), got {value}")
+
+
+def check_ring_limit_args(num_max_tokens_per_rank: int, num_local_experts: int, num_topk: int,
+                          num_ranks: int) -> None:
+    for name, value in (("num_max_tokens_per_rank", num_max_tokens_per_rank),
+                        ("num_local_experts", num_local_experts), ("num_topk", num_topk), ("num_ranks", num_ranks)):
+        _require_positive(name, value)
+    _require_token_aligned("num_max_tokens_per_rank", num_max_tokens_per_rank)
+
+
+def check_size_args(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
+                    intermediate_hidden: int, mma_type: str, activation: str, num_ring_tokens: int) -> None:
+    for name, value in (("num_ranks", num_ranks), ("num_experts", num_experts),
+                        ("num_max_tokens_per_rank", num_max_tokens_per_rank), ("num_topk", num_topk),
+                        ("hidden", hidden), ("intermediate_hidden", intermediate_hidden),
+                        ("num_ring_tokens", num_ring_tokens)):
+        _require_positive(name, value)
+    require(num_experts % num_ranks == 0,
+            f"num_experts: expected a multiple of num_ranks ({num_ranks}), got {num_experts}")
+    require(num_topk <= num_experts, f"num_topk: expected at most num_experts ({num_experts}), got {num_topk}")
+    for name, value in (("hidden", hidden), ("intermediate_hidden", intermediate_hidden)):
+        require(value % HIDDEN_ALIGNMENT == 0, f"{name}: expected a multiple of {HIDDEN_ALIGNMENT}, got {value}")
+    require(mma_type in MMA_TYPES, f"mma_type: expected one of {', '.join(MMA_TYPES)}, got {mma_type!r}")
+    require(activation in ACTIVATIONS, f"activation: expected 'swiglu' (the only activation), got {activation!r}")
+    _require_token_aligned("num_max_tokens_per_rank", num_max_tokens_per_rank)
+    _require_token_aligned("num_ring_tokens", num_ring_tokens)
+    low, high = ring_limit(num_max_tokens_per_rank, num_experts // num_ranks, num_topk, num_ranks)
+    require(low <= num_ring_tokens <= high,
+            f"num_ring_tokens: expected a value in [{low}, {high}] (get_ring_limit_for_mega_moe), "
+            f"got {num_ring_tokens}")
+
+
+# ---- sizes -----------------------------------------------------------------------------------------------------
+
+def _wave_pool_tokens(num_ranks: int, num_topk: int, num_max_tokens_per_rank: int, num_experts_per_wave: int,
+                      block_m: int) -> int:
+    """Tokens one wave of ``num_experts_per_wave`` local experts can receive, with per-expert BLOCK_M padding."""
+    received = num_max_tokens_per_rank * num_ranks
+    if num_experts_per_wave == 1:
+        return received
+    # Every token to every expert of the wave, or every routed copy here plus up to block_m - 1 padding per expert.
+    return min(received * num_experts_per_wave,
+               align(received * num_topk + num_experts_per_wave * (block_m - 1), block_m))
+
+
+def ring_limit(num_max_tokens_per_rank: int, num_local_experts: int, num_topk: int, num_ranks: int) -> tuple[int, int]:
+    """(smallest ring: one expert per wave, largest useful ring: all local experts in one wave)."""
+    return (_wave_pool_tokens(num_ranks, num_topk, num_max_tokens_per_rank, 1, TOKEN_ALIGNMENT),
+            _wave_pool_tokens(num_ranks, num_topk, num_max_tokens_per_rank, num_local_experts, TOKEN_ALIGNMENT))
+
+
+def sf_ring_tokens(num_ring_tokens: int) -> int:
+    """SF rows of the ring: each BLOCK_M block's scale rows padded to 128, worst case over the candidates."""
+    return max((num_ring_tokens // bm) * align(bm, SF_ROW_PADDING) for bm in CANDIDATE_BLOCK_M)
+
+
+def _workspace_bytes(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int,
+                     num_ring_tokens: int) -> int:
+    experts_per_rank = num_experts // num_ranks
+    # Worst-case pooled tokens: every rank's tokens, each routed to min(k, local experts) local experts, plus
+    # per-expert BLOCK_M padding for the largest candidate.
+    pool_tokens = align(num_ranks * num_max_tokens_per_rank * min(num_topk, experts_per_rank)
+                        + experts_per_rank * (MAX_CANDIDATE_BLOCK_M - 1), TOKEN_ALIGNMENT)
+    ring_blocks = num_ring_tokens // MIN_CANDIDATE_BLOCK_M
+    num_bytes = _SIGNAL_HEADER_BYTES
+    num_bytes += num_experts * 8 * 2                                  # per-expert send / receive counts (uint64)
+    num_bytes += experts_per_rank * 8                                 # per-local-expert received sums (uint64)
+    num_bytes += ring_blocks * 4 * _RING_COUNTERS_PER_BLOCK           # ring counters (uint32)
+    num_bytes += num_experts * num_max_tokens_per_rank * 4            # dispatch source token/top-k index (uint32)
+    num_bytes += pool_tokens * _TOKEN_SRC_METADATA_BYTES              # combine write-back metadata
+    return num_bytes
+
+
+def _row_major_strides(sizes: Sequence[int]) -> tuple[int, ...]:
+    """torch's contiguous strides (a dimension of size 0 counts as 1, as torch.empty does)."""
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def plan_symm_buffer(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
+                     intermediate_hidden: int, mma_type: str, activation: str, num_ring_tokens: int) -> BufferPlan:
+    """Every region of the buffer (see the module docstring). Validates the arguments first."""
+    check_size_args(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                    mma_type, activation, num_ring_tokens)
+    with_sf = mma_type == "fp8xfp4"
+    token_dtype = torch.float8_e4m3fn if with_sf else torch.bfloat16
+    tokens, ring, topk = num_max_tokens_per_rank, num_ring_tokens, num_topk
+    sf_ring = sf_ring_tokens(ring)
+    sf_cols = (lambda k: k // HIDDEN_ALIGNMENT) if with_sf else (lambda k: 0)
+
+    regions: list[Region] = []
+    cursor = 0
+
+    def add(name: str, nbytes: int, dtype: torch.dtype | None = None, sizes: tuple[int, ...] = (),
+            mn_major: bool = False) -> None:
+        nonlocal cursor
+        offset = align(cursor, REGION_ALIGNMENT)
+        strides: tuple[int, ...] = ()
+        if dtype is not None:
+            if mn_major:  # [rows, cols] stored column by column: strides (1, rows)
+                strides = (1, max(sizes[0], 1))
+            else:
+                strides = _row_major_strides(sizes)
+            elements = 1
+            for s in sizes:
+                elements *= s
+            assert elements * dtype.itemsize == nbytes, name
+        regions.append(Region(name, offset, nbytes, dtype, sizes, strides))
+        cursor = offset + nbytes
+
+    token_bytes = token_dtype.itemsize
+    add("workspace", _workspace_bytes(num_ranks, num_experts, tokens, topk, ring))
+    add("x", tokens * hidden * token_bytes, token_dtype, (tokens, hidden))
+    add("x_sf", tokens * sf_cols(hidden) * 4, torch.int32, (tokens, sf_cols(hidden)))
+    add("topk_idx", tokens * topk * 8, torch.int64, (tokens, topk))
+    add("topk_weights", tokens * topk * 4, torch.float32, (tokens, topk))
+    add("l1_acts", ring * hidden * token_bytes, token_dtype, (ring, hidden))
+    add("l1_acts_sf", sf_ring * sf_cols(hidden) * 4, torch.int32, (sf_ring, sf_cols(hidden)), mn_major=True)
+    add("l1_topk_weights", ring * 4)
+    add("l2_acts", ring * intermediate_hidden * token_bytes, token_dtype, (ring, intermediate_hidden))
+    add("l2_acts_sf", sf_ring * sf_cols(intermediate_hidden) * 4, torch.int32,
+        (sf_ring, sf_cols(intermediate_hidden)), mn_major=True)
+    add("combine", topk * tokens * hidden * torch.bfloat16.itemsize)
+    return BufferPlan(align(cursor, REGION_ALIGNMENT), tuple(regions))
+
+
+# ---- the serialised layout -------------------------------------------------------------------------------------
+
+def encode_layout(plan: BufferPlan) -> list[int]:
+    """The ``int[]`` handed to ``_slice_symm_buffer_for_mega_moe`` (format in the module docstring)."""
+    out = [LAYOUT_VERSION, plan.num_bytes, len(EXPORTED)]
+    for region in plan.exported:
+        out += [region.offset, _DTYPE_CODES[region.dtype], len(region.sizes), *region.sizes, *region.strides]
+    return out
+
+
+@dataclass(frozen=True)
+class SliceSpec:
+    offset: int
+    dtype: torch.dtype
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for s in self.sizes:
+            n *= s
+        return n
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """Dimensions from outermost to innermost in memory (the permutation of a dense row-major block)."""
+        return tuple(sorted(range(len(self.sizes)), key=lambda d: (-self.strides[d], d)))
+
+
+def decode_layout(layout: Sequence[int]) -> tuple[int, list[SliceSpec]]:
+    """(num_bytes, slices) from a serialised layout; raises DeepGEMMError on anything malformed."""
+    layout = [int(v) for v in layout]
+    if len(layout) < _HEADER_LEN or layout[0] != LAYOUT_VERSION:
+        got = layout[0] if layout else "an empty list"
+        fail(f"layout: expected a Mega MoE layout of version {LAYOUT_VERSION} "
+             f"(from get_symm_buffer_size_for_mega_moe), got version {got}")
+    num_bytes, num_slices = layout[1], layout[2]
+    require(num_bytes >= 0 and num_slices >= 0,
+            f"layout: expected non-negative num_bytes and slice count, got {num_bytes} and {num_slices}")
+    slices, pos = [], _HEADER_LEN
+    for index in range(num_slices):
+        if pos + 3 > len(layout):
+            fail(f"layout: truncated at slice {index} (length {len(layout)})")
+        offset, code, ndim = layout[pos:pos + 3]
+        pos += 3
+        require(code in _DTYPES_BY_CODE,
+                f"layout: slice {index} has unknown dtype code {code} (known: {sorted(_DTYPES_BY_CODE)})")
+        require(ndim >= 1 and pos + 2 * ndim <= len(layout),
+                f"layout: slice {index} has a bad rank {ndim} or is truncated (length {len(layout)})")
+        sizes, strides = tuple(layout[pos:pos + ndim]), tuple(layout[pos + ndim:pos + 2 * ndim])
+        pos += 2 * ndim
+        spec = SliceSpec(offset, _DTYPES_BY_CODE[code], sizes, strides)
+        require(min(sizes) >= 0, f"layout: slice {index} has negative sizes {sizes}")
+        require(offset >= 0 and offset % TMA_ALIGNMENT_BYTES == 0 and offset + spec.nbytes <= num_bytes,
+                f"layout: slice {index} ({spec.nbytes} bytes at offset {offset}) is misaligned (offsets are "
+                f"multiples of {TMA_ALIGNMENT_BYTES}) or lies outside the {num_bytes}-byte buffer")
+        dense = _row_major_strides([sizes[d] for d in spec.order])
+        require(tuple(strides[d] for d in spec.order) == dense,
+                f"layout: slice {index} strides {strides} are not a permutation of a dense layout of {sizes}")
+        slices.append(spec)
+    require(pos == len(layout), f"layout: {len(layout) - pos} trailing values after {num_slices} slices")
+    return num_bytes, slices
+
+
+def slice_buffer(buffer: torch.Tensor, layout: Sequence[int]) -> list[torch.Tensor]:
+    """Views of ``buffer`` described by ``layout``: narrow -> dtype view -> shape view -> permute only, so the
+    result aliases the buffer on every backend (real, meta, fake) and torch.compile can functionalise writes."""
+    num_bytes, slices = decode_layout(layout)
+    require(buffer.dtype == torch.int8, f"buffer: expected dtype int8, got {str(buffer.dtype).replace('torch.', '')}")
+    require(buffer.dim() == 1, f"buffer: expected a 1-D tensor, got shape {tuple(buffer.shape)}")
+    require(buffer.stride(0) == 1 or buffer.numel() <= 1,
+            f"buffer: expected a contiguous tensor, got stride {buffer.stride()}")
+    require(buffer.numel() >= num_bytes,
+            f"buffer: expected at least {num_bytes} bytes (the layout's num_bytes), got {buffer.numel()}")
+    views = []
+    for spec in slices:
+        order = spec.order
+        stored_sizes = [spec.sizes[d] for d in order]
+        raw = buffer.narrow(0, spec.offset, spec.nbytes)
+        view = raw.view(spec.dtype).view(stored_sizes)
+        inverse = sorted(range(len(order)), key=lambda i: order[i])
+        views.append(view.permute(inverse) if order != tuple(range(len(order))) else view)
+    return views

@@ -1,0 +1,34 @@
+"""Registers the Mega MoE buffer ops: the size/layout helper, the slicer, the token alignment and the ring limits.
+
+The three integer ops have no tensor arguments (registered under CompositeExplicitAutograd by the library); the
+slicer returns views of its input, so it is a composite op (``CompositeImplicitAutograd``): plain view code that
+runs unchanged on real, meta and fake tensors and traces under torch.compile.
+"""
+
+from __future__ import annotations
+
+from .._ops.library import register, register_composite
+from . import buffer
+
+
+def _no_check(*_args) -> None:
+    return None
+
+
+def get_symm_buffer_size_for_mega_moe(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int,
+                                      hidden: int, intermediate_hidden: int, mma_type: str, activation: str,
+                                      num_ring_tokens: int) -> tuple[int, list[int]]:
+    plan = buffer.plan_symm_buffer(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden,
+                                   intermediate_hidden, mma_type, activation, num_ring_tokens)
+    return plan.num_bytes, buffer.encode_layout(plan)
+
+
+def get_token_alignment_for_mega_moe() -> int:
+    return buffer.TOKEN_ALIGNMENT
+
+
+register("get_symm_buffer_size_for_mega_moe", check=buffer.check_size_args,
+         reference=get_symm_buffer_size_for_mega_moe)
+register_composite("_slice_symm_buffer_for_mega_moe", buffer.slice_buffer)
+register("get_token_alignment_for_mega_moe", check=_no_check, reference=get_token_alignment_for_mega_moe)
+register("get_ring_limit_for_mega_moe", check=buffer.check_ring_limit_args, reference=buffer.ring_limit)
