@@ -8,9 +8,16 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from . import runtime
 from .runtime import JITRuntime
 
 _ops = torch.ops.deep_gemm
+
+
+def _compiling() -> bool:
+    # Dynamo cannot put a custom op returning a bare int into a graph (torch 2.13: "op returned non-Tensor"), so
+    # inside a compiled region the getters read the state directly; Dynamo guards on the value read.
+    return torch.compiler.is_compiling()
 
 __all__ = [
     "set_num_sms", "get_num_sms", "set_tc_util", "get_tc_util", "set_pdl", "get_pdl", "set_ignore_compile_dims",
@@ -27,6 +34,9 @@ def set_num_sms(num_sms: int, /) -> None:
 
 def get_num_sms() -> int:
     """SMs persistent kernels use: the value set, else the current device's SM count (0 without a GPU)."""
+    if _compiling():
+        n = runtime.peek("num_sms")
+        return n if n > 0 else runtime.device_num_sms()
     return _ops.get_num_sms()
 
 
@@ -37,6 +47,8 @@ def set_tc_util(tc_util: int, /) -> None:
 
 def get_tc_util() -> int:
     """The tensor-core utilisation target; 100 when unset."""
+    if _compiling():
+        return runtime.peek("tc_util") or 100
     return _ops.get_tc_util()
 
 
@@ -47,6 +59,8 @@ def set_pdl(enable: bool, /) -> None:
 
 def get_pdl() -> bool:
     """Whether programmatic dependent launch is enabled."""
+    if _compiling():
+        return runtime.peek("pdl")
     return _ops.get_pdl()
 
 
@@ -59,8 +73,9 @@ def set_block_size_multiple_of(multiple_of: Union[int, Sequence[int]], /) -> Non
     """Constrain BLOCK_M and BLOCK_N to multiples: an int applies to both, a pair ``(m, n)`` to each."""
     if isinstance(multiple_of, int):
         block_m, block_n = multiple_of, multiple_of
-    else:
-        block_m, block_n = multiple_of
+    else:  # (m, n), or DeepGEMM's one-element [x]
+        values = list(multiple_of)
+        block_m, block_n = values[0], values[-1]
     _ops.set_block_size_multiple_of(block_m, block_n)
 
 
@@ -71,6 +86,8 @@ def set_mk_alignment_for_contiguous_layout(alignment: int, /) -> None:
 
 def get_mk_alignment_for_contiguous_layout() -> int:
     """Row alignment of expert segments in the contiguous layouts (default 128)."""
+    if _compiling():
+        return runtime.peek("mk_alignment")
     return _ops.get_mk_alignment_for_contiguous_layout()
 
 
@@ -80,6 +97,8 @@ get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout  
 
 def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: Optional[int] = None) -> int:
     """Smallest segment alignment the kernels could use (128 on Hopper, whatever ``expected_m``)."""
+    if _compiling():
+        return runtime.get_theoretical_mk_alignment_for_contiguous_layout(expected_m)
     return _ops.get_theoretical_mk_alignment_for_contiguous_layout(expected_m)
 
 

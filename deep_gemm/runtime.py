@@ -133,6 +133,9 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = 
 
 # ---- kernel runtime handle -------------------------------------------------------------------------------------
 
+_ABSENT = object()  # "not cached" (a builder may legitimately return None)
+
+
 class KernelCache:
     """In-memory cache of compiled kernels (keyed by kernel and config), safe under concurrent first compilation.
 
@@ -149,14 +152,14 @@ class KernelCache:
         return self._entries.get(key)
 
     def get_or_compile(self, key, build: Callable[[], object]):
-        entry = self._entries.get(key)
-        if entry is not None:
+        entry = self._entries.get(key, _ABSENT)
+        if entry is not _ABSENT:
             return entry
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
-            entry = self._entries.get(key)
-            if entry is None:
+            entry = self._entries.get(key, _ABSENT)
+            if entry is _ABSENT:
                 entry = build()
                 self._entries[key] = entry
         return entry
@@ -165,10 +168,10 @@ class KernelCache:
         return len(self._entries)
 
     def clear(self) -> int:
+        # Per-key locks are kept: a build racing with a clear still serialises with a rebuild of the same key.
         with self._lock:
             n = len(self._entries)
             self._entries.clear()
-            self._key_locks.clear()
         return n
 
 
@@ -243,6 +246,20 @@ def _register() -> None:
                get_mk_alignment_for_contiguous_layout, get_theoretical_mk_alignment_for_contiguous_layout,
                get_jit, jit_cache_dir, jit_num_compiled_kernels, jit_clear_cache):
         register(fn.__name__, check=no_check, reference=fn)
+
+    # Setters only have side effects: declared ordered-effectful, compiled graphs keep them (and their order)
+    # instead of dropping them as dead code after tracing.
+    import torch
+    from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+    for fn in (set_num_sms, set_tc_util, set_pdl, set_ignore_compile_dims, set_block_size_multiple_of,
+               set_mk_alignment_for_contiguous_layout, jit_clear_cache):
+        _register_effectful_op(getattr(torch.ops.deep_gemm, fn.__name__).default, _EffectType.ORDERED)
+
+
+def peek(name: str):
+    """Lock-free read of one knob, for code being traced by torch.compile (which cannot trace a lock). A single
+    attribute read is atomic in CPython, and Dynamo guards on the value it read, so a later change recompiles."""
+    return getattr(_STATE, name)
 
 
 _register()

@@ -332,10 +332,11 @@ def test_getters_under_compile_with_graph_breaks():
     torch.testing.assert_close(compiled(x), torch.full((3,), 256.0 + 7))
 
 
-@pytest.mark.xfail(strict=True, raises=torch._dynamo.exc.Unsupported,
-                   reason="torch 2.13 Dynamo rejects custom ops returning a bare int ('torch.* op returned "
-                          "non-Tensor'); needs a compile-aware public getter (see the mega/runtime report)")
-@pytest.mark.parametrize("getter", ["op", "public"])
+@pytest.mark.parametrize("getter", [
+    pytest.param("op", marks=pytest.mark.xfail(strict=True, raises=torch._dynamo.exc.Unsupported,
+                                               reason="torch 2.13 Dynamo rejects custom ops returning a bare int "
+                                                      "('op returned non-Tensor'); the public getters handle it")),
+    "public"])
 def test_getters_fullgraph(getter):
     get_num_sms = ops.get_num_sms if getter == "op" else deep_gemm.get_num_sms
     get_alignment = (ops.get_mk_alignment_for_contiguous_layout if getter == "op"
@@ -347,8 +348,6 @@ def test_getters_fullgraph(getter):
     torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 1.0 + 128))
 
 
-@pytest.mark.xfail(strict=True, reason="setter ops have no declared side effect, so AOT dispatch drops them from "
-                                       "the graph: they run while tracing only (see the mega/runtime report)")
 def test_setter_inside_compiled_region_runs_every_call():
     def fn(x):
         ops.set_pdl(True)
