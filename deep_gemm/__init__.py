@@ -5,6 +5,7 @@ kernel (Triton, or the torch reference until a Triton kernel covers it: see ``de
 below keep DeepGEMM's Python API call for call. Importing this package never initialises CUDA or imports Triton.
 """
 
+from ._ops.errors import DeepGEMMError
 from ._ops.library import backends, define_all
 
 define_all()
@@ -20,4 +21,4 @@ from . import _public  # noqa: E402
 from ._public import *  # noqa: E402,F401,F403
 
 __version__ = "0.1.0"
-__all__ = ["backends", "testing", "utils", "__version__"] + list(_public.__all__)
+__all__ = ["backends", "DeepGEMMError", "testing", "utils", "__version__"] + list(_public.__all__)

@@ -7,6 +7,7 @@ from deep_gemm.runtime import JITRuntime
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 __all__ = [
+    'DeepGEMMError',
     'SymmBuffer',
     '__version__',
     'align',
@@ -93,6 +94,8 @@ __all__ = [
 
 from . import testing as testing
 from . import utils as utils
+
+class DeepGEMMError(ValueError, RuntimeError): ...
 
 class SymmBuffer:
     activation: Any
