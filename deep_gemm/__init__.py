@@ -19,6 +19,7 @@ from . import gemm as _gemm  # noqa: E402
 from . import _public  # noqa: E402
 
 from ._public import *  # noqa: E402,F401,F403
+from . import _C  # noqa: E402,F401  (the legacy `deep_gemm._C` surface, a pure-Python shim)
 
 __version__ = "0.1.0"
 __all__ = ["backends", "DeepGEMMError", "testing", "utils", "__version__"] + list(_public.__all__)

@@ -383,6 +383,10 @@ def render_stub(module: types.ModuleType, names: List[str], reexports: Optional[
             blocks.append(f"from {reexport_from} import {reexports[id(obj)]} as {name}\n")
         elif (inspect.isclass(obj) or _is_function_like(obj)) and canonical[id(obj)] != name:
             aliases.append(f"{name} = {canonical[id(obj)]}\n")
+        elif inspect.isclass(obj) and issubclass(obj, BaseException):
+            # Exceptions keep their bases and Exception's own constructor.
+            bases = ", ".join(b.__name__ for b in obj.__bases__)
+            blocks.append(f"class {name}({bases}): ...\n")
         elif inspect.isclass(obj):
             blocks.append(_render_class(name, obj, renderer))
         elif _is_function_like(obj):

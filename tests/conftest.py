@@ -13,9 +13,26 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import deep_gemm  # noqa: E402,F401  (registers the ops)
+import opcheck_registry  # noqa: E402
+
+_opcheck = torch.library.opcheck
+
+
+def _recording_opcheck(op, *args, **kwargs):
+    name = getattr(op, "_name", None) or str(op)
+    if name.startswith("deep_gemm::"):
+        opcheck_registry.OPCHECKED.add(name.split("::", 1)[1].split(".")[0])
+    return _opcheck(op, *args, **kwargs)
+
+
+torch.library.opcheck = _recording_opcheck
 
 
 def pytest_collection_modifyitems(config, items):
+    # The opcheck coverage test is meaningful only when every test module was collected.
+    collected = {item.module.__name__ for item in items}
+    every = {p.stem for p in __import__("pathlib").Path(__file__).parent.glob("test_*.py")}
+    opcheck_registry.FULL_RUN = every <= collected
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")

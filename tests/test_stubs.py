@@ -341,6 +341,9 @@ def read_stub(path: Path) -> tuple[dict[str, StubFunction], ast.Module]:
         if isinstance(node, ast.FunctionDef):
             found[node.name] = StubFunction(node.name, _params(node.args, False), ast.unparse(node.returns), False,
                                             path)
+        elif isinstance(node, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id.endswith("Error")
+                                                    for b in node.bases):
+            continue  # exception classes: Exception's own constructor, nothing advertised
         elif isinstance(node, ast.ClassDef):
             init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
             params = _params(init.args, True) if init else ()
@@ -392,8 +395,13 @@ def test_stubs_cover_every_public_name():
         listed = next(ast.literal_eval(n.value) for n in tree.body
                       if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__")
         assert sorted(listed) == sorted(module.__all__), module_name
-        callables = {n for n in module.__all__ if callable(getattr(module, n))}
+        callables = {n for n in module.__all__ if callable(getattr(module, n))
+                     and not (isinstance(getattr(module, n), type) and issubclass(getattr(module, n), BaseException))}
         assert callables <= set(found), f"{module_name}: no stub for {sorted(callables - set(found))}"
+        exceptions = {n for n in module.__all__ if isinstance(getattr(module, n), type)
+                      and issubclass(getattr(module, n), BaseException)}
+        declared = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+        assert exceptions <= declared, f"{module_name}: no stub for {sorted(exceptions - declared)}"
 
 
 # ---- (2) stub parameters are the runtime parameters ---------------------------------------------------------------
