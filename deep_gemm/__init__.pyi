@@ -11,6 +11,7 @@ __all__ = [
     'SymmBuffer',
     '__version__',
     'align',
+    'autotune_enabled',
     'backends',
     'bf16_gemm_nn',
     'bf16_gemm_nt',
@@ -77,6 +78,7 @@ __all__ = [
     'per_custom_dims_cast_to_fp8',
     'per_token_cast_to_fp4',
     'per_token_cast_to_fp8',
+    'set_autotune',
     'set_block_size_multiple_of',
     'set_ignore_compile_dims',
     'set_mk_alignment_for_contiguous_layout',
@@ -90,6 +92,7 @@ __all__ = [
     'transpose_packed_fp4',
     'unpack_ue8m0_from_int',
     'utils',
+    'warmup',
 ]
 
 from . import testing as testing
@@ -138,6 +141,8 @@ class SymmBuffer:
 __version__: str
 
 def align(x: int, y: int) -> int: ...
+
+def autotune_enabled() -> bool: ...
 
 def backends() -> Dict[str, str]: ...
 
@@ -550,6 +555,8 @@ def per_token_cast_to_fp8(
     use_packed_ue8m0: bool = False,
 ) -> Tuple[torch.Tensor, torch.Tensor]: ...
 
+def set_autotune(enable: bool) -> None: ...
+
 def set_block_size_multiple_of(multiple_of: Union[int, Sequence[int]], /) -> None: ...
 
 def set_ignore_compile_dims(ignore: bool, /) -> None: ...
@@ -590,6 +597,8 @@ def transform_weights_for_mega_moe(
 def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor: ...
 
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor: ...
+
+def warmup(calls: Sequence[tuple], device: Optional[Union[str, torch.device]] = None) -> int: ...
 
 bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
 fp8_fp4_gemm_nn = fp8_gemm_nn

@@ -241,6 +241,8 @@ CASES: dict[str, Case] = {
     # runtime knobs (values that leave the state as the fixture restores it anyway)
     "set_num_sms": Case(lambda: dict(num_sms=deep_gemm.get_num_sms())),
     "set_tc_util": _case(tc_util=100),
+    "set_autotune": Case(lambda: dict(enable=deep_gemm.autotune_enabled())),
+    "warmup": _case(calls=[("fp8_gemm_nt", dict(m=1, n=128, k=128))], device="cpu"),
     "set_pdl": Case(lambda: dict(enable=deep_gemm.get_pdl())),
     "set_ignore_compile_dims": _case(ignore=False),
     "set_block_size_multiple_of": _case(multiple_of=1),
@@ -248,7 +250,8 @@ CASES: dict[str, Case] = {
         alignment=deep_gemm.get_mk_alignment_for_contiguous_layout())),
     "get_theoretical_mk_alignment_for_contiguous_layout": _case(expected_m=256),
     **{name: NO_ARGS for name in ("get_num_sms", "get_tc_util", "get_pdl", "get_mk_alignment_for_contiguous_layout",
-                                  "get_jit", "backends", "get_token_alignment_for_mega_moe")},
+                                  "get_jit", "backends", "get_token_alignment_for_mega_moe",
+                                  "autotune_enabled")},
     # utils
     "ceil_div": _case(x=7, y=2),
     "align": _case(x=7, y=4),

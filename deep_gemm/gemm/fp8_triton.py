@@ -22,6 +22,7 @@ import torch
 
 from .._triton.launch import FastDescriptor, descriptor, interpreting, launch
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
+from . import fp8_autotune
 from . import fp8_configs as configs
 from .operands import FP8, resolve_recipe, to_nt
 
@@ -45,13 +46,16 @@ WS_PRODUCER_REGS = 40
 WS_STAGES = {128: 6, 64: 8}
 
 
-def _config_for(problem: configs.Fp8GemmProblem) -> configs.Fp8GemmConfig:
+def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
+    """The config of a problem, resolved once per shape: the heuristic, or (opt-in, ``run_with`` given) the fastest
+    of a shortlist timed by running ``run_with(config)`` on copies of the outputs."""
     cfg = _CONFIG_CACHE.get(problem)
     if cfg is None:
+        tuned = fp8_autotune.autotune_enabled() and run_with is not None and not interpreting()
         with _CONFIG_LOCK:
             cfg = _CONFIG_CACHE.get(problem)
             if cfg is None:
-                cfg = configs.heuristic(problem)
+                cfg = fp8_autotune.tune(problem, run_with) if tuned else configs.heuristic(problem)
                 _CONFIG_CACHE[problem] = cfg
     return cfg
 
@@ -186,7 +190,13 @@ def _dense(layout: str):
     return fp8_gemm
 
 
-def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0)):
+def _scratch_outputs(d, c):
+    """Copies to run tuning candidates on: the caller's d (and c when it is d) must not change."""
+    scratch = d.clone()
+    return scratch, (scratch if c is d else c)
+
+
+def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None):
     m, k = a.shape
     n = b.size(0)
     if m == 0 or n == 0:
@@ -194,7 +204,9 @@ def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0)):
     if k == 0:
         _write_without_product(d, c)
         return None
-    cfg = _config_for(configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms()))
+    if cfg is None:
+        cfg = _config_for(configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms()),
+                          lambda trial: _launch_dense(a, sfa, b, sfb, *_scratch_outputs(d, c), r, head, trial))
     if head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
         cfg = configs._config(cfg.block_m, cfg.block_n, 1)
     a, b = _k_major(a), _k_major(b)
@@ -236,7 +248,7 @@ def _m_grouped_contiguous(layout: str):
         problem = configs.Fp8GemmProblem(m, n, k, num_groups, "m_grouped", _num_sms(), alignment)
         if not configs.candidates(problem):
             return NotImplemented  # an alignment no tile height divides
-        cfg = _config_for(problem)
+        cfg = _config_for(problem)  # (autotuning covers the dense and masked GEMMs)
         a = _k_major(a)
         b_rows = _k_major(b).reshape(num_groups * n, k)  # [G*N, K]: expert e's rows start at e*N
         grouping = GROUPING["m_psum" if use_psum_layout else "m_ids"]

@@ -1,0 +1,105 @@
+"""FP8 GEMM configs: the heuristic always returns a legal candidate, split-K fills the GPU, autotuning picks the
+fastest shortlisted config and persists it, warmup validates its input."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.gemm import fp8_autotune
+from deep_gemm.gemm import fp8_configs as configs
+
+SHAPES = [(1, 2112, 7168), (128, 576, 7168), (4096, 24576, 1536), (37, 200, 208), (0, 128, 128), (4096, 7168, 16384)]
+
+
+@pytest.mark.parametrize("kind", ["dense", "m_grouped", "masked", "k_grouped"])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("num_sms", [132, 78])
+def test_heuristic_is_a_legal_candidate(kind, m, n, k, num_sms):
+    problem = configs.Fp8GemmProblem(m, n, k, 4, kind, num_sms, expected_m=m)
+    choice = configs.heuristic(problem)
+    assert choice in configs.candidates(problem)
+    assert choice.smem_bytes() <= configs.SMEM_BYTES_SM90
+    if kind == "m_grouped":
+        assert problem.m_alignment % choice.block_m == 0, "a grouped tile must not straddle two segments"
+
+
+def test_small_m_splits_k_to_fill_the_gpu():
+    choice = configs.heuristic(configs.Fp8GemmProblem(128, 2112, 7168))
+    tiles = -(-128 // choice.block_m) * -(-2112 // choice.block_n)
+    assert choice.split_k > 1
+    assert tiles * choice.split_k <= 132 * choice.programs_per_sm  # one round of programs
+    assert -(-7168 // 128) // choice.split_k >= configs.MIN_K_BLOCKS_PER_SPLIT
+
+
+def test_large_m_uses_full_tiles_without_split():
+    choice = configs.heuristic(configs.Fp8GemmProblem(4096, 4096, 7168))
+    assert (choice.block_m, choice.split_k, choice.programs_per_sm) == (128, 1, 1)
+
+
+def test_autotune_picks_the_fastest_and_persists(tmp_path):
+    problem = configs.Fp8GemmProblem(256, 1024, 2048)
+    shortlist = fp8_autotune.shortlist(problem)
+    assert len(shortlist) > 1 and set(shortlist) <= set(configs.candidates(problem))
+    # A fake clock: the config with BN 64 and the largest split is "fastest".
+    fastest = max((c for c in shortlist if c.block_n == 64), key=lambda c: c.split_k)
+    ran = []
+    timer = lambda run: (run(), 1.0 if ran[-1] != fastest else 0.5)[1]  # noqa: E731
+    cache = fp8_autotune.AutotuneCache(str(tmp_path / "tune.json"))
+    best = fp8_autotune.tune(problem, ran.append, timer=timer, cache=cache)
+    assert best == fastest and set(ran) == set(shortlist)
+    # A fresh cache object (another process) reads the choice back and does not re-time.
+    reread = fp8_autotune.AutotuneCache(str(tmp_path / "tune.json"))
+    assert reread.get(problem) == fastest
+    ran.clear()
+    assert fp8_autotune.tune(problem, ran.append, timer=timer, cache=reread) == fastest and not ran
+
+
+def test_autotune_skips_configs_that_fail():
+    problem = configs.Fp8GemmProblem(256, 1024, 2048)
+    base = configs.heuristic(problem)
+
+    def run(config):
+        if config != base:
+            raise RuntimeError("does not compile")
+
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = fp8_autotune.AutotuneCache(tmp + "/t.json")
+        assert fp8_autotune.tune(problem, run, timer=lambda r: (r(), 1.0)[1], cache=cache) == base
+
+
+def test_set_autotune_round_trip():
+    before = deep_gemm.autotune_enabled()
+    try:
+        deep_gemm.set_autotune(True)
+        assert deep_gemm.autotune_enabled()
+        deep_gemm.set_autotune(False)
+        assert not deep_gemm.autotune_enabled()
+    finally:
+        deep_gemm.set_autotune(before)
+
+
+def test_warmup_validates_and_is_a_noop_without_cuda():
+    with pytest.raises(DeepGEMMError, match=r"calls: unknown op 'fp8_gemm_xx'"):
+        deep_gemm.warmup([("fp8_gemm_xx", dict(m=1, n=128, k=128))])
+    with pytest.raises(DeepGEMMError, match=r"calls: expected \(op_name, dict of sizes\) pairs"):
+        deep_gemm.warmup([("fp8_gemm_nt", (1, 128, 128))])
+    if not torch.cuda.is_available():
+        assert deep_gemm.warmup([("fp8_gemm_nt", dict(m=1, n=128, k=128))]) == 0
+
+
+@pytest.mark.gpu
+def test_warmup_compiles_ahead_of_the_first_call():
+    calls = [("fp8_gemm_nt", dict(m=m, n=576, k=7168)) for m in (3, 200)] + [
+        ("m_grouped_fp8_gemm_nt_masked", dict(num_groups=4, max_m=64, n=512, k=512, expected_m=20)),
+        ("k_grouped_fp8_gemm_tn_contiguous", dict(ks=[128, 0, 256], m=64, n=128))]
+    compiled = deep_gemm.warmup(calls)
+    assert compiled >= 1
+    assert deep_gemm.warmup(calls) == 0, "a second warmup of the same calls compiles nothing new"
+    jit = deep_gemm.get_jit()
+    assert jit.num_compiled_kernels >= compiled
