@@ -70,20 +70,22 @@ if __name__ == "__main__" and "--ws" not in sys.argv:
 
 def gluon_desc_sig(block, dtype="fp8e4nv"):
     from triton.experimental.gluon import language as gl
-    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, "float8e4nv" if dtype == "fp8e4nv" else dtype))
-    return f"tensordesc<{dtype}{list(block)},{layout!r}>"
+    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, dtype if dtype != "fp8e4nv" else "float8e4nv"))
+    short = {"fp8e4nv": "fp8e4nv", "bfloat16": "bf16", "float32": "fp32"}[dtype]
+    return f"tensordesc<{short}{list(block)},{layout!r}>"
 
 
-def compile_fp8_gemm_ws(bm=128, bn=128, stages=4, grouping=0, b_per_row=False, has_c=False, out="bf16",
+def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
                         consumer_regs=232, producer_regs=40, maxnreg=None):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     sig = {"a_desc": gluon_desc_sig([bm, 128]), "b_desc": gluon_desc_sig([bn, 128]), "sfa_ptr": "*fp32",
-           "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}", "layout_ptr": "*i32"}
+           "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}",
+           "d_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]), "layout_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
-                      PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
+                      PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c, D_TMA=grouping in (0, 1, 2),
                       CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource

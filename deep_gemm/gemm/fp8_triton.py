@@ -41,9 +41,9 @@ _WS_ENABLED = os.environ.get("DG_FP8_WS", "0") == "1"
 # 64xBN FP32 partial (2 x 64 registers at BN = 128) and addresses; the TMA producer needs almost none.
 WS_CONSUMER_REGS = 232
 WS_PRODUCER_REGS = 40
-# Pipeline depth of the warp-specialised kernel: (BM + BN) * 128 bytes per stage; six 32 KB stages at 128x128
-# leave room under the 227 KB shared-memory limit.
-WS_STAGES = {128: 6, 64: 8}
+# Pipeline depth of the warp-specialised kernel: (BM + BN) * 128 bytes per stage next to two 64 x BN epilogue
+# buffers; five 32 KB stages at 128x128 use 197 KB of the 227 KB shared memory (sm_90a compile, triton 3.6).
+WS_STAGES = {128: 5, 64: 7}
 
 
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
@@ -119,10 +119,12 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     g_pad = _next_pow2(num_groups)
     # Per-row B scales double the promotion's live registers: the pipelined consumer spills (408 B, sm_90a), so
     # 1D1D stays on the tl.* kernel.
+    d_rows = _rows_view(d)
     if (_WS_ENABLED and cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
-            and grouping != GROUPING["k_grouped"] and not b_per_row):
-        _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
-                stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c)
+            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None):
+        _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
+                strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row,
+                has_c, _tma_storable(d, grouping, zero_gaps, head))
         return
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
@@ -156,15 +158,27 @@ def _as_gluon(desc):
     return FastDescriptor(desc.base, desc.shape, desc.strides, desc.block_shape, gluon=True)
 
 
-def _run_ws(a_desc, b_desc, sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
-            stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c):
-    from .kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel
+def _rows_view(d: torch.Tensor):
+    """D as a 2-D [rows, N] matrix with 16-byte aligned rows (what a TMA descriptor needs), or None."""
+    rows = d if d.dim() == 2 else (d.view(-1, d.size(-1)) if d.stride(0) == d.size(1) * d.stride(1) else None)
+    if rows is None or rows.stride(-1) != 1 or rows.size(0) == 0:
+        return None
+    elem = d.element_size()
+    aligned = (rows.stride(0) * elem) % 16 == 0 and (rows.storage_offset() * elem) % 16 == 0
+    return rows if aligned and rows.size(1) * elem >= 16 else None
+
+
+def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
+            stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c, d_tma):
+    from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
     stages = WS_STAGES[cfg.block_n]
-    args = (_as_gluon(a_desc), _as_gluon(b_desc), sfa, sfb, d, c_arg, layout_arg, m, n, k, num_groups,
+    d_desc = FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
+                            (WG_ROWS.value, cfg.block_n), gluon=True)
+    args = (_as_gluon(a_desc), _as_gluon(b_desc), sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
-            psum_align, zero_gaps, b_per_row, has_c, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
-    config_key = ("ws", cfg, d.dtype, stages, grouping, b_per_row, has_c, zero_gaps, psum_align, grid[0],
+            psum_align, zero_gaps, b_per_row, has_c, d_tma, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+    config_key = ("ws", cfg, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps, psum_align, grid[0],
                   _next_pow2(num_groups))
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0)

@@ -123,12 +123,14 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K,
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc,
+              c_smem,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
               stride_sfb_k, stride_dg, stride_dm, stride_cm,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
-              ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, WG: gl.constexpr):
+              ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
+              WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
@@ -152,12 +154,16 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
                 sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
             # Software pipeline over K blocks: block kb's wgmma is issued before block kb-1 is promoted, so the
             # tensor core works while the FFMAs of the promotion run (one wgmma group in flight, two partials).
-            stage = it % STAGES
-            sa_prev = gl.load(sfa_rows, mask=row_ok, other=0.0)
+            # Scales are loaded two blocks ahead (a few registers): an L2 round trip outlasts one block's wgmma.
+            sa0 = gl.load(sfa_rows, mask=row_ok, other=0.0)
+            sa1 = gl.load(sfa_rows + stride_sfa_k, mask=row_ok & (num_kb > 1), other=0.0)
             if B_PER_ROW:
-                sb_prev = gl.load(sfb_cols, mask=col_ok, other=0.0)
+                sb0 = gl.load(sfb_cols, mask=col_ok, other=0.0)
+                sb1 = gl.load(sfb_cols + stride_sfb_k, mask=col_ok & (num_kb > 1), other=0.0)
             else:
-                sb_prev = gl.load(sfb_cols)
+                sb0 = gl.load(sfb_cols)
+                sb1 = gl.load(sfb_cols + stride_sfb_k, mask=num_kb > 1, other=0.0)
+            stage = it % STAGES
             mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
             prev = warpgroup_mma(a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0),
                                  b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
@@ -166,12 +172,12 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
             it += 1
             for kb in range(1, num_kb):
                 stage = it % STAGES
-                # Scales first: their global-memory latency overlaps the wait and the MMA.
-                sa = gl.load(sfa_rows + kb * stride_sfa_k, mask=row_ok, other=0.0)
+                ahead = kb + 1
+                sa2 = gl.load(sfa_rows + ahead * stride_sfa_k, mask=row_ok & (ahead < num_kb), other=0.0)
                 if B_PER_ROW:
-                    sb = gl.load(sfb_cols + kb * stride_sfb_k, mask=col_ok, other=0.0)
+                    sb2 = gl.load(sfb_cols + ahead * stride_sfb_k, mask=col_ok & (ahead < num_kb), other=0.0)
                 else:
-                    sb = gl.load(sfb_cols + kb * stride_sfb_k)
+                    sb2 = gl.load(sfb_cols + ahead * stride_sfb_k, mask=ahead < num_kb, other=0.0)
                 mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
                 cur = warpgroup_mma(a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0),
                                     b_bufs.index(stage).permute((1, 0)),
@@ -180,20 +186,22 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
                 done = warpgroup_mma_wait(num_outstanding=1, deps=(prev,))
                 mbarrier.arrive(empty.index(prev_stage), count=1)
                 if B_PER_ROW:
-                    acc = acc + done * gl.expand_dims(sa_prev, 1) * gl.expand_dims(sb_prev, 0)
+                    acc = acc + done * gl.expand_dims(sa0, 1) * gl.expand_dims(sb0, 0)
                 else:
-                    acc = acc + done * gl.expand_dims(sa_prev * sb_prev, 1)
+                    acc = acc + done * gl.expand_dims(sa0 * sb0, 1)
                 prev = cur
                 prev_stage = stage
-                sa_prev = sa
-                sb_prev = sb
+                sa0 = sa1
+                sb0 = sb1
+                sa1 = sa2
+                sb1 = sb2
                 it += 1
             done = warpgroup_mma_wait(num_outstanding=0, deps=(prev,))
             mbarrier.arrive(empty.index(prev_stage), count=1)
             if B_PER_ROW:
-                acc = acc + done * gl.expand_dims(sa_prev, 1) * gl.expand_dims(sb_prev, 0)
+                acc = acc + done * gl.expand_dims(sa0, 1) * gl.expand_dims(sb0, 0)
             else:
-                acc = acc + done * gl.expand_dims(sa_prev * sb_prev, 1)
+                acc = acc + done * gl.expand_dims(sa0 * sb0, 1)
         # Which rows this tile writes, and which of them hold a product (the rest are written as zeros).
         row_store = row_ok
         row_valid = row_ok
@@ -209,8 +217,18 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
         if HAS_C:
             c = gl.load(c_ptr + gl.expand_dims(rows, 1) * stride_cm + gl.expand_dims(cols, 0), mask=mask, other=0.0)
             acc = acc + c.to(gl.float32)
-        out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
-        gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
+        if D_TMA:
+            # Coalesced, asynchronous store: registers -> swizzled shared memory -> one TMA store of the 64-row
+            # slab (rows past M clipped by the hardware). Wait for this buffer's previous store first.
+            tma.store_wait(pendings=0)
+            c_smem.store(acc.to(d_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(d_desc, [off_m + WG * WG_ROWS, off_n], c_smem)
+        else:
+            out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
+            gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
+    if D_TMA:
+        tma.store_wait(pendings=0)
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
@@ -218,13 +236,15 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
             do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr", "layout_ptr"])
 def _fp8_gemm_ws_kernel(
         a_desc, b_desc,  # TMA descriptors: A [rows, K] K-major, B [G*N, K] K-major (FP8)
-        sfa_ptr, sfb_ptr, d_ptr, c_ptr, layout_ptr,
+        sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+        d_desc,  # TMA descriptor over D [M, N], block [64, BN] (used when D_TMA)
+        layout_ptr,
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
         stride_dg, stride_dm, stride_cm,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
-        ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr,
+        ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows each")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
@@ -234,18 +254,22 @@ def _fp8_gemm_ws_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
+    # One epilogue staging buffer per consumer warpgroup.
+    c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
     fence_async_shared()
     # Partition arguments are written out as tuple literals: a tuple built in a variable first turns the
     # constexprs inside it into runtime values (triton 3.6).
     gl.warp_specialize([
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+                     d_desc, c_bufs.index(0),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, 0)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+                     d_desc, c_bufs.index(1),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, 1)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, 1)),
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
                      BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
