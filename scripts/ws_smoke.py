@@ -14,7 +14,7 @@ from deep_gemm.testing import calc_diff  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
-fp8_triton._WS_ENABLED = True  # exercise the warp-specialised kernel whatever the default
+fp8_triton._WS_MODE = "on"  # exercise the warp-specialised kernel whatever the default
 ok = True
 for m, n, k in [(256, 256, 512), (129, 200, 208), (4096, 4096, 7168), (300, 576, 7168)]:
     a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)

@@ -10,7 +10,8 @@ shared memory only; the copy is one memory-bound pass). Not covered (reference):
 (int32) scales, K granularity 32.
 
 Two kernels: ``kernels/fp8_gemm.py`` (tl.*, every grouping, split-K, skip-head) and ``kernels/fp8_gemm_ws.py``
-(Gluon, warp-specialised) for 128-row tiles when ``_WS_ENABLED``.
+(Gluon, warp-specialised) for the 128-row tiles where it measured faster (``_ws_pays``; DG_FP8_WS=0/1
+forces it off/on).
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ _COUNTERS_LOCK = threading.Lock()
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 
-# The warp-specialised Gluon kernel runs 128-row dense/grouped tiles when enabled. H200 2026-11-30: v1 (wait on
-# every wgmma before promoting) measured 0.95-0.6x the tl.* kernel, so it is off by default; DG_FP8_WS=1 turns it on.
-_WS_ENABLED = os.environ.get("DG_FP8_WS", "0") == "1"
+# Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it measured faster), "on" (wherever it
+# is legal), "off" (never). H200 2026-11-30, v3 vs the tl.* kernel: M-grouped contiguous 3-17 % faster on all four
+# DeepSeek shapes; dense 1.05-1.50x faster at K <= 2048 but 0.82-0.90x at K >= 7168; masked 0.8x (pointer epilogue).
+_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
+# Dense problems up to this K run the warp-specialised kernel in "auto" mode (see the measurements above).
+WS_MAX_DENSE_K = 2048
 # Register budgets per partition (setmaxnreg): each consumer warpgroup holds a 64xBN FP32 accumulator plus a
 # 64xBN FP32 partial (2 x 64 registers at BN = 128) and addresses; the TMA producer needs almost none.
 WS_CONSUMER_REGS = 232
@@ -120,8 +124,8 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     # Per-row B scales double the promotion's live registers: the pipelined consumer spills (408 B, sm_90a), so
     # 1D1D stays on the tl.* kernel.
     d_rows = _rows_view(d)
-    if (_WS_ENABLED and cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
-            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None):
+    if (cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
+            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None and _ws_pays(grouping, k)):
         _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
                 strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row,
                 has_c, _tma_storable(d, grouping, zero_gaps, head))
@@ -147,6 +151,14 @@ def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool
     elem = d.element_size()
     return (d.stride(1) == 1 and (d.stride(0) * elem) % 16 == 0 and (d.storage_offset() * elem) % 16 == 0
             and d.size(1) * elem >= 16)
+
+
+def _ws_pays(grouping: int, k: int) -> bool:
+    if _WS_MODE != "auto":
+        return _WS_MODE == "on"
+    if grouping in (GROUPING["m_ids"], GROUPING["m_psum"]):
+        return True
+    return grouping == GROUPING["dense"] and k <= WS_MAX_DENSE_K
 
 
 def _tl_kernel():
