@@ -296,7 +296,6 @@ def main():
     timer = KernelTimer()
     results = []
     tables = set(args.tables.split(","))
-    started = time.time()
     if "dense" in tables:
         bench_dense(timer, results, args.quick, args.compare_ws)
     if "1d1d" in tables:
@@ -312,7 +311,7 @@ def main():
     summary = summarize(results)
     meta = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                 triton=__import__("triton").__version__, num_sms=deep_gemm.get_num_sms(),
-                wall_s=round(time.time() - started, 1), backends={k: v for k, v in deep_gemm.backends().items()
+                backends={k: v for k, v in deep_gemm.backends().items()
                                                                    if "fp8" in k})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_fp8_gemm.json"), "w") as f:
