@@ -52,34 +52,55 @@ def resolve_recipe(recipe: Sequence[int] | None, recipe_a: Sequence[int] | None,
                    sfb: torch.Tensor) -> Recipe:
     """DeepGEMM's rules: ``recipe=(gran_m_a, gran_n_b, gran_k)`` or both ``recipe_a``/``recipe_b`` = (gran_mn, gran_k),
     never both forms; by default (1, 128, 128), or (1, 1, 128) when sfb is packed UE8M0."""
+    # Hot path (every GEMM call resolves its recipe): known recipes come from a small cache, and messages are only
+    # formatted on failure.
+    if recipe is None and recipe_a is None and recipe_b is None:
+        return _DEFAULT_INT_SF if sfb.dtype == torch.int32 else _DEFAULT
+    key = (None if recipe is None else tuple(recipe), None if recipe_a is None else tuple(recipe_a),
+           None if recipe_b is None else tuple(recipe_b))
+    cached = _RECIPES.get(key)
+    if cached is not None:
+        return cached
+    recipe, recipe_a, recipe_b = key
     if recipe is not None:
-        require(recipe_a is None and recipe_b is None,
-                "recipe: pass either recipe or recipe_a and recipe_b, not both")
-        require(len(recipe) == 3, f"recipe: expected (gran_m_a, gran_n_b, gran_k), got {tuple(recipe)}")
+        if recipe_a is not None or recipe_b is not None:
+            fail("recipe: pass either recipe or recipe_a and recipe_b, not both")
+        if len(recipe) != 3:
+            fail(f"recipe: expected (gran_m_a, gran_n_b, gran_k), got {recipe}")
         result = Recipe((int(recipe[0]), int(recipe[2])), (int(recipe[1]), int(recipe[2])))
-    elif recipe_a is not None or recipe_b is not None:
-        require(recipe_a is not None and recipe_b is not None,
-                "recipe_a/recipe_b: expected both or neither, got only "
-                + ("recipe_a" if recipe_a is not None else "recipe_b"))
-        require(len(recipe_a) == 2, f"recipe_a: expected (gran_mn, gran_k), got {tuple(recipe_a)}")
-        require(len(recipe_b) == 2, f"recipe_b: expected (gran_mn, gran_k), got {tuple(recipe_b)}")
-        result = Recipe((int(recipe_a[0]), int(recipe_a[1])), (int(recipe_b[0]), int(recipe_b[1])))
     else:
-        r = DEFAULT_RECIPE_INT_SF if sfb.dtype == torch.int32 else DEFAULT_RECIPE
-        result = Recipe((r[0], r[2]), (r[1], r[2]))
+        if recipe_a is None or recipe_b is None:
+            fail("recipe_a/recipe_b: expected both or neither, got only "
+                 + ("recipe_a" if recipe_a is not None else "recipe_b"))
+        if len(recipe_a) != 2:
+            fail(f"recipe_a: expected (gran_mn, gran_k), got {recipe_a}")
+        if len(recipe_b) != 2:
+            fail(f"recipe_b: expected (gran_mn, gran_k), got {recipe_b}")
+        result = Recipe((int(recipe_a[0]), int(recipe_a[1])), (int(recipe_b[0]), int(recipe_b[1])))
     for name, (gran_mn, gran_k) in (("A", result.a), ("B", result.b)):
-        require(gran_mn in GRAN_MN_CHOICES,
-                f"recipe: {name} scale granularity along MN must be one of {GRAN_MN_CHOICES}, got {gran_mn}")
-        require(gran_k in GRAN_K_CHOICES,
-                f"recipe: {name} scale granularity along K must be one of {GRAN_K_CHOICES}, got {gran_k}")
-    require(result.a[0] == 1, f"recipe: A scales must be per row (gran_m 1), got gran_m {result.a[0]}")
+        if gran_mn not in GRAN_MN_CHOICES:
+            fail(f"recipe: {name} scale granularity along MN must be one of {GRAN_MN_CHOICES}, got {gran_mn}")
+        if gran_k not in GRAN_K_CHOICES:
+            fail(f"recipe: {name} scale granularity along K must be one of {GRAN_K_CHOICES}, got {gran_k}")
+    if result.a[0] != 1:
+        fail(f"recipe: A scales must be per row (gran_m 1), got gran_m {result.a[0]}")
+    _RECIPES[key] = result
     return result
 
 
+_DEFAULT = Recipe((DEFAULT_RECIPE[0], DEFAULT_RECIPE[2]), (DEFAULT_RECIPE[1], DEFAULT_RECIPE[2]))
+_DEFAULT_INT_SF = Recipe((DEFAULT_RECIPE_INT_SF[0], DEFAULT_RECIPE_INT_SF[2]),
+                         (DEFAULT_RECIPE_INT_SF[1], DEFAULT_RECIPE_INT_SF[2]))
+_RECIPES: dict = {}  # validated explicit recipes (a handful of distinct values per process)
+
+
+_COMPILED_DIMS = frozenset(["", "m", "n", "k", "mn", "nm", "mk", "km", "nk", "kn", "mnk", "mkn", "nmk", "nkm", "kmn",
+                            "knm"])
+
+
 def check_compiled_dims(compiled_dims: str) -> None:
-    require(isinstance(compiled_dims, str) and set(compiled_dims) <= set("mnk") and
-            len(set(compiled_dims)) == len(compiled_dims),
-            f"compiled_dims: expected a subset of 'mnk' without repeats, got {compiled_dims!r}")
+    if compiled_dims not in _COMPILED_DIMS:
+        fail(f"compiled_dims: expected a subset of 'mnk' without repeats, got {compiled_dims!r}")
 
 
 def logical_k(name: str, data: torch.Tensor) -> int:
@@ -108,13 +129,13 @@ def check_sf(name: str, sf: torch.Tensor, lead: tuple[int, ...], mn: int, k: int
     gran_mn, gran_k = gran
     if sf.dtype == torch.float32:
         want = (*lead, ceil_div(mn, gran_mn), ceil_div(k, gran_k))
-        what = f"FP32 scales of {operand}: ceil({mn}/{gran_mn}) x ceil({k}/{gran_k})"
     else:
-        require(gran_mn == 1, f"{name}: packed UE8M0 (int32) scales need per-row granularity, "
-                              f"got gran_mn {gran_mn} for {operand}")
+        if gran_mn != 1:
+            fail(f"{name}: packed UE8M0 (int32) scales need per-row granularity, got gran_mn {gran_mn} for {operand}")
         want = (*lead, mn, ceil_div(ceil_div(k, gran_k), 4))
-        what = f"packed UE8M0 scales of {operand}: {mn} x ceil(ceil({k}/{gran_k})/4)"
     if tuple(sf.shape) != want:
+        what = (f"FP32 scales of {operand}: ceil({mn}/{gran_mn}) x ceil({k}/{gran_k})" if sf.dtype == torch.float32
+                else f"packed UE8M0 scales of {operand}: {mn} x ceil(ceil({k}/{gran_k})/4)")
         fail(f"{name}: expected shape {want} ({what}), got {tuple(sf.shape)}")
 
 
