@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from deep_gemm.utils import (ceil_div, per_block_cast_to_fp8, per_token_cast_to_fp4, per_token_cast_to_fp8,
+from deep_gemm.utils import (align, ceil_div, per_block_cast_to_fp8, per_token_cast_to_fp4, per_token_cast_to_fp8,
                              unpack_ue8m0_from_int)
 
 
@@ -56,3 +56,41 @@ def oracle_gemm(a, sfa, gran_a, b, sfb, gran_b) -> torch.Tensor:
         cols = slice(j * 128, (j + 1) * 128)
         out += va[:, cols] @ vb[:, cols].T
     return out
+
+
+def quantize_groups(x: torch.Tensor, gran_mn: int):
+    """[G, MN, K] float -> stacked (data [G, MN, K], scales [G, ...]) quantised group by group."""
+    parts = [quantize(x[g], gran_mn) for g in range(x.size(0))]
+    return torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+
+
+def contiguous_grouped_inputs(ms, n: int, k: int, alignment: int = 128):
+    """M-grouped contiguous layout: group g's ms[g] rows padded to `alignment` (padding rows zero, id -1).
+    Returns (a, b, ids per row, cumulative group ends for the psum layout)."""
+    total = sum(align(m, alignment) for m in ms)
+    x = torch.randn(total, k)
+    ids = torch.full((total,), -1, dtype=torch.int32)
+    ends, start = [], 0
+    for g, m in enumerate(ms):
+        ids[start:start + m] = g
+        x[start + m:start + align(m, alignment)] = 0
+        ends.append(start + m)
+        start += align(m, alignment)
+    return quantize(x, 1), quantize_groups(torch.randn(len(ms), n, k), 128), ids, torch.tensor(ends, dtype=torch.int32)
+
+
+def k_grouped_inputs(layout, ks, m, n):
+    """Per group g: A_g [M, K_g], B_g [N, K_g] quantised per row per 128 K, packed the way each layout wants."""
+    a_groups = [torch.randn(m, kg) for kg in ks]
+    b_groups = [torch.randn(n, kg) for kg in ks]
+    qa = [quantize(t, 1) if t.size(1) else (torch.empty(m, 0, dtype=torch.float8_e4m3fn), torch.empty(m, 0))
+          for t in a_groups]
+    qb = [quantize(t, 1) if t.size(1) else (torch.empty(n, 0, dtype=torch.float8_e4m3fn), torch.empty(n, 0))
+          for t in b_groups]
+    if layout == "nt":
+        a = (torch.cat([q[0].flatten() for q in qa]), torch.cat([q[1] for q in qa], dim=1))
+        b = (torch.cat([q[0].flatten() for q in qb]), torch.cat([q[1] for q in qb], dim=1))
+    else:
+        a = (torch.cat([q[0].T for q in qa]).contiguous(), torch.cat([q[1].T for q in qa]).contiguous())
+        b = (torch.cat([q[0].T for q in qb]).contiguous(), torch.cat([q[1].T for q in qb]).contiguous())
+    return a, b, qa, qb

@@ -20,6 +20,8 @@ from deep_gemm.gemm import bf16_api as api
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.utils import align
 
+from bf16_inputs import output_and_accumulator, randn  # noqa: E402
+
 ops = torch.ops.deep_gemm
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
 
@@ -52,22 +54,9 @@ def stored(values: torch.Tensor, order: str) -> torch.Tensor:
     return buffer[:, :cols]
 
 
-def randn(*shape, dtype=BF16) -> torch.Tensor:
-    return torch.randn(*shape).to(dtype)
-
-
 def nt_truth(a64: torch.Tensor, b64: torch.Tensor) -> torch.Tensor:
     """sum_k A[m, k] * B[n, k] by broadcasting in float64 (no matmul involved)."""
     return (a64[:, None, :] * b64[None, :, :]).sum(-1)
-
-
-def output_and_accumulator(shape, out_dtype, accumulate: str):
-    """(d, c, c_value): d prefilled with random values; c None, d itself, or a distinct tensor."""
-    d = randn(*shape, dtype=out_dtype)
-    if accumulate == "none":
-        return d, None, 0.0
-    c = d if accumulate == "d" else randn(*shape, dtype=out_dtype)
-    return d, c, c.double().clone()
 
 
 def assert_rejected(op, kwargs: dict, pattern: str, out_name: str = "d") -> None:

@@ -18,6 +18,8 @@ import deep_gemm
 from deep_gemm._ops.errors import DeepGEMMError
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
+from bf16_inputs import output_and_accumulator, randn  # noqa: E402
+
 ops = torch.ops.deep_gemm
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
 
@@ -30,10 +32,6 @@ TOLERANCE = {
 # Extra row padding of W in the row-padded-slice cases (DeepGEMM's tests slice [H, D, R + 128] down to R).
 W_ROW_PADDING = 128
 FP8_OPCHECK_UTILS = ("test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic")
-
-
-def randn(*shape, dtype=BF16) -> torch.Tensor:
-    return torch.randn(*shape).to(dtype)
 
 
 def assert_close(out: torch.Tensor, truth: torch.Tensor, label: str = "") -> None:
@@ -67,15 +65,6 @@ TRUTH = {
     "bhd,hdr->bhr": _truth_bhd_hdr_bhr,
     "bhd,bhr->hdr": _truth_bhd_bhr_hdr,
 }
-
-
-def output_and_accumulator(shape, out_dtype, accumulate: str):
-    """(d, c, c_value): d prefilled with random values; c None, d itself, or a distinct tensor."""
-    d = randn(*shape, dtype=out_dtype)
-    if accumulate == "none":
-        return d, None, 0.0
-    c = d if accumulate == "d" else randn(*shape, dtype=out_dtype)
-    return d, c, c.double().clone()
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from deep_gemm._ops.errors import DeepGEMMError
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, ceil_div
 
-from fp8_inputs import mn_major, oracle_gemm, quantize
+from fp8_inputs import contiguous_grouped_inputs, k_grouped_inputs, mn_major, oracle_gemm, quantize, quantize_groups
 from tolerances import TOLERANCES
 
 ops = torch.ops.deep_gemm
@@ -123,31 +123,12 @@ def test_skip_head_mid_writes_heads_and_leaves_mid_untouched():
     assert (per_head[:, :, left:left + mid] == 7.0).all()
 
 
-def _grouped_inputs(num_groups, ms, n, k, alignment=128, pad_rows_marked=True):
-    """Contiguous layout: each group's rows padded to `alignment`; returns operands and per-row group ids."""
-    aligned = [align(m, alignment) for m in ms]
-    total = sum(aligned)
-    x = torch.randn(total, k)
-    ids = torch.full((total,), -1, dtype=torch.int32)
-    ends, start = [], 0
-    for g, (m, am) in enumerate(zip(ms, aligned)):
-        ids[start:start + m] = g
-        x[start + m:start + am] = 0
-        ends.append(start + m)
-        start += am
-    w = torch.randn(num_groups, n, k)
-    a = quantize(x, 1)
-    bq = [quantize(w[g], 128) for g in range(num_groups)]
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
-    return a, b, ids, torch.tensor(ends, dtype=torch.int32)
-
-
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("psum,zero_pad", [(False, True), (True, True), (True, False)])
 def test_m_grouped_contiguous_reference(layout, psum, zero_pad):
     ms = [100, 0, 37, 128]
     n, k = 256, 320
-    a, b, ids, ends = _grouped_inputs(len(ms), ms, n, k)
+    a, b, ids, ends = contiguous_grouped_inputs(ms, n, k)
     total = a[0].size(0)
     sentinel = 5.0
     d = torch.full((total, n), sentinel, dtype=torch.bfloat16)
@@ -171,12 +152,8 @@ def test_m_grouped_contiguous_reference(layout, psum, zero_pad):
 def test_masked_reference_leaves_rows_beyond_mask_untouched():
     num_groups, max_m, n, k = 3, 64, 128, 256
     masked = torch.tensor([0, 17, 64], dtype=torch.int32)
-    x = torch.randn(num_groups, max_m, k)
-    w = torch.randn(num_groups, n, k)
-    aq = [quantize(x[g], 1) for g in range(num_groups)]
-    bq = [quantize(w[g], 128) for g in range(num_groups)]
-    a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    a = quantize_groups(torch.randn(num_groups, max_m, k), 1)
+    b = quantize_groups(torch.randn(num_groups, n, k), 128)
     d = torch.full((num_groups, max_m, n), -3.0, dtype=torch.bfloat16)
     deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked, expected_m=32)
     for g in range(num_groups):
@@ -187,28 +164,11 @@ def test_masked_reference_leaves_rows_beyond_mask_untouched():
         assert (d[g, m:] == -3.0).all()
 
 
-def _k_grouped_inputs(layout, ks, m, n):
-    """Per group g: A_g [M, K_g], B_g [N, K_g] quantised per row per 128 K, packed the way each layout wants."""
-    a_groups = [torch.randn(m, kg) for kg in ks]
-    b_groups = [torch.randn(n, kg) for kg in ks]
-    qa = [quantize(t, 1) if t.size(1) else (torch.empty(m, 0, dtype=torch.float8_e4m3fn), torch.empty(m, 0))
-          for t in a_groups]
-    qb = [quantize(t, 1) if t.size(1) else (torch.empty(n, 0, dtype=torch.float8_e4m3fn), torch.empty(n, 0))
-          for t in b_groups]
-    if layout == "nt":
-        a = (torch.cat([q[0].flatten() for q in qa]), torch.cat([q[1] for q in qa], dim=1))
-        b = (torch.cat([q[0].flatten() for q in qb]), torch.cat([q[1] for q in qb], dim=1))
-    else:
-        a = (torch.cat([q[0].T for q in qa]).contiguous(), torch.cat([q[1].T for q in qa]).contiguous())
-        b = (torch.cat([q[0].T for q in qb]).contiguous(), torch.cat([q[1].T for q in qb]).contiguous())
-    return a, b, qa, qb
-
-
 @pytest.mark.parametrize("layout", ["nt", "tn"])
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_k_grouped_reference(layout, accumulate):
     ks, m, n = [256, 0, 128, 384], 48, 80
-    a, b, qa, qb = _k_grouped_inputs(layout, ks, m, n)
+    a, b, qa, qb = k_grouped_inputs(layout, ks, m, n)
     d = torch.randn(len(ks), m, n)
     c = d.clone() if accumulate else None
     before = d.clone()
@@ -236,7 +196,7 @@ def test_opcheck_dense(layout):
 
 
 def test_opcheck_grouped_ops():
-    a, b, ids, ends = _grouped_inputs(2, [100, 37], 128, 256)
+    a, b, ids, ends = contiguous_grouped_inputs([100, 37], 128, 256)
     d = torch.zeros(a[0].size(0), 128, dtype=torch.bfloat16)
     _opcheck(ops.m_grouped_fp8_gemm_nt_contiguous.default, (a[0], a[1], b[0], b[1], d, ids))
     _opcheck(ops.m_grouped_fp8_gemm_nn_contiguous.default,
@@ -252,7 +212,7 @@ def test_opcheck_grouped_ops():
              (qa[0], qa[1], qb[0], qb[1], torch.zeros(16, 256 + 64, dtype=torch.bfloat16), [64, 32, 64]))
     for layout in ("nt", "tn"):
         ks = [128, 0, 256]
-        ka, kb, _, _ = _k_grouped_inputs(layout, ks, 16, 32)
+        ka, kb, _, _ = k_grouped_inputs(layout, ks, 16, 32)
         dk = torch.zeros(3, 16, 32)
         _opcheck(getattr(ops, f"k_grouped_fp8_gemm_{layout}_contiguous").default,
                  (ka[0], ka[1], kb[0], kb[1], dk, ks, torch.tensor(ks, dtype=torch.int32), dk.clone()))
@@ -303,7 +263,7 @@ def test_error_is_also_runtime_and_value_error():
 
 
 def test_grouped_bad_inputs():
-    a, b, ids, ends = _grouped_inputs(2, [100, 37], 128, 256)
+    a, b, ids, ends = contiguous_grouped_inputs([100, 37], 128, 256)
     d = torch.zeros(a[0].size(0), 128, dtype=torch.bfloat16)
     before = d.clone()
     with pytest.raises(DeepGEMMError, match=r"grouped_layout: expected one expert id per row of a \(256\)"):
@@ -330,7 +290,7 @@ def test_grouped_bad_inputs():
 
 def test_k_grouped_bad_inputs():
     ks = [128, 256]
-    a, b, _, _ = _k_grouped_inputs("nt", ks, 16, 32)
+    a, b, _, _ = k_grouped_inputs("nt", ks, 16, 32)
     d = torch.zeros(2, 16, 32)
     layout = torch.tensor(ks, dtype=torch.int32)
     fn = deep_gemm.k_grouped_fp8_gemm_nt_contiguous

@@ -10,7 +10,7 @@ import torch
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align
 
-from fp8_inputs import mn_major, oracle_gemm, quantize
+from fp8_inputs import contiguous_grouped_inputs, k_grouped_inputs, mn_major, oracle_gemm, quantize, quantize_groups
 from tolerances import TOLERANCES
 from triton_harness import DEVICE, run_triton
 
@@ -88,28 +88,11 @@ def test_skip_head_mid():
     assert (per_head[:, :, left:left + mid] == 7.0).all()
 
 
-def _grouped(ms, n, k, alignment=128):
-    total = sum(align(m, alignment) for m in ms)
-    x = torch.randn(total, k)
-    ids = torch.full((total,), -1, dtype=torch.int32)
-    ends, start = [], 0
-    for g, m in enumerate(ms):
-        ids[start:start + m] = g
-        x[start + m:start + align(m, alignment)] = 0
-        ends.append(start + m)
-        start += align(m, alignment)
-    w = torch.randn(len(ms), n, k)
-    a = quantize(x, 1)
-    bq = [quantize(w[g], 128) for g in range(len(ms))]
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
-    return a, b, ids, torch.tensor(ends, dtype=torch.int32)
-
-
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("psum,zero_pad", [(False, True), (True, True), (True, False)])
 def test_m_grouped_contiguous(layout, psum, zero_pad):
     ms, n, k = [100, 0, 37, 128], 192, 256
-    a, b, ids, ends = _grouped(ms, n, k)
+    a, b, ids, ends = contiguous_grouped_inputs(ms, n, k)
     d = torch.full((a[0].size(0), n), 5.0, dtype=torch.bfloat16)
     b_arg = b if layout == "nt" else (mn_major(b[0]).transpose(1, 2), b[1].transpose(1, 2))
     a0, a1, b0, b1, d, lay = _to(*a, *b_arg, d, ends if psum else ids)
@@ -128,12 +111,8 @@ def test_m_grouped_contiguous(layout, psum, zero_pad):
 def test_masked_leaves_rows_beyond_mask_untouched():
     num_groups, max_m, n, k = 3, 96, 128, 256
     masked = torch.tensor([0, 17, 96], dtype=torch.int32)
-    x = torch.randn(num_groups, max_m, k)
-    w = torch.randn(num_groups, n, k)
-    aq = [quantize(x[g], 1) for g in range(num_groups)]
-    bq = [quantize(w[g], 128) for g in range(num_groups)]
-    a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    a = quantize_groups(torch.randn(num_groups, max_m, k), 1)
+    b = quantize_groups(torch.randn(num_groups, n, k), 128)
     d = torch.full((num_groups, max_m, n), float("nan"), dtype=torch.bfloat16)
     a0, a1, b0, b1, d, mm = _to(*a, *b, d, masked)
     run_triton("m_grouped_fp8_gemm_nt_masked", a0, a1, b0, b1, d, mm, 32)
@@ -149,9 +128,8 @@ def test_masked_leaves_rows_beyond_mask_untouched():
 @pytest.mark.parametrize("layout", ["nt", "tn"])
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_k_grouped(layout, accumulate):
-    from test_fp8_gemm_reference import _k_grouped_inputs
     ks, m, n = [256, 0, 128, 384], 48, 80
-    a, b, qa, qb = _k_grouped_inputs(layout, ks, m, n)
+    a, b, qa, qb = k_grouped_inputs(layout, ks, m, n)
     d = torch.randn(len(ks), m, n)
     before = d.clone()
     c = d.clone() if accumulate else None
