@@ -10,12 +10,10 @@ from ._ops.library import backends, define_all
 
 define_all()
 
-# Registration order matters only in that every family registers its ops on import.
-from . import runtime  # noqa: E402  (runtime knob ops)
-from . import gemm, einsum, attention, hyperconnection, layout, mega  # noqa: E402
+# Every family registers its ops when imported.
+from . import runtime  # noqa: E402,F401  (runtime knob ops)
+from . import gemm, einsum, attention, hyperconnection, layout, mega  # noqa: E402,F401
 from . import testing, utils  # noqa: E402
-from . import config as _config  # noqa: E402
-from . import gemm as _gemm  # noqa: E402
 from . import _public  # noqa: E402
 
 from ._public import *  # noqa: E402,F401,F403

@@ -3,7 +3,6 @@ fastest shortlisted config and persists it, warmup validates its input."""
 
 from __future__ import annotations
 
-import itertools
 
 import pytest
 import torch
