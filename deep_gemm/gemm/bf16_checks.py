@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import torch
 
-from .._ops.errors import (require, require_contiguous, require_dim, require_dtype, require_major,
+from .._ops.errors import (require, require_dim, require_dtype, require_major,
                            require_same_device)
-from ..runtime import INT32_MAX
-from .fp8_checks import GemmProblem, _check_grouped_layout
+from .fp8_checks import GemmProblem
+from .grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
+                             check_ks_cpu, check_masked_m)
 from .operands import Recipe, check_accumulator, check_compiled_dims, check_out, require_tma_aligned, to_nt
 
 BF16 = torch.bfloat16
@@ -89,15 +90,6 @@ def make_cublaslt_check(layout: str):
     return check
 
 
-def check_expected_m_for_psum_layout(expected_m_for_psum_layout, use_psum_layout: bool) -> None:
-    """The psum-layout config hint: only with the psum layout, and a positive 32-bit value."""
-    if expected_m_for_psum_layout is None:
-        return
-    require(use_psum_layout, "expected_m_for_psum_layout: only meaningful with use_psum_layout=True")
-    require(0 < expected_m_for_psum_layout <= INT32_MAX,
-            f"expected_m_for_psum_layout: expected a positive integer, got {expected_m_for_psum_layout}")
-
-
 def make_m_grouped_contiguous_check(layout: str):
     """Check of ``m_grouped_bf16_gemm_<layout>_contiguous``: A [M,K], B [G,N,K] (nt) or [G,K,N] (nn), D [M,N] BF16."""
 
@@ -116,21 +108,12 @@ def make_m_grouped_contiguous_check(layout: str):
         require(k_b == k, f"b: expected K = {k} (the K of a), got K = {k_b} (b given as {b_form}, "
                           f"shape {tuple(b.shape)})")
         check_out("d", d, (m, n), dtypes=(BF16,))
-        _check_grouped_layout(grouped_layout, num_groups, m, use_psum_layout)
+        check_grouped_layout(grouped_layout, num_groups, m, use_psum_layout)
         check_expected_m_for_psum_layout(expected_m_for_psum_layout, use_psum_layout)
         return GemmProblem(m, n, k, _NO_SCALES, num_groups)
 
     check.__name__ = f"check_m_grouped_bf16_gemm_{layout}_contiguous"
     return check
-
-
-def check_masked_m(masked_m: torch.Tensor, num_groups: int, expected_m: int) -> None:
-    """masked_m int32 [G] contiguous on the device; expected_m a positive 32-bit hint."""
-    require_dtype("masked_m", masked_m, (torch.int32,))
-    require_dim("masked_m", masked_m, 1)
-    require_contiguous("masked_m", masked_m)
-    require(masked_m.size(0) == num_groups, f"masked_m: expected {num_groups} entries, got {masked_m.size(0)}")
-    require(0 < expected_m <= INT32_MAX, f"expected_m: expected a positive integer, got {expected_m}")
 
 
 def check_m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims) -> GemmProblem:
@@ -147,29 +130,6 @@ def check_m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_
     check_out("d", d, (num_groups, m, n), dtypes=(BF16,))
     check_masked_m(masked_m, num_groups, expected_m)
     return GemmProblem(m, n, k, _NO_SCALES, num_groups)
-
-
-def check_ks_cpu(ks_cpu, use_psum_layout: bool) -> list[int]:
-    """The host list of per-group K sizes (the psum layout is SM100-only upstream and not supported)."""
-    require(not use_psum_layout, "use_psum_layout: the K-grouped psum layout is not supported (DeepGEMM runs it on "
-                                 "SM100 only); pass ks_cpu with the per-group K sizes")
-    require(ks_cpu is not None and len(ks_cpu) > 0, "ks_cpu: expected the non-empty list of per-group K sizes")
-    for i, k_size in enumerate(ks_cpu):
-        require(k_size >= 0, f"ks_cpu: expected non-negative K sizes, got {k_size} for group {i}")
-    return [int(x) for x in ks_cpu]
-
-
-def check_k_grouped_output(d, c, grouped_layout, num_groups: int) -> tuple[int, int]:
-    """D FP32 [G, M, N] contiguous, C (optional) like D, grouped_layout int32 [G] (the K sizes). Returns (M, N)."""
-    require_dim("d", d, 3)
-    require(d.size(0) == num_groups, f"d: expected {num_groups} groups (len(ks_cpu)), got {d.size(0)}")
-    check_out("d", d, tuple(d.shape), dtypes=(torch.float32,))
-    require_contiguous("d", d)
-    check_accumulator(c, d)
-    require_dtype("grouped_layout", grouped_layout, (torch.int32,))
-    require(tuple(grouped_layout.shape) == (num_groups,),
-            f"grouped_layout: expected the {num_groups} group K sizes, got shape {tuple(grouped_layout.shape)}")
-    return d.size(1), d.size(2)
 
 
 def check_k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, compiled_dims,

@@ -13,7 +13,8 @@ import torch
 
 from .._ops.errors import (fail, major_of, require, require_contiguous, require_dim, require_dtype,
                            require_same_device)
-from ..runtime import INT32_MAX, get_mk_alignment_for_contiguous_layout
+from .grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
+                             check_ks_cpu, check_masked_m)
 from .operands import (FP4_PACKED, Recipe, check_accumulator, check_compiled_dims, check_out, check_sf, logical_k,
                        require_tma_aligned, resolve_recipe, to_nt)
 
@@ -109,32 +110,12 @@ def make_m_grouped_contiguous_check(layout: str):
         require_dim("a", a, 2)
         g, m, k, n, r = _check_grouped_b(b, sfb, recipe, recipe_a, recipe_b, a, sfa, layout[1])
         check_out("d", d, (m, n), dtypes=(torch.bfloat16,))
-        _check_grouped_layout(grouped_layout, g, m, use_psum_layout)
-        if expected_m_for_psum_layout is not None:
-            require(use_psum_layout, "expected_m_for_psum_layout: only meaningful with use_psum_layout=True")
-            require(0 < expected_m_for_psum_layout <= INT32_MAX,
-                    f"expected_m_for_psum_layout: expected a positive integer, got {expected_m_for_psum_layout}")
+        check_grouped_layout(grouped_layout, g, m, use_psum_layout)
+        check_expected_m_for_psum_layout(expected_m_for_psum_layout, use_psum_layout)
         return GemmProblem(m, n, k, r, g)
 
     check.__name__ = f"check_m_grouped_fp8_gemm_{layout}_contiguous"
     return check
-
-
-def _check_grouped_layout(grouped_layout, num_groups, m, use_psum_layout):
-    require_dtype("grouped_layout", grouped_layout, (torch.int32,))
-    require_dim("grouped_layout", grouped_layout, 1)
-    require_contiguous("grouped_layout", grouped_layout)
-    if use_psum_layout:
-        require(grouped_layout.size(0) == num_groups,
-                f"grouped_layout: expected {num_groups} cumulative group ends (use_psum_layout=True), "
-                f"got {grouped_layout.size(0)} entries")
-    else:
-        require(grouped_layout.size(0) == m,
-                f"grouped_layout: expected one expert id per row of a ({m}), got {grouped_layout.size(0)} entries")
-        alignment = get_mk_alignment_for_contiguous_layout()
-        require(m % alignment == 0,
-                f"a: expected M to be a multiple of the contiguous-layout alignment {alignment} "
-                f"(expert segments are padded to it), got M = {m}")
 
 
 def check_m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
@@ -149,11 +130,7 @@ def check_m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, 
     m, k, n, r = _check_nt_operands(a, sfa, b, sfb, recipe, recipe_a, recipe_b,
                                     lead_a=(num_groups,), lead_b=(num_groups,))
     check_out("d", d, (num_groups, m, n), dtypes=(torch.bfloat16,))
-    require_dtype("masked_m", masked_m, (torch.int32,))
-    require_dim("masked_m", masked_m, 1)
-    require_contiguous("masked_m", masked_m)
-    require(masked_m.size(0) == num_groups, f"masked_m: expected {num_groups} entries, got {masked_m.size(0)}")
-    require(0 < expected_m <= INT32_MAX, f"expected_m: expected a positive integer, got {expected_m}")
+    check_masked_m(masked_m, num_groups, expected_m)
     return GemmProblem(m, n, k, r, num_groups)
 
 
@@ -171,24 +148,11 @@ def make_k_grouped_check(layout: str):
     def check(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout) -> GemmProblem:
         require_same_device(a=a, sfa=sfa, b=b, sfb=sfb, d=d, grouped_layout=grouped_layout, c=c)
         check_compiled_dims(compiled_dims)
-        require(not use_psum_layout, "use_psum_layout: the K-grouped psum layout is not supported "
-                                     "(DeepGEMM runs it on SM100 only); pass ks_cpu with per-group K sizes")
+        ks = check_ks_cpu(ks_cpu, use_psum_layout, k_multiple=K_GROUP_GRANULARITY)
         require(recipe is not None and tuple(recipe) == (1, 1, 128),
                 f"recipe: K-grouped FP8 GEMMs use per-row scales on both operands, (1, 1, 128); got {recipe}")
-        require(ks_cpu is not None and len(ks_cpu) > 0, "ks_cpu: expected the list of per-group K sizes")
-        for i, kg in enumerate(ks_cpu):
-            require(kg >= 0 and kg % K_GROUP_GRANULARITY == 0,
-                    f"ks_cpu: expected non-negative multiples of {K_GROUP_GRANULARITY}, got {kg} for group {i}")
-        num_groups, sum_k = len(ks_cpu), sum(int(x) for x in ks_cpu)
-        require_dim("d", d, 3)
-        require(d.size(0) == num_groups, f"d: expected {num_groups} groups (len(ks_cpu)), got {d.size(0)}")
-        m, n = d.size(1), d.size(2)
-        check_out("d", d, (num_groups, m, n), dtypes=(torch.float32,))
-        require_contiguous("d", d)
-        check_accumulator(c, d)
-        require_dtype("grouped_layout", grouped_layout, (torch.int32,))
-        require(tuple(grouped_layout.shape) == (num_groups,),
-                f"grouped_layout: expected the {num_groups} group K sizes, got shape {tuple(grouped_layout.shape)}")
+        num_groups, sum_k = len(ks), sum(ks)
+        m, n = check_k_grouped_output(d, c, grouped_layout, num_groups)
         sfk = sum_k // K_GROUP_GRANULARITY
         for name, data, sf, rows in (("a", a, sfa, m), ("b", b, sfb, n)):
             require_dtype(name, data, (torch.float8_e4m3fn,))
