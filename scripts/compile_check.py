@@ -76,7 +76,7 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
-                        consumer_regs=232, producer_regs=40, maxnreg=None):
+                        consumer_regs=232, producer_regs=40, maxnreg=None, waves=1):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     sig = {"a_desc": gluon_desc_sig([bm, 128]), "b_desc": gluon_desc_sig([bn, 128]), "sfa_ptr": "*fp32",
            "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}",
@@ -86,7 +86,7 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c, D_TMA=grouping in (0, 1, 2),
-                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      WAVES=waves, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     src = GluonASTSource(fn=fn, signature=sig,
@@ -95,7 +95,8 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
 
 
 if __name__ == "__main__" and "--ws" in sys.argv:
-    for cfg in [dict(), dict(grouping=1), dict(grouping=2), dict(grouping=3), dict(b_per_row=True, has_c=True,
-                                                                                  out="fp32")]:
+    for cfg in [dict(), dict(stages=6), dict(grouping=1), dict(grouping=2), dict(grouping=3),
+                dict(b_per_row=True, has_c=True, out="fp32"), dict(bm=256, waves=2, stages=4),
+                dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True)]:
         ck = compile_fp8_gemm_ws(**cfg)
         print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))

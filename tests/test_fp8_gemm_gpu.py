@@ -56,6 +56,21 @@ def test_dense_odd_shapes(m, n, k):
     assert calc_diff(d, _ref(a, b)) < TOL
 
 
+@pytest.mark.parametrize("variant", [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, stages=3)])
+@pytest.mark.parametrize("m,n,k", [(1, 128, 128), (129, 200, 208), (300, 576, 7168), (511, 4096, 1536),
+                                   (4096, 2112, 7168), (4096, 7168, 2048)])
+def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
+    """Each variant of the warp-specialised kernel (one or two 64-row waves per warpgroup, ring depth), forced
+    whatever the heuristic picks, on partial tiles in M, N and K and on DeepSeek shapes."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
+    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
+    a, b = _operands(m, n, k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, d)
+    assert calc_diff(d, _ref(a, b)) < TOL
+
+
 @pytest.mark.parametrize("layout", ["nn", "tn", "tt"])
 def test_mn_major_layouts(layout):
     m, n, k = 256, 512, 1024

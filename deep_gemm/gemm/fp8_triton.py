@@ -45,9 +45,29 @@ WS_MAX_DENSE_K = 2048
 # 64xBN FP32 partial (2 x 64 registers at BN = 128) and addresses; the TMA producer needs almost none.
 WS_CONSUMER_REGS = 232
 WS_PRODUCER_REGS = 40
-# Pipeline depth of the warp-specialised kernel: (BM + BN) * 128 bytes per stage next to two 64 x BN epilogue
-# buffers; five 32 KB stages at 128x128 use 197 KB of the 227 KB shared memory (sm_90a compile, triton 3.6).
-WS_STAGES = {128: 5, 64: 7}
+# Shared memory the warp-specialised kernel may use for its stage ring and epilogue buffers (sm_90a opt-in limit
+# minus the barriers and Triton's own reservation).
+WS_SMEM_BYTES = 230_000
+# Deeper rings stopped paying here (each stage beyond the MMA's latency only costs shared memory).
+WS_MAX_STAGES = 8
+# Test and benchmark hook: {"waves": 1|2, "stages": n} forces the warp-specialised variant (None = heuristic).
+WS_OVERRIDE = None
+
+
+def ws_stages(block_m: int, block_n: int, out_bytes: int) -> int:
+    """Deepest stage ring that fits next to the two 64 x BN epilogue buffers."""
+    per_stage = (block_m + block_n) * configs.BLOCK_K
+    epilogue = 2 * 64 * block_n * out_bytes
+    return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
+
+
+def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> int:
+    """64-row waves per consumer warpgroup: 2 (DeepGEMM's 256-row tile, half the operand traffic per FLOP) for
+    dense problems whose 256-row tiles still fill the SMs; 1 elsewhere. Grouped segments are 128-row aligned, and
+    a C operand adds a tile load the two-wave consumer has no registers for."""
+    if grouping != GROUPING["dense"] or has_c:
+        return 1
+    return 2 if _cdiv(m, 256) * _cdiv(n, block_n) >= 2 * _num_sms() else 1
 
 
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
@@ -183,15 +203,27 @@ def _rows_view(d: torch.Tensor):
 def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
             stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c, d_tma):
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
-    stages = WS_STAGES[cfg.block_n]
+    bn = cfg.block_n
+    if WS_OVERRIDE is not None:
+        waves = WS_OVERRIDE["waves"]
+    else:
+        waves = ws_waves(grouping, m, n, bn, has_c)
+    block_m = 2 * WG_ROWS.value * waves
+    stages = ws_stages(block_m, bn, d.element_size())
+    if WS_OVERRIDE is not None:
+        stages = WS_OVERRIDE.get("stages", stages)
+    if waves != 1:
+        groups_in_grid = num_groups if grouping == GROUPING["masked"] else 1
+        grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, bn) * groups_in_grid)), 1, 1)
+    a_gluon = FastDescriptor(a_desc.base, a_desc.shape, a_desc.strides, (block_m, configs.BLOCK_K), gluon=True)
     d_desc = FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
-                            (WG_ROWS.value, cfg.block_n), gluon=True)
-    args = (_as_gluon(a_desc), _as_gluon(b_desc), sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
+                            (WG_ROWS.value, bn), gluon=True)
+    args = (a_gluon, _as_gluon(b_desc), sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
-            cfg.block_m, cfg.block_n, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
-            psum_align, zero_gaps, b_per_row, has_c, d_tma, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
-    config_key = ("ws", cfg, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps, psum_align, grid[0],
-                  _next_pow2(num_groups))
+            block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
+            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+    config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
+                  psum_align, grid[0], _next_pow2(num_groups), waves)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0)
 

@@ -123,6 +123,135 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K,
 
 
 @gluon.jit
+def _promote(acc, part, sa, sb, B_PER_ROW: gl.constexpr):
+    """acc += part * sa[row] * sb (sb per column for 1D1D, one scalar per block for 1D2D)."""
+    if B_PER_ROW:
+        return acc + part * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+    else:
+        return acc + part * gl.expand_dims(sa * sb, 1)
+
+
+@gluon.jit
+def _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW: gl.constexpr):
+    """Scales of K block kb (zeros past the last block, so prefetching beyond the end is harmless)."""
+    live = kb < num_kb
+    sa = gl.load(sfa_rows + kb * stride_sfa_k, mask=row_ok & live, other=0.0)
+    if B_PER_ROW:
+        sb = gl.load(sfb_cols + kb * stride_sfb_k, mask=col_ok & live, other=0.0)
+    else:
+        sb = gl.load(sfb_cols + kb * stride_sfb_k, mask=live, other=0.0)
+    return sa, sb
+
+
+@gluon.jit
+def _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb, it, stride_sfa_k,
+                       stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, B_PER_ROW: gl.constexpr,
+                       MMA: gl.constexpr):
+    """One 64-row wave, software-pipelined: block kb's wgmma is issued before block kb-1 is promoted, so the tensor
+    core works while the promotion's FFMAs run (one wgmma group in flight, two partials live). Scales are loaded
+    two blocks ahead: an L2 round trip outlasts one block's wgmma."""
+    acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    sa0, sb0 = _load_scales(sfa_rows, sfb_cols, 0, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
+    sa1, sb1 = _load_scales(sfa_rows, sfb_cols, 1, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
+    stage = it % STAGES
+    mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+    prev = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
+                         gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+    prev_stage = stage
+    it += 1
+    for kb in range(1, num_kb):
+        stage = it % STAGES
+        sa2, sb2 = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k,
+                                B_PER_ROW)
+        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        cur = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
+                            gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+        # At most one group outstanding: block kb-1's product is complete, kb's is still running.
+        done = warpgroup_mma_wait(num_outstanding=1, deps=(prev,))
+        mbarrier.arrive(empty.index(prev_stage), count=1)
+        acc = _promote(acc, done, sa0, sb0, B_PER_ROW)
+        prev = cur
+        prev_stage = stage
+        sa0 = sa1
+        sb0 = sb1
+        sa1 = sa2
+        sb1 = sb2
+        it += 1
+    done = warpgroup_mma_wait(num_outstanding=0, deps=(prev,))
+    mbarrier.arrive(empty.index(prev_stage), count=1)
+    acc = _promote(acc, done, sa0, sb0, B_PER_ROW)
+    return acc, it
+
+
+@gluon.jit
+def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, row_ok0, row_ok1, col_ok,
+                        num_kb, it,
+                        stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
+                        B_PER_ROW: gl.constexpr, MMA: gl.constexpr):
+    """Two 64-row waves (128 rows per warpgroup, DeepGEMM's 256-row tile): per K block, wave 0's wgmma, wait,
+    promote, then wave 1's. One partial is live (2 x 64 accumulator + 64 partial registers at BN = 128), so the
+    waves cannot overlap within the warpgroup; the other warpgroup's wgmmas fill the tensor core meanwhile. Each
+    stage feeds twice the MMA work of a 128-row tile, so the same shared memory hides twice the load latency."""
+    acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    sa0, sb = _load_scales(sfa_rows, sfb_cols, 0, num_kb, row_ok0, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
+    sa1 = gl.load(sfa_rows1, mask=row_ok1, other=0.0)
+    for kb in range(num_kb):
+        stage = it % STAGES
+        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        part = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
+                             gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+        # Next block's scales while the wgmma runs.
+        na0, nb = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok0, col_ok, stride_sfa_k, stride_sfb_k,
+                               B_PER_ROW)
+        na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & (kb + 1 < num_kb), other=0.0)
+        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+        acc0 = _promote(acc0, part, sa0, sb, B_PER_ROW)
+        part = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0 + WG_ROWS, WG_ROWS, dim=0),
+                             b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
+                             use_acc=False, is_async=True)
+        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+        mbarrier.arrive(empty.index(stage), count=1)
+        acc1 = _promote(acc1, part, sa1, sb, B_PER_ROW)
+        sa0 = na0
+        sa1 = na1
+        sb = nb
+        it += 1
+    return acc0, acc1, it
+
+
+@gluon.jit
+def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
+              row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
+              HAS_C: gl.constexpr, D_TMA: gl.constexpr):
+    """Store one 64-row slab: which rows it writes, and which of them hold a product (the rest become zeros)."""
+    row_store = row_ok
+    row_valid = row_ok
+    if GROUPING == M_IDS:
+        ids = gl.load(layout_ptr + rows, mask=row_ok, other=-1)
+        row_valid = row_ok & (ids == expert)
+    if GROUPING == M_PSUM:
+        row_valid = row_ok & (expert >= 0) & (rows < row_end)
+        if not ZERO_GAPS:
+            row_store = row_valid
+    acc = gl.where(gl.expand_dims(row_valid, 1), acc, 0.0)
+    mask = gl.expand_dims(row_store, 1) & gl.expand_dims(col_ok, 0)
+    if HAS_C:
+        c = gl.load(c_ptr + gl.expand_dims(rows, 1) * stride_cm + gl.expand_dims(cols, 0), mask=mask, other=0.0)
+        acc = acc + c.to(gl.float32)
+    if D_TMA:
+        # Coalesced, asynchronous store: registers -> swizzled shared memory -> one TMA store of the 64-row slab
+        # (rows past M clipped by the hardware). The buffer's previous store must have been read out first.
+        tma.store_wait(pendings=0)
+        c_smem.store(acc.to(d_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(d_desc, [row0, off_n], c_smem)
+    else:
+        out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
+        gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.jit
 def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc,
               c_smem,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
@@ -130,103 +259,52 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
               ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
-              WG: gl.constexpr):
+              WAVES: gl.constexpr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
     num_kb = gl.cdiv(K, BK)
     num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUPING, G_PAD, VEC)
+    # This warpgroup's rows of the tile: WAVES slabs of 64.
+    A_ROW0: gl.constexpr = WG * WAVES * WG_ROWS
     it = 0
     for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
             tile, layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
-        rows = off_m + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=ROWS)
+        rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
         row_ok = rows < m_limit
         col_ok = cols < N
-        acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-        if expert >= 0:
-            sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m
-            if B_PER_ROW:
-                sfb_cols = sfb_ptr + expert * stride_sfb_g + cols * stride_sfb_n
-            else:
-                sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
-            # Software pipeline over K blocks: block kb's wgmma is issued before block kb-1 is promoted, so the
-            # tensor core works while the FFMAs of the promotion run (one wgmma group in flight, two partials).
-            # Scales are loaded two blocks ahead (a few registers): an L2 round trip outlasts one block's wgmma.
-            sa0 = gl.load(sfa_rows, mask=row_ok, other=0.0)
-            sa1 = gl.load(sfa_rows + stride_sfa_k, mask=row_ok & (num_kb > 1), other=0.0)
-            if B_PER_ROW:
-                sb0 = gl.load(sfb_cols, mask=col_ok, other=0.0)
-                sb1 = gl.load(sfb_cols + stride_sfb_k, mask=col_ok & (num_kb > 1), other=0.0)
-            else:
-                sb0 = gl.load(sfb_cols)
-                sb1 = gl.load(sfb_cols + stride_sfb_k, mask=num_kb > 1, other=0.0)
-            stage = it % STAGES
-            mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-            prev = warpgroup_mma(a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0),
-                                 b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
-                                 use_acc=False, is_async=True)
-            prev_stage = stage
-            it += 1
-            for kb in range(1, num_kb):
-                stage = it % STAGES
-                ahead = kb + 1
-                sa2 = gl.load(sfa_rows + ahead * stride_sfa_k, mask=row_ok & (ahead < num_kb), other=0.0)
-                if B_PER_ROW:
-                    sb2 = gl.load(sfb_cols + ahead * stride_sfb_k, mask=col_ok & (ahead < num_kb), other=0.0)
-                else:
-                    sb2 = gl.load(sfb_cols + ahead * stride_sfb_k, mask=ahead < num_kb, other=0.0)
-                mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-                cur = warpgroup_mma(a_bufs.index(stage).slice(WG * WG_ROWS, WG_ROWS, dim=0),
-                                    b_bufs.index(stage).permute((1, 0)),
-                                    gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-                # At most one group outstanding: block kb-1's product is complete, kb's is still running.
-                done = warpgroup_mma_wait(num_outstanding=1, deps=(prev,))
-                mbarrier.arrive(empty.index(prev_stage), count=1)
-                if B_PER_ROW:
-                    acc = acc + done * gl.expand_dims(sa0, 1) * gl.expand_dims(sb0, 0)
-                else:
-                    acc = acc + done * gl.expand_dims(sa0 * sb0, 1)
-                prev = cur
-                prev_stage = stage
-                sa0 = sa1
-                sb0 = sb1
-                sa1 = sa2
-                sb1 = sb2
-                it += 1
-            done = warpgroup_mma_wait(num_outstanding=0, deps=(prev,))
-            mbarrier.arrive(empty.index(prev_stage), count=1)
-            if B_PER_ROW:
-                acc = acc + done * gl.expand_dims(sa0, 1) * gl.expand_dims(sb0, 0)
-            else:
-                acc = acc + done * gl.expand_dims(sa0 * sb0, 1)
-        # Which rows this tile writes, and which of them hold a product (the rest are written as zeros).
-        row_store = row_ok
-        row_valid = row_ok
-        if GROUPING == M_IDS:
-            ids = gl.load(layout_ptr + rows, mask=row_ok, other=-1)
-            row_valid = row_ok & (ids == expert)
-        if GROUPING == M_PSUM:
-            row_valid = row_ok & (expert >= 0) & (rows < row_end)
-            if not ZERO_GAPS:
-                row_store = row_valid
-        acc = gl.where(gl.expand_dims(row_valid, 1), acc, 0.0)
-        mask = gl.expand_dims(row_store, 1) & gl.expand_dims(col_ok, 0)
-        if HAS_C:
-            c = gl.load(c_ptr + gl.expand_dims(rows, 1) * stride_cm + gl.expand_dims(cols, 0), mask=mask, other=0.0)
-            acc = acc + c.to(gl.float32)
-        if D_TMA:
-            # Coalesced, asynchronous store: registers -> swizzled shared memory -> one TMA store of the 64-row
-            # slab (rows past M clipped by the hardware). Wait for this buffer's previous store first.
-            tma.store_wait(pendings=0)
-            c_smem.store(acc.to(d_desc.dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(d_desc, [off_m + WG * WG_ROWS, off_n], c_smem)
+        sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m
+        if B_PER_ROW:
+            sfb_cols = sfb_ptr + expert * stride_sfb_g + cols * stride_sfb_n
         else:
-            out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
-            gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
+            sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
+        if WAVES == 1:
+            acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+            if expert >= 0:
+                acc, it = _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb,
+                                             it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, B_PER_ROW, MMA)
+            _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, off_m + A_ROW0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
+                      D_TMA)
+        else:
+            rows1 = rows + WG_ROWS
+            row_ok1 = rows1 < m_limit
+            acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+            acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+            if expert >= 0:
+                acc0, acc1, it = _mainloop_two_waves(
+                    a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows + WG_ROWS * stride_sfa_m, sfb_cols, row_ok,
+                    row_ok1, col_ok, num_kb, it,
+                    stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, B_PER_ROW, MMA)
+            _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, off_m + A_ROW0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
+                      D_TMA)
+            _epilogue(acc1, rows1, cols, row_ok1, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, off_m + A_ROW0 + WG_ROWS, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
+                      HAS_C, D_TMA)
     if D_TMA:
         tma.store_wait(pendings=0)
 
@@ -245,8 +323,8 @@ def _fp8_gemm_ws_kernel(
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
-    gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows each")
+        WAVES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    gl.static_assert(BM == 2 * WAVES * WG_ROWS, "two consumer warpgroups of WAVES x 64 rows each")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BN, BK], b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -264,12 +342,12 @@ def _fp8_gemm_ws_kernel(
                      d_desc, c_bufs.index(0),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, 0)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
                      d_desc, c_bufs.index(1),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, 1)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, 1)),
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
                      BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])

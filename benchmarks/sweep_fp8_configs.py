@@ -1,0 +1,177 @@
+"""Time FP8 GEMM kernel variants side by side on the GPU (same process, same timer as bench_fp8_gemm.py), to
+choose the heuristic's rules from measurements:
+
+* dense M=4096 and M-grouped contiguous: the tl.* kernel vs the warp-specialised kernel with one 64-row wave per
+  warpgroup (5 or 6 stages) or two (DeepGEMM's 256-row tile, 3 or 4 stages);
+* dense M=128: tl.* tile shapes x split-K.
+
+Every variant is checked against the dequantised reference before it is timed. Kernels are compiled in parallel
+threads first (first-time compilation is thread-safe), so the sweep spends its time measuring.
+
+    python benchmarks/sweep_fp8_configs.py [--out results.json] [--only dense4096,contiguous,dense128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import bench_fp8_gemm as bench  # noqa: E402
+import shapes  # noqa: E402
+
+from deep_gemm.gemm import fp8_configs as configs  # noqa: E402
+from deep_gemm.gemm import fp8_triton  # noqa: E402
+from deep_gemm.gemm.operands import resolve_recipe  # noqa: E402
+from deep_gemm.testing import calc_diff  # noqa: E402
+
+WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages=6),
+               "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4)}
+
+
+def run_variant(name, fn):
+    """Call fn under variant `name`'s kernel selection."""
+    saved = fp8_triton._WS_MODE, fp8_triton.WS_OVERRIDE
+    try:
+        if name == "tl":
+            fp8_triton._WS_MODE = "off"
+        elif name != "auto":
+            fp8_triton._WS_MODE, fp8_triton.WS_OVERRIDE = "on", WS_VARIANTS[name]
+        return fn()
+    finally:
+        fp8_triton._WS_MODE, fp8_triton.WS_OVERRIDE = saved
+
+
+def dense_call(a, b, d, cfg=None):
+    r = resolve_recipe(None, None, None, b[1])
+    return lambda: fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, r, cfg=cfg)
+
+
+def sweep_dense_big(timer, rows):
+    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
+        if m < 4096:
+            continue
+        a, b = bench.fp8_operands(m, n, k)
+        ref = bench.reference(a, b, (128, 128))
+        for name in ["tl", "auto", *WS_VARIANTS]:
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            call = dense_call(a, b, d)
+            run_variant(name, call)
+            diff = calc_diff(d, ref)
+            us = run_variant(name, lambda: timer(call))
+            rows.append(dict(table="dense", m=m, n=n, k=k, variant=name, us=us, tflops=2 * m * n * k / us / 1e6,
+                             vs_deepgemm=dg_us / us, diff=diff))
+            print(f"dense {m}x{n}x{k} {name:7s} {us:8.1f} us {rows[-1]['tflops']:6.0f} TFLOPS "
+                  f"{dg_us / us:5.2f}x DG diff {diff:.1e}", flush=True)
+
+
+def sweep_contiguous(timer, rows):
+    import random
+
+    import deep_gemm
+    from deep_gemm.utils import align, per_block_cast_to_fp8
+    alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    for (g, per_group, n, k), dg_tflops in shapes.M_GROUPED_CONTIGUOUS_DG_TFLOPS.items():
+        random.seed(0)
+        ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
+        ends, start = [], 0
+        for mg in ms:
+            ends.append(start + mg)
+            start = align(start + mg, alignment)
+        m = start
+        a, _ = bench.fp8_operands(m, 128, k)
+        b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
+        bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
+        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+        layout = torch.tensor(ends, dtype=torch.int32, device="cuda")
+        expected = None
+        for name in ["tl", "ws1-s5", "ws1-s6"]:
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+
+            def call():
+                deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True)
+            run_variant(name, call)
+            if expected is None:
+                expected = d.clone()
+            diff = calc_diff(d, expected)  # vs the tl.* kernel (itself checked by the GPU tests and the benchmark)
+            us = run_variant(name, lambda: timer(call))
+            tflops = 2 * sum(ms) * n * k / us / 1e6
+            rows.append(dict(table="contiguous", groups=g, m=sum(ms), n=n, k=k, variant=name, us=us, tflops=tflops,
+                             vs_deepgemm=tflops / dg_tflops, diff=diff))
+            print(f"contig {g}x{sum(ms)}x{n}x{k} {name:7s} {us:8.1f} us {tflops:6.0f} TFLOPS "
+                  f"{tflops / dg_tflops:5.2f}x DG diff {diff:.1e}", flush=True)
+
+
+def small_m_configs(m, n, k):
+    """tl.* tile shapes x splits around one wave of programs."""
+    problem = configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
+    out = []
+    for cfg in configs.candidates(problem):
+        if cfg.block_m < 64:
+            continue
+        slots = problem.num_sms * cfg.programs_per_sm
+        tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+        if cfg.split_k in (1, 2, 3, 4, 6, 8, 12, 16) and tiles * cfg.split_k <= 2 * slots:
+            out.append(cfg)
+    return out
+
+
+def sweep_dense_small(timer, rows):
+    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
+        if m != 128:
+            continue
+        a, b = bench.fp8_operands(m, n, k)
+        ref = bench.reference(a, b, (128, 128))
+        cfgs = small_m_configs(m, n, k)
+        outs = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in cfgs]
+        fp8_triton._WS_MODE = "off"
+        t0 = time.time()
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:  # compile every config at once
+            list(pool.map(lambda i: dense_call(a, b, outs[i], cfgs[i])(), range(len(cfgs))))
+        torch.cuda.synchronize()
+        print(f"compiled {len(cfgs)} configs for {m}x{n}x{k} in {time.time() - t0:.0f} s", flush=True)
+        heuristic = configs.heuristic(configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms()))
+        for cfg, d in zip(cfgs, outs):
+            call = dense_call(a, b, d, cfg)
+            call()
+            diff = calc_diff(d, ref)
+            us = timer(call)
+            tag = f"{cfg.block_m}x{cfg.block_n} s{cfg.num_stages} split{cfg.split_k}" + (
+                " (heuristic)" if cfg == heuristic else "")
+            rows.append(dict(table="dense_small", m=m, n=n, k=k, variant=tag, us=us, vs_deepgemm=dg_us / us,
+                             diff=diff, gbps=(m * k + n * k + 2 * m * n) / us / 1e3))
+            print(f"dense {m}x{n}x{k} {tag:32s} {us:7.1f} us {dg_us / us:5.2f}x DG diff {diff:.1e}", flush=True)
+        fp8_triton._WS_MODE = "auto"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--only", default="dense4096,contiguous,dense128")
+    args = parser.parse_args()
+    timer = bench.KernelTimer(reps=15)
+    rows = []
+    parts = args.only.split(",")
+    try:
+        if "dense4096" in parts:
+            sweep_dense_big(timer, rows)
+        if "contiguous" in parts:
+            sweep_contiguous(timer, rows)
+        if "dense128" in parts:
+            sweep_dense_small(timer, rows)
+    finally:
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
