@@ -2,7 +2,7 @@
 choose the heuristic's rules from measurements:
 
 * dense M=4096 and M-grouped contiguous: the tl.* kernel vs the warp-specialised kernel with one 64-row wave per
-  warpgroup (5 or 6 stages) or two (DeepGEMM's 256-row tile, 3 or 4 stages);
+  warpgroup (5 or 6 stages) or two, stacked along M (DeepGEMM's 256-row tile) or along N (a 128 x 256 tile);
 * dense M=128: tl.* tile shapes x split-K.
 
 Every variant is checked against the dequantised reference before it is timed. Kernels are compiled in parallel
@@ -34,7 +34,8 @@ from deep_gemm.gemm.operands import resolve_recipe  # noqa: E402
 from deep_gemm.testing import calc_diff  # noqa: E402
 
 WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages=6),
-               "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4)}
+               "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4),
+               "ws2n-s3": dict(waves=2, wave_n=True, stages=3), "ws2n-s4": dict(waves=2, wave_n=True, stages=4)}
 
 
 def run_variant(name, fn):
@@ -61,7 +62,7 @@ def sweep_dense_big(timer, rows):
             continue
         a, b = bench.fp8_operands(m, n, k)
         ref = bench.reference(a, b, (128, 128))
-        for name in ["tl", "auto", *WS_VARIANTS]:
+        for name in ["tl", "auto", "ws1-s6", "ws2-s3", "ws2-s4", "ws2n-s4"]:
             d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             call = dense_call(a, b, d)
             run_variant(name, call)
@@ -93,7 +94,7 @@ def sweep_contiguous(timer, rows):
         b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
         layout = torch.tensor(ends, dtype=torch.int32, device="cuda")
         expected = None
-        for name in ["tl", "ws1-s5", "ws1-s6"]:
+        for name in ["tl", "auto", "ws1-s5", "ws2n-s3", "ws2n-s4"]:
             d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 
             def call():

@@ -56,7 +56,11 @@ def test_dense_odd_shapes(m, n, k):
     assert calc_diff(d, _ref(a, b)) < TOL
 
 
-@pytest.mark.parametrize("variant", [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, stages=3)])
+WS_VARIANTS = [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, stages=3),
+               dict(waves=2, wave_n=True, stages=4)]
+
+
+@pytest.mark.parametrize("variant", WS_VARIANTS)
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (129, 200, 208), (300, 576, 7168), (511, 4096, 1536),
                                    (4096, 2112, 7168), (4096, 7168, 2048)])
 def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
@@ -113,6 +117,26 @@ def _contiguous(ms, n, k, alignment=128):
 @pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048)])
 def test_m_grouped_contiguous_with_empty_groups(psum, n, k):
     ms = [3000, 0, 129, 1, 4096]
+    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
+    d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, ends if psum else ids, use_psum_layout=psum)
+    for g, (s, e) in enumerate(zip(starts, stops)):
+        if e > s:
+            assert calc_diff(d[s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
+    assert (d[ids == -1] == 0).all()
+
+
+@pytest.mark.parametrize("variant", [dict(waves=1, stages=5), dict(waves=2, wave_n=True, stages=4),
+                                     dict(waves=2, wave_n=True, stages=3)])
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048), (200, 208)])
+def test_m_grouped_contiguous_warp_specialised_variants(monkeypatch, variant, psum, n, k):
+    """The grouped layouts through each warp-specialised variant, forced: -1 rows zeroed, empty groups, a last
+    N tile whose second wave is entirely past N (N=576, 200)."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
+    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
+    ms = [3000, 0, 129, 1, 700]
     a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
     d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
     deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, ends if psum else ids, use_psum_layout=psum)

@@ -23,6 +23,13 @@ BLOCK_N_CHOICES = (64, 128)
 MAX_SPLIT_K = 16
 # Never split below two K blocks per split: the partial round trip would cost more than it hides.
 MIN_K_BLOCKS_PER_SPLIT = 2
+# The heuristic keeps >= 12 K blocks per split for 64-row and larger tiles, whose FP32 partials cost more to write
+# and reduce (H200 2026-11-30, M=128 sweep: 2112x7168 best at split 4, 576x7168 at 4-6, 4096x7168 and 7168x16384 at
+# 2, 7168x2048 unsplit; deeper splits lost up to 2x). Tiles of <= 32 rows split down to MIN_K_BLOCKS_PER_SPLIT.
+MIN_K_BLOCKS_PER_SPLIT_WIDE = 12
+# Largest M that gets 64-row tiles: at M=128 two 64-row tiles beat one 128-row tile on every DeepSeek shape
+# (1.06-1.28x, same sweep): twice the programs to spread the weight stream over.
+MAX_M_FOR_64_ROW_TILES = 128
 # Small-M tiles are memory-bound: let ~2 CTAs share an SM to hide latency (one CTA per SM left HBM at 1.9 TB/s
 # at M=1; two reached 2.7 TB/s, H200 2026-11-30). Programs stay persistent over the remaining tiles.
 SMALL_TILE_PROGRAMS_PER_SM = 2
@@ -116,7 +123,10 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
     allowed_bms = _block_ms(p)
     rows = p.expected_m if p.kind == "masked" and p.expected_m > 0 else p.m
     # Small M is memory-bound on B: the smallest BM covering the rows wastes the least MMA work.
-    want_bm = 128 if rows > 64 else max(MIN_BLOCK_M, 1 << max(0, math.ceil(math.log2(max(1, rows)))))
+    if rows > MAX_M_FOR_64_ROW_TILES:
+        want_bm = 128
+    else:
+        want_bm = min(64, max(MIN_BLOCK_M, 1 << max(0, math.ceil(math.log2(max(1, rows))))))
     fitting = [bm for bm in allowed_bms if bm <= want_bm]
     bm = max(fitting) if fitting else min(allowed_bms)
     groups = p.num_groups if p.kind in ("masked", "k_grouped") else 1
@@ -136,7 +146,8 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
         num_kb = math.ceil(p.k / BLOCK_K)
         if tiles < slots:
             # Split K so that tiles x splits fills the slots in one round, keeping >= 2 K blocks per split.
-            split = max(1, min(MAX_SPLIT_K, slots // tiles, num_kb // MIN_K_BLOCKS_PER_SPLIT))
+            per_split = MIN_K_BLOCKS_PER_SPLIT_WIDE if bm >= 64 else MIN_K_BLOCKS_PER_SPLIT
+            split = max(1, min(MAX_SPLIT_K, slots // tiles, num_kb // per_split))
     choice = _config(bm, best_bn, split)
     assert choice in candidates(p), (choice, p)
     return choice

@@ -61,13 +61,22 @@ def ws_stages(block_m: int, block_n: int, out_bytes: int) -> int:
     return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
 
 
-def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> int:
-    """64-row waves per consumer warpgroup: 2 (DeepGEMM's 256-row tile, half the operand traffic per FLOP) for
-    dense problems whose 256-row tiles still fill the SMs; 1 elsewhere. Grouped segments are 128-row aligned, and
-    a C operand adds a tile load the two-wave consumer has no registers for."""
-    if grouping != GROUPING["dense"] or has_c:
-        return 1
-    return 2 if _cdiv(m, 256) * _cdiv(n, block_n) >= 2 * _num_sms() else 1
+def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[int, bool]:
+    """(waves, along_n): how many 64 x BN waves each consumer warpgroup computes per K block, and whether the
+    second wave is the next BN columns (a 128 x 2BN tile) rather than the next 64 rows (a 256 x BN tile).
+
+    Two waves halve the operand traffic per FLOP of a 128 x BN tile, and each stage feeds twice the MMA work
+    (DeepGEMM's structure). H200 2026-11-30, dense M=4096: 256-row tiles 1.2-2.0x the tl.* kernel on all seven
+    DeepSeek shapes (0.62-0.82x DeepGEMM), including N=576 with 80 tiles, so two waves are used whenever the
+    tiles fill at least half the SMs. M-grouped segments are 128-row aligned, so grouped tiles put their waves
+    along N. A C operand needs registers the two-wave consumer does not have (74 spilled words, sm_90a)."""
+    if has_c or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"]):
+        return 1, False
+    along_n = grouping != GROUPING["dense"]
+    if along_n and block_n != 128:  # a wave per 128-column B scale block
+        return 1, False
+    tiles = _cdiv(m, 128) * _cdiv(n, 2 * block_n) if along_n else _cdiv(m, 256) * _cdiv(n, block_n)
+    return (2, along_n) if tiles >= _num_sms() // 2 else (1, False)
 
 
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
@@ -145,7 +154,8 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     # 1D1D stays on the tl.* kernel.
     d_rows = _rows_view(d)
     if (cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
-            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None and _ws_pays(grouping, k)):
+            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None
+            and _ws_pays(grouping, m, n, k, cfg.block_n, has_c)):
         _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
                 strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row,
                 has_c, _tma_storable(d, grouping, zero_gaps, head))
@@ -173,21 +183,19 @@ def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool
             and d.size(1) * elem >= 16)
 
 
-def _ws_pays(grouping: int, k: int) -> bool:
+def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, has_c: bool) -> bool:
     if _WS_MODE != "auto":
         return _WS_MODE == "on"
     if grouping in (GROUPING["m_ids"], GROUPING["m_psum"]):
         return True
-    return grouping == GROUPING["dense"] and k <= WS_MAX_DENSE_K
+    if grouping != GROUPING["dense"]:
+        return False
+    return ws_waves(grouping, m, n, block_n, has_c)[0] == 2 or k <= WS_MAX_DENSE_K
 
 
 def _tl_kernel():
     from .kernels.fp8_gemm import _fp8_gemm_kernel
     return _fp8_gemm_kernel
-
-
-def _as_gluon(desc):
-    return FastDescriptor(desc.base, desc.shape, desc.strides, desc.block_shape, gluon=True)
 
 
 def _rows_view(d: torch.Tensor):
@@ -205,25 +213,28 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
     bn = cfg.block_n
     if WS_OVERRIDE is not None:
-        waves = WS_OVERRIDE["waves"]
+        waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
     else:
-        waves = ws_waves(grouping, m, n, bn, has_c)
-    block_m = 2 * WG_ROWS.value * waves
-    stages = ws_stages(block_m, bn, d.element_size())
+        waves, along_n = ws_waves(grouping, m, n, bn, has_c)
+    block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
+    tile_n = bn * (waves if along_n else 1)
+    stages = ws_stages(block_m, tile_n, d.element_size())
     if WS_OVERRIDE is not None:
         stages = WS_OVERRIDE.get("stages", stages)
-    if waves != 1:
+    if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
         groups_in_grid = num_groups if grouping == GROUPING["masked"] else 1
-        grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, bn) * groups_in_grid)), 1, 1)
+        grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid)), 1, 1)
     a_gluon = FastDescriptor(a_desc.base, a_desc.shape, a_desc.strides, (block_m, configs.BLOCK_K), gluon=True)
     d_desc = FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
                             (WG_ROWS.value, bn), gluon=True)
-    args = (a_gluon, _as_gluon(b_desc), sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
+    b_gluon = FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (tile_n, configs.BLOCK_K), gluon=True)
+    args = (a_gluon, b_gluon, sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
-            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, WS_CONSUMER_REGS,
+            WS_PRODUCER_REGS)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0)
 

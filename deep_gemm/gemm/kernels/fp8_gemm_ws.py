@@ -99,15 +99,15 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 
 @gluon.jit
 def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
-              BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+              BM: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     num_kb = gl.cdiv(K, BK)
-    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUPING, G_PAD, VEC)
+    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
     it = 0
     for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-            tile, layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+            tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         if expert >= 0:
             a_row = group * M + off_m
             b_row = expert * N + off_n
@@ -184,38 +184,56 @@ def _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok,
 
 
 @gluon.jit
-def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, row_ok0, row_ok1, col_ok,
-                        num_kb, it,
-                        stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-                        B_PER_ROW: gl.constexpr, MMA: gl.constexpr):
-    """Two 64-row waves (128 rows per warpgroup, DeepGEMM's 256-row tile): per K block, wave 0's wgmma, wait,
-    promote, then wave 1's. One partial is live (2 x 64 accumulator + 64 partial registers at BN = 128), so the
-    waves cannot overlap within the warpgroup; the other warpgroup's wgmmas fill the tensor core meanwhile. Each
-    stage feeds twice the MMA work of a 128-row tile, so the same shared memory hides twice the load latency."""
+def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_cols0, sfb_cols1, row_ok0, row_ok1,
+                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr,
+                        STAGES: gl.constexpr, WAVE_N: gl.constexpr, MMA: gl.constexpr):
+    """Two 64 x BN waves per warpgroup and K block (DeepGEMM's structure): wave 0's wgmma, wait, promote, then
+    wave 1's. Waves split the warpgroup's rows (WAVE_N false: a 256-row tile) or the tile's columns (WAVE_N true:
+    a 128 x 2BN tile, for grouped layouts whose segments are 128-row aligned). Either way one stage feeds twice the
+    MMA work of a 128 x BN tile per byte loaded. One partial is live (2 x 64 accumulator + 64 partial registers at
+    BN = 128), so the waves do not overlap within a warpgroup; the other warpgroup's wgmmas fill the tensor core
+    meanwhile. 1D2D scales only (one B scale per 128-column wave)."""
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    sa0, sb = _load_scales(sfa_rows, sfb_cols, 0, num_kb, row_ok0, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
-    sa1 = gl.load(sfa_rows1, mask=row_ok1, other=0.0)
+    sa0 = gl.load(sfa_rows0, mask=row_ok0, other=0.0)
+    sb0 = gl.load(sfb_cols0)
+    if WAVE_N:
+        sb1 = gl.load(sfb_cols1, mask=wave1_ok, other=0.0)
+    else:
+        sa1 = gl.load(sfa_rows1, mask=row_ok1, other=0.0)
     for kb in range(num_kb):
         stage = it % STAGES
+        a_tile = a_bufs.index(stage)
+        b_tile = b_bufs.index(stage)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        part = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
+        part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        # Next block's scales while the wgmma runs.
-        na0, nb = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok0, col_ok, stride_sfa_k, stride_sfb_k,
-                               B_PER_ROW)
-        na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & (kb + 1 < num_kb), other=0.0)
+        # Next block's scales while the wgmma runs (zeros past the last block).
+        nxt = kb + 1 < num_kb
+        na0 = gl.load(sfa_rows0 + (kb + 1) * stride_sfa_k, mask=row_ok0 & nxt, other=0.0)
+        nb0 = gl.load(sfb_cols0 + (kb + 1) * stride_sfb_k, mask=nxt, other=0.0)
+        if WAVE_N:
+            nb1 = gl.load(sfb_cols1 + (kb + 1) * stride_sfb_k, mask=wave1_ok & nxt, other=0.0)
+        else:
+            na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & nxt, other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        acc0 = _promote(acc0, part, sa0, sb, B_PER_ROW)
-        part = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0 + WG_ROWS, WG_ROWS, dim=0),
-                             b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
-                             use_acc=False, is_async=True)
+        acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)
+        if WAVE_N:
+            part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(BN, BN, dim=0).permute((1, 0)),
+                                 gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+        else:
+            part = warpgroup_mma(a_tile.slice(A_ROW0 + WG_ROWS, WG_ROWS, dim=0), b_tile.permute((1, 0)),
+                                 gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
         mbarrier.arrive(empty.index(stage), count=1)
-        acc1 = _promote(acc1, part, sa1, sb, B_PER_ROW)
+        if WAVE_N:
+            acc1 = acc1 + part * gl.expand_dims(sa0 * sb1, 1)
+            sb1 = nb1
+        else:
+            acc1 = acc1 + part * gl.expand_dims(sa1 * sb0, 1)
+            sa1 = na1
         sa0 = na0
-        sa1 = na1
-        sb = nb
+        sb0 = nb0
         it += 1
     return acc0, acc1, it
 
@@ -259,19 +277,19 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
               ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
-              WAVES: gl.constexpr, WG: gl.constexpr):
+              WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
     num_kb = gl.cdiv(K, BK)
-    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUPING, G_PAD, VEC)
-    # This warpgroup's rows of the tile: WAVES slabs of 64.
-    A_ROW0: gl.constexpr = WG * WAVES * WG_ROWS
+    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
+    # This warpgroup's rows of the tile: the lower or upper half.
+    A_ROW0: gl.constexpr = WG * (BM // 2)
     it = 0
     for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-            tile, layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+            tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
         row_ok = rows < m_limit
@@ -290,21 +308,35 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
                       c_smem, off_m + A_ROW0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
                       D_TMA)
         else:
-            rows1 = rows + WG_ROWS
+            if WAVE_N:  # the second wave is the next BN columns of the same rows
+                rows1 = rows
+                cols1 = cols + BN
+                sfa_rows1 = sfa_rows
+                sfb_cols1 = sfb_cols + stride_sfb_n
+                wave1_ok = off_n + BN < N
+                row1 = off_m + A_ROW0
+                off_n1 = off_n + BN
+            else:  # the second wave is the next 64 rows
+                rows1 = rows + WG_ROWS
+                cols1 = cols
+                sfa_rows1 = sfa_rows + WG_ROWS * stride_sfa_m
+                sfb_cols1 = sfb_cols
+                wave1_ok = off_m + A_ROW0 + WG_ROWS < m_limit
+                row1 = off_m + A_ROW0 + WG_ROWS
+                off_n1 = off_n
             row_ok1 = rows1 < m_limit
+            col_ok1 = cols1 < N
             acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             if expert >= 0:
                 acc0, acc1, it = _mainloop_two_waves(
-                    a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows + WG_ROWS * stride_sfa_m, sfb_cols, row_ok,
-                    row_ok1, col_ok, num_kb, it,
-                    stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, B_PER_ROW, MMA)
+                    a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
+                    wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
             _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, off_m + A_ROW0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
                       D_TMA)
-            _epilogue(acc1, rows1, cols, row_ok1, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                      c_smem, off_m + A_ROW0 + WG_ROWS, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
-                      HAS_C, D_TMA)
+            _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
     if D_TMA:
         tma.store_wait(pendings=0)
 
@@ -323,10 +355,15 @@ def _fp8_gemm_ws_kernel(
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
-        WAVES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
-    gl.static_assert(BM == 2 * WAVES * WG_ROWS, "two consumer warpgroups of WAVES x 64 rows each")
+        WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+        PRODUCER_REGS: gl.constexpr):
+    # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
+    if WAVE_N:
+        gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == 2 * BN, "128 x 2BN tile, waves along N")
+    else:
+        gl.static_assert(BM == 2 * WAVES * WG_ROWS and TILE_N == BN, "(128 x WAVES) x BN tile, waves along M")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BN, BK], b_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, TILE_N, BK], b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -342,12 +379,12 @@ def _fp8_gemm_ws_kernel(
                      d_desc, c_bufs.index(0),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, 0)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
                      d_desc, c_bufs.index(1),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, 1)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, 1)),
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
-                     BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN)),
+                     BM, TILE_N, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
