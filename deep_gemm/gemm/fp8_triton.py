@@ -66,17 +66,19 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     second wave is the next BN columns (a 128 x 2BN tile) rather than the next 64 rows (a 256 x BN tile).
 
     Two waves halve the operand traffic per FLOP of a 128 x BN tile, and each stage feeds twice the MMA work
-    (DeepGEMM's structure). H200 2026-11-30, dense M=4096: 256-row tiles 1.2-2.0x the tl.* kernel on all seven
-    DeepSeek shapes (0.62-0.82x DeepGEMM), including N=576 with 80 tiles, so two waves are used whenever the
-    tiles fill at least half the SMs. M-grouped segments are 128-row aligned, so grouped tiles put their waves
-    along N. A C operand needs registers the two-wave consumer does not have (74 spilled words, sm_90a)."""
+    (DeepGEMM's structure). H200 2026-11-30, M=4096, vs the tl.* kernel: 256 x 128 tiles 1.2-2.0x on the seven
+    DeepSeek shapes, 128 x 256 tiles another 0-14 % (0.64-0.82x DeepGEMM); M-grouped contiguous 128 x 256
+    1.4-1.8x (0.78-0.81x DeepGEMM). Used whenever the tiles fill at least half the SMs. Waves go along N (one B
+    scale block per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned). A C
+    operand needs registers the two-wave consumer does not have (74 spilled words, sm_90a)."""
     if has_c or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"]):
         return 1, False
-    along_n = grouping != GROUPING["dense"]
-    if along_n and block_n != 128:  # a wave per 128-column B scale block
-        return 1, False
-    tiles = _cdiv(m, 128) * _cdiv(n, 2 * block_n) if along_n else _cdiv(m, 256) * _cdiv(n, block_n)
-    return (2, along_n) if tiles >= _num_sms() // 2 else (1, False)
+    half_wave = _num_sms() // 2
+    if block_n == 128 and _cdiv(m, 128) * _cdiv(n, 256) >= half_wave:
+        return 2, True
+    if grouping == GROUPING["dense"] and _cdiv(m, 256) * _cdiv(n, block_n) >= half_wave:
+        return 2, False
+    return 1, False
 
 
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:

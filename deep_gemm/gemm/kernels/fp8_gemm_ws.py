@@ -195,11 +195,11 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
     meanwhile. 1D2D scales only (one B scale per 128-column wave)."""
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    # A scales (per-row vectors) are prefetched one block ahead. B scales (scalars) are loaded in their own
+    # iteration, under the first wave's wgmma: carried across iterations, ptxas (triton 3.6's) kept them in uniform
+    # registers and promoted with stale ones (wrong results at K <= 256, H200).
     sa0 = gl.load(sfa_rows0, mask=row_ok0, other=0.0)
-    sb0 = gl.load(sfb_cols0)
-    if WAVE_N:
-        sb1 = gl.load(sfb_cols1, mask=wave1_ok, other=0.0)
-    else:
+    if not WAVE_N:
         sa1 = gl.load(sfa_rows1, mask=row_ok1, other=0.0)
     for kb in range(num_kb):
         stage = it % STAGES
@@ -208,13 +208,12 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        # Next block's scales while the wgmma runs (zeros past the last block).
+        sb0 = gl.load(sfb_cols0 + kb * stride_sfb_k)
+        if WAVE_N:
+            sb1 = gl.load(sfb_cols1 + kb * stride_sfb_k, mask=wave1_ok, other=0.0)
         nxt = kb + 1 < num_kb
         na0 = gl.load(sfa_rows0 + (kb + 1) * stride_sfa_k, mask=row_ok0 & nxt, other=0.0)
-        nb0 = gl.load(sfb_cols0 + (kb + 1) * stride_sfb_k, mask=nxt, other=0.0)
-        if WAVE_N:
-            nb1 = gl.load(sfb_cols1 + (kb + 1) * stride_sfb_k, mask=wave1_ok & nxt, other=0.0)
-        else:
+        if not WAVE_N:
             na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & nxt, other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
         acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)
@@ -228,12 +227,10 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         mbarrier.arrive(empty.index(stage), count=1)
         if WAVE_N:
             acc1 = acc1 + part * gl.expand_dims(sa0 * sb1, 1)
-            sb1 = nb1
         else:
             acc1 = acc1 + part * gl.expand_dims(sa1 * sb0, 1)
             sa1 = na1
         sa0 = na0
-        sb0 = nb0
         it += 1
     return acc0, acc1, it
 
