@@ -102,3 +102,11 @@ def test_warmup_compiles_ahead_of_the_first_call():
     assert deep_gemm.warmup(calls) == 0, "a second warmup of the same calls compiles nothing new"
     jit = deep_gemm.get_jit()
     assert jit.num_compiled_kernels >= compiled
+
+
+def test_wave_n_test_shapes_take_128_wide_tiles():
+    """The along-N warp-specialised variant needs 128-wide waves: the GPU tests' shapes meant to exercise it
+    (tests/test_fp8_gemm_gpu.py) must get them from the heuristic."""
+    for m, n, k in [(4000, 448, 208), (8000, 200, 256), (4096, 2112, 7168)]:
+        assert configs.heuristic(configs.Fp8GemmProblem(m, n, k, 1, "dense", 132)).block_n == 128, (m, n, k)
+    assert configs.heuristic(configs.Fp8GemmProblem(4224, 448, 208, 5, "m_grouped", 132)).block_n == 128

@@ -62,10 +62,11 @@ WS_VARIANTS = [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, s
 
 @pytest.mark.parametrize("variant", WS_VARIANTS)
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (129, 200, 208), (300, 576, 7168), (511, 4096, 1536),
-                                   (4096, 2112, 7168), (4096, 7168, 2048)])
+                                   (4096, 2112, 7168), (4096, 7168, 2048), (4000, 448, 208), (8000, 200, 256)])
 def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
-    """Each variant of the warp-specialised kernel (one or two 64-row waves per warpgroup, ring depth), forced
-    whatever the heuristic picks, on partial tiles in M, N and K and on DeepSeek shapes."""
+    """Each variant of the warp-specialised kernel (one or two 64 x BN waves per warpgroup, along M or N, ring
+    depth), forced where legal for the heuristic's config (else the one-wave kernel runs), on partial tiles in M, N
+    and K and on DeepSeek shapes."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
@@ -129,10 +130,11 @@ def test_m_grouped_contiguous_with_empty_groups(psum, n, k):
 @pytest.mark.parametrize("variant", [dict(waves=1, stages=5), dict(waves=2, wave_n=True, stages=4),
                                      dict(waves=2, wave_n=True, stages=3)])
 @pytest.mark.parametrize("psum", [False, True])
-@pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048), (200, 208)])
+@pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048), (448, 208), (200, 208)])
 def test_m_grouped_contiguous_warp_specialised_variants(monkeypatch, variant, psum, n, k):
-    """The grouped layouts through each warp-specialised variant, forced: -1 rows zeroed, empty groups, a last
-    N tile whose second wave is entirely past N (N=576, 200)."""
+    """The grouped layouts through each warp-specialised variant, forced where legal: -1 rows zeroed, empty groups,
+    a last N tile whose second wave is entirely past N (576) or partly (448); N=200 gets 64-wide tiles, where
+    waves along N are not legal and the one-wave kernel runs."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)

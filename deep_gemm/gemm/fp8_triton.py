@@ -214,10 +214,11 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
             stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c, d_tma):
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
     bn = cfg.block_n
+    waves, along_n = ws_waves(grouping, m, n, bn, has_c)
     if WS_OVERRIDE is not None:
         waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
-    else:
-        waves, along_n = ws_waves(grouping, m, n, bn, has_c)
+        if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
+            waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn * (waves if along_n else 1)
     stages = ws_stages(block_m, tile_n, d.element_size())

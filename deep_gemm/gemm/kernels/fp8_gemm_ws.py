@@ -195,11 +195,11 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
     meanwhile. 1D2D scales only (one B scale per 128-column wave)."""
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    # A scales (per-row vectors) are prefetched one block ahead. B scales (scalars) are loaded in their own
-    # iteration, under the first wave's wgmma: carried across iterations, ptxas (triton 3.6's) kept them in uniform
-    # registers and promoted with stale ones (wrong results at K <= 256, H200).
     sa0 = gl.load(sfa_rows0, mask=row_ok0, other=0.0)
-    if not WAVE_N:
+    sb0 = gl.load(sfb_cols0)
+    if WAVE_N:
+        sb1 = gl.load(sfb_cols1, mask=wave1_ok, other=0.0)
+    else:
         sa1 = gl.load(sfa_rows1, mask=row_ok1, other=0.0)
     for kb in range(num_kb):
         stage = it % STAGES
@@ -208,12 +208,13 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        sb0 = gl.load(sfb_cols0 + kb * stride_sfb_k)
-        if WAVE_N:
-            sb1 = gl.load(sfb_cols1 + kb * stride_sfb_k, mask=wave1_ok, other=0.0)
+        # Next block's scales while the wgmma runs (zeros past the last block).
         nxt = kb + 1 < num_kb
         na0 = gl.load(sfa_rows0 + (kb + 1) * stride_sfa_k, mask=row_ok0 & nxt, other=0.0)
-        if not WAVE_N:
+        nb0 = gl.load(sfb_cols0 + (kb + 1) * stride_sfb_k, mask=nxt, other=0.0)
+        if WAVE_N:
+            nb1 = gl.load(sfb_cols1 + (kb + 1) * stride_sfb_k, mask=wave1_ok & nxt, other=0.0)
+        else:
             na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & nxt, other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
         acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)
@@ -227,10 +228,12 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         mbarrier.arrive(empty.index(stage), count=1)
         if WAVE_N:
             acc1 = acc1 + part * gl.expand_dims(sa0 * sb1, 1)
+            sb1 = nb1
         else:
             acc1 = acc1 + part * gl.expand_dims(sa1 * sb0, 1)
             sa1 = na1
         sa0 = na0
+        sb0 = nb0
         it += 1
     return acc0, acc1, it
 
@@ -357,6 +360,7 @@ def _fp8_gemm_ws_kernel(
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == 2 * BN, "128 x 2BN tile, waves along N")
+        gl.static_assert(BN == 128, "waves along N take one 128-column B scale block each")
     else:
         gl.static_assert(BM == 2 * WAVES * WG_ROWS and TILE_N == BN, "(128 x WAVES) x BN tile, waves along M")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
