@@ -30,6 +30,8 @@ class _RuntimeState:
     block_m_multiple_of: int = 1
     block_n_multiple_of: int = 1
     mk_alignment: int = DEFAULT_MK_ALIGNMENT
+    # Bumped by every setter: memoised argument checks (see _ops/library.py) are keyed on it.
+    version: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -59,6 +61,7 @@ def set_num_sms(num_sms: int) -> None:
     require_int_range("num_sms", num_sms, 0, high)
     with _STATE.lock:
         _STATE.num_sms = int(num_sms)
+        _STATE.version += 1
 
 
 def get_num_sms() -> int:
@@ -72,6 +75,7 @@ def set_tc_util(tc_util: int) -> None:
     require_int_range("tc_util", tc_util, 0, 100)
     with _STATE.lock:
         _STATE.tc_util = int(tc_util)
+        _STATE.version += 1
 
 
 def get_tc_util() -> int:
@@ -82,6 +86,7 @@ def get_tc_util() -> int:
 def set_pdl(enable: bool) -> None:
     with _STATE.lock:
         _STATE.pdl = bool(enable)
+        _STATE.version += 1
 
 
 def get_pdl() -> bool:
@@ -92,6 +97,7 @@ def get_pdl() -> bool:
 def set_ignore_compile_dims(ignore: bool) -> None:
     with _STATE.lock:
         _STATE.ignore_compile_dims = bool(ignore)
+        _STATE.version += 1
 
 
 def get_ignore_compile_dims() -> bool:
@@ -104,6 +110,7 @@ def set_block_size_multiple_of(block_m_multiple_of: int, block_n_multiple_of: in
     require_int_range("block_n_multiple_of", block_n_multiple_of, 1, 256)
     with _STATE.lock:
         _STATE.block_m_multiple_of = int(block_m_multiple_of)
+        _STATE.version += 1
         _STATE.block_n_multiple_of = int(block_n_multiple_of)
 
 
@@ -117,6 +124,12 @@ def set_mk_alignment_for_contiguous_layout(alignment: int) -> None:
     require_int_range("alignment", alignment, 1, INT32_MAX)
     with _STATE.lock:
         _STATE.mk_alignment = int(alignment)
+        _STATE.version += 1
+
+
+def state_version() -> int:
+    """Changes whenever a knob is set."""
+    return _STATE.version
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:

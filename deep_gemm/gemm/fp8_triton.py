@@ -10,8 +10,9 @@ shared memory only; the copy is one memory-bound pass). Not covered (reference):
 (int32) scales, K granularity 32.
 
 Two kernels: ``kernels/fp8_gemm.py`` (tl.*, every grouping, split-K, skip-head) and ``kernels/fp8_gemm_ws.py``
-(Gluon, warp-specialised) for the 128-row tiles where it measured faster (``_ws_pays``; DG_FP8_WS=0/1
-forces it off/on).
+(Gluon, warp-specialised; two-wave 128x256 tiles or one-wave 128-row tiles, ``ws_waves``) where it measured faster
+(``_ws_pays``; DG_FP8_WS=0/1 forces it off/on). Dense launchers keep a ``LaunchPlan`` per argument signature, so a
+repeated call shape replays its recorded launch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import threading
 
 import torch
 
-from .._triton.launch import FastDescriptor, descriptor, interpreting, launch
+from .._triton.launch import FastDescriptor, LaunchPlan, descriptor, interpreting, launch
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import fp8_autotune
 from . import fp8_configs as configs
@@ -36,10 +37,11 @@ _COUNTERS_LOCK = threading.Lock()
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 
 # Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it measured faster), "on" (wherever it
-# is legal), "off" (never). H200 2026-11-30, v3 vs the tl.* kernel: M-grouped contiguous 3-17 % faster on all four
-# DeepSeek shapes; dense 1.05-1.50x faster at K <= 2048 but 0.82-0.90x at K >= 7168; masked 0.8x (pointer epilogue).
+# is legal), "off" (never). H200 2026-11-30 vs the tl.* kernel: two-wave tiles (ws_waves) 1.3-2.1x on every dense
+# M=4096 and M-grouped contiguous DeepSeek shape; the one-wave kernel 1.05-1.50x at dense K <= 2048 but 0.82-0.90x
+# at K >= 7168; masked 0.8x (pointer epilogue), so masked stays on tl.*.
 _WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
-# Dense problems up to this K run the warp-specialised kernel in "auto" mode (see the measurements above).
+# Dense problems too small for two-wave tiles run the one-wave kernel up to this K in "auto" mode (see above).
 WS_MAX_DENSE_K = 2048
 # Register budgets per partition (setmaxnreg): each consumer warpgroup holds a 64xBN FP32 accumulator plus a
 # 64xBN FP32 partial (2 x 64 registers at BN = 128) and addresses; the TMA producer needs almost none.
@@ -135,7 +137,8 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, grouping, b_per_row, cfg, strides_sfa,
-         strides_sfb, stride_dg, stride_dm, stride_cg=0, head=(0, 0, 0), zero_gaps=True, psum_align=128):
+         strides_sfb, stride_dg, stride_dm, stride_cg=0, head=(0, 0, 0), zero_gaps=True, psum_align=128,
+         recorder=None):
     split = cfg.split_k
     groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
     tiles_upper = _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n) * split * groups_in_grid
@@ -145,6 +148,9 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     if split > 1:
         ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
         counters = _counters(d.device, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
+        if recorder is not None:
+            recorder.scratch.append(ws)
+            recorder.persistent.append(counters)
     else:
         ws, counters = d, d  # unused
     has_c = c is not None
@@ -160,7 +166,7 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
             and _ws_pays(grouping, m, n, k, cfg.block_n, has_c)):
         _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
                 strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row,
-                has_c, _tma_storable(d, grouping, zero_gaps, head))
+                has_c, _tma_storable(d, grouping, zero_gaps, head), recorder)
         return
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
@@ -170,7 +176,8 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
             g_pad, psum_align, zero_gaps, b_per_row, has_c, d_tma, *head)
     config_key = (cfg, grouping, b_per_row, has_c, d_tma, d.dtype, head, zero_gaps, psum_align, grid[0], g_pad)
     launch(_tl_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
-           num_stages=cfg.num_stages, device_index=d.device.index or 0)
+           num_stages=cfg.num_stages, device_index=d.device.index or 0,
+           record=recorder.launches if recorder is not None else None)
 
 
 def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool:
@@ -211,7 +218,8 @@ def _rows_view(d: torch.Tensor):
 
 
 def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
-            stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c, d_tma):
+            stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c, d_tma,
+            recorder=None):
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
     bn = cfg.block_n
     waves, along_n = ws_waves(grouping, m, n, bn, has_c)
@@ -239,7 +247,8 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
                   psum_align, grid[0], _next_pow2(num_groups), waves, along_n)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
-           num_stages=1, device_index=d.device.index or 0)
+           num_stages=1, device_index=d.device.index or 0,
+           record=recorder.launches if recorder is not None else None)
 
 
 def _write_without_product(d, c) -> None:
@@ -250,15 +259,48 @@ def _write_without_product(d, c) -> None:
         d.copy_(c)
 
 
+class _Recorder:
+    """What one launcher call launched, and which of its tensors were per-call scratch or persistent buffers."""
+
+    __slots__ = ("launches", "scratch", "persistent")
+
+    def __init__(self):
+        self.launches, self.scratch, self.persistent = [], [], []
+
+
+# Dense calls whose metadata signature was seen before replay a recorded launch (see LaunchPlan): keyed by the
+# signature the op's check was memoised under (_ops/library.py) plus the module-level kernel-selection switches.
+_PLANS: dict = {}
+PLAN_LIMIT = 4096
+
+
 def _dense(layout: str):
-    def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast):
+    def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, *,
+                 signature=None):
         a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
+        key = None
+        if signature is not None:
+            key = (layout, signature, _WS_MODE, id(WS_OVERRIDE))
+            plan = _PLANS.get(key)
+            if plan is not None:
+                plan.run((a, sfa, b, sfb, d, c))
+                return None
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
         if not _supported(a, sfa, b, sfb, r):
             return NotImplemented
-        return _launch_dense(a, sfa, b, sfb, d, c, r)
+        recorder = _Recorder() if key is not None else None
+        _launch_dense(a, sfa, b, sfb, d, c, r, recorder=recorder)
+        if recorder is not None:
+            plan = LaunchPlan.from_record(recorder.launches, (a, sfa, b, sfb, d, c), recorder.scratch,
+                                          recorder.persistent)
+            if plan is not None:
+                if len(_PLANS) >= PLAN_LIMIT:
+                    _PLANS.clear()
+                _PLANS[key] = plan
+        return None
 
     fp8_gemm.__name__ = f"fp8_gemm_{layout}"
+    fp8_gemm.accepts_signature = True
     return fp8_gemm
 
 
@@ -268,7 +310,7 @@ def _scratch_outputs(d, c):
     return scratch, (scratch if c is d else c)
 
 
-def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None):
+def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None, recorder=None):
     m, k = a.shape
     n = b.size(0)
     if m == 0 or n == 0:
@@ -285,7 +327,7 @@ def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None):
     _run(a_desc=_rows_desc(a, cfg.block_m), b_desc=_rows_desc(b, cfg.block_n), sfa=sfa, sfb=sfb, d=d, c=c,
          layout=None, m=m, n=n, k=k, num_groups=1, grouping=GROUPING["dense"], b_per_row=r.b[0] == 1, cfg=cfg,
          strides_sfa=(0, sfa.stride(0), sfa.stride(1)), strides_sfb=(0, sfb.stride(0), sfb.stride(1)),
-         stride_dg=0, stride_dm=d.stride(0), head=head)
+         stride_dg=0, stride_dm=d.stride(0), head=head, recorder=recorder)
     return None
 
 

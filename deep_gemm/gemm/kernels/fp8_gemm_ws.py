@@ -6,14 +6,18 @@ blocks in the tensor core's reduced-precision accumulator.
 
 Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
   producer   1 warp, few registers: for every (tile, K block) waits for a free stage, then TMA-loads the A tile
-             [BM, 128] and the B tile [BN, 128] into it (arrival on the stage's `ready` barrier).
+             [BM, 128] and the B tile [TILE_N, 128] into it (arrival on the stage's `ready` barrier).
   consumer 0, consumer 1
-             4 warps each (one warpgroup), rows [0, 64) and [64, 128) of the tile: wait `ready`, issue the async
-             wgmma, wait for it, release the stage (`empty`, one arrival per consumer), promote with the scales
-             (loaded from global memory before the wait, so their latency hides behind the MMA), and after the
-             last K block store the tile (BF16/FP32, optional C, row masks for grouped layouts).
-The two consumers never synchronise with each other, so one promotes while the other's wgmma runs: the overlap
-DeepGEMM gets from its two math warpgroups. The register budget is split per partition (setmaxnreg).
+             4 warps each (one warpgroup), the lower and upper half of the tile's rows. Per K block: wait `ready`,
+             wgmma, promote with the scales, release the stage (`empty`, one arrival per consumer); after the last
+             K block, store the tile (BF16/FP32, optional C, row masks for grouped layouts). Two mainloops:
+             * two waves (WAVES=2, DeepGEMM's structure): two 64 x BN wgmmas per K block, each waited for and
+               promoted before the next; the waves stack along N (a 128 x 2BN tile, WAVE_N) or along M (256 x BN).
+               Twice the MMA work per stage byte of a 128 x BN tile: the main mode for large problems.
+             * one wave, deferred: one 64 x BN wgmma per K block, issued before the previous block is promoted
+               (one wgmma in flight, two partials live); for problems too small to fill the SMs with big tiles.
+The two consumers never synchronise with each other, so one promotes while the other's wgmma runs. The register
+budget is split per partition (setmaxnreg).
 
 Groupings mirror fp8_gemm.py (DENSE, M_IDS, M_PSUM, MASKED); the expert of an M_IDS tile is the id of its first
 row (segments start at multiples of the tile height), rows with another id are written as zeros.

@@ -1,0 +1,120 @@
+"""The host fast path: memoised argument checks (_ops/library.py) and launch plans (_triton/launch.py).
+
+Runs on CPU with the GPU pieces stubbed (no kernel is launched): what matters here is that a replayed plan hands
+the kernel exactly the arguments a fresh launch would, that a check memo never lets bad input through, and that
+plans refuse what they cannot re-derive. The GPU tests check replayed results against the reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import deep_gemm
+import deep_gemm._triton.launch as launch_mod
+from deep_gemm._ops import library
+from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.gemm import fp8_triton
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+
+@pytest.fixture
+def stubbed_gpu(monkeypatch):
+    """Pretend to run on a GPU host: compile nothing, launch nothing, record every launch's arguments."""
+    launched = []
+    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(launch_mod, "interpreting", lambda: False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch_mod, "_ensure_context", lambda index: None)
+    monkeypatch.setattr(launch_mod, "launch_compiled", lambda compiled, grid, args, dev: launched.append((grid, args)))
+    monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: "compiled")
+    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
+    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    return launched
+
+
+def _operands(m, n, k, seed):
+    torch.manual_seed(seed)
+    a = per_token_cast_to_fp8(torch.randn(m, k, dtype=torch.bfloat16), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(n, k, dtype=torch.bfloat16), use_ue8m0=False)
+    return a, b, torch.empty(m, n, dtype=torch.bfloat16)
+
+
+def _call(a, b, d, signature=True):
+    kernels = library.kernels_of("fp8_gemm_nt")
+    full = library._Binder(library.SCHEMAS["fp8_gemm_nt"])((a[0], a[1], b[0], b[1], d, None, None, None, None,
+                                                             "nk", False), {})
+    sig = kernels.checked(full)
+    kernels.triton_fn()(*full, signature=sig if signature else None)
+
+
+def _same_args(x, y, tensors_x, tensors_y):
+    """x and y are launch argument tuples; tensors_x[i] in x must correspond to tensors_y[i] in y."""
+    assert len(x) == len(y)
+    for u, v in zip(x, y):
+        if isinstance(u, torch.Tensor):
+            i = next(i for i, t in enumerate(tensors_x) if t is u)
+            assert v is tensors_y[i]
+        elif isinstance(u, launch_mod.FastDescriptor):
+            i = next(i for i, t in enumerate(tensors_x) if t is u.base)
+            assert v.base is tensors_y[i]
+            assert (u.shape, u.strides, u.block_shape, u.gluon) == (v.shape, v.strides, v.block_shape, v.gluon)
+        else:
+            assert u == v
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 128, 128), (1, 2112, 7168), (4096, 576, 256)])
+def test_replayed_plan_passes_the_arguments_a_fresh_launch_would(stubbed_gpu, m, n, k):
+    first = _operands(m, n, k, 0)
+    _call(*first)  # records the plan
+    assert len(fp8_triton._PLANS) == 1
+    second = _operands(m, n, k, 1)
+    _call(*second)  # replays it
+    _call(*second, signature=False)  # the full path, for comparison
+    (grid_plan, replayed), (grid_fresh, fresh) = stubbed_gpu[1], stubbed_gpu[2]
+    assert grid_plan == grid_fresh
+    ts = (second[0][0], second[0][1], second[1][0], second[1][1], second[2])
+    scratch = [i for i, u in enumerate(fresh) if isinstance(u, torch.Tensor) and not any(u is t for t in ts)]
+    if scratch:  # split-K workspace / counters: same metadata, the workspace freshly allocated per call
+        for i in scratch:
+            assert replayed[i].shape == fresh[i].shape and replayed[i].dtype == fresh[i].dtype
+        keep = [i for i in range(len(fresh)) if i not in scratch]
+        _same_args([fresh[i] for i in keep], [replayed[i] for i in keep], ts, ts)
+    else:
+        _same_args(fresh, replayed, ts, ts)
+
+
+def test_plan_refuses_tensors_it_cannot_rederive(stubbed_gpu):
+    x, y = torch.zeros(4), torch.zeros(4)
+    record = [("compiled", (1, 1, 1), (x, y, 3), 0)]
+    assert launch_mod.LaunchPlan.from_record(record, (x,)) is None  # y made inside the launcher
+    assert launch_mod.LaunchPlan.from_record(record, (x,), persistent=(y,)) is not None
+    assert launch_mod.LaunchPlan.from_record(record, (x, y)).tensor_slots == [(0, 0), (1, 1)]
+    assert launch_mod.LaunchPlan.from_record(record + record, (x, y)) is None  # two launches
+
+
+def test_memoised_check_still_rejects_bad_input():
+    a, b, d = _operands(16, 128, 128, 0)
+    deep_gemm.fp8_gemm_nt(a, b, d)  # CPU reference; the CUDA kernel memoises the same way
+    kernels = library.kernels_of("fp8_gemm_nt")
+    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+    good = binder((a[0], a[1], b[0], b[1], d, None, None, None, None, "nk", False), {})
+    kernels.checked(good)
+    kernels.checked(good)  # memoised
+    bad_d = torch.empty(16, 64, dtype=torch.bfloat16)
+    with pytest.raises(DeepGEMMError, match="d: expected shape"):
+        kernels.checked(binder((a[0], a[1], b[0], b[1], bad_d, None, None, None, None, "nk", False), {}))
+    # Same shape, strides and dtype as the memoised call, but A starts off a 16-byte boundary: TMA cannot load it.
+    misaligned = torch.empty(16 * 128 + 16, dtype=a[0].dtype)[1:1 + 16 * 128].view(16, 128)
+    misaligned.copy_(a[0])
+    with pytest.raises(DeepGEMMError, match="16-byte aligned start"):
+        kernels.checked(binder((misaligned, a[1], b[0], b[1], d, None, None, None, None, "nk", False), {}))
+
+
+def test_knob_changes_invalidate_memoised_signatures():
+    kernels = library.kernels_of("fp8_gemm_nt")
+    a, b, d = _operands(16, 128, 128, 0)
+    full = library._Binder(library.SCHEMAS["fp8_gemm_nt"])((a[0], a[1], b[0], b[1], d, None, None, None, None,
+                                                             "nk", False), {})
+    before = kernels.checked(full)
+    deep_gemm.set_pdl(deep_gemm.get_pdl())
+    assert kernels.checked(full) != before
