@@ -98,13 +98,16 @@ def _signature(args: tuple):
     key = [_state_version()]
     for x in args:
         if isinstance(x, torch.Tensor):
-            key.append((x.shape, x.stride(), x.dtype, x.device, (x.storage_offset() * x.element_size()) & 15))
+            # get_device(): -1 on CPU, the index on CUDA (cheaper than .device); the offset's bytes mod 16 is what
+            # the TMA alignment checks see.
+            offset = x.storage_offset()
+            key.append((x.shape, x.stride(), x.dtype, x.get_device(), (offset * x.element_size()) & 15 if offset else 0))
+        elif x is None or isinstance(x, (int, float, bool, str, torch.dtype)):
+            key.append(x)
         elif isinstance(x, (list, tuple)):
             if not all(isinstance(v, (int, float, bool)) for v in x):
                 return None
             key.append(tuple(x))
-        elif x is None or isinstance(x, (int, float, bool, str, torch.dtype)):
-            key.append(x)
         else:
             return None
     return tuple(key)

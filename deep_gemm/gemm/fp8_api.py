@@ -84,6 +84,15 @@ def _dense(layout: str, default_dims: str, layout_text: str, a_shape: str, b_sha
            disable_ue8m0_cast: bool = False) -> None:
         a_data, a_sf = unpack_pair("a", a)
         b_data, b_sf = unpack_pair("b", b)
+        if recipe is None and recipe_a is None and recipe_b is None and compiled_dims == default_dims \
+                and not disable_ue8m0_cast:
+            # The common call: passing only what differs from the schema defaults spares the dispatcher most of its
+            # argument parsing (the full form measured ~18 us slower per call on the H200 host, 2026-11-30).
+            if c is None:
+                op(a_data, a_sf, b_data, b_sf, d)
+            else:
+                op(a_data, a_sf, b_data, b_sf, d, c)
+            return
         op(a_data, a_sf, b_data, b_sf, d, c, _ints(recipe), _ints(recipe_a), _ints(recipe_b), compiled_dims,
            disable_ue8m0_cast)
 
