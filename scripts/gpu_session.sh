@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session: environment, GPU tests, then benchmarks. Results and logs go to $OUT (default ./gpu_out).
-# Knobs (environment): TESTS (pytest paths), PYTEST_ARGS, BENCH_ARGS, TEST_TIMEOUT, BENCH_TIMEOUT, PROFILE_HOST=1.
+# Knobs (environment): TESTS (pytest paths), PYTEST_ARGS, BENCH_ARGS, TEST_TIMEOUT, BENCH_TIMEOUT, PROFILE_HOST=1,
+# SWEEP=1 (+ SWEEP_ARGS: benchmarks/sweep_fp8_configs.py, kernel variants side by side), BENCH=0 (skip the benchmark).
 set -o pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -13,4 +14,9 @@ timeout ${TEST_TIMEOUT:-300} python3 -m pytest $TESTS -q -p no:cacheprovider ${P
 if [ "${PROFILE_HOST:-0}" = 1 ]; then
   timeout 120 python3 benchmarks/profile_host.py 2>&1 | head -60 | tee "$OUT/profile_host.log"
 fi
-timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/bench_fp8_gemm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+if [ "${SWEEP:-0}" = 1 ]; then
+  timeout ${SWEEP_TIMEOUT:-360} python3 benchmarks/sweep_fp8_configs.py --out "$OUT/sweep.json" ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log"
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/bench_fp8_gemm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+fi
