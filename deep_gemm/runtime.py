@@ -30,7 +30,8 @@ class _RuntimeState:
     block_m_multiple_of: int = 1
     block_n_multiple_of: int = 1
     mk_alignment: int = DEFAULT_MK_ALIGNMENT
-    # Bumped by every setter: memoised argument checks (see _ops/library.py) are keyed on it.
+    # Bumped by every setter and by clearing the kernel cache: memoised argument checks (_ops/library.py) and
+    # launch plans (gemm/fp8_triton.py) are keyed on it.
     version: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -185,6 +186,8 @@ class KernelCache:
         with self._lock:
             n = len(self._entries)
             self._entries.clear()
+        with _STATE.lock:
+            _STATE.version += 1  # launch plans recorded with the dropped kernels are keyed on it: none is reused
         return n
 
 

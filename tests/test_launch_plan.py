@@ -83,6 +83,35 @@ def test_replayed_plan_passes_the_arguments_a_fresh_launch_would(stubbed_gpu, m,
         _same_args(fresh, replayed, ts, ts)
 
 
+def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
+    """c is d and c separate have the same metadata signature but different argument slots."""
+    a, b, d = _operands(256, 128, 128, 0)
+    kernels = library.kernels_of("fp8_gemm_nt")
+    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+
+    def call(c, d):
+        full = binder((a[0], a[1], b[0], b[1], d, c, None, None, None, "nk", False), {})
+        kernels.triton_fn()(*full, signature=kernels.checked(full))
+        return stubbed_gpu[-1][1]
+    args_alias = call(d, d)
+    c = torch.zeros_like(d)
+    args_separate = call(c, d)
+    assert len(fp8_triton._PLANS) == 2
+    assert any(x is c for x in args_separate) and not any(x is c for x in args_alias)
+    # And replays keep them apart.
+    assert any(x is c for x in call(c, d))
+    assert not any(x is c for x in call(d, d))
+
+
+def test_clearing_the_kernel_cache_retires_plans(stubbed_gpu):
+    a, b, d = _operands(16, 128, 128, 0)
+    _call(a, b, d)
+    keys_before = set(fp8_triton._PLANS)
+    deep_gemm.get_jit().clear()
+    _call(a, b, d)
+    assert set(fp8_triton._PLANS) - keys_before  # a new plan, recorded after the clear
+
+
 def test_plan_refuses_tensors_it_cannot_rederive(stubbed_gpu):
     x, y = torch.zeros(4), torch.zeros(4)
     record = [("compiled", (1, 1, 1), (x, y, 3), 0)]

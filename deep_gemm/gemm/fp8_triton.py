@@ -280,7 +280,11 @@ def _dense(layout: str):
         a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
         key = None
         if signature is not None:
-            key = (layout, signature, _WS_MODE, id(WS_OVERRIDE))
+            # The signature sees each tensor's metadata, not which arguments are the same tensor (c is d, a is b):
+            # the plan's slots depend on that too.
+            inputs = (a, sfa, b, sfb, d, c)
+            aliasing = tuple(next(j for j, y in enumerate(inputs) if y is x) for x in inputs)
+            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE))
             plan = _PLANS.get(key)
             if plan is not None:
                 plan.run((a, sfa, b, sfb, d, c))
