@@ -193,7 +193,8 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
                         STAGES: gl.constexpr, WAVE_N: gl.constexpr, MMA: gl.constexpr):
     """Two 64 x BN waves per warpgroup and K block (DeepGEMM's structure): wave 0's wgmma, wait, promote, then
     wave 1's. Waves split the warpgroup's rows (WAVE_N false: a 256-row tile) or the tile's columns (WAVE_N true:
-    a 128 x 2BN tile, for grouped layouts whose segments are 128-row aligned). Either way one stage feeds twice the
+    a 128 x 2BN tile: measured faster on dense shapes, and the only choice for grouped layouts, whose segments are
+    128-row aligned). Either way one stage feeds twice the
     MMA work of a 128 x BN tile per byte loaded. One partial is live (2 x 64 accumulator + 64 partial registers at
     BN = 128), so the waves do not overlap within a warpgroup; the other warpgroup's wgmmas fill the tensor core
     meanwhile. 1D2D scales only (one B scale per 128-column wave)."""
@@ -362,6 +363,8 @@ def _fp8_gemm_ws_kernel(
         WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, CONSUMER_REGS: gl.constexpr,
         PRODUCER_REGS: gl.constexpr):
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
+    if WAVES == 2:
+        gl.static_assert(not B_PER_ROW, "two-wave tiles promote with one B scale per wave (1D2D)")
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == 2 * BN, "128 x 2BN tile, waves along N")
         gl.static_assert(BN == 128, "waves along N take one 128-column B scale block each")
