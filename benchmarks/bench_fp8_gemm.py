@@ -158,23 +158,29 @@ def bench_1d1d(timer, results):
         assert diff < CORRECTNESS_LIMIT
 
 
+def contiguous_operands(g, per_group, n, k):
+    """DeepGEMM's contiguous benchmark setup: g groups of ~per_group rows (seeded), segments aligned as the kernels
+    require; returns (ms, starts, ends, a, b, psum layout)."""
+    alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    random.seed(0)
+    ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
+    starts, ends, start = [], [], 0
+    for mg in ms:
+        starts.append(start)
+        ends.append(start + mg)
+        start = align(start + mg, alignment)
+    a, _ = fp8_operands(start, 128, k)
+    b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
+    bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
+    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    return ms, starts, ends, a, b, torch.tensor(ends, dtype=torch.int32, device="cuda")
+
+
 def bench_contiguous(timer, results):
     print("\n== M-grouped contiguous FP8 (psum layout) ==")
-    alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
     for (g, per_group, n, k), dg_tflops in shapes.M_GROUPED_CONTIGUOUS_DG_TFLOPS.items():
-        random.seed(0)
-        ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
-        starts, ends, start = [], [], 0
-        for mg in ms:
-            starts.append(start)
-            ends.append(start + mg)
-            start = align(start + mg, alignment)
-        m = start
-        a, _ = fp8_operands(m, 128, k)
-        b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
-        bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
-        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
-        layout = torch.tensor(ends, dtype=torch.int32, device="cuda")
+        ms, starts, ends, a, b, layout = contiguous_operands(g, per_group, n, k)
+        m = a[0].size(0)
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True)
         diff = max(calc_diff(d[s:e], reference((a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]), (128, 128)))

@@ -75,24 +75,10 @@ def sweep_dense_big(timer, rows):
 
 
 def sweep_contiguous(timer, rows):
-    import random
-
     import deep_gemm
-    from deep_gemm.utils import align, per_block_cast_to_fp8
-    alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
     for (g, per_group, n, k), dg_tflops in shapes.M_GROUPED_CONTIGUOUS_DG_TFLOPS.items():
-        random.seed(0)
-        ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
-        ends, start = [], 0
-        for mg in ms:
-            ends.append(start + mg)
-            start = align(start + mg, alignment)
-        m = start
-        a, _ = bench.fp8_operands(m, 128, k)
-        b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
-        bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
-        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
-        layout = torch.tensor(ends, dtype=torch.int32, device="cuda")
+        ms, _, _, a, b, layout = bench.contiguous_operands(g, per_group, n, k)
+        m = a[0].size(0)
         expected = None
         for name in ["tl", "auto", "ws1-s5", "ws2n-s4"]:
             d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)

@@ -130,7 +130,11 @@ def _contiguous(ms, n, k, alignment=128):
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048)])
 def test_m_grouped_contiguous_with_empty_groups(psum, n, k):
-    ms = [3000, 0, 129, 1, 4096]
+    _check_contiguous([3000, 0, 129, 1, 4096], n, k, psum)
+
+
+def _check_contiguous(ms, n, k, psum):
+    """Every group's rows against the reference, padding (-1) rows written as zeros."""
     a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
     d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
     deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, ends if psum else ids, use_psum_layout=psum)
@@ -151,14 +155,7 @@ def test_m_grouped_contiguous_warp_specialised_variants(monkeypatch, variant, ps
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
-    ms = [3000, 0, 129, 1, 700]
-    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
-    d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, ends if psum else ids, use_psum_layout=psum)
-    for g, (s, e) in enumerate(zip(starts, stops)):
-        if e > s:
-            assert calc_diff(d[s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
-    assert (d[ids == -1] == 0).all()
+    _check_contiguous([3000, 0, 129, 1, 700], n, k, psum)
 
 
 @pytest.mark.parametrize("g,m_per,n,k", [(32, 20, 7168, 3072), (6, 1024, 4096, 4096), (4, 0, 512, 256)])

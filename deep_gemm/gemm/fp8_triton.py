@@ -278,16 +278,16 @@ def _dense(layout: str):
     def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, *,
                  signature=None):
         a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
+        inputs = (a, sfa, b, sfb, d, c)
         key = None
         if signature is not None:
             # The signature sees each tensor's metadata, not which arguments are the same tensor (c is d, a is b):
             # the plan's slots depend on that too.
-            inputs = (a, sfa, b, sfb, d, c)
             aliasing = tuple(next(j for j, y in enumerate(inputs) if y is x) for x in inputs)
             key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE))
             plan = _PLANS.get(key)
             if plan is not None:
-                plan.run((a, sfa, b, sfb, d, c))
+                plan.run(inputs)
                 return None
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
         if not _supported(a, sfa, b, sfb, r):
@@ -295,8 +295,7 @@ def _dense(layout: str):
         recorder = _Recorder() if key is not None else None
         _launch_dense(a, sfa, b, sfb, d, c, r, recorder=recorder)
         if recorder is not None:
-            plan = LaunchPlan.from_record(recorder.launches, (a, sfa, b, sfb, d, c), recorder.scratch,
-                                          recorder.persistent)
+            plan = LaunchPlan.from_record(recorder.launches, inputs, recorder.scratch, recorder.persistent)
             if plan is not None:
                 if len(_PLANS) >= PLAN_LIMIT:
                     _PLANS.clear()
