@@ -110,3 +110,16 @@ def test_wave_n_test_shapes_take_128_wide_tiles():
     for m, n, k in [(4000, 448, 208), (8000, 200, 256), (4096, 2112, 7168)]:
         assert configs.heuristic(configs.Fp8GemmProblem(m, n, k, 1, "dense", 132)).block_n == 128, (m, n, k)
     assert configs.heuristic(configs.Fp8GemmProblem(4224, 448, 208, 5, "m_grouped", 132)).block_n == 128
+
+
+def test_ws_stage_ring_fills_shared_memory():
+    """The ring is as deep as shared memory allows next to the 64 x wave-width epilogue buffers: a 128 x 256 tile
+    (two 128-wide waves, BF16 out) holds 4 stages of 48 KB (229,376 B with 32 KB of epilogue buffers, under the
+    227 KB a block may use); sizing the epilogue by the tile width instead gave 3."""
+    from deep_gemm.gemm.fp8_triton import WS_SMEM_BYTES, ws_stages
+    assert ws_stages(128, 256, 128, 2) == 4
+    assert ws_stages(256, 128, 128, 2) == 4
+    assert ws_stages(128, 128, 128, 2) == 6
+    for bm, tile_n, wave_n, out in [(128, 256, 128, 2), (128, 128, 128, 4), (128, 64, 64, 2)]:
+        stages = ws_stages(bm, tile_n, wave_n, out)
+        assert stages * (bm + tile_n) * 128 + 2 * 64 * wave_n * out <= WS_SMEM_BYTES <= 227 * 1024

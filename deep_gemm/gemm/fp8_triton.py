@@ -56,10 +56,11 @@ WS_MAX_STAGES = 8
 WS_OVERRIDE = None
 
 
-def ws_stages(block_m: int, block_n: int, out_bytes: int) -> int:
-    """Deepest stage ring that fits next to the two 64 x BN epilogue buffers."""
-    per_stage = (block_m + block_n) * configs.BLOCK_K
-    epilogue = 2 * 64 * block_n * out_bytes
+def ws_stages(block_m: int, tile_n: int, wave_n: int, out_bytes: int) -> int:
+    """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage) that fits next to the two 64 x wave_n
+    epilogue buffers (one per consumer warpgroup; a 128 x 256 tile stores in 128-wide waves, so 4 stages fit)."""
+    per_stage = (block_m + tile_n) * configs.BLOCK_K
+    epilogue = 2 * 64 * wave_n * out_bytes
     return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
 
 
@@ -229,7 +230,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
             waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn * (waves if along_n else 1)
-    stages = ws_stages(block_m, tile_n, d.element_size())
+    stages = ws_stages(block_m, tile_n, bn, d.element_size())
     if WS_OVERRIDE is not None:
         stages = WS_OVERRIDE.get("stages", stages)
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):

@@ -1,0 +1,88 @@
+"""What limits the two-wave kernel: time it with parts of its work removed (results are wrong on purpose).
+
+    full        the kernel as shipped
+    noload      the producer arrives on `ready` without loading (consumers multiply whatever is in shared memory):
+                the consumer-side ceiling, free of L2/TMA bandwidth and latency
+    nopromote   wgmmas accumulate in the tensor core (no per-block FFMA promotion): the cost of promotion
+    noload+nopromote   the wgmma + barrier skeleton alone
+
+Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (text replacements, asserted to apply).
+Prints TFLOPS per (shape, variant), CUDA-event timing, median of 30.
+"""
+
+import importlib.util
+import os
+import sys
+import tempfile
+
+import torch
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+sys.path.insert(0, ROOT)
+import deep_gemm  # noqa: E402
+from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402
+from deep_gemm.runtime import KERNEL_CACHE  # noqa: E402
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+
+SRC = open(os.path.join(ROOT, "deep_gemm", "gemm", "kernels", "fp8_gemm_ws.py")).read()
+ZEROS = "gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)"
+PATCHES = {
+    "noload": [(
+        "                mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)\n"
+        "                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))\n"
+        "                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))\n",
+        "                mbarrier.arrive(bar, count=1)\n")],
+    "nopromote": [
+        ("b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             " + ZEROS,
+         "b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             acc0, use_acc=True, is_async=True)"),
+        ("b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 " + ZEROS,
+         "b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 acc1, use_acc=True, "
+         "is_async=True)"),
+        ("acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)", "acc0 = part"),
+        ("acc1 = acc1 + part * gl.expand_dims(sa0 * sb1, 1)", "acc1 = part")],
+}
+
+
+def variant_module(name):
+    src = SRC
+    for part in name.split("+"):
+        for old, new in PATCHES.get(part, []):
+            assert src.count(old) == 1, (part, old[:60])
+            src = src.replace(old, new)
+    path = os.path.join(tempfile.mkdtemp(), f"ws_{name.replace('+', '_')}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def tflops(m, n, k, fn, reps=30):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    t = sorted(times)[len(times) // 2] * 1e-3
+    return 2 * m * n * k / t / 1e12, t * 1e6
+
+
+shapes = [tuple(int(x) for x in s.split(",")) for s in (sys.argv[1:] or ["4096,4096,7168", "4096,7168,2048",
+                                                                         "4096,7168,16384"])]
+original = fp8_gemm_ws._fp8_gemm_ws_kernel
+for m, n, k in shapes:
+    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    for name in ["full", "noload", "nopromote", "noload+nopromote"]:
+        fp8_gemm_ws._fp8_gemm_ws_kernel = original if name == "full" else variant_module(name)._fp8_gemm_ws_kernel
+        KERNEL_CACHE.clear()
+        tf, us = tflops(m, n, k, lambda: deep_gemm.fp8_gemm_nt(a, b, d))
+        print(f"{m}x{n}x{k} {name:18s} {us:8.1f} us {tf:7.0f} TFLOPS", flush=True)
+fp8_gemm_ws._fp8_gemm_ws_kernel = original
