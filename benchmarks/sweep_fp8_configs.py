@@ -35,7 +35,11 @@ from deep_gemm.testing import calc_diff  # noqa: E402
 
 WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages=6),
                "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4),
-               "ws2n-s3": dict(waves=2, wave_n=True, stages=3), "ws2n-s4": dict(waves=2, wave_n=True, stages=4)}
+               "ws2n-s3": dict(waves=2, wave_n=True, stages=3), "ws2n-s4": dict(waves=2, wave_n=True, stages=4),
+               "ws2n192": dict(waves=2, wave_n=True, narrow=64, stages=4)}
+# Variants each table runs (--variants overrides): "tl" is the tl.* kernel, "auto" the shipped heuristic.
+DENSE_VARIANTS = ["tl", "auto", "ws2-s4", "ws2n-s4", "ws2n192"]
+CONTIGUOUS_VARIANTS = ["tl", "auto", "ws1-s5", "ws2n-s4", "ws2n192"]
 
 
 def run_variant(name, fn):
@@ -62,7 +66,7 @@ def sweep_dense_big(timer, rows):
             continue
         a, b = bench.fp8_operands(m, n, k)
         ref = bench.reference(a, b, (128, 128))
-        for name in ["tl", "auto", "ws2-s4", "ws2n-s3", "ws2n-s4"]:
+        for name in DENSE_VARIANTS:
             d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             call = dense_call(a, b, d)
             run_variant(name, call)
@@ -80,7 +84,7 @@ def sweep_contiguous(timer, rows):
         ms, _, _, a, b, layout = bench.contiguous_operands(g, per_group, n, k)
         m = a[0].size(0)
         expected = None
-        for name in ["tl", "auto", "ws1-s5", "ws2n-s4"]:
+        for name in CONTIGUOUS_VARIANTS:
             d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 
             def call():
@@ -143,7 +147,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
     parser.add_argument("--only", default="dense4096,contiguous,dense128")
+    parser.add_argument("--variants", default=None, help="comma-separated variants for the M=4096 and contiguous "
+                        f"tables (default: {','.join(DENSE_VARIANTS)} / {','.join(CONTIGUOUS_VARIANTS)})")
     args = parser.parse_args()
+    if args.variants:
+        DENSE_VARIANTS[:] = CONTIGUOUS_VARIANTS[:] = args.variants.split(",")
     timer = bench.KernelTimer(reps=15)
     rows = []
     parts = args.only.split(",")

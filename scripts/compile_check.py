@@ -76,10 +76,13 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
-                        consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False):
+                        consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
-    tile_n = bn * (2 if wave_n else 1)
-    sig = {"a_desc": gluon_desc_sig([bm, 128]), "b_desc": gluon_desc_sig([tile_n, 128]), "sfa_ptr": "*fp32",
+    narrow = bn if narrow is None else narrow
+    tile_n = bn + narrow if wave_n else bn
+    split = wave_n and narrow < bn
+    sig = {"a_desc": gluon_desc_sig([bm, 128]), "b_desc": gluon_desc_sig([bn if split else tile_n, 128]),
+           "b2_desc": gluon_desc_sig([narrow if split else tile_n, 128]), "sfa_ptr": "*fp32",
            "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}",
            "d_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]), "layout_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
@@ -87,7 +90,7 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c, D_TMA=grouping in (0, 1, 2),
-                      WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, NARROW=narrow, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     src = GluonASTSource(fn=fn, signature=sig,
@@ -100,6 +103,9 @@ if __name__ == "__main__" and "--ws" in sys.argv:
                 dict(b_per_row=True, has_c=True, out="fp32"), dict(bm=256, waves=2, stages=4),
                 dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True),
                 dict(waves=2, wave_n=True, stages=4, grouping=1), dict(waves=2, wave_n=True, stages=4, grouping=2),
-                dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4)]:
+                dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4),
+                dict(waves=2, wave_n=True, narrow=64, stages=4),
+                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=1),
+                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2)]:
         ck = compile_fp8_gemm_ws(**cfg)
         print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))

@@ -70,16 +70,18 @@ def test_dense_odd_shapes(m, n, k):
 
 
 WS_VARIANTS = [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, stages=3),
-               dict(waves=2, wave_n=True, stages=4)]
+               dict(waves=2, wave_n=True, stages=4), dict(waves=2, wave_n=True, narrow=64, stages=4)]
 
 
 @pytest.mark.parametrize("variant", WS_VARIANTS)
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (129, 200, 208), (300, 576, 7168), (511, 4096, 1536),
-                                   (4096, 2112, 7168), (4096, 7168, 2048), (4000, 448, 208), (8000, 200, 256)])
+                                   (4096, 2112, 7168), (4096, 7168, 2048), (4000, 448, 208), (8000, 200, 256),
+                                   (300, 256, 1024)])
 def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
-    """Each variant of the warp-specialised kernel (one or two 64 x BN waves per warpgroup, along M or N, ring
-    depth), forced where legal for the heuristic's config (else the one-wave kernel runs), on partial tiles in M, N
-    and K and on DeepSeek shapes."""
+    """Each variant of the warp-specialised kernel (one or two waves per warpgroup, along M or N, 128 x 192 split
+    tiles, ring depth), forced where legal for the heuristic's config (else the one-wave kernel runs), on partial
+    tiles in M, N and K and on DeepSeek shapes. Split tiles: N=576 and 448 have tiles starting mid-block (narrow
+    wave first), 448 a wide wave partly and a narrow wave wholly past N, 256 a wide wave wholly past N."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
@@ -145,7 +147,7 @@ def _check_contiguous(ms, n, k, psum):
 
 
 @pytest.mark.parametrize("variant", [dict(waves=1, stages=5), dict(waves=2, wave_n=True, stages=4),
-                                     dict(waves=2, wave_n=True, stages=3)])
+                                     dict(waves=2, wave_n=True, stages=3), dict(waves=2, wave_n=True, narrow=64)])
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048), (448, 208), (200, 208)])
 def test_m_grouped_contiguous_warp_specialised_variants(monkeypatch, variant, psum, n, k):

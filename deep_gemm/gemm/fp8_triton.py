@@ -84,6 +84,18 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     return 1, False
 
 
+def ws_narrow(m: int, n: int) -> int:
+    """Width of the second wave of an along-N tile: 128 (a 128 x 256 tile) or 64 (a 128 x 192 split tile, whose
+    partials are small enough to defer each promotion past the next wgmma). DeepGEMM's wave model: the tile width
+    whose rounds of #SMs tiles take the fewest columns of work per SM (128 x 192 fills 11 columns of N = 2112
+    exactly, and turns N = 576 into three equal tiles instead of 256 + 256 + 64)."""
+    sms = _num_sms()
+
+    def columns_per_sm(tile_n):
+        return _cdiv(_cdiv(m, 128) * _cdiv(n, tile_n), sms) * tile_n
+    return 64 if columns_per_sm(192) < columns_per_sm(256) else 128
+
+
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
     """The config of a problem, resolved once per shape: the heuristic, or (opt-in, ``run_with`` given) the fastest
     of a shortlist timed by running ``run_with(config)`` on copies of the outputs."""
@@ -228,8 +240,11 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
         waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
         if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
             waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
+    narrow = bn
+    if along_n:
+        narrow = ws_narrow(m, n) if WS_OVERRIDE is None else WS_OVERRIDE.get("narrow", bn)
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
-    tile_n = bn * (waves if along_n else 1)
+    tile_n = bn + narrow if along_n else bn
     stages = ws_stages(block_m, tile_n, bn, d.element_size())
     if WS_OVERRIDE is not None:
         stages = WS_OVERRIDE.get("stages", stages)
@@ -239,14 +254,19 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
     a_gluon = FastDescriptor(a_desc.base, a_desc.shape, a_desc.strides, (block_m, configs.BLOCK_K), gluon=True)
     d_desc = FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
                             (WG_ROWS.value, bn), gluon=True)
-    b_gluon = FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (tile_n, configs.BLOCK_K), gluon=True)
-    args = (a_gluon, b_gluon, sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
+    split = along_n and narrow < bn
+    # A split tile loads its two waves' B rows separately (the narrow wave may come first: _split_tile_cols).
+    b_gluon = FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (bn if split else tile_n, configs.BLOCK_K),
+                             gluon=True)
+    b2_gluon = (FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (narrow, configs.BLOCK_K), gluon=True)
+                if split else b_gluon)
+    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
-            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, WS_CONSUMER_REGS,
+            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, WS_CONSUMER_REGS,
             WS_PRODUCER_REGS)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)

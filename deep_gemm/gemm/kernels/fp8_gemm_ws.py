@@ -14,6 +14,10 @@ Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
              * two waves (WAVES=2, DeepGEMM's structure): two 64 x BN wgmmas per K block, each waited for and
                promoted before the next; the waves stack along N (a 128 x 2BN tile, WAVE_N) or along M (256 x BN).
                Twice the MMA work per stage byte of a 128 x BN tile: the main mode for large problems.
+             * split tile, overlapped (NARROW < BN): a 128 x (BN + NARROW) tile, e.g. 128 x 192, as a BN-wide and
+               a NARROW-wide wave. The partials are small enough (64 + 32 registers) for both to stay live, so
+               each wave is promoted while the other wave's wgmma runs. Also finer tile widths against wave
+               quantisation (N = 2112 = 11 x 192).
              * one wave, deferred: one 64 x BN wgmma per K block, issued before the previous block is promoted
                (one wgmma in flight, two partials live); for problems too small to fill the SMs with big tiles.
 The two consumers never synchronise with each other, so one promotes while the other's wgmma runs. The register
@@ -49,6 +53,18 @@ def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
     pid_m = first_m + (tile % per_group) % rows
     pid_n = (tile % per_group) // rows
     return pid_m, pid_n
+
+
+@gluon.jit
+def _split_tile_cols(off_n, BN: gl.constexpr, NARROW: gl.constexpr):
+    """(wide_n, narrow_n): first columns of the BN-wide and the NARROW-wide wave of a BN + NARROW tile. Each wave
+    must lie inside one 128-column B scale block: a tile that starts mid-block (off_n % 128 == 64 for 192-wide
+    tiles) takes its narrow wave first, so its wide wave starts on the next block boundary."""
+    gl.static_assert(BN == 128 and NARROW == 64, "split tiles are 128 + 64 columns")
+    narrow_first = (off_n % 128) != 0
+    wide_n = gl.where(narrow_first, off_n + NARROW, off_n)
+    narrow_n = gl.where(narrow_first, off_n, off_n + BN)
+    return wide_n, narrow_n
 
 
 @gluon.jit
@@ -102,9 +118,10 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
-              BM: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
+              BM: gl.constexpr, BN: gl.constexpr, NARROW: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr,
+              STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     num_kb = gl.cdiv(K, BK)
     num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
@@ -115,14 +132,26 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K,
         if expert >= 0:
             a_row = group * M + off_m
             b_row = expert * N + off_n
+            b2_row = b_row
+            if SPLIT:  # the wide wave's B rows go to b_bufs, the narrow wave's to b2_bufs
+                wide_n, narrow_n = _split_tile_cols(off_n, BN, NARROW)
+                b_row = expert * N + wide_n
+                b2_row = expert * N + narrow_n
             for kb in range(num_kb):
                 stage = it % STAGES
                 # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
                 mbarrier.wait(empty.index(stage), ((it // STAGES) & 1) ^ 1)
                 bar = ready.index(stage)
-                mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
-                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
+                if SPLIT:
+                    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                                    + b2_desc.block_type.nbytes)
+                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
+                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
+                    tma.async_copy_global_to_shared(b2_desc, [b2_row, kb * BK], bar, b2_bufs.index(stage))
+                else:
+                    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
+                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
                 it += 1
 
 
@@ -244,6 +273,52 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
 
 
 @gluon.jit
+def _mainloop_split_deferred(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, sfb_narrow, row_ok, wide_ok,
+                             narrow_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr,
+                             BN: gl.constexpr, NARROW: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr,
+                             MMA2: gl.constexpr):
+    """A BN-wide and a NARROW-wide wave per K block, each wave promoted while the other wave's wgmma runs:
+        issue wide kb, promote narrow kb-1, wait(0), issue narrow kb, promote wide kb, wait(0), release stage kb.
+    Both partials stay live (64 + 32 registers at 128 + 64 columns), so the warpgroup keeps the tensor core busy
+    during its own promotions. Every promotion reads a partial that a wait_group(0) retired: ptxas (CUDA 12.8/13)
+    serialises *all* wgmmas of a kernel that reads a partial retired by wait_group(1) while another group is in
+    flight (C7514), which is what the textbook deferred form (issue kb, wait(1), promote kb-1) compiles to.
+    Scales are loaded one block ahead (zeros past the last block)."""
+    ROWS2: gl.constexpr = gl.SliceLayout(1, MMA2)
+    acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    acc1 = gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2)
+    y = gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2)  # the narrow partial of the previous block
+    y_scale = gl.zeros([WG_ROWS], gl.float32, layout=ROWS2)  # ... and its scale (0 before block 0)
+    sa = gl.load(sfa_rows, mask=row_ok, other=0.0)
+    sb0 = gl.load(sfb_wide, mask=wide_ok, other=0.0)
+    sb1 = gl.load(sfb_narrow, mask=narrow_ok, other=0.0)
+    for kb in range(num_kb):
+        stage = it % STAGES
+        a_tile = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
+        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        x = warpgroup_mma(a_tile, b_bufs.index(stage).permute((1, 0)),
+                          gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+        acc1 = acc1 + y * gl.expand_dims(y_scale, 1)
+        nxt = kb + 1 < num_kb
+        na = gl.load(sfa_rows + (kb + 1) * stride_sfa_k, mask=row_ok & nxt, other=0.0)
+        nb0 = gl.load(sfb_wide + (kb + 1) * stride_sfb_k, mask=wide_ok & nxt, other=0.0)
+        nb1 = gl.load(sfb_narrow + (kb + 1) * stride_sfb_k, mask=narrow_ok & nxt, other=0.0)
+        x = warpgroup_mma_wait(num_outstanding=0, deps=(x,))
+        y = warpgroup_mma(a_tile, b2_bufs.index(stage).permute((1, 0)),
+                          gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2), use_acc=False, is_async=True)
+        acc0 = acc0 + x * gl.expand_dims(sa * sb0, 1)
+        y_scale = gl.convert_layout(sa * sb1, ROWS2)
+        y = warpgroup_mma_wait(num_outstanding=0, deps=(y,))
+        mbarrier.arrive(empty.index(stage), count=1)
+        sa = na
+        sb0 = nb0
+        sb1 = nb1
+        it += 1
+    acc1 = acc1 + y * gl.expand_dims(y_scale, 1)
+    return acc0, acc1, it
+
+
+@gluon.jit
 def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
               HAS_C: gl.constexpr, D_TMA: gl.constexpr):
@@ -275,16 +350,46 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc,
+def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem, rows,
+                row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k, stride_sfb_g,
+                stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0: gl.constexpr, BN: gl.constexpr,
+                NARROW: gl.constexpr, STAGES: gl.constexpr, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
+                HAS_C: gl.constexpr, D_TMA: gl.constexpr, MMA: gl.constexpr, MMA2: gl.constexpr):
+    """One warpgroup's 64 rows of a split (BN + NARROW)-wide tile: mainloop, then the wide wave's store (TMA when
+    D_TMA) and the narrow wave's (pointer stores: a 64 x NARROW slab)."""
+    wide_n, narrow_n = _split_tile_cols(off_n, BN, NARROW)
+    cols = wide_n + gl.arange(0, BN, layout=gl.SliceLayout(0, MMA))
+    cols2 = narrow_n + gl.arange(0, NARROW, layout=gl.SliceLayout(0, MMA2))
+    rows2 = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, MMA2))
+    row_ok2 = gl.convert_layout(row_ok, gl.SliceLayout(1, MMA2))
+    acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    acc1 = gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2)
+    if expert >= 0:
+        sfb = sfb_ptr + expert * stride_sfb_g
+        acc0, acc1, it = _mainloop_split_deferred(
+            a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb + (wide_n // 128) * stride_sfb_n,
+            sfb + (narrow_n // 128) * stride_sfb_n, row_ok, wide_n < N, narrow_n < N, num_kb, it, stride_sfa_k,
+            stride_sfb_k, A_ROW0, BN, NARROW, STAGES, MMA, MMA2)
+    _epilogue(acc0, rows, cols, row_ok, cols < N, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
+              off_m + A_ROW0, wide_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
+    _epilogue(acc1, rows2, cols2, row_ok2, cols2 < N, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+              c_smem, off_m + A_ROW0, narrow_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, False)
+
+
+@gluon.jit
+def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc,
               c_smem,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
               stride_sfb_k, stride_dg, stride_dm, stride_cm,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
               ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
-              WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, WG: gl.constexpr):
+              WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
+              SPLIT: gl.constexpr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
+    MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                   instr_shape=[16, NARROW, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
     num_kb = gl.cdiv(K, BK)
@@ -304,7 +409,14 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
             sfb_cols = sfb_ptr + expert * stride_sfb_g + cols * stride_sfb_n
         else:
             sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
-        if WAVES == 1:
+        if SPLIT:
+            _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem,
+                        rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k,
+                        stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0, BN,
+                        NARROW, STAGES, GROUPING, ZERO_GAPS, HAS_C, D_TMA, MMA, MMA2)
+            if expert >= 0:
+                it += num_kb
+        elif WAVES == 1:
             acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             if expert >= 0:
                 acc, it = _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb,
@@ -351,6 +463,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr,
             do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr", "layout_ptr"])
 def _fp8_gemm_ws_kernel(
         a_desc, b_desc,  # TMA descriptors: A [rows, K] K-major, B [G*N, K] K-major (FP8)
+        b2_desc,  # B again, block [NARROW, BK]: the narrow wave of split tiles (unused otherwise)
         sfa_ptr, sfb_ptr, d_ptr, c_ptr,
         d_desc,  # TMA descriptor over D [M, N], block [64, BN] (used when D_TMA)
         layout_ptr,
@@ -360,18 +473,25 @@ def _fp8_gemm_ws_kernel(
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
-        WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-        PRODUCER_REGS: gl.constexpr):
+        WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
+        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     if WAVES == 2:
         gl.static_assert(not B_PER_ROW, "two-wave tiles promote with one B scale per wave (1D2D)")
+    # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split_deferred).
+    SPLIT: gl.constexpr = WAVE_N and NARROW < BN
     if WAVE_N:
-        gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == 2 * BN, "128 x 2BN tile, waves along N")
+        gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == BN + NARROW, "128 x (BN + NARROW) tile")
         gl.static_assert(BN == 128, "waves along N take one 128-column B scale block each")
     else:
         gl.static_assert(BM == 2 * WAVES * WG_ROWS and TILE_N == BN, "(128 x WAVES) x BN tile, waves along M")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, TILE_N, BK], b_desc.layout)
+    if SPLIT:  # shared-memory shapes are powers of two: the narrow wave's B rows get their own ring
+        b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BN, BK], b_desc.layout)
+        b2_bufs = gl.allocate_shared_memory(b2_desc.dtype, [STAGES, NARROW, BK], b2_desc.layout)
+    else:
+        b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, TILE_N, BK], b_desc.layout)
+        b2_bufs = b_bufs
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -383,16 +503,16 @@ def _fp8_gemm_ws_kernel(
     # Partition arguments are written out as tuple literals: a tuple built in a variable first turns the
     # constexprs inside it into runtime values (triton 3.6).
     gl.warp_specialize([
-        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
                      d_desc, c_bufs.index(0),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, 0)),
-        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT, 0)),
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
                      d_desc, c_bufs.index(1),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, 1)),
-        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
-                     BM, TILE_N, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT, 1)),
+        (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
+                     BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN, SPLIT)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
