@@ -123,3 +123,15 @@ def test_ws_stage_ring_fills_shared_memory():
     for bm, tile_n, wave_n, out in [(128, 256, 128, 2), (128, 128, 128, 4), (128, 64, 64, 2)]:
         stages = ws_stages(bm, tile_n, wave_n, out)
         assert stages * (bm + tile_n) * 128 + 2 * 64 * wave_n * out <= WS_SMEM_BYTES <= 227 * 1024
+
+
+def test_split_tiles_only_where_the_wave_model_says_they_pay(monkeypatch):
+    """128 x 192 tiles for the two M=4096 DeepSeek shapes whose 128 x 256 tiles quantise badly (N=2112, N=576),
+    128 x 256 for the other five, short K and the grouped contiguous shapes (H200 sweep, 2026-11-30)."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
+    split = {(n, k) for n, k in [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384),
+                                 (4096, 7168), (7168, 2048)] if fp8_triton.ws_narrow(4096, n, k) == 64}
+    assert split == {(2112, 7168), (576, 7168)}
+    for n, k in [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]:
+        assert fp8_triton.ws_narrow(34151, n, k) == 128, (n, k)

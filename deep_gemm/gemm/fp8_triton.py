@@ -84,16 +84,26 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     return 1, False
 
 
-def ws_narrow(m: int, n: int) -> int:
-    """Width of the second wave of an along-N tile: 128 (a 128 x 256 tile) or 64 (a 128 x 192 split tile, whose
-    partials are small enough to defer each promotion past the next wgmma). DeepGEMM's wave model: the tile width
-    whose rounds of #SMs tiles take the fewest columns of work per SM (128 x 192 fills 11 columns of N = 2112
-    exactly, and turns N = 576 into three equal tiles instead of 256 + 256 + 64)."""
+# Split 128 x 192 tiles cost more per column than 128 x 256 ones (H200 2026-11-30, same run, per column of work per
+# SM: 1.07x at K=16384, 1.08x at 7168, 1.2x at 2048, 1.6x at 512: less MMA work per byte loaded and per tile).
+SPLIT_TILE_COLUMN_COST = 1.1
+SPLIT_TILE_MIN_K = 4096
+
+
+def ws_narrow(m: int, n: int, k: int) -> int:
+    """Width of the second wave of an along-N tile: 128 (a 128 x 256 tile) or 64 (a 128 x 192 split tile).
+
+    DeepGEMM's wave model: count the rounds of #SMs tiles each width needs and the columns of work per SM that
+    makes; the split tile is taken when it saves more than its extra cost per column, and only for long K.
+    Measured (H200, M=4096, K=7168): N=2112 (11 x 192 exactly) 148.6 -> 128.1 us, N=576 (three equal tiles
+    instead of 256 + 256 + 64) 51.2 -> 45.6 us; every other DeepSeek shape is faster on 128 x 256."""
+    if k < SPLIT_TILE_MIN_K:
+        return 128
     sms = _num_sms()
 
     def columns_per_sm(tile_n):
         return _cdiv(_cdiv(m, 128) * _cdiv(n, tile_n), sms) * tile_n
-    return 64 if columns_per_sm(192) < columns_per_sm(256) else 128
+    return 64 if columns_per_sm(192) * SPLIT_TILE_COLUMN_COST < columns_per_sm(256) else 128
 
 
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
@@ -242,7 +252,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
             waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
     narrow = bn
     if along_n:
-        narrow = ws_narrow(m, n) if WS_OVERRIDE is None else WS_OVERRIDE.get("narrow", bn)
+        narrow = ws_narrow(m, n, k) if WS_OVERRIDE is None else WS_OVERRIDE.get("narrow", bn)
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
     stages = ws_stages(block_m, tile_n, bn, d.element_size())
