@@ -76,7 +76,8 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
-                        consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None):
+                        consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None,
+                        d_tma=None):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
@@ -89,8 +90,8 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
-                      PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c, D_TMA=grouping in (0, 1, 2),
-                      WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, NARROW=narrow, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
+                      D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, NARROW=narrow, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     src = GluonASTSource(fn=fn, signature=sig,

@@ -52,7 +52,8 @@ WS_PRODUCER_REGS = 40
 WS_SMEM_BYTES = 230_000
 # Deeper rings stopped paying here (each stage beyond the MMA's latency only costs shared memory).
 WS_MAX_STAGES = 8
-# Test and benchmark hook: {"waves": 1|2, "stages": n} forces the warp-specialised variant (None = heuristic).
+# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 64|128, "stages": n, "d_tma": False} forces a
+# warp-specialised variant (None = heuristic; d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
 
 
@@ -258,6 +259,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
     stages = ws_stages(block_m, tile_n, bn, d.element_size())
     if WS_OVERRIDE is not None:
         stages = WS_OVERRIDE.get("stages", stages)
+        d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
         groups_in_grid = num_groups if grouping == GROUPING["masked"] else 1
         grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid)), 1, 1)
