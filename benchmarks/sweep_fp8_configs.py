@@ -37,8 +37,7 @@ WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages
                "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4),
                "ws2n-s3": dict(waves=2, wave_n=True, stages=3), "ws2n-s4": dict(waves=2, wave_n=True, stages=4),
                "ws2n192": dict(waves=2, wave_n=True, narrow=64, stages=4),
-               "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False),
-               "ws2n-tma1": dict(waves=2, wave_n=True, stages=4, d_tma=2)}
+               "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False)}
 # Variants each table runs (--variants overrides): "tl" is the tl.* kernel, "auto" the shipped heuristic.
 DENSE_VARIANTS = ["tl", "auto", "ws2-s4", "ws2n-s4", "ws2n192"]
 CONTIGUOUS_VARIANTS = ["tl", "auto", "ws1-s5", "ws2n-s4", "ws2n192"]

@@ -453,8 +453,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
                       c_smem, off_m + A_ROW0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
                       D_TMA)
             _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                      c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
-                      D_TMA == 1)
+                      c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
     if D_TMA:
         tma.store_wait(pendings=0)
 
@@ -466,8 +465,7 @@ def _fp8_gemm_ws_kernel(
         a_desc, b_desc,  # TMA descriptors: A [rows, K] K-major, B [G*N, K] K-major (FP8)
         b2_desc,  # B again, block [NARROW, BK]: the narrow wave of split tiles (unused otherwise)
         sfa_ptr, sfb_ptr, d_ptr, c_ptr,
-        d_desc,  # TMA descriptor over D [M, N], block [64, BN]: D_TMA 1 = every store by TMA, 2 = only the first
-                 # wave's (the second wave's stores then need not wait for the first's to leave shared memory)
+        d_desc,  # TMA descriptor over D [M, N], block [64, BN] (used when D_TMA)
         layout_ptr,
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
