@@ -7,7 +7,7 @@
     noload+nopromote   the wgmma + barrier skeleton alone
 
 Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (text replacements, asserted to apply).
-Prints TFLOPS per (shape, variant), CUDA-event timing, median of 30.
+Prints TFLOPS per (shape, variant): CUDA events around 10 back-to-back calls, median of 15 (warm L2).
 """
 
 import importlib.util
@@ -58,17 +58,20 @@ def variant_module(name):
     return mod
 
 
-def tflops(m, n, k, fn, reps=30):
+def tflops(m, n, k, fn, reps=15, back_to_back=10):
+    """Median over `reps` of the mean time of `back_to_back` launches between two events: the GPU queue stays ahead
+    of the host (one event pair per call would add the ~50 us host path of a call to every kernel)."""
     for _ in range(3):
         fn()
     times = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        fn()
+        for _ in range(back_to_back):
+            fn()
         e.record()
         torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
+        times.append(s.elapsed_time(e) / back_to_back)
     t = sorted(times)[len(times) // 2] * 1e-3
     return 2 * m * n * k / t / 1e12, t * 1e6
 
