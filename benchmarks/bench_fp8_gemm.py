@@ -195,20 +195,25 @@ def bench_contiguous(timer, results):
         assert diff < CORRECTNESS_LIMIT
 
 
+def masked_operands(g, expected_m, n, k):
+    """DeepGEMM's masked test data: Mmax = 4096 rows per group, ~expected_m of them valid (seeded)."""
+    max_m = shapes.MASKED_MAX_M
+    random.seed(0)
+    masked = [int(expected_m * random.uniform(0.7, 1.3)) for _ in range(g)]
+    a_bf = torch.randn(g, max_m, k, device="cuda", dtype=torch.bfloat16)
+    aq = [per_token_cast_to_fp8(a_bf[i], use_ue8m0=False) for i in range(g)]
+    a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
+    b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
+    bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
+    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    return a, b, torch.tensor(masked, dtype=torch.int32, device="cuda"), masked
+
+
 def bench_masked(timer, results):
     print("\n== M-grouped masked FP8 ==")
-    max_m = shapes.MASKED_MAX_M
     for (g, expected_m, n, k), (dg_us, dg_tflops, dg_gbps) in shapes.MASKED_DG.items():
-        random.seed(0)
-        masked = [int(expected_m * random.uniform(0.7, 1.3)) for _ in range(g)]
-        a_bf = torch.randn(g, max_m, k, device="cuda", dtype=torch.bfloat16)
-        aq = [per_token_cast_to_fp8(a_bf[i], use_ue8m0=False) for i in range(g)]
-        a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
-        b_bf = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
-        bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
-        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
-        masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
-        d = torch.empty(g, max_m, n, device="cuda", dtype=torch.bfloat16)
+        a, b, masked_m, masked = masked_operands(g, expected_m, n, k)
+        d = torch.empty(g, shapes.MASKED_MAX_M, n, device="cuda", dtype=torch.bfloat16)
         call = lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))  # noqa: E731
         call()
         diff = max(calc_diff(d[i, :masked[i]], reference((a[0][i, :masked[i]], a[1][i, :masked[i]]),

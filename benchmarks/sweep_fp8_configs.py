@@ -41,6 +41,7 @@ WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages
 # Variants each table runs (--variants overrides): "tl" is the tl.* kernel, "auto" the shipped heuristic.
 DENSE_VARIANTS = ["tl", "auto", "ws2-s4", "ws2n-s4", "ws2n192"]
 CONTIGUOUS_VARIANTS = ["tl", "auto", "ws1-s5", "ws2n-s4", "ws2n192"]
+MASKED_VARIANTS = ["tl", "auto", "ws2n-s4"]
 
 
 def run_variant(name, fn):
@@ -102,6 +103,27 @@ def sweep_contiguous(timer, rows):
                   f"{tflops / dg_tflops:5.2f}x DG diff {diff:.1e}", flush=True)
 
 
+def sweep_masked(timer, rows):
+    """The masked table's shapes (DeepGEMM's Mmax = 4096 allocation), each variant checked on every group's valid
+    rows against the dequantised reference."""
+    import deep_gemm
+    for (g, expected_m, n, k), (dg_us, _, _) in shapes.MASKED_DG.items():
+        a, b, masked_m, masked = bench.masked_operands(g, expected_m, n, k)
+        for name in MASKED_VARIANTS:
+            d = torch.empty(g, shapes.MASKED_MAX_M, n, device="cuda", dtype=torch.bfloat16)
+
+            def call():
+                deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))
+            run_variant(name, call)
+            diff = max(calc_diff(d[i, :m], bench.reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]),
+                                                           (128, 128))) for i, m in enumerate(masked) if m)
+            us = run_variant(name, lambda: timer(call))
+            rows.append(dict(table="masked", groups=g, expected_m=expected_m, n=n, k=k, variant=name, us=us,
+                             vs_deepgemm=dg_us / us, diff=diff))
+            print(f"masked {g}x{expected_m}x{n}x{k} {name:7s} {us:8.1f} us {dg_us / us:5.2f}x DG diff {diff:.1e}",
+                  flush=True)
+
+
 def small_m_configs(m, n, k):
     """tl.* tile shapes x splits around one wave of programs."""
     problem = configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
@@ -147,12 +169,12 @@ def sweep_dense_small(timer, rows):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
-    parser.add_argument("--only", default="dense4096,contiguous,dense128")
+    parser.add_argument("--only", default="dense4096,contiguous,masked,dense128")
     parser.add_argument("--variants", default=None, help="comma-separated variants for the M=4096 and contiguous "
                         f"tables (default: {','.join(DENSE_VARIANTS)} / {','.join(CONTIGUOUS_VARIANTS)})")
     args = parser.parse_args()
     if args.variants:
-        DENSE_VARIANTS[:] = CONTIGUOUS_VARIANTS[:] = args.variants.split(",")
+        DENSE_VARIANTS[:] = CONTIGUOUS_VARIANTS[:] = MASKED_VARIANTS[:] = args.variants.split(",")
     timer = bench.KernelTimer(reps=15)
     rows = []
     parts = args.only.split(",")
@@ -161,6 +183,8 @@ def main():
             sweep_dense_big(timer, rows)
         if "contiguous" in parts:
             sweep_contiguous(timer, rows)
+        if "masked" in parts:
+            sweep_masked(timer, rows)
         if "dense128" in parts:
             sweep_dense_small(timer, rows)
     finally:

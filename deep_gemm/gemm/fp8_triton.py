@@ -75,7 +75,7 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     1.4-1.8x (0.78-0.81x DeepGEMM). Used whenever the tiles fill at least half the SMs. Waves go along N (one B
     scale block per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned). A C
     operand needs registers the two-wave consumer does not have (74 spilled words, sm_90a)."""
-    if has_c or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"]):
+    if has_c or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]):
         return 1, False
     half_wave = _num_sms() // 2
     if block_n == 128 and _cdiv(m, 128) * _cdiv(n, 256) >= half_wave:
@@ -190,7 +190,7 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
             and _ws_pays(grouping, m, n, k, cfg.block_n, has_c)):
         _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
                 strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row,
-                has_c, _tma_storable(d, grouping, zero_gaps, head), recorder)
+                has_c, _ws_tma_storable(d, grouping, zero_gaps, head), recorder)
         return
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
@@ -214,6 +214,15 @@ def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool
     elem = d.element_size()
     return (d.stride(1) == 1 and (d.stride(0) * elem) % 16 == 0 and (d.storage_offset() * elem) % 16 == 0
             and d.size(1) * elem >= 16)
+
+
+def _ws_tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool:
+    """``_tma_storable`` for the warp-specialised kernel, which also stores masked layouts by TMA: one store per
+    64-row slab through a [G * Mmax, N] view. With Mmax a multiple of 128 no tile reaches the next group's rows;
+    rows past masked_m may be written (unspecified, as in DeepGEMM, whose masked kernel stores whole tiles)."""
+    if grouping == GROUPING["masked"]:
+        return d.dim() == 3 and d.size(1) % 128 == 0 and _rows_view(d) is not None
+    return _tma_storable(d, grouping, zero_gaps, head)
 
 
 def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, has_c: bool) -> bool:
@@ -252,7 +261,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
         if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
             waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
     narrow = bn
-    if along_n:
+    if along_n and grouping != GROUPING["masked"]:  # (the kernel stores split tiles of 2-D layouts only)
         narrow = ws_narrow(m, n, k) if WS_OVERRIDE is None else WS_OVERRIDE.get("narrow", bn)
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn

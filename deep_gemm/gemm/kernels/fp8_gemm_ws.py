@@ -321,8 +321,9 @@ def _mainloop_split_deferred(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sf
 @gluon.jit
 def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
-              HAS_C: gl.constexpr, D_TMA: gl.constexpr):
-    """Store one 64-row slab: which rows it writes, and which of them hold a product (the rest become zeros)."""
+              HAS_C: gl.constexpr, D_TMA: gl.constexpr, live=True):
+    """Store one 64-row slab: which rows it writes, and which of them hold a product (the rest become zeros).
+    `live` false skips a TMA store (masked layouts: a slab wholly past masked_m)."""
     row_store = row_ok
     row_valid = row_ok
     if GROUPING == M_IDS:
@@ -340,10 +341,11 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
     if D_TMA:
         # Coalesced, asynchronous store: registers -> swizzled shared memory -> one TMA store of the 64-row slab
         # (rows past M clipped by the hardware). The buffer's previous store must have been read out first.
-        tma.store_wait(pendings=0)
-        c_smem.store(acc.to(d_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(d_desc, [row0, off_n], c_smem)
+        if live:
+            tma.store_wait(pendings=0)
+            c_smem.store(acc.to(d_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(d_desc, [row0, off_n], c_smem)
     else:
         out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
         gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
@@ -402,6 +404,10 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
             tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
+        # Row of this slab in the 2-D view of D the TMA descriptor covers ([G * Mmax, N] for masked layouts).
+        d_row0 = off_m + A_ROW0
+        if GROUPING == MASKED:
+            d_row0 = d_row0 + group * M
         row_ok = rows < m_limit
         col_ok = cols < N
         sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m
@@ -421,9 +427,14 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
             if expert >= 0:
                 acc, it = _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb,
                                              it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, B_PER_ROW, MMA)
-            _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                      c_smem, off_m + A_ROW0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
-                      D_TMA)
+            if GROUPING == MASKED:
+                _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
+                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
+                          HAS_C, D_TMA, off_m + A_ROW0 < m_limit)
+            else:
+                _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
+                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
+                          HAS_C, D_TMA)
         else:
             if WAVE_N:  # the second wave is the next BN columns of the same rows
                 rows1 = rows
@@ -431,7 +442,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
                 sfa_rows1 = sfa_rows
                 sfb_cols1 = sfb_cols + stride_sfb_n
                 wave1_ok = off_n + BN < N
-                row1 = off_m + A_ROW0
+                row1 = d_row0
                 off_n1 = off_n + BN
             else:  # the second wave is the next 64 rows
                 rows1 = rows + WG_ROWS
@@ -439,7 +450,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
                 sfa_rows1 = sfa_rows + WG_ROWS * stride_sfa_m
                 sfb_cols1 = sfb_cols
                 wave1_ok = off_m + A_ROW0 + WG_ROWS < m_limit
-                row1 = off_m + A_ROW0 + WG_ROWS
+                row1 = d_row0 + WG_ROWS
                 off_n1 = off_n
             row_ok1 = rows1 < m_limit
             col_ok1 = cols1 < N
@@ -449,11 +460,22 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
                 acc0, acc1, it = _mainloop_two_waves(
                     a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                     wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
-            _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                      c_smem, off_m + A_ROW0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
-                      D_TMA)
-            _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                      c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
+            if GROUPING == MASKED:  # TMA-store only slabs holding valid rows (rows past masked_m: unspecified)
+                live0 = off_m + A_ROW0 < m_limit
+                live1 = row1 - d_row0 + off_m + A_ROW0 < m_limit
+                _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
+                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
+                          HAS_C, D_TMA, live0)
+                _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
+                          d_desc, c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
+                          D_TMA, live1)
+            else:
+                _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
+                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
+                          HAS_C, D_TMA)
+                _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
+                          d_desc, c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
+                          D_TMA)
     if D_TMA:
         tma.store_wait(pendings=0)
 
@@ -465,7 +487,7 @@ def _fp8_gemm_ws_kernel(
         a_desc, b_desc,  # TMA descriptors: A [rows, K] K-major, B [G*N, K] K-major (FP8)
         b2_desc,  # B again, block [NARROW, BK]: the narrow wave of split tiles (unused otherwise)
         sfa_ptr, sfb_ptr, d_ptr, c_ptr,
-        d_desc,  # TMA descriptor over D [M, N], block [64, BN] (used when D_TMA)
+        d_desc,  # TMA descriptor over D as [rows, N] (masked: [G * Mmax, N]), block [64, BN] (used when D_TMA)
         layout_ptr,
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
@@ -480,6 +502,7 @@ def _fp8_gemm_ws_kernel(
         gl.static_assert(not B_PER_ROW, "two-wave tiles promote with one B scale per wave (1D2D)")
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split_deferred).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
+    gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == BN + NARROW, "128 x (BN + NARROW) tile")
         gl.static_assert(BN == 128, "waves along N take one 128-column B scale block each")
