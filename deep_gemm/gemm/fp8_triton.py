@@ -39,7 +39,8 @@ GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 # Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it measured faster), "on" (wherever it
 # is legal), "off" (never). H200 2026-11-30 vs the tl.* kernel: two-wave tiles (ws_waves) 1.3-2.1x on every dense
 # M=4096 and M-grouped contiguous DeepSeek shape; the one-wave kernel 1.05-1.50x at dense K <= 2048 but 0.82-0.90x
-# at K >= 7168; masked 0.8x (pointer epilogue), so masked stays on tl.*.
+# at K >= 7168. Masked (DeepSeek table, Mmax = 4096): two-wave tiles with TMA stores 1.1-1.5x at m >= 192, equal
+# at m = 20 (2026-11-30, session 6); with pointer stores (Mmax not a multiple of 128) 0.8x, so those stay on tl.*.
 _WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
 # Dense problems too small for two-wave tiles run the one-wave kernel up to this K in "auto" mode (see above).
 WS_MAX_DENSE_K = 2048
@@ -73,12 +74,14 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     (DeepGEMM's structure). H200 2026-11-30, M=4096, vs the tl.* kernel: 256 x 128 tiles 1.2-2.0x on the seven
     DeepSeek shapes, 128 x 256 tiles another 0-14 % (0.64-0.82x DeepGEMM); M-grouped contiguous 128 x 256
     1.4-1.8x (0.78-0.81x DeepGEMM). Used whenever the tiles fill at least half the SMs. Waves go along N (one B
-    scale block per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned). A C
-    operand needs registers the two-wave consumer does not have (74 spilled words, sm_90a)."""
+    scale block per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned), and
+    always for masked layouts (their tile count is known only on the device; measured 1.1-1.5x the tl.* kernel at
+    m >= 192, equal at m = 20). A C operand needs registers the two-wave consumer does not have (74 spilled
+    words, sm_90a)."""
     if has_c or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]):
         return 1, False
     half_wave = _num_sms() // 2
-    if block_n == 128 and _cdiv(m, 128) * _cdiv(n, 256) >= half_wave:
+    if block_n == 128 and (grouping == GROUPING["masked"] or _cdiv(m, 128) * _cdiv(n, 256) >= half_wave):
         return 2, True
     if grouping == GROUPING["dense"] and _cdiv(m, 256) * _cdiv(n, block_n) >= half_wave:
         return 2, False
@@ -186,12 +189,13 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     # 1D1D stays on the tl.* kernel.
     d_rows = _rows_view(d)
     if (cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
-            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None
-            and _ws_pays(grouping, m, n, k, cfg.block_n, has_c)):
-        _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
-                strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row,
-                has_c, _ws_tma_storable(d, grouping, zero_gaps, head), recorder)
-        return
+            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None):
+        ws_tma = _ws_tma_storable(d, grouping, zero_gaps, head)
+        if _ws_pays(grouping, m, n, k, cfg.block_n, has_c, ws_tma):
+            _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
+                    strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align,
+                    b_per_row, has_c, ws_tma, recorder)
+            return
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
@@ -225,11 +229,13 @@ def _ws_tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> b
     return _tma_storable(d, grouping, zero_gaps, head)
 
 
-def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, has_c: bool) -> bool:
+def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, has_c: bool, tma_store: bool) -> bool:
     if _WS_MODE != "auto":
         return _WS_MODE == "on"
     if grouping in (GROUPING["m_ids"], GROUPING["m_psum"]):
         return True
+    if grouping == GROUPING["masked"]:  # with TMA stores only: the pointer epilogue spills (184 B, sm_90a)
+        return tma_store
     if grouping != GROUPING["dense"]:
         return False
     return ws_waves(grouping, m, n, block_n, has_c)[0] == 2 or k <= WS_MAX_DENSE_K
