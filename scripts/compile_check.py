@@ -85,7 +85,9 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
     sig = {"a_desc": gluon_desc_sig([bm, 128]), "b_desc": gluon_desc_sig([bn if split else tile_n, 128]),
            "b2_desc": gluon_desc_sig([narrow if split else tile_n, 128]), "sfa_ptr": "*fp32",
            "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}",
-           "d_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]), "layout_ptr": "*i32"}
+           "d_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
+           "d2_desc": gluon_desc_sig([64, narrow if split else bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
+           "layout_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cm"]})

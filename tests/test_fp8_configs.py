@@ -120,7 +120,8 @@ def test_ws_stage_ring_fills_shared_memory():
     assert ws_stages(128, 256, 128, 2) == 4
     assert ws_stages(256, 128, 128, 2) == 4
     assert ws_stages(128, 128, 128, 2) == 6
-    for bm, tile_n, wave_n, out in [(128, 256, 128, 2), (128, 128, 128, 4), (128, 64, 64, 2)]:
+    assert ws_stages(128, 192, 192, 2) == 4  # split tile: both waves' staging buffers
+    for bm, tile_n, wave_n, out in [(128, 256, 128, 2), (128, 128, 128, 4), (128, 64, 64, 2), (128, 192, 192, 2)]:
         stages = ws_stages(bm, tile_n, wave_n, out)
         assert stages * (bm + tile_n) * 128 + 2 * 64 * wave_n * out <= WS_SMEM_BYTES <= 227 * 1024
 

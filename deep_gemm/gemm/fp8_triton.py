@@ -58,11 +58,12 @@ WS_MAX_STAGES = 8
 WS_OVERRIDE = None
 
 
-def ws_stages(block_m: int, tile_n: int, wave_n: int, out_bytes: int) -> int:
-    """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage) that fits next to the two 64 x wave_n
-    epilogue buffers (one per consumer warpgroup; a 128 x 256 tile stores in 128-wide waves, so 4 stages fit)."""
+def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int) -> int:
+    """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage) that fits next to the epilogue's staging
+    buffers: per consumer warpgroup 64 x store_n (the widths of the waves it stores separately: 128 for a 128 x 256
+    tile, so 4 stages fit; 128 + 64 for a split 128 x 192 tile)."""
     per_stage = (block_m + tile_n) * configs.BLOCK_K
-    epilogue = 2 * 64 * wave_n * out_bytes
+    epilogue = 2 * 64 * store_n * out_bytes
     return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
 
 
@@ -271,7 +272,8 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
         narrow = ws_narrow(m, n, k) if WS_OVERRIDE is None else WS_OVERRIDE.get("narrow", bn)
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
-    stages = ws_stages(block_m, tile_n, bn, d.element_size())
+    split = along_n and narrow < bn
+    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size())
     if WS_OVERRIDE is not None:
         stages = WS_OVERRIDE.get("stages", stages)
         d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
@@ -281,13 +283,14 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
     a_gluon = FastDescriptor(a_desc.base, a_desc.shape, a_desc.strides, (block_m, configs.BLOCK_K), gluon=True)
     d_desc = FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
                             (WG_ROWS.value, bn), gluon=True)
-    split = along_n and narrow < bn
+    d2_desc = (FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
+                              (WG_ROWS.value, narrow), gluon=True) if split else d_desc)
     # A split tile loads its two waves' B rows separately (the narrow wave may come first: _split_tile_cols).
     b_gluon = FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (bn if split else tile_n, configs.BLOCK_K),
                              gluon=True)
     b2_gluon = (FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (narrow, configs.BLOCK_K), gluon=True)
                 if split else b_gluon)
-    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, layout_arg, m, n, k, num_groups,
+    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
             psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, WS_CONSUMER_REGS,

@@ -319,6 +319,19 @@ def _mainloop_split_deferred(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sf
 
 
 @gluon.jit
+def _release_stages(ready, empty, num_kb, it, STAGES: gl.constexpr):
+    """Hand a tile's stages back without computing (a warpgroup whose rows are all invalid). Each stage is waited
+    for first: an `empty` arrival for a stage's next use before its current phase completed would be counted in
+    the wrong phase."""
+    for kb in range(num_kb):
+        stage = it % STAGES
+        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        mbarrier.arrive(empty.index(stage), count=1)
+        it += 1
+    return it
+
+
+@gluon.jit
 def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
               HAS_C: gl.constexpr, D_TMA: gl.constexpr, live=True):
@@ -352,13 +365,13 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
 
 
 @gluon.jit
-def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem, rows,
-                row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k, stride_sfb_g,
+def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem,
+                d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k, stride_sfb_g,
                 stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0: gl.constexpr, BN: gl.constexpr,
                 NARROW: gl.constexpr, STAGES: gl.constexpr, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
                 HAS_C: gl.constexpr, D_TMA: gl.constexpr, MMA: gl.constexpr, MMA2: gl.constexpr):
-    """One warpgroup's 64 rows of a split (BN + NARROW)-wide tile: mainloop, then the wide wave's store (TMA when
-    D_TMA) and the narrow wave's (pointer stores: a 64 x NARROW slab)."""
+    """One warpgroup's 64 rows of a split (BN + NARROW)-wide tile: mainloop, then the two waves' stores (TMA when
+    D_TMA, each through its own staging buffer and descriptor, so neither waits for the other's store)."""
     wide_n, narrow_n = _split_tile_cols(off_n, BN, NARROW)
     cols = wide_n + gl.arange(0, BN, layout=gl.SliceLayout(0, MMA))
     cols2 = narrow_n + gl.arange(0, NARROW, layout=gl.SliceLayout(0, MMA2))
@@ -374,13 +387,13 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
             stride_sfb_k, A_ROW0, BN, NARROW, STAGES, MMA, MMA2)
     _epilogue(acc0, rows, cols, row_ok, cols < N, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               off_m + A_ROW0, wide_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
-    _epilogue(acc1, rows2, cols2, row_ok2, cols2 < N, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-              c_smem, off_m + A_ROW0, narrow_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, False)
+    _epilogue(acc1, rows2, cols2, row_ok2, cols2 < N, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d2_desc,
+              c2_smem, off_m + A_ROW0, narrow_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
 
 
 @gluon.jit
 def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc,
-              c_smem,
+              c_smem, d2_desc, c2_smem,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
               stride_sfb_k, stride_dg, stride_dm, stride_cm,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
@@ -416,8 +429,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
         else:
             sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
         if SPLIT:
-            _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem,
-                        rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k,
+            _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc,
+                        c_smem, d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k,
                         stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0, BN,
                         NARROW, STAGES, GROUPING, ZERO_GAPS, HAS_C, D_TMA, MMA, MMA2)
             if expert >= 0:
@@ -456,7 +469,18 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
             col_ok1 = cols1 < N
             acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-            if expert >= 0:
+            if GROUPING == MASKED:
+                # A masked tile's upper rows are often all past masked_m (m = 192: a quarter of the work): a
+                # warpgroup with no valid row skips its wgmmas and only hands the stages back.
+                if expert >= 0:
+                    if off_m + A_ROW0 < m_limit:
+                        acc0, acc1, it = _mainloop_two_waves(
+                            a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok,
+                            row_ok1, wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N,
+                            MMA)
+                    else:
+                        it = _release_stages(ready, empty, num_kb, it, STAGES)
+            elif expert >= 0:
                 acc0, acc1, it = _mainloop_two_waves(
                     a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                     wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
@@ -488,6 +512,7 @@ def _fp8_gemm_ws_kernel(
         b2_desc,  # B again, block [NARROW, BK]: the narrow wave of split tiles (unused otherwise)
         sfa_ptr, sfb_ptr, d_ptr, c_ptr,
         d_desc,  # TMA descriptor over D as [rows, N] (masked: [G * Mmax, N]), block [64, BN] (used when D_TMA)
+        d2_desc,  # the same, block [64, NARROW]: the narrow wave of split tiles (unused otherwise)
         layout_ptr,
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
@@ -520,19 +545,23 @@ def _fp8_gemm_ws_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
-    # One epilogue staging buffer per consumer warpgroup.
+    # One epilogue staging buffer per consumer warpgroup (and one per warpgroup for split tiles' narrow wave).
     c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
+    if SPLIT:
+        c2_bufs = gl.allocate_shared_memory(d2_desc.dtype, [2, WG_ROWS, NARROW], d2_desc.layout)
+    else:
+        c2_bufs = c_bufs
     fence_async_shared()
     # Partition arguments are written out as tuple literals: a tuple built in a variable first turns the
     # constexprs inside it into runtime values (triton 3.6).
     gl.warp_specialize([
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
-                     d_desc, c_bufs.index(0),
+                     d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
-                     d_desc, c_bufs.index(1),
+                     d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT, 1)),
