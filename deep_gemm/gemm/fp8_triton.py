@@ -89,19 +89,19 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     return 1, False
 
 
-# Split 128 x 192 tiles cost more per column than 128 x 256 ones (H200 2026-11-30, same run, per column of work per
-# SM: 1.07x at K=16384, 1.08x at 7168, 1.2x at 2048, 1.6x at 512: less MMA work per byte loaded and per tile).
-SPLIT_TILE_COLUMN_COST = 1.1
-SPLIT_TILE_MIN_K = 4096
+# Split 128 x 192 tiles cost more per column of work than 128 x 256 ones (H200 2026-11-30, same run, per column of
+# work per SM: 1.04-1.05x at K = 2048-16384, 1.09x at K = 512: less MMA work per byte loaded and per tile).
+SPLIT_TILE_COLUMN_COST = 1.06
+SPLIT_TILE_MIN_K = 1024
 
 
 def ws_narrow(m: int, n: int, k: int) -> int:
     """Width of the second wave of an along-N tile: 128 (a 128 x 256 tile) or 64 (a 128 x 192 split tile).
 
     DeepGEMM's wave model: count the rounds of #SMs tiles each width needs and the columns of work per SM that
-    makes; the split tile is taken when it saves more than its extra cost per column, and only for long K.
-    Measured (H200, M=4096, K=7168): N=2112 (11 x 192 exactly) 148.6 -> 128.1 us, N=576 (three equal tiles
-    instead of 256 + 256 + 64) 51.2 -> 45.6 us; every other DeepSeek shape is faster on 128 x 256."""
+    makes; the split tile is taken when it saves more than its extra cost per column. Measured (H200, M=4096,
+    K=7168): N=2112 (11 x 192 exactly) 147 -> 120 us, N=576 (three equal tiles instead of 256 + 256 + 64)
+    51 -> 43 us; the other five DeepSeek shapes are faster on 128 x 256 (by 4-14 %)."""
     if k < SPLIT_TILE_MIN_K:
         return 128
     sms = _num_sms()

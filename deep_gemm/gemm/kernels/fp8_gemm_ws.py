@@ -319,19 +319,6 @@ def _mainloop_split_deferred(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sf
 
 
 @gluon.jit
-def _release_stages(ready, empty, num_kb, it, STAGES: gl.constexpr):
-    """Hand a tile's stages back without computing (a warpgroup whose rows are all invalid). Each stage is waited
-    for first: an `empty` arrival for a stage's next use before its current phase completed would be counted in
-    the wrong phase."""
-    for kb in range(num_kb):
-        stage = it % STAGES
-        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        mbarrier.arrive(empty.index(stage), count=1)
-        it += 1
-    return it
-
-
-@gluon.jit
 def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
               HAS_C: gl.constexpr, D_TMA: gl.constexpr, live=True):
@@ -469,18 +456,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
             col_ok1 = cols1 < N
             acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-            if GROUPING == MASKED:
-                # A masked tile's upper rows are often all past masked_m (m = 192: a quarter of the work): a
-                # warpgroup with no valid row skips its wgmmas and only hands the stages back.
-                if expert >= 0:
-                    if off_m + A_ROW0 < m_limit:
-                        acc0, acc1, it = _mainloop_two_waves(
-                            a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok,
-                            row_ok1, wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N,
-                            MMA)
-                    else:
-                        it = _release_stages(ready, empty, num_kb, it, STAGES)
-            elif expert >= 0:
+            if expert >= 0:
                 acc0, acc1, it = _mainloop_two_waves(
                     a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                     wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
