@@ -10,6 +10,7 @@ stand-in, so descriptor-cache hits save more there than measured here. Layers ti
 * ``signature``  the op's memo key (``_ops/library._signature``);
 * ``checked``    memoised check (signature + lookup);
 * ``plan.run``   replay of the recorded launch down to the C launcher call;
+* ``launch_compiled``  the same launch without a plan (launchers that keep none, e.g. grouped GEMMs);
 * ``launcher``   the dense launcher with a signature (plan lookup + replay);
 * ``op path``    binder + checked + launcher (everything below the dispatcher).
 """
@@ -75,6 +76,18 @@ def best_per_call_us(stmts, env, number: int, rounds: int) -> dict:
     return best
 
 
+def _plan_arguments(plan, inputs) -> list:
+    """The kernel arguments a plan replays ``inputs`` with (as its Triton-wrapper path builds them)."""
+    args = list(plan.template)
+    for pos, j in plan.tensor_slots:
+        args[pos] = inputs[j]
+    for pos, j, shape, strides, block, gluon in plan.desc_slots:
+        args[pos] = launch_mod.FastDescriptor(inputs[j], shape, strides, block, gluon)
+    for pos, shape, dtype, device in plan.fresh_slots:
+        args[pos] = torch.empty(shape, dtype=dtype, device=device)
+    return args
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", type=int, nargs=3, default=(16, 128, 128))
@@ -100,14 +113,16 @@ def main():
         full = binder(call_args, {})
         launcher(*full, signature=kernels.checked(full))
     env = dict(library=library, kernels=kernels, full=full, plan=plan, inputs=inputs, launcher=launcher, sig=sig,
-               op_path=op_path)
+               op_path=op_path, launch_mod=launch_mod, plan_args=_plan_arguments(plan, inputs))
     direct = getattr(plan, "direct", None) is not None
     print(f"deep_gemm from {os.path.dirname(deep_gemm.__file__)}; shape {m}x{n}x{k}; direct replay: {direct}")
     layers = {"signature": "library._signature(full)", "checked": "kernels.checked(full)",
-              "plan.run": "plan.run(inputs)", "launcher": "launcher(*full, signature=sig)", "op path": "op_path()"}
+              "plan.run": "plan.run(inputs)",
+              "launch_compiled": "launch_mod.launch_compiled(plan.compiled, plan.grid, plan_args, 0)",
+              "launcher": "launcher(*full, signature=sig)", "op path": "op_path()"}
     best = best_per_call_us(list(layers.values()), env, args.number, args.rounds)
     for label, stmt in layers.items():
-        print(f"{label:10s} {best[stmt]:6.2f} us")
+        print(f"{label:16s} {best[stmt]:6.2f} us")
 
 
 if __name__ == "__main__":

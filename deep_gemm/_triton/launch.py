@@ -87,7 +87,9 @@ def _ensure_context(device_index: int) -> None:
 
 
 def launch_compiled(compiled, grid: tuple[int, int, int], args: Sequence[Any], device_index: int) -> None:
-    """Run an already compiled kernel on the current stream of ``device_index`` (which must be current)."""
+    """Run an already compiled kernel on the current stream of ``device_index`` (which must be current): through its
+    C launcher directly where ``_direct_launcher`` finds one (verified on the kernel's first launch), else through
+    Triton's launcher."""
     runner = compiled.run
     scratch = None
     if runner.global_scratch_size:
