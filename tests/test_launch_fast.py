@@ -173,7 +173,8 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
         sig = kernels.checked(full)
         kernels.triton_fn()(*full, signature=sig if use_plan else None)
         return c_launch.calls[-1]
-    call(operands(0), True)  # records
+    first = operands(0)  # kept alive: the second call's tensors cannot reuse its addresses
+    call(first, True)  # records
     (plan,) = fp8_triton._PLANS.values()
     assert plan.direct is not None
     second = operands(1)
