@@ -18,6 +18,7 @@ No op logic lives here.
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import threading
 from dataclasses import dataclass, field
@@ -61,8 +62,8 @@ class _Binder:
 
     def __call__(self, args: tuple, kwargs: dict) -> tuple:
         n = len(args)
-        if n == len(self.names):
-            return args
+        if not kwargs:  # the public wrappers' form: positional arguments, the schema defaults fill the tail
+            return args if n == len(self.names) else args + self.defaults[n:]
         full = list(args) + list(self.defaults[n:])
         for key, value in kwargs.items():
             full[self.index[key]] = value
@@ -83,26 +84,36 @@ _MISSING = _Missing()
 CHECK_MEMO_LIMIT = 4096
 
 
-_RUNTIME = []
+# Exact types whose values go into a signature as they are (the common case, tested first: isinstance against
+# torch.Tensor goes through its metaclass and costs more than a set lookup of the type).
+_PLAIN_TYPES = frozenset((type(None), int, float, bool, str, torch.dtype))
+_RUNTIME_STATE = []
 
 
-def _state_version() -> int:
-    if not _RUNTIME:
-        from .. import runtime  # runtime registers its ops through this module: import it late
-        _RUNTIME.append(runtime)
-    return _RUNTIME[0].state_version()
+def _runtime_state():
+    """runtime's state object (created once, never replaced): reading its ``version`` attribute directly spares two
+    Python calls per op call. Imported late: runtime registers its ops through this module."""
+    if not _RUNTIME_STATE:
+        from ..runtime import _STATE
+        _RUNTIME_STATE.append(_STATE)
+    return _RUNTIME_STATE[0]
 
 
 def _signature(args: tuple):
-    """What a check can see of ``args``: hashable, or None when some argument cannot be keyed (the check runs)."""
-    key = [_state_version()]
+    """What a check can see of ``args``: hashable, or None when some argument cannot be keyed (the check runs).
+
+    Per tensor: shape, strides, dtype, device index (``get_device()``: -1 on CPU, cheaper than ``.device``) and the
+    start's byte offset mod 16 (what the TMA alignment checks see; the offset is read only when non-zero). Plain
+    values as they are, lists and tuples of numbers as tuples, and the runtime knobs' version first."""
+    key = [(_RUNTIME_STATE[0] if _RUNTIME_STATE else _runtime_state()).version]
     for x in args:
-        if isinstance(x, torch.Tensor):
-            # get_device(): -1 on CPU, the index on CUDA (cheaper than .device); the offset's bytes mod 16 is what
-            # the TMA alignment checks see.
+        cls = type(x)
+        if cls in _PLAIN_TYPES:
+            key.append(x)
+        elif cls is torch.Tensor or isinstance(x, torch.Tensor):
             offset = x.storage_offset()
             key.append((x.shape, x.stride(), x.dtype, x.get_device(), (offset * x.element_size()) & 15 if offset else 0))
-        elif x is None or isinstance(x, (int, float, bool, str, torch.dtype)):
+        elif isinstance(x, (int, float, bool, str, torch.dtype)):  # subclasses of the plain types
             key.append(x)
         elif isinstance(x, (list, tuple)):
             if not all(isinstance(v, (int, float, bool)) for v in x):
@@ -111,6 +122,12 @@ def _signature(args: tuple):
         else:
             return None
     return tuple(key)
+
+
+# What ``OpKernels.checked`` hands on: one small int per distinct signature, never reused in the process. Launchers
+# key their launch plans on it; hashing and comparing an int costs a fraction of a nested signature tuple (which
+# Python re-hashes on every lookup).
+_SIGNATURE_TOKENS = itertools.count(1)
 
 
 @dataclass
@@ -127,20 +144,26 @@ class OpKernels:
     _triton_fn: Callable[..., Any] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    _passed: set = field(default_factory=set, repr=False)
+    # signature -> its token (see _SIGNATURE_TOKENS)
+    _passed: dict = field(default_factory=dict, repr=False)
 
     def checked(self, full: tuple):
-        """Run the check unless these arguments' metadata signature already passed it (see CHECK_MEMO_LIMIT);
-        returns the signature (None when the arguments cannot be keyed)."""
+        """Run the check unless these arguments' metadata signature already passed it (see CHECK_MEMO_LIMIT).
+
+        Returns the signature's token: equal tokens stand for equal signatures (a token is never reused; the same
+        signature gets a new token only after the memo was cleared). None when the arguments cannot be keyed."""
         sig = _signature(full)
-        if sig is not None and sig in self._passed:
-            return sig
-        self.check(*full)
-        if sig is not None:
+        if sig is None:
+            self.check(*full)
+            return None
+        token = self._passed.get(sig)
+        if token is None:
+            self.check(*full)
             if len(self._passed) >= CHECK_MEMO_LIMIT:
                 self._passed.clear()
-            self._passed.add(sig)
-        return sig
+            # setdefault: concurrent first calls with one signature agree on its token
+            token = self._passed.setdefault(sig, next(_SIGNATURE_TOKENS))
+        return token
 
     def triton_fn(self) -> Callable[..., Any] | None:
         if self.triton is None or _FORCE_REFERENCE:
@@ -201,7 +224,8 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
         sig = kernels.checked(full)
         fn = kernels.triton_fn()
         if fn is not None:
-            # Launchers that keep per-signature launch plans get the signature the check was memoised under.
+            # Launchers that keep per-signature launch plans get the token of the signature the check was memoised
+            # under (OpKernels.checked).
             out = fn(*full, signature=sig) if getattr(fn, "accepts_signature", False) else fn(*full)
             if out is not NotImplemented:
                 return out

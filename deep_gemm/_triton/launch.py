@@ -8,6 +8,14 @@ shapes: the caller's ``config_key``) and on whether an integer needs 64 bits (``
 compiled kernel from the process-wide ``KERNEL_CACHE`` (safe under concurrent first compilation: one build per
 key).
 
+Kernels with TMA descriptor arguments are launched around Triton's Python wrapper of the C launcher (triton 3.6's
+``wrap_handle_tensordesc.<locals>.inner``), which rebuilds the flat argument list and encodes every descriptor on
+every call: ``_DirectLauncher`` flattens the arguments exactly as that wrapper does, takes encoded descriptors from
+a cache (``tma_descriptor``) and calls the C launcher itself; a ``LaunchPlan`` keeps the flattened list and only
+fills in the stream, the tensors and their descriptors. The direct path is used only where the installed Triton has
+the structure it was written against, and only after its flattening of a kernel's first launch matched Triton's
+own (``_inspect``, ``_verify``); every other launch goes through Triton's wrapper, as before.
+
 Under ``TRITON_INTERPRET=1`` (CPU CI) launches go through the interpreter, one at a time (it is not thread-safe).
 """
 
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from typing import Any, Sequence
 
 import torch
@@ -78,18 +87,290 @@ def _ensure_context(device_index: int) -> None:
 
 
 def launch_compiled(compiled, grid: tuple[int, int, int], args: Sequence[Any], device_index: int) -> None:
-    """Run an already compiled kernel on the current stream of ``device_index`` (which must be current)."""
-    stream = torch._C._cuda_getCurrentRawStream(device_index)
+    """Run an already compiled kernel on the current stream of ``device_index`` (which must be current): through its
+    C launcher directly where ``_direct_launcher`` finds one (verified on the kernel's first launch), else through
+    Triton's launcher."""
     runner = compiled.run
     scratch = None
     if runner.global_scratch_size:
         # Kernels that build TMA descriptors on the device need per-program global scratch. Triton would take it
         # from a process-global allocator (triton.set_allocator); we hand it over directly instead of changing
-        # the caller's allocator. Triton 3.6's CudaLauncher argument order (pinned version).
-        size = grid[0] * grid[1] * grid[2] * runner.num_ctas * runner.global_scratch_size
-        scratch = torch.empty(size, dtype=torch.uint8, device=f"cuda:{device_index}")
-    runner.launch(grid[0], grid[1], grid[2], stream, compiled.function, runner.launch_cooperative_grid,
-                  runner.launch_pdl, scratch, None, compiled.packed_metadata, None, None, None, *args)
+        # the caller's allocator.
+        scratch = torch.empty(_scratch_bytes(runner, grid), dtype=torch.uint8, device=f"cuda:{device_index}")
+    head = _head_words(compiled, runner, grid, torch._C._cuda_getCurrentRawStream(device_index), scratch)
+    direct = _direct_launcher(runner)
+    if direct is not None and (direct.verified or _verify(runner, direct, head, args, device_index)):
+        direct.c_launch(*direct.flatten(head, args, device_index))
+    else:
+        runner.launch(*head, *args)
+
+
+# Triton 3.6's CudaLauncher hands its C launcher these words before the kernel's arguments: grid x, y, z, stream,
+# function, cooperative-grid flag, PDL flag, global scratch, profile scratch, packed kernel metadata, launch
+# metadata, launch enter hook, launch exit hook (driver.py: _BASE_ARGS_FORMAT).
+_HEAD_WORDS = 13
+_STREAM_WORD = 3
+_SCRATCH_WORD = 7
+
+
+def _head_words(compiled, runner, grid, stream, scratch) -> tuple:
+    return (grid[0], grid[1], grid[2], stream, compiled.function, runner.launch_cooperative_grid, runner.launch_pdl,
+            scratch, None, compiled.packed_metadata, None, None, None)
+
+
+def _scratch_bytes(runner, grid) -> int:
+    return grid[0] * grid[1] * grid[2] * runner.num_ctas * runner.global_scratch_size
+
+
+# ---- Encoded TMA descriptors, memoised --------------------------------------------------------------------------
+
+# Triton's fill_tma_descriptor encodes a CUtensorMap from its arguments alone (cuTensorMapEncodeTiled: address,
+# swizzle, element size and type, box, shape, strides, OOB fill), so an encoding can be reused for the same inputs:
+# the weights of a model and the buffers of a benchmark loop come back with the same address and layout call after
+# call. A reused map is safe: the C launcher copies the 128 bytes into the kernel's parameters at launch, and a map
+# of freed memory is only ever used for a later tensor at the same address with the same layout, which it
+# describes exactly. Bounded: past the limit the oldest entry is dropped (first in, first out: a hit costs one dict
+# lookup and no bookkeeping; an evicted hot entry costs one re-encode).
+TMA_DESCRIPTOR_CACHE_LIMIT = 4096
+# Hits read the dict without a lock (one dict lookup is atomic under the GIL, and under free-threaded CPython's
+# per-dict locking); misses encode outside the lock and insert and evict under it, so concurrent misses never evict
+# each other's entries twice or iterate a dict that another miss is changing.
+_TMA_DESCRIPTORS: dict = {}
+_TMA_DESCRIPTORS_LOCK = threading.Lock()
+# Interned layouts: the cache key is (address, layout object) so that a replay, which knows its layouts in advance,
+# hashes two words instead of every encoding input.
+_TMA_LAYOUTS: dict = {}
+
+
+class TmaLayout:
+    """Every input of one TMA descriptor encoding except the address, plus the device it is for (the encoding does
+    not depend on it, but keying on it costs nothing and keeps a multi-GPU host from sharing maps across devices).
+
+    Interned by ``tma_layout``: two layouts with equal fields are the same object, so the default identity hash and
+    equality are exact. A layout dropped from the intern table stays valid in cache keys that hold it (identity
+    cannot be reused while a key references the object); new lookups just intern a new object."""
+
+    __slots__ = ("swizzle", "elem_size", "elem_type", "block_size", "shape", "strides", "padding", "device_index")
+
+    def __init__(self, swizzle, elem_size, elem_type, block_size, shape, strides, padding, device_index):
+        self.swizzle = swizzle
+        self.elem_size = elem_size
+        self.elem_type = elem_type  # the host (cuTensorMapEncode) dtype enum
+        self.block_size = block_size
+        self.shape = shape
+        self.strides = strides
+        self.padding = padding
+        self.device_index = device_index
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"TmaLayout({fields})"
+
+
+def tma_layout(swizzle: int, elem_size: int, elem_type: int, block_size, shape, strides, padding: int,
+               device_index: int) -> TmaLayout:
+    """The interned ``TmaLayout`` of these encoding inputs (``elem_type`` in the host numbering)."""
+    values = (swizzle, elem_size, elem_type, tuple(block_size), tuple(shape), tuple(strides), padding, device_index)
+    layout = _TMA_LAYOUTS.get(values)
+    if layout is None:
+        if len(_TMA_LAYOUTS) >= TMA_DESCRIPTOR_CACHE_LIMIT:
+            _TMA_LAYOUTS.clear()  # safe: see TmaLayout
+        layout = _TMA_LAYOUTS.setdefault(values, TmaLayout(*values))
+    return layout
+
+
+def tma_descriptor(data_ptr: int, layout: TmaLayout):
+    """The CUtensorMap Triton's ``fill_tma_descriptor`` encodes for ``data_ptr`` and ``layout``; encoded once and
+    then reused (see ``TMA_DESCRIPTOR_CACHE_LIMIT``)."""
+    tensor_map = _TMA_DESCRIPTORS.get((data_ptr, layout))
+    if tensor_map is None:
+        tensor_map = _encode_tma_descriptor(data_ptr, layout)
+    return tensor_map
+
+
+def _encode_tma_descriptor(data_ptr: int, layout: TmaLayout):
+    from triton.runtime import driver  # Triton looks the encoder up on its active driver per call; so do we
+
+    fill = driver.active.utils.fill_tma_descriptor
+    tensor_map = fill(data_ptr, layout.swizzle, layout.elem_size, layout.elem_type, layout.block_size, layout.shape,
+                      layout.strides, layout.padding)
+    with _TMA_DESCRIPTORS_LOCK:
+        if len(_TMA_DESCRIPTORS) >= TMA_DESCRIPTOR_CACHE_LIMIT:
+            del _TMA_DESCRIPTORS[next(iter(_TMA_DESCRIPTORS))]  # the oldest entry
+        _TMA_DESCRIPTORS[(data_ptr, layout)] = tensor_map
+    return tensor_map
+
+
+def clear_tma_descriptor_cache() -> None:
+    with _TMA_DESCRIPTORS_LOCK:
+        _TMA_DESCRIPTORS.clear()
+        _TMA_LAYOUTS.clear()
+
+
+# ---- Triton's C launcher, called directly ------------------------------------------------------------------------
+
+# Triton versions whose launcher structure the direct path was written against and checked on; any other version
+# takes Triton's wrapper.
+DIRECT_LAUNCH_TRITON_VERSIONS = ("3.6.",)
+# Per compiled kernel's launcher (by id, with the launcher itself to rule out a reused id): its _DirectLauncher, or
+# None where the direct path does not apply. Bounded like the other per-kernel caches.
+_DIRECT: dict = {}
+_DIRECT_LIMIT = 4096
+_WRAPPER_CODE: list = []
+
+
+class _DescriptorMeta:
+    """One entry of a kernel's ``tensordesc_meta`` (how Triton encodes that descriptor argument), read once."""
+
+    __slots__ = ("swizzle", "elem_size", "elem_type", "block_size", "fp4_padded", "source")
+
+    def __init__(self, source: dict, device_to_host_dtype: dict):
+        self.swizzle = source["swizzle"]
+        self.elem_size = source["elem_size"]
+        self.elem_type = device_to_host_dtype[source["elem_type"]]
+        self.block_size = tuple(source["block_size"])
+        self.fp4_padded = source["fp4_padded"]
+        self.source = source
+
+
+class _DirectLauncher:
+    """A compiled kernel's C launcher and what Triton's wrapper around it (``inner``) does to the arguments: each
+    tensor-descriptor argument becomes several words (``_descriptor_words``), every other argument one.
+
+    ``descriptors``: (argument position, ``_DescriptorMeta`` or None), by position; None is a kernel lowered without
+    host TMA metadata (Triton then passes base, shape, strides, NaN padding flag, shape, strides)."""
+
+    __slots__ = ("c_launch", "descriptors", "verified")
+
+    def __init__(self, c_launch, descriptors):
+        self.c_launch = c_launch
+        self.descriptors = descriptors
+        self.verified = False
+
+    def flatten(self, head: tuple, args: Sequence[Any], device_index: int) -> list:
+        """``head`` followed by the flattened ``args``: exactly the C launcher's arguments."""
+        words = list(head)
+        begin = 0
+        for position, meta in self.descriptors:
+            words += args[begin:position]
+            words += _descriptor_words(args[position], meta, device_index)
+            begin = position + 1
+        words += args[begin:]
+        return words
+
+    def word_starts(self, args: Sequence[Any], device_index: int) -> list[int]:
+        """Where each argument's first word lies in ``flatten``'s list."""
+        meta_at = dict(self.descriptors)
+        starts, word = [], _HEAD_WORDS
+        for position, arg in enumerate(args):
+            starts.append(word)
+            word += len(_descriptor_words(arg, meta_at[position], device_index)) if position in meta_at else 1
+        return starts
+
+
+def _descriptor_words(desc, meta: _DescriptorMeta | None, device_index: int) -> list:
+    """Triton 3.6's ``make_tensordesc_arg(desc, meta)``, with the encoded descriptor taken from the cache."""
+    if meta is None:
+        return [desc.base, *desc.shape, *desc.strides, desc.padding == "nan", *desc.shape, *desc.strides]
+    if desc.strides[-1] != 1:  # Triton asserts on this: let it raise its own error
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+        return make_tensordesc_arg(desc, meta.source)
+    layout = _descriptor_layout(desc, meta, device_index)
+    return [tma_descriptor(desc.base.data_ptr(), layout), *layout.shape, *layout.strides]
+
+
+def _descriptor_layout(desc, meta: _DescriptorMeta, device_index: int) -> TmaLayout:
+    """What Triton encodes a descriptor argument with, besides its address."""
+    shape = desc.shape
+    if meta.fp4_padded:  # packed FP4: the descriptor counts elements, two per byte
+        shape = list(shape)
+        shape[-1] *= 2
+    return tma_layout(meta.swizzle, meta.elem_size, meta.elem_type, meta.block_size, shape, desc.strides,
+                      1 if desc.padding == "nan" else 0, device_index)
+
+
+def _direct_launcher(runner) -> _DirectLauncher | None:
+    """The direct launcher of a compiled kernel's launcher (``compiled.run``), or None where it does not apply."""
+    entry = _DIRECT.get(id(runner))
+    if entry is not None and entry[0] is runner:
+        return entry[1]
+    direct = _inspect(runner)
+    _remember_direct(runner, direct)
+    return direct
+
+
+def _remember_direct(runner, direct: _DirectLauncher | None) -> None:
+    if len(_DIRECT) >= _DIRECT_LIMIT:
+        _DIRECT.clear()
+    _DIRECT[id(runner)] = (runner, direct)
+
+
+def _inspect(runner) -> _DirectLauncher | None:
+    """Find the C launcher inside Triton's wrapper, or None when the launcher is not the one this module knows:
+    another Triton version, a launcher that is not Triton's CudaLauncher, no tensor-descriptor argument (the
+    launcher is then the C function itself and Triton's path is already direct), or a wrapper other than
+    ``wrap_handle_tensordesc``'s (recognised by its code object, so its closure holds what we read from it)."""
+    try:
+        import triton
+        from triton.backends.nvidia import driver as nvidia
+    except ImportError:
+        return None
+    if not triton.__version__.startswith(DIRECT_LAUNCH_TRITON_VERSIONS) or not isinstance(runner, nvidia.CudaLauncher):
+        return None
+    if getattr(nvidia, "_BASE_ARGS_FORMAT_LEN", None) != _HEAD_WORDS:
+        return None
+    wrapper = runner.launch
+    if getattr(wrapper, "__code__", None) is not _wrapper_code(nvidia):
+        return None
+    try:
+        cells = {name: cell.cell_contents for name, cell in zip(wrapper.__code__.co_freevars, wrapper.__closure__)}
+        c_launch, positions, metas = cells["launcher"], cells["tensordesc_indices"], cells["tensordesc_meta"]
+        if not callable(c_launch) or len(metas) != len(positions):
+            return None
+        # The wrapper hands out metadata entries in argument order (its tensordesc_idx counts up as it goes).
+        descriptors = tuple((position, None if meta is None else _DescriptorMeta(meta, nvidia.TMA_DTYPE_DEVICE_TO_HOST))
+                            for position, meta in zip(sorted(positions), metas))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return _DirectLauncher(c_launch, descriptors)
+
+
+def _wrapper_code(nvidia):
+    """The code object of Triton's ``wrap_handle_tensordesc`` wrapper (every wrapper it returns shares it)."""
+    if not _WRAPPER_CODE:
+        sample = nvidia.wrap_handle_tensordesc(_never_called, {"desc": "tensordesc<i8[16]>"}, None)
+        _WRAPPER_CODE.append(getattr(sample, "__code__", None))
+    return _WRAPPER_CODE[0]
+
+
+def _never_called(*args):
+    raise AssertionError("only the wrapper's code object is used")
+
+
+def _verify(runner, direct: _DirectLauncher, head: tuple, args: Sequence[Any], device_index: int) -> bool:
+    """Once per kernel, on its first launch: do our words equal the words Triton's own wrapper builds for the same
+    arguments? (Encoded descriptors are compared by value where they can be; a real CUtensorMap is opaque, and its
+    inputs are the neighbouring shape and stride words.) On a mismatch the kernel keeps Triton's path for good."""
+    from triton.backends.nvidia import driver as nvidia
+
+    recorded = []
+    positions = {position for position, _ in direct.descriptors}
+    signature = {i: ("tensordesc" if i in positions else "i32") for i in range(len(args))}
+    metas = [None if meta is None else meta.source for _, meta in direct.descriptors]
+    triton_wrapper = nvidia.wrap_handle_tensordesc(lambda *words: recorded.append(words), signature, metas)
+    triton_wrapper(*head, *args)
+    ours = direct.flatten(head, args, device_index)
+    opaque = getattr(nvidia, "PyCUtensorMap", None)
+    same = len(recorded) == 1 and len(recorded[0]) == len(ours) and all(
+        x is y or (type(x) is type(y) and not isinstance(x, torch.Tensor) and (type(x) is opaque or x == y))
+        for x, y in zip(ours, recorded[0]))
+    if same:
+        direct.verified = True
+    else:
+        warnings.warn(f"deep_gemm: the direct launch of a Triton kernel built other arguments than Triton's launcher "
+                      f"({runner.launch!r}); that kernel keeps Triton's launcher", RuntimeWarning, stacklevel=3)
+        _remember_direct(runner, None)
+    return same
 
 
 class LaunchPlan:
@@ -100,9 +381,12 @@ class LaunchPlan:
     descriptors over them) change. The plan keeps the recorded argument tuple as a template and, per call, puts
     the call's tensors into their slots. Recording fails (``from_record`` returns None) when an argument is a
     tensor the plan cannot re-derive: a copy or view made inside the launcher (MN-major operands, reshaped
-    grouped operands)."""
+    grouped operands). Where the kernel launches directly (``_DirectLauncher``), the plan keeps the flattened C
+    launcher arguments instead (``_DirectReplay``). Templates hold None in the slots each call fills, so a plan
+    does not keep the recording call's tensors alive."""
 
-    __slots__ = ("compiled", "grid", "device_index", "template", "tensor_slots", "desc_slots", "fresh_slots")
+    __slots__ = ("compiled", "grid", "device_index", "template", "tensor_slots", "desc_slots", "fresh_slots",
+                 "direct")
 
     @classmethod
     def from_record(cls, record: list, inputs: Sequence[Any], scratch=(), persistent=()):
@@ -135,9 +419,24 @@ class LaunchPlan:
                 if j is None:
                     return None
                 plan.desc_slots.append((pos, j, x.shape, x.strides, x.block_shape, x.gluon))
+        plan.direct = _DirectReplay.of(plan, args)
+        for pos in [s[0] for s in plan.tensor_slots + plan.desc_slots + plan.fresh_slots]:
+            plan.template[pos] = None
         return plan
 
     def run(self, inputs: Sequence[Any]) -> None:
+        if torch.cuda.current_device() != self.device_index:
+            with torch.cuda.device(self.device_index):
+                _ensure_context(self.device_index)
+                self._launch(inputs)
+            return
+        _ensure_context(self.device_index)
+        self._launch(inputs)
+
+    def _launch(self, inputs: Sequence[Any]) -> None:
+        if self.direct is not None:
+            self.direct.run(inputs)
+            return
         args = self.template.copy()
         for pos, j in self.tensor_slots:
             args[pos] = inputs[j]
@@ -145,13 +444,64 @@ class LaunchPlan:
             args[pos] = FastDescriptor(inputs[j], shape, strides, block, gluon)
         for pos, shape, dtype, device in self.fresh_slots:
             args[pos] = torch.empty(shape, dtype=dtype, device=device)
-        if torch.cuda.current_device() != self.device_index:
-            with torch.cuda.device(self.device_index):
-                _ensure_context(self.device_index)
-                launch_compiled(self.compiled, self.grid, args, self.device_index)
-            return
-        _ensure_context(self.device_index)
         launch_compiled(self.compiled, self.grid, args, self.device_index)
+
+
+class _DirectReplay:
+    """A plan's launch as the C launcher's flat argument list: per call only the stream, the tensors, the encoded
+    descriptors over them (cached by address and layout) and the per-call buffers change."""
+
+    __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "scratch_bytes")
+
+    @classmethod
+    def of(cls, plan: LaunchPlan, args: Sequence[Any]) -> _DirectReplay | None:
+        """The direct replay of a just-recorded plan, or None where its kernel does not launch directly (or has not
+        yet passed ``_verify``, which its recording launch runs)."""
+        runner = getattr(plan.compiled, "run", None)
+        direct = _direct_launcher(runner) if runner is not None else None
+        if direct is None or not direct.verified:
+            return None
+        replay = cls()
+        replay.c_launch, replay.device_index = direct.c_launch, plan.device_index
+        replay.scratch_bytes = _scratch_bytes(runner, plan.grid) if runner.global_scratch_size else 0
+        head = _head_words(plan.compiled, runner, plan.grid, None, None)
+        replay.words = direct.flatten(head, args, plan.device_index)
+        starts = direct.word_starts(args, plan.device_index)
+        meta_at = dict(direct.descriptors)
+        replay.tensor_words = [(starts[pos], j) for pos, j in plan.tensor_slots]
+        replay.tma_words = []
+        for pos, j, *_ in plan.desc_slots:
+            meta = meta_at.get(pos, _NOT_A_DESCRIPTOR)
+            if meta is _NOT_A_DESCRIPTOR:
+                return None  # a FastDescriptor where the kernel takes something else: let Triton report it
+            if meta is None:
+                replay.tensor_words.append((starts[pos], j))  # the descriptor's words start with its base tensor
+            else:
+                # Same signature, same descriptor shape, strides and block: the recorded layout holds for replays.
+                replay.tma_words.append((starts[pos], j, _descriptor_layout(args[pos], meta, plan.device_index)))
+        replay.fresh_words = [(starts[pos], shape, dtype, device) for pos, shape, dtype, device in plan.fresh_slots]
+        for word in [w[0] for w in replay.tensor_words + replay.tma_words + replay.fresh_words]:
+            replay.words[word] = None
+        return replay
+
+    def run(self, inputs: Sequence[Any]) -> None:
+        words = self.words.copy()
+        words[_STREAM_WORD] = torch._C._cuda_getCurrentRawStream(self.device_index)
+        for word, j in self.tensor_words:
+            words[word] = inputs[j]
+        for word, j, layout in self.tma_words:  # tma_descriptor(), inlined: this loop is the hottest of a replay
+            data_ptr = inputs[j].data_ptr()
+            tensor_map = _TMA_DESCRIPTORS.get((data_ptr, layout))
+            words[word] = tensor_map if tensor_map is not None else _encode_tma_descriptor(data_ptr, layout)
+        for word, shape, dtype, device in self.fresh_words:
+            words[word] = torch.empty(shape, dtype=dtype, device=device)
+        if self.scratch_bytes:
+            words[_SCRATCH_WORD] = torch.empty(self.scratch_bytes, dtype=torch.uint8,
+                                               device=f"cuda:{self.device_index}")
+        self.c_launch(*words)
+
+
+_NOT_A_DESCRIPTOR = object()
 
 
 class FastDescriptor:
