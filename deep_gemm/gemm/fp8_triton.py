@@ -334,7 +334,9 @@ def _dense(layout: str):
         if signature is not None:
             # The signature sees each tensor's metadata, not which arguments are the same tensor (c is d, a is b):
             # the plan's slots depend on that too.
-            aliasing = tuple(next(j for j, y in enumerate(inputs) if y is x) for x in inputs)
+            # (list.index compares ids: each input's first position among identical objects.)
+            ids = [*map(id, inputs)]
+            aliasing = (*map(ids.index, ids),)
             key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE))
             plan = _PLANS.get(key)
             if plan is not None:
