@@ -166,6 +166,60 @@ def sweep_dense_small(timer, rows):
         fp8_triton._WS_MODE = "auto"
 
 
+def sweep_group_m(timer, rows):
+    """The tile raster of the M=4096 kernels: GROUP_M M-blocks per band (L2 reuse of B across the band)."""
+    import dataclasses
+    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
+        if m < 4096:
+            continue
+        a, b = bench.fp8_operands(m, n, k)
+        base = configs.heuristic(configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms()))
+        for group_m in (8, 16):
+            cfg = dataclasses.replace(base, group_m=group_m)
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            call = dense_call(a, b, d, cfg)
+            call()
+            us = timer(call)
+            rows.append(dict(table="group_m", m=m, n=n, k=k, variant=f"group_m={group_m}", us=us,
+                             vs_deepgemm=dg_us / us))
+            print(f"dense {m}x{n}x{k} group_m={group_m:2d} {us:8.1f} us {dg_us / us:5.2f}x DG", flush=True)
+
+
+def sweep_masked_decode(timer, rows):
+    """tl.* configs for the masked decode rows (m = 20 per group): memory-bound, so tile count and bytes in
+    flight per SM matter, not MMA efficiency. Each config is put into the config cache for the call's problem."""
+    import deep_gemm
+    candidates = [configs.Fp8GemmConfig(bm, bn, 4 if bm == 64 else 8, st, programs_per_sm=pps)
+                  for bm, bn, st, pps in [(128, 128, 4, 1), (64, 128, 6, 1), (64, 64, 8, 1), (64, 64, 6, 2),
+                                          (64, 128, 4, 2), (64, 256, 4, 1)]]
+    for (g, expected_m, n, k), (dg_us, _, _) in shapes.MASKED_DG.items():
+        if expected_m > 64:
+            continue
+        a, b, masked_m, masked = bench.masked_operands(g, expected_m, n, k)
+        problem = configs.Fp8GemmProblem(shapes.MASKED_MAX_M, n, k, g, "masked", fp8_triton._num_sms(),
+                                         expected_m=int(expected_m * 1.2))
+        for cfg in candidates:
+            d = torch.empty(g, shapes.MASKED_MAX_M, n, device="cuda", dtype=torch.bfloat16)
+
+            def call():
+                deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))
+            fp8_triton._CONFIG_CACHE[problem] = cfg
+            fp8_triton._WS_MODE = "off"
+            try:
+                call()
+                diff = max(calc_diff(d[i, :m], bench.reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]),
+                                                               (128, 128))) for i, m in enumerate(masked) if m)
+                us = timer(call)
+            finally:
+                fp8_triton._WS_MODE = "auto"
+                fp8_triton._CONFIG_CACHE.pop(problem, None)
+            tag = f"{cfg.block_m}x{cfg.block_n} s{cfg.num_stages} pps{cfg.programs_per_sm}"
+            rows.append(dict(table="masked_decode", groups=g, expected_m=expected_m, n=n, k=k, variant=tag, us=us,
+                             vs_deepgemm=dg_us / us, diff=diff))
+            print(f"masked {g}x{expected_m}x{n}x{k} {tag:20s} {us:8.1f} us {dg_us / us:5.2f}x DG diff {diff:.1e}",
+                  flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
@@ -185,6 +239,10 @@ def main():
             sweep_contiguous(timer, rows)
         if "masked" in parts:
             sweep_masked(timer, rows)
+        if "group_m" in parts:
+            sweep_group_m(timer, rows)
+        if "masked_decode" in parts:
+            sweep_masked_decode(timer, rows)
         if "dense128" in parts:
             sweep_dense_small(timer, rows)
     finally:
