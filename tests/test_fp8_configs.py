@@ -136,3 +136,13 @@ def test_split_tiles_only_where_the_wave_model_says_they_pay(monkeypatch):
     assert split == {(2112, 7168), (576, 7168)}
     for n, k in [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]:
         assert fp8_triton.ws_narrow(34151, n, k) == 128, (n, k)
+
+
+def test_masked_decode_takes_64_row_tiles():
+    """Masked decode rows (m = 20 per group, expected_m = 24) get 64-row tiles, not the 32 their rows would fit
+    (measured faster: fp8_configs.MIN_MASKED_BLOCK_M); larger expected m keeps 128-row tiles."""
+    for g, n, k in [(32, 7168, 3072), (32, 4096, 4096), (6, 6144, 7168)]:
+        cfg = configs.heuristic(configs.Fp8GemmProblem(4096, n, k, g, "masked", 132, expected_m=24))
+        assert cfg.block_m == 64, (g, n, k, cfg)
+    cfg = configs.heuristic(configs.Fp8GemmProblem(4096, 6144, 7168, 32, "masked", 132, expected_m=230))
+    assert cfg.block_m == 128

@@ -33,6 +33,10 @@ MAX_M_FOR_64_ROW_TILES = 128
 # Small-M tiles are memory-bound: let ~2 CTAs share an SM to hide latency (one CTA per SM left HBM at 1.9 TB/s
 # at M=1; two reached 2.7 TB/s, H200 2026-11-30). Programs stay persistent over the remaining tiles.
 SMALL_TILE_PROGRAMS_PER_SM = 2
+# Masked decode (a few rows per group) still takes 64-row tiles: on the DeepSeek masked rows with m = 20
+# (H200 2026-11-30) 64 x 128 / 64 x 64 tiles ran 192 / 147 / 94 us against 201 / 155 / 109 us for 32-row tiles
+# (1.06x / 1.08x / 0.88x DeepGEMM instead of 1.01x / 1.03x / 0.76x): wgmma's M is 64 anyway.
+MIN_MASKED_BLOCK_M = 64
 # Relative per-SM throughput of a tile shape (bigger tiles reuse operands more). 128x128 on 8 warps is the best
 # tl.* shape measured on H200 (KERNEL-NOTES §3: BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
 TILE_EFFICIENCY = {(128, 128): 1.0, (128, 64): 0.8}
@@ -127,6 +131,8 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
         want_bm = 128
     else:
         want_bm = min(64, max(MIN_BLOCK_M, 1 << max(0, math.ceil(math.log2(max(1, rows))))))
+    if p.kind == "masked":
+        want_bm = max(want_bm, MIN_MASKED_BLOCK_M)
     fitting = [bm for bm in allowed_bms if bm <= want_bm]
     bm = max(fitting) if fitting else min(allowed_bms)
     groups = p.num_groups if p.kind in ("masked", "k_grouped") else 1
