@@ -1,14 +1,16 @@
 """Time FP8 GEMM kernel variants side by side on the GPU (same process, same timer as bench_fp8_gemm.py), to
 choose the heuristic's rules from measurements:
 
-* dense M=4096 and M-grouped contiguous: the tl.* kernel vs the warp-specialised kernel with one 64-row wave per
-  warpgroup (5 or 6 stages) or two, stacked along M (DeepGEMM's 256-row tile) or along N (a 128 x 256 tile);
+* dense M=4096, M-grouped contiguous and masked: the tl.* kernel vs the warp-specialised kernel with one 64-row
+  wave per warpgroup or two, stacked along M (DeepGEMM's 256-row tile) or along N (a 128 x 256 tile, or a split
+  128 x 192 one), ring depth, pointer vs TMA epilogue (WS_VARIANTS);
+* group_m: the tile raster of the M=4096 kernels; masked_decode: tl.* configs for the m = 20 masked rows;
 * dense M=128: tl.* tile shapes x split-K.
 
 Every variant is checked against the dequantised reference before it is timed. Kernels are compiled in parallel
 threads first (first-time compilation is thread-safe), so the sweep spends its time measuring.
 
-    python benchmarks/sweep_fp8_configs.py [--out results.json] [--only dense4096,contiguous,dense128]
+    python benchmarks/sweep_fp8_configs.py [--out results.json] [--only dense4096,masked] [--variants auto,ws2n-s4]
 """
 
 from __future__ import annotations
@@ -220,10 +222,16 @@ def sweep_masked_decode(timer, rows):
                   flush=True)
 
 
+# --only names -> sweeps, run in the order given.
+SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "masked": sweep_masked,
+            "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
-    parser.add_argument("--only", default="dense4096,contiguous,masked,dense128")
+    parser.add_argument("--only", default="dense4096,contiguous,masked,dense128",
+                        help="comma-separated sweeps: " + ",".join(SECTIONS))
     parser.add_argument("--variants", default=None, help="comma-separated variants for the M=4096 and contiguous "
                         f"tables (default: {','.join(DENSE_VARIANTS)} / {','.join(CONTIGUOUS_VARIANTS)})")
     args = parser.parse_args()
@@ -231,20 +239,9 @@ def main():
         DENSE_VARIANTS[:] = CONTIGUOUS_VARIANTS[:] = MASKED_VARIANTS[:] = args.variants.split(",")
     timer = bench.KernelTimer(reps=15)
     rows = []
-    parts = args.only.split(",")
     try:
-        if "dense4096" in parts:
-            sweep_dense_big(timer, rows)
-        if "contiguous" in parts:
-            sweep_contiguous(timer, rows)
-        if "masked" in parts:
-            sweep_masked(timer, rows)
-        if "group_m" in parts:
-            sweep_group_m(timer, rows)
-        if "masked_decode" in parts:
-            sweep_masked_decode(timer, rows)
-        if "dense128" in parts:
-            sweep_dense_small(timer, rows)
+        for part in args.only.split(","):
+            SECTIONS[part](timer, rows)
     finally:
         if args.out:
             with open(args.out, "w") as f:
