@@ -18,8 +18,9 @@ Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
                a NARROW-wide wave. The partials are small enough (64 + 32 registers) for both to stay live, so
                each wave is promoted while the other wave's wgmma runs. Also finer tile widths against wave
                quantisation (N = 2112 = 11 x 192).
-             * one wave, deferred: one 64 x BN wgmma per K block, issued before the previous block is promoted
-               (one wgmma in flight, two partials live); for problems too small to fill the SMs with big tiles.
+             * one wave, deferred: one 64 x BN wgmma per K block, issued before the previous block is promoted;
+               for problems too small to fill the SMs with big tiles. ptxas serialises its wgmmas (C7514: it reads
+               a partial retired by wait(1) while another group is in flight), so it overlaps less than written.
 The two consumers never synchronise with each other, so one promotes while the other's wgmma runs. The register
 budget is split per partition (setmaxnreg).
 
@@ -180,9 +181,12 @@ def _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, col_ok, stride_sfa_k, s
 def _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb, it, stride_sfa_k,
                        stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, B_PER_ROW: gl.constexpr,
                        MMA: gl.constexpr):
-    """One 64-row wave, software-pipelined: block kb's wgmma is issued before block kb-1 is promoted, so the tensor
-    core works while the promotion's FFMAs run (one wgmma group in flight, two partials live). Scales are loaded
-    two blocks ahead: an L2 round trip outlasts one block's wgmma."""
+    """One 64-row wave, software-pipelined as written: block kb's wgmma is issued before block kb-1 is promoted
+    (one wgmma group in flight, two partials live). ptxas does not honour it: reading the partial that wait(1)
+    retired while block kb's group is in flight makes it serialise every wgmma of the kernel (C7514). The
+    overlapping form ptxas accepts alternates two partials and reads each only after wait(0) (see
+    _mainloop_split_deferred); here that needs a 2x-unrolled loop, not written yet. Scales are loaded two blocks
+    ahead: an L2 round trip outlasts one block's wgmma."""
     acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     sa0, sb0 = _load_scales(sfa_rows, sfb_cols, 0, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
     sa1, sb1 = _load_scales(sfa_rows, sfb_cols, 1, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
