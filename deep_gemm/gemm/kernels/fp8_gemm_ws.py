@@ -18,9 +18,8 @@ Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
                a NARROW-wide wave. The partials are small enough (64 + 32 registers) for both to stay live, so
                each wave is promoted while the other wave's wgmma runs. Also finer tile widths against wave
                quantisation (N = 2112 = 11 x 192).
-             * one wave, deferred: one 64 x BN wgmma per K block, issued before the previous block is promoted;
-               for problems too small to fill the SMs with big tiles. ptxas serialises its wgmmas (C7514: it reads
-               a partial retired by wait(1) while another group is in flight), so it overlaps less than written.
+             * one wave: one 64 x BN wgmma per K block, each block promoted while the next one's wgmma runs (two
+               partials taking turns); for problems too small to fill the SMs with big tiles.
 The two consumers never synchronise with each other, so one promotes while the other's wgmma runs. The register
 budget is split per partition (setmaxnreg).
 
@@ -178,45 +177,46 @@ def _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, col_ok, stride_sfa_k, s
 
 
 @gluon.jit
-def _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb, it, stride_sfa_k,
-                       stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, B_PER_ROW: gl.constexpr,
-                       MMA: gl.constexpr):
-    """One 64-row wave, software-pipelined as written: block kb's wgmma is issued before block kb-1 is promoted
-    (one wgmma group in flight, two partials live). ptxas does not honour it: reading the partial that wait(1)
-    retired while block kb's group is in flight makes it serialise every wgmma of the kernel (C7514). The
-    overlapping form ptxas accepts alternates two partials and reads each only after wait(0) (see
-    _mainloop_split_deferred); here that needs a 2x-unrolled loop, not written yet. Scales are loaded two blocks
-    ahead: an L2 round trip outlasts one block's wgmma."""
+def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb, it, stride_sfa_k,
+                       stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
+                       B_PER_ROW: gl.constexpr, MMA: gl.constexpr):
+    """One 64 x BN wave per K block, each block promoted while the next block's wgmma runs. Two partials take turns
+    (p for even steps, q for odd: the loop is unrolled by two), and each is read only after a wait_group(0) retired
+    it: ptxas serialises every wgmma of a kernel that reads a partial retired by wait_group(1) while another group is
+    in flight (C7514), which the textbook deferred form (issue kb, wait(1), promote kb-1) compiles to. An odd block
+    count ends with p as the last partial. (Peeling block 0 off instead made ptxas spill the dense variant: 240 B.)"""
     acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    sa0, sb0 = _load_scales(sfa_rows, sfb_cols, 0, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
-    sa1, sb1 = _load_scales(sfa_rows, sfb_cols, 1, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
-    stage = it % STAGES
-    mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-    prev = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
-                         gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-    prev_stage = stage
-    it += 1
-    for kb in range(1, num_kb):
+    # q: the previous block's partial and scales, zero before the first (its promotion then adds nothing).
+    q = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, 0, 0, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
+    for kb in range(0, num_kb, 2):
         stage = it % STAGES
-        sa2, sb2 = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k,
-                                B_PER_ROW)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        cur = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
-                            gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        # At most one group outstanding: block kb-1's product is complete, kb's is still running.
-        done = warpgroup_mma_wait(num_outstanding=1, deps=(prev,))
-        mbarrier.arrive(empty.index(prev_stage), count=1)
-        acc = _promote(acc, done, sa0, sb0, B_PER_ROW)
-        prev = cur
-        prev_stage = stage
-        sa0 = sa1
-        sb0 = sb1
-        sa1 = sa2
-        sb1 = sb2
+        p = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
+                          gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+        acc = _promote(acc, q, q_sa, q_sb, B_PER_ROW)
+        p_sa, p_sb = _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k,
+                                  B_PER_ROW)
+        p = warpgroup_mma_wait(num_outstanding=0, deps=(p,))
+        mbarrier.arrive(empty.index(stage), count=1)
         it += 1
-    done = warpgroup_mma_wait(num_outstanding=0, deps=(prev,))
-    mbarrier.arrive(empty.index(prev_stage), count=1)
-    acc = _promote(acc, done, sa0, sb0, B_PER_ROW)
+        if kb + 1 < num_kb:
+            stage = it % STAGES
+            mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+            q = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0),
+                              b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
+                              use_acc=False, is_async=True)
+            acc = _promote(acc, p, p_sa, p_sb, B_PER_ROW)
+            q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok, col_ok, stride_sfa_k,
+                                      stride_sfb_k, B_PER_ROW)
+            q = warpgroup_mma_wait(num_outstanding=0, deps=(q,))
+            mbarrier.arrive(empty.index(stage), count=1)
+            it += 1
+        else:  # odd count: the last block is p; promote it after the loop in q's place
+            q = p
+            q_sa = p_sa
+            q_sb = p_sb
+    acc = _promote(acc, q, q_sa, q_sb, B_PER_ROW)
     return acc, it
 
 
@@ -429,7 +429,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
         elif WAVES == 1:
             acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             if expert >= 0:
-                acc, it = _mainloop_deferred(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb,
+                acc, it = _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb,
                                              it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, B_PER_ROW, MMA)
             if GROUPING == MASKED:
                 _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
