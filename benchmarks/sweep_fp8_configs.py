@@ -222,9 +222,27 @@ def sweep_masked_decode(timer, rows):
                   flush=True)
 
 
+def sweep_dense_mid(timer, rows):
+    """Mid-size dense problems (too few 128 x 256 tiles for the two-wave kernel): tl.* vs the one-wave kernel."""
+    for m in (256, 512, 1024):
+        for n, k in [(4096, 7168), (2112, 7168), (7168, 2048)]:
+            a, b = bench.fp8_operands(m, n, k)
+            ref = bench.reference(a, b, (128, 128))
+            for name in ["tl", "auto", "ws1-s6"]:
+                d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                call = dense_call(a, b, d)
+                run_variant(name, call)
+                diff = calc_diff(d, ref)
+                us = run_variant(name, lambda: timer(call))
+                rows.append(dict(table="dense_mid", m=m, n=n, k=k, variant=name, us=us, diff=diff))
+                print(f"dense {m}x{n}x{k} {name:7s} {us:8.1f} us {2 * m * n * k / us / 1e6:6.0f} TFLOPS "
+                      f"diff {diff:.1e}", flush=True)
+
+
 # --only names -> sweeps, run in the order given.
 SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "masked": sweep_masked,
-            "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small}
+            "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
+            "dense_mid": sweep_dense_mid}
 
 
 def main():
