@@ -146,3 +146,11 @@ def test_masked_decode_takes_64_row_tiles():
         assert cfg.block_m == 64, (g, n, k, cfg)
     cfg = configs.heuristic(configs.Fp8GemmProblem(4096, 6144, 7168, 32, "masked", 132, expected_m=230))
     assert cfg.block_m == 128
+
+
+def test_two_wave_tiles_need_128_wide_waves(monkeypatch):
+    """256 x 64 tiles (two waves along M, 64 wide) measured slower than the tl.* kernel: not chosen."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
+    assert fp8_triton.ws_waves(fp8_triton.GROUPING["dense"], 512, 2112, 64, False) == (1, False)
+    assert fp8_triton.ws_waves(fp8_triton.GROUPING["dense"], 4096, 4096, 128, False) == (2, True)

@@ -39,7 +39,8 @@ GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 # Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it measured faster), "on" (wherever it
 # is legal), "off" (never). H200 2026-11-30 vs the tl.* kernel: two-wave tiles (ws_waves) 1.3-2.1x on every dense
 # M=4096 and M-grouped contiguous DeepSeek shape; the one-wave kernel 1.05-1.50x at dense K <= 2048 but 0.82-0.90x
-# at K >= 7168. Masked (DeepSeek table, Mmax = 4096): two-wave tiles with TMA stores 1.1-1.5x at m >= 192, equal
+# at K >= 7168 (session 5, before its promotion overlapped; session 6, overlapped, M = 256-512: 0.96-1.10x at
+# K = 7168, 1.06x at K = 2048, so the K rule stays). Masked (DeepSeek table, Mmax = 4096): two-wave tiles with TMA stores 1.1-1.5x at m >= 192, equal
 # at m = 20 (2026-11-30, session 6); with pointer stores (Mmax not a multiple of 128) 0.8x, so those stay on tl.*.
 _WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
 # Dense problems too small for two-wave tiles run the one-wave kernel up to this K in "auto" mode (see above).
@@ -84,7 +85,9 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     half_wave = _num_sms() // 2
     if block_n == 128 and (grouping == GROUPING["masked"] or _cdiv(m, 128) * _cdiv(n, 256) >= half_wave):
         return 2, True
-    if grouping == GROUPING["dense"] and _cdiv(m, 256) * _cdiv(n, block_n) >= half_wave:
+    # 256 x BN tiles only with 128-wide waves: 256 x 64 measured 0.72x the tl.* kernel (512x2112x7168: 38.0 vs
+    # 27.2 us, H200 session 6).
+    if grouping == GROUPING["dense"] and block_n == 128 and _cdiv(m, 256) * _cdiv(n, block_n) >= half_wave:
         return 2, False
     return 1, False
 
