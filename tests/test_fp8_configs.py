@@ -154,3 +154,18 @@ def test_two_wave_tiles_need_128_wide_waves(monkeypatch):
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
     assert fp8_triton.ws_waves(fp8_triton.GROUPING["dense"], 512, 2112, 64, False) == (1, False)
     assert fp8_triton.ws_waves(fp8_triton.GROUPING["dense"], 4096, 4096, 128, False) == (2, True)
+
+
+def test_hand_made_config_breaking_the_b_scale_rule_is_rejected():
+    """A config whose tile spans two 128-column B-scale blocks would silently use one scale for both (a sweep's
+    hand-made 64x256 config gave calc_diff 2.8e-3 on the H200): the launcher refuses it before launching."""
+    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.operands import resolve_recipe
+    from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+    a = per_token_cast_to_fp8(torch.randn(64, 256, dtype=torch.bfloat16), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(256, 256, dtype=torch.bfloat16), use_ue8m0=False)
+    d = torch.full((64, 256), float("nan"), dtype=torch.bfloat16)
+    bad = configs.Fp8GemmConfig(64, 256, 4, 4)
+    with pytest.raises(ValueError, match="block_n must divide 128"):
+        fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, resolve_recipe(None, None, None, b[1]), cfg=bad)
+    assert d.isnan().all()

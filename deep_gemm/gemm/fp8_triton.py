@@ -170,6 +170,10 @@ def _cdiv(a: int, b: int) -> int:
 def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, grouping, b_per_row, cfg, strides_sfa,
          strides_sfb, stride_dg, stride_dm, stride_cg=0, head=(0, 0, 0), zero_gaps=True, psum_align=128,
          recorder=None):
+    if not b_per_row and configs.BLOCK_K % cfg.block_n:
+        # Configs from the heuristic and autotuning never do this; one passed in by hand (a sweep) could.
+        raise ValueError(f"FP8 GEMM config {cfg}: with 128x128 B scales block_n must divide 128 (one B scale per "
+                         f"tile and K block), got {cfg.block_n}")
     split = cfg.split_k
     groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
     tiles_upper = _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n) * split * groups_in_grid
