@@ -2,6 +2,10 @@
 shared memory per config: the cheap first check before spending GPU time.
 
     python scripts/compile_check.py            # the FP8 GEMM kernel over its main configs
+    python scripts/compile_check.py --ws       # the warp-specialised Gluon kernel's variants
+    python scripts/compile_check.py --serialisation   # JSON: does ptxas serialise the Gluon variants' wgmmas?
+
+Run without TRITON_INTERPRET (the interpreter cannot compile warp-specialised kernels).
 """
 
 from __future__ import annotations
@@ -112,3 +116,34 @@ if __name__ == "__main__" and "--ws" in sys.argv:
                 dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2)]:
         ck = compile_fp8_gemm_ws(**cfg)
         print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
+
+
+def ptxas_info(ptx: str) -> str:
+    """What `ptxas -v` says about a kernel's PTX for sm_90a (its info lines name serialised wgmmas: C7514)."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        return subprocess.run([tool, "-arch=sm_90a", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
+                              capture_output=True, text=True).stderr
+
+
+# The Gluon kernel's mainloops, each in a grouping that runs it (see docs/ARCHITECTURE.md, "The FP8 kernels").
+SERIALISATION_VARIANTS = {
+    "two-wave 128x256 dense": dict(waves=2, wave_n=True, stages=4),
+    "two-wave 128x256 psum": dict(waves=2, wave_n=True, stages=4, grouping=2),
+    "two-wave 128x256 masked (TMA store)": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True),
+    "split 128x192 dense": dict(waves=2, wave_n=True, narrow=64, stages=4),
+    "one-wave 128x128 dense": dict(stages=6),
+    "one-wave 128x128 m_ids": dict(stages=5, grouping=1),
+}
+
+if __name__ == "__main__" and "--serialisation" in sys.argv:
+    import json
+    report = {}
+    for name, cfg in SERIALISATION_VARIANTS.items():
+        ck = compile_fp8_gemm_ws(**cfg)
+        info = ptxas_info(ck.asm["ptx"])
+        report[name] = dict(serialised="C7514" in info, qgmma=sass_counts(ck.asm["cubin"])["QGMMA"])
+    print(json.dumps(report))
