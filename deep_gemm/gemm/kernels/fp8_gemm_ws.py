@@ -277,7 +277,7 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
 
 
 @gluon.jit
-def _mainloop_split_deferred(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, sfb_narrow, row_ok, wide_ok,
+def _mainloop_split(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, sfb_narrow, row_ok, wide_ok,
                              narrow_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr,
                              BN: gl.constexpr, NARROW: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr,
                              MMA2: gl.constexpr):
@@ -372,7 +372,7 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
     acc1 = gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2)
     if expert >= 0:
         sfb = sfb_ptr + expert * stride_sfb_g
-        acc0, acc1, it = _mainloop_split_deferred(
+        acc0, acc1, it = _mainloop_split(
             a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb + (wide_n // 128) * stride_sfb_n,
             sfb + (narrow_n // 128) * stride_sfb_n, row_ok, wide_n < N, narrow_n < N, num_kb, it, stride_sfa_k,
             stride_sfb_k, A_ROW0, BN, NARROW, STAGES, MMA, MMA2)
@@ -505,7 +505,7 @@ def _fp8_gemm_ws_kernel(
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     if WAVES == 2:
         gl.static_assert(not B_PER_ROW, "two-wave tiles promote with one B scale per wave (1D2D)")
-    # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split_deferred).
+    # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
     if WAVE_N:
