@@ -34,7 +34,8 @@ PATCHES = {
         "                mbarrier.arrive(bar, count=1)\n")],
     "nopromote": [
         ("b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             " + ZEROS,
-         "b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             acc0, use_acc=True, is_async=True)"),
+         "b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             acc0, use_acc=True, "
+         "is_async=True)"),
         ("b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 " + ZEROS,
          "b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 acc1, use_acc=True, "
          "is_async=True)"),

@@ -40,8 +40,9 @@ GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 # is legal), "off" (never). H200 2026-11-30 vs the tl.* kernel: two-wave tiles (ws_waves) 1.3-2.1x on every dense
 # M=4096 and M-grouped contiguous DeepSeek shape; the one-wave kernel 1.05-1.50x at dense K <= 2048 but 0.82-0.90x
 # at K >= 7168 (session 5, before its promotion overlapped; session 6, overlapped, M = 256-512: 0.96-1.10x at
-# K = 7168, 1.06x at K = 2048, so the K rule stays). Masked (DeepSeek table, Mmax = 4096): two-wave tiles with TMA stores 1.1-1.5x at m >= 192, equal
-# at m = 20 (2026-11-30, session 6); with pointer stores (Mmax not a multiple of 128) 0.8x, so those stay on tl.*.
+# K = 7168, 1.06x at K = 2048, so the K rule stays). Masked (DeepSeek table, Mmax = 4096): two-wave tiles with TMA
+# stores 1.1-1.5x at m >= 192, equal at m = 20 (2026-11-30, session 6); with pointer stores (Mmax not a multiple of
+# 128) 0.8x, so those stay on tl.*.
 _WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
 # Dense problems too small for two-wave tiles run the one-wave kernel up to this K in "auto" mode (see above).
 WS_MAX_DENSE_K = 2048

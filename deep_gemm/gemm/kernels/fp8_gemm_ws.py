@@ -323,11 +323,21 @@ def _mainloop_split(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, s
 
 
 @gluon.jit
+def _tma_store(acc, d_desc, c_smem, row0, off_n):
+    """Registers -> swizzled shared memory -> one asynchronous TMA store of the slab (rows past the descriptor's end
+    clipped by the hardware). The buffer's previous store must have been read out first."""
+    tma.store_wait(pendings=0)
+    c_smem.store(acc.to(d_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(d_desc, [row0, off_n], c_smem)
+
+
+@gluon.jit
 def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
-              HAS_C: gl.constexpr, D_TMA: gl.constexpr, live=True):
+              HAS_C: gl.constexpr, D_TMA: gl.constexpr, slab_row=0, m_limit=1):
     """Store one 64-row slab: which rows it writes, and which of them hold a product (the rest become zeros).
-    `live` false skips a TMA store (masked layouts: a slab wholly past masked_m)."""
+    Masked layouts skip the TMA store of a slab wholly past masked_m (its first row `slab_row` >= `m_limit`)."""
     row_store = row_ok
     row_valid = row_ok
     if GROUPING == M_IDS:
@@ -345,11 +355,11 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
     if D_TMA:
         # Coalesced, asynchronous store: registers -> swizzled shared memory -> one TMA store of the 64-row slab
         # (rows past M clipped by the hardware). The buffer's previous store must have been read out first.
-        if live:
-            tma.store_wait(pendings=0)
-            c_smem.store(acc.to(d_desc.dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(d_desc, [row0, off_n], c_smem)
+        if GROUPING == MASKED:
+            if slab_row < m_limit:
+                _tma_store(acc, d_desc, c_smem, row0, off_n)
+        else:
+            _tma_store(acc, d_desc, c_smem, row0, off_n)
     else:
         out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
         gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
@@ -357,8 +367,8 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
 
 @gluon.jit
 def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem,
-                d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k, stride_sfb_g,
-                stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0: gl.constexpr, BN: gl.constexpr,
+                d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k,
+                stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0: gl.constexpr, BN: gl.constexpr,
                 NARROW: gl.constexpr, STAGES: gl.constexpr, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
                 HAS_C: gl.constexpr, D_TMA: gl.constexpr, MMA: gl.constexpr, MMA2: gl.constexpr):
     """One warpgroup's 64 rows of a split (BN + NARROW)-wide tile: mainloop, then the two waves' stores (TMA when
@@ -421,8 +431,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
             sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
         if SPLIT:
             _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc,
-                        c_smem, d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k,
-                        stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0, BN,
+                        c_smem, d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it,
+                        stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0, BN,
                         NARROW, STAGES, GROUPING, ZERO_GAPS, HAS_C, D_TMA, MMA, MMA2)
             if expert >= 0:
                 it += num_kb
@@ -431,14 +441,9 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
             if expert >= 0:
                 acc, it = _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb,
                                              it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, B_PER_ROW, MMA)
-            if GROUPING == MASKED:
-                _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
-                          HAS_C, D_TMA, off_m + A_ROW0 < m_limit)
-            else:
-                _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
-                          HAS_C, D_TMA)
+            _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
+                      off_m + A_ROW0, m_limit)
         else:
             if WAVE_N:  # the second wave is the next BN columns of the same rows
                 rows1 = rows
@@ -448,6 +453,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
                 wave1_ok = off_n + BN < N
                 row1 = d_row0
                 off_n1 = off_n + BN
+                slab_row1 = off_m + A_ROW0
             else:  # the second wave is the next 64 rows
                 rows1 = rows + WG_ROWS
                 cols1 = cols
@@ -456,6 +462,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
                 wave1_ok = off_m + A_ROW0 + WG_ROWS < m_limit
                 row1 = d_row0 + WG_ROWS
                 off_n1 = off_n
+                slab_row1 = off_m + A_ROW0 + WG_ROWS
             row_ok1 = rows1 < m_limit
             col_ok1 = cols1 < N
             acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
@@ -464,22 +471,12 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
                 acc0, acc1, it = _mainloop_two_waves(
                     a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                     wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
-            if GROUPING == MASKED:  # TMA-store only slabs holding valid rows (rows past masked_m: unspecified)
-                live0 = off_m + A_ROW0 < m_limit
-                live1 = row1 - d_row0 + off_m + A_ROW0 < m_limit
-                _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
-                          HAS_C, D_TMA, live0)
-                _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                          d_desc, c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
-                          D_TMA, live1)
-            else:
-                _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                          d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
-                          HAS_C, D_TMA)
-                _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                          d_desc, c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
-                          D_TMA)
+            _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
+                      off_m + A_ROW0, m_limit)
+            _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
+                      slab_row1, m_limit)
     if D_TMA:
         tma.store_wait(pendings=0)
 
