@@ -197,15 +197,15 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     # Per-row B scales double the promotion's live registers: the pipelined consumer spills (408 B, sm_90a), so
     # 1D1D stays on the tl.* kernel.
     d_rows = _rows_view(d)
+    d_tma = _tma_storable(d, grouping, zero_gaps, head)
     if (cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
             and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None):
-        ws_tma = _ws_tma_storable(d, grouping, zero_gaps, head)
+        ws_tma = _ws_tma_storable(d, grouping, d_tma)
         if _ws_pays(grouping, m, n, k, cfg.block_n, has_c, ws_tma):
             _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
                     strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align,
                     b_per_row, has_c, ws_tma, recorder)
             return
-    d_tma = _tma_storable(d, grouping, zero_gaps, head)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cg, stride_cm,
@@ -229,13 +229,14 @@ def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool
             and d.size(1) * elem >= 16)
 
 
-def _ws_tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool:
-    """``_tma_storable`` for the warp-specialised kernel, which also stores masked layouts by TMA: one store per
-    64-row slab through a [G * Mmax, N] view. With Mmax a multiple of 128 no tile reaches the next group's rows;
-    rows past masked_m may be written (unspecified, as in DeepGEMM, whose masked kernel stores whole tiles)."""
+def _ws_tma_storable(d: torch.Tensor, grouping: int, tma_storable: bool) -> bool:
+    """``_tma_storable`` (given) for the warp-specialised kernel, which also stores masked layouts by TMA: one store
+    per 64-row slab through D's [G * Mmax, N] rows view (the caller has it). With Mmax a multiple of 128 no tile
+    reaches the next group's rows; rows past masked_m may be written (unspecified, as in DeepGEMM, whose masked
+    kernel stores whole tiles)."""
     if grouping == GROUPING["masked"]:
-        return d.dim() == 3 and d.size(1) % 128 == 0 and _rows_view(d) is not None
-    return _tma_storable(d, grouping, zero_gaps, head)
+        return d.dim() == 3 and d.size(1) % 128 == 0
+    return tma_storable
 
 
 def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, has_c: bool, tma_store: bool) -> bool:
