@@ -64,22 +64,30 @@ def dense_call(a, b, d, cfg=None):
     return lambda: fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, r, cfg=cfg)
 
 
+def time_dense_variants(timer, rows, table, m, n, k, variants, dg_us=None):
+    """One dense shape under each variant: checked against the reference, then timed (ratio to DG if given)."""
+    a, b = bench.fp8_operands(m, n, k)
+    ref = bench.reference(a, b, (128, 128))
+    for name in variants:
+        d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        call = dense_call(a, b, d)
+        run_variant(name, call)
+        diff = calc_diff(d, ref)
+        us = run_variant(name, lambda: timer(call))
+        row = dict(table=table, m=m, n=n, k=k, variant=name, us=us, tflops=2 * m * n * k / us / 1e6, diff=diff)
+        vs_dg = ""
+        if dg_us is not None:
+            row["vs_deepgemm"] = dg_us / us
+            vs_dg = f" {dg_us / us:5.2f}x DG"
+        rows.append(row)
+        print(f"dense {m}x{n}x{k} {name:7s} {us:8.1f} us {row['tflops']:6.0f} TFLOPS{vs_dg} diff {diff:.1e}",
+              flush=True)
+
+
 def sweep_dense_big(timer, rows):
     for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
-        if m < 4096:
-            continue
-        a, b = bench.fp8_operands(m, n, k)
-        ref = bench.reference(a, b, (128, 128))
-        for name in DENSE_VARIANTS:
-            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            call = dense_call(a, b, d)
-            run_variant(name, call)
-            diff = calc_diff(d, ref)
-            us = run_variant(name, lambda: timer(call))
-            rows.append(dict(table="dense", m=m, n=n, k=k, variant=name, us=us, tflops=2 * m * n * k / us / 1e6,
-                             vs_deepgemm=dg_us / us, diff=diff))
-            print(f"dense {m}x{n}x{k} {name:7s} {us:8.1f} us {rows[-1]['tflops']:6.0f} TFLOPS "
-                  f"{dg_us / us:5.2f}x DG diff {diff:.1e}", flush=True)
+        if m >= 4096:
+            time_dense_variants(timer, rows, "dense", m, n, k, DENSE_VARIANTS, dg_us)
 
 
 def sweep_contiguous(timer, rows):
@@ -105,6 +113,12 @@ def sweep_contiguous(timer, rows):
                   f"{tflops / dg_tflops:5.2f}x DG diff {diff:.1e}", flush=True)
 
 
+def masked_diff(d, a, b, masked):
+    """Worst calc_diff over the groups' valid rows against the dequantised reference."""
+    return max(calc_diff(d[i, :m], bench.reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]), (128, 128)))
+               for i, m in enumerate(masked) if m)
+
+
 def sweep_masked(timer, rows):
     """The masked table's shapes (DeepGEMM's Mmax = 4096 allocation), each variant checked on every group's valid
     rows against the dequantised reference."""
@@ -117,8 +131,7 @@ def sweep_masked(timer, rows):
             def call():
                 deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))
             run_variant(name, call)
-            diff = max(calc_diff(d[i, :m], bench.reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]),
-                                                           (128, 128))) for i, m in enumerate(masked) if m)
+            diff = masked_diff(d, a, b, masked)
             us = run_variant(name, lambda: timer(call))
             rows.append(dict(table="masked", groups=g, expected_m=expected_m, n=n, k=k, variant=name, us=us,
                              vs_deepgemm=dg_us / us, diff=diff))
@@ -193,7 +206,7 @@ def sweep_masked_decode(timer, rows):
     import deep_gemm
     candidates = [configs.Fp8GemmConfig(bm, bn, 4 if bm == 64 else 8, st, programs_per_sm=pps)
                   for bm, bn, st, pps in [(128, 128, 4, 1), (64, 128, 6, 1), (64, 64, 8, 1), (64, 64, 6, 2),
-                                          (64, 128, 4, 2), (64, 256, 4, 1)]]
+                                          (64, 128, 4, 2)]]
     for (g, expected_m, n, k), (dg_us, _, _) in shapes.MASKED_DG.items():
         if expected_m > 64:
             continue
@@ -206,14 +219,11 @@ def sweep_masked_decode(timer, rows):
             def call():
                 deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))
             fp8_triton._CONFIG_CACHE[problem] = cfg
-            fp8_triton._WS_MODE = "off"
             try:
-                call()
-                diff = max(calc_diff(d[i, :m], bench.reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]),
-                                                               (128, 128))) for i, m in enumerate(masked) if m)
-                us = timer(call)
+                run_variant("tl", call)
+                diff = masked_diff(d, a, b, masked)
+                us = run_variant("tl", lambda: timer(call))
             finally:
-                fp8_triton._WS_MODE = "auto"
                 fp8_triton._CONFIG_CACHE.pop(problem, None)
             tag = f"{cfg.block_m}x{cfg.block_n} s{cfg.num_stages} pps{cfg.programs_per_sm}"
             rows.append(dict(table="masked_decode", groups=g, expected_m=expected_m, n=n, k=k, variant=tag, us=us,
@@ -226,17 +236,7 @@ def sweep_dense_mid(timer, rows):
     """Mid-size dense problems (too few 128 x 256 tiles for the two-wave kernel): tl.* vs the one-wave kernel."""
     for m in (256, 512, 1024):
         for n, k in [(4096, 7168), (2112, 7168), (7168, 2048)]:
-            a, b = bench.fp8_operands(m, n, k)
-            ref = bench.reference(a, b, (128, 128))
-            for name in ["tl", "auto", "ws1-s6"]:
-                d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-                call = dense_call(a, b, d)
-                run_variant(name, call)
-                diff = calc_diff(d, ref)
-                us = run_variant(name, lambda: timer(call))
-                rows.append(dict(table="dense_mid", m=m, n=n, k=k, variant=name, us=us, diff=diff))
-                print(f"dense {m}x{n}x{k} {name:7s} {us:8.1f} us {2 * m * n * k / us / 1e6:6.0f} TFLOPS "
-                      f"diff {diff:.1e}", flush=True)
+            time_dense_variants(timer, rows, "dense_mid", m, n, k, ["tl", "auto", "ws1-s6"])
 
 
 # --only names -> sweeps, run in the order given.
