@@ -35,6 +35,27 @@ def _ref(a, b, gran_b=(128, 128)):
     return dequantize(a[0], a[1], (1, 128)) @ dequantize(b[0], b[1], gran_b).T
 
 
+def _grouped_b(g, n, k, device="cuda"):
+    """g experts' [N, K] FP8 weights with 128x128 block scales, stacked: ([G, N, K], [G, N/128, K/128])."""
+    bq = [per_block_cast_to_fp8(torch.randn(n, k, device=device, dtype=torch.bfloat16), use_ue8m0=False)
+          for _ in range(g)]
+    return torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq])
+
+
+def _masked_a(g, max_m, k, device="cuda"):
+    """Masked-layout activations [G, Mmax, K] with per-token scales [G, Mmax, K/128]."""
+    a = per_token_cast_to_fp8(torch.randn(g * max_m, k, device=device, dtype=torch.bfloat16), use_ue8m0=False)
+    return a[0].view(g, max_m, k), a[1].view(g, max_m, -1)
+
+
+def _check_masked(a, b, d, masked):
+    """Each group's valid rows against the reference; rows past them untouched as far as the spec promises."""
+    for i, m in enumerate(masked):
+        if m:
+            assert calc_diff(d[i, :m], _ref((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]))) < TOL
+        _assert_untouched_past_masked(d[i], m)
+
+
 def test_backend_is_triton():
     assert deep_gemm.backends()["fp8_gemm_nt"].startswith("triton")
 
@@ -120,9 +141,7 @@ def _contiguous(ms, n, k, alignment=128):
         start = align(start + mg, alignment)
     m = start
     a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-    bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-          for _ in ms]
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    b = _grouped_b(len(ms), n, k)
     ids = torch.full((m,), -1, dtype=torch.int32, device="cuda")
     for g, (s, e) in enumerate(zip(starts, ends)):
         ids[s:e] = g
@@ -166,19 +185,11 @@ def test_masked(g, m_per, n, k):
     max_m = 1024 if m_per else 64
     masked = [min(max_m, int(m_per * random.uniform(0.7, 1.3))) for _ in range(g)]
     masked[0] = 0
-    aq = [per_token_cast_to_fp8(torch.randn(max_m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-          for _ in range(g)]
-    bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-          for _ in range(g)]
-    a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
     d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
     deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, expected_m=max(1, m_per))
-    for i, m in enumerate(masked):
-        if m:
-            assert calc_diff(d[i, :m], _ref((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]))) < TOL
-        _assert_untouched_past_masked(d[i], m)
+    _check_masked(a, b, d, masked)
 
 
 def _assert_untouched_past_masked(d_group, m):
@@ -199,18 +210,11 @@ def test_masked_warp_specialised(monkeypatch, variant, g, m_per, max_m, n, k):
     random.seed(2)
     masked = [min(max_m, int(m_per * random.uniform(0.7, 1.3))) for _ in range(g)]
     masked[0], masked[-1] = 0, max_m
-    a = per_token_cast_to_fp8(torch.randn(g * max_m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-    a = (a[0].view(g, max_m, k), a[1].view(g, max_m, -1))
-    bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-          for _ in range(g)]
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
     d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
     deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, expected_m=m_per)
-    for i, m in enumerate(masked):
-        if m:
-            assert calc_diff(d[i, :m], _ref((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]))) < TOL
-        _assert_untouched_past_masked(d[i], m)
+    _check_masked(a, b, d, masked)
 
 
 @pytest.mark.parametrize("layout", ["nt", "tn"])
@@ -263,12 +267,7 @@ def test_cuda_graph_capture_and_replay():
 
 def test_masked_cuda_graph_reads_masked_m_on_device():
     g, max_m, n, k = 4, 128, 512, 256
-    aq = [per_token_cast_to_fp8(torch.randn(max_m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-          for _ in range(g)]
-    bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-          for _ in range(g)]
-    a = (torch.stack([q[0] for q in aq]), torch.stack([q[1] for q in aq]))
-    b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
     mm = torch.tensor([5, 0, 128, 77], dtype=torch.int32, device="cuda")
     d = torch.zeros(g, max_m, n, device="cuda", dtype=torch.bfloat16)
     deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
@@ -279,10 +278,7 @@ def test_masked_cuda_graph_reads_masked_m_on_device():
     d.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
-    for i, m in enumerate([128, 3, 0, 1]):
-        if m:
-            assert calc_diff(d[i, :m], _ref((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]))) < TOL
-        _assert_untouched_past_masked(d[i], m)
+    _check_masked(a, b, d, [128, 3, 0, 1])
 
 
 def test_torch_compile_fullgraph():
