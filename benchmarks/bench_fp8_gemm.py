@@ -140,7 +140,7 @@ def bench_dense(timer, results, quick, compare_ws=False):
         assert diff < CORRECTNESS_LIMIT, f"wrong result at {(m, n, k)}: calc_diff {diff}"
 
 
-def bench_1d1d(timer, results):
+def bench_1d1d(timer, results, compare_ws=False):
     print("\n== dense FP8 1D1D (weight gradient), FP32 out accumulated into C ==")
     for (m, n, k), dg_tflops in shapes.DENSE_1D1D_DG_TFLOPS.items():
         a, b = fp8_operands(m, n, k, per_row_b=True)
@@ -152,9 +152,16 @@ def bench_1d1d(timer, results):
         tflops = 2 * m * n * k / us / 1e6
         row = dict(table="dense_1d1d", m=m, n=n, k=k, us=us, tflops=tflops, dg_tflops=dg_tflops,
                    vs_deepgemm=tflops / dg_tflops, diff=diff)
+        extra = ""
+        if compare_ws:
+            from deep_gemm.gemm import fp8_triton
+            saved, fp8_triton._WS_MODE = fp8_triton._WS_MODE, "off"
+            row["tl_us"] = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)))
+            fp8_triton._WS_MODE = saved
+            extra = f" | tl.* only {row['tl_us']:7.1f} us"
         results.append(row)
         print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | vs DeepGEMM {tflops / dg_tflops:.2f}x"
-              f" | diff {diff:.1e}")
+              f" | diff {diff:.1e}{extra}")
         assert diff < CORRECTNESS_LIMIT
 
 
@@ -299,7 +306,7 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--compare-ws", action="store_true",
-                        help="also time with the warp-specialised kernel off (tl.* only) at M=4096")
+                        help="also time with the warp-specialised kernel off (tl.* only) at M=4096 and for 1D1D")
     parser.add_argument("--tables", default="dense,1d1d,contiguous,masked,k_grouped,host")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -310,7 +317,7 @@ def main():
     if "dense" in tables:
         bench_dense(timer, results, args.quick, args.compare_ws)
     if "1d1d" in tables:
-        bench_1d1d(timer, results)
+        bench_1d1d(timer, results, args.compare_ws)
     if "contiguous" in tables:
         bench_contiguous(timer, results)
     if "masked" in tables:

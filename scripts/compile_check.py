@@ -81,7 +81,7 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
                         consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None,
-                        d_tma=None):
+                        d_tma=None, c_tma=False):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
@@ -91,13 +91,15 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
            "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}",
            "d_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
            "d2_desc": gluon_desc_sig([64, narrow if split else bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
+           "c_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
            "layout_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
-                      D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, NARROW=narrow, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma,
+                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     src = GluonASTSource(fn=fn, signature=sig,
@@ -113,7 +115,9 @@ if __name__ == "__main__" and "--ws" in sys.argv:
                 dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4),
                 dict(waves=2, wave_n=True, narrow=64, stages=4),
                 dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=1),
-                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2)]:
+                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2),
+                dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True),
+                dict(waves=2, wave_n=True, stages=3, b_per_row=True, out="fp32")]:
         ck = compile_fp8_gemm_ws(**cfg)
         print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
 
@@ -135,6 +139,8 @@ SERIALISATION_VARIANTS = {
     "two-wave 128x256 psum": dict(waves=2, wave_n=True, stages=4, grouping=2),
     "two-wave 128x256 masked (TMA store)": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True),
     "split 128x192 dense": dict(waves=2, wave_n=True, narrow=64, stages=4),
+    "two-wave 128x256 1D1D, C by TMA": dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32",
+                                            c_tma=True),
     "one-wave 128x128 dense": dict(stages=6),
     "one-wave 128x128 m_ids": dict(stages=5, grouping=1),
 }

@@ -133,6 +133,65 @@ def test_1d1d_accumulate(m, n, k):
     assert calc_diff(d, expected) < TOL
 
 
+def _force_ws_128x256(monkeypatch):
+    """Run every dense FP8 call on the warp-specialised kernel's 128 x 256 two-wave tiles (the 128 x 128 config
+    whose waves go along N), with plans recorded here kept away from other tests; returns the list of the
+    ``_run_ws`` calls that happened."""
+    from deep_gemm.gemm import fp8_configs, fp8_triton
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
+    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 2, "wave_n": True})
+    monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_configs._config(128, 128))
+    calls, run_ws = [], fp8_triton._run_ws
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return run_ws(*args, **kwargs)
+
+    monkeypatch.setattr(fp8_triton, "_run_ws", counted)
+    return calls
+
+
+@pytest.mark.parametrize("c_kind", ["d", "other", "none"])
+@pytest.mark.parametrize("m,n,k", [(129, 256, 208), (300, 448, 1024), (1000, 320, 7168), (257, 1024, 130),
+                                   (2112, 4096, 7168)])
+def test_1d1d_warp_specialised(monkeypatch, c_kind, m, n, k):
+    """1D1D on the two-wave kernel (per-column B scales staged in shared memory by the producer, C's slabs loaded
+    by TMA), forced on partial tiles: M, N (a second wave partly (448) or wholly (320) past N), K (130: a nearly
+    empty last block); C = D (the weight-gradient case), C another tensor, no C."""
+    ran = _force_ws_128x256(monkeypatch)
+    a, b = _operands(m, n, k, per_row_b=True)
+    expected = _ref(a, b, (1, 128))
+    for _ in range(2):  # the second call replays the recorded launch
+        d = torch.full((m, n), float("nan"), device="cuda")
+        kwargs = dict(recipe=(1, 1, 128))
+        if c_kind != "none":
+            c = torch.randn(m, n, device="cuda")
+            want = expected + c
+            if c_kind == "d":
+                d.copy_(c)
+                c = d
+            kwargs["c"] = c
+        else:
+            want = expected
+        deep_gemm.fp8_gemm_nt(a, b, d, **kwargs)
+        assert calc_diff(d, want) < TOL
+    assert ran, "the warp-specialised kernel did not run"
+
+
+@pytest.mark.parametrize("m,n,k", [(300, 448, 1024), (2112, 4096, 7168)])
+def test_1d2d_accumulate_warp_specialised(monkeypatch, m, n, k):
+    """1D2D with C = D (BF16) on the two-wave kernel: C arrives by TMA, so two waves fit (through pointers they
+    would not: the launcher then takes one wave)."""
+    ran = _force_ws_128x256(monkeypatch)
+    a, b = _operands(m, n, k)
+    c = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    want = _ref(a, b) + c.float()
+    deep_gemm.fp8_gemm_nt(a, b, c, c=c)
+    assert calc_diff(c, want) < TOL
+    assert ran
+
+
 def _contiguous(ms, n, k, alignment=128):
     starts, ends, start = [], [], 0
     for mg in ms:

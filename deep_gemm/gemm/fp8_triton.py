@@ -60,16 +60,17 @@ WS_MAX_STAGES = 8
 WS_OVERRIDE = None
 
 
-def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int) -> int:
-    """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage) that fits next to the epilogue's staging
-    buffers: per consumer warpgroup 64 x store_n (the widths of the waves it stores separately: 128 for a 128 x 256
-    tile, so 4 stages fit; 128 + 64 for a split 128 x 192 tile)."""
-    per_stage = (block_m + tile_n) * configs.BLOCK_K
+def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_staged: bool = False) -> int:
+    """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage, plus tile_n FP32 B scales when 1D1D scales
+    are staged) that fits next to the epilogue's staging buffers: per consumer warpgroup 64 x store_n (the widths
+    of the waves it stores separately: 128 for a 128 x 256 tile, so 4 stages fit with BF16 output and 3 with FP32;
+    128 + 64 for a split 128 x 192 tile)."""
+    per_stage = (block_m + tile_n) * configs.BLOCK_K + (4 * tile_n if sfb_staged else 0)
     epilogue = 2 * 64 * store_n * out_bytes
     return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
 
 
-def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[int, bool]:
+def ws_waves(grouping: int, m: int, n: int, block_n: int, c_by_pointer: bool) -> tuple[int, bool]:
     """(waves, along_n): how many 64 x BN waves each consumer warpgroup computes per K block, and whether the
     second wave is the next BN columns (a 128 x 2BN tile) rather than the next 64 rows (a 256 x BN tile).
 
@@ -79,9 +80,9 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, has_c: bool) -> tuple[
     1.4-1.8x (0.78-0.81x DeepGEMM). Used whenever the tiles fill at least half the SMs. Waves go along N (one B
     scale block per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned), and
     always for masked layouts (their tile count is known only on the device; measured 1.1-1.5x the tl.* kernel at
-    m >= 192, equal at m = 20). A C operand needs registers the two-wave consumer does not have (74 spilled
-    words, sm_90a)."""
-    if has_c or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]):
+    m >= 192, equal at m = 20). A C operand read through pointers needs registers the two-wave consumer does not
+    have (74 spilled words, sm_90a); read by TMA (``_c_tma_loadable``) it needs none."""
+    if c_by_pointer or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]):
         return 1, False
     half_wave = _num_sms() // 2
     if block_n == 128 and (grouping == GROUPING["masked"] or _cdiv(m, 128) * _cdiv(n, 256) >= half_wave):
@@ -194,17 +195,16 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     stride_cm = c_arg.stride(-2) if has_c else 0
     layout_arg = layout if layout is not None else d
     g_pad = _next_pow2(num_groups)
-    # Per-row B scales double the promotion's live registers: the pipelined consumer spills (408 B, sm_90a), so
-    # 1D1D stays on the tl.* kernel.
     d_rows = _rows_view(d)
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
     if (cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
-            and grouping != GROUPING["k_grouped"] and not b_per_row and d_rows is not None):
+            and grouping != GROUPING["k_grouped"] and d_rows is not None):
         ws_tma = _ws_tma_storable(d, grouping, d_tma)
-        if _ws_pays(grouping, m, n, k, cfg.block_n, has_c, ws_tma):
-            _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa,
-                    strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align,
-                    b_per_row, has_c, ws_tma, recorder)
+        c_rows = _c_tma_loadable(c, d, d_rows) if has_c and ws_tma and grouping == GROUPING["dense"] else None
+        if _ws_pays(grouping, m, n, k, cfg.block_n, has_c and c_rows is None, ws_tma, b_per_row):
+            _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups,
+                    strides_sfa, strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps,
+                    psum_align, b_per_row, has_c, ws_tma, recorder)
             return
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
@@ -239,7 +239,27 @@ def _ws_tma_storable(d: torch.Tensor, grouping: int, tma_storable: bool) -> bool
     return tma_storable
 
 
-def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, has_c: bool, tma_store: bool) -> bool:
+def _c_tma_loadable(c: torch.Tensor, d: torch.Tensor, d_rows: torch.Tensor):
+    """C's [rows, N] view when C's slabs can arrive by TMA through a descriptor of D's shape and block (C is D, or
+    has D's dtype, shape and strides with 16-byte aligned rows), else None (C then goes through pointers)."""
+    if c is d:
+        return d_rows
+    if c.dtype != d.dtype or c.shape != d.shape or c.stride() != d.stride():
+        return None
+    return _rows_view(c)
+
+
+def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, c_by_pointer: bool, tma_store: bool,
+             b_per_row: bool = False) -> bool:
+    if b_per_row:
+        # 1D1D runs on 128 x 256 two-wave tiles only, which stage the per-column B scales in shared memory
+        # (_mainloop_two_waves_1d1d); the one-wave consumer keeps them in registers and spills (408 B, sm_90a), so
+        # problems too small for two-wave tiles stay on tl.*, as do C operands read through pointers.
+        if grouping != GROUPING["dense"] or block_n != 128 or c_by_pointer:
+            return False
+        if _WS_MODE != "auto":
+            return _WS_MODE == "on"
+        return ws_waves(grouping, m, n, block_n, c_by_pointer)[0] == 2
     if _WS_MODE != "auto":
         return _WS_MODE == "on"
     if grouping in (GROUPING["m_ids"], GROUPING["m_psum"]):
@@ -248,7 +268,7 @@ def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, has_c: bool, t
         return tma_store
     if grouping != GROUPING["dense"]:
         return False
-    return ws_waves(grouping, m, n, block_n, has_c)[0] == 2 or k <= WS_MAX_DENSE_K
+    return ws_waves(grouping, m, n, block_n, c_by_pointer)[0] == 2 or k <= WS_MAX_DENSE_K
 
 
 def _tl_kernel():
@@ -266,26 +286,32 @@ def _rows_view(d: torch.Tensor):
     return rows if aligned and rows.size(1) * elem >= 16 else None
 
 
-def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num_groups, strides_sfa, strides_sfb,
-            stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c, d_tma,
-            recorder=None):
+def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups, strides_sfa,
+            strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c,
+            d_tma, recorder=None):
+    """Launch the warp-specialised kernel; ``c_rows``: C's [rows, N] view when C is loaded by TMA, else None."""
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
     bn = cfg.block_n
-    waves, along_n = ws_waves(grouping, m, n, bn, has_c)
+    waves, along_n = ws_waves(grouping, m, n, bn, has_c and c_rows is None)
     if WS_OVERRIDE is not None:
         waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
         if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
             waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
+    if b_per_row:
+        waves, along_n = 2, True  # the warp-specialised kernel's only 1D1D variant (_ws_pays)
     narrow = bn
-    if along_n and grouping != GROUPING["masked"]:  # (the kernel stores split tiles of 2-D layouts only)
+    if along_n and grouping != GROUPING["masked"] and not b_per_row and not has_c:
+        # (split tiles: 2-D layouts, 1D2D scales, no C)
         narrow = ws_narrow(m, n, k) if WS_OVERRIDE is None else WS_OVERRIDE.get("narrow", bn)
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
     split = along_n and narrow < bn
-    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size())
+    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row and waves == 2)
     if WS_OVERRIDE is not None:
         stages = WS_OVERRIDE.get("stages", stages)
         d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
+    # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
+    c_tma = c_rows is not None and waves == 2 and d_tma
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
         groups_in_grid = num_groups if grouping == GROUPING["masked"] else 1
         grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid)), 1, 1)
@@ -299,13 +325,15 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, layout_arg, m, n, k, num
                              gluon=True)
     b2_gluon = (FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (narrow, configs.BLOCK_K), gluon=True)
                 if split else b_gluon)
-    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, layout_arg, m, n, k, num_groups,
+    c_desc = (FastDescriptor(c_rows, (c_rows.size(0), c_rows.size(1)), (c_rows.stride(0), 1), (WG_ROWS.value, bn),
+                             gluon=True) if c_tma else d_desc)
+    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
-            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, WS_CONSUMER_REGS,
+            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, WS_CONSUMER_REGS,
             WS_PRODUCER_REGS)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)

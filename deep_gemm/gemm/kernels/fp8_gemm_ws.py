@@ -29,6 +29,7 @@ row (segments start at multiples of the tile height), rows with another id are w
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
@@ -118,11 +119,13 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
+def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, layout_ptr, sfb_ptr, M, N,
+              K, NUM_GROUPS, stride_sfb_g, stride_sfb_n, stride_sfb_k,
               BM: gl.constexpr, BN: gl.constexpr, NARROW: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
-              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr):
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
     num_kb = gl.cdiv(K, BK)
     num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
     it = 0
@@ -137,11 +140,21 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
                 wide_n, narrow_n = _split_tile_cols(off_n, BN, NARROW)
                 b_row = expert * N + wide_n
                 b2_row = expert * N + narrow_n
+            if SFB_SMEM:
+                sfb_cols = off_n + gl.arange(0, TILE_N, layout=SFB_VEC)
+                sfb_src = sfb_ptr + expert * stride_sfb_g + sfb_cols * stride_sfb_n
+                sfb_ok = sfb_cols < N
             for kb in range(num_kb):
                 stage = it % STAGES
                 # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
                 mbarrier.wait(empty.index(stage), ((it // STAGES) & 1) ^ 1)
                 bar = ready.index(stage)
+                if SFB_SMEM:
+                    # Per-column B scales of the block (zeros past N) by cp.async; each thread's arrival, counted
+                    # in before the expect below, completes when its copies land, so `ready` covers them too.
+                    async_copy.async_copy_global_to_shared(sfb_bufs.index(stage), sfb_src + kb * stride_sfb_k,
+                                                           mask=sfb_ok)
+                    async_copy.mbarrier_arrive(bar)
                 if SPLIT:
                     mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes
                                     + b2_desc.block_type.nbytes)
@@ -277,6 +290,42 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
 
 
 @gluon.jit
+def _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, row_ok, num_kb, it, stride_sfa_k,
+                             A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr):
+    """The two-wave (128 x 2BN, waves along N) mainloop for 1D1D scales: B is scaled per column, so each
+    promotion needs BN / 4 = 32 column scales per thread. Prefetching them into registers as the 1D2D loop does
+    with its one scalar would not fit next to two accumulators and a partial; the producer stages them in shared
+    memory with the operands instead (`sfb_bufs`, one TILE_N vector per stage), and each wave reads its slice right
+    before its promotion. The stage is released after the second wave's read."""
+    COLS: gl.constexpr = gl.SliceLayout(0, MMA)
+    acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    sa = gl.load(sfa_rows, mask=row_ok, other=0.0)
+    for kb in range(num_kb):
+        stage = it % STAGES
+        a_tile = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
+        b_tile = b_bufs.index(stage)
+        sb_tile = sfb_bufs.index(stage)
+        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        part = warpgroup_mma(a_tile, b_tile.slice(0, BN, dim=0).permute((1, 0)),
+                             gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+        # Next block's A scales while the wgmma runs (zeros past the last block).
+        na = gl.load(sfa_rows + (kb + 1) * stride_sfa_k, mask=row_ok & (kb + 1 < num_kb), other=0.0)
+        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+        sb = sb_tile.slice(0, BN).load(COLS)
+        acc0 = acc0 + part * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+        part = warpgroup_mma(a_tile, b_tile.slice(BN, BN, dim=0).permute((1, 0)),
+                             gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
+        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+        sb = sb_tile.slice(BN, BN).load(COLS)
+        mbarrier.arrive(empty.index(stage), count=1)
+        acc1 = acc1 + part * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
+        sa = na
+        it += 1
+    return acc0, acc1, it
+
+
+@gluon.jit
 def _mainloop_split(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, sfb_narrow, row_ok, wide_ok,
                              narrow_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr,
                              BN: gl.constexpr, NARROW: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr,
@@ -335,9 +384,12 @@ def _tma_store(acc, d_desc, c_smem, row0, off_n):
 @gluon.jit
 def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
-              HAS_C: gl.constexpr, D_TMA: gl.constexpr, slab_row=0, m_limit=1):
+              HAS_C: gl.constexpr, D_TMA: gl.constexpr, slab_row=0, m_limit=1, c_desc=None, c_bar=None, c_phase=0,
+              C_TMA: gl.constexpr = False):
     """Store one 64-row slab: which rows it writes, and which of them hold a product (the rest become zeros).
-    Masked layouts skip the TMA store of a slab wholly past masked_m (its first row `slab_row` >= `m_limit`)."""
+    Masked layouts skip the TMA store of a slab wholly past masked_m (its first row `slab_row` >= `m_limit`).
+    C_TMA (with D_TMA): C's slab arrives by TMA in the staging buffer D's store then reuses (barrier `c_bar`, its
+    `c_phase`th use): no 64 x BN pointer tensor, which the two-wave consumer has no registers for."""
     row_store = row_ok
     row_valid = row_ok
     if GROUPING == M_IDS:
@@ -350,7 +402,14 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
     acc = gl.where(gl.expand_dims(row_valid, 1), acc, 0.0)
     mask = gl.expand_dims(row_store, 1) & gl.expand_dims(col_ok, 0)
     if HAS_C:
-        c = gl.load(c_ptr + gl.expand_dims(rows, 1) * stride_cm + gl.expand_dims(cols, 0), mask=mask, other=0.0)
+        if C_TMA:
+            tma.store_wait(pendings=0)  # the staging buffer's previous store has been read out
+            mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(c_desc, [row0, off_n], c_bar, c_smem)
+            mbarrier.wait(c_bar, c_phase)
+            c = c_smem.load(acc.type.layout)
+        else:
+            c = gl.load(c_ptr + gl.expand_dims(rows, 1) * stride_cm + gl.expand_dims(cols, 0), mask=mask, other=0.0)
         acc = acc + c.to(gl.float32)
     if D_TMA:
         # Coalesced, asynchronous store: registers -> swizzled shared memory -> one TMA store of the 64-row slab
@@ -393,15 +452,15 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc,
-              c_smem, d2_desc, c2_smem,
+def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c_bars, layout_ptr, sfa_ptr, sfb_ptr,
+              d_ptr, c_ptr, d_desc, c_smem, d2_desc, c2_smem, c_desc,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
               stride_sfb_k, stride_dg, stride_dm, stride_cm,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
               ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
-              SPLIT: gl.constexpr, WG: gl.constexpr):
+              SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -413,6 +472,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
     # This warpgroup's rows of the tile: the lower or upper half.
     A_ROW0: gl.constexpr = WG * (BM // 2)
     it = 0
+    tiles_done = 0  # parity of this warpgroup's C-load barriers (C_TMA: each wave's is used once per tile)
     for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
             tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
@@ -468,15 +528,20 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr,
             acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             if expert >= 0:
-                acc0, acc1, it = _mainloop_two_waves(
-                    a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
-                    wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
+                if SFB_SMEM:
+                    acc0, acc1, it = _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, row_ok,
+                                                              num_kb, it, stride_sfa_k, A_ROW0, BN, STAGES, MMA)
+                else:
+                    acc0, acc1, it = _mainloop_two_waves(
+                        a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
+                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
             _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
-                      off_m + A_ROW0, m_limit)
+                      off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), tiles_done & 1, C_TMA)
             _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
-                      slab_row1, m_limit)
+                      slab_row1, m_limit, c_desc, c_bars.index(2 * WG + 1), tiles_done & 1, C_TMA)
+        tiles_done += 1
     if D_TMA:
         tma.store_wait(pendings=0)
 
@@ -490,6 +555,7 @@ def _fp8_gemm_ws_kernel(
         sfa_ptr, sfb_ptr, d_ptr, c_ptr,
         d_desc,  # TMA descriptor over D as [rows, N] (masked: [G * Mmax, N]), block [64, BN] (used when D_TMA)
         d2_desc,  # the same, block [64, NARROW]: the narrow wave of split tiles (unused otherwise)
+        c_desc,  # TMA descriptor over C with d_desc's shape and block (used when C_TMA)
         layout_ptr,
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
@@ -497,13 +563,16 @@ def _fp8_gemm_ws_kernel(
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
-        WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
+        WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr, C_TMA: gl.constexpr,
         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
-    if WAVES == 2:
-        gl.static_assert(not B_PER_ROW, "two-wave tiles promote with one B scale per wave (1D2D)")
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
+    # Per-column B scales on two-wave tiles come through shared memory (_mainloop_two_waves_1d1d).
+    SFB_SMEM: gl.constexpr = B_PER_ROW and WAVES == 2
+    if SFB_SMEM:
+        gl.static_assert(WAVE_N and not SPLIT, "1D1D two-wave tiles are 128 x 2BN")
+    gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == BN + NARROW, "128 x (BN + NARROW) tile")
@@ -517,6 +586,11 @@ def _fp8_gemm_ws_kernel(
     else:
         b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, TILE_N, BK], b_desc.layout)
         b2_bufs = b_bufs
+    if SFB_SMEM:
+        sfb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, TILE_N],
+                                             gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    else:
+        sfb_bufs = a_bufs
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -528,20 +602,29 @@ def _fp8_gemm_ws_kernel(
         c2_bufs = gl.allocate_shared_memory(d2_desc.dtype, [2, WG_ROWS, NARROW], d2_desc.layout)
     else:
         c2_bufs = c_bufs
+    if C_TMA:  # one C-load barrier per consumer warpgroup and wave
+        c_bars = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(4):
+            mbarrier.init(c_bars.index(i), count=1)
+    else:
+        c_bars = ready
     fence_async_shared()
     # Partition arguments are written out as tuple literals: a tuple built in a variable first turns the
     # constexprs inside it into runtime values (triton 3.6).
     gl.warp_specialize([
-        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
-                     d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0),
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c_bars, layout_ptr, sfa_ptr,
+                     sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0), c_desc,
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT, 0)),
-        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr,
-                     d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
+                     SFB_SMEM, C_TMA, 0)),
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c_bars, layout_ptr, sfa_ptr,
+                     sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1), c_desc,
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT, 1)),
-        (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
-                     BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN, SPLIT)),
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
+                     SFB_SMEM, C_TMA, 1)),
+        (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, layout_ptr, sfb_ptr, M,
+                     N, K, NUM_GROUPS, stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES,
+                     GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
