@@ -110,6 +110,16 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def _time_tl_only(timer, fn):
+    """fn's time with the warp-specialised kernel off (the tl.* kernel only), in the same process."""
+    from deep_gemm.gemm import fp8_triton
+    saved, fp8_triton._WS_MODE = fp8_triton._WS_MODE, "off"
+    try:
+        return timer(fn)
+    finally:
+        fp8_triton._WS_MODE = saved
+
+
 def bench_dense(timer, results, quick, compare_ws=False):
     print("\n== dense FP8 1D2D, NT, BF16 out ==")
     for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
@@ -124,10 +134,7 @@ def bench_dense(timer, results, quick, compare_ws=False):
         torch_us = timer(yard) if yard else float("nan")
         ws_us = float("nan")
         if compare_ws and m >= 4096:
-            from deep_gemm.gemm import fp8_triton
-            saved, fp8_triton._WS_MODE = fp8_triton._WS_MODE, "off"
-            ws_us = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d))
-            fp8_triton._WS_MODE = saved
+            ws_us = _time_tl_only(timer, lambda: deep_gemm.fp8_gemm_nt(a, b, d))
         flops = 2 * m * n * k
         nbytes = m * k + n * k + m * n * 2 + (m + n // 128) * ceil_div(k, 128) * 4
         row = dict(table="dense_1d2d", m=m, n=n, k=k, us=us, tflops=flops / us / 1e6, gbps=nbytes / us / 1e3,
@@ -154,10 +161,7 @@ def bench_1d1d(timer, results, compare_ws=False):
                    vs_deepgemm=tflops / dg_tflops, diff=diff)
         extra = ""
         if compare_ws:
-            from deep_gemm.gemm import fp8_triton
-            saved, fp8_triton._WS_MODE = fp8_triton._WS_MODE, "off"
-            row["tl_us"] = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)))
-            fp8_triton._WS_MODE = saved
+            row["tl_us"] = _time_tl_only(timer, lambda: deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)))
             extra = f" | tl.* only {row['tl_us']:7.1f} us"
         results.append(row)
         print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | vs DeepGEMM {tflops / dg_tflops:.2f}x"
@@ -237,7 +241,7 @@ def bench_masked(timer, results):
         assert diff < CORRECTNESS_LIMIT
 
 
-def bench_k_grouped(timer, results):
+def bench_k_grouped(timer, results, compare_ws=False):
     print("\n== K-grouped FP8 (weight gradient), FP32 out accumulated into C ==")
     for g, m, n, k_per_group in shapes.K_GROUPED:
         random.seed(0)
@@ -257,8 +261,13 @@ def bench_k_grouped(timer, results):
         us = timer(lambda: deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d))
         tflops = 2 * m * n * sum_k / us / 1e6
         row = dict(table="k_grouped_tn", groups=g, m=m, n=n, sum_k=sum_k, us=us, tflops=tflops, diff=diff)
+        extra = ""
+        if compare_ws:
+            row["tl_us"] = _time_tl_only(timer, lambda: deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout,
+                                                                                                  c=d))
+            extra = f" | tl.* only {row['tl_us']:7.1f} us"
         results.append(row)
-        print(f" > G={g:2d} M={m} N={n} sumK={sum_k}: {us:7.1f} us | {tflops:6.0f} TFLOPS | diff {diff:.1e}")
+        print(f" > G={g:2d} M={m} N={n} sumK={sum_k}: {us:7.1f} us | {tflops:6.0f} TFLOPS | diff {diff:.1e}{extra}")
         assert diff < CORRECTNESS_LIMIT
 
 
@@ -306,7 +315,7 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--compare-ws", action="store_true",
-                        help="also time with the warp-specialised kernel off (tl.* only) at M=4096 and for 1D1D")
+                        help="also time with the warp-specialised kernel off (tl.* only) at M=4096, for 1D1D and K-grouped")
     parser.add_argument("--tables", default="dense,1d1d,contiguous,masked,k_grouped,host")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -323,7 +332,7 @@ def main():
     if "masked" in tables:
         bench_masked(timer, results)
     if "k_grouped" in tables:
-        bench_k_grouped(timer, results)
+        bench_k_grouped(timer, results, args.compare_ws)
     if "host" in tables:
         host_overhead(results)
     summary = summarize(results)

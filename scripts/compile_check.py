@@ -117,7 +117,9 @@ if __name__ == "__main__" and "--ws" in sys.argv:
                 dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=1),
                 dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2),
                 dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True),
-                dict(waves=2, wave_n=True, stages=3, b_per_row=True, out="fp32")]:
+                dict(waves=2, wave_n=True, stages=3, b_per_row=True, out="fp32"),
+                dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True,
+                     grouping=4, d_tma=True)]:
         ck = compile_fp8_gemm_ws(**cfg)
         print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
 

@@ -277,8 +277,14 @@ def test_masked_warp_specialised(monkeypatch, variant, g, m_per, max_m, n, k):
 
 
 @pytest.mark.parametrize("layout", ["nt", "tn"])
-def test_k_grouped(layout):
-    ks, m, n = [1024, 0, 384, 2048], 512, 768
+@pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 200, [0, 128, 0, 640, 0]),
+                                    (320, 768, [256, 0, 512])])
+def test_k_grouped(monkeypatch, layout, m, n, ks):
+    """Every group against the reference, empty groups (first, middle, last) left at C. M a multiple of 128 runs
+    the warp-specialised two-wave kernel (N=200: the second wave of the last tile past N), M=320 the tl.* one."""
+    from deep_gemm.gemm import fp8_triton
+    calls, run_ws = [], fp8_triton._run_ws
+    monkeypatch.setattr(fp8_triton, "_run_ws", lambda *args, **kwargs: calls.append(1) or run_ws(*args, **kwargs))
     qa, qb = [], []
     for kg in ks:
         x = torch.randn(kg, m, device="cuda", dtype=torch.bfloat16)
@@ -299,6 +305,7 @@ def test_k_grouped(layout):
     for i, kg in enumerate(ks):
         expected = before[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0)
         assert calc_diff(d[i], expected) < TOL
+    assert bool(calls) == (m % 128 == 0)
 
 
 def test_cuda_graph_capture_and_replay():

@@ -198,9 +198,10 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     d_rows = _rows_view(d)
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
     if (cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
-            and grouping != GROUPING["k_grouped"] and d_rows is not None):
+            and (grouping != GROUPING["k_grouped"] or b_per_row) and d_rows is not None):
         ws_tma = _ws_tma_storable(d, grouping, d_tma)
-        c_rows = _c_tma_loadable(c, d, d_rows) if has_c and ws_tma and grouping == GROUPING["dense"] else None
+        c_rows = (_c_tma_loadable(c, d, d_rows)
+                  if has_c and ws_tma and grouping in (GROUPING["dense"], GROUPING["k_grouped"]) else None)
         if _ws_pays(grouping, m, n, k, cfg.block_n, has_c and c_rows is None, ws_tma, b_per_row):
             _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups,
                     strides_sfa, strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps,
@@ -230,11 +231,11 @@ def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool
 
 
 def _ws_tma_storable(d: torch.Tensor, grouping: int, tma_storable: bool) -> bool:
-    """``_tma_storable`` (given) for the warp-specialised kernel, which also stores masked layouts by TMA: one store
-    per 64-row slab through D's [G * Mmax, N] rows view (the caller has it). With Mmax a multiple of 128 no tile
-    reaches the next group's rows; rows past masked_m may be written (unspecified, as in DeepGEMM, whose masked
-    kernel stores whole tiles)."""
-    if grouping == GROUPING["masked"]:
+    """``_tma_storable`` (given) for the warp-specialised kernel, which also stores masked and K-grouped layouts by
+    TMA: one store per 64-row slab through D's [G * M, N] rows view (the caller has it). With M a multiple of 128
+    no tile reaches the next group's rows; masked rows past masked_m may be written (unspecified, as in DeepGEMM,
+    whose masked kernel stores whole tiles)."""
+    if grouping in (GROUPING["masked"], GROUPING["k_grouped"]):
         return d.dim() == 3 and d.size(1) % 128 == 0
     return tma_storable
 
@@ -255,6 +256,10 @@ def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, c_by_pointer: 
         # 1D1D runs on 128 x 256 two-wave tiles only, which stage the per-column B scales in shared memory
         # (_mainloop_two_waves_1d1d); the one-wave consumer keeps them in registers and spills (408 B, sm_90a), so
         # problems too small for two-wave tiles stay on tl.*, as do C operands read through pointers.
+        # K-grouped layouts (weight gradients, big enough for two-wave tiles) go there whenever D is TMA-storable
+        # (M a multiple of 128), instead of the tl.* kernel's 128 x 64 tiles.
+        if grouping == GROUPING["k_grouped"]:
+            return tma_store and not c_by_pointer and _WS_MODE != "off"
         if grouping != GROUPING["dense"] or block_n != 128 or c_by_pointer:
             return False
         if _WS_MODE != "auto":
@@ -291,7 +296,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
             d_tma, recorder=None):
     """Launch the warp-specialised kernel; ``c_rows``: C's [rows, N] view when C is loaded by TMA, else None."""
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
-    bn = cfg.block_n
+    bn = 128 if b_per_row else cfg.block_n  # (1D1D: 128 x 256 tiles only, whatever BN the tl.* config had)
     waves, along_n = ws_waves(grouping, m, n, bn, has_c and c_rows is None)
     if WS_OVERRIDE is not None:
         waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
@@ -313,7 +318,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
     c_tma = c_rows is not None and waves == 2 and d_tma
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
-        groups_in_grid = num_groups if grouping == GROUPING["masked"] else 1
+        groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
         grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid)), 1, 1)
     a_gluon = FastDescriptor(a_desc.base, a_desc.shape, a_desc.strides, (block_m, configs.BLOCK_K), gluon=True)
     d_desc = FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),

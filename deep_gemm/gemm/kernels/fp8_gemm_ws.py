@@ -23,8 +23,10 @@ Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
 The two consumers never synchronise with each other, so one promotes while the other's wgmma runs. The register
 budget is split per partition (setmaxnreg).
 
-Groupings mirror fp8_gemm.py (DENSE, M_IDS, M_PSUM, MASKED); the expert of an M_IDS tile is the id of its first
-row (segments start at multiples of the tile height), rows with another id are written as zeros.
+Groupings mirror fp8_gemm.py (DENSE, M_IDS, M_PSUM, MASKED, K_GROUPED); the expert of an M_IDS tile is the id of
+its first row (segments start at multiples of the tile height), rows with another id are written as zeros.
+K_GROUPED (weight gradients of grouped experts, 1D1D scales, two-wave tiles only) enumerates every group's output
+tiles; a tile's K blocks are its group's columns of the concatenated K (_k_blocks).
 """
 
 from triton.experimental import gluon
@@ -37,6 +39,7 @@ DENSE = gl.constexpr(0)
 M_IDS = gl.constexpr(1)
 M_PSUM = gl.constexpr(2)
 MASKED = gl.constexpr(3)
+K_GROUPED = gl.constexpr(4)
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
 WG_ROWS = gl.constexpr(64)
 
@@ -76,6 +79,8 @@ def _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr,
         g_idx = gl.arange(0, G_PAD, layout=VEC)
         masked = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
         total = gl.sum(gl.cdiv(masked, BM) * num_n_blocks, axis=0)
+    elif GROUPING == K_GROUPED:
+        total = NUM_GROUPS * gl.cdiv(M, BM) * num_n_blocks
     else:
         total = gl.cdiv(M, BM) * num_n_blocks
     return total
@@ -98,11 +103,17 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
         local = tile - gl.sum(gl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
         m_limit = gl.sum(gl.where(g_idx == group, masked, 0), axis=0)
         pid_m, pid_n = _swizzle(local, gl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+    elif GROUPING == K_GROUPED:  # every group's [M, N] output, one after the other
+        per_group = gl.cdiv(M, BM) * num_n_blocks
+        group = tile // per_group
+        pid_m, pid_n = _swizzle(tile % per_group, gl.cdiv(M, BM), num_n_blocks, GROUP_M)
     else:
         pid_m, pid_n = _swizzle(tile, gl.cdiv(M, BM), num_n_blocks, GROUP_M)
     off_m = pid_m * BM
     off_n = pid_n * BN
     expert = group
+    if GROUPING == K_GROUPED:
+        expert = 0  # one B for every group; the group picks the K columns (_k_blocks)
     row_end = m_limit
     if GROUPING == M_IDS:
         expert = gl.load(layout_ptr + off_m)
@@ -119,6 +130,22 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 
 
 @gluon.jit
+def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
+              VEC: gl.constexpr):
+    """(first K block, number of K blocks) of a tile: all of K, or (K_GROUPED) its group's K_g columns of the
+    concatenated K (K sizes in layout_ptr, multiples of BK; zero for an empty group)."""
+    if GROUPING == K_GROUPED:
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        kb0 = gl.sum(gl.where(g_idx < group, ks, 0), axis=0) // BK
+        num_kb = gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK
+    else:
+        kb0 = 0
+        num_kb = gl.cdiv(K, BK)
+    return kb0, num_kb
+
+
+@gluon.jit
 def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, layout_ptr, sfb_ptr, M, N,
               K, NUM_GROUPS, stride_sfb_g, stride_sfb_n, stride_sfb_k,
               BM: gl.constexpr, BN: gl.constexpr, NARROW: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr,
@@ -126,14 +153,16 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
-    num_kb = gl.cdiv(K, BK)
     num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
     it = 0
     for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
             tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC)
         if expert >= 0:
-            a_row = group * M + off_m
+            a_row = off_m
+            if GROUPING == MASKED:  # A is [G * Mmax, K]
+                a_row = group * M + off_m
             b_row = expert * N + off_n
             b2_row = b_row
             if SPLIT:  # the wide wave's B rows go to b_bufs, the narrow wave's to b2_bufs
@@ -144,7 +173,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready,
                 sfb_cols = off_n + gl.arange(0, TILE_N, layout=SFB_VEC)
                 sfb_src = sfb_ptr + expert * stride_sfb_g + sfb_cols * stride_sfb_n
                 sfb_ok = sfb_cols < N
-            for kb in range(num_kb):
+            for kb in range(kb0, kb0 + num_kb):
                 stage = it % STAGES
                 # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
                 mbarrier.wait(empty.index(stage), ((it // STAGES) & 1) ^ 1)
@@ -300,7 +329,7 @@ def _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, r
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    sa = gl.load(sfa_rows, mask=row_ok, other=0.0)
+    sa = gl.load(sfa_rows, mask=row_ok & (num_kb > 0), other=0.0)  # (an empty K-group reads no scale)
     for kb in range(num_kb):
         stage = it % STAGES
         a_tile = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
@@ -467,7 +496,6 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
                                                    instr_shape=[16, NARROW, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
-    num_kb = gl.cdiv(K, BK)
     num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
     # This warpgroup's rows of the tile: the lower or upper half.
     A_ROW0: gl.constexpr = WG * (BM // 2)
@@ -476,15 +504,17 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
     for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
             tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
-        # Row of this slab in the 2-D view of D the TMA descriptor covers ([G * Mmax, N] for masked layouts).
+        # Row of this slab in the 2-D view of D the TMA descriptor covers ([G * M, N] for masked and K-grouped
+        # layouts).
         d_row0 = off_m + A_ROW0
-        if GROUPING == MASKED:
+        if GROUPING == MASKED or GROUPING == K_GROUPED:
             d_row0 = d_row0 + group * M
         row_ok = rows < m_limit
         col_ok = cols < N
-        sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m
+        sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m + kb0 * stride_sfa_k
         if B_PER_ROW:
             sfb_cols = sfb_ptr + expert * stride_sfb_g + cols * stride_sfb_n
         else:
@@ -572,6 +602,8 @@ def _fp8_gemm_ws_kernel(
     SFB_SMEM: gl.constexpr = B_PER_ROW and WAVES == 2
     if SFB_SMEM:
         gl.static_assert(WAVE_N and not SPLIT, "1D1D two-wave tiles are 128 x 2BN")
+    if GROUPING == K_GROUPED:
+        gl.static_assert(SFB_SMEM and D_TMA, "K-grouped layouts run 1D1D two-wave tiles stored by TMA")
     gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
     if WAVE_N:
