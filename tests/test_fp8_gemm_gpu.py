@@ -277,11 +277,12 @@ def test_masked_warp_specialised(monkeypatch, variant, g, m_per, max_m, n, k):
 
 
 @pytest.mark.parametrize("layout", ["nt", "tn"])
-@pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 200, [0, 128, 0, 640, 0]),
-                                    (320, 768, [256, 0, 512])])
+@pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 208, [0, 128, 0, 640, 0]),
+                                    (128, 112, [384, 0]), (320, 768, [256, 0, 512])])
 def test_k_grouped(monkeypatch, layout, m, n, ks):
     """Every group against the reference, empty groups (first, middle, last) left at C. M a multiple of 128 runs
-    the warp-specialised two-wave kernel (N=200: the second wave of the last tile past N), M=320 the tl.* one."""
+    the warp-specialised two-wave kernel (N=208: the second wave of the last tile partly past N, N=112 wholly),
+    M=320 the tl.* one."""
     from deep_gemm.gemm import fp8_triton
     calls, run_ws = [], fp8_triton._run_ws
     monkeypatch.setattr(fp8_triton, "_run_ws", lambda *args, **kwargs: calls.append(1) or run_ws(*args, **kwargs))
