@@ -26,10 +26,20 @@ def k_grouped_tn(g=4, m=4096, n=7168, k_per_group=8192):
     return lambda: deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d)
 
 
-CALLS = {"k_grouped_tn": k_grouped_tn}
+def dense_tn(m=4096, n=4096, k=7168):
+    """fp8_gemm_tn: A [K, M] and B [K, N], both MN-major (copied to K-major inside the call)."""
+    a = (torch.randn(k, m, device="cuda").to(torch.float8_e4m3fn), torch.rand(k // 128, m, device="cuda") + 0.5)
+    b = (torch.randn(k, n, device="cuda").to(torch.float8_e4m3fn),
+         torch.rand(k // 128, n // 128, device="cuda") + 0.5)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    return lambda: deep_gemm.fp8_gemm_tn(a, b, d)
+
+
+CALLS = {"k_grouped_tn": k_grouped_tn, "dense_tn": dense_tn}
 
 if __name__ == "__main__":
-    call = CALLS[sys.argv[1] if len(sys.argv) > 1 else "k_grouped_tn"]()
+    name = sys.argv[1] if len(sys.argv) > 1 else "k_grouped_tn"
+    call = CALLS[name]()
     for _ in range(3):
         call()
     torch.cuda.synchronize()
@@ -37,4 +47,5 @@ if __name__ == "__main__":
         for _ in range(5):
             call()
         torch.cuda.synchronize()
+    print(f"== {name}: 5 calls")
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70))

@@ -147,9 +147,33 @@ def _supported(a, sfa, b, sfb, recipe) -> bool:
             and recipe.a == (1, 128) and recipe.b[1] == 128)
 
 
+# Tile of the MN-major -> K-major copy kernel (kernels/transpose.py): 64 x 64 bytes per program.
+TRANSPOSE_BLOCK = 64
+
+
 def _k_major(x: torch.Tensor) -> torch.Tensor:
-    """x itself when its last dim is contiguous, else a K-major copy."""
-    return x if x.size(-1) <= 1 or x.stride(-1) == 1 else x.contiguous()
+    """x itself when its last dim is contiguous, else a K-major copy: on the GPU with the coalesced transpose
+    kernel when x is a transposed contiguous tensor (the MN-major operands of the nn/tn/tt and K-grouped layouts),
+    else with torch."""
+    if x.size(-1) <= 1 or x.stride(-1) == 1:
+        return x
+    if x.is_cuda and not interpreting() and x.dim() in (2, 3) and x.stride(-2) == 1 and x.element_size() == 1:
+        return _transposed_copy(x)
+    return x.contiguous()
+
+
+def _transposed_copy(x: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of x = y.transpose(-1, -2) (y's last dim contiguous), bit-exact, one coalesced pass."""
+    from .kernels.transpose import _transpose_kernel
+    x3 = x if x.dim() == 3 else x.unsqueeze(0)
+    batch, rows, cols = x3.shape
+    out = torch.empty((batch, rows, cols), dtype=x.dtype, device=x.device)
+    if out.numel():
+        blk = TRANSPOSE_BLOCK
+        grid = (_cdiv(rows, blk), _cdiv(cols, blk), batch)
+        _transpose_kernel[grid](x3.view(torch.uint8), out.view(torch.uint8), rows, cols, x3.stride(0),
+                                x3.stride(2), out.stride(0), out.stride(1), BR=blk, BC=blk, num_warps=4)
+    return out if x.dim() == 3 else out[0]
 
 
 def _rows_desc(x: torch.Tensor, rows_block: int):
@@ -504,7 +528,7 @@ def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe
 def _k_grouped_rows(layout: str, data: torch.Tensor, rows: int, ks: list[int]) -> torch.Tensor:
     """One K-major [rows, sum K] matrix holding every group's [rows, K_g] block side by side."""
     if layout == "tn":  # [sum K, rows] MN-major: one transposing copy
-        return data.t().contiguous()
+        return _k_major(data.t())
     blocks, start = [], 0
     for kg in ks:  # flat per-group row-major blocks
         if kg:
