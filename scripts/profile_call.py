@@ -35,7 +35,18 @@ def dense_tn(m=4096, n=4096, k=7168):
     return lambda: deep_gemm.fp8_gemm_tn(a, b, d)
 
 
-CALLS = {"k_grouped_tn": k_grouped_tn, "dense_tn": dense_tn}
+def mn_major_copy(rows=7168, cols=34304):
+    """The K-major copy of an MN-major FP8 operand: the transpose kernel, then torch's strided copy."""
+    from deep_gemm.gemm.fp8_triton import _k_major
+    x = torch.randn(cols, rows, device="cuda").to(torch.float8_e4m3fn).t()
+
+    def both():
+        _k_major(x)
+        x.contiguous()
+    return both
+
+
+CALLS = {"k_grouped_tn": k_grouped_tn, "dense_tn": dense_tn, "mn_major_copy": mn_major_copy}
 
 if __name__ == "__main__":
     name = sys.argv[1] if len(sys.argv) > 1 else "k_grouped_tn"
