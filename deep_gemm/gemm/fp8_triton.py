@@ -10,9 +10,10 @@ shared memory only; the copy is one memory-bound pass). Not covered (reference):
 (int32) scales, K granularity 32.
 
 Two kernels: ``kernels/fp8_gemm.py`` (tl.*, every grouping, split-K, skip-head) and ``kernels/fp8_gemm_ws.py``
-(Gluon, warp-specialised; two-wave 128x256 tiles or one-wave 128-row tiles, ``ws_waves``) where it measured faster
-(``_ws_pays``; DG_FP8_WS=0/1 forces it off/on). Dense launchers keep a ``LaunchPlan`` per argument signature, so a
-repeated call shape replays its recorded launch.
+(Gluon, warp-specialised; two-wave 128x256 tiles or one-wave 128-row tiles, ``ws_waves``; 1D1D and K-grouped on
+two-wave tiles only) where it measured faster (``_ws_pays``; DG_FP8_WS=0/1 forces it off/on). MN-major FP8 operands
+are copied to K-major by ``kernels/transpose.py``. Dense launchers keep a ``LaunchPlan`` per argument signature, so
+a repeated call shape replays its recorded launch.
 """
 
 from __future__ import annotations
