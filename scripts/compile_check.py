@@ -109,7 +109,7 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
 
 if __name__ == "__main__" and "--ws" in sys.argv:
     for cfg in [dict(), dict(stages=6), dict(grouping=1), dict(grouping=2), dict(grouping=3),
-                dict(b_per_row=True, has_c=True, out="fp32"), dict(bm=256, waves=2, stages=4),
+                dict(bm=256, waves=2, stages=4),
                 dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True),
                 dict(waves=2, wave_n=True, stages=4, grouping=1), dict(waves=2, wave_n=True, stages=4, grouping=2),
                 dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4),

@@ -198,30 +198,23 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready,
 
 
 @gluon.jit
-def _promote(acc, part, sa, sb, B_PER_ROW: gl.constexpr):
-    """acc += part * sa[row] * sb (sb per column for 1D1D, one scalar per block for 1D2D)."""
-    if B_PER_ROW:
-        return acc + part * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
-    else:
-        return acc + part * gl.expand_dims(sa * sb, 1)
+def _promote(acc, part, sa, sb):
+    """acc += part * sa[row] * sb (1D2D: one B scale per block)."""
+    return acc + part * gl.expand_dims(sa * sb, 1)
 
 
 @gluon.jit
-def _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW: gl.constexpr):
-    """Scales of K block kb (zeros past the last block, so prefetching beyond the end is harmless)."""
+def _load_scales(sfa_rows, sfb_block, kb, num_kb, row_ok, stride_sfa_k, stride_sfb_k):
+    """1D2D scales of K block kb (zeros past the last block, so prefetching beyond the end is harmless)."""
     live = kb < num_kb
     sa = gl.load(sfa_rows + kb * stride_sfa_k, mask=row_ok & live, other=0.0)
-    if B_PER_ROW:
-        sb = gl.load(sfb_cols + kb * stride_sfb_k, mask=col_ok & live, other=0.0)
-    else:
-        sb = gl.load(sfb_cols + kb * stride_sfb_k, mask=live, other=0.0)
+    sb = gl.load(sfb_block + kb * stride_sfb_k, mask=live, other=0.0)
     return sa, sb
 
 
 @gluon.jit
-def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb, it, stride_sfa_k,
-                       stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-                       B_PER_ROW: gl.constexpr, MMA: gl.constexpr):
+def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, num_kb, it, stride_sfa_k,
+                       stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr):
     """One 64 x BN wave per K block, each block promoted while the next block's wgmma runs. Two partials take turns
     (p for even steps, q for odd: the loop is unrolled by two), and each is read only after a wait_group(0) retired
     it: ptxas serialises every wgmma of a kernel that reads a partial retired by wait_group(1) while another group is
@@ -230,15 +223,14 @@ def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok,
     acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     # q: the previous block's partial and scales, zero before the first (its promotion then adds nothing).
     q = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, 0, 0, row_ok, col_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
+    q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, 0, 0, row_ok, stride_sfa_k, stride_sfb_k)
     for kb in range(0, num_kb, 2):
         stage = it % STAGES
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
         p = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
                           gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        acc = _promote(acc, q, q_sa, q_sb, B_PER_ROW)
-        p_sa, p_sb = _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, col_ok, stride_sfa_k, stride_sfb_k,
-                                  B_PER_ROW)
+        acc = _promote(acc, q, q_sa, q_sb)
+        p_sa, p_sb = _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, stride_sfa_k, stride_sfb_k)
         p = warpgroup_mma_wait(num_outstanding=0, deps=(p,))
         mbarrier.arrive(empty.index(stage), count=1)
         it += 1
@@ -248,9 +240,8 @@ def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok,
             q = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0),
                               b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
                               use_acc=False, is_async=True)
-            acc = _promote(acc, p, p_sa, p_sb, B_PER_ROW)
-            q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok, col_ok, stride_sfa_k,
-                                      stride_sfb_k, B_PER_ROW)
+            acc = _promote(acc, p, p_sa, p_sb)
+            q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok, stride_sfa_k, stride_sfb_k)
             q = warpgroup_mma_wait(num_outstanding=0, deps=(q,))
             mbarrier.arrive(empty.index(stage), count=1)
             it += 1
@@ -258,7 +249,7 @@ def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok,
             q = p
             q_sa = p_sa
             q_sb = p_sb
-    acc = _promote(acc, q, q_sa, q_sb, B_PER_ROW)
+    acc = _promote(acc, q, q_sa, q_sb)
     return acc, it
 
 
@@ -487,7 +478,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
               stride_sfb_k, stride_dg, stride_dm, stride_cm,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
-              ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
+              ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
@@ -515,10 +506,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
         row_ok = rows < m_limit
         col_ok = cols < N
         sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m + kb0 * stride_sfa_k
-        if B_PER_ROW:
-            sfb_cols = sfb_ptr + expert * stride_sfb_g + cols * stride_sfb_n
-        else:
-            sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
+        # 1D2D: the tile's B scale block (1D1D scales come through shared memory: _mainloop_two_waves_1d1d).
+        sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
         if SPLIT:
             _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc,
                         c_smem, d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it,
@@ -529,8 +518,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
         elif WAVES == 1:
             acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             if expert >= 0:
-                acc, it = _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, col_ok, num_kb,
-                                             it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, B_PER_ROW, MMA)
+                acc, it = _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, num_kb, it,
+                                             stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, MMA)
             _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
                       off_m + A_ROW0, m_limit)
@@ -598,10 +587,11 @@ def _fp8_gemm_ws_kernel(
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
-    # Per-column B scales on two-wave tiles come through shared memory (_mainloop_two_waves_1d1d).
-    SFB_SMEM: gl.constexpr = B_PER_ROW and WAVES == 2
+    # Per-column (1D1D) B scales come through shared memory, on 128 x 2BN two-wave tiles only
+    # (_mainloop_two_waves_1d1d): the other consumers have no registers to prefetch them.
+    SFB_SMEM: gl.constexpr = B_PER_ROW
     if SFB_SMEM:
-        gl.static_assert(WAVE_N and not SPLIT, "1D1D two-wave tiles are 128 x 2BN")
+        gl.static_assert(WAVES == 2 and WAVE_N and not SPLIT, "1D1D runs on 128 x 2BN two-wave tiles")
     if GROUPING == K_GROUPED:
         gl.static_assert(SFB_SMEM and D_TMA, "K-grouped layouts run 1D1D two-wave tiles stored by TMA")
     gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
@@ -648,13 +638,13 @@ def _fp8_gemm_ws_kernel(
                      sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0), c_desc,
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
                      SFB_SMEM, C_TMA, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c_bars, layout_ptr, sfa_ptr,
                      sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1), c_desc,
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
-                     G_PAD, PSUM_ALIGN, ZERO_GAPS, B_PER_ROW, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
+                     G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
                      SFB_SMEM, C_TMA, 1)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, layout_ptr, sfb_ptr, M,
                      N, K, NUM_GROUPS, stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES,
