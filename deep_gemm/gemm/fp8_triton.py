@@ -316,19 +316,32 @@ def _rows_view(d: torch.Tensor):
     return rows if aligned and rows.size(1) * elem >= 16 else None
 
 
+def _gluon_operand_desc(desc, rows_block: int) -> FastDescriptor:
+    """The Gluon kernel's descriptor over an operand ``_rows_desc`` described: the same rows, block
+    [rows_block, 128]."""
+    return FastDescriptor(desc.base, desc.shape, desc.strides, (rows_block, configs.BLOCK_K), gluon=True)
+
+
+def _gluon_slab_desc(rows: torch.Tensor, width: int) -> FastDescriptor:
+    """The Gluon kernel's descriptor over a [rows, N] output (or C) view, block one 64 x width slab."""
+    from .kernels.fp8_gemm_ws import WG_ROWS
+    return FastDescriptor(rows, (rows.size(0), rows.size(1)), (rows.stride(0), 1), (WG_ROWS.value, width), gluon=True)
+
+
 def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups, strides_sfa,
             strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c,
             d_tma, recorder=None):
     """Launch the warp-specialised kernel; ``c_rows``: C's [rows, N] view when C is loaded by TMA, else None."""
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
-    bn = 128 if b_per_row else cfg.block_n  # (1D1D: 128 x 256 tiles only, whatever BN the tl.* config had)
-    waves, along_n = ws_waves(grouping, m, n, bn, has_c and c_rows is None)
-    if WS_OVERRIDE is not None:
-        waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
-        if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
-            waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
-    if b_per_row:
-        waves, along_n = 2, True  # the warp-specialised kernel's only 1D1D variant (_ws_pays)
+    if b_per_row:  # the kernel's only 1D1D variant: 128 x 256 tiles, whatever BN the tl.* config had (_ws_pays)
+        bn, waves, along_n = 128, 2, True
+    else:
+        bn = cfg.block_n
+        waves, along_n = ws_waves(grouping, m, n, bn, has_c and c_rows is None)
+        if WS_OVERRIDE is not None:
+            waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
+            if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
+                waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
     narrow = bn
     if along_n and grouping != GROUPING["masked"] and not b_per_row and not has_c:
         # (split tiles: 2-D layouts, 1D2D scales, no C)
@@ -336,7 +349,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
     split = along_n and narrow < bn
-    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row and waves == 2)
+    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row)
     if WS_OVERRIDE is not None:
         stages = WS_OVERRIDE.get("stages", stages)
         d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
@@ -345,18 +358,13 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
         groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
         grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid)), 1, 1)
-    a_gluon = FastDescriptor(a_desc.base, a_desc.shape, a_desc.strides, (block_m, configs.BLOCK_K), gluon=True)
-    d_desc = FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
-                            (WG_ROWS.value, bn), gluon=True)
-    d2_desc = (FastDescriptor(d_rows, (d_rows.size(0), d_rows.size(1)), (d_rows.stride(0), 1),
-                              (WG_ROWS.value, narrow), gluon=True) if split else d_desc)
+    a_gluon = _gluon_operand_desc(a_desc, block_m)
+    d_desc = _gluon_slab_desc(d_rows, bn)
+    d2_desc = _gluon_slab_desc(d_rows, narrow) if split else d_desc
     # A split tile loads its two waves' B rows separately (the narrow wave may come first: _split_tile_cols).
-    b_gluon = FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (bn if split else tile_n, configs.BLOCK_K),
-                             gluon=True)
-    b2_gluon = (FastDescriptor(b_desc.base, b_desc.shape, b_desc.strides, (narrow, configs.BLOCK_K), gluon=True)
-                if split else b_gluon)
-    c_desc = (FastDescriptor(c_rows, (c_rows.size(0), c_rows.size(1)), (c_rows.stride(0), 1), (WG_ROWS.value, bn),
-                             gluon=True) if c_tma else d_desc)
+    b_gluon = _gluon_operand_desc(b_desc, bn if split else tile_n)
+    b2_gluon = _gluon_operand_desc(b_desc, narrow) if split else b_gluon
+    c_desc = _gluon_slab_desc(c_rows, bn) if c_tma else d_desc
     args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
