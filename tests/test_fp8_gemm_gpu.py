@@ -133,6 +133,18 @@ def test_1d1d_accumulate(m, n, k):
     assert calc_diff(d, expected) < TOL
 
 
+def _spy_run_ws(monkeypatch):
+    """The list of the warp-specialised launcher's calls from here on (it still launches)."""
+    from deep_gemm.gemm import fp8_triton
+    calls, run_ws = [], fp8_triton._run_ws
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return run_ws(*args, **kwargs)
+    monkeypatch.setattr(fp8_triton, "_run_ws", counted)
+    return calls
+
+
 def _force_ws_128x256(monkeypatch):
     """Run every dense FP8 call on the warp-specialised kernel's 128 x 256 two-wave tiles (the 128 x 128 config
     whose waves go along N), with plans recorded here kept away from other tests; returns the list of the
@@ -142,14 +154,7 @@ def _force_ws_128x256(monkeypatch):
     monkeypatch.setattr(fp8_triton, "_PLANS", {})
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 2, "wave_n": True})
     monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_configs._config(128, 128))
-    calls, run_ws = [], fp8_triton._run_ws
-
-    def counted(*args, **kwargs):
-        calls.append(args)
-        return run_ws(*args, **kwargs)
-
-    monkeypatch.setattr(fp8_triton, "_run_ws", counted)
-    return calls
+    return _spy_run_ws(monkeypatch)
 
 
 @pytest.mark.parametrize("c_kind", ["d", "other", "none"])
@@ -283,9 +288,7 @@ def test_k_grouped(monkeypatch, layout, m, n, ks):
     """Every group against the reference, empty groups (first, middle, last) left at C. M a multiple of 128 runs
     the warp-specialised two-wave kernel (N=208: the second wave of the last tile partly past N, N=112 wholly),
     M=320 the tl.* one."""
-    from deep_gemm.gemm import fp8_triton
-    calls, run_ws = [], fp8_triton._run_ws
-    monkeypatch.setattr(fp8_triton, "_run_ws", lambda *args, **kwargs: calls.append(1) or run_ws(*args, **kwargs))
+    calls = _spy_run_ws(monkeypatch)
     qa, qb = [], []
     for kg in ks:
         x = torch.randn(kg, m, device="cuda", dtype=torch.bfloat16)
