@@ -279,8 +279,9 @@ def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, c_by_pointer: 
              b_per_row: bool = False) -> bool:
     if b_per_row:
         # 1D1D runs on 128 x 256 two-wave tiles only, which stage the per-column B scales in shared memory
-        # (_mainloop_two_waves_1d1d); the one-wave consumer keeps them in registers and spills (408 B, sm_90a), so
-        # problems too small for two-wave tiles stay on tl.*, as do C operands read through pointers.
+        # (_mainloop_two_waves_1d1d); the one-wave consumer had no registers for them (it spilled 408 B, sm_90a,
+        # and no longer takes them), so problems too small for two-wave tiles stay on tl.*, as do C operands read
+        # through pointers.
         # K-grouped layouts (weight gradients, big enough for two-wave tiles) go there whenever D is TMA-storable
         # (M a multiple of 128), instead of the tl.* kernel's 128 x 64 tiles.
         if grouping == GROUPING["k_grouped"]:
