@@ -39,7 +39,8 @@ WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages
                "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4),
                "ws2n-s3": dict(waves=2, wave_n=True, stages=3), "ws2n-s4": dict(waves=2, wave_n=True, stages=4),
                "ws2n192": dict(waves=2, wave_n=True, narrow=64, stages=4),
-               "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False)}
+               "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False),
+               "ws1": dict(waves=1)}
 # Variants each table runs (--variants overrides): "tl" is the tl.* kernel, "auto" the shipped heuristic.
 DENSE_VARIANTS = ["tl", "auto", "ws2-s4", "ws2n-s4", "ws2n192"]
 CONTIGUOUS_VARIANTS = ["tl", "auto", "ws1-s5", "ws2n-s4", "ws2n192"]
@@ -181,6 +182,30 @@ def sweep_dense_small(timer, rows):
         fp8_triton._WS_MODE = "auto"
 
 
+# Decode (M = 128) on the warp-specialised kernel: (variant name, tl.* config's BN that the variant starts from).
+DENSE128_WS_VARIANTS = [("ws1", 64), ("ws1", 128), ("ws2n-s4", 128), ("ws2n192", 128)]
+
+
+def sweep_dense128_ws(timer, rows):
+    """Dense M = 128 on the warp-specialised kernel (128-row tiles, no split-K) against the shipped choice."""
+    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
+        if m != 128:
+            continue
+        a, b = bench.fp8_operands(m, n, k)
+        ref = bench.reference(a, b, (128, 128))
+        for name, bn in [("auto", None), *DENSE128_WS_VARIANTS]:
+            cfg = configs._config(128, bn, 1) if bn else None
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            call = dense_call(a, b, d, cfg)
+            run_variant(name, call)
+            diff = calc_diff(d, ref)
+            us = run_variant(name, lambda: timer(call))
+            tag = name if bn is None else f"{name} bn{bn}"
+            rows.append(dict(table="dense128_ws", m=m, n=n, k=k, variant=tag, us=us, vs_deepgemm=dg_us / us,
+                             diff=diff))
+            print(f"dense {m}x{n}x{k} {tag:16s} {us:7.1f} us {dg_us / us:5.2f}x DG diff {diff:.1e}", flush=True)
+
+
 def sweep_group_m(timer, rows):
     """The tile raster of the M=4096 kernels: GROUP_M M-blocks per band (L2 reuse of B across the band)."""
     import dataclasses
@@ -242,6 +267,7 @@ def sweep_dense_mid(timer, rows):
 # --only names -> sweeps, run in the order given.
 SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "masked": sweep_masked,
             "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
+            "dense128_ws": sweep_dense128_ws,
             "dense_mid": sweep_dense_mid}
 
 

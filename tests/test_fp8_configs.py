@@ -138,6 +138,27 @@ def test_split_tiles_only_where_the_wave_model_says_they_pay(monkeypatch):
         assert fp8_triton.ws_narrow(34151, n, k) == 128, (n, k)
 
 
+def test_wide_m128_shapes_take_two_wave_tiles(monkeypatch):
+    """At 64 < M <= 128 (64-row tl.* tiles) only problems wide enough for 128 x 256 tiles to fill half the SMs
+    run two-wave tiles: the DeepSeek shapes N=24576 (as split 128 x 192 tiles) and N=32768 (measured faster on the
+    H200), not the five narrower ones (measured slower without split-K), not M <= 64 (not measured), not 1D1D, not
+    with C."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
+    dense = fp8_triton.GROUPING["dense"]
+    wide = {(n, k) for n, k in [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384),
+                                (4096, 7168), (7168, 2048)] if fp8_triton._wide_small_m(dense, 128, n, False, False)}
+    assert wide == {(24576, 1536), (32768, 512)}
+    assert fp8_triton.ws_narrow(128, 24576, 1536) == 64 and fp8_triton.ws_narrow(128, 32768, 512) == 128
+    assert fp8_triton._wide_small_m(dense, 65, 16641, False, False)
+    assert not fp8_triton._wide_small_m(dense, 65, 16640, False, False)  # 65 tiles < 66
+    assert not fp8_triton._wide_small_m(dense, 64, 32768, False, False)
+    assert not fp8_triton._wide_small_m(dense, 129, 32768, False, False)  # 128-row configs: the usual rules
+    assert not fp8_triton._wide_small_m(dense, 128, 32768, True, False)
+    assert not fp8_triton._wide_small_m(dense, 128, 32768, False, True)
+    assert not fp8_triton._wide_small_m(fp8_triton.GROUPING["m_psum"], 128, 32768, False, False)
+
+
 def test_masked_decode_takes_64_row_tiles():
     """Masked decode rows (m = 20 per group, expected_m = 24) get 64-row tiles, not the 32 their rows would fit
     (measured faster: fp8_configs.MIN_MASKED_BLOCK_M); larger expected m keeps 128-row tiles."""

@@ -157,6 +157,21 @@ def _force_ws_128x256(monkeypatch):
     return _spy_run_ws(monkeypatch)
 
 
+@pytest.mark.parametrize("m,n,k,ws", [(128, 24576, 1536, True), (128, 32768, 512, True), (100, 16704, 384, True),
+                                      (65, 17000, 256, True), (64, 32768, 512, False), (128, 7168, 2048, False)])
+def test_wide_small_m_on_two_wave_tiles(monkeypatch, m, n, k, ws):
+    """64 < M <= 128 problems wide enough for 128 x 256 tiles run the warp-specialised kernel's two-wave tiles
+    (rows past M masked, N tails partly and wholly past N); the rest stay on the tl.* kernel."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    calls = _spy_run_ws(monkeypatch)
+    a, b = _operands(m, n, k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, d)
+    assert calc_diff(d, _ref(a, b)) < TOL
+    assert len(calls) == (1 if ws else 0)
+
+
 @pytest.mark.parametrize("c_kind", ["d", "other", "none"])
 @pytest.mark.parametrize("m,n,k", [(129, 256, 208), (300, 448, 1024), (1000, 320, 7168), (257, 1024, 144),
                                    (2112, 4096, 7168)])

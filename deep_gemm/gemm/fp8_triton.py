@@ -222,12 +222,14 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     g_pad = _next_pow2(num_groups)
     d_rows = _rows_view(d)
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
-    if (cfg.block_m == 128 and split == 1 and head == (0, 0, 0) and not interpreting()
+    if ((cfg.block_m == 128 or _wide_small_m(grouping, m, n, b_per_row, has_c)) and split == 1
+            and head == (0, 0, 0) and not interpreting()
             and (grouping != GROUPING["k_grouped"] or b_per_row) and d_rows is not None):
         ws_tma = _ws_tma_storable(d, grouping, d_tma)
         c_rows = (_c_tma_loadable(c, d, d_rows)
                   if has_c and ws_tma and grouping in (GROUPING["dense"], GROUPING["k_grouped"]) else None)
-        if _ws_pays(grouping, m, n, k, cfg.block_n, has_c and c_rows is None, ws_tma, b_per_row):
+        if _ws_pays(grouping, m, n, k, cfg.block_n if cfg.block_m == 128 else 128, has_c and c_rows is None, ws_tma,
+                    b_per_row):
             _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups,
                     strides_sfa, strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps,
                     psum_align, b_per_row, has_c, ws_tma, recorder)
@@ -241,6 +243,17 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     launch(_tl_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
+
+
+def _wide_small_m(grouping: int, m: int, n: int, b_per_row: bool, has_c: bool) -> bool:
+    """A dense 1D2D problem with 64 < M <= 128 (the tl.* config has 64-row tiles) that is wide enough for 128 x 256
+    two-wave tiles to fill the SMs (ws_waves): it runs those instead. H200 2026-11-30 (session 8, `sweep-m128-ws`):
+    128x24576x1536 21.6 -> 18.2 us (split 128 x 192 tiles, ws_narrow), 128x32768x512 13.0 -> 11.8 us (128 x 256);
+    the five narrower DeepSeek shapes have too few such tiles (9-56), and on them every warp-specialised variant
+    without split-K was 1.2-4.6x slower than the tl.* split-K kernel. M <= 64 was not measured, so it stays on
+    tl.*."""
+    return (grouping == GROUPING["dense"] and not b_per_row and not has_c and 64 < m <= 128
+            and ws_waves(grouping, m, n, 128, False) == (2, True))
 
 
 def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool:
@@ -337,7 +350,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     if b_per_row:  # the kernel's only 1D1D variant: 128 x 256 tiles, whatever BN the tl.* config had (_ws_pays)
         bn, waves, along_n = 128, 2, True
     else:
-        bn = cfg.block_n
+        bn = cfg.block_n if cfg.block_m == 128 else 128  # (a 64-row tl.* config: _wide_small_m chose 2 x 128 waves)
         waves, along_n = ws_waves(grouping, m, n, bn, has_c and c_rows is None)
         if WS_OVERRIDE is not None:
             waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
