@@ -327,6 +327,33 @@ def test_k_grouped(monkeypatch, layout, m, n, ks):
     assert bool(calls) == (m % 128 == 0)
 
 
+def test_split_k_calls_on_concurrent_streams():
+    """Split-K launches of one shape on two streams at once: each stream's split-K arrival counters are its own (a
+    shared counter lets one launch's splits count as another's, so a tile is reduced before all its partials
+    exist). 64x576x7168 splits K four ways on 36 programs, so two launches fit on the GPU side by side."""
+    from deep_gemm.gemm import fp8_triton
+    m, n, k, rounds = 64, 576, 7168, 24
+    problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
+    assert fp8_triton.configs.heuristic(problem).split_k > 1
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    inputs = [_operands(m, n, k) for _ in streams]
+    outs = [[torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(rounds)]
+            for _ in streams]
+    for s, (a, b), d in zip(streams, inputs, outs):  # compile and record plans outside the race
+        with torch.cuda.stream(s):
+            deep_gemm.fp8_gemm_nt(a, b, d[0])
+    torch.cuda.synchronize()
+    for i in range(rounds):
+        for s, (a, b), d in zip(streams, inputs, outs):
+            with torch.cuda.stream(s):
+                deep_gemm.fp8_gemm_nt(a, b, d[i])
+    torch.cuda.synchronize()
+    for (a, b), d in zip(inputs, outs):
+        ref = _ref(a, b)
+        bad = [i for i in range(rounds) if not calc_diff(d[i], ref) < TOL]
+        assert not bad, f"rounds with a wrong result: {bad}"
+
+
 def test_cuda_graph_capture_and_replay():
     a, b = _operands(64, 4096, 7168)
     masked_a, masked_b = _operands(128, 512, 256)
