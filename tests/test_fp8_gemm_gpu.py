@@ -330,7 +330,8 @@ def test_k_grouped(monkeypatch, layout, m, n, ks):
 def test_split_k_calls_on_concurrent_streams():
     """Split-K launches of one shape on two streams at once: each stream's split-K arrival counters are its own (a
     shared counter lets one launch's splits count as another's, so a tile is reduced before all its partials
-    exist). 64x576x7168 splits K four ways on 36 programs, so two launches fit on the GPU side by side."""
+    exist). 64x576x7168 splits K four ways on 36 programs, so two launches fit on the GPU side by side; a GPU-side
+    sleep at the head of both streams lets every launch queue up first (the host is slower than these kernels)."""
     from deep_gemm.gemm import fp8_triton
     m, n, k, rounds = 64, 576, 7168, 24
     problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
@@ -343,6 +344,9 @@ def test_split_k_calls_on_concurrent_streams():
         with torch.cuda.stream(s):
             deep_gemm.fp8_gemm_nt(a, b, d[0])
     torch.cuda.synchronize()
+    for s in streams:  # hold both streams back until every launch is queued, so their kernels overlap
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(20_000_000)
     for i in range(rounds):
         for s, (a, b), d in zip(streams, inputs, outs):
             with torch.cuda.stream(s):
