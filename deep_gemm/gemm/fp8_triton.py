@@ -31,7 +31,10 @@ from .operands import FP8, resolve_recipe, to_nt
 
 _CONFIG_CACHE: dict = {}
 _CONFIG_LOCK = threading.Lock()
-# Split-K arrival counters (int32, zero between uses: the last split resets its tile's counter).
+# Split-K arrival counters (int32, zero between uses: the last split resets its tile's counter), one buffer per
+# (device, stream): launches queued on one stream run in order, but two streams' launches may run at the same time,
+# and a counter both used would let one launch's splits count as the other's (measured on the H200: wrong tiles in
+# 6-16 of 24 rounds of tests/test_fp8_gemm_gpu.py::test_split_k_calls_on_concurrent_streams with one buffer).
 _COUNTERS: dict = {}
 _COUNTERS_LOCK = threading.Lock()
 
@@ -131,8 +134,14 @@ def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8Ge
     return cfg
 
 
+def _stream_of(t: torch.Tensor):
+    """The raw current stream of t's device (what a launch for t runs on), None for CPU tensors."""
+    return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else None
+
+
 def _counters(device: torch.device, count: int) -> torch.Tensor:
-    key = device.index if device.type == "cuda" else -1
+    """At least `count` zeroed split-K counters for launches on the current stream of `device`."""
+    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index)) if device.type == "cuda" else None
     buf = _COUNTERS.get(key)
     if buf is None or buf.numel() < count:
         with _COUNTERS_LOCK:
@@ -426,7 +435,8 @@ def _dense(layout: str):
             # (list.index compares ids: each input's first position among identical objects.)
             ids = [*map(id, inputs)]
             aliasing = (*map(ids.index, ids),)
-            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE))
+            # A plan keeps its split-K counters, which belong to the stream it was recorded on (_COUNTERS).
+            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE), _stream_of(d))
             plan = _PLANS.get(key)
             if plan is not None:
                 plan.run(inputs)
