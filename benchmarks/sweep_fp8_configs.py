@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import os
 import sys
@@ -141,22 +142,26 @@ def sweep_masked(timer, rows):
 
 
 def small_m_configs(m, n, k):
-    """tl.* tile shapes x splits around one wave of programs."""
+    """tl.* tile shapes x splits around one wave of programs: 64- and 128-row tiles for M >= 64, else the
+    smallest tile height covering M (>= 16)."""
     problem = configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
+    min_bm = max(16, min(64, 1 << max(0, (m - 1).bit_length())))
     out = []
     for cfg in configs.candidates(problem):
-        if cfg.block_m < 64:
+        if cfg.block_m < min_bm or (m < 64 and cfg.block_m != min_bm):
             continue
         slots = problem.num_sms * cfg.programs_per_sm
         tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
         if cfg.split_k in (1, 2, 3, 4, 6, 8, 12, 16) and tiles * cfg.split_k <= 2 * slots:
             out.append(cfg)
+            if m < 64 and cfg.split_k <= 2:  # decode rows: a third co-resident CTA per SM (3 stages to fit)
+                out.append(dataclasses.replace(cfg, num_stages=3, programs_per_sm=3))
     return out
 
 
-def sweep_dense_small(timer, rows):
+def sweep_dense_small(timer, rows, ms=(128,)):
     for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
-        if m != 128:
+        if m not in ms:
             continue
         a, b = bench.fp8_operands(m, n, k)
         ref = bench.reference(a, b, (128, 128))
@@ -174,7 +179,7 @@ def sweep_dense_small(timer, rows):
             call()
             diff = calc_diff(d, ref)
             us = timer(call)
-            tag = f"{cfg.block_m}x{cfg.block_n} s{cfg.num_stages} split{cfg.split_k}" + (
+            tag = f"{cfg.block_m}x{cfg.block_n} s{cfg.num_stages} pps{cfg.programs_per_sm} split{cfg.split_k}" + (
                 " (heuristic)" if cfg == heuristic else "")
             rows.append(dict(table="dense_small", m=m, n=n, k=k, variant=tag, us=us, vs_deepgemm=dg_us / us,
                              diff=diff, gbps=(m * k + n * k + 2 * m * n) / us / 1e3))
@@ -208,7 +213,6 @@ def sweep_dense128_ws(timer, rows):
 
 def sweep_group_m(timer, rows):
     """The tile raster of the M=4096 kernels: GROUP_M M-blocks per band (L2 reuse of B across the band)."""
-    import dataclasses
     for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
         if m < 4096:
             continue
@@ -268,6 +272,7 @@ def sweep_dense_mid(timer, rows):
 SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "masked": sweep_masked,
             "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
             "dense128_ws": sweep_dense128_ws,
+            "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
             "dense_mid": sweep_dense_mid}
 
 

@@ -26,13 +26,38 @@ DENSE = [
     (37, 200, 208, "nt", "1d2d"),      # odd M, N not a multiple of 128, K tail
     (128, 256, 384, "nt", "1d2d"),
     (1, 128, 256, "nt", "1d2d"),
-    (16, 128, 1024, "nt", "1d2d"),     # small M, 8 K blocks: split-K path
+    (16, 128, 1024, "nt", "1d2d"),     # small M, 8 K blocks (unsplit: fewer than 2 x 7 blocks)
+    (16, 128, 2944, "nt", "1d2d"),     # small M, 23 K blocks: split-K in three splits of 8, 8 and 7 blocks
     (48, 208, 256, "nn", "1d2d"),      # MN-major B
     (48, 128, 256, "tn", "1d2d"),      # MN-major A and B
     (48, 128, 256, "tt", "1d2d"),      # MN-major A
     (64, 192, 320, "nt", "1d1d"),      # weight-gradient recipe, C accumulate
-    (16, 128, 1024, "nt", "1d1d"),     # split-K with accumulate
+    (16, 128, 2048, "nt", "1d1d"),     # split-K (two splits) with accumulate
 ]
+
+
+def test_dense_heuristic_splits_k_for_the_split_cases():
+    """The cases above meant to cover split-K get a split config from the heuristic (it moves with calibration)."""
+    from deep_gemm.gemm import fp8_configs as configs
+    for k, split in [(2944, 3), (2048, 2), (1024, 1)]:
+        assert configs.heuristic(configs.Fp8GemmProblem(16, 128, k, 1, "dense", 132)).split_k == split, k
+
+
+@pytest.mark.parametrize("split", [2, 5, 6])
+def test_split_k_reduction_any_split_count(split):
+    """Forced split counts, including ones the reduction's unrolled loads do not divide (REDUCE_UNROLL = 4)."""
+    from deep_gemm.gemm import fp8_configs as configs
+    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.operands import resolve_recipe
+    m, n, k = 16, 128, 1536
+    a = quantize(torch.randn(m, k), 1)
+    b = quantize(torch.randn(n, k), 128)
+    expected = oracle_gemm(*a, (1, 128), *b, (128, 128))
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    a0, a1, b0, b1, d = _to(*a, *b, d)
+    fp8_triton._launch_dense(a0, a1, b0, b1, d, None, resolve_recipe(None, None, None, b1),
+                             cfg=configs._config(16, 64, split))
+    assert calc_diff(d.cpu(), expected) < TOL
 
 
 @pytest.mark.parametrize("m,n,k,layout,kind", DENSE, ids=lambda v: str(v))

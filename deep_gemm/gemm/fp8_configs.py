@@ -25,8 +25,12 @@ MAX_SPLIT_K = 16
 MIN_K_BLOCKS_PER_SPLIT = 2
 # The heuristic keeps >= 12 K blocks per split for 64-row and larger tiles, whose FP32 partials cost more to write
 # and reduce (H200 2026-11-30, M=128 sweep: 2112x7168 best at split 4, 576x7168 at 4-6, 4096x7168 and 7168x16384 at
-# 2, 7168x2048 unsplit; deeper splits lost up to 2x). Tiles of <= 32 rows split down to MIN_K_BLOCKS_PER_SPLIT.
+# 2, 7168x2048 unsplit; deeper splits lost up to 2x). Smaller tiles: MIN_K_BLOCKS_PER_SPLIT_SMALL.
 MIN_K_BLOCKS_PER_SPLIT_WIDE = 12
+# Tiles of <= 32 rows (decode, memory-bound) keep >= 7 K blocks per split: at M=1 (H200 2026-11-30, session 8,
+# `sweep-dense1`) 576x7168 ran 7.1 us at split 8 (7 blocks each) against 7.8 / 8.5 / 9.4 us at split 6 / 12 / 16, and
+# 2112x7168 9.7 us at split 8 against 17.8 us at split 12.
+MIN_K_BLOCKS_PER_SPLIT_SMALL = 7
 # Largest M that gets 64-row tiles: at M=128 two 64-row tiles beat one 128-row tile on every DeepSeek shape
 # (1.06-1.28x, same sweep): twice the programs to spread the weight stream over.
 MAX_M_FOR_64_ROW_TILES = 128
@@ -37,6 +41,11 @@ SMALL_TILE_PROGRAMS_PER_SM = 2
 # (H200 2026-11-30) 64 x 128 / 64 x 64 tiles ran 192 / 147 / 94 us against 201 / 155 / 109 us for 32-row tiles
 # (1.06x / 1.08x / 0.88x DeepGEMM instead of 1.01x / 1.03x / 0.76x): wgmma's M is 64 anyway.
 MIN_MASKED_BLOCK_M = 64
+# Tiles of fewer rows than this are memory-bound: their wave quantisation counts the co-resident programs
+# (SMALL_TILE_PROGRAMS_PER_SM per SM) as slots. At M=1, N=24576, K=1536 that picks 192 16 x 128 tiles (one round of
+# 264 slots, 16.2 us) over 384 16 x 64 tiles (19.6 us), H200 session 8. 64-row tiles keep counting SMs: with slots,
+# 128x7168x16384 would take 64 x 64 tiles unsplit (58.2 us) instead of 64 x 128 split 2 (49.6 us).
+SLOT_QUANTISED_MAX_BLOCK_M = 32
 # Relative per-SM throughput of a tile shape (bigger tiles reuse operands more). 128x128 on 8 warps is the best
 # tl.* shape measured on H200 (KERNEL-NOTES §3: BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
 TILE_EFFICIENCY = {(128, 128): 1.0, (128, 64): 0.8}
@@ -138,10 +147,11 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
     groups = p.num_groups if p.kind in ("masked", "k_grouped") else 1
     # BN: the shape whose last wave is fullest, weighted by the shape's per-SM speed.
     best_bn, best_score = _block_ns(p)[-1], -1.0
+    wave_slots = p.num_sms * (SMALL_TILE_PROGRAMS_PER_SM if bm <= SLOT_QUANTISED_MAX_BLOCK_M else 1)
     for bn in sorted(_block_ns(p), reverse=True):
         tiles = _tiles(rows, p.n, bm, bn, groups)
-        waves = max(1, math.ceil(tiles / p.num_sms))
-        score = min(1.0, tiles / (waves * p.num_sms)) * TILE_EFFICIENCY.get((bm, bn), SMALL_TILE_EFFICIENCY)
+        waves = max(1, math.ceil(tiles / wave_slots))
+        score = min(1.0, tiles / (waves * wave_slots)) * TILE_EFFICIENCY.get((bm, bn), SMALL_TILE_EFFICIENCY)
         if score > best_score + 1e-9:
             best_bn, best_score = bn, score
     split = 1
@@ -151,9 +161,11 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
         slots = p.num_sms * (1 if bm >= 128 else SMALL_TILE_PROGRAMS_PER_SM)
         num_kb = math.ceil(p.k / BLOCK_K)
         if tiles < slots:
-            # Split K so that tiles x splits fills the slots in one round, keeping >= 2 K blocks per split.
-            per_split = MIN_K_BLOCKS_PER_SPLIT_WIDE if bm >= 64 else MIN_K_BLOCKS_PER_SPLIT
+            # Split K so that tiles x splits fills the slots in one round, keeping enough K blocks per split.
+            per_split = MIN_K_BLOCKS_PER_SPLIT_WIDE if bm >= 64 else MIN_K_BLOCKS_PER_SPLIT_SMALL
             split = max(1, min(MAX_SPLIT_K, slots // tiles, num_kb // per_split))
+            # Every split non-empty: the kernel gives each cdiv(#blocks, split) blocks.
+            split = math.ceil(num_kb / math.ceil(num_kb / split))
     choice = _config(bm, best_bn, split)
     assert choice in candidates(p), (choice, p)
     return choice
