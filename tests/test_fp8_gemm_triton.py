@@ -45,7 +45,8 @@ def test_dense_heuristic_splits_k_for_the_split_cases():
 
 @pytest.mark.parametrize("split", [2, 5, 6])
 def test_split_k_reduction_any_split_count(split):
-    """Forced split counts, including ones the reduction's unrolled loads do not divide (REDUCE_UNROLL = 4)."""
+    """Forced split counts, including ones that do not divide the 12 K blocks evenly (5: 3 + 3 + 3 + 3 + 0 blocks is
+    not what the heuristic would pick, the last split is empty) and more splits than the heuristic allows."""
     from deep_gemm.gemm import fp8_configs as configs
     from deep_gemm.gemm import fp8_triton
     from deep_gemm.gemm.operands import resolve_recipe

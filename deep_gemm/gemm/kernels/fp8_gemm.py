@@ -32,8 +32,6 @@ M_IDS = tl.constexpr(1)
 M_PSUM = tl.constexpr(2)
 MASKED = tl.constexpr(3)
 K_GROUPED = tl.constexpr(4)
-# Split-K partials the reducing program loads at once (registers: REDUCE_UNROLL x the tile's FP32 share per thread).
-REDUCE_UNROLL = tl.constexpr(4)
 
 
 @triton.jit
@@ -225,13 +223,9 @@ def _fp8_gemm_kernel(
             counter = counter_ptr + tile // SPLIT_K
             arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
             if arrived == SPLIT_K - 1:
-                # The partials are read REDUCE_UNROLL at a time, their loads issued together: a plain loop waits
-                # one L2 round trip per split.
                 total = tl.zeros((BM, BN), dtype=tl.float32)
-                for s0 in range(0, SPLIT_K, REDUCE_UNROLL):
-                    for j in tl.static_range(REDUCE_UNROLL):
-                        total += tl.load(ws_tile + (s0 + j) * M * N, mask=mask & (s0 + j < SPLIT_K), other=0.0,
-                                         cache_modifier=".cg")
+                for s in range(SPLIT_K):
+                    total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
                 _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                             stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
