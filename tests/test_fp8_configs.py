@@ -104,6 +104,15 @@ def test_warmup_compiles_ahead_of_the_first_call():
     assert jit.num_compiled_kernels >= compiled
 
 
+def test_launcher_grouping_names_match_the_kernels():
+    """The launchers' GROUPING names carry the kernels' grouping constants (kernels/groupings.py)."""
+    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.kernels import groupings
+    assert fp8_triton.GROUPING == {"dense": groupings.DENSE.value, "m_ids": groupings.M_IDS.value,
+                                   "m_psum": groupings.M_PSUM.value, "masked": groupings.MASKED.value,
+                                   "k_grouped": groupings.K_GROUPED.value}
+
+
 def test_wave_n_test_shapes_take_128_wide_tiles():
     """The along-N warp-specialised variant needs 128-wide waves: the GPU tests' shapes meant to exercise it
     (tests/test_fp8_gemm_gpu.py) must get them from the heuristic."""

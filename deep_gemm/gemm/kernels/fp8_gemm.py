@@ -27,11 +27,7 @@ Groupings (constexpr GROUPING):
 import triton
 import triton.language as tl
 
-DENSE = tl.constexpr(0)
-M_IDS = tl.constexpr(1)
-M_PSUM = tl.constexpr(2)
-MASKED = tl.constexpr(3)
-K_GROUPED = tl.constexpr(4)
+from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 
 
 @triton.jit

@@ -35,11 +35,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-DENSE = gl.constexpr(0)
-M_IDS = gl.constexpr(1)
-M_PSUM = gl.constexpr(2)
-MASKED = gl.constexpr(3)
-K_GROUPED = gl.constexpr(4)
+from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
 WG_ROWS = gl.constexpr(64)
 
