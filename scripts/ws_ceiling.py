@@ -32,13 +32,14 @@ PATCHES = {
         "                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))\n"
         "                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))\n",
         "                    mbarrier.arrive(bar, count=1)\n")],
-    "nopromote": [
-        ("b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             " + ZEROS,
-         "b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             acc0, use_acc=True, "
-         "is_async=True)"),
-        ("b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 " + ZEROS,
-         "b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 acc1, use_acc=True, "
-         "is_async=True)"),
+    "nopromote": [  # the 1D2D two-wave mainloop's wgmmas (its A operand is sliced in the call; the 1D1D loop's
+        # is not)
+        ("WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             " + ZEROS,
+         "WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             acc0, "
+         "use_acc=True, is_async=True)"),
+        ("WG_ROWS, dim=0), b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 " + ZEROS,
+         "WG_ROWS, dim=0), b_tile.slice(BN, BN, dim=0).permute((1, 0)),\n                                 acc1, "
+         "use_acc=True, is_async=True)"),
         ("acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)", "acc0 = part"),
         ("acc1 = acc1 + part * gl.expand_dims(sa0 * sb1, 1)", "acc1 = part")],
 }
@@ -53,7 +54,8 @@ def variant_module(name):
     path = os.path.join(tempfile.mkdtemp(), f"ws_{name.replace('+', '_')}.py")
     with open(path, "w") as f:
         f.write(src)
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    # Named inside the kernels package, so the copy's relative imports (.groupings) resolve as the original's do.
+    spec = importlib.util.spec_from_file_location(f"deep_gemm.gemm.kernels.{os.path.basename(path)[:-3]}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
