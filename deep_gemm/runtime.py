@@ -111,8 +111,8 @@ def set_block_size_multiple_of(block_m_multiple_of: int, block_n_multiple_of: in
     require_int_range("block_n_multiple_of", block_n_multiple_of, 1, 256)
     with _STATE.lock:
         _STATE.block_m_multiple_of = int(block_m_multiple_of)
-        _STATE.version += 1
         _STATE.block_n_multiple_of = int(block_n_multiple_of)
+        _STATE.version += 1
 
 
 def get_block_size_multiple_of() -> tuple[int, int]:
@@ -126,11 +126,6 @@ def set_mk_alignment_for_contiguous_layout(alignment: int) -> None:
     with _STATE.lock:
         _STATE.mk_alignment = int(alignment)
         _STATE.version += 1
-
-
-def state_version() -> int:
-    """Changes whenever a knob is set."""
-    return _STATE.version
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:
