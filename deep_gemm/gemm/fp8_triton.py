@@ -237,8 +237,7 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
         ws_tma = _ws_tma_storable(d, grouping, d_tma)
         c_rows = (_c_tma_loadable(c, d, d_rows)
                   if has_c and ws_tma and grouping in (GROUPING["dense"], GROUPING["k_grouped"]) else None)
-        if _ws_pays(grouping, m, n, k, cfg.block_n if cfg.block_m == 128 else 128, has_c and c_rows is None, ws_tma,
-                    b_per_row):
+        if _ws_pays(grouping, m, n, k, _ws_block_n(cfg), has_c and c_rows is None, ws_tma, b_per_row):
             _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups,
                     strides_sfa, strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps,
                     psum_align, b_per_row, has_c, ws_tma, recorder)
@@ -263,6 +262,12 @@ def _wide_small_m(grouping: int, m: int, n: int, b_per_row: bool, has_c: bool) -
     tl.*."""
     return (grouping == GROUPING["dense"] and not b_per_row and not has_c and 64 < m <= 128
             and ws_waves(grouping, m, n, 128, False) == (2, True))
+
+
+def _ws_block_n(cfg: configs.Fp8GemmConfig) -> int:
+    """The warp-specialised kernel's wave width (BN) for a tl.* config: the config's own for 128-row configs, 128
+    for the 64-row configs of the problems ``_wide_small_m`` hands over (two-wave 128 x 256 tiles)."""
+    return cfg.block_n if cfg.block_m == 128 else 128
 
 
 def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool:
@@ -359,7 +364,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     if b_per_row:  # the kernel's only 1D1D variant: 128 x 256 tiles, whatever BN the tl.* config had (_ws_pays)
         bn, waves, along_n = 128, 2, True
     else:
-        bn = cfg.block_n if cfg.block_m == 128 else 128  # (a 64-row tl.* config: _wide_small_m chose 2 x 128 waves)
+        bn = _ws_block_n(cfg)
         waves, along_n = ws_waves(grouping, m, n, bn, has_c and c_rows is None)
         if WS_OVERRIDE is not None:
             waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
