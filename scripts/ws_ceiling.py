@@ -27,11 +27,11 @@ from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa
 SRC = open(os.path.join(ROOT, "deep_gemm", "gemm", "kernels", "fp8_gemm_ws.py")).read()
 ZEROS = "gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)"
 PATCHES = {
-    "noload": [(  # the producer's unsplit-tile branch (the 128 x 256 kernel this script times)
-        "                    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)\n"
-        "                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))\n"
-        "                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))\n",
-        "                    mbarrier.arrive(bar, count=1)\n")],
+    "noload": [(  # the producer's A and B loads (the 128 x 256 kernel this script times has no narrow wave)
+        "                mbarrier.expect(bar, STAGE_BYTES)\n"
+        "                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))\n"
+        "                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))\n",
+        "                mbarrier.arrive(bar, count=1)\n")],
     "nopromote": [  # the 1D2D two-wave mainloop's wgmmas (its A operand is sliced in the call; the 1D1D loop's
         # is not)
         ("WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             " + ZEROS,

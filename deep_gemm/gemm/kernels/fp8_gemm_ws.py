@@ -149,6 +149,9 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
+    # TMA bytes of one stage: A, B, and the narrow wave's B rows of a split tile.
+    STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                                 + (b2_desc.block_type.nbytes if SPLIT else 0))
     num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
     it = 0
     for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
@@ -180,16 +183,11 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready,
                     async_copy.async_copy_global_to_shared(sfb_bufs.index(stage), sfb_src + kb * stride_sfb_k,
                                                            mask=sfb_ok)
                     async_copy.mbarrier_arrive(bar)
+                mbarrier.expect(bar, STAGE_BYTES)
+                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
+                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
                 if SPLIT:
-                    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes
-                                    + b2_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
-                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
                     tma.async_copy_global_to_shared(b2_desc, [b2_row, kb * BK], bar, b2_bufs.index(stage))
-                else:
-                    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
-                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
                 it += 1
 
 
