@@ -341,9 +341,8 @@ def _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, r
 
 @gluon.jit
 def _mainloop_split(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, sfb_narrow, row_ok, wide_ok,
-                             narrow_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr,
-                             BN: gl.constexpr, NARROW: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr,
-                             MMA2: gl.constexpr):
+                    narrow_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr,
+                    NARROW: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr, MMA2: gl.constexpr):
     """A BN-wide and a NARROW-wide wave per K block, each wave promoted while the other wave's wgmma runs:
         issue wide kb, promote narrow kb-1, wait(0), issue narrow kb, promote wide kb, wait(0), release stage kb.
     Both partials stay live (64 + 32 registers at 128 + 64 columns), so the warpgroup keeps the tensor core busy
@@ -441,9 +440,10 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
 @gluon.jit
 def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem,
                 d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it, stride_sfa_k,
-                stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0: gl.constexpr, BN: gl.constexpr,
-                NARROW: gl.constexpr, STAGES: gl.constexpr, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
-                HAS_C: gl.constexpr, D_TMA: gl.constexpr, MMA: gl.constexpr, MMA2: gl.constexpr):
+                stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0: gl.constexpr,
+                BN: gl.constexpr, NARROW: gl.constexpr, STAGES: gl.constexpr, GROUPING: gl.constexpr,
+                ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr, MMA: gl.constexpr,
+                MMA2: gl.constexpr):
     """One warpgroup's 64 rows of a split (BN + NARROW)-wide tile: mainloop, then the two waves' stores (TMA when
     D_TMA, each through its own staging buffer and descriptor, so neither waits for the other's store)."""
     wide_n, narrow_n = _split_tile_cols(off_n, BN, NARROW)
@@ -505,8 +505,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
         if SPLIT:
             _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc,
                         c_smem, d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it,
-                        stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0, BN,
-                        NARROW, STAGES, GROUPING, ZERO_GAPS, HAS_C, D_TMA, MMA, MMA2)
+                        stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm,
+                        A_ROW0, BN, NARROW, STAGES, GROUPING, ZERO_GAPS, HAS_C, D_TMA, MMA, MMA2)
             if expert >= 0:
                 it += num_kb
         elif WAVES == 1:
