@@ -5,7 +5,8 @@ choose the heuristic's rules from measurements:
   wave per warpgroup or two, stacked along M (DeepGEMM's 256-row tile) or along N (a 128 x 256 tile, or a split
   128 x 192 one), ring depth, pointer vs TMA epilogue (WS_VARIANTS);
 * group_m: the tile raster of the M=4096 kernels; masked_decode: tl.* configs for the m = 20 masked rows;
-* dense M=128: tl.* tile shapes x split-K.
+* dense M=128 (dense128) and M=1 (dense1): tl.* tile shapes x split-K (M=1 also with a third CTA per SM);
+  dense128_ws: M=128 on the warp-specialised kernel's unsplit variants.
 
 Every variant is checked against the dequantised reference before it is timed. Kernels are compiled in parallel
 threads first (first-time compilation is thread-safe), so the sweep spends its time measuring.
