@@ -269,12 +269,45 @@ def sweep_dense_mid(timer, rows):
             time_dense_variants(timer, rows, "dense_mid", m, n, k, ["tl", "auto", "ws1-s6"])
 
 
+# Operand-sharing probe: one tile config, one per-program workload (K = 7168, one tile per program, same count of
+# programs), arranged so that the programs running together share A (M = one tile row), share B (N = one tile
+# column) or neither (a square-ish grid of tiles). If the CTAs' time per K block depends on the arrangement, reads
+# of the same operand rows by many CTAs at once (not the bytes moved) are what limits the decode kernels.
+SHARING_K = 7168
+SHARING_CASES = [  # (label, kernel variant, BM, BN, split, [(M, N), ...]): each (M, N) has the same tile count
+    ("ws1 128x128, 32 tiles", "ws1", 128, 128, 1, [(128, 4096), (4096, 128), (512, 1024)]),
+    ("ws1 128x128, 128 tiles", "ws1", 128, 128, 1, [(128, 16384), (16384, 128), (1024, 2048), (2048, 1024)]),
+    ("ws1 128x64, 64 tiles", "ws1", 128, 64, 1, [(128, 4096), (8192, 64), (1024, 512)]),
+    ("tl 128x128, 128 tiles", "tl", 128, 128, 1, [(128, 16384), (16384, 128), (1024, 2048)]),
+    ("tl 64x64, 256 tiles", "tl", 64, 64, 1, [(128, 8192), (16384, 64), (1024, 1024)]),
+    ("tl 64x64 split 2, 128 tiles", "tl", 64, 64, 2, [(128, 4096), (8192, 64), (512, 1024)]),
+]
+
+
+def sweep_sharing(timer, rows):
+    for label, variant, bm, bn, split, shapes_mn in SHARING_CASES:
+        cfg = configs._config(bm, bn, split)
+        for m, n in shapes_mn:
+            k = SHARING_K
+            a, b = bench.fp8_operands(m, n, k)
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            call = dense_call(a, b, d, cfg)
+            run_variant(variant, call)
+            diff = calc_diff(d, bench.reference(a, b, (128, 128)))
+            us = run_variant(variant, lambda: timer(call))
+            per_kb_ns = us * 1e3 / (-(-k // configs.BLOCK_K) // split)
+            rows.append(dict(table="sharing", case=label, m=m, n=n, k=k, variant=variant, us=us,
+                             ns_per_k_block=per_kb_ns, diff=diff))
+            print(f"sharing {label:28s} {m:6d}x{n:6d}x{k} {us:7.1f} us {per_kb_ns:6.0f} ns/K-block diff {diff:.1e}",
+                  flush=True)
+
+
 # --only names -> sweeps, run in the order given.
 SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "masked": sweep_masked,
             "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
             "dense128_ws": sweep_dense128_ws,
             "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
-            "dense_mid": sweep_dense_mid}
+            "dense_mid": sweep_dense_mid, "sharing": sweep_sharing}
 
 
 def main():
