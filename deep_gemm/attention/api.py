@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from .._ops.eager import ops as eager_ops
 from ..gemm.fp8_api import unpack_pair
 
 __all__ = [
@@ -21,7 +22,7 @@ __all__ = [
     "fp8_paged_mqa_logits",
 ]
 
-_ops = torch.ops.deep_gemm
+_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
 QPair = Sequence[Optional[torch.Tensor]]
 
 

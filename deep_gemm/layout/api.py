@@ -10,6 +10,8 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
+from .._ops.eager import ops as eager_ops
+
 __all__ = [
     "transform_sf_into_required_layout",
     "get_mn_major_tma_aligned_tensor",
@@ -17,7 +19,7 @@ __all__ = [
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
 ]
 
-_ops = torch.ops.deep_gemm
+_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
 
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,
