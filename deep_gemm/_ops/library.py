@@ -142,9 +142,6 @@ class OpKernels:
     triton: str | None = None
     triton_note: str = ""
     _triton_fn: Callable[..., Any] | None = field(default=None, repr=False)
-    # The kernel the dispatcher runs for CUDA tensors (set by ``register``; None for ops without tensor arguments
-    # and composite ops). ``eager.py`` calls it directly for plain eager calls.
-    cuda: Callable[..., Any] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # signature -> its token (see _SIGNATURE_TOKENS)
@@ -239,9 +236,6 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
         check(*full)
         return fake(*full) if fake is not None else None
 
-    if binder.has_tensor_args:
-        kernels.cuda = cuda_kernel
-
     for op in names_for(name):
         if not binder.has_tensor_args:
             LIB.impl(op, reference_kernel, "CompositeExplicitAutograd")
@@ -266,12 +260,6 @@ def register_composite(name: str, fn: Callable[..., Any]) -> None:
 
 def kernels_of(name: str) -> OpKernels:
     return _KERNELS[ALIASES.get(name, name)]
-
-
-def cuda_kernel_of(name: str) -> Callable[..., Any] | None:
-    """The CUDA kernel registered for op ``name`` (or its canonical op), None if it has none."""
-    kernels = _KERNELS.get(ALIASES.get(name, name))
-    return kernels.cuda if kernels is not None else None
 
 
 def registered_ops() -> list[str]:

@@ -11,7 +11,6 @@ from typing import Optional, Sequence
 
 import torch
 
-from .._ops.eager import ops as eager_ops
 from ..gemm.fp8_api import unpack_pair
 
 __all__ = [
@@ -22,7 +21,7 @@ __all__ = [
     "fp8_paged_mqa_logits",
 ]
 
-_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
+_ops = torch.ops.deep_gemm
 QPair = Sequence[Optional[torch.Tensor]]
 
 

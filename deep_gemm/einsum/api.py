@@ -12,12 +12,11 @@ from typing import Optional, Sequence
 
 import torch
 
-from .._ops.eager import ops as eager_ops
 from ..gemm.fp8_api import unpack_pair
 
 __all__ = ["einsum", "fp8_einsum"]
 
-_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
+_ops = torch.ops.deep_gemm
 
 
 def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,

@@ -14,7 +14,6 @@ from typing import Optional, Sequence
 
 import torch
 
-from .._ops.eager import ops as eager_ops
 from .._ops.errors import fail
 
 __all__ = [
@@ -24,7 +23,7 @@ __all__ = [
     "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
 ]
 
-_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
+_ops = torch.ops.deep_gemm
 
 # layout -> (text, A as given, B as given, how a caller holding A [M,K] and B [N,K] passes them)
 _LAYOUTS = {

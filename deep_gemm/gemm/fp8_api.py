@@ -10,11 +10,10 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from .._ops.eager import ops as eager_ops
 from .._ops.errors import fail
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
-_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
+_ops = torch.ops.deep_gemm
 
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",

@@ -6,11 +6,9 @@ from typing import Optional
 
 import torch
 
-from .._ops.eager import ops as eager_ops
-
 __all__ = ["tf32_hc_prenorm_gemm"]
 
-_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
+_ops = torch.ops.deep_gemm
 
 
 def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,

@@ -10,8 +10,6 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from .._ops.eager import ops as eager_ops
-
 __all__ = [
     "transform_sf_into_required_layout",
     "get_mn_major_tma_aligned_tensor",
@@ -19,7 +17,7 @@ __all__ = [
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
 ]
 
-_ops = eager_ops  # torch.ops.deep_gemm, with the direct route for plain eager CUDA calls (_ops/eager.py)
+_ops = torch.ops.deep_gemm
 
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,
