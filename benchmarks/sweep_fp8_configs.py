@@ -269,29 +269,6 @@ def sweep_dense_mid(timer, rows):
             time_dense_variants(timer, rows, "dense_mid", m, n, k, ["tl", "auto", "ws1-s6"])
 
 
-def sweep_split_reduce(timer, rows):
-    """Split-K reduction of the tl.* kernel on the dense M = 1 and M = 128 shapes that split: the last split keeps
-    its partial in registers (own) or publishes it and reads every partial back (all), A/B in one process."""
-    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
-        cfg = configs.heuristic(configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms()))
-        if cfg.split_k == 1:
-            continue
-        a, b = bench.fp8_operands(m, n, k)
-        ref = bench.reference(a, b, (128, 128))
-        for own in (False, True, False, True):  # twice each, interleaved: the spread shows the timer's noise
-            fp8_triton.SPLIT_LAST_KEEPS_OWN = own
-            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            call = dense_call(a, b, d, cfg)
-            run_variant("tl", call)
-            diff = calc_diff(d, ref)
-            us = run_variant("tl", lambda: timer(call))
-            tag = f"{cfg.block_m}x{cfg.block_n} split{cfg.split_k} " + ("own" if own else "all")
-            rows.append(dict(table="split_reduce", m=m, n=n, k=k, variant=tag, us=us, vs_deepgemm=dg_us / us,
-                             diff=diff))
-            print(f"dense {m}x{n}x{k} {tag:20s} {us:7.1f} us {dg_us / us:5.2f}x DG diff {diff:.1e}", flush=True)
-        fp8_triton.SPLIT_LAST_KEEPS_OWN = True
-
-
 # Operand-sharing probe: one tile config, one per-program workload (K = 7168, one tile per program, same count of
 # programs), arranged so that the programs running together share A (M = one tile row), share B (N = one tile
 # column) or neither (a square-ish grid of tiles). If the CTAs' time per K block depends on the arrangement, reads
@@ -330,8 +307,7 @@ SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "maske
             "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
             "dense128_ws": sweep_dense128_ws,
             "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
-            "dense_mid": sweep_dense_mid, "sharing": sweep_sharing,
-            "split_reduce": sweep_split_reduce}
+            "dense_mid": sweep_dense_mid, "sharing": sweep_sharing}
 
 
 def main():

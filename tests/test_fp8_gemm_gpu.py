@@ -360,8 +360,8 @@ def test_split_k_calls_on_concurrent_streams():
 
 @pytest.mark.parametrize("m,n,k", [(128, 2112, 7168), (128, 4096, 7168), (1, 576, 7168), (37, 4096, 7168)])
 def test_split_k_results_are_bitwise_repeatable(m, n, k):
-    """Whichever split finishes last reduces the tile (it keeps its own partial in registers), but the sum runs in
-    split order, so repeated calls give bit-identical results; and the reduction is right against the reference."""
+    """Whichever split arrives last reduces the tile, but the sum runs in split order, so repeated calls give
+    bit-identical results; and the reduction is right against the reference."""
     from deep_gemm.gemm import fp8_triton
     problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
     assert fp8_triton.configs.heuristic(problem).split_k > 1

@@ -59,9 +59,6 @@ WS_PRODUCER_REGS = 40
 WS_SMEM_BYTES = 230_000
 # Deeper rings stopped paying here (each stage beyond the MMA's latency only costs shared memory).
 WS_MAX_STAGES = 8
-# Split-K reduction (tl.* kernel): the last split to finish keeps its partial in registers (True) or publishes it
-# like the others and reads all back (False). Sweep hook while measured.
-SPLIT_LAST_KEEPS_OWN = True
 # Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 64|128, "stages": n, "d_tma": False} forces a
 # warp-specialised variant (None = heuristic; d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
@@ -221,7 +218,7 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     grid = (max(1, programs), 1, 1)
     if split > 1:
         ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
-        counters = _counters(d.device, 2 * _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
+        counters = _counters(d.device, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
         if recorder is not None:
             recorder.scratch.append(ws)
             recorder.persistent.append(counters)
@@ -249,9 +246,8 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cg, stride_cm,
             cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, grid[0], cfg.num_stages, split, grouping,
-            g_pad, psum_align, zero_gaps, b_per_row, has_c, d_tma, *head, SPLIT_LAST_KEEPS_OWN)
-    config_key = (cfg, grouping, b_per_row, has_c, d_tma, d.dtype, head, zero_gaps, psum_align, grid[0], g_pad,
-                  SPLIT_LAST_KEEPS_OWN)
+            g_pad, psum_align, zero_gaps, b_per_row, has_c, d_tma, *head)
+    config_key = (cfg, grouping, b_per_row, has_c, d_tma, d.dtype, head, zero_gaps, psum_align, grid[0], g_pad)
     launch(_tl_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)

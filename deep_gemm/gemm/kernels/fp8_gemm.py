@@ -118,8 +118,7 @@ def _fp8_gemm_kernel(
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
         PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, B_PER_ROW: tl.constexpr, HAS_C: tl.constexpr,
-        D_TMA: tl.constexpr, HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr, HEAD_RIGHT: tl.constexpr,
-        LAST_KEEPS_OWN: tl.constexpr = False):
+        D_TMA: tl.constexpr, HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr, HEAD_RIGHT: tl.constexpr):
     pid = tl.program_id(0)
     num_m_blocks = tl.cdiv(M, BM)
     num_n_blocks = tl.cdiv(N, BN)
@@ -212,44 +211,17 @@ def _fp8_gemm_kernel(
             _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                         stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
         else:
+            # Split-K: publish this split's partial, and let the last split to arrive reduce and store.
             mask = row_store[:, None] & (offs_n < N)[None, :]
             ws_tile = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
-            if LAST_KEEPS_OWN:
-                # Split-K: the last split to finish its mainloop reduces: it keeps its own partial in registers and
-                # waits for the others to have published theirs (they are past their mainloops, so the wait is
-                # short and cannot deadlock: a publishing split waits for nobody). Counters: finished at
-                # [tile], published at [num_tiles + tile] (self-cleaning). The sum runs in split order whichever
-                # split reduces, so results are deterministic.
-                tile_id = tile // SPLIT_K
-                finished = counter_ptr + tile_id
-                published = counter_ptr + num_m_blocks * num_n_blocks + tile_id
-                rank = tl.atomic_add(finished, 1, sem="relaxed", scope="gpu")
-                if rank == SPLIT_K - 1:
-                    while tl.atomic_add(published, 0, sem="acquire", scope="gpu") < SPLIT_K - 1:
-                        pass
-                    total = tl.zeros((BM, BN), dtype=tl.float32)
-                    for s in range(SPLIT_K):
-                        other = tl.load(ws_tile + s * M * N, mask=mask & (s != split), other=0.0,
-                                        cache_modifier=".cg")
-                        total += tl.where(s == split, acc, other)
-                    _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N,
-                                stride_dm, stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
-                    tl.atomic_xchg(finished, 0, sem="relaxed", scope="gpu")
-                    tl.atomic_xchg(published, 0, sem="relaxed", scope="gpu")
-                else:
-                    tl.store(ws_tile + split * M * N, acc, mask=mask)
-                    tl.debug_barrier()
-                    tl.atomic_add(published, 1, sem="release", scope="gpu")
-            else:
-                # Split-K: publish this split's partial, and let the last split to arrive reduce and store.
-                tl.store(ws_tile + split * M * N, acc, mask=mask)
-                tl.debug_barrier()
-                counter = counter_ptr + tile // SPLIT_K
-                arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-                if arrived == SPLIT_K - 1:
-                    total = tl.zeros((BM, BN), dtype=tl.float32)
-                    for s in range(SPLIT_K):
-                        total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-                    _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N,
-                                stride_dm, stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
-                    tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
+            tl.store(ws_tile + split * M * N, acc, mask=mask)
+            tl.debug_barrier()
+            counter = counter_ptr + tile // SPLIT_K
+            arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                total = tl.zeros((BM, BN), dtype=tl.float32)
+                for s in range(SPLIT_K):
+                    total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+                _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                            stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
+                tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
