@@ -269,6 +269,39 @@ def sweep_dense_mid(timer, rows):
             time_dense_variants(timer, rows, "dense_mid", m, n, k, ["tl", "auto", "ws1-s6"])
 
 
+def sweep_one_wave_scales(timer, rows):
+    """The one-wave warp-specialised kernel (128 x BN tiles, no split) with its 1D2D scales loaded from global memory
+    next to each wgmma (global) or staged in shared memory by the producer (staged), A/B in one process, on the
+    dense M = 128 shapes and a few mid-size ones."""
+    cases = [(m, n, k) for (m, n, k) in shapes.DENSE_1D2D_DG_US if m == 128] + [
+        (256, 4096, 7168), (512, 2112, 7168), (512, 7168, 2048)]
+    for m, n, k in cases:
+        dg_us = shapes.DENSE_1D2D_DG_US.get((m, n, k))
+        a, b = bench.fp8_operands(m, n, k)
+        ref = bench.reference(a, b, (128, 128))
+        for bn in (64, 128):
+            cfg = configs._config(128, bn, 1)
+            for staged in (False, True):
+                fp8_triton.WS_ONE_WAVE_STAGED_SCALES = staged
+                d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                call = dense_call(a, b, d, cfg)
+                run_variant("ws1", call)
+                diff = calc_diff(d, ref)
+                us = run_variant("ws1", lambda: timer(call))
+                tag = f"ws1 128x{bn} " + ("staged" if staged else "global")
+                kb = -(-k // configs.BLOCK_K)
+                row = dict(table="one_wave_scales", m=m, n=n, k=k, variant=tag, us=us, diff=diff,
+                           ns_per_k_block=us * 1e3 / kb / -(-(-(-m // 128) * -(-n // bn)) // fp8_triton._num_sms()))
+                vs = ""
+                if dg_us:
+                    row["vs_deepgemm"] = dg_us / us
+                    vs = f" {dg_us / us:5.2f}x DG"
+                rows.append(row)
+                print(f"dense {m}x{n}x{k} {tag:22s} {us:7.1f} us{vs} {row['ns_per_k_block']:5.0f} ns/K-block/round "
+                      f"diff {diff:.1e}", flush=True)
+        fp8_triton.WS_ONE_WAVE_STAGED_SCALES = True
+
+
 # Operand-sharing probe: one tile config, one per-program workload (K = 7168, one tile per program, same count of
 # programs), arranged so that the programs running together share A (M = one tile row), share B (N = one tile
 # column) or neither (a square-ish grid of tiles). If the CTAs' time per K block depends on the arrangement, reads
@@ -307,7 +340,8 @@ SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "maske
             "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
             "dense128_ws": sweep_dense128_ws,
             "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
-            "dense_mid": sweep_dense_mid, "sharing": sweep_sharing}
+            "dense_mid": sweep_dense_mid, "sharing": sweep_sharing,
+            "one_wave_scales": sweep_one_wave_scales}
 
 
 def main():

@@ -81,7 +81,7 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
                         consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None,
-                        d_tma=None, c_tma=False):
+                        d_tma=None, c_tma=False, scales_smem=False):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
@@ -99,7 +99,7 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
                       D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma,
-                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      SCALES_SMEM=scales_smem, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     src = GluonASTSource(fn=fn, signature=sig,
@@ -108,7 +108,8 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
 
 
 if __name__ == "__main__" and "--ws" in sys.argv:
-    for cfg in [dict(), dict(stages=6), dict(grouping=1), dict(grouping=2), dict(grouping=3),
+    for cfg in [dict(), dict(stages=6), dict(stages=6, scales_smem=True), dict(bn=64, stages=8, scales_smem=True),
+                dict(grouping=1), dict(grouping=2), dict(grouping=3),
                 dict(bm=256, waves=2, stages=4),
                 dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True),
                 dict(waves=2, wave_n=True, stages=4, grouping=1), dict(waves=2, wave_n=True, stages=4, grouping=2),
@@ -145,6 +146,9 @@ SERIALISATION_VARIANTS = {
                                             c_tma=True),
     "one-wave 128x128 dense": dict(stages=6),
     "one-wave 128x128 m_ids": dict(stages=5, grouping=1),
+    "one-wave 128x128 dense, staged scales": dict(stages=5, scales_smem=True),
+    "one-wave 128x64 dense, staged scales": dict(bn=64, stages=8, scales_smem=True),
+    "one-wave 128x128 masked, staged scales": dict(stages=5, grouping=3, d_tma=True, scales_smem=True),
 }
 
 if __name__ == "__main__" and "--serialisation" in sys.argv:

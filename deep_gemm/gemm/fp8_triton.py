@@ -59,17 +59,22 @@ WS_PRODUCER_REGS = 40
 WS_SMEM_BYTES = 230_000
 # Deeper rings stopped paying here (each stage beyond the MMA's latency only costs shared memory).
 WS_MAX_STAGES = 8
+# The one-wave kernel's 1D2D scales: staged in shared memory by the producer with the operands (True), or loaded
+# from global memory by the consumers next to each wgmma (False). Sweep hook while measured.
+WS_ONE_WAVE_STAGED_SCALES = True
 # Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 64|128, "stages": n, "d_tma": False} forces a
 # warp-specialised variant (None = heuristic; d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
 
 
-def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_staged: bool = False) -> int:
+def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_staged: bool = False,
+              scales_staged: bool = False) -> int:
     """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage, plus tile_n FP32 B scales when 1D1D scales
-    are staged) that fits next to the epilogue's staging buffers: per consumer warpgroup 64 x store_n (the widths
+    are staged, or block_m + 32 FP32 scales when the one-wave kernel stages 1D2D scales) that fits next to the epilogue's staging buffers: per consumer warpgroup 64 x store_n (the widths
     of the waves it stores separately: 128 for a 128 x 256 tile, so 4 stages fit with BF16 output and 3 with FP32;
     128 + 64 for a split 128 x 192 tile)."""
-    per_stage = (block_m + tile_n) * configs.BLOCK_K + (4 * tile_n if sfb_staged else 0)
+    per_stage = (block_m + tile_n) * configs.BLOCK_K + (4 * tile_n if sfb_staged else 0) + (
+        4 * (block_m + 32) if scales_staged else 0)
     epilogue = 2 * 64 * store_n * out_bytes
     return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
 
@@ -377,9 +382,11 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
     split = along_n and narrow < bn
-    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row)
+    scales_smem = waves == 1 and not b_per_row and WS_ONE_WAVE_STAGED_SCALES
+    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row, scales_smem)
     if WS_OVERRIDE is not None:
-        stages = WS_OVERRIDE.get("stages", stages)
+        # A forced ring depth, capped at what fits (ws_stages counts the staged scales a variant may add).
+        stages = min(WS_OVERRIDE.get("stages", stages), stages)
         d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
     # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
     c_tma = c_rows is not None and waves == 2 and d_tma
@@ -396,10 +403,10 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, m, n, k, num_groups,
             *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
-            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, WS_CONSUMER_REGS,
-            WS_PRODUCER_REGS)
+            psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, scales_smem,
+            WS_CONSUMER_REGS, WS_PRODUCER_REGS)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)

@@ -142,13 +142,16 @@ def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.c
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, layout_ptr, sfb_ptr, M, N,
-              K, NUM_GROUPS, stride_sfb_g, stride_sfb_n, stride_sfb_k,
+def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
+              layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
+              stride_sfb_g, stride_sfb_n, stride_sfb_k,
               BM: gl.constexpr, BN: gl.constexpr, NARROW: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
-              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr):
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr,
+              SCALES_SMEM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
+    SFA_VEC: gl.constexpr = gl.BlockedLayout([BM // 32], [32], [1], [0])
     # TMA bytes of one stage: A, B, and the narrow wave's B rows of a split tile.
     STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
                                  + (b2_desc.block_type.nbytes if SPLIT else 0))
@@ -172,6 +175,14 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready,
                 sfb_cols = off_n + gl.arange(0, TILE_N, layout=SFB_VEC)
                 sfb_src = sfb_ptr + expert * stride_sfb_g + sfb_cols * stride_sfb_n
                 sfb_ok = sfb_cols < N
+            if SCALES_SMEM:
+                # 1D2D scales of each K block, staged with the operands: the tile's BM A scales (zeros past the
+                # valid rows) and its one B scale (lane 0; the other lanes' slots are zero-filled).
+                sfa_idx = off_m + gl.arange(0, BM, layout=SFA_VEC)
+                sfa_src = sfa_ptr + group * stride_sfa_g + sfa_idx * stride_sfa_m
+                sfa_ok = sfa_idx < m_limit
+                lane = gl.arange(0, 32, layout=VEC)
+                sb_src = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n + lane * 0
             for kb in range(kb0, kb0 + num_kb):
                 stage = it % STAGES
                 # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
@@ -182,6 +193,12 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready,
                     # in before the expect below, completes when its copies land, so `ready` covers them too.
                     async_copy.async_copy_global_to_shared(sfb_bufs.index(stage), sfb_src + kb * stride_sfb_k,
                                                            mask=sfb_ok)
+                    async_copy.mbarrier_arrive(bar)
+                if SCALES_SMEM:
+                    async_copy.async_copy_global_to_shared(sfa_bufs.index(stage), sfa_src + kb * stride_sfa_k,
+                                                           mask=sfa_ok)
+                    async_copy.async_copy_global_to_shared(sb_bufs.index(stage), sb_src + kb * stride_sfb_k,
+                                                           mask=lane == 0)
                     async_copy.mbarrier_arrive(bar)
                 mbarrier.expect(bar, STAGE_BYTES)
                 tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
@@ -207,13 +224,26 @@ def _load_scales(sfa_rows, sfb_block, kb, num_kb, row_ok, stride_sfa_k, stride_s
 
 
 @gluon.jit
-def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, num_kb, it, stride_sfa_k,
-                       stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr):
+def _staged_scales(sfa_bufs, sb_bufs, stage, A_ROW0: gl.constexpr, MMA: gl.constexpr):
+    """(A scales of this warpgroup's rows, the B scale) of the block in `stage` (SCALES_SMEM)."""
+    sa = sfa_bufs.index(stage).slice(A_ROW0, WG_ROWS).load(gl.SliceLayout(1, MMA))
+    # Lane 0 holds the B scale, the other slots zeros: the sum is the scale, exactly.
+    sb = gl.sum(sb_bufs.index(stage).load(gl.BlockedLayout([1], [32], [4], [0])), axis=0)
+    return sa, sb
+
+
+@gluon.jit
+def _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, num_kb, it,
+                       stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
+                       MMA: gl.constexpr, SCALES_SMEM: gl.constexpr):
     """One 64 x BN wave per K block, each block promoted while the next block's wgmma runs. Two partials take turns
     (p for even steps, q for odd: the loop is unrolled by two), and each is read only after a wait_group(0) retired
     it: ptxas serialises every wgmma of a kernel that reads a partial retired by wait_group(1) while another group is
     in flight (C7514), which the textbook deferred form (issue kb, wait(1), promote kb-1) compiles to. An odd block
-    count ends with p as the last partial. (Peeling block 0 off instead made ptxas spill the dense variant: 240 B.)"""
+    count ends with p as the last partial. (Peeling block 0 off instead made ptxas spill the dense variant: 240 B.)
+    SCALES_SMEM: the block's scales come from its stage (staged by the producer), read before the stage is released,
+    instead of global loads issued next to the wgmma (whose latency the short wgmma of a 64 x BN wave does not
+    cover)."""
     acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     # q: the previous block's partial and scales, zero before the first (its promotion then adds nothing).
     q = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
@@ -224,7 +254,10 @@ def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok,
         p = warpgroup_mma(a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0), b_bufs.index(stage).permute((1, 0)),
                           gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
         acc = _promote(acc, q, q_sa, q_sb)
-        p_sa, p_sb = _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, stride_sfa_k, stride_sfb_k)
+        if SCALES_SMEM:
+            p_sa, p_sb = _staged_scales(sfa_bufs, sb_bufs, stage, A_ROW0, MMA)
+        else:
+            p_sa, p_sb = _load_scales(sfa_rows, sfb_cols, kb, num_kb, row_ok, stride_sfa_k, stride_sfb_k)
         p = warpgroup_mma_wait(num_outstanding=0, deps=(p,))
         mbarrier.arrive(empty.index(stage), count=1)
         it += 1
@@ -235,7 +268,10 @@ def _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok,
                               b_bufs.index(stage).permute((1, 0)), gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA),
                               use_acc=False, is_async=True)
             acc = _promote(acc, p, p_sa, p_sb)
-            q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok, stride_sfa_k, stride_sfb_k)
+            if SCALES_SMEM:
+                q_sa, q_sb = _staged_scales(sfa_bufs, sb_bufs, stage, A_ROW0, MMA)
+            else:
+                q_sa, q_sb = _load_scales(sfa_rows, sfb_cols, kb + 1, num_kb, row_ok, stride_sfa_k, stride_sfb_k)
             q = warpgroup_mma_wait(num_outstanding=0, deps=(q,))
             mbarrier.arrive(empty.index(stage), count=1)
             it += 1
@@ -466,7 +502,8 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c_bars, layout_ptr, sfa_ptr, sfb_ptr,
+def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars, layout_ptr,
+              sfa_ptr, sfb_ptr,
               d_ptr, c_ptr, d_desc, c_smem, d2_desc, c2_smem, c_desc,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
               stride_sfb_k, stride_dg, stride_dm, stride_cm,
@@ -474,7 +511,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
               NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
               ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
-              SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, WG: gl.constexpr):
+              SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
+              WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -512,8 +550,9 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c
         elif WAVES == 1:
             acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             if expert >= 0:
-                acc, it = _mainloop_one_wave(a_bufs, b_bufs, ready, empty, sfa_rows, sfb_cols, row_ok, num_kb, it,
-                                             stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, MMA)
+                acc, it = _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows, sfb_cols,
+                                             row_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, MMA,
+                                             SCALES_SMEM)
             _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
                       off_m + A_ROW0, m_limit)
@@ -577,7 +616,7 @@ def _fp8_gemm_ws_kernel(
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
         WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr, C_TMA: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        SCALES_SMEM: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -589,6 +628,7 @@ def _fp8_gemm_ws_kernel(
     if GROUPING == K_GROUPED:
         gl.static_assert(SFB_SMEM and D_TMA, "K-grouped layouts run 1D1D two-wave tiles stored by TMA")
     gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
+    gl.static_assert(not SCALES_SMEM or (WAVES == 1 and not B_PER_ROW), "staged 1D2D scales: one-wave tiles")
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == BN + NARROW, "128 x (BN + NARROW) tile")
@@ -607,6 +647,12 @@ def _fp8_gemm_ws_kernel(
                                              gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     else:
         sfb_bufs = a_bufs
+    if SCALES_SMEM:  # per stage: the tile's A scales and (in slot 0 of 32) its B scale
+        sfa_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BM], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, 32], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    else:
+        sfa_bufs = a_bufs
+        sb_bufs = a_bufs
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -628,19 +674,20 @@ def _fp8_gemm_ws_kernel(
     # Partition arguments are written out as tuple literals: a tuple built in a variable first turns the
     # constexprs inside it into runtime values (triton 3.6).
     gl.warp_specialize([
-        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c_bars, layout_ptr, sfa_ptr,
-                     sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0), c_desc,
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
+                     layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0), c_desc,
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, 0)),
-        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, c_bars, layout_ptr, sfa_ptr,
-                     sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1), c_desc,
+                     SFB_SMEM, C_TMA, SCALES_SMEM, 0)),
+        (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
+                     layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1), c_desc,
                      M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, 1)),
-        (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, ready, empty, layout_ptr, sfb_ptr, M,
-                     N, K, NUM_GROUPS, stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES,
-                     GROUP_M, NUM_SMS, GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, 1)),
+        (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
+                     layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
+                     stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
+                     GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
