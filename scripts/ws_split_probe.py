@@ -9,7 +9,8 @@ are wrong on purpose), next to the unsplit config of the same tile.
     noload     the producer arrives on `ready` without loading (the consumers' ceiling)
 
 Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (text replacements, asserted to apply).
-Prints us per (shape, config, variant): CUDA events around 10 back-to-back calls, median of 15 (warm L2).
+Prints us per (shape, config, variant): the benchmark's kernel timer (profiler kernel time, L2 flushed before each
+call; CUDA events around back-to-back calls would time the host, which is slower than these kernels).
 
     python scripts/ws_split_probe.py [M,N,K:BN:SPLIT ...]
 """
@@ -23,6 +24,8 @@ import torch
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from bench_fp8_gemm import KernelTimer  # noqa: E402
 from deep_gemm.gemm import fp8_configs, fp8_triton  # noqa: E402
 from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402
 from deep_gemm.gemm.operands import resolve_recipe  # noqa: E402
@@ -62,24 +65,10 @@ def variant_module(name):
     return mod
 
 
-def time_us(fn, reps=15, back_to_back=10):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(back_to_back):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / back_to_back)
-    return sorted(times)[len(times) // 2] * 1e3
-
-
 cases = sys.argv[1:] or ["128,7168,2048:64:1", "128,7168,2048:64:2", "128,7168,2048:128:1", "128,7168,2048:128:4",
                          "128,4096,7168:128:1", "128,4096,7168:128:4"]
 original = fp8_gemm_ws._fp8_gemm_ws_kernel
+time_us = KernelTimer(reps=15)
 fp8_triton._WS_MODE, fp8_triton.WS_OVERRIDE = "on", {"waves": 1}
 for case in cases:
     shape, bn, split = case.split(":")
