@@ -273,6 +273,7 @@ def sweep_one_wave_scales(timer, rows):
     """The one-wave warp-specialised kernel (128 x BN tiles, no split) with its 1D2D scales loaded from global memory
     next to each wgmma (global) or staged in shared memory by the producer (staged), A/B in one process, on the
     dense M = 128 shapes and a few mid-size ones."""
+    saved = fp8_triton.WS_STAGED_SCALES_BN
     cases = [(m, n, k) for (m, n, k) in shapes.DENSE_1D2D_DG_US if m == 128] + [
         (256, 4096, 7168), (512, 2112, 7168), (512, 7168, 2048)]
     for m, n, k in cases:
@@ -282,7 +283,7 @@ def sweep_one_wave_scales(timer, rows):
         for bn in (64, 128):
             cfg = configs._config(128, bn, 1)
             for staged in (False, True):
-                fp8_triton.WS_ONE_WAVE_STAGED_SCALES = staged
+                fp8_triton.WS_STAGED_SCALES_BN = (64, 128) if staged else ()
                 d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
                 call = dense_call(a, b, d, cfg)
                 run_variant("ws1", call)
@@ -299,34 +300,7 @@ def sweep_one_wave_scales(timer, rows):
                 rows.append(row)
                 print(f"dense {m}x{n}x{k} {tag:22s} {us:7.1f} us{vs} {row['ns_per_k_block']:5.0f} ns/K-block/round "
                       f"diff {diff:.1e}", flush=True)
-        fp8_triton.WS_ONE_WAVE_STAGED_SCALES = True
-
-
-def sweep_ws_split_k(timer, rows):
-    """Dense M = 128 on the one-wave warp-specialised kernel with split-K (128 x BN tiles, staged scales) against
-    the shipped choice (auto)."""
-    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
-        if m != 128:
-            continue
-        a, b = bench.fp8_operands(m, n, k)
-        ref = bench.reference(a, b, (128, 128))
-        kb = -(-k // configs.BLOCK_K)
-        variants = [("auto", None)]
-        for bn in (64, 128):
-            tiles = -(-n // bn)
-            for split in (1, 2, 3, 4, 6):
-                if split <= kb // 2 and tiles * split <= 2 * fp8_triton._num_sms():
-                    variants.append(("ws1", configs._config(128, bn, split)))
-        for name, cfg in variants:
-            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            call = dense_call(a, b, d, cfg)
-            run_variant(name, call)
-            diff = calc_diff(d, ref)
-            us = run_variant(name, lambda: timer(call))
-            tag = name if cfg is None else f"ws1 128x{cfg.block_n} split{cfg.split_k}"
-            rows.append(dict(table="ws_split_k", m=m, n=n, k=k, variant=tag, us=us, vs_deepgemm=dg_us / us,
-                             diff=diff))
-            print(f"dense {m}x{n}x{k} {tag:22s} {us:7.1f} us {dg_us / us:5.2f}x DG diff {diff:.1e}", flush=True)
+        fp8_triton.WS_STAGED_SCALES_BN = saved
 
 
 # Operand-sharing probe: one tile config, one per-program workload (K = 7168, one tile per program, same count of
@@ -368,8 +342,7 @@ SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "maske
             "dense128_ws": sweep_dense128_ws,
             "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
             "dense_mid": sweep_dense_mid, "sharing": sweep_sharing,
-            "one_wave_scales": sweep_one_wave_scales,
-            "ws_split_k": sweep_ws_split_k}
+            "one_wave_scales": sweep_one_wave_scales}
 
 
 def main():

@@ -112,6 +112,30 @@ def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
     assert calc_diff(d, _ref(a, b)) < TOL
 
 
+@pytest.mark.parametrize("bn", [64, 128])
+@pytest.mark.parametrize("m,n,k", [(1, 128, 128), (129, 200, 208), (300, 576, 7168), (128, 4096, 1536)])
+def test_one_wave_staged_scales_match_global_loads(monkeypatch, bn, m, n, k):
+    """The one-wave kernel's scales staged in shared memory by the producer give bit-identical results to the
+    consumers' global loads (same values, same promotion order), at partial tiles in M, N and K; and match the
+    reference."""
+    from deep_gemm.gemm import fp8_configs, fp8_triton
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
+    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 1})
+    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_configs._config(128, bn))
+    calls = _spy_run_ws(monkeypatch)
+    a, b = _operands(m, n, k)
+    outs = []
+    for staged in ((bn,), ()):
+        monkeypatch.setattr(fp8_triton, "WS_STAGED_SCALES_BN", staged)
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        deep_gemm.fp8_gemm_nt(a, b, d)
+        outs.append(d)
+    assert len(calls) == 2
+    assert torch.equal(outs[0], outs[1])
+    assert calc_diff(outs[0], _ref(a, b)) < TOL
+
+
 @pytest.mark.parametrize("layout", ["nn", "tn", "tt"])
 def test_mn_major_layouts(layout):
     m, n, k = 256, 512, 1024
@@ -155,27 +179,6 @@ def _force_ws_128x256(monkeypatch):
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 2, "wave_n": True})
     monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_configs._config(128, 128))
     return _spy_run_ws(monkeypatch)
-
-
-@pytest.mark.parametrize("bn,split", [(64, 2), (64, 5), (128, 3), (128, 4)])
-@pytest.mark.parametrize("m,n,k", [(1, 200, 2944), (37, 4096, 7168), (128, 2112, 7168), (100, 576, 1536)])
-def test_warp_specialised_split_k(monkeypatch, bn, split, m, n, k):
-    """Split-K on the warp-specialised one-wave kernel (forced 128 x BN split configs): rows past M, N tails, uneven
-    splits (23 K blocks in 5: 5 + 5 + 5 + 5 + 3); right against the reference, and bit-identical when repeated
-    (the last split sums the partials in split order)."""
-    from deep_gemm.gemm import fp8_configs, fp8_triton
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
-    monkeypatch.setattr(fp8_triton, "_config_for",
-                        lambda problem, run_with=None: fp8_configs._config(128, bn, split))
-    calls = _spy_run_ws(monkeypatch)
-    a, b = _operands(m, n, k)
-    outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(4)]
-    for d in outs:
-        deep_gemm.fp8_gemm_nt(a, b, d)
-    torch.cuda.synchronize()
-    assert calls, "the warp-specialised kernel did not run"
-    assert calc_diff(outs[0], _ref(a, b)) < TOL
-    assert all(torch.equal(outs[0], d) for d in outs[1:])
 
 
 @pytest.mark.parametrize("m,n,k,ws", [(128, 24576, 1536, True), (128, 32768, 512, True), (100, 16704, 384, True),

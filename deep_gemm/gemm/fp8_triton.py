@@ -59,9 +59,13 @@ WS_PRODUCER_REGS = 40
 WS_SMEM_BYTES = 230_000
 # Deeper rings stopped paying here (each stage beyond the MMA's latency only costs shared memory).
 WS_MAX_STAGES = 8
-# The one-wave kernel's 1D2D scales: staged in shared memory by the producer with the operands (True), or loaded
-# from global memory by the consumers next to each wgmma (False). Sweep hook while measured.
-WS_ONE_WAVE_STAGED_SCALES = True
+# Wave widths (BN) at which the one-wave kernel's producer stages each K block's 1D2D scales in shared memory with
+# the operands; at the others the consumers load them from global memory next to each wgmma. H200 2026-11-30
+# (session 9, `sweep_fp8_configs.py --only one_wave_scales`, same process): 128 x 64 tiles faster staged on 9 of
+# 10 shapes (+4 to +18 %; 128x7168x16384 61.9 -> 52.3 us; 512x7168x2048 -7 %): a 64-column wgmma is too short to
+# hide a global load. 128 x 128 tiles 2-5 % slower staged at K >= 2048 (one stage fewer fits), faster only at
+# K <= 1536.
+WS_STAGED_SCALES_BN = (64,)
 # Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 64|128, "stages": n, "d_tma": False} forces a
 # warp-specialised variant (None = heuristic; d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
@@ -223,8 +227,7 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     grid = (max(1, programs), 1, 1)
     if split > 1:
         ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
-        # (the warp-specialised kernel counts per 64-row slab: two per tile)
-        counters = _counters(d.device, 2 * _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
+        counters = _counters(d.device, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
         if recorder is not None:
             recorder.scratch.append(ws)
             recorder.persistent.append(counters)
@@ -237,17 +240,16 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     g_pad = _next_pow2(num_groups)
     d_rows = _rows_view(d)
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
-    ws_split = split > 1 and grouping == GROUPING["dense"] and not b_per_row and not has_c
-    if ((cfg.block_m == 128 or _wide_small_m(grouping, m, n, b_per_row, has_c)) and (split == 1 or ws_split)
+    if ((cfg.block_m == 128 or _wide_small_m(grouping, m, n, b_per_row, has_c)) and split == 1
             and head == (0, 0, 0) and not interpreting()
             and (grouping != GROUPING["k_grouped"] or b_per_row) and d_rows is not None):
         ws_tma = _ws_tma_storable(d, grouping, d_tma)
         c_rows = (_c_tma_loadable(c, d, d_rows)
                   if has_c and ws_tma and grouping in (GROUPING["dense"], GROUPING["k_grouped"]) else None)
-        if _ws_pays(grouping, m, n, k, _ws_block_n(cfg), has_c and c_rows is None, ws_tma, b_per_row, split):
+        if _ws_pays(grouping, m, n, k, _ws_block_n(cfg), has_c and c_rows is None, ws_tma, b_per_row):
             _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups,
                     strides_sfa, strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps,
-                    psum_align, b_per_row, has_c, ws_tma, ws, counters, recorder)
+                    psum_align, b_per_row, has_c, ws_tma, recorder)
             return
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
@@ -310,9 +312,7 @@ def _c_tma_loadable(c: torch.Tensor, d: torch.Tensor, d_rows: torch.Tensor):
 
 
 def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, c_by_pointer: bool, tma_store: bool,
-             b_per_row: bool = False, split_k: int = 1) -> bool:
-    if split_k > 1:  # 128-row split-K configs (dense 1D2D, no C: the caller checked) run one-wave tiles
-        return _WS_MODE != "off"
+             b_per_row: bool = False) -> bool:
     if b_per_row:
         # 1D1D runs on 128 x 256 two-wave tiles only, which stage the per-column B scales in shared memory
         # (_mainloop_two_waves_1d1d); the one-wave consumer had no registers for them (it spilled 408 B, sm_90a,
@@ -367,9 +367,8 @@ def _gluon_slab_desc(rows: torch.Tensor, width: int) -> FastDescriptor:
 
 def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups, strides_sfa,
             strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c,
-            d_tma, ws, counters, recorder=None):
-    """Launch the warp-specialised kernel; ``c_rows``: C's [rows, N] view when C is loaded by TMA, else None;
-    ``ws``/``counters``: the split-K workspace and counters when ``cfg.split_k > 1`` (one-wave tiles only)."""
+            d_tma, recorder=None):
+    """Launch the warp-specialised kernel; ``c_rows``: C's [rows, N] view when C is loaded by TMA, else None."""
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
     if b_per_row:  # the kernel's only 1D1D variant: 128 x 256 tiles, whatever BN the tl.* config had (_ws_pays)
         bn, waves, along_n = 128, 2, True
@@ -380,8 +379,6 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
             waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
             if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
                 waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
-        if cfg.split_k > 1:
-            waves, along_n = 1, False  # split-K runs one-wave tiles
     narrow = bn
     if along_n and grouping != GROUPING["masked"] and not b_per_row and not has_c:
         # (split tiles: 2-D layouts, 1D2D scales, no C)
@@ -389,7 +386,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
     split = along_n and narrow < bn
-    scales_smem = waves == 1 and not b_per_row and WS_ONE_WAVE_STAGED_SCALES
+    scales_smem = waves == 1 and not b_per_row and bn in WS_STAGED_SCALES_BN
     stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row, scales_smem)
     if WS_OVERRIDE is not None:
         # A forced ring depth, capped at what fits (ws_stages counts the staged scales a variant may add).
@@ -399,7 +396,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     c_tma = c_rows is not None and waves == 2 and d_tma
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
         groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
-        grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid * cfg.split_k)), 1, 1)
+        grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid)), 1, 1)
     a_gluon = _gluon_operand_desc(a_desc, block_m)
     d_desc = _gluon_slab_desc(d_rows, bn)
     d2_desc = _gluon_slab_desc(d_rows, narrow) if split else d_desc
@@ -407,13 +404,13 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     b_gluon = _gluon_operand_desc(b_desc, bn if split else tile_n)
     b2_gluon = _gluon_operand_desc(b_desc, narrow) if split else b_gluon
     c_desc = _gluon_slab_desc(c_rows, bn) if c_tma else d_desc
-    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, ws, counters,
-            m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
+    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, m, n, k, num_groups,
+            *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
             psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, scales_smem,
-            cfg.split_k, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+            WS_CONSUMER_REGS, WS_PRODUCER_REGS)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
@@ -455,7 +452,7 @@ def _dense(layout: str):
             ids = [*map(id, inputs)]
             aliasing = (*map(ids.index, ids),)
             # A plan keeps its split-K counters, which belong to the stream it was recorded on (_COUNTERS).
-            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE), _stream_of(d))
+            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE), WS_STAGED_SCALES_BN, _stream_of(d))
             plan = _PLANS.get(key)
             if plan is not None:
                 plan.run(inputs)
