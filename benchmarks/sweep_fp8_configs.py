@@ -6,7 +6,9 @@ choose the heuristic's rules from measurements:
   128 x 192 one), ring depth, pointer vs TMA epilogue (WS_VARIANTS);
 * group_m: the tile raster of the M=4096 kernels; masked_decode: tl.* configs for the m = 20 masked rows;
 * dense M=128 (dense128) and M=1 (dense1): tl.* tile shapes x split-K (M=1 also with a third CTA per SM);
-  dense128_ws: M=128 on the warp-specialised kernel's unsplit variants.
+  dense128_ws: M=128 on the warp-specialised kernel's unsplit variants;
+* sharing: one tile workload arranged so that concurrent programs share A, share B or neither (operand hot-spots);
+  one_wave_scales: the one-wave kernel with its scales staged in shared memory or loaded from global memory.
 
 Every variant is checked against the dequantised reference before it is timed. Kernels are compiled in parallel
 threads first (first-time compilation is thread-safe), so the sweep spends its time measuring.
