@@ -2,6 +2,8 @@
 # Final GPU batch: ws smoke, the whole test suite on the GPU, host profile, FP8 benchmark, optionally an Nsight
 # Compute look at the M=4096 kernel (NCU=1), and the self-check. Everything lands in $OUT.
 # Knobs: PYTEST_ARGS, TEST_TIMEOUT, BENCH_ARGS (e.g. --compare-ws), BENCH_TIMEOUT, NCU=1.
+# On a fresh machine Triton compiles every kernel cold and the suite needs more than the default 320 s (session 9:
+# cut at 39 %; 184 s once the kernel cache was warm): run `pytest tests` in a call of its own first there.
 set -o pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
