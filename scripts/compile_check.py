@@ -98,8 +98,9 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
-                      D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n, TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma,
-                      SCALES_SMEM=scales_smem, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n,
+                      TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma, SCALES_SMEM=scales_smem,
+                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     src = GluonASTSource(fn=fn, signature=sig,

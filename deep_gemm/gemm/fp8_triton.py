@@ -74,9 +74,10 @@ WS_OVERRIDE = None
 def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_staged: bool = False,
               scales_staged: bool = False) -> int:
     """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage, plus tile_n FP32 B scales when 1D1D scales
-    are staged, or block_m + 32 FP32 scales when the one-wave kernel stages 1D2D scales) that fits next to the epilogue's staging buffers: per consumer warpgroup 64 x store_n (the widths
-    of the waves it stores separately: 128 for a 128 x 256 tile, so 4 stages fit with BF16 output and 3 with FP32;
-    128 + 64 for a split 128 x 192 tile)."""
+    are staged, or block_m + 32 FP32 scales when the one-wave kernel stages 1D2D scales) that fits next to the
+    epilogue's staging buffers: per consumer warpgroup 64 x store_n (the widths of the waves it stores separately:
+    128 for a 128 x 256 tile, so 4 stages fit with BF16 output and 3 with FP32; 128 + 64 for a split 128 x 192
+    tile)."""
     per_stage = (block_m + tile_n) * configs.BLOCK_K + (4 * tile_n if sfb_staged else 0) + (
         4 * (block_m + 32) if scales_staged else 0)
     epilogue = 2 * 64 * store_n * out_bytes

@@ -505,8 +505,7 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
 
 @gluon.jit
 def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars, layout_ptr,
-              sfa_ptr, sfb_ptr,
-              d_ptr, c_ptr, d_desc, c_smem, d2_desc, c2_smem, c_desc,
+              sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem, d2_desc, c2_smem, c_desc,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
               stride_sfb_k, stride_dg, stride_dm, stride_cm,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
@@ -677,14 +676,14 @@ def _fp8_gemm_ws_kernel(
     # constexprs inside it into runtime values (triton 3.6).
     gl.warp_specialize([
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
-                     layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0), c_desc,
-                     M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
+                     layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(0), d2_desc, c2_bufs.index(0),
+                     c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
                      SFB_SMEM, C_TMA, SCALES_SMEM, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
-                     layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1), c_desc,
-                     M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
+                     layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
+                     c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
                      SFB_SMEM, C_TMA, SCALES_SMEM, 1)),
