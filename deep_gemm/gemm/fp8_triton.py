@@ -149,15 +149,16 @@ def _stream_of(t: torch.Tensor):
     return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else None
 
 
-def _counters(device: torch.device, count: int) -> torch.Tensor:
-    """At least `count` zeroed split-K counters for launches on the current stream of `device`."""
-    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index)) if device.type == "cuda" else None
+def _counters(d: torch.Tensor, count: int) -> torch.Tensor:
+    """At least `count` zeroed split-K counters for launches for `d` (on the current stream of its device, the
+    stream ``_stream_of`` names in the dense plan key)."""
+    key = (d.get_device(), _stream_of(d))
     buf = _COUNTERS.get(key)
     if buf is None or buf.numel() < count:
         with _COUNTERS_LOCK:
             buf = _COUNTERS.get(key)
             if buf is None or buf.numel() < count:
-                buf = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
+                buf = torch.zeros(max(count, 4096), dtype=torch.int32, device=d.device)
                 _COUNTERS[key] = buf
     return buf
 
@@ -228,7 +229,7 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     grid = (max(1, programs), 1, 1)
     if split > 1:
         ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
-        counters = _counters(d.device, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
+        counters = _counters(d, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
         if recorder is not None:
             recorder.scratch.append(ws)
             recorder.persistent.append(counters)
