@@ -38,6 +38,7 @@ from deep_gemm.gemm import fp8_configs as configs  # noqa: E402
 from deep_gemm.gemm import fp8_triton  # noqa: E402
 from deep_gemm.gemm.operands import resolve_recipe  # noqa: E402
 from deep_gemm.testing import calc_diff  # noqa: E402
+from deep_gemm.utils.math import ceil_div as cdiv  # noqa: E402
 
 WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages=6),
                "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4),
@@ -154,7 +155,7 @@ def small_m_configs(m, n, k):
         if cfg.block_m < min_bm or (m < 64 and cfg.block_m != min_bm):
             continue
         slots = problem.num_sms * cfg.programs_per_sm
-        tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+        tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
         if cfg.split_k in (1, 2, 3, 4, 6, 8, 12, 16) and tiles * cfg.split_k <= 2 * slots:
             out.append(cfg)
             if m < 64 and cfg.split_k <= 2:  # decode rows: a third co-resident CTA per SM (3 stages to fit)
@@ -292,9 +293,10 @@ def sweep_one_wave_scales(timer, rows):
                 diff = calc_diff(d, ref)
                 us = run_variant("ws1", lambda: timer(call))
                 tag = f"ws1 128x{bn} " + ("staged" if staged else "global")
-                kb = -(-k // configs.BLOCK_K)
+                # Rounds of tiles each SM runs, each of cdiv(K, 128) K blocks.
+                rounds = cdiv(cdiv(m, 128) * cdiv(n, bn), fp8_triton._num_sms())
                 row = dict(table="one_wave_scales", m=m, n=n, k=k, variant=tag, us=us, diff=diff,
-                           ns_per_k_block=us * 1e3 / kb / -(-(-(-m // 128) * -(-n // bn)) // fp8_triton._num_sms()))
+                           ns_per_k_block=us * 1e3 / cdiv(k, configs.BLOCK_K) / rounds)
                 vs = ""
                 if dg_us:
                     row["vs_deepgemm"] = dg_us / us
@@ -331,7 +333,7 @@ def sweep_sharing(timer, rows):
             run_variant(variant, call)
             diff = calc_diff(d, bench.reference(a, b, (128, 128)))
             us = run_variant(variant, lambda: timer(call))
-            per_kb_ns = us * 1e3 / (-(-k // configs.BLOCK_K) // split)
+            per_kb_ns = us * 1e3 / (cdiv(k, configs.BLOCK_K) // split)
             rows.append(dict(table="sharing", case=label, m=m, n=n, k=k, variant=variant, us=us,
                              ns_per_k_block=per_kb_ns, diff=diff))
             print(f"sharing {label:28s} {m:6d}x{n:6d}x{k} {us:7.1f} us {per_kb_ns:6.0f} ns/K-block diff {diff:.1e}",
