@@ -307,6 +307,41 @@ def sweep_one_wave_scales(timer, rows):
         fp8_triton.WS_STAGED_SCALES_BN = saved
 
 
+def sweep_ws_split_k(timer, rows):
+    """Dense M = 128 on the one-wave warp-specialised kernel with split-K (128 x BN tiles, scales staged in shared
+    memory; at BN = 128 also loaded from global memory, "ws1g") against the shipped choice (auto) and the tl.*
+    kernel ("tl": what auto ran before session 10); the two wide shapes that run two-wave tiles are skipped."""
+    for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
+        if m != 128 or fp8_triton._wide_small_m(0, m, n, False, False):
+            continue
+        a, b = bench.fp8_operands(m, n, k)
+        ref = bench.reference(a, b, (128, 128))
+        kb = cdiv(k, configs.BLOCK_K)
+        variants = [("auto", None), ("tl", None)]
+        for bn in (64, 128):
+            # The two deepest splits that keep one round of CTAs and >= 4 K blocks per split.
+            tiles = cdiv(n, bn)
+            splits = [s for s in (1, 2, 3, 4, 6, 8, 12, 16) if s <= kb // 4 and tiles * s <= fp8_triton._num_sms()]
+            for split in splits[-2:]:
+                variants.append(("ws1", configs._config(128, bn, split)))
+                if bn == 128 and split > 1:
+                    variants.append(("ws1g", configs._config(128, bn, split)))
+        for name, cfg in variants:
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            call = dense_call(a, b, d, cfg)
+            fp8_triton.WS_SPLIT_K_STAGED_SCALES = name != "ws1g"
+            try:
+                run_variant("ws1" if name == "ws1g" else name, call)
+                diff = calc_diff(d, ref)
+                us = run_variant("ws1" if name == "ws1g" else name, lambda: timer(call))
+            finally:
+                fp8_triton.WS_SPLIT_K_STAGED_SCALES = True
+            tag = name if cfg is None else f"{name} 128x{cfg.block_n} split{cfg.split_k}"
+            rows.append(dict(table="ws_split_k", m=m, n=n, k=k, variant=tag, us=us, vs_deepgemm=dg_us / us,
+                             diff=diff))
+            print(f"dense {m}x{n}x{k} {tag:22s} {us:7.1f} us {dg_us / us:5.2f}x DG diff {diff:.1e}", flush=True)
+
+
 # Operand-sharing probe: one tile config, one per-program workload (K = 7168, one tile per program, same count of
 # programs), arranged so that the programs running together share A (M = one tile row), share B (N = one tile
 # column) or neither (a square-ish grid of tiles). If the CTAs' time per K block depends on the arrangement, reads
@@ -346,7 +381,8 @@ SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "maske
             "dense128_ws": sweep_dense128_ws,
             "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
             "dense_mid": sweep_dense_mid, "sharing": sweep_sharing,
-            "one_wave_scales": sweep_one_wave_scales}
+            "one_wave_scales": sweep_one_wave_scales,
+            "ws_split_k": sweep_ws_split_k}
 
 
 def main():

@@ -81,7 +81,7 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
                         consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None,
-                        d_tma=None, c_tma=False, scales_smem=False):
+                        d_tma=None, c_tma=False, scales_smem=False, split_k=1):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
@@ -92,19 +92,21 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
            "d_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
            "d2_desc": gluon_desc_sig([64, narrow if split else bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
            "c_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
-           "layout_ptr": "*i32"}
+           "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
                       D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n,
-                      TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma, SCALES_SMEM=scales_smem,
+                      TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma, SCALES_SMEM=scales_smem, SPLIT_K=split_k,
                       CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
+    # The split-K workspace is a fresh torch allocation: the launch specialises its pointer as 16-byte aligned.
     src = GluonASTSource(fn=fn, signature=sig,
-                         constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+                         constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
+                         attrs={(fn.arg_names.index("ws_ptr"),): [["tt.divisibility", 16]]})
     return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
 
 
@@ -150,6 +152,8 @@ SERIALISATION_VARIANTS = {
     "one-wave 128x128 dense, staged scales": dict(stages=5, scales_smem=True),
     "one-wave 128x64 dense, staged scales": dict(bn=64, stages=8, scales_smem=True),
     "one-wave 128x128 masked, staged scales": dict(stages=5, grouping=3, d_tma=True, scales_smem=True),
+    "one-wave 128x128 dense, split-K 4": dict(stages=4, split_k=4),
+    "one-wave 128x64 dense, staged scales, split-K 2": dict(bn=64, stages=7, scales_smem=True, split_k=2),
 }
 
 if __name__ == "__main__" and "--serialisation" in sys.argv:

@@ -35,6 +35,27 @@ def test_small_m_splits_k_to_fill_the_gpu():
     assert -(-7168 // 128) // choice.split_k >= configs.MIN_K_BLOCKS_PER_SPLIT
 
 
+@pytest.mark.parametrize("n,k,want", [(4096, 7168, (64, 2)), (2112, 7168, (64, 4)), (7168, 16384, (128, 2)),
+                                      (576, 7168, None), (7168, 2048, None), (24576, 1536, None)])
+def test_one_wave_split_tiles_for_m_up_to_128(n, k, want):
+    """64 < M <= 128 with the one-wave split-K kernel available: 128-row split tiles where a split fills >= 75 % of
+    the SMs in one round (the measured wins), 128-wide only when each split keeps >= 32 K blocks; otherwise (and
+    without the kernel) the 64-row rule."""
+    for m in (65, 100, 128):
+        problem = configs.Fp8GemmProblem(m, n, k, 1, "dense", 132, one_wave_split_k=True)
+        choice = configs.heuristic(problem)
+        assert choice in configs.candidates(problem)
+        without = configs.heuristic(configs.Fp8GemmProblem(m, n, k, 1, "dense", 132))
+        assert without.block_m == 64
+        if want is None:
+            assert choice == without
+        else:
+            assert (choice.block_m, choice.block_n, choice.split_k) == (128, *want)
+            assert -(-n // choice.block_n) * choice.split_k <= 132
+    # M <= 64 keeps the 64-row tiles
+    assert configs.heuristic(configs.Fp8GemmProblem(64, 4096, 7168, 1, "dense", 132, one_wave_split_k=True)).block_m == 64
+
+
 def test_large_m_uses_full_tiles_without_split():
     choice = configs.heuristic(configs.Fp8GemmProblem(4096, 4096, 7168))
     assert (choice.block_m, choice.split_k, choice.programs_per_sm) == (128, 1, 1)

@@ -181,6 +181,27 @@ def _force_ws_128x256(monkeypatch):
     return _spy_run_ws(monkeypatch)
 
 
+@pytest.mark.parametrize("bn,split", [(64, 2), (64, 5), (128, 3), (128, 4)])
+@pytest.mark.parametrize("m,n,k", [(1, 200, 2944), (37, 4096, 7168), (128, 2112, 7168), (100, 576, 1536)])
+def test_warp_specialised_split_k(monkeypatch, bn, split, m, n, k):
+    """Split-K on the warp-specialised one-wave kernel (forced 128 x BN split configs): rows past M, N tails, uneven
+    splits (23 K blocks in 5: 5 + 5 + 5 + 5 + 3); right against the reference, and bit-identical when repeated
+    (the last split sums the partials in split order)."""
+    from deep_gemm.gemm import fp8_configs, fp8_triton
+    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "_config_for",
+                        lambda problem, run_with=None: fp8_configs._config(128, bn, split))
+    calls = _spy_run_ws(monkeypatch)
+    a, b = _operands(m, n, k)
+    outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    for d in outs:
+        deep_gemm.fp8_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    assert calls, "the warp-specialised kernel did not run"
+    assert calc_diff(outs[0], _ref(a, b)) < TOL
+    assert all(torch.equal(outs[0], d) for d in outs[1:])
+
+
 @pytest.mark.parametrize("m,n,k,ws", [(128, 24576, 1536, True), (128, 32768, 512, True), (100, 16704, 384, True),
                                       (65, 17000, 256, True), (64, 32768, 512, False), (128, 7168, 2048, False)])
 def test_wide_small_m_on_two_wave_tiles(monkeypatch, m, n, k, ws):
@@ -382,18 +403,24 @@ def test_split_k_calls_on_concurrent_streams():
         assert not bad, f"rounds with a wrong result: {bad}"
 
 
-@pytest.mark.parametrize("m,n,k", [(128, 2112, 7168), (128, 4096, 7168), (1, 576, 7168), (37, 4096, 7168)])
-def test_split_k_results_are_bitwise_repeatable(m, n, k):
+@pytest.mark.parametrize("m,n,k,ws", [(128, 2112, 7168, True), (128, 4096, 7168, True), (128, 7168, 16384, True),
+                                      (100, 4096, 7168, True), (1, 576, 7168, False), (37, 4096, 7168, False)])
+def test_split_k_results_are_bitwise_repeatable(monkeypatch, m, n, k, ws):
     """Whichever split arrives last reduces the tile, but the sum runs in split order, so repeated calls give
-    bit-identical results; and the reduction is right against the reference."""
+    bit-identical results; and the reduction is right against the reference. The heuristic's own configs: 128-row
+    split tiles on the warp-specialised kernel for 64 < M <= 128 (``ws``), the tl.* kernel's below."""
     from deep_gemm.gemm import fp8_triton
-    problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
-    assert fp8_triton.configs.heuristic(problem).split_k > 1
+    from deep_gemm.gemm.operands import resolve_recipe
     a, b = _operands(m, n, k)
     outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(16)]
+    problem = fp8_triton.dense_problem(m, n, k, outs[0], None, resolve_recipe(None, None, None, b[1]))
+    assert problem.one_wave_split_k
+    assert fp8_triton.configs.heuristic(problem).split_k > 1
+    calls = _spy_run_ws(monkeypatch)
     for d in outs:
         deep_gemm.fp8_gemm_nt(a, b, d)
     torch.cuda.synchronize()
+    assert bool(calls) == ws
     assert calc_diff(outs[0], _ref(a, b)) < TOL
     assert all(torch.equal(outs[0], d) for d in outs[1:])
 

@@ -50,6 +50,18 @@ SLOT_QUANTISED_MAX_BLOCK_M = 32
 # tl.* shape measured on H200 (KERNEL-NOTES §3: BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
 TILE_EFFICIENCY = {(128, 128): 1.0, (128, 64): 0.8}
 SMALL_TILE_EFFICIENCY = 0.6
+# Dense 64 < M <= 128 where the launcher can run split-K on the warp-specialised one-wave kernel
+# (``Fp8GemmProblem.one_wave_split_k``): one 128-row tile per column block, split so that the CTAs fill at least
+# this share of the SMs in one round (H200 2026-11-30, session 10, `sweep_fp8_configs.py --only ws_split_k`, against
+# the tl.* kernel's 64-row split-K tiles: 128x4096x7168 19.8 -> 17.0 us (128 x 64, split 2), 128x2112x7168 13.6 ->
+# 12.9 us (128 x 64, split 4), 128x7168x16384 49.6 -> 46.0 us (128 x 128, split 2); 128x576x7168 (9 tiles) was
+# slower at every split that fills the SMs: 10.3 us on tl.*, 10.6-15.1 us one-wave).
+ONE_WAVE_SPLIT_MIN_FILL = 0.75
+# Between 64- and 128-wide tiles that fill the SMs equally, 128-wide ones only when each split keeps at least this
+# many K blocks: they halve the splits' count per column but each split's partial is twice the size, which only
+# long splits amortise (same sweep: 128x4096x7168 128 x 128 split 4 (14 blocks each) 19.3 us vs 128 x 64 split 2
+# 17.0 us; 128x7168x16384 128 x 128 split 2 (64 blocks each) 46.0 us vs 128 x 64 unsplit 52.8 us).
+ONE_WAVE_SPLIT_WIDE_MIN_K_BLOCKS = 32
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,9 @@ class Fp8GemmProblem:
     num_sms: int = 132
     m_alignment: int = 128  # segment alignment of the M-grouped layouts (BM must divide it)
     expected_m: int = 0  # masked: expected rows per group
+    # Dense: the launcher can run 128-row split-K tiles on the warp-specialised one-wave kernel (1D2D scales, no C,
+    # D stored by TMA, the kernel enabled); the heuristic then considers them for 64 < M <= 128.
+    one_wave_split_k: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,8 +146,34 @@ def _tiles(rows: int, n: int, bm: int, bn: int, groups: int) -> int:
     return math.ceil(max(rows, 1) / bm) * math.ceil(max(n, 1) / bn) * groups
 
 
+def _one_wave_split(p: Fp8GemmProblem) -> Fp8GemmConfig | None:
+    """128 x BN split-K tiles for the one-wave kernel (see ONE_WAVE_SPLIT_MIN_FILL), or None when no split of them
+    fills the SMs: for each BN the deepest split that keeps one round of CTAs and MIN_K_BLOCKS_PER_SPLIT_WIDE K
+    blocks per split; the fuller one wins, and on a tie 128-wide tiles if their splits are long enough."""
+    num_kb = math.ceil(p.k / BLOCK_K)
+    best = None
+    for bn in (64, 128):
+        tiles = _tiles(p.m, p.n, 128, bn, 1)
+        split = min(MAX_SPLIT_K, p.num_sms // tiles, num_kb // MIN_K_BLOCKS_PER_SPLIT_WIDE)
+        if split < 2:
+            continue
+        split = math.ceil(num_kb / math.ceil(num_kb / split))  # every split non-empty
+        fill = tiles * split / p.num_sms
+        if fill < ONE_WAVE_SPLIT_MIN_FILL:
+            continue
+        wide_pays = bn == 128 and num_kb // split >= ONE_WAVE_SPLIT_WIDE_MIN_K_BLOCKS
+        if best is None or fill > best[0] + 1e-9 or (abs(fill - best[0]) <= 1e-9 and wide_pays):
+            best = (fill, _config(128, bn, split))
+    return None if best is None else best[1]
+
+
 def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
-    """Deterministic choice: BM from the rows, BN from wave quantisation, split-K to fill the GPU."""
+    """Deterministic choice: BM from the rows, BN from wave quantisation, split-K to fill the GPU (for 64 < M <=
+    128, 128-row split-K tiles where the one-wave kernel runs them: _one_wave_split)."""
+    if p.kind == "dense" and p.one_wave_split_k and MAX_M_FOR_64_ROW_TILES // 2 < p.m <= MAX_M_FOR_64_ROW_TILES:
+        choice = _one_wave_split(p)
+        if choice is not None:
+            return choice
     allowed_bms = _block_ms(p)
     rows = p.expected_m if p.kind == "masked" and p.expected_m > 0 else p.m
     # Small M is memory-bound on B: the smallest BM covering the rows wastes the least MMA work.

@@ -66,21 +66,25 @@ WS_MAX_STAGES = 8
 # hide a global load. 128 x 128 tiles 2-5 % slower staged at K >= 2048 (one stage fewer fits), faster only at
 # K <= 1536.
 WS_STAGED_SCALES_BN = (64,)
+# Split-K tiles stage them at every width (WS_SPLIT_K_STAGED_SCALES): 128 x 128 split configs ran 2-7 % faster
+# staged on 5 of 7 (shape, split) pairs (128x7168x16384 split 2: 49.4 -> 46.0 us; slower: 128x2112x7168 split 4,
+# 15.9 -> 16.2 us; session 10, `sweep_fp8_configs.py --only ws_split_k`, variants ws1 / ws1g).
+WS_SPLIT_K_STAGED_SCALES = True
 # Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 64|128, "stages": n, "d_tma": False} forces a
 # warp-specialised variant (None = heuristic; d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
 
 
 def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_staged: bool = False,
-              scales_staged: bool = False) -> int:
+              scales_staged: bool = False, split_k: bool = False) -> int:
     """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage, plus tile_n FP32 B scales when 1D1D scales
     are staged, or block_m + 32 FP32 scales when the one-wave kernel stages 1D2D scales) that fits next to the
     epilogue's staging buffers: per consumer warpgroup 64 x store_n (the widths of the waves it stores separately:
     128 for a 128 x 256 tile, so 4 stages fit with BF16 output and 3 with FP32; 128 + 64 for a split 128 x 192
-    tile)."""
+    tile). Split-K stages each warpgroup's 64 x BN FP32 partial in its epilogue buffer (_split_k_reduce)."""
     per_stage = (block_m + tile_n) * configs.BLOCK_K + (4 * tile_n if sfb_staged else 0) + (
         4 * (block_m + 32) if scales_staged else 0)
-    epilogue = 2 * 64 * store_n * out_bytes
+    epilogue = 2 * 64 * store_n * (max(out_bytes, 4) if split_k else out_bytes)
     return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
 
 
@@ -227,14 +231,6 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     # Masked tile counts are only known on the device: size the grid by SM slots, the programs loop over tiles.
     programs = min(_num_sms() * cfg.programs_per_sm, tiles_upper)
     grid = (max(1, programs), 1, 1)
-    if split > 1:
-        ws = torch.empty((split, m, n), dtype=torch.float32, device=d.device)
-        counters = _counters(d, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n))
-        if recorder is not None:
-            recorder.scratch.append(ws)
-            recorder.persistent.append(counters)
-    else:
-        ws, counters = d, d  # unused
     has_c = c is not None
     c_arg = c if has_c else d
     stride_cm = c_arg.stride(-2) if has_c else 0
@@ -242,17 +238,26 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     g_pad = _next_pow2(num_groups)
     d_rows = _rows_view(d)
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
-    if ((cfg.block_m == 128 or _wide_small_m(grouping, m, n, b_per_row, has_c)) and split == 1
+    # Split-K runs on the warp-specialised kernel for 128-row dense 1D2D tiles without C, stored by TMA.
+    ws_split = (split > 1 and cfg.block_m == 128 and grouping == GROUPING["dense"] and not b_per_row and not has_c
+                and d_tma)
+    if ((cfg.block_m == 128 or _wide_small_m(grouping, m, n, b_per_row, has_c)) and (split == 1 or ws_split)
             and head == (0, 0, 0) and not interpreting()
             and (grouping != GROUPING["k_grouped"] or b_per_row) and d_rows is not None):
         ws_tma = _ws_tma_storable(d, grouping, d_tma)
         c_rows = (_c_tma_loadable(c, d, d_rows)
                   if has_c and ws_tma and grouping in (GROUPING["dense"], GROUPING["k_grouped"]) else None)
-        if _ws_pays(grouping, m, n, k, _ws_block_n(cfg), has_c and c_rows is None, ws_tma, b_per_row):
+        if _ws_pays(grouping, m, n, k, _ws_block_n(cfg), has_c and c_rows is None, ws_tma, b_per_row, split):
+            # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
+            slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
+            ws, counters = _split_k_buffers(d, split, slabs, slabs * split * 64 * cfg.block_n, recorder)
             _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups,
                     strides_sfa, strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps,
-                    psum_align, b_per_row, has_c, ws_tma, recorder)
+                    psum_align, b_per_row, has_c, ws_tma, ws, counters, recorder)
             return
+    # Split-K on the tl.* kernel: one counter per tile, the partials as [split, M, N].
+    ws, counters = _split_k_buffers(d, split, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n), split * m * n,
+                                    recorder)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cg, stride_cm,
@@ -262,6 +267,19 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     launch(_tl_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
+
+
+def _split_k_buffers(d: torch.Tensor, split: int, num_counters: int, ws_elems: int, recorder):
+    """(workspace, counters) of a split-K launch: `ws_elems` FP32 partials and `num_counters` arrival counters, or
+    d itself for both when the launch does not split."""
+    if split == 1:
+        return d, d  # unused
+    ws = torch.empty(ws_elems, dtype=torch.float32, device=d.device)
+    counters = _counters(d, num_counters)
+    if recorder is not None:
+        recorder.scratch.append(ws)
+        recorder.persistent.append(counters)
+    return ws, counters
 
 
 def _wide_small_m(grouping: int, m: int, n: int, b_per_row: bool, has_c: bool) -> bool:
@@ -314,7 +332,9 @@ def _c_tma_loadable(c: torch.Tensor, d: torch.Tensor, d_rows: torch.Tensor):
 
 
 def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, c_by_pointer: bool, tma_store: bool,
-             b_per_row: bool = False) -> bool:
+             b_per_row: bool = False, split_k: int = 1) -> bool:
+    if split_k > 1:  # 128-row split-K configs (dense 1D2D, no C: the caller checked) run one-wave tiles
+        return _WS_MODE != "off"
     if b_per_row:
         # 1D1D runs on 128 x 256 two-wave tiles only, which stage the per-column B scales in shared memory
         # (_mainloop_two_waves_1d1d); the one-wave consumer had no registers for them (it spilled 408 B, sm_90a,
@@ -369,8 +389,9 @@ def _gluon_slab_desc(rows: torch.Tensor, width: int) -> FastDescriptor:
 
 def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups, strides_sfa,
             strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps, psum_align, b_per_row, has_c,
-            d_tma, recorder=None):
-    """Launch the warp-specialised kernel; ``c_rows``: C's [rows, N] view when C is loaded by TMA, else None."""
+            d_tma, ws, counters, recorder=None):
+    """Launch the warp-specialised kernel; ``c_rows``: C's [rows, N] view when C is loaded by TMA, else None;
+    ``ws``/``counters``: the split-K workspace and counters when ``cfg.split_k > 1`` (one-wave tiles only)."""
     from .kernels.fp8_gemm_ws import WG_ROWS, _fp8_gemm_ws_kernel
     if b_per_row:  # the kernel's only 1D1D variant: 128 x 256 tiles, whatever BN the tl.* config had (_ws_pays)
         bn, waves, along_n = 128, 2, True
@@ -381,6 +402,8 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
             waves, along_n = WS_OVERRIDE["waves"], WS_OVERRIDE.get("wave_n", False)
             if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
                 waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
+        if cfg.split_k > 1:
+            waves, along_n = 1, False  # split-K runs one-wave tiles
     narrow = bn
     if along_n and grouping != GROUPING["masked"] and not b_per_row and not has_c:
         # (split tiles: 2-D layouts, 1D2D scales, no C)
@@ -388,8 +411,10 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
     split = along_n and narrow < bn
-    scales_smem = waves == 1 and not b_per_row and bn in WS_STAGED_SCALES_BN
-    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row, scales_smem)
+    scales_smem = waves == 1 and not b_per_row and (
+        bn in WS_STAGED_SCALES_BN or (cfg.split_k > 1 and WS_SPLIT_K_STAGED_SCALES))
+    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row, scales_smem,
+                       cfg.split_k > 1)
     if WS_OVERRIDE is not None:
         # A forced ring depth, capped at what fits (ws_stages counts the staged scales a variant may add).
         stages = min(WS_OVERRIDE.get("stages", stages), stages)
@@ -398,7 +423,7 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     c_tma = c_rows is not None and waves == 2 and d_tma
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
         groups_in_grid = num_groups if grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
-        grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid)), 1, 1)
+        grid = (max(1, min(_num_sms(), _cdiv(m, block_m) * _cdiv(n, tile_n) * groups_in_grid * cfg.split_k)), 1, 1)
     a_gluon = _gluon_operand_desc(a_desc, block_m)
     d_desc = _gluon_slab_desc(d_rows, bn)
     d2_desc = _gluon_slab_desc(d_rows, narrow) if split else d_desc
@@ -406,13 +431,13 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     b_gluon = _gluon_operand_desc(b_desc, bn if split else tile_n)
     b2_gluon = _gluon_operand_desc(b_desc, narrow) if split else b_gluon
     c_desc = _gluon_slab_desc(c_rows, bn) if c_tma else d_desc
-    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, m, n, k, num_groups,
-            *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
+    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, ws, counters,
+            m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
             psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, scales_smem,
-            WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+            cfg.split_k, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
@@ -483,6 +508,14 @@ def _scratch_outputs(d, c):
     return scratch, (scratch if c is d else c)
 
 
+def dense_problem(m: int, n: int, k: int, d: torch.Tensor, c, r, head=(0, 0, 0)) -> configs.Fp8GemmProblem:
+    """What the config heuristic sees of a dense call: the sizes, and whether ``_run`` could take 128-row split-K
+    tiles to the warp-specialised kernel (its condition, less the config's own part)."""
+    one_wave_split_k = (_WS_MODE != "off" and not interpreting() and r.b[0] != 1 and c is None and d.is_cuda
+                        and _tma_storable(d, GROUPING["dense"], True, head))
+    return configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms(), one_wave_split_k=one_wave_split_k)
+
+
 def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None, recorder=None):
     m, k = a.shape
     n = b.size(0)
@@ -492,7 +525,7 @@ def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None, recorder=No
         _write_without_product(d, c)
         return None
     if cfg is None:
-        cfg = _config_for(configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms()),
+        cfg = _config_for(dense_problem(m, n, k, d, c, r, head),
                           lambda trial: _launch_dense(a, sfa, b, sfb, *_scratch_outputs(d, c), r, head, trial))
     if head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
         cfg = configs._config(cfg.block_m, cfg.block_n, 1)

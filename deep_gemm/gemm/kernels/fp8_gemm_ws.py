@@ -129,14 +129,20 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 
 @gluon.jit
 def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
-              VEC: gl.constexpr):
-    """(first K block, number of K blocks) of a tile: all of K, or (K_GROUPED) its group's K_g columns of the
-    concatenated K (K sizes in layout_ptr, multiples of BK; zero for an empty group)."""
+              VEC: gl.constexpr, split=0, SPLIT_K: gl.constexpr = 1):
+    """(first K block, number of K blocks) of a work unit: all of K, split `split`'s share of it (SPLIT_K > 1:
+    cdiv(#blocks, SPLIT_K) blocks each, the last split the rest; the launcher keeps every split non-empty), or
+    (K_GROUPED) its group's K_g columns of the concatenated K (K sizes in layout_ptr, multiples of BK; zero for an
+    empty group)."""
     if GROUPING == K_GROUPED:
         g_idx = gl.arange(0, G_PAD, layout=VEC)
         ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
         kb0 = gl.sum(gl.where(g_idx < group, ks, 0), axis=0) // BK
         num_kb = gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK
+    elif SPLIT_K > 1:
+        per_split = gl.cdiv(gl.cdiv(K, BK), SPLIT_K)
+        kb0 = split * per_split
+        num_kb = gl.minimum(gl.cdiv(K, BK) - kb0, per_split)
     else:
         kb0 = 0
         num_kb = gl.cdiv(K, BK)
@@ -150,19 +156,20 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
               BM: gl.constexpr, BN: gl.constexpr, NARROW: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr,
-              SCALES_SMEM: gl.constexpr):
+              SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
     SFA_VEC: gl.constexpr = gl.BlockedLayout([BM // 32], [32], [1], [0])
     # TMA bytes of one stage: A, B, and the narrow wave's B rows of a split tile.
     STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
                                  + (b2_desc.block_type.nbytes if SPLIT else 0))
-    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
+    # Work units: output tiles, each SPLIT_K times (one unit per tile and K split).
+    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC) * SPLIT_K
     it = 0
-    for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
+    for unit in range(gl.program_id(0), num_units, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-            tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
-        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC)
+            unit // SPLIT_K, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, unit % SPLIT_K, SPLIT_K)
         if expert >= 0:
             a_row = off_m
             if GROUPING == MASKED:  # A is [G * Mmax, K]
@@ -504,6 +511,50 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
 
 
 @gluon.jit
+def _split_k_reduce(acc, ws_ptr, counter_ptr, slot, split, stage_smem, BN: gl.constexpr, SPLIT_K: gl.constexpr):
+    """Split-K, one warpgroup's 64 x BN slab: publish this split's FP32 partial, and let the split that arrives last
+    at the slab's counter (`slot`) sum all of them. Returns (partial or sum, is_last), in a row-major blocked layout.
+
+    The workspace holds each slab's SPLIT_K partials as contiguous 64 x BN row-major blocks ([slots, SPLIT_K,
+    64 * BN]), written and read whole (rows past M and columns past N are the zeros TMA filled in for A and B), so
+    every access is a full 16-byte vector of a coalesced row. The partial leaves the wgmma layout through
+    `stage_smem` (the warpgroup's epilogue buffer, sized for it: 64 x BN FP32), swizzled in 32-byte chunks so that
+    the wgmma layout's 8-row stores and the row reads are both conflict-free. (gl.convert_layout would allocate
+    its own 64 KB for the two warpgroups: one stage of the ring at 128 x 128.) Written in the wgmma layout instead
+    (8-byte pairs, 8 rows per warp access, masked), the partials cost 9 us to store and 12 us to read back at
+    128x4096x7168, split 4 (H200, session 9), for a 14 us mainloop.
+    The last split sums the partials in split order, its own from registers, so the result does not depend on which
+    split came last, and resets the counter for the next launch. Ordering: every thread's partial store, the
+    partition's barrier, one acquire-release atomic at GPU scope; the reads go through L2 (.cg)."""
+    BLK: gl.constexpr = gl.BlockedLayout([1, 4], [32 * 4 // BN, BN // 4], [4, 1], [1, 0])
+    SWZ: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, order=[1, 0])
+    SLAB: gl.constexpr = WG_ROWS * BN
+    tma.store_wait(pendings=0)  # the buffer's previous TMA store has been read out
+    staging = stage_smem._reinterpret(gl.float32, [WG_ROWS, BN], SWZ)
+    staging.store(acc)
+    gl.thread_barrier()
+    part = staging.load(BLK)
+    r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, BLK))
+    c = gl.arange(0, BN, layout=gl.SliceLayout(0, BLK))
+    offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(c, 0)
+    slab = ws_ptr + slot * (SPLIT_K * SLAB)
+    gl.store(slab + split * SLAB + offs, part)
+    gl.thread_barrier()
+    arrived = gl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")
+    last = arrived == SPLIT_K - 1
+    if last:
+        total = gl.zeros([WG_ROWS, BN], gl.float32, layout=BLK)
+        for s in range(SPLIT_K):  # not unrolled: one partial in flight
+            if s == split:
+                total += part
+            else:
+                total += gl.load(slab + s * SLAB + offs, cache_modifier=".cg")
+        part = total
+        gl.atomic_xchg(counter_ptr + slot, 0, sem="relaxed", scope="gpu")
+    return part, last
+
+
+@gluon.jit
 def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars, layout_ptr,
               sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem, d2_desc, c2_smem, c_desc,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
@@ -513,22 +564,24 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
               ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
-              WG: gl.constexpr):
+              SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                    instr_shape=[16, NARROW, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
-    num_tiles = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC)
+    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC) * SPLIT_K
     # This warpgroup's rows of the tile: the lower or upper half.
     A_ROW0: gl.constexpr = WG * (BM // 2)
     it = 0
     tiles_done = 0  # parity of this warpgroup's C-load barriers (C_TMA: each wave's is used once per tile)
-    for tile in range(gl.program_id(0), num_tiles, NUM_SMS):
+    for unit in range(gl.program_id(0), num_units, NUM_SMS):
+        tile = unit // SPLIT_K
+        split = unit % SPLIT_K
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
             tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
-        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, split, SPLIT_K)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
         # Row of this slab in the 2-D view of D the TMA descriptor covers ([G * M, N] for masked and K-grouped
@@ -540,7 +593,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
         col_ok = cols < N
         sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m + kb0 * stride_sfa_k
         # 1D2D: the tile's B scale block (1D1D scales come through shared memory: _mainloop_two_waves_1d1d).
-        sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
+        sfb_cols = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n + kb0 * stride_sfb_k
         if SPLIT:
             _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc,
                         c_smem, d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it,
@@ -554,9 +607,15 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                 acc, it = _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows, sfb_cols,
                                              row_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, MMA,
                                              SCALES_SMEM)
-            _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                      c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
-                      off_m + A_ROW0, m_limit)
+            if SPLIT_K > 1:  # (dense, no C, D by TMA: rows past M are clipped by the store, nothing to zero)
+                acc, last = _split_k_reduce(acc, ws_ptr, counter_ptr, 2 * tile + WG, split, c_smem, BN, SPLIT_K)
+                if last:
+                    gl.thread_barrier()  # every thread's staging reads done before the buffer takes D's slab
+                    _tma_store(acc, d_desc, c_smem.slice(0, WG_ROWS), d_row0, off_n)
+            else:
+                _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                          c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
+                          off_m + A_ROW0, m_limit)
         else:
             if WAVE_N:  # the second wave is the next BN columns of the same rows
                 rows1 = rows
@@ -601,7 +660,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
 
 @gluon.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cm"],
-            do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr", "layout_ptr"])
+            do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr", "layout_ptr", "counter_ptr"])
 def _fp8_gemm_ws_kernel(
         a_desc, b_desc,  # TMA descriptors: A [rows, K] K-major, B [G*N, K] K-major (FP8)
         b2_desc,  # B again, block [NARROW, BK]: the narrow wave of split tiles (unused otherwise)
@@ -610,6 +669,7 @@ def _fp8_gemm_ws_kernel(
         d2_desc,  # the same, block [64, NARROW]: the narrow wave of split tiles (unused otherwise)
         c_desc,  # TMA descriptor over C with d_desc's shape and block (used when C_TMA)
         layout_ptr,
+        ws_ptr, counter_ptr,  # split-K: FP32 workspace [2 * tiles, SPLIT_K, 64 * BN], int32 counters (2 per tile, zero at rest)
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
         stride_dg, stride_dm, stride_cm,
@@ -617,7 +677,7 @@ def _fp8_gemm_ws_kernel(
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
         WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr, C_TMA: gl.constexpr,
-        SCALES_SMEM: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -630,6 +690,8 @@ def _fp8_gemm_ws_kernel(
         gl.static_assert(SFB_SMEM and D_TMA, "K-grouped layouts run 1D1D two-wave tiles stored by TMA")
     gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
     gl.static_assert(not SCALES_SMEM or (WAVES == 1 and not B_PER_ROW), "staged 1D2D scales: one-wave tiles")
+    gl.static_assert(SPLIT_K == 1 or (WAVES == 1 and GROUPING == DENSE and not B_PER_ROW and not HAS_C and D_TMA),
+                     "split-K: dense 1D2D one-wave tiles without C, D by TMA")
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == BN + NARROW, "128 x (BN + NARROW) tile")
@@ -659,8 +721,10 @@ def _fp8_gemm_ws_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
-    # One epilogue staging buffer per consumer warpgroup (and one per warpgroup for split tiles' narrow wave).
-    c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
+    # One epilogue staging buffer per consumer warpgroup (and one per warpgroup for split tiles' narrow wave);
+    # split-K stages a 64 x BN FP32 partial there too (_split_k_reduce), so its buffers take that many bytes.
+    C_ROWS: gl.constexpr = WG_ROWS * 32 // d_desc.dtype.primitive_bitwidth if SPLIT_K > 1 else WG_ROWS
+    c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, C_ROWS, BN], d_desc.layout)
     if SPLIT:
         c2_bufs = gl.allocate_shared_memory(d2_desc.dtype, [2, WG_ROWS, NARROW], d2_desc.layout)
     else:
@@ -680,15 +744,15 @@ def _fp8_gemm_ws_kernel(
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, 0)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
                      layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, 1)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
-                     GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM)),
+                     GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])

@@ -1,0 +1,87 @@
+"""Where the one-wave kernel's split-K time goes: time split configs with parts of the split-K work removed (results
+are wrong on purpose), next to the unsplit config of the same tile.
+
+    full       the kernel as shipped
+    nostore    the splits do not publish their partials
+    noatomic   no arrival counter: the last split by index reduces (no atomic, no counter reset)
+    noreads    the reducing split does not read the partials back
+    noreduce   all three: split-K is only the K-range bookkeeping
+    noload     the producer arrives on `ready` without loading (the consumers' ceiling)
+
+Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (text replacements, asserted to apply).
+Prints us per (shape, config, variant): the benchmark's kernel timer (profiler kernel time, L2 flushed before each
+call; CUDA events around back-to-back calls would time the host, which is slower than these kernels).
+
+    python scripts/ws_split_probe.py [M,N,K:BN:SPLIT ...]
+"""
+
+import importlib.util
+import os
+import sys
+import tempfile
+
+import torch
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from bench_fp8_gemm import KernelTimer  # noqa: E402
+from deep_gemm.gemm import fp8_configs, fp8_triton  # noqa: E402
+from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402
+from deep_gemm.gemm.operands import resolve_recipe  # noqa: E402
+from deep_gemm.runtime import KERNEL_CACHE  # noqa: E402
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+
+SRC = open(os.path.join(ROOT, "deep_gemm", "gemm", "kernels", "fp8_gemm_ws.py")).read()
+STORE = "    gl.store(slab + split * SLAB + offs, part)\n"
+ATOMIC = ('    arrived = gl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")\n'
+          "    last = arrived == SPLIT_K - 1\n")
+READ = '                total += gl.load(slab + s * SLAB + offs, cache_modifier=".cg")\n'
+RESET = '        gl.atomic_xchg(counter_ptr + slot, 0, sem="relaxed", scope="gpu")\n'
+PATCHES = {
+    "nostore": [(STORE, "")],
+    "noatomic": [(ATOMIC, "    last = split == SPLIT_K - 1\n"), (RESET, "")],
+    "noreads": [(READ, "                total += part\n")],
+    "noload": [("                mbarrier.expect(bar, STAGE_BYTES)\n"
+                "                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))\n"
+                "                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))\n",
+                "                mbarrier.arrive(bar, count=1)\n")],
+}
+PATCHES["noreduce"] = PATCHES["nostore"] + PATCHES["noatomic"] + PATCHES["noreads"]
+
+
+def variant_module(name):
+    src = SRC
+    for old, new in PATCHES.get(name, []):
+        assert src.count(old) == 1, (name, old[:60])
+        src = src.replace(old, new)
+    path = os.path.join(tempfile.mkdtemp(), f"ws_split_{name}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    # Named inside the kernels package, so the copy's relative imports (.groupings) resolve as the original's do.
+    spec = importlib.util.spec_from_file_location(f"deep_gemm.gemm.kernels.{os.path.basename(path)[:-3]}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cases = sys.argv[1:] or ["128,7168,2048:64:1", "128,7168,2048:64:2", "128,7168,2048:128:1", "128,7168,2048:128:4",
+                         "128,4096,7168:128:1", "128,4096,7168:128:4"]
+original = fp8_gemm_ws._fp8_gemm_ws_kernel
+time_us = KernelTimer(reps=15)
+fp8_triton._WS_MODE, fp8_triton.WS_OVERRIDE = "on", {"waves": 1}
+for case in cases:
+    shape, bn, split = case.split(":")
+    m, n, k = (int(x) for x in shape.split(","))
+    cfg = fp8_configs._config(128, int(bn), int(split))
+    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    r = resolve_recipe(None, None, None, b[1])
+    names = ["full", "noload"] + (["nostore", "noatomic", "noreads", "noreduce"] if cfg.split_k > 1 else [])
+    for name in names:
+        fp8_gemm_ws._fp8_gemm_ws_kernel = original if name == "full" else variant_module(name)._fp8_gemm_ws_kernel
+        KERNEL_CACHE.clear()
+        us = time_us(lambda: fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, r, cfg=cfg))
+        print(f"{m}x{n}x{k} 128x{bn} split{split} {name:9s} {us:8.1f} us", flush=True)
+fp8_gemm_ws._fp8_gemm_ws_kernel = original
