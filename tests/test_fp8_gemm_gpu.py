@@ -157,6 +157,30 @@ def test_1d1d_accumulate(m, n, k):
     assert calc_diff(d, expected) < TOL
 
 
+@pytest.mark.parametrize("m,n,k,tail", [(2112, 4096, 1024, 64), (2100, 4096, 384, 52), (2176, 4096, 256, 128),
+                                        (2048, 4096, 256, 0)])
+def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
+    """1D1D whose last 128-row block alone spills its 128 x 256 tiles into another round of SMs: those rows run as
+    a second launch (_row_tail), accumulating into C = D and into another C, twice each (a call of two launches
+    records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
+    rows = []
+    real_run = fp8_triton._run
+    monkeypatch.setattr(fp8_triton, "_run", lambda **kw: rows.append(kw["m"]) or real_run(**kw))
+    a, b = _operands(m, n, k, per_row_b=True)
+    product = _ref(a, b, (1, 128))
+    for c_kind in ("d", "other"):
+        for _ in range(2):
+            c = torch.randn(m, n, device="cuda")
+            want = product + c
+            d = c if c_kind == "d" else torch.full((m, n), float("nan"), device="cuda")
+            deep_gemm.fp8_gemm_nt(a, b, d, c=c, recipe=(1, 1, 128))
+            assert calc_diff(d, want) < TOL
+    assert rows[:2 if tail else 1] == ([tail, m - tail] if tail else [m]), rows
+
+
 def _spy_run_ws(monkeypatch):
     """The list of the warp-specialised launcher's calls from here on (it still launches)."""
     from deep_gemm.gemm import fp8_triton

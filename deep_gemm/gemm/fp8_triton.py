@@ -479,7 +479,8 @@ def _dense(layout: str):
             ids = [*map(id, inputs)]
             aliasing = (*map(ids.index, ids),)
             # A plan keeps its split-K counters, which belong to the stream it was recorded on (_COUNTERS).
-            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE), WS_STAGED_SCALES_BN, _stream_of(d))
+            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE), WS_STAGED_SCALES_BN,
+                   WS_SPLIT_K_STAGED_SCALES, _stream_of(d))
             plan = _PLANS.get(key)
             if plan is not None:
                 plan.run(inputs)
@@ -516,6 +517,24 @@ def dense_problem(m: int, n: int, k: int, d: torch.Tensor, c, r, head=(0, 0, 0))
     return configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms(), one_wave_split_k=one_wave_split_k)
 
 
+def _row_tail(m: int, n: int, cfg: configs.Fp8GemmConfig, r, c, head) -> int:
+    """Rows at the end of a dense 1D1D problem to run as a problem of their own (0: none). 1D1D runs on 128 x 256
+    two-wave tiles; when the last 128-row block alone spills the tiles into one more round of SMs, that round
+    runs a handful of tiles on an otherwise idle GPU, as long as a full round. Those rows (at most 128) go to a
+    second launch instead, whose small-M config (split-K) spreads them over the SMs. H200 (session 10): 1D1D
+    2112x4096x7168 is 17 x 16 = 272 tiles, three rounds of 132 SMs for 2.06 rounds of work."""
+    if r.b[0] != 1 or head != (0, 0, 0) or cfg.block_m != 128 or cfg.split_k != 1 or interpreting():
+        return 0
+    if _WS_MODE == "off" or ws_waves(GROUPING["dense"], m, n, 128, False) != (2, True):
+        return 0
+    sms = _num_sms()
+    row_blocks, col_blocks = _cdiv(m, 128), _cdiv(n, 256)
+    rounds = _cdiv(row_blocks * col_blocks, sms)
+    if row_blocks < 2 or (row_blocks - 1) * col_blocks > (rounds - 1) * sms:
+        return 0
+    return m - (row_blocks - 1) * 128
+
+
 def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None, recorder=None):
     m, k = a.shape
     n = b.size(0)
@@ -530,6 +549,12 @@ def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None, recorder=No
     if head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
         cfg = configs._config(cfg.block_m, cfg.block_n, 1)
     a, b = _k_major(a), _k_major(b)
+    tail = _row_tail(m, n, cfg, r, c, head)
+    if tail:
+        # The last row block separately, on a config of its own (see _row_tail); rows of D (and C) are disjoint.
+        m -= tail
+        _launch_dense(a[m:], sfa[m:], b, sfb, d[m:], None if c is None else c[m:], r, head, None, recorder)
+        a, sfa, d, c = a[:m], sfa[:m], d[:m], None if c is None else c[:m]
     _run(a_desc=_rows_desc(a, cfg.block_m), b_desc=_rows_desc(b, cfg.block_n), sfa=sfa, sfb=sfb, d=d, c=c,
          layout=None, m=m, n=n, k=k, num_groups=1, grouping=GROUPING["dense"], b_per_row=r.b[0] == 1, cfg=cfg,
          strides_sfa=(0, sfa.stride(0), sfa.stride(1)), strides_sfb=(0, sfb.stride(0), sfb.stride(1)),
