@@ -6,14 +6,12 @@
     nopromote   wgmmas accumulate in the tensor core (no per-block FFMA promotion): the cost of promotion
     noload+nopromote   the wgmma + barrier skeleton alone
 
-Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (text replacements, asserted to apply).
+Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (scripts/ws_variants.py).
 Prints TFLOPS per (shape, variant): CUDA events around 10 back-to-back calls, median of 15 (warm L2).
 """
 
-import importlib.util
 import os
 import sys
-import tempfile
 
 import torch
 
@@ -23,15 +21,11 @@ import deep_gemm  # noqa: E402
 from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402
 from deep_gemm.runtime import KERNEL_CACHE  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+from ws_variants import NOLOAD, patched_module  # noqa: E402
 
-SRC = open(os.path.join(ROOT, "deep_gemm", "gemm", "kernels", "fp8_gemm_ws.py")).read()
 ZEROS = "gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)"
 PATCHES = {
-    "noload": [(  # the producer's A and B loads (the 128 x 256 kernel this script times has no narrow wave)
-        "                mbarrier.expect(bar, STAGE_BYTES)\n"
-        "                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))\n"
-        "                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))\n",
-        "                mbarrier.arrive(bar, count=1)\n")],
+    "noload": [NOLOAD],  # (the 128 x 256 kernel this script times has no narrow wave)
     "nopromote": [  # the 1D2D two-wave mainloop's wgmmas (its A operand is sliced in the call; the 1D1D loop's
         # is not)
         ("WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),\n                             " + ZEROS,
@@ -46,19 +40,7 @@ PATCHES = {
 
 
 def variant_module(name):
-    src = SRC
-    for part in name.split("+"):
-        for old, new in PATCHES.get(part, []):
-            assert src.count(old) == 1, (part, old[:60])
-            src = src.replace(old, new)
-    path = os.path.join(tempfile.mkdtemp(), f"ws_{name.replace('+', '_')}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    # Named inside the kernels package, so the copy's relative imports (.groupings) resolve as the original's do.
-    spec = importlib.util.spec_from_file_location(f"deep_gemm.gemm.kernels.{os.path.basename(path)[:-3]}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return patched_module(name.replace("+", "_"), [p for part in name.split("+") for p in PATCHES.get(part, [])])
 
 
 def tflops(m, n, k, fn, reps=15, back_to_back=10):

@@ -6,19 +6,17 @@ are wrong on purpose), next to the unsplit config of the same tile.
     noatomic   no arrival counter: the last split by index reduces (no atomic, no counter reset)
     noreads    the reducing split does not read the partials back
     noreduce   all three: split-K is only the K-range bookkeeping
-    noload     the producer arrives on `ready` without loading (the consumers' ceiling)
+    noload     the producer arrives on `ready` without its A and B loads (staged scales still load)
 
-Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (text replacements, asserted to apply).
+Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (scripts/ws_variants.py).
 Prints us per (shape, config, variant): the benchmark's kernel timer (profiler kernel time, L2 flushed before each
 call; CUDA events around back-to-back calls would time the host, which is slower than these kernels).
 
     python scripts/ws_split_probe.py [M,N,K:BN:SPLIT ...]
 """
 
-import importlib.util
 import os
 import sys
-import tempfile
 
 import torch
 
@@ -31,8 +29,8 @@ from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402
 from deep_gemm.gemm.operands import resolve_recipe  # noqa: E402
 from deep_gemm.runtime import KERNEL_CACHE  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+from ws_variants import NOLOAD, patched_module  # noqa: E402
 
-SRC = open(os.path.join(ROOT, "deep_gemm", "gemm", "kernels", "fp8_gemm_ws.py")).read()
 STORE = "    gl.store(slab + split * SLAB + offs, part)\n"
 ATOMIC = ('    arrived = gl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")\n'
           "    last = arrived == SPLIT_K - 1\n")
@@ -42,27 +40,13 @@ PATCHES = {
     "nostore": [(STORE, "")],
     "noatomic": [(ATOMIC, "    last = split == SPLIT_K - 1\n"), (RESET, "")],
     "noreads": [(READ, "                total += part\n")],
-    "noload": [("                mbarrier.expect(bar, STAGE_BYTES)\n"
-                "                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))\n"
-                "                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))\n",
-                "                mbarrier.arrive(bar, count=1)\n")],
+    "noload": [NOLOAD],
 }
 PATCHES["noreduce"] = PATCHES["nostore"] + PATCHES["noatomic"] + PATCHES["noreads"]
 
 
 def variant_module(name):
-    src = SRC
-    for old, new in PATCHES.get(name, []):
-        assert src.count(old) == 1, (name, old[:60])
-        src = src.replace(old, new)
-    path = os.path.join(tempfile.mkdtemp(), f"ws_split_{name}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    # Named inside the kernels package, so the copy's relative imports (.groupings) resolve as the original's do.
-    spec = importlib.util.spec_from_file_location(f"deep_gemm.gemm.kernels.{os.path.basename(path)[:-3]}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return patched_module(f"split_{name}", PATCHES.get(name, []))
 
 
 cases = sys.argv[1:] or ["128,7168,2048:64:1", "128,7168,2048:64:2", "128,7168,2048:128:1", "128,7168,2048:128:4",
