@@ -156,6 +156,61 @@ def test_ws_stage_ring_fills_shared_memory():
         assert stages * (bm + tile_n) * 128 + 2 * 64 * wave_n * out <= WS_SMEM_BYTES <= 227 * 1024
 
 
+def test_ws_split_k_stage_ring_counts_the_fp32_staging_buffers():
+    """Split-K tiles stage each warpgroup's 64 x BN FP32 partial in its epilogue buffer, which is sized for it: 5
+    stages at 128 x 128 (4 with staged scales), 7 at 128 x 64 (sm_90a compile: 229,648 and 209,616 B)."""
+    from deep_gemm.gemm.fp8_triton import WS_SMEM_BYTES, ws_stages
+    assert ws_stages(128, 128, 128, 2, split_k=True) == 5
+    assert ws_stages(128, 128, 128, 2, scales_staged=True, split_k=True) == 4
+    assert ws_stages(128, 64, 64, 2, scales_staged=True, split_k=True) == 7
+    for bn, staged in [(128, False), (128, True), (64, True)]:
+        stages = ws_stages(128, bn, bn, 2, scales_staged=staged, split_k=True)
+        per_stage = (128 + bn) * 128 + (4 * (128 + 32) if staged else 0)  # A, B, and the staged scales
+        assert stages * per_stage + 2 * 64 * bn * 4 <= WS_SMEM_BYTES, (bn, staged)
+
+
+def test_dense_problem_offers_one_wave_split_k_only_where_the_launcher_can_route_it(monkeypatch):
+    """The heuristic's one_wave_split_k flag mirrors _run's split-K route to the Gluon kernel: 1D2D, no C, a
+    TMA-storable CUDA D, the Gluon kernel on, not under the interpreter."""
+    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.operands import Recipe
+    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "auto")
+    d = torch.empty(128, 4096, dtype=torch.bfloat16, device="meta")
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+    one_d_two_d, one_d_one_d = Recipe((1, 128), (128, 128)), Recipe((1, 128), (1, 128))
+    assert fp8_triton.dense_problem(128, 4096, 7168, d, None, one_d_two_d).one_wave_split_k
+    assert not fp8_triton.dense_problem(128, 4096, 7168, d, d, one_d_two_d).one_wave_split_k  # C
+    assert not fp8_triton.dense_problem(128, 4096, 7168, d, None, one_d_one_d).one_wave_split_k  # 1D1D
+    odd = torch.empty(128, 4099, dtype=torch.bfloat16, device="meta")[:, :4096]  # rows not 16-byte aligned
+    assert not fp8_triton.dense_problem(128, 4096, 7168, odd, None, one_d_two_d).one_wave_split_k
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "off")
+    assert not fp8_triton.dense_problem(128, 4096, 7168, d, None, one_d_two_d).one_wave_split_k
+
+
+@pytest.mark.parametrize("m,n,tail", [(2112, 4096, 64), (2100, 4096, 52), (2176, 4096, 128), (2049, 4096, 1),
+                                      (2048, 4096, 0), (2240, 4096, 0), (4096, 4096, 0), (2112, 1024, 0),
+                                      (200, 4096, 0)])
+def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(monkeypatch, m, n, tail):
+    """_row_tail hands the last 128-row block of a 1D1D problem to a launch of its own exactly when that block
+    alone pushes the 128 x 256 tiles into one more round of 132 SMs (2112 rows: 272 tiles, 3 rounds; 2048 rows:
+    256 tiles, 2 rounds); never for 1D2D, a split config, a head remap, or below two-wave sizes."""
+    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.operands import Recipe
+    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
+    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "auto")
+    one_d_one_d = Recipe((1, 128), (1, 128))
+    cfg = configs._config(128, 128)
+    assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, None, (0, 0, 0)) == tail
+    if tail:
+        assert fp8_triton._row_tail(m, n, cfg, Recipe((1, 128), (128, 128)), None, (0, 0, 0)) == 0
+        assert fp8_triton._row_tail(m, n, configs._config(128, 128, 2), one_d_one_d, None, (0, 0, 0)) == 0
+        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, None, (1, 2, 3)) == 0
+        monkeypatch.setattr(fp8_triton, "_WS_MODE", "off")
+        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, None, (0, 0, 0)) == 0
+
+
 def test_split_tiles_only_where_the_wave_model_says_they_pay(monkeypatch):
     """128 x 192 tiles for the two M=4096 DeepSeek shapes whose 128 x 256 tiles quantise badly (N=2112, N=576),
     128 x 256 for the other five, short K and the grouped contiguous shapes (H200 sweep, 2026-11-30)."""

@@ -396,15 +396,24 @@ def test_k_grouped(monkeypatch, layout, m, n, ks):
     assert bool(calls) == (m % 128 == 0)
 
 
-def test_split_k_calls_on_concurrent_streams():
+@pytest.mark.parametrize("m,n,k,ws", [(64, 576, 7168, False), (128, 1024, 7168, True)])
+def test_split_k_calls_on_concurrent_streams(monkeypatch, m, n, k, ws):
     """Split-K launches of one shape on two streams at once: each stream's split-K arrival counters are its own (a
     shared counter lets one launch's splits count as another's, so a tile is reduced before all its partials
-    exist). 64x576x7168 splits K four ways on 36 programs, so two launches fit on the GPU side by side; a GPU-side
-    sleep at the head of both streams lets every launch queue up first (the host is slower than these kernels)."""
+    exist). 64x576x7168 splits K four ways on 36 programs of the tl.* kernel; 128x1024x7168 runs forced 128 x 64
+    split-4 tiles on the warp-specialised kernel, 64 CTAs. Either way two launches fit on the GPU side by side; a
+    GPU-side sleep at the head of both streams lets every launch queue up first (the host is slower than these
+    kernels)."""
     from deep_gemm.gemm import fp8_triton
-    m, n, k, rounds = 64, 576, 7168, 24
-    problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
-    assert fp8_triton.configs.heuristic(problem).split_k > 1
+    rounds = 24
+    if ws:
+        monkeypatch.setattr(fp8_triton, "_PLANS", {})
+        monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_triton.configs._config(
+            128, 64, 4))
+        calls = _spy_run_ws(monkeypatch)
+    else:
+        problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
+        assert fp8_triton.configs.heuristic(problem).split_k > 1
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     inputs = [_operands(m, n, k) for _ in streams]
     outs = [[torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(rounds)]
@@ -425,6 +434,8 @@ def test_split_k_calls_on_concurrent_streams():
         ref = _ref(a, b)
         bad = [i for i in range(rounds) if not calc_diff(d[i], ref) < TOL]
         assert not bad, f"rounds with a wrong result: {bad}"
+    if ws:
+        assert calls, "the warp-specialised kernel did not run"
 
 
 @pytest.mark.parametrize("m,n,k,ws", [(128, 2112, 7168, True), (128, 4096, 7168, True), (128, 7168, 16384, True),
@@ -471,6 +482,25 @@ def test_cuda_graph_capture_and_replay():
     expected = torch.empty_like(d)
     deep_gemm.fp8_gemm_nt(a, b, expected)
     assert torch.equal(d, expected)
+
+
+def test_cuda_graph_capture_of_warp_specialised_split_k():
+    """128x4096x7168 runs 128 x 64 split-2 tiles on the warp-specialised kernel: its arrival counters persist across
+    replays (zero at rest) and its workspace is captured with the graph; replays match the eager call bit for
+    bit."""
+    a, b = _operands(128, 4096, 7168)
+    d = torch.empty(128, 4096, device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt(a, b, d)  # compile outside the capture
+    eager = d.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.fp8_gemm_nt(a, b, d)
+    for _ in range(3):
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(d, eager)
+    assert calc_diff(eager, _ref(a, b)) < TOL
 
 
 def test_masked_cuda_graph_reads_masked_m_on_device():
