@@ -53,7 +53,8 @@ def test_one_wave_split_tiles_for_m_up_to_128(n, k, want):
             assert (choice.block_m, choice.block_n, choice.split_k) == (128, *want)
             assert -(-n // choice.block_n) * choice.split_k <= 132
     # M <= 64 keeps the 64-row tiles
-    assert configs.heuristic(configs.Fp8GemmProblem(64, 4096, 7168, 1, "dense", 132, one_wave_split_k=True)).block_m == 64
+    small = configs.Fp8GemmProblem(64, 4096, 7168, 1, "dense", 132, one_wave_split_k=True)
+    assert configs.heuristic(small).block_m == 64
 
 
 def test_large_m_uses_full_tiles_without_split():

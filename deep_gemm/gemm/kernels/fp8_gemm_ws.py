@@ -669,7 +669,8 @@ def _fp8_gemm_ws_kernel(
         d2_desc,  # the same, block [64, NARROW]: the narrow wave of split tiles (unused otherwise)
         c_desc,  # TMA descriptor over C with d_desc's shape and block (used when C_TMA)
         layout_ptr,
-        ws_ptr, counter_ptr,  # split-K: FP32 workspace [2 * tiles, SPLIT_K, 64 * BN], int32 counters (2 per tile, zero at rest)
+        ws_ptr,  # split-K: FP32 workspace [2 * tiles, SPLIT_K, 64 * BN] (16-byte aligned: specialised on)
+        counter_ptr,  # split-K: int32 arrival counters, one per 64-row slab (2 per tile), zero at rest
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
         stride_dg, stride_dm, stride_cm,
