@@ -238,9 +238,7 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     g_pad = _next_pow2(num_groups)
     d_rows = _rows_view(d)
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
-    # Split-K runs on the warp-specialised kernel for 128-row dense 1D2D tiles without C, stored by TMA.
-    ws_split = (split > 1 and cfg.block_m == 128 and grouping == GROUPING["dense"] and not b_per_row and not has_c
-                and d_tma)
+    ws_split = split > 1 and cfg.block_m == 128 and _one_wave_split_routable(grouping, b_per_row, has_c, d_tma)
     if ((cfg.block_m == 128 or _wide_small_m(grouping, m, n, b_per_row, has_c)) and (split == 1 or ws_split)
             and head == (0, 0, 0) and not interpreting()
             and (grouping != GROUPING["k_grouped"] or b_per_row) and d_rows is not None):
@@ -267,6 +265,14 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
     launch(_tl_kernel(), grid, args, name="fp8_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
+
+
+def _one_wave_split_routable(grouping: int, b_per_row: bool, has_c: bool, d_tma: bool) -> bool:
+    """Whether 128-row split-K tiles can run on the warp-specialised one-wave kernel: dense 1D2D without C, D stored
+    by TMA, the Gluon kernel enabled and compiled (not under the interpreter). ``_run`` routes them by it, and
+    ``dense_problem`` tells the heuristic so."""
+    return (grouping == GROUPING["dense"] and not b_per_row and not has_c and d_tma and _WS_MODE != "off"
+            and not interpreting())
 
 
 def _split_k_buffers(d: torch.Tensor, split: int, num_counters: int, ws_elems: int, recorder):
@@ -511,9 +517,9 @@ def _scratch_outputs(d, c):
 
 def dense_problem(m: int, n: int, k: int, d: torch.Tensor, c, r, head=(0, 0, 0)) -> configs.Fp8GemmProblem:
     """What the config heuristic sees of a dense call: the sizes, and whether ``_run`` could take 128-row split-K
-    tiles to the warp-specialised kernel (its condition, less the config's own part)."""
-    one_wave_split_k = (_WS_MODE != "off" and not interpreting() and r.b[0] != 1 and c is None and d.is_cuda
-                        and _tma_storable(d, GROUPING["dense"], True, head))
+    tiles to the warp-specialised kernel (``_one_wave_split_routable``)."""
+    one_wave_split_k = d.is_cuda and _one_wave_split_routable(
+        GROUPING["dense"], r.b[0] == 1, c is not None, _tma_storable(d, GROUPING["dense"], True, head))
     return configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms(), one_wave_split_k=one_wave_split_k)
 
 
