@@ -195,7 +195,7 @@ def test_dense_problem_offers_one_wave_split_k_only_where_the_launcher_can_route
 def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(monkeypatch, m, n, tail):
     """_row_tail hands the last 128-row block of a 1D1D problem to a launch of its own exactly when that block
     alone pushes the 128 x 256 tiles into one more round of 132 SMs (2112 rows: 272 tiles, 3 rounds; 2048 rows:
-    256 tiles, 2 rounds); never for 1D2D, a split config, a head remap, or below two-wave sizes."""
+    256 tiles, 2 rounds); never for 1D2D, a split or 128 x 64 config, a head remap, or below two-wave sizes."""
     from deep_gemm.gemm import fp8_triton
     from deep_gemm.gemm.operands import Recipe
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
@@ -203,13 +203,14 @@ def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(monkeypatch, 
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "auto")
     one_d_one_d = Recipe((1, 128), (1, 128))
     cfg = configs._config(128, 128)
-    assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, None, (0, 0, 0)) == tail
+    assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, (0, 0, 0)) == tail
     if tail:
-        assert fp8_triton._row_tail(m, n, cfg, Recipe((1, 128), (128, 128)), None, (0, 0, 0)) == 0
-        assert fp8_triton._row_tail(m, n, configs._config(128, 128, 2), one_d_one_d, None, (0, 0, 0)) == 0
-        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, None, (1, 2, 3)) == 0
+        assert fp8_triton._row_tail(m, n, cfg, Recipe((1, 128), (128, 128)), (0, 0, 0)) == 0
+        assert fp8_triton._row_tail(m, n, configs._config(128, 128, 2), one_d_one_d, (0, 0, 0)) == 0
+        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, (1, 2, 3)) == 0
+        assert fp8_triton._row_tail(m, n, configs._config(128, 64), one_d_one_d, (0, 0, 0)) == 0  # stays on tl.*
         monkeypatch.setattr(fp8_triton, "_WS_MODE", "off")
-        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, None, (0, 0, 0)) == 0
+        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, (0, 0, 0)) == 0
 
 
 def test_split_tiles_only_where_the_wave_model_says_they_pay(monkeypatch):

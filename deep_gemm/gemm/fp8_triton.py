@@ -523,13 +523,14 @@ def dense_problem(m: int, n: int, k: int, d: torch.Tensor, c, r, head=(0, 0, 0))
     return configs.Fp8GemmProblem(m, n, k, 1, "dense", _num_sms(), one_wave_split_k=one_wave_split_k)
 
 
-def _row_tail(m: int, n: int, cfg: configs.Fp8GemmConfig, r, c, head) -> int:
+def _row_tail(m: int, n: int, cfg: configs.Fp8GemmConfig, r, head) -> int:
     """Rows at the end of a dense 1D1D problem to run as a problem of their own (0: none). 1D1D runs on 128 x 256
     two-wave tiles; when the last 128-row block alone spills the tiles into one more round of SMs, that round
     runs a handful of tiles on an otherwise idle GPU, as long as a full round. Those rows (at most 128) go to a
     second launch instead, whose small-M config (split-K) spreads them over the SMs. H200 (session 10): 1D1D
     2112x4096x7168 is 17 x 16 = 272 tiles, three rounds of 132 SMs for 2.06 rounds of work."""
-    if r.b[0] != 1 or head != (0, 0, 0) or cfg.block_m != 128 or cfg.split_k != 1 or interpreting():
+    # (1D1D takes the two-wave kernel from 128 x 128 configs only: _ws_pays)
+    if r.b[0] != 1 or head != (0, 0, 0) or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or interpreting():
         return 0
     if _WS_MODE == "off" or ws_waves(GROUPING["dense"], m, n, 128, False) != (2, True):
         return 0
@@ -555,7 +556,7 @@ def _launch_dense(a, sfa, b, sfb, d, c, r, head=(0, 0, 0), cfg=None, recorder=No
     if head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
         cfg = configs._config(cfg.block_m, cfg.block_n, 1)
     a, b = _k_major(a), _k_major(b)
-    tail = _row_tail(m, n, cfg, r, c, head)
+    tail = _row_tail(m, n, cfg, r, head)
     if tail:
         # The last row block separately, on a config of its own (see _row_tail); rows of D (and C) are disjoint.
         m -= tail
