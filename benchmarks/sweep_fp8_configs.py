@@ -311,6 +311,7 @@ def sweep_ws_split_k(timer, rows):
     """Dense M = 128 on the one-wave warp-specialised kernel with split-K (128 x BN tiles, scales staged in shared
     memory; at BN = 128 also loaded from global memory, "ws1g") against the shipped choice (auto) and the tl.*
     kernel ("tl": what auto ran before session 10); the two wide shapes that run two-wave tiles are skipped."""
+    staged = fp8_triton.WS_SPLIT_K_STAGED_SCALES
     for (m, n, k), dg_us in shapes.DENSE_1D2D_DG_US.items():
         if m != 128 or fp8_triton._wide_small_m(0, m, n, False, False):
             continue
@@ -329,13 +330,13 @@ def sweep_ws_split_k(timer, rows):
         for name, cfg in variants:
             d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             call = dense_call(a, b, d, cfg)
-            fp8_triton.WS_SPLIT_K_STAGED_SCALES = name != "ws1g"
+            fp8_triton.WS_SPLIT_K_STAGED_SCALES = staged and name != "ws1g"
             try:
                 run_variant("ws1" if name == "ws1g" else name, call)
                 diff = calc_diff(d, ref)
                 us = run_variant("ws1" if name == "ws1g" else name, lambda: timer(call))
             finally:
-                fp8_triton.WS_SPLIT_K_STAGED_SCALES = True
+                fp8_triton.WS_SPLIT_K_STAGED_SCALES = staged
             tag = name if cfg is None else f"{name} 128x{cfg.block_n} split{cfg.split_k}"
             rows.append(dict(table="ws_split_k", m=m, n=n, k=k, variant=tag, us=us, vs_deepgemm=dg_us / us,
                              diff=diff))

@@ -118,11 +118,10 @@ def test_one_wave_staged_scales_match_global_loads(monkeypatch, bn, m, n, k):
     """The one-wave kernel's scales staged in shared memory by the producer give bit-identical results to the
     consumers' global loads (same values, same promotion order), at partial tiles in M, N and K; and match the
     reference."""
-    from deep_gemm.gemm import fp8_configs, fp8_triton
+    from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 1})
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
-    monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_configs._config(128, bn))
+    _force_config(monkeypatch, 128, bn, 1)
     calls = _spy_run_ws(monkeypatch)
     a, b = _operands(m, n, k)
     outs = []
@@ -181,6 +180,14 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     assert rows[:2 if tail else 1] == ([tail, m - tail] if tail else [m]), rows
 
 
+def _force_config(monkeypatch, block_m, block_n, split_k):
+    """Every dense call takes this config (and records its plans afresh: a recorded plan would replay another)."""
+    from deep_gemm.gemm import fp8_configs, fp8_triton
+    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "_config_for",
+                        lambda problem, run_with=None: fp8_configs._config(block_m, block_n, split_k))
+
+
 def _spy_run_ws(monkeypatch):
     """The list of the warp-specialised launcher's calls from here on (it still launches)."""
     from deep_gemm.gemm import fp8_triton
@@ -197,11 +204,10 @@ def _force_ws_128x256(monkeypatch):
     """Run every dense FP8 call on the warp-specialised kernel's 128 x 256 two-wave tiles (the 128 x 128 config
     whose waves go along N), with plans recorded here kept away from other tests; returns the list of the
     ``_run_ws`` calls that happened."""
-    from deep_gemm.gemm import fp8_configs, fp8_triton
+    from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 2, "wave_n": True})
-    monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_configs._config(128, 128))
+    _force_config(monkeypatch, 128, 128, 1)
     return _spy_run_ws(monkeypatch)
 
 
@@ -211,10 +217,7 @@ def test_warp_specialised_split_k(monkeypatch, bn, split, m, n, k):
     """Split-K on the warp-specialised one-wave kernel (forced 128 x BN split configs): rows past M, N tails, uneven
     splits (23 K blocks in 5: 5 + 5 + 5 + 5 + 3); right against the reference, and bit-identical when repeated
     (the last split sums the partials in split order)."""
-    from deep_gemm.gemm import fp8_configs, fp8_triton
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
-    monkeypatch.setattr(fp8_triton, "_config_for",
-                        lambda problem, run_with=None: fp8_configs._config(128, bn, split))
+    _force_config(monkeypatch, 128, bn, split)
     calls = _spy_run_ws(monkeypatch)
     a, b = _operands(m, n, k)
     outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(4)]
@@ -407,9 +410,7 @@ def test_split_k_calls_on_concurrent_streams(monkeypatch, m, n, k, ws):
     from deep_gemm.gemm import fp8_triton
     rounds = 24
     if ws:
-        monkeypatch.setattr(fp8_triton, "_PLANS", {})
-        monkeypatch.setattr(fp8_triton, "_config_for", lambda problem, run_with=None: fp8_triton.configs._config(
-            128, 64, 4))
+        _force_config(monkeypatch, 128, 64, 4)
         calls = _spy_run_ws(monkeypatch)
     else:
         problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
