@@ -8,7 +8,8 @@ choose the heuristic's rules from measurements:
 * dense M=128 (dense128) and M=1 (dense1): tl.* tile shapes x split-K (M=1 also with a third CTA per SM);
   dense128_ws: M=128 on the warp-specialised kernel's unsplit variants;
 * sharing: one tile workload arranged so that concurrent programs share A, share B or neither (operand hot-spots);
-  one_wave_scales: the one-wave kernel with its scales staged in shared memory or loaded from global memory.
+  one_wave_scales: the one-wave kernel with its scales staged in shared memory or loaded from global memory;
+* tail_tiles: 128 + 16 / 32 tail tiles against 128 x 192 and 128 x 256 tiles on N with a 64-column tail.
 
 Every variant is checked against the dequantised reference before it is timed. Kernels are compiled in parallel
 threads first (first-time compilation is thread-safe), so the sweep spends its time measuring.
@@ -44,6 +45,7 @@ WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages
                "ws2-s3": dict(waves=2, stages=3), "ws2-s4": dict(waves=2, stages=4),
                "ws2n-s3": dict(waves=2, wave_n=True, stages=3), "ws2n-s4": dict(waves=2, wave_n=True, stages=4),
                "ws2n192": dict(waves=2, wave_n=True, narrow=64, stages=4),
+               "ws2n-tail": dict(waves=2, wave_n=True, narrow=16), "ws2n-tail32": dict(waves=2, wave_n=True, narrow=32),
                "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False),
                "ws1": dict(waves=1)}
 # Variants each table runs (--variants overrides): "tl" is the tl.* kernel, "auto" the shipped heuristic.
@@ -376,6 +378,17 @@ def sweep_sharing(timer, rows):
                   flush=True)
 
 
+def sweep_tail_tiles(timer, rows):
+    """Tail tiles (128 + 16 / 32 columns: fp8_triton.tail_narrow) against 128 x 192 split tiles and 128 x 256 tiles
+    on N with a 64-column tail: the DeepSeek shape N=576 and shapes that calibrate TAIL_TILE_COLUMN_COST (equal
+    rounds: M=2048, N=448/320)."""
+    dg = shapes.DENSE_1D2D_DG_US
+    for m, n, k in [(4096, 576, 7168), (4096, 576, 2048), (2048, 576, 7168), (4096, 448, 7168), (2048, 320, 7168)]:
+        tail = "ws2n-tail" if fp8_triton.tail_narrow(n) == 16 else "ws2n-tail32"
+        time_dense_variants(timer, rows, "tail_tiles", m, n, k, ["auto", "ws2n-s4", "ws2n192", tail],
+                            dg.get((m, n, k)))
+
+
 # --only names -> sweeps, run in the order given.
 SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "masked": sweep_masked,
             "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
@@ -383,7 +396,7 @@ SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "maske
             "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
             "dense_mid": sweep_dense_mid, "sharing": sweep_sharing,
             "one_wave_scales": sweep_one_wave_scales,
-            "ws_split_k": sweep_ws_split_k}
+            "ws_split_k": sweep_ws_split_k, "tail_tiles": sweep_tail_tiles}
 
 
 def main():

@@ -214,15 +214,30 @@ def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(monkeypatch, 
 
 
 def test_split_tiles_only_where_the_wave_model_says_they_pay(monkeypatch):
-    """128 x 192 tiles for the two M=4096 DeepSeek shapes whose 128 x 256 tiles quantise badly (N=2112, N=576),
-    128 x 256 for the other five, short K and the grouped contiguous shapes (H200 sweep, 2026-11-30)."""
+    """Split tiles for the two M=4096 DeepSeek shapes whose 128 x 256 tiles quantise badly: 128 x 192 at N=2112,
+    4 tail tiles of 128 + 16 at N=576 (one round of 128 tiles, where 128 x 192 fills 96 SMs); 128 x 256 for the
+    other five, short K and the grouped contiguous shapes (H200 sweeps, 2026-11-30)."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    split = {(n, k) for n, k in [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384),
-                                 (4096, 7168), (7168, 2048)] if fp8_triton.ws_narrow(4096, n, k) == 64}
-    assert split == {(2112, 7168), (576, 7168)}
+    split = {(n, k): fp8_triton.ws_narrow(4096, n, k) for n, k in [
+        (2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]}
+    assert {nk: w for nk, w in split.items() if w != 128} == {(2112, 7168): 64, (576, 7168): 16}
     for n, k in [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]:
         assert fp8_triton.ws_narrow(34151, n, k) == 128, (n, k)
+
+
+@pytest.mark.parametrize("n,width", [(576, 16), (448, 32), (320, 32), (200, 0), (2112, 0), (4096, 0), (128, 0),
+                                     (64, 0), (4160, 0), (1100, 16)])
+def test_tail_tiles_cover_the_columns_past_the_last_whole_block(n, width):
+    """tail_narrow(N): one narrow piece per whole 128-column block, together covering N's tail, of a width the
+    kernel takes (16 or 32), and as many tiles as the kernel derives from its tile width (cdiv(N, 128 + width));
+    else 0 (no tail, no whole block, tail pieces too wide: 200 = 128 + 72; too many blocks for the count rule:
+    2112 = 16 x 128 + 64, 4160)."""
+    from deep_gemm.gemm import fp8_triton
+    assert fp8_triton.tail_narrow(n) == width
+    if width:
+        whole = n // 128
+        assert whole * width >= n - 128 * whole and -(-n // (128 + width)) == whole
 
 
 def test_wide_m128_shapes_take_two_wave_tiles(monkeypatch):

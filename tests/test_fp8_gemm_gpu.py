@@ -91,7 +91,8 @@ def test_dense_odd_shapes(m, n, k):
 
 
 WS_VARIANTS = [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, stages=3),
-               dict(waves=2, wave_n=True, stages=4), dict(waves=2, wave_n=True, narrow=64, stages=4)]
+               dict(waves=2, wave_n=True, stages=4), dict(waves=2, wave_n=True, narrow=64, stages=4),
+               dict(waves=2, wave_n=True, narrow=16), dict(waves=2, wave_n=True, narrow=32)]
 
 
 @pytest.mark.parametrize("variant", WS_VARIANTS)
@@ -102,7 +103,9 @@ def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
     """Each variant of the warp-specialised kernel (one or two waves per warpgroup, along M or N, 128 x 192 split
     tiles, ring depth), forced where legal for the heuristic's config (else the one-wave kernel runs), on partial
     tiles in M, N and K and on DeepSeek shapes. Split tiles: N=576 and 448 have tiles starting mid-block (narrow
-    wave first), 448 a wide wave partly and a narrow wave wholly past N, 256 a wide wave wholly past N."""
+    wave first), 448 a wide wave partly and a narrow wave wholly past N, 256 a wide wave wholly past N. Tail tiles
+    (narrow 16 / 32, where tail_narrow gives that width; 128 + 64 elsewhere): N=576 as 4 x (128 + 16) columns,
+    N=448 as 3 x (128 + 32) with the last narrow wave wholly past N."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
@@ -317,13 +320,14 @@ def _check_contiguous(ms, n, k, psum):
 
 
 @pytest.mark.parametrize("variant", [dict(waves=1, stages=5), dict(waves=2, wave_n=True, stages=4),
-                                     dict(waves=2, wave_n=True, stages=3), dict(waves=2, wave_n=True, narrow=64)])
+                                     dict(waves=2, wave_n=True, stages=3), dict(waves=2, wave_n=True, narrow=64),
+                                     dict(waves=2, wave_n=True, narrow=16), dict(waves=2, wave_n=True, narrow=32)])
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048), (448, 208), (200, 208)])
 def test_m_grouped_contiguous_warp_specialised_variants(monkeypatch, variant, psum, n, k):
     """The grouped layouts through each warp-specialised variant, forced where legal: -1 rows zeroed, empty groups,
-    a last N tile whose second wave is entirely past N (576) or partly (448); N=200 gets 64-wide tiles, where
-    waves along N are not legal and the one-wave kernel runs."""
+    a last N tile whose second wave is entirely past N (576) or partly (448); tail tiles at N=576 (128 + 16) and
+    448 (128 + 32); N=200 gets 64-wide tiles, where waves along N are not legal and the one-wave kernel runs."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
     monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)

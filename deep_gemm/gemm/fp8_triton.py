@@ -70,8 +70,9 @@ WS_STAGED_SCALES_BN = (64,)
 # staged on 5 of 7 (shape, split) pairs (128x7168x16384 split 2: 49.4 -> 46.0 us; slower: 128x2112x7168 split 4,
 # 15.9 -> 16.2 us; session 10, `sweep_fp8_configs.py --only ws_split_k`, variants ws1 / ws1g).
 WS_SPLIT_K_STAGED_SCALES = True
-# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 64|128, "stages": n, "d_tma": False} forces a
-# warp-specialised variant (None = heuristic; d_tma False stores D with pointer stores instead of TMA).
+# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False}
+# forces a warp-specialised variant (None = heuristic; a tail width only where tail_narrow(N) gives it, else 64;
+# d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
 
 
@@ -115,23 +116,50 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, c_by_pointer: bool) ->
 # Split 128 x 192 tiles cost more per column of work than 128 x 256 ones (H200 2026-11-30, same run, per column of
 # work per SM: 1.04-1.05x at K = 2048-16384, 1.09x at K = 512: less MMA work per byte loaded and per tile).
 SPLIT_TILE_COLUMN_COST = 1.06
+# Tail tiles (128 + 16 or 32 columns, fp8_gemm_ws._split_tile_cols) load 1.89 bytes per output column and K element
+# against 1.67 for 128 x 192 and 1.5 for 128 x 256; scaled like the split tile's measured cost (half its byte
+# ratio): about 1.13x a 128 x 256 tile's cost per column. (Estimate; see the session 11 sweep `tail_tiles`.)
+TAIL_TILE_COLUMN_COST = 1.13
 SPLIT_TILE_MIN_K = 1024
+# Widths of a tail tile's narrow wave: wgmma, TMA boxes and shared-memory shapes take these; wider tails are split
+# 128 + 64.
+TAIL_WAVE_WIDTHS = (16, 32)
+
+
+def tail_narrow(n: int) -> int:
+    """Narrow-wave width of tail tiles for N, or 0 when they do not apply: N // 128 tiles, tile j a whole
+    128-column block plus the j-th piece of the columns past the last whole block. Needs a tail, pieces no wider
+    than TAIL_WAVE_WIDTHS allows, and cdiv(N, 128 + width) == N // 128 (the tile count the kernel derives from its
+    tile width)."""
+    whole, tail = divmod(n, 128)
+    if whole == 0 or tail == 0:
+        return 0
+    width = max(TAIL_WAVE_WIDTHS[0], _next_pow2(_cdiv(tail, whole)))
+    if width not in TAIL_WAVE_WIDTHS or _cdiv(n, 128 + width) != whole:
+        return 0
+    return width
 
 
 def ws_narrow(m: int, n: int, k: int) -> int:
-    """Width of the second wave of an along-N tile: 128 (a 128 x 256 tile) or 64 (a 128 x 192 split tile).
+    """Width of the second wave of an along-N tile: 128 (a 128 x 256 tile), 64 (a 128 x 192 split tile) or 16/32
+    (a tail tile: tail_narrow).
 
     DeepGEMM's wave model: count the rounds of #SMs tiles each width needs and the columns of work per SM that
-    makes; the split tile is taken when it saves more than its extra cost per column. Measured (H200, M=4096,
+    makes, weighted by the tile's cost per column; the cheapest wins (the wider on a tie). Measured (H200, M=4096,
     K=7168): N=2112 (11 x 192 exactly) 147 -> 120 us, N=576 (three equal tiles instead of 256 + 256 + 64)
     51 -> 43 us; the other five DeepSeek shapes are faster on 128 x 256 (by 4-14 %)."""
     if k < SPLIT_TILE_MIN_K:
         return 128
     sms = _num_sms()
+    row_blocks = _cdiv(m, 128)
 
-    def columns_per_sm(tile_n):
-        return _cdiv(_cdiv(m, 128) * _cdiv(n, tile_n), sms) * tile_n
-    return 64 if columns_per_sm(192) * SPLIT_TILE_COLUMN_COST < columns_per_sm(256) else 128
+    def cost(tiles_n, tile_n, per_column):
+        return _cdiv(row_blocks * tiles_n, sms) * tile_n * per_column
+    costs = {128: cost(_cdiv(n, 256), 256, 1.0), 64: cost(_cdiv(n, 192), 192, SPLIT_TILE_COLUMN_COST)}
+    tail = tail_narrow(n)
+    if tail:
+        costs[tail] = cost(n // 128, 128 + tail, TAIL_TILE_COLUMN_COST)
+    return min(costs, key=lambda width: (costs[width], -width))
 
 
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
@@ -414,6 +442,8 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     if along_n and grouping != GROUPING["masked"] and not b_per_row and not has_c:
         # (split tiles: 2-D layouts, 1D2D scales, no C)
         narrow = ws_narrow(m, n, k) if WS_OVERRIDE is None else WS_OVERRIDE.get("narrow", bn)
+        if narrow < 64 and narrow != tail_narrow(n):
+            narrow = 64  # (a forced tail width N has no tail tiles for)
     block_m = 2 * WG_ROWS.value * (1 if along_n else waves)
     tile_n = bn + narrow if along_n else bn
     split = along_n and narrow < bn

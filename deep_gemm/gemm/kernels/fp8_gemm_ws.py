@@ -58,14 +58,26 @@ def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def _split_tile_cols(off_n, BN: gl.constexpr, NARROW: gl.constexpr):
+def _split_tile_cols(off_n, N, BN: gl.constexpr, NARROW: gl.constexpr):
     """(wide_n, narrow_n): first columns of the BN-wide and the NARROW-wide wave of a BN + NARROW tile. Each wave
-    must lie inside one 128-column B scale block: a tile that starts mid-block (off_n % 128 == 64 for 192-wide
-    tiles) takes its narrow wave first, so its wide wave starts on the next block boundary."""
-    gl.static_assert(BN == 128 and NARROW == 64, "split tiles are 128 + 64 columns")
-    narrow_first = (off_n % 128) != 0
-    wide_n = gl.where(narrow_first, off_n + NARROW, off_n)
-    narrow_n = gl.where(narrow_first, off_n, off_n + BN)
+    must lie inside one 128-column B scale block (one B scale per wave and K block).
+    * NARROW = 64, contiguous 192-wide tiles: a tile that starts mid-block (off_n % 128 == 64) takes its narrow wave
+      first, so its wide wave starts on the next block boundary.
+    * NARROW < 64, tail tiles: tile j's wide wave is the whole block [128 j, 128 j + 128) and its narrow wave the
+      j-th NARROW-wide piece of the columns past the last whole block (N = 576: 4 tiles of 128 + 16 columns,
+      instead of 3 of 192 that leave a quarter of the SMs idle at M = 4096). The launcher picks NARROW so that
+      cdiv(N, BN + NARROW) == N // 128 (the tile count _tile_info derives) and the pieces cover the tail
+      (fp8_triton.tail_narrow)."""
+    gl.static_assert(BN == 128 and (NARROW == 64 or NARROW == 32 or NARROW == 16),
+                     "split tiles are 128 + 64 columns, or 128 + 16 / 32 (tail tiles)")
+    if NARROW == 64:
+        narrow_first = (off_n % 128) != 0
+        wide_n = gl.where(narrow_first, off_n + NARROW, off_n)
+        narrow_n = gl.where(narrow_first, off_n, off_n + BN)
+    else:
+        j = off_n // (BN + NARROW)
+        wide_n = j * BN
+        narrow_n = (N // BN) * BN + j * NARROW
     return wide_n, narrow_n
 
 
@@ -177,7 +189,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
             b_row = expert * N + off_n
             b2_row = b_row
             if SPLIT:  # the wide wave's B rows go to b_bufs, the narrow wave's to b2_bufs
-                wide_n, narrow_n = _split_tile_cols(off_n, BN, NARROW)
+                wide_n, narrow_n = _split_tile_cols(off_n, N, BN, NARROW)
                 b_row = expert * N + wide_n
                 b2_row = expert * N + narrow_n
             if SFB_SMEM:
@@ -491,7 +503,7 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
                 MMA2: gl.constexpr):
     """One warpgroup's 64 rows of a split (BN + NARROW)-wide tile: mainloop, then the two waves' stores (TMA when
     D_TMA, each through its own staging buffer and descriptor, so neither waits for the other's store)."""
-    wide_n, narrow_n = _split_tile_cols(off_n, BN, NARROW)
+    wide_n, narrow_n = _split_tile_cols(off_n, N, BN, NARROW)
     cols = wide_n + gl.arange(0, BN, layout=gl.SliceLayout(0, MMA))
     cols2 = narrow_n + gl.arange(0, NARROW, layout=gl.SliceLayout(0, MMA2))
     rows2 = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, MMA2))
