@@ -116,10 +116,11 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, c_by_pointer: bool) ->
 # Split 128 x 192 tiles cost more per column of work than 128 x 256 ones (H200 2026-11-30, same run, per column of
 # work per SM: 1.04-1.05x at K = 2048-16384, 1.09x at K = 512: less MMA work per byte loaded and per tile).
 SPLIT_TILE_COLUMN_COST = 1.06
-# Tail tiles (128 + 16 or 32 columns, fp8_gemm_ws._split_tile_cols) load 1.89 bytes per output column and K element
-# against 1.67 for 128 x 192 and 1.5 for 128 x 256; scaled like the split tile's measured cost (half its byte
-# ratio): about 1.13x a 128 x 256 tile's cost per column. (Estimate; see the session 11 sweep `tail_tiles`.)
-TAIL_TILE_COLUMN_COST = 1.13
+# Tail tiles (128 + 16 or 32 columns, fp8_gemm_ws._split_tile_cols) cost ~1.2x a 128 x 192 tile per column (H200
+# 2026-11-30, session 11, `sweep_fp8_configs.py --only tail_tiles`, single-round shapes, us per column of tile width:
+# 4096x576x7168 0.288 vs 0.226 (41.4 vs 43.4 us), 4096x448x7168 0.259 vs 0.226 (41.4 vs 43.3 us)): the wide wave and
+# its promotion set the pace of a K block, and the narrow wave saves little of it.
+TAIL_TILE_COLUMN_COST = 1.25
 SPLIT_TILE_MIN_K = 1024
 # Widths of a tail tile's narrow wave: wgmma, TMA boxes and shared-memory shapes take these; wider tails are split
 # 128 + 64.
