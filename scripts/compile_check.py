@@ -81,7 +81,7 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
                         consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None,
-                        d_tma=None, c_tma=False, scales_smem=False, split_k=1, c_double=False):
+                        d_tma=None, c_tma=False, scales_smem=False, split_k=1):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
@@ -100,7 +100,7 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
                       D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n,
                       TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma, SCALES_SMEM=scales_smem, SPLIT_K=split_k,
-                      C_DOUBLE=c_double, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     # The split-K workspace is a fresh torch allocation: the launch specialises its pointer as 16-byte aligned.

@@ -70,9 +70,9 @@ WS_STAGED_SCALES_BN = (64,)
 # staged on 5 of 7 (shape, split) pairs (128x7168x16384 split 2: 49.4 -> 46.0 us; slower: 128x2112x7168 split 4,
 # 15.9 -> 16.2 us; session 10, `sweep_fp8_configs.py --only ws_split_k`, variants ws1 / ws1g).
 WS_SPLIT_K_STAGED_SCALES = True
-# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False,
-# "c_double": bool} forces a warp-specialised variant (None = heuristic; a tail width only where tail_narrow(N) gives
-# it, else 64; d_tma False stores D with pointer stores instead of TMA; c_double where ws_double_staging could).
+# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False}
+# forces a warp-specialised variant (None = heuristic; a tail width only where tail_narrow(N) gives it, else 64;
+# d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
 
 
@@ -87,18 +87,6 @@ def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_stage
         4 * (block_m + 32) if scales_staged else 0)
     epilogue = 2 * 64 * store_n * (max(out_bytes, 4) if split_k else out_bytes)
     return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
-
-
-# Two-wave tiles give each consumer warpgroup a second epilogue staging buffer (its second slab's store then does not
-# wait for the first's to be read out) at or below this many K blocks per tile, where the epilogue is a large share
-# of a tile; it costs a stage of the ring (4 -> 3 at 128 x 256, BF16). Off by default until measured (None).
-WS_DOUBLE_STAGING_MAX_K_BLOCKS = None
-
-
-def ws_double_staging(k: int) -> bool:
-    """Whether 1D2D two-wave tiles of dense and contiguous layouts (whose slabs are all stored: masked layouts skip
-    some) stage their two slabs in separate buffers (WS_DOUBLE_STAGING_MAX_K_BLOCKS)."""
-    return WS_DOUBLE_STAGING_MAX_K_BLOCKS is not None and _cdiv(k, configs.BLOCK_K) <= WS_DOUBLE_STAGING_MAX_K_BLOCKS
 
 
 def ws_waves(grouping: int, m: int, n: int, block_n: int, c_by_pointer: bool) -> tuple[int, bool]:
@@ -462,19 +450,12 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     split = along_n and narrow < bn
     scales_smem = waves == 1 and not b_per_row and (
         bn in WS_STAGED_SCALES_BN or (cfg.split_k > 1 and WS_SPLIT_K_STAGED_SCALES))
-    if WS_OVERRIDE is not None:
-        d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
-    # A second staging buffer per warpgroup where every slab is TMA-stored (ws_double_staging).
-    double_ok = (waves == 2 and not split and cfg.split_k == 1 and not b_per_row and d_tma
-                 and grouping != GROUPING["masked"])
-    c_double = double_ok and ws_double_staging(k)
-    if WS_OVERRIDE is not None and WS_OVERRIDE.get("c_double") is not None:
-        c_double = double_ok and WS_OVERRIDE["c_double"]
-    stages = ws_stages(block_m, tile_n, bn + narrow if split or c_double else bn, d.element_size(), b_per_row,
-                       scales_smem, cfg.split_k > 1)
+    stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row, scales_smem,
+                       cfg.split_k > 1)
     if WS_OVERRIDE is not None:
         # A forced ring depth, capped at what fits (ws_stages counts the staged scales a variant may add).
         stages = min(WS_OVERRIDE.get("stages", stages), stages)
+        d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
     # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
     c_tma = c_rows is not None and waves == 2 and d_tma
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
@@ -491,10 +472,9 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
             psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, scales_smem,
-            cfg.split_k, c_double, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+            cfg.split_k, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k,
-                  c_double)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)

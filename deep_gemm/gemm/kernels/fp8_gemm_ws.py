@@ -442,12 +442,10 @@ def _mainloop_split(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, s
 
 
 @gluon.jit
-def _tma_store(acc, d_desc, c_smem, row0, off_n, PENDING: gl.constexpr = 0):
+def _tma_store(acc, d_desc, c_smem, row0, off_n):
     """Registers -> swizzled shared memory -> one asynchronous TMA store of the slab (rows past the descriptor's end
-    clipped by the hardware). The buffer's previous store must have been read out first: all stores but the last
-    PENDING ones (1 when the warpgroup alternates two buffers and every slab is stored: the last store used the
-    other buffer)."""
-    tma.store_wait(pendings=PENDING)
+    clipped by the hardware). The buffer's previous store must have been read out first."""
+    tma.store_wait(pendings=0)
     c_smem.store(acc.to(d_desc.dtype))
     fence_async_shared()
     tma.async_copy_shared_to_global(d_desc, [row0, off_n], c_smem)
@@ -457,7 +455,7 @@ def _tma_store(acc, d_desc, c_smem, row0, off_n, PENDING: gl.constexpr = 0):
 def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING: gl.constexpr, ZERO_GAPS: gl.constexpr,
               HAS_C: gl.constexpr, D_TMA: gl.constexpr, slab_row=0, m_limit=1, c_desc=None, c_bar=None, c_phase=0,
-              C_TMA: gl.constexpr = False, PENDING: gl.constexpr = 0):
+              C_TMA: gl.constexpr = False):
     """Store one 64-row slab: which rows it writes, and which of them hold a product (the rest become zeros).
     Masked layouts skip the TMA store of a slab wholly past masked_m (its first row `slab_row` >= `m_limit`).
     C_TMA (with D_TMA): C's slab arrives by TMA in the staging buffer D's store then reuses (barrier `c_bar`, its
@@ -475,7 +473,7 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
     mask = gl.expand_dims(row_store, 1) & gl.expand_dims(col_ok, 0)
     if HAS_C:
         if C_TMA:
-            tma.store_wait(pendings=PENDING)  # the staging buffer's previous store has been read out
+            tma.store_wait(pendings=0)  # the staging buffer's previous store has been read out
             mbarrier.expect(c_bar, c_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(c_desc, [row0, off_n], c_bar, c_smem)
             mbarrier.wait(c_bar, c_phase)
@@ -490,7 +488,7 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
             if slab_row < m_limit:
                 _tma_store(acc, d_desc, c_smem, row0, off_n)
         else:
-            _tma_store(acc, d_desc, c_smem, row0, off_n, PENDING)
+            _tma_store(acc, d_desc, c_smem, row0, off_n)
     else:
         out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
         gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
@@ -578,7 +576,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
               ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
-              SPLIT_K: gl.constexpr, C_DOUBLE: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr):
+              SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -663,15 +661,10 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                         wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
             _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
-                      off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), tiles_done & 1, C_TMA,
-                      1 if C_DOUBLE else 0)
-            # C_DOUBLE: the second wave's slab has its own staging buffer, so its store need not wait until the
-            # first slab's TMA store has read the shared one.
-            c1_smem = c2_smem if C_DOUBLE else c_smem
+                      off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), tiles_done & 1, C_TMA)
             _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                      c1_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
-                      slab_row1, m_limit, c_desc, c_bars.index(2 * WG + 1), tiles_done & 1, C_TMA,
-                      1 if C_DOUBLE else 0)
+                      c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
+                      slab_row1, m_limit, c_desc, c_bars.index(2 * WG + 1), tiles_done & 1, C_TMA)
         tiles_done += 1
     if D_TMA:
         tma.store_wait(pendings=0)
@@ -697,8 +690,7 @@ def _fp8_gemm_ws_kernel(
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
         WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr, C_TMA: gl.constexpr,
-        SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, C_DOUBLE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-        PRODUCER_REGS: gl.constexpr):
+        SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -714,9 +706,6 @@ def _fp8_gemm_ws_kernel(
     gl.static_assert(SPLIT_K == 1 or (WAVES == 1 and GROUPING == DENSE and not B_PER_ROW and not HAS_C and D_TMA),
                      "split-K: dense 1D2D one-wave tiles without C, D by TMA")
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
-    # (masked layouts skip some slabs' stores, so the last store may have used the same buffer)
-    gl.static_assert(not C_DOUBLE or (WAVES == 2 and not SPLIT and SPLIT_K == 1 and GROUPING != MASKED),
-                     "two staging buffers: two-wave tiles whose slabs are all stored")
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == BN + NARROW, "128 x (BN + NARROW) tile")
         gl.static_assert(BN == 128, "waves along N take one 128-column B scale block each")
@@ -751,8 +740,6 @@ def _fp8_gemm_ws_kernel(
     c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, C_ROWS, BN], d_desc.layout)
     if SPLIT:
         c2_bufs = gl.allocate_shared_memory(d2_desc.dtype, [2, WG_ROWS, NARROW], d2_desc.layout)
-    elif C_DOUBLE:  # a second staging buffer per consumer warpgroup: its two-wave tile's second slab
-        c2_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
     else:
         c2_bufs = c_bufs
     if C_TMA:  # one C-load barrier per consumer warpgroup and wave
@@ -770,13 +757,13 @@ def _fp8_gemm_ws_kernel(
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, C_DOUBLE, ws_ptr, counter_ptr, 0)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
                      layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, C_DOUBLE, ws_ptr, counter_ptr, 1)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
