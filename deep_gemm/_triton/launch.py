@@ -386,7 +386,7 @@ class LaunchPlan:
     does not keep the recording call's tensors alive."""
 
     __slots__ = ("compiled", "grid", "device_index", "template", "tensor_slots", "desc_slots", "fresh_slots",
-                 "direct")
+                 "direct", "keeps_buffers")
 
     @classmethod
     def from_record(cls, record: list, inputs: Sequence[Any], scratch=(), persistent=()):
@@ -397,6 +397,7 @@ class LaunchPlan:
         compiled, grid, args, device_index = record[0]
         plan = cls()
         plan.compiled, plan.grid, plan.device_index = compiled, grid, device_index
+        plan.keeps_buffers = bool(persistent)  # (its launches share state with the other calls using them)
         plan.template = list(args)
         plan.tensor_slots, plan.desc_slots, plan.fresh_slots = [], [], []
 

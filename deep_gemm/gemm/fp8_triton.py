@@ -182,9 +182,21 @@ def _stream_of(t: torch.Tensor):
     return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else None
 
 
+def _capturing(t: torch.Tensor) -> bool:
+    """Whether the current stream of CUDA tensor t's device is capturing a graph (False for CPU tensors)."""
+    return t.is_cuda and torch._C._cuda_isCurrentStreamCapturing()
+
+
 def _counters(d: torch.Tensor, count: int) -> torch.Tensor:
     """At least `count` zeroed split-K counters for launches for `d` (on the current stream of its device, the
-    stream ``_stream_of`` names in the dense plan key)."""
+    stream ``_stream_of`` names in the dense plan key).
+
+    A launch captured into a CUDA graph gets counters of its own instead, allocated from the graph's memory pool: the
+    allocation's zero fill is captured with it, so each replay starts from zeros, and graphs captured on one stream
+    (torch.cuda.graph's default capture stream is shared) may be replayed at the same time on different streams,
+    which that stream's shared counters would not survive."""
+    if _capturing(d):
+        return torch.zeros(count, dtype=torch.int32, device=d.device)
     key = (d.get_device(), _stream_of(d))
     buf = _COUNTERS.get(key)
     if buf is None or buf.numel() < count:
@@ -519,7 +531,8 @@ def _dense(layout: str):
             key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE), WS_STAGED_SCALES_BN,
                    WS_SPLIT_K_STAGED_SCALES, _stream_of(d))
             plan = _PLANS.get(key)
-            if plan is not None:
+            # (a plan holding split-K counters is not replayed into a graph capture: see _counters)
+            if plan is not None and not (plan.keeps_buffers and _capturing(d)):
                 plan.run(inputs)
                 return None
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
@@ -527,7 +540,7 @@ def _dense(layout: str):
             return NotImplemented
         recorder = _Recorder() if key is not None else None
         _launch_dense(a, sfa, b, sfb, d, c, r, recorder=recorder)
-        if recorder is not None:
+        if recorder is not None and not (recorder.persistent and _capturing(d)):
             plan = LaunchPlan.from_record(recorder.launches, inputs, recorder.scratch, recorder.persistent)
             if plan is not None:
                 if len(_PLANS) >= PLAN_LIMIT:
