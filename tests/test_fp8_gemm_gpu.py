@@ -518,7 +518,7 @@ def test_split_k_graphs_captured_on_one_stream_replay_concurrently(monkeypatch, 
             for i in range(rounds):
                 deep_gemm.fp8_gemm_nt(a, b, d[i])
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-    for _ in range(3):
+    for _ in range(10):  # (with shared counters 28 % of the calls came out wrong, H200)
         for d in outs:
             for x in d:
                 x.fill_(float("nan"))
