@@ -92,8 +92,7 @@ def test_dense_odd_shapes(m, n, k):
 
 WS_VARIANTS = [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, stages=3),
                dict(waves=2, wave_n=True, stages=4), dict(waves=2, wave_n=True, narrow=64, stages=4),
-               dict(waves=2, wave_n=True, narrow=16), dict(waves=2, wave_n=True, narrow=32),
-               dict(waves=2, wave_n=True, scales_smem=True)]
+               dict(waves=2, wave_n=True, narrow=16), dict(waves=2, wave_n=True, narrow=32)]
 
 
 @pytest.mark.parametrize("variant", WS_VARIANTS)
@@ -322,8 +321,7 @@ def _check_contiguous(ms, n, k, psum):
 
 @pytest.mark.parametrize("variant", [dict(waves=1, stages=5), dict(waves=2, wave_n=True, stages=4),
                                      dict(waves=2, wave_n=True, stages=3), dict(waves=2, wave_n=True, narrow=64),
-                                     dict(waves=2, wave_n=True, narrow=16), dict(waves=2, wave_n=True, narrow=32),
-                                     dict(waves=2, wave_n=True, scales_smem=True)])
+                                     dict(waves=2, wave_n=True, narrow=16), dict(waves=2, wave_n=True, narrow=32)])
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048), (448, 208), (200, 208)])
 def test_m_grouped_contiguous_warp_specialised_variants(monkeypatch, variant, psum, n, k):
@@ -355,8 +353,7 @@ def _assert_untouched_past_masked(d_group, m):
     assert d_group[align(m, 64):].isnan().all()
 
 
-@pytest.mark.parametrize("variant", [dict(waves=2, wave_n=True), dict(waves=1, stages=5),
-                                     dict(waves=2, wave_n=True, scales_smem=True)])
+@pytest.mark.parametrize("variant", [dict(waves=2, wave_n=True), dict(waves=1, stages=5)])
 @pytest.mark.parametrize("g,m_per,max_m,n,k", [(8, 192, 1024, 512, 1024), (4, 100, 192, 448, 256),
                                                (3, 300, 384, 7168, 2048)])
 def test_masked_warp_specialised(monkeypatch, variant, g, m_per, max_m, n, k):

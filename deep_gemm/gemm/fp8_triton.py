@@ -70,13 +70,9 @@ WS_STAGED_SCALES_BN = (64,)
 # staged on 5 of 7 (shape, split) pairs (128x7168x16384 split 2: 49.4 -> 46.0 us; slower: 128x2112x7168 split 4,
 # 15.9 -> 16.2 us; session 10, `sweep_fp8_configs.py --only ws_split_k`, variants ws1 / ws1g).
 WS_SPLIT_K_STAGED_SCALES = True
-# 128 x 256 two-wave tiles stage their 1D2D scales in shared memory too (the producer copies each block's 128 A
-# scales and two B scales into the stage; the consumers read them while wave 0's wgmma runs) instead of loading them
-# from global memory a block ahead. (Off until measured.)
-WS_TWO_WAVE_STAGED_SCALES = False
-# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False,
-# "scales_smem": bool} forces a warp-specialised variant (None = heuristic; a tail width only where tail_narrow(N)
-# gives it, else 64; d_tma False stores D with pointer stores instead of TMA; scales_smem where the tile takes it).
+# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False}
+# forces a warp-specialised variant (None = heuristic; a tail width only where tail_narrow(N) gives it, else 64;
+# d_tma False stores D with pointer stores instead of TMA).
 WS_OVERRIDE = None
 
 
@@ -466,12 +462,6 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     split = along_n and narrow < bn
     scales_smem = waves == 1 and not b_per_row and (
         bn in WS_STAGED_SCALES_BN or (cfg.split_k > 1 and WS_SPLIT_K_STAGED_SCALES))
-    two_wave_staged_ok = waves == 2 and along_n and not split and not b_per_row
-    if two_wave_staged_ok:
-        scales_smem = WS_TWO_WAVE_STAGED_SCALES
-    if WS_OVERRIDE is not None and "scales_smem" in WS_OVERRIDE and not b_per_row and (
-            waves == 1 or two_wave_staged_ok):
-        scales_smem = WS_OVERRIDE["scales_smem"]
     stages = ws_stages(block_m, tile_n, bn + narrow if split else bn, d.element_size(), b_per_row, scales_smem,
                        cfg.split_k > 1)
     if WS_OVERRIDE is not None:

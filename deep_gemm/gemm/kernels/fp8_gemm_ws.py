@@ -198,16 +198,12 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
                 sfb_ok = sfb_cols < N
             if SCALES_SMEM:
                 # 1D2D scales of each K block, staged with the operands: the tile's BM A scales (zeros past the
-                # valid rows) and its B scales, one per 128-column wave (lane w holds wave w's: one lane for
-                # one-wave tiles, two for 128 x 256 two-wave tiles; the other lanes' slots are zero-filled, as are
-                # waves past N).
+                # valid rows) and its one B scale (lane 0; the other lanes' slots are zero-filled).
                 sfa_idx = off_m + gl.arange(0, BM, layout=SFA_VEC)
                 sfa_src = sfa_ptr + group * stride_sfa_g + sfa_idx * stride_sfa_m
                 sfa_ok = sfa_idx < m_limit
                 lane = gl.arange(0, 32, layout=VEC)
-                B_WAVES: gl.constexpr = TILE_N // BN if TILE_N > BN else 1
-                sb_src = sfb_ptr + expert * stride_sfb_g + (off_n // 128 + lane) * stride_sfb_n
-                sb_ok = (lane < B_WAVES) & (off_n + lane * BN < N)
+                sb_src = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n + lane * 0
             for kb in range(kb0, kb0 + num_kb):
                 stage = it % STAGES
                 # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
@@ -223,7 +219,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
                     async_copy.async_copy_global_to_shared(sfa_bufs.index(stage), sfa_src + kb * stride_sfa_k,
                                                            mask=sfa_ok)
                     async_copy.async_copy_global_to_shared(sb_bufs.index(stage), sb_src + kb * stride_sfb_k,
-                                                           mask=sb_ok)
+                                                           mask=lane == 0)
                     async_copy.mbarrier_arrive(bar)
                 mbarrier.expect(bar, STAGE_BYTES)
                 tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
@@ -255,14 +251,6 @@ def _staged_scales(sfa_bufs, sb_bufs, stage, A_ROW0: gl.constexpr, MMA: gl.const
     # Lane 0 holds the B scale, the other slots zeros: the sum is the scale, exactly.
     sb = gl.sum(sb_bufs.index(stage).load(gl.BlockedLayout([1], [32], [4], [0])), axis=0)
     return sa, sb
-
-
-@gluon.jit
-def _staged_b_scale(sb_bufs, stage, WAVE: gl.constexpr):
-    """The B scale of wave WAVE (its lane) of the block in `stage` (SCALES_SMEM, two-wave tiles)."""
-    LANES: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    v = sb_bufs.index(stage).load(LANES)
-    return gl.sum(gl.where(gl.arange(0, 32, layout=LANES) == WAVE, v, 0.0), axis=0)
 
 
 @gluon.jit
@@ -317,26 +305,18 @@ def _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows
 
 
 @gluon.jit
-def _mainloop_two_waves(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_cols0, sfb_cols1,
-                        row_ok0, row_ok1, wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr,
-                        BN: gl.constexpr, STAGES: gl.constexpr, WAVE_N: gl.constexpr, MMA: gl.constexpr,
-                        SCALES_SMEM: gl.constexpr = False):
+def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_cols0, sfb_cols1, row_ok0, row_ok1,
+                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr,
+                        STAGES: gl.constexpr, WAVE_N: gl.constexpr, MMA: gl.constexpr):
     """Two 64 x BN waves per warpgroup and K block (DeepGEMM's structure): wave 0's wgmma, wait, promote, then
     wave 1's. Waves split the warpgroup's rows (WAVE_N false: a 256-row tile) or the tile's columns (WAVE_N true:
     a 128 x 2BN tile: measured faster on dense shapes, and the only choice for grouped layouts, whose segments are
     128-row aligned). Either way one stage feeds twice the
     MMA work of a 128 x BN tile per byte loaded. One partial is live (2 x 64 accumulator + 64 partial registers at
     BN = 128), so the waves do not overlap within a warpgroup; the other warpgroup's wgmmas fill the tensor core
-    meanwhile. 1D2D scales only (one B scale per 128-column wave). SCALES_SMEM (waves along N): each block's
-    scales come from its stage (the producer staged them), read while wave 0's wgmma runs, instead of global
-    loads one block ahead (whose pointers and masks cost registers)."""
-    gl.static_assert(not SCALES_SMEM or WAVE_N, "staged scales: waves along N")
+    meanwhile. 1D2D scales only (one B scale per 128-column wave)."""
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    if SCALES_SMEM:
-        acc0, acc1, it = _mainloop_two_waves_staged(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, num_kb, it,
-                                                    A_ROW0, BN, STAGES, MMA)
-        return acc0, acc1, it
     sa0 = gl.load(sfa_rows0, mask=row_ok0, other=0.0)
     sb0 = gl.load(sfb_cols0)
     if WAVE_N:
@@ -376,32 +356,6 @@ def _mainloop_two_waves(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_row
             sa1 = na1
         sa0 = na0
         sb0 = nb0
-        it += 1
-    return acc0, acc1, it
-
-
-@gluon.jit
-def _mainloop_two_waves_staged(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, num_kb, it, A_ROW0: gl.constexpr,
-                               BN: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr):
-    """_mainloop_two_waves along N with the scales staged in each stage (SCALES_SMEM)."""
-    acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    for kb in range(num_kb):
-        stage = it % STAGES
-        a_tile = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
-        b_tile = b_bufs.index(stage)
-        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        part = warpgroup_mma(a_tile, b_tile.slice(0, BN, dim=0).permute((1, 0)),
-                             gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        sa, sb0 = _staged_scales(sfa_bufs, sb_bufs, stage, A_ROW0, MMA)
-        sb1 = _staged_b_scale(sb_bufs, stage, 1)
-        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        acc0 = acc0 + part * gl.expand_dims(sa * sb0, 1)
-        part = warpgroup_mma(a_tile, b_tile.slice(BN, BN, dim=0).permute((1, 0)),
-                             gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        mbarrier.arrive(empty.index(stage), count=1)
-        acc1 = acc1 + part * gl.expand_dims(sa * sb1, 1)
         it += 1
     return acc0, acc1, it
 
@@ -703,9 +657,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                                                               num_kb, it, stride_sfa_k, A_ROW0, BN, STAGES, MMA)
                 else:
                     acc0, acc1, it = _mainloop_two_waves(
-                        a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1,
-                        row_ok, row_ok1, wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N,
-                        MMA, SCALES_SMEM)
+                        a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
+                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
             _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
                       off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), tiles_done & 1, C_TMA)
@@ -749,8 +702,7 @@ def _fp8_gemm_ws_kernel(
     if GROUPING == K_GROUPED:
         gl.static_assert(SFB_SMEM and D_TMA, "K-grouped layouts run 1D1D two-wave tiles stored by TMA")
     gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
-    gl.static_assert(not SCALES_SMEM or ((WAVES == 1 or WAVE_N) and not B_PER_ROW and not SPLIT),
-                     "staged 1D2D scales: one-wave tiles and two-wave tiles along N")
+    gl.static_assert(not SCALES_SMEM or (WAVES == 1 and not B_PER_ROW), "staged 1D2D scales: one-wave tiles")
     gl.static_assert(SPLIT_K == 1 or (WAVES == 1 and GROUPING == DENSE and not B_PER_ROW and not HAS_C and D_TMA),
                      "split-K: dense 1D2D one-wave tiles without C, D by TMA")
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
