@@ -46,6 +46,8 @@ WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages
                "ws2n-s3": dict(waves=2, wave_n=True, stages=3), "ws2n-s4": dict(waves=2, wave_n=True, stages=4),
                "ws2n192": dict(waves=2, wave_n=True, narrow=64, stages=4),
                "ws2n-tail": dict(waves=2, wave_n=True, narrow=16), "ws2n-tail32": dict(waves=2, wave_n=True, narrow=32),
+               "ws2n-r224": dict(waves=2, wave_n=True, regs=(224, 56)),
+               "ws2n-r240": dict(waves=2, wave_n=True, regs=(240, 32)),
                "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False),
                "ws1": dict(waves=1)}
 # Variants each table runs (--variants overrides): "tl" is the tl.* kernel, "auto" the shipped heuristic.

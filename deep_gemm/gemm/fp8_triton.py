@@ -70,9 +70,10 @@ WS_STAGED_SCALES_BN = (64,)
 # staged on 5 of 7 (shape, split) pairs (128x7168x16384 split 2: 49.4 -> 46.0 us; slower: 128x2112x7168 split 4,
 # 15.9 -> 16.2 us; session 10, `sweep_fp8_configs.py --only ws_split_k`, variants ws1 / ws1g).
 WS_SPLIT_K_STAGED_SCALES = True
-# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False}
-# forces a warp-specialised variant (None = heuristic; a tail width only where tail_narrow(N) gives it, else 64;
-# d_tma False stores D with pointer stores instead of TMA).
+# Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False,
+# "regs": (consumer, producer)} forces a warp-specialised variant (None = heuristic; a tail width only where
+# tail_narrow(N) gives it, else 64; d_tma False stores D with pointer stores instead of TMA; regs: the partitions'
+# register budgets).
 WS_OVERRIDE = None
 
 
@@ -468,6 +469,9 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
         # A forced ring depth, capped at what fits (ws_stages counts the staged scales a variant may add).
         stages = min(WS_OVERRIDE.get("stages", stages), stages)
         d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
+    regs = (WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+    if WS_OVERRIDE is not None and "regs" in WS_OVERRIDE:
+        regs = WS_OVERRIDE["regs"]
     # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
     c_tma = c_rows is not None and waves == 2 and d_tma
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
@@ -484,9 +488,10 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
             psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, scales_smem,
-            cfg.split_k, WS_CONSUMER_REGS, WS_PRODUCER_REGS)
+            cfg.split_k, *regs)
     config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k)
+                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k,
+                  regs)
     launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
