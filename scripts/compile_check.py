@@ -81,7 +81,7 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
                         consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None,
-                        d_tma=None, c_tma=False, scales_smem=False, split_k=1):
+                        d_tma=None, c_tma=False, scales_smem=False, split_k=1, g_pad=8):
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
@@ -96,7 +96,7 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cm"]})
-    constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=8,
+    constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=g_pad,
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
                       D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n,
                       TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma, SCALES_SMEM=scales_smem, SPLIT_K=split_k,

@@ -115,6 +115,25 @@ def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
     assert calc_diff(d, _ref(a, b)) < TOL
 
 
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 1024), (300, 640, 7168)])
+def test_register_budgets_give_identical_results(monkeypatch, m, n, k):
+    """The two-wave kernel built with each register budget ws_register_budget may choose computes the same bits
+    (a budget moves values between registers and local memory, not the arithmetic), matching the reference."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
+    calls = _spy_run_ws(monkeypatch)
+    a, b = _operands(m, n, k)
+    outs = []
+    for regs in fp8_triton.WS_REGISTER_BUDGETS:
+        monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", dict(waves=2, wave_n=True, regs=regs))
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        deep_gemm.fp8_gemm_nt(a, b, d)
+        outs.append(d)
+    assert len(calls) == len(outs)
+    assert calc_diff(outs[0], _ref(a, b)) < TOL
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
 @pytest.mark.parametrize("bn", [64, 128])
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (129, 200, 208), (300, 576, 7168), (128, 4096, 1536)])
 def test_one_wave_staged_scales_match_global_loads(monkeypatch, bn, m, n, k):

@@ -61,6 +61,17 @@ def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str
             return launch(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
                           num_stages=num_stages, device_index=device_index, record=record)
     _ensure_context(current)
+    compiled = compiled_kernel(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
+                               num_stages=num_stages, device_index=device_index)
+    launch_compiled(compiled, grid, args, device_index)
+    if record is not None:
+        record.append((compiled, grid, tuple(args), device_index))
+
+
+def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str, config_key: tuple,
+                    num_warps: int, num_stages: int = 1, device_index: int = 0):
+    """The compiled (and loaded) binary ``launch`` runs for these arguments on the current device, from the cache or
+    built now. Its ``n_spills`` (local memory words per thread) is known once it is loaded."""
     pdl = get_pdl()
     key = (name, device_index, config_key, num_warps, num_stages, pdl, _type_key(args))
     compiled = KERNEL_CACHE.get(key)
@@ -73,9 +84,7 @@ def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str
             ck._init_handles()  # load the binary now, not inside a later (possibly captured) launch
             return ck
         compiled = KERNEL_CACHE.get_or_compile(key, build)
-    launch_compiled(compiled, grid, args, device_index)
-    if record is not None:
-        record.append((compiled, grid, tuple(args), device_index))
+    return compiled
 
 
 def _ensure_context(device_index: int) -> None:

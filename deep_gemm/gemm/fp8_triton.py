@@ -23,7 +23,7 @@ import threading
 
 import torch
 
-from .._triton.launch import FastDescriptor, LaunchPlan, descriptor, interpreting, launch
+from .._triton.launch import FastDescriptor, LaunchPlan, compiled_kernel, descriptor, interpreting, launch
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import fp8_autotune
 from . import fp8_configs as configs
@@ -50,10 +50,33 @@ GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 _WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
 # Dense problems too small for two-wave tiles run the one-wave kernel up to this K in "auto" mode (see above).
 WS_MAX_DENSE_K = 2048
-# Register budgets per partition (setmaxnreg): each consumer warpgroup holds a 64xBN FP32 accumulator plus a
-# 64xBN FP32 partial (2 x 64 registers at BN = 128) and addresses; the TMA producer needs almost none.
-WS_CONSUMER_REGS = 232
-WS_PRODUCER_REGS = 40
+# Register budgets per partition (setmaxnreg), (consumer warpgroup, producer warp), in the order tried: each consumer
+# warpgroup holds a 64xBN FP32 accumulator plus a 64xBN FP32 partial (2 x 64 registers at BN = 128; two-wave tiles
+# 2 x 64 + 64) and addresses; the TMA producer needs almost none. ptxas's spilling is not monotonic in the budget:
+# the first budget that compiles a variant without spills is kept, else the one that spills least
+# (ws_register_budget). H200 2026-11-30 (session 11, `sweep_fp8_configs.py`, variants ws2n-s4 / -r224 / -r240, the
+# two-wave 128 x 256 kernel; spilled bytes per thread from `compile_check.py`): masked with 32 groups spills 48 / 8
+# / 104 bytes and ran 776 / 609 / 1029 us at 32 x 192 x 6144 x 7168; masked with 6 groups 56 / 88 / 24 bytes, 225 /
+# 272 / 222 us at 6 x 1024 x 4096 x 4096; psum 16 / 64 / 0 bytes, 987 / 1061 / 982 us at 4 x 34151 x 4096 x 4096;
+# dense 40 / 8 / 96 bytes, 278.6 / 275.3 / 340.8 us at 4096 x 24576 x 1536: the fewest spills was the fastest every
+# time.
+WS_REGISTER_BUDGETS = ((232, 40), (224, 56), (240, 32))
+# The budget chosen per compiled variant (and device): ws_register_budget's answer.
+_WS_BUDGETS: dict = {}
+
+
+def ws_register_budget(spills) -> tuple[int, int]:
+    """The register budget of a warp-specialised variant: the first of WS_REGISTER_BUDGETS whose build does not spill
+    (``spills(budget)``: local memory words per thread of the variant compiled with that budget), else the one that
+    spills least (the earlier on a tie). Only variants that spill at the first budget pay for more builds."""
+    best, best_spills = None, None
+    for budget in WS_REGISTER_BUDGETS:
+        words = spills(budget)
+        if words == 0:
+            return budget
+        if best is None or words < best_spills:
+            best, best_spills = budget, words
+    return best
 # Shared memory the warp-specialised kernel may use for its stage ring and epilogue buffers (sm_90a opt-in limit
 # minus the barriers and Triton's own reservation).
 WS_SMEM_BYTES = 230_000
@@ -73,7 +96,7 @@ WS_SPLIT_K_STAGED_SCALES = True
 # Test and benchmark hook: {"waves": 1|2, "wave_n": bool, "narrow": 16|32|64|128, "stages": n, "d_tma": False,
 # "regs": (consumer, producer)} forces a warp-specialised variant (None = heuristic; a tail width only where
 # tail_narrow(N) gives it, else 64; d_tma False stores D with pointer stores instead of TMA; regs: the partitions'
-# register budgets).
+# register budgets instead of ws_register_budget's).
 WS_OVERRIDE = None
 
 
@@ -469,9 +492,6 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
         # A forced ring depth, capped at what fits (ws_stages counts the staged scales a variant may add).
         stages = min(WS_OVERRIDE.get("stages", stages), stages)
         d_tma = d_tma and WS_OVERRIDE.get("d_tma", True)
-    regs = (WS_CONSUMER_REGS, WS_PRODUCER_REGS)
-    if WS_OVERRIDE is not None and "regs" in WS_OVERRIDE:
-        regs = WS_OVERRIDE["regs"]
     # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
     c_tma = c_rows is not None and waves == 2 and d_tma
     if (block_m, tile_n) != (cfg.block_m, cfg.block_n):
@@ -484,17 +504,26 @@ def _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n
     b_gluon = _gluon_operand_desc(b_desc, bn if split else tile_n)
     b2_gluon = _gluon_operand_desc(b_desc, narrow) if split else b_gluon
     c_desc = _gluon_slab_desc(c_rows, bn) if c_tma else d_desc
-    args = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, ws, counters,
+    head = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc, layout_arg, ws, counters,
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,
             block_m, bn, cfg.block_k, stages, cfg.group_m, grid[0], grouping, _next_pow2(num_groups),
             psum_align, zero_gaps, b_per_row, has_c, d_tma, waves, along_n, tile_n, narrow, c_tma, scales_smem,
-            cfg.split_k, *regs)
-    config_key = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
-                  psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k,
-                  regs)
-    launch(_fp8_gemm_ws_kernel, grid, args, name="fp8_gemm_ws", config_key=config_key, num_warps=4,
-           num_stages=1, device_index=d.device.index or 0,
-           record=recorder.launches if recorder is not None else None)
+            cfg.split_k)
+    variant = ("ws", block_m, bn, cfg.group_m, d.dtype, stages, grouping, b_per_row, has_c, d_tma, zero_gaps,
+               psum_align, grid[0], _next_pow2(num_groups), waves, along_n, narrow, c_tma, scales_smem, cfg.split_k)
+    device_index = d.device.index or 0
+
+    def compiled(regs):
+        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs), name="fp8_gemm_ws",
+                               config_key=(*variant, regs), num_warps=4, num_stages=1, device_index=device_index)
+    regs = WS_OVERRIDE["regs"] if WS_OVERRIDE is not None and "regs" in WS_OVERRIDE else None
+    if regs is None:
+        regs = _WS_BUDGETS.get((variant, device_index))
+        if regs is None:
+            regs = ws_register_budget(lambda r: compiled(r).n_spills)
+            _WS_BUDGETS[(variant, device_index)] = regs
+    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs), name="fp8_gemm_ws", config_key=(*variant, regs), num_warps=4,
+           num_stages=1, device_index=device_index, record=recorder.launches if recorder is not None else None)
 
 
 def _write_without_product(d, c) -> None:
