@@ -47,6 +47,7 @@ WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages
                "ws2n192": dict(waves=2, wave_n=True, narrow=64, stages=4),
                "ws2n-tail": dict(waves=2, wave_n=True, narrow=16), "ws2n-tail32": dict(waves=2, wave_n=True, narrow=32),
                "ws2n-r224": dict(waves=2, wave_n=True, regs=(224, 56)),
+               "ws2n-r232": dict(waves=2, wave_n=True, regs=(232, 40)),
                "ws2n-r240": dict(waves=2, wave_n=True, regs=(240, 32)),
                "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False),
                "ws1": dict(waves=1)}
@@ -417,6 +418,9 @@ def main():
         for part in args.only.split(","):
             SECTIONS[part](timer, rows)
     finally:
+        # The register budgets the launcher chose (ws_register_budget) per variant it compiled.
+        for variant, regs in {(v[6], v[14], v[15], v[16], v[13]): r for (v, _), r in fp8_triton._WS_BUDGETS.items()}.items():
+            print("budget grouping/waves/along_n/narrow/g_pad", variant, "->", regs)
         if args.out:
             with open(args.out, "w") as f:
                 json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), f, indent=1)
