@@ -48,6 +48,8 @@ WS_VARIANTS = {"ws1-s5": dict(waves=1, stages=5), "ws1-s6": dict(waves=1, stages
                "ws2n-tail": dict(waves=2, wave_n=True, narrow=16), "ws2n-tail32": dict(waves=2, wave_n=True, narrow=32),
                "ws2n-r224": dict(waves=2, wave_n=True, regs=(224, 56)),
                "ws2n-r232": dict(waves=2, wave_n=True, regs=(232, 40)),
+               # (1D1D and K-grouped layouts: their only warp-specialised variant, with a forced register budget)
+               "r232": dict(regs=(232, 40)), "r224": dict(regs=(224, 56)),
                "ws2n-r240": dict(waves=2, wave_n=True, regs=(240, 32)),
                "ws2n-ptr": dict(waves=2, wave_n=True, stages=4, d_tma=False),
                "ws1": dict(waves=1)}
@@ -392,6 +394,37 @@ def sweep_tail_tiles(timer, rows):
                             dg.get((m, n, k)))
 
 
+def sweep_k_grouped(timer, rows):
+    """The K-grouped weight-gradient table (bench_fp8_gemm's shapes and data) under each variant (auto, r232,
+    r224: the register budgets)."""
+    import random
+
+    import deep_gemm
+    from deep_gemm.utils.math import align
+    for g, m, n, k_per_group in shapes.K_GROUPED:
+        random.seed(0)
+        ks = [align(int(k_per_group * random.uniform(0.7, 1.3)), 128) for _ in range(g)]
+        sum_k = sum(ks)
+        a = (torch.randn(sum_k, m, device="cuda").to(torch.float8_e4m3fn),
+             torch.rand(sum_k // 128, m, device="cuda") + 0.5)
+        b = (torch.randn(sum_k, n, device="cuda").to(torch.float8_e4m3fn),
+             torch.rand(sum_k // 128, n, device="cuda") + 0.5)
+        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+        expected = None
+        for name in ["auto", "r232", "r224", "auto", "r232", "r224"]:
+            d = torch.zeros(g, m, n, device="cuda")
+
+            def call():
+                deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d)
+            run_variant(name, call)
+            if expected is None:
+                expected = d.clone()
+            diff = calc_diff(d, expected)
+            us = run_variant(name, lambda: timer(call))
+            rows.append(dict(table="k_grouped", groups=g, m=m, n=n, sum_k=sum_k, variant=name, us=us, diff=diff))
+            print(f"k_grouped {g}x{m}x{n}x{sum_k} {name:5s} {us:8.1f} us diff {diff:.1e}", flush=True)
+
+
 # --only names -> sweeps, run in the order given.
 SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "masked": sweep_masked,
             "group_m": sweep_group_m, "masked_decode": sweep_masked_decode, "dense128": sweep_dense_small,
@@ -399,7 +432,7 @@ SECTIONS = {"dense4096": sweep_dense_big, "contiguous": sweep_contiguous, "maske
             "dense1": lambda timer, rows: sweep_dense_small(timer, rows, ms=(1,)),
             "dense_mid": sweep_dense_mid, "sharing": sweep_sharing,
             "one_wave_scales": sweep_one_wave_scales,
-            "ws_split_k": sweep_ws_split_k, "tail_tiles": sweep_tail_tiles}
+            "ws_split_k": sweep_ws_split_k, "tail_tiles": sweep_tail_tiles, "k_grouped": sweep_k_grouped}
 
 
 def main():

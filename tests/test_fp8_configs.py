@@ -296,10 +296,11 @@ def test_hand_made_config_breaking_the_b_scale_rule_is_rejected():
 
 def test_register_budget_keeps_the_first_build_without_spills_else_the_fewest():
     """ws_register_budget builds the warp-specialised variant with each budget in turn: it stops at the first one
-    that does not spill, else keeps the one that spills least (the earlier on a tie), and builds no more than it
-    needs."""
+    that spills no more than the tolerance, else keeps the one that spills least (the earlier on a tie), and builds
+    no more than it needs."""
     from deep_gemm.gemm import fp8_triton
     budgets = fp8_triton.WS_REGISTER_BUDGETS
+    tolerance = fp8_triton.WS_SPILL_TOLERANCE_WORDS
     assert len(set(budgets)) == len(budgets) >= 2
 
     def chooser(spills_by_budget):
@@ -311,9 +312,13 @@ def test_register_budget_keeps_the_first_build_without_spills_else_the_fewest():
         return fp8_triton.ws_register_budget(spills), built
     no_spill_first = {b: 0 for b in budgets}
     assert chooser(no_spill_first) == (budgets[0], [budgets[0]])
-    second_clean = {b: 5 for b in budgets} | {budgets[1]: 0}
+    second_clean = {b: tolerance + 5 for b in budgets} | {budgets[1]: 0}
     assert chooser(second_clean) == (budgets[1], list(budgets[:2]))
-    fewest_last = {b: 10 - i for i, b in enumerate(budgets)}
+    fewest_last = {b: tolerance + 10 - i for i, b in enumerate(budgets)}
     assert chooser(fewest_last) == (budgets[-1], list(budgets))
-    tie = {b: 4 for b in budgets}
+    tie = {b: tolerance + 4 for b in budgets}
     assert chooser(tie) == (budgets[0], list(budgets))
+    tolerated = {b: 0 for b in budgets} | {budgets[0]: tolerance}
+    assert chooser(tolerated) == (budgets[0], [budgets[0]])
+    just_over = {b: 0 for b in budgets} | {budgets[0]: tolerance + 1}
+    assert chooser(just_over) == (budgets[1], list(budgets[:2]))
