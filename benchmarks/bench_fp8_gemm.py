@@ -241,18 +241,25 @@ def bench_masked(timer, results):
         assert diff < CORRECTNESS_LIMIT
 
 
+def k_grouped_operands(g, m, n, k_per_group):
+    """The K-grouped table's data (seeded): (ks, a, b, layout): per-group K (~k_per_group, multiples of 128), A and
+    B MN-major FP8 with 1D1D scales over the concatenated K, the K sizes on the GPU."""
+    random.seed(0)
+    ks = [align(int(k_per_group * random.uniform(0.7, 1.3)), 128) for _ in range(g)]
+    sum_k = sum(ks)
+    a = (torch.randn(sum_k, m, device="cuda").to(torch.float8_e4m3fn),
+         torch.rand(sum_k // 128, m, device="cuda") + 0.5)
+    b = (torch.randn(sum_k, n, device="cuda").to(torch.float8_e4m3fn),
+         torch.rand(sum_k // 128, n, device="cuda") + 0.5)
+    return ks, a, b, torch.tensor(ks, dtype=torch.int32, device="cuda")
+
+
 def bench_k_grouped(timer, results, compare_ws=False):
     print("\n== K-grouped FP8 (weight gradient), FP32 out accumulated into C ==")
     for g, m, n, k_per_group in shapes.K_GROUPED:
-        random.seed(0)
-        ks = [align(int(k_per_group * random.uniform(0.7, 1.3)), 128) for _ in range(g)]
+        ks, a, b, layout = k_grouped_operands(g, m, n, k_per_group)
         sum_k = sum(ks)
-        a = (torch.randn(sum_k, m, device="cuda").to(torch.float8_e4m3fn),
-             torch.rand(sum_k // 128, m, device="cuda") + 0.5)
-        b = (torch.randn(sum_k, n, device="cuda").to(torch.float8_e4m3fn),
-             torch.rand(sum_k // 128, n, device="cuda") + 0.5)
         d = torch.zeros(g, m, n, device="cuda")
-        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
         deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d)
         expected = torch.zeros_like(d)
         from deep_gemm.gemm.fp8_reference import make_k_grouped_reference

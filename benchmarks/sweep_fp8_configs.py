@@ -397,19 +397,10 @@ def sweep_tail_tiles(timer, rows):
 def sweep_k_grouped(timer, rows):
     """The K-grouped weight-gradient table (bench_fp8_gemm's shapes and data) under each variant (auto, r232,
     r224: the register budgets)."""
-    import random
-
     import deep_gemm
-    from deep_gemm.utils.math import align
     for g, m, n, k_per_group in shapes.K_GROUPED:
-        random.seed(0)
-        ks = [align(int(k_per_group * random.uniform(0.7, 1.3)), 128) for _ in range(g)]
+        ks, a, b, layout = bench.k_grouped_operands(g, m, n, k_per_group)
         sum_k = sum(ks)
-        a = (torch.randn(sum_k, m, device="cuda").to(torch.float8_e4m3fn),
-             torch.rand(sum_k // 128, m, device="cuda") + 0.5)
-        b = (torch.randn(sum_k, n, device="cuda").to(torch.float8_e4m3fn),
-             torch.rand(sum_k // 128, n, device="cuda") + 0.5)
-        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
         expected = None
         for name in ["auto", "r232", "r224", "auto", "r232", "r224"]:
             d = torch.zeros(g, m, n, device="cuda")
