@@ -443,7 +443,8 @@ def main():
             SECTIONS[part](timer, rows)
     finally:
         # The register budgets the launcher chose (ws_register_budget) per variant it compiled.
-        for variant, regs in {(v[6], v[14], v[15], v[16], v[13]): r for (v, _), r in fp8_triton._WS_BUDGETS.items()}.items():
+        chosen = {(v[6], v[14], v[15], v[16], v[13]): r for (v, _), r in fp8_triton._WS_BUDGETS.items()}
+        for variant, regs in chosen.items():
             print("budget grouping/waves/along_n/narrow/g_pad", variant, "->", regs)
         if args.out:
             with open(args.out, "w") as f:

@@ -54,12 +54,12 @@ WS_MAX_DENSE_K = 2048
 # warpgroup holds a 64xBN FP32 accumulator plus a 64xBN FP32 partial (2 x 64 registers at BN = 128; two-wave tiles
 # 2 x 64 + 64) and addresses; the TMA producer needs almost none. ptxas's spilling is not monotonic in the budget:
 # the first budget that compiles a variant with at most WS_SPILL_TOLERANCE_WORDS spilled is kept, else the one that
-# spills least (ws_register_budget). H200 2026-11-30 (session 11, `sweep_fp8_configs.py`, variants ws2n-s4 / -r224 / -r240, the
-# two-wave 128 x 256 kernel; spilled bytes per thread from `compile_check.py`): masked with 32 groups spills 48 / 8
-# / 104 bytes and ran 776 / 609 / 1029 us at 32 x 192 x 6144 x 7168; masked with 6 groups 56 / 88 / 24 bytes, 225 /
-# 272 / 222 us at 6 x 1024 x 4096 x 4096; psum 16 / 64 / 0 bytes, 987 / 1061 / 982 us at 4 x 34151 x 4096 x 4096;
-# dense 40 / 8 / 96 bytes, 278.6 / 275.3 / 340.8 us at 4096 x 24576 x 1536: the fewest spills was the fastest every
-# time.
+# spills least (ws_register_budget). H200 2026-11-30 (session 11, `sweep_fp8_configs.py`, variants ws2n-s4 / -r224 /
+# -r240, the two-wave 128 x 256 kernel; spilled bytes per thread from `compile_check.py`): masked with 32 groups
+# spills 48 / 8 / 104 bytes and ran 776 / 609 / 1029 us at 32 x 192 x 6144 x 7168; masked with 6 groups 56 / 88 / 24
+# bytes, 225 / 272 / 222 us at 6 x 1024 x 4096 x 4096; psum 16 / 64 / 0 bytes, 987 / 1061 / 982 us at 4 x 34151 x
+# 4096 x 4096; dense 40 / 8 / 96 bytes, 278.6 / 275.3 / 340.8 us at 4096 x 24576 x 1536: the fewest spills was the
+# fastest every time.
 WS_REGISTER_BUDGETS = ((232, 40), (224, 56), (240, 32))
 # Spilled words per thread that count as none: the K-grouped variants spill 2 words at (232, 40), outside their K
 # loop, and none at (224, 56), where they ran 0-2.7 % slower (`sweep --only k_grouped`, session 11: 4 x 4096 x 7168 x
@@ -67,21 +67,6 @@ WS_REGISTER_BUDGETS = ((232, 40), (224, 56), (240, 32))
 WS_SPILL_TOLERANCE_WORDS = 2
 # The budget chosen per compiled variant (and device): ws_register_budget's answer.
 _WS_BUDGETS: dict = {}
-
-
-def ws_register_budget(spills) -> tuple[int, int]:
-    """The register budget of a warp-specialised variant: the first of WS_REGISTER_BUDGETS whose build spills at most
-    WS_SPILL_TOLERANCE_WORDS (``spills(budget)``: local memory words per thread of the variant compiled with that
-    budget), else the one that spills least (the earlier on a tie). Only variants that spill more than that at the
-    first budget pay for more builds."""
-    best, best_spills = None, None
-    for budget in WS_REGISTER_BUDGETS:
-        words = spills(budget)
-        if words <= WS_SPILL_TOLERANCE_WORDS:
-            return budget
-        if best is None or words < best_spills:
-            best, best_spills = budget, words
-    return best
 # Shared memory the warp-specialised kernel may use for its stage ring and epilogue buffers (sm_90a opt-in limit
 # minus the barriers and Triton's own reservation).
 WS_SMEM_BYTES = 230_000
@@ -103,6 +88,21 @@ WS_SPLIT_K_STAGED_SCALES = True
 # tail_narrow(N) gives it, else 64; d_tma False stores D with pointer stores instead of TMA; regs: the partitions'
 # register budgets instead of ws_register_budget's).
 WS_OVERRIDE = None
+
+
+def ws_register_budget(spills) -> tuple[int, int]:
+    """The register budget of a warp-specialised variant: the first of WS_REGISTER_BUDGETS whose build spills at most
+    WS_SPILL_TOLERANCE_WORDS (``spills(budget)``: local memory words per thread of the variant compiled with that
+    budget), else the one that spills least (the earlier on a tie). Only variants that spill more than that at the
+    first budget pay for more builds."""
+    best, best_spills = None, None
+    for budget in WS_REGISTER_BUDGETS:
+        words = spills(budget)
+        if words <= WS_SPILL_TOLERANCE_WORDS:
+            return budget
+        if best is None or words < best_spills:
+            best, best_spills = budget, words
+    return best
 
 
 def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_staged: bool = False,
@@ -176,8 +176,8 @@ def ws_narrow(m: int, n: int, k: int) -> int:
 
     DeepGEMM's wave model: count the rounds of #SMs tiles each width needs and the columns of work per SM that
     makes, weighted by the tile's cost per column; the cheapest wins (the wider on a tie). Measured (H200, M=4096,
-    K=7168): N=2112 (11 x 192 exactly) 147 -> 120 us, N=576 (three equal tiles instead of 256 + 256 + 64)
-    51 -> 43 us; the other five DeepSeek shapes are faster on 128 x 256 (by 4-14 %)."""
+    K=7168): N=2112 (11 x 192 exactly) 147 -> 120 us; N=576 51 us on 256 + 256 + 64 columns, 43 us on three 192-wide
+    tiles, 41 us on four 128 + 16 tail tiles; the other five DeepSeek shapes are faster on 128 x 256 (by 4-14 %)."""
     if k < SPLIT_TILE_MIN_K:
         return 128
     sms = _num_sms()
