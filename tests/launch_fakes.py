@@ -77,7 +77,7 @@ def fake_compiled(arg_names, descriptor_meta: dict, c_launch, *, global_scratch_
     launcher.launch_cooperative_grid = False
     launcher.launch_pdl = False
     return SimpleNamespace(run=launcher, function=0x5EED, packed_metadata=(4, 1, 49152),
-                           metadata=SimpleNamespace(tensordesc_meta=tensordesc_meta))
+                           metadata=SimpleNamespace(tensordesc_meta=tensordesc_meta), n_spills=0)
 
 
 def base_args(compiled, grid, stream, scratch=None) -> tuple:

@@ -160,6 +160,7 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", get)
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
     monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
     kernels = library.kernels_of("fp8_gemm_nt")
     binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
 

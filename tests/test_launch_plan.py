@@ -6,6 +6,8 @@ plans refuse what they cannot re-derive. The GPU tests check replayed results ag
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -17,6 +19,9 @@ from deep_gemm.gemm import fp8_triton
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 
+COMPILED = SimpleNamespace(n_spills=0)
+
+
 @pytest.fixture
 def stubbed_gpu(monkeypatch):
     """Pretend to run on a GPU host: compile nothing, launch nothing, record every launch's arguments."""
@@ -26,9 +31,11 @@ def stubbed_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(launch_mod, "_ensure_context", lambda index: None)
     monkeypatch.setattr(launch_mod, "launch_compiled", lambda compiled, grid, args, dev: launched.append((grid, args)))
-    monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: "compiled")
+    # (a loaded kernel that spills nothing: the warp-specialised launcher reads n_spills to pick a register budget)
+    monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: COMPILED)
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
     monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
     return launched
 
 
