@@ -4,6 +4,8 @@ shared memory per config: the cheap first check before spending GPU time.
     python scripts/compile_check.py            # the FP8 GEMM kernel over its main configs
     python scripts/compile_check.py --ws       # the warp-specialised Gluon kernel's variants
     python scripts/compile_check.py --serialisation   # JSON: does ptxas serialise the Gluon variants' wgmmas?
+    python scripts/compile_check.py --budgets  # spilled bytes of the Gluon variants at each register budget, and the
+                                               # budget the launcher's rule (fp8_triton.ws_register_budget) keeps
 
 Run without TRITON_INTERPRET (the interpreter cannot compile warp-specialised kernels).
 """
@@ -61,7 +63,9 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
 
 
-if __name__ == "__main__" and "--ws" not in sys.argv:
+MODES = ("--ws", "--serialisation", "--budgets")
+
+if __name__ == "__main__" and not any(mode in sys.argv for mode in MODES):
     for cfg in [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
                 dict(bm=128, bn=64, warps=8, stages=4), dict(bm=64, bn=128, warps=4, stages=4),
                 dict(bm=16, bn=128, warps=4, stages=4, split=4), dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True,
@@ -167,3 +171,26 @@ if __name__ == "__main__" and "--serialisation" in sys.argv:
         info = ptxas_info(ck.asm["ptx"])
         report[name] = dict(serialised="C7514" in info, qgmma=sass_counts(ck.asm["cubin"])["QGMMA"])
     print(json.dumps(report))
+
+
+def spilled_bytes(cubin: bytes) -> int:
+    """Local memory (spills) per thread of a compiled kernel, from cuobjdump's resource usage (STACK)."""
+    return int(resource_usage(cubin).split("STACK:")[1].split()[0])
+
+
+# Variants whose spills depend on more than the mainloop: the masked two-wave kernel at 8 and 32 groups (G_PAD).
+BUDGET_VARIANTS = {**SERIALISATION_VARIANTS,
+                   "two-wave 128x256 masked, 8 groups": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True,
+                                                              g_pad=8),
+                   "two-wave 128x256 masked, 32 groups": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True,
+                                                               g_pad=32)}
+
+if __name__ == "__main__" and "--budgets" in sys.argv:
+    from deep_gemm.gemm import fp8_triton
+    budgets = fp8_triton.WS_REGISTER_BUDGETS
+    print(f"{'variant':52s}", *(f"{c}/{p:<4d}" for c, p in budgets), " kept  (spilled bytes per thread)")
+    for name, cfg in BUDGET_VARIANTS.items():
+        spills = {b: spilled_bytes(compile_fp8_gemm_ws(consumer_regs=b[0], producer_regs=b[1], **cfg).asm["cubin"])
+                  for b in budgets}
+        kept = fp8_triton.ws_register_budget(lambda b: spills[b] // 4)
+        print(f"{name:52s}", *(f"{spills[b]:>8d}" for b in budgets), f" {kept[0]}/{kept[1]}", flush=True)
