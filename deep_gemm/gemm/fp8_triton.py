@@ -409,8 +409,10 @@ def _c_tma_loadable(c: torch.Tensor, d: torch.Tensor, d_rows: torch.Tensor):
 
 def _ws_pays(grouping: int, m: int, n: int, k: int, block_n: int, c_by_pointer: bool, tma_store: bool,
              b_per_row: bool = False, split_k: int = 1) -> bool:
-    if split_k > 1:  # 128-row split-K configs (dense 1D2D, no C: the caller checked) run one-wave tiles
-        return _WS_MODE != "off"
+    if split_k > 1:
+        # 128-row split-K configs run one-wave tiles; the caller routes them here only where
+        # _one_wave_split_routable holds (dense 1D2D, no C, D by TMA, the kernel not off).
+        return True
     if b_per_row:
         # 1D1D runs on 128 x 256 two-wave tiles only, which stage the per-column B scales in shared memory
         # (_mainloop_two_waves_1d1d); the one-wave consumer had no registers for them (it spilled 408 B, sm_90a,
