@@ -19,9 +19,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, ROOT)
 import deep_gemm  # noqa: E402
 from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402
-from deep_gemm.runtime import KERNEL_CACHE  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
-from ws_variants import NOLOAD, patched_module  # noqa: E402
+from ws_variants import NOLOAD, patched_module, use_kernel  # noqa: E402
 
 ZEROS = "gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)"
 PATCHES = {
@@ -69,8 +68,7 @@ for m, n, k in shapes:
     b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     for name in ["full", "noload", "nopromote", "noload+nopromote"]:
-        fp8_gemm_ws._fp8_gemm_ws_kernel = original if name == "full" else variant_module(name)._fp8_gemm_ws_kernel
-        KERNEL_CACHE.clear()
+        use_kernel(original if name == "full" else variant_module(name)._fp8_gemm_ws_kernel)
         tf, us = tflops(m, n, k, lambda: deep_gemm.fp8_gemm_nt(a, b, d))
         print(f"{m}x{n}x{k} {name:18s} {us:8.1f} us {tf:7.0f} TFLOPS", flush=True)
-fp8_gemm_ws._fp8_gemm_ws_kernel = original
+use_kernel(original)

@@ -27,9 +27,8 @@ from bench_fp8_gemm import KernelTimer  # noqa: E402
 from deep_gemm.gemm import fp8_configs, fp8_triton  # noqa: E402
 from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402
 from deep_gemm.gemm.operands import resolve_recipe  # noqa: E402
-from deep_gemm.runtime import KERNEL_CACHE  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
-from ws_variants import NOLOAD, patched_module  # noqa: E402
+from ws_variants import NOLOAD, patched_module, use_kernel  # noqa: E402
 
 STORE = "    gl.store(slab + split * SLAB + offs, part)\n"
 ATOMIC = ('    arrived = gl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")\n'
@@ -64,8 +63,7 @@ for case in cases:
     r = resolve_recipe(None, None, None, b[1])
     names = ["full", "noload"] + (["nostore", "noatomic", "noreads", "noreduce"] if cfg.split_k > 1 else [])
     for name in names:
-        fp8_gemm_ws._fp8_gemm_ws_kernel = original if name == "full" else variant_module(name)._fp8_gemm_ws_kernel
-        KERNEL_CACHE.clear()
+        use_kernel(original if name == "full" else variant_module(name)._fp8_gemm_ws_kernel)
         us = time_us(lambda: fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, r, cfg=cfg))
         print(f"{m}x{n}x{k} 128x{bn} split{split} {name:9s} {us:8.1f} us", flush=True)
-fp8_gemm_ws._fp8_gemm_ws_kernel = original
+use_kernel(original)
