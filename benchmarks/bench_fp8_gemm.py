@@ -254,6 +254,14 @@ def k_grouped_operands(g, m, n, k_per_group):
     return ks, a, b, torch.tensor(ks, dtype=torch.int32, device="cuda")
 
 
+def k_grouped_reference(a, b, ks, layout, g, m, n):
+    """The K-grouped product ([G, M, N] FP32) of k_grouped_operands' data from the dequantised operands."""
+    from deep_gemm.gemm.fp8_reference import make_k_grouped_reference
+    expected = torch.zeros(g, m, n, device="cuda")
+    make_k_grouped_reference("tn")(a[0], a[1], b[0], b[1], expected, ks, layout, None, [1, 1, 128], "mn", False)
+    return expected
+
+
 def bench_k_grouped(timer, results, compare_ws=False):
     print("\n== K-grouped FP8 (weight gradient), FP32 out accumulated into C ==")
     for g, m, n, k_per_group in shapes.K_GROUPED:
@@ -261,10 +269,7 @@ def bench_k_grouped(timer, results, compare_ws=False):
         sum_k = sum(ks)
         d = torch.zeros(g, m, n, device="cuda")
         deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d)
-        expected = torch.zeros_like(d)
-        from deep_gemm.gemm.fp8_reference import make_k_grouped_reference
-        make_k_grouped_reference("tn")(a[0], a[1], b[0], b[1], expected, ks, layout, None, [1, 1, 128], "mn", False)
-        diff = calc_diff(d, expected)
+        diff = calc_diff(d, k_grouped_reference(a, b, ks, layout, g, m, n))  # (C = D was zero: D is the product)
         us = timer(lambda: deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d))
         tflops = 2 * m * n * sum_k / us / 1e6
         row = dict(table="k_grouped_tn", groups=g, m=m, n=n, sum_k=sum_k, us=us, tflops=tflops, diff=diff)
