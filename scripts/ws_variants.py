@@ -19,10 +19,10 @@ NOLOAD = ("                mbarrier.expect(bar, STAGE_BYTES)\n"
           "                mbarrier.arrive(bar, count=1)\n")
 
 
-def patched_module(tag: str, patches, relpath: str = KERNEL):
+def patched_module(tag: str, patches, relpath: str = KERNEL, source: str | None = None):
     """The module at `relpath` (the kernel unless said) with `patches` ((old, new) text pairs) applied, imported as a
-    sibling of the original."""
-    src = SRC if relpath == KERNEL else open(os.path.join(ROOT, relpath)).read()
+    sibling of the original; `source` replaces the file's text (e.g. the kernel at another git revision)."""
+    src = source if source is not None else SRC if relpath == KERNEL else open(os.path.join(ROOT, relpath)).read()
     for old, new in patches:
         assert src.count(old) == 1, (tag, old[:60])
         src = src.replace(old, new)
