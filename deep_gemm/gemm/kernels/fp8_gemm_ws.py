@@ -383,9 +383,10 @@ def _next_first_scales(sfa_ptr, sfb_ptr, unit, num_units, layout_ptr, M, N, NUM_
                        A_ROW0: gl.constexpr, WAVE_N: gl.constexpr, VEC: gl.constexpr, ROWS: gl.constexpr):
     """_first_block_scales of the warpgroup's work unit `unit` (zeros when there is none or it has no rows; the
     layout is read at a valid unit either way), loaded before the previous tile's epilogue, which hides their
-    latency. Loaded at the tile's start instead, the first promotion waits for them: H200, M=4096, one process
-    (`scripts/ws_ab.py`), dense 0.5-1.8 % and contiguous 1-7 % faster with the prefetch. Not for masked layouts,
-    whose tile lookup (a scan over the groups) is dearer than the latency (3.5-5.3 % slower at 32 groups)."""
+    latency. Loaded at the tile's start instead, the first promotion waits for them. H200, M=4096, in-process A/B
+    (`scripts/ws_ab.py`, two runs): dense 0.8-2.4 % faster on four of the five 128 x 256 shapes, contiguous within
+    its noise. Not for masked layouts, whose tile lookup (a scan over the groups) costs more than the latency hides
+    (3.5-5.3 % slower at 32 groups)."""
     group, expert, off_m, off_n, m_limit, row_end = _tile_info(
         gl.maximum(gl.minimum(unit, num_units - 1), 0), layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M,
         GROUPING, G_PAD, PSUM_ALIGN, VEC)
