@@ -169,6 +169,18 @@ def bench_1d1d(timer, results, compare_ws=False):
         assert diff < CORRECTNESS_LIMIT
 
 
+def contiguous_diff(d, a, b, starts, ends):
+    """Worst calc_diff over the groups' rows of an M-grouped contiguous output against the dequantised reference."""
+    return max(calc_diff(d[s:e], reference((a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]), (128, 128)))
+               for i, (s, e) in enumerate(zip(starts, ends)))
+
+
+def masked_diff(d, a, b, masked):
+    """Worst calc_diff over the groups' valid rows of a masked output against the dequantised reference."""
+    return max(calc_diff(d[i, :m], reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]), (128, 128)))
+               for i, m in enumerate(masked) if m)
+
+
 def contiguous_operands(g, per_group, n, k):
     """DeepGEMM's contiguous benchmark setup: g groups of ~per_group rows (seeded), segments aligned as the kernels
     require; returns (ms, starts, ends, a, b, psum layout)."""
@@ -194,8 +206,7 @@ def bench_contiguous(timer, results):
         m = a[0].size(0)
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True)
-        diff = max(calc_diff(d[s:e], reference((a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]), (128, 128)))
-                   for i, (s, e) in enumerate(zip(starts, ends)))
+        diff = contiguous_diff(d, a, b, starts, ends)
         us = timer(lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True))
         tflops = 2 * sum(ms) * n * k / us / 1e6
         row = dict(table="m_grouped_contiguous", groups=g, m=sum(ms), n=n, k=k, us=us, tflops=tflops,
@@ -227,8 +238,7 @@ def bench_masked(timer, results):
         d = torch.empty(g, shapes.MASKED_MAX_M, n, device="cuda", dtype=torch.bfloat16)
         call = lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))  # noqa: E731
         call()
-        diff = max(calc_diff(d[i, :masked[i]], reference((a[0][i, :masked[i]], a[1][i, :masked[i]]),
-                                                         (b[0][i], b[1][i]), (128, 128))) for i in range(g))
+        diff = masked_diff(d, a, b, masked)
         us = timer(call)
         rows = sum(masked)
         tflops = 2 * rows * n * k / us / 1e6

@@ -126,12 +126,6 @@ def sweep_contiguous(timer, rows):
                   f"{tflops / dg_tflops:5.2f}x DG diff {diff:.1e}", flush=True)
 
 
-def masked_diff(d, a, b, masked):
-    """Worst calc_diff over the groups' valid rows against the dequantised reference."""
-    return max(calc_diff(d[i, :m], bench.reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]), (128, 128)))
-               for i, m in enumerate(masked) if m)
-
-
 def sweep_masked(timer, rows):
     """The masked table's shapes (DeepGEMM's Mmax = 4096 allocation), each variant checked on every group's valid
     rows against the dequantised reference."""
@@ -144,7 +138,7 @@ def sweep_masked(timer, rows):
             def call():
                 deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))
             run_variant(name, call)
-            diff = masked_diff(d, a, b, masked)
+            diff = bench.masked_diff(d, a, b, masked)
             us = run_variant(name, lambda: timer(call))
             rows.append(dict(table="masked", groups=g, expected_m=expected_m, n=n, k=k, variant=name, us=us,
                              vs_deepgemm=dg_us / us, diff=diff))
@@ -261,7 +255,7 @@ def sweep_masked_decode(timer, rows):
             fp8_triton._CONFIG_CACHE[problem] = cfg
             try:
                 run_variant("tl", call)
-                diff = masked_diff(d, a, b, masked)
+                diff = bench.masked_diff(d, a, b, masked)
                 us = run_variant("tl", lambda: timer(call))
             finally:
                 fp8_triton._CONFIG_CACHE.pop(problem, None)

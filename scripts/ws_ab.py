@@ -28,11 +28,6 @@ from deep_gemm.testing import calc_diff  # noqa: E402
 from ws_variants import KERNEL, patched_module, use_kernel  # noqa: E402
 
 
-def masked_diff(d, a, b, masked):
-    return max(calc_diff(d[i, :m], bench.reference((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]), (128, 128)))
-               for i, m in enumerate(masked) if m)
-
-
 def cases():
     """(label, call, check) per case: check() returns the calc_diff of the call's last output."""
     for (m, n, k) in shapes.DENSE_1D2D_DG_US:
@@ -48,13 +43,10 @@ def cases():
     for (g, per_group, n, k) in shapes.M_GROUPED_CONTIGUOUS_DG_TFLOPS:
         ms, starts, ends, a, b, layout = bench.contiguous_operands(g, per_group, n, k)
         d = torch.empty(a[0].size(0), n, device="cuda", dtype=torch.bfloat16)
-        refs = [bench.reference((a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]), (128, 128))
-                for i, (s, e) in enumerate(zip(starts, ends))]
         yield (f"contiguous {g}x{sum(ms)}x{n}x{k}",
                lambda a=a, b=b, d=d, layout=layout: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout,
                                                                                                use_psum_layout=True),
-               lambda d=d, refs=refs, starts=starts, ends=ends: max(
-                   calc_diff(d[s:e].float(), ref) for s, e, ref in zip(starts, ends, refs)))
+               lambda d=d, a=a, b=b, starts=starts, ends=ends: bench.contiguous_diff(d, a, b, starts, ends))
     for (g, expected_m, n, k) in shapes.MASKED_DG:
         if expected_m < 128:  # (decode rows run the tl.* kernel)
             continue
@@ -63,7 +55,7 @@ def cases():
         yield (f"masked {g}x{expected_m}x{n}x{k}",
                lambda a=a, b=b, d=d, masked_m=masked_m, e=expected_m: deep_gemm.m_grouped_fp8_gemm_nt_masked(
                    a, b, d, masked_m, int(e * 1.2)),
-               lambda d=d, a=a, b=b, masked=masked: masked_diff(d, a, b, masked))
+               lambda d=d, a=a, b=b, masked=masked: bench.masked_diff(d, a, b, masked))
 
 
 def main():

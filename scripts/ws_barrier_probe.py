@@ -137,18 +137,14 @@ def compile_only(variants):
         fp8_gemm_ws._fp8_gemm_ws_kernel = (original if name == "base"
                                            else patched_module(name, PATCHES[name])._fp8_gemm_ws_kernel)
         ck = cc.compile_fp8_gemm_ws(waves=2, wave_n=True, stages=4, consumer_regs=224, producer_regs=56)
-        tool = os.path.join(os.path.dirname(cc.triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-        import subprocess
-        import tempfile
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(ck.asm["cubin"])
-            f.flush()
-            sass = subprocess.run([tool, "--dump-sass", f.name], capture_output=True, text=True).stdout
+        # (the consumers' named barriers over 128 threads: ids 0 and 2)
+        sass = cc.sass_counts(ck.asm["cubin"], ("BAR.SYNC.DEFER_BLOCKING 0x0, 0x80", "BAR.SYNC.DEFER_BLOCKING 0x2, 0x80",
+                                                "QGMMA"))
         ptx = ck.asm["ptx"]
-        print(f"{name:5s} {cc.resource_usage(ck.asm['cubin'])}  PTX: bar.sync x128 {len(re.findall(r'bar.sync.*128;', ptx))}"
-              f", lane arrivals {ptx.count('dg_lead mbarrier')}; SASS: named 128-thread BAR.SYNC "
-              f"{sass.count('BAR.SYNC.DEFER_BLOCKING 0x2, 0x80') + sass.count('BAR.SYNC.DEFER_BLOCKING 0x0, 0x80')}, "
-              f"QGMMA {sass.count('QGMMA')}", flush=True)
+        print(f"{name:5s} {cc.resource_usage(ck.asm['cubin'])}  PTX: bar.sync x128 "
+              f"{len(re.findall(r'bar.sync.*128;', ptx))}, lane arrivals {ptx.count('dg_lead mbarrier')}; SASS: named "
+              f"128-thread BAR.SYNC {sass['BAR.SYNC.DEFER_BLOCKING 0x0, 0x80'] + sass['BAR.SYNC.DEFER_BLOCKING 0x2, 0x80']}"
+              f", QGMMA {sass['QGMMA']}", flush=True)
     fp8_gemm_ws._fp8_gemm_ws_kernel = original
 
 

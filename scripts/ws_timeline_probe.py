@@ -80,7 +80,7 @@ def _swizzle('''),
 
 
 @gluon.jit
-def _mainloop_two_waves_1d1d(''',
+def _first_block_scales(''',
      '''        sa0 = na0
         sb0 = nb0
         it += 1
@@ -88,7 +88,7 @@ def _mainloop_two_waves_1d1d(''',
 
 
 @gluon.jit
-def _mainloop_two_waves_1d1d('''),
+def _first_block_scales('''),
     # consumer: per-warpgroup sums
     ('''    it = 0
     tiles_done = 0  # parity of this warpgroup's C-load barriers (C_TMA: each wave's is used once per tile)''',
@@ -100,10 +100,12 @@ def _mainloop_two_waves_1d1d('''),
     # consumer: the mainloop's counters added per tile
     ('''                    acc0, acc1, it = _mainloop_two_waves(
                         a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
-                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)''',
+                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, f_sa0, f_sb0, f_x1, A_ROW0, BN, STAGES,
+                        WAVE_N, MMA)''',
      '''                    acc0, acc1, it, waited, looped = _mainloop_two_waves(
                         a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
-                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0, BN, STAGES, WAVE_N, MMA)
+                        wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, f_sa0, f_sb0, f_x1, A_ROW0, BN, STAGES,
+                        WAVE_N, MMA)
                     s_ready += waited
                     s_loop += looped
                     s_kb += num_kb'''),
