@@ -16,7 +16,6 @@ import json
 import math
 import os
 import random
-import statistics
 import sys
 import time
 
@@ -31,40 +30,9 @@ from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8 
 from deep_gemm.utils.math import ceil_div  # noqa: E402
 
 import shapes  # noqa: E402
+from harness import KernelTimer  # noqa: E402,F401  (the probes in scripts/ take it from here)
 
-L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 4x the H200's 60 MB L2
-FLUSH_KERNEL_TAG = "FillFunctor"  # name fragment of the flush kernel, excluded from the timed kernels
 CORRECTNESS_LIMIT = 1e-3  # DeepGEMM's calc_diff bar for FP8 GEMMs
-
-
-class KernelTimer:
-    """Median GPU time of the kernels a call launches, L2 flushed before every call."""
-
-    def __init__(self, reps: int = 20):
-        self.reps = reps
-        self.flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-
-    def __call__(self, fn) -> float:
-        fn()  # warm up (compiles on first call)
-        torch.cuda.synchronize()
-        from torch.profiler import ProfilerActivity, profile
-        per_rep = []
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(self.reps):
-                self.flush.zero_()
-                fn()
-            torch.cuda.synchronize()
-        events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        kernels = [e for e in events if FLUSH_KERNEL_TAG not in e.name and "Memset" not in e.name
-                   and "Memcpy" not in e.name]
-        # Group kernels into reps by the flush kernels that separate them.
-        flush_times = sorted(e.time_range.start for e in events if FLUSH_KERNEL_TAG in e.name)
-        buckets = [0.0] * len(flush_times)
-        for e in kernels:
-            idx = max(0, sum(1 for t in flush_times if t <= e.time_range.start) - 1)
-            buckets[idx] += e.time_range.elapsed_us()
-        per_rep = [b for b in buckets if b > 0]
-        return statistics.median(per_rep) if per_rep else float("nan")
 
 
 def fp8_operands(m, n, k, per_row_b=False):

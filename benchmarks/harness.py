@@ -1,0 +1,96 @@
+"""What every benchmark script shares: one kernel timer, the provider under test, and the results file.
+
+A benchmark script imports whichever ``deep_gemm`` is first on ``sys.path`` and uses only the API both packages
+share (DeepGEMM's names and arguments), so the SAME script times this package and DeepGEMM itself (built from source
+next to it, ``PYTHONPATH=.dg/DeepGEMM``) in the same device call with the same timer:
+
+    PYTHONPATH=$PWD            python benchmarks/bench_X.py --out $OUT/ours
+    PYTHONPATH=$PWD/.dg/DeepGEMM python benchmarks/bench_X.py --out $OUT/dg
+    python benchmarks/compare_providers.py $OUT/ours/bench_X.json $OUT/dg/bench_X.json
+
+This module imports torch only (never ``deep_gemm``): it must work under either package.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import statistics
+
+import torch
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 4x the H200's 60 MB L2
+FLUSH_KERNEL_TAG = "FillFunctor"  # name fragment of the flush kernel (a zero_ fill), excluded from the timed kernels
+
+
+class KernelTimer:
+    """Median GPU time (us) of the kernels one call launches, summed, with the L2 flushed before every call.
+
+    The profiler's kernel times leave the host out: a call's time is what its kernels keep the GPU busy, which is
+    what DeepGEMM's own ``bench_kineto`` reports too."""
+
+    def __init__(self, reps: int = 20):
+        self.reps = reps
+        self.flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def __call__(self, fn) -> float:
+        fn()  # warm up (compiles on first call)
+        torch.cuda.synchronize()
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(self.reps):
+                self.flush.zero_()
+                fn()
+            torch.cuda.synchronize()
+        events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        kernels = [e for e in events if FLUSH_KERNEL_TAG not in e.name and "Memset" not in e.name
+                   and "Memcpy" not in e.name]
+        # Group kernels into reps by the flush kernels that separate them.
+        flush_times = sorted(e.time_range.start for e in events if FLUSH_KERNEL_TAG in e.name)
+        buckets = [0.0] * len(flush_times)
+        for e in kernels:
+            idx = max(0, sum(1 for t in flush_times if t <= e.time_range.start) - 1)
+            buckets[idx] += e.time_range.elapsed_us()
+        per_rep = [b for b in buckets if b > 0]
+        return statistics.median(per_rep) if per_rep else float("nan")
+
+
+def provider() -> str:
+    """'deep_gemm' (this package: it has ``backends()``) or 'DeepGEMM' (the CUDA original)."""
+    import deep_gemm
+    return "deep_gemm" if hasattr(deep_gemm, "backends") else "DeepGEMM"
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def case_key(row: dict) -> str:
+    """The identity of a result row across providers: its table and every field that is not a measurement."""
+    return json.dumps({k: v for k, v in sorted(row.items()) if k not in MEASUREMENTS})
+
+
+# Result fields that are measurements, not part of a case's identity.
+MEASUREMENTS = frozenset(("us", "tflops", "gbps", "diff", "vs_torch", "torch_us", "note"))
+
+
+def write_results(out_dir: str, name: str, results: list[dict], extra: dict | None = None) -> str:
+    """Write ``{out_dir}/{name}.json``: the rows plus the date, GPU, versions and provider. Returns the path."""
+    import deep_gemm
+    meta = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                provider=provider(), deep_gemm_path=os.path.dirname(deep_gemm.__file__))
+    try:
+        import triton
+        meta["triton"] = triton.__version__
+    except ImportError:
+        pass
+    meta.update(extra or {})
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(dict(meta=meta, results=results), f, indent=1)
+    print(f"wrote {path} ({meta['provider']}, {meta['gpu']}, torch {meta['torch']})")
+    return path
