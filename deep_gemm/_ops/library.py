@@ -17,7 +17,6 @@ No op logic lives here.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
 import threading
@@ -138,11 +137,10 @@ class OpKernels:
     check: Callable[..., None]
     reference: Callable[..., Any]
     fake: Callable[..., Any] | None = None
-    # "package.module:function"; imported on the first CUDA call so `import deep_gemm` never imports Triton.
-    triton: str | None = None
+    # The CUDA launcher (same arguments as the reference). Launcher modules import Triton and their kernels lazily,
+    # at the first launch, so wiring the function itself keeps `import deep_gemm` free of Triton.
+    triton: Callable[..., Any] | None = None
     triton_note: str = ""
-    _triton_fn: Callable[..., Any] | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # signature -> its token (see _SIGNATURE_TOKENS)
     _passed: dict = field(default_factory=dict, repr=False)
@@ -166,16 +164,8 @@ class OpKernels:
         return token
 
     def triton_fn(self) -> Callable[..., Any] | None:
-        if self.triton is None or _FORCE_REFERENCE:
-            return None
-        fn = self._triton_fn
-        if fn is None:
-            with self._lock:
-                if self._triton_fn is None:
-                    module, attr = self.triton.split(":")
-                    self._triton_fn = getattr(importlib.import_module(module), attr)
-                fn = self._triton_fn
-        return fn
+        """The CUDA launcher, or None when there is none or DG_FORCE_REFERENCE is set."""
+        return None if _FORCE_REFERENCE else self.triton
 
 
 _KERNELS: dict[str, OpKernels] = {}
@@ -200,12 +190,16 @@ def names_for(name: str) -> list[str]:
 
 
 def register(name: str, *, check: Callable[..., None], reference: Callable[..., Any],
-             fake: Callable[..., Any] | None = None, triton: str | None = None, triton_note: str = "") -> None:
+             fake: Callable[..., Any] | None = None, triton: Callable[..., Any] | None = None,
+             triton_note: str = "") -> None:
     """Register the kernels of op ``name`` (and of its aliases).
 
     ``check(*args)`` validates everything that can be validated from metadata (it runs on fake tensors too) and
     raises ``DeepGEMMError``. ``reference(*args)`` is the CPU kernel. ``fake(*args)`` builds the outputs of ops
-    that return tensors (in-place ops need none). ``triton`` names a launcher with the reference's signature.
+    that return tensors (in-place ops need none). ``triton`` is the CUDA launcher, called with the reference's
+    arguments (plus ``signature=`` when it has ``accepts_signature``); it may return ``NotImplemented`` for
+    argument combinations it does not cover, and the reference runs instead. Its module must not import Triton at
+    import time.
     """
     define_all()
     if name in _KERNELS:

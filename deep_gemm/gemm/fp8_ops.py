@@ -5,14 +5,13 @@ from __future__ import annotations
 from .._ops.library import register
 from . import fp8_checks as checks
 from . import fp8_reference as ref
+from . import fp8_triton as launchers  # (imports no Triton: its kernels load at the first launch)
 
-# Where the CUDA launchers live (imported on the first CUDA call, so `import deep_gemm` never imports Triton).
-_TRITON = "deep_gemm.gemm.fp8_triton"
 _NOT_COVERED = "reference for FP4 operands, int32 UE8M0 scales and K granularity 32"
 
 
-def _triton(name: str) -> str | None:
-    return f"{_TRITON}:{name}"
+def _triton(name: str):
+    return getattr(launchers, name)
 
 
 for _layout in ("nt", "nn", "tn", "tt"):

@@ -6,7 +6,8 @@ from .._ops.library import register
 from .checks import check_tf32_hc_prenorm_gemm
 from .reference import tf32_hc_prenorm_gemm_reference
 
-# "package.module:function" of the CUDA launcher once it exists (KERNEL-NOTES §8); None = the reference runs on CUDA.
+# The CUDA launcher once it exists (a function whose module imports no Triton at import time); None = the reference
+# runs on CUDA.
 _TRITON = None
 
 # Writes d and sqr_sum in place and returns nothing: no fake kernel needed.

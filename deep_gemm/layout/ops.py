@@ -6,12 +6,13 @@ from .._ops.library import register
 from . import checks
 from . import reference as ref
 
-# "package.module" of the CUDA launchers once they exist; None = the references run on CUDA.
-_TRITON = None
+# The module of the CUDA launchers once they exist (imported here, so it must not import Triton at import time);
+# None = the references run on CUDA.
+_LAUNCHERS = None
 
 
-def _triton(name: str) -> str | None:
-    return f"{_TRITON}:{name}" if _TRITON else None
+def _triton(name: str):
+    return getattr(_LAUNCHERS, name) if _LAUNCHERS is not None else None
 
 
 def _fake_of(geometry_of):
