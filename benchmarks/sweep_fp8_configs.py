@@ -252,13 +252,13 @@ def sweep_masked_decode(timer, rows):
 
             def call():
                 deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, int(expected_m * 1.2))
-            fp8_triton._CONFIG_CACHE[problem] = cfg
+            fp8_triton.CONFIGS.put(problem, cfg)
             try:
                 run_variant("tl", call)
                 diff = bench.masked_diff(d, a, b, masked)
                 us = run_variant("tl", lambda: timer(call))
             finally:
-                fp8_triton._CONFIG_CACHE.pop(problem, None)
+                fp8_triton.CONFIGS.pop(problem)
             tag = f"{cfg.block_m}x{cfg.block_n} s{cfg.num_stages} pps{cfg.programs_per_sm}"
             rows.append(dict(table="masked_decode", groups=g, expected_m=expected_m, n=n, k=k, variant=tag, us=us,
                              vs_deepgemm=dg_us / us, diff=diff))

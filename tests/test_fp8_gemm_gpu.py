@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import deep_gemm
+from deep_gemm._triton.plans import PlanCache
 from deep_gemm.gemm.operands import dequantize
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
@@ -79,7 +80,7 @@ def test_repeated_calls_replay_the_launch_plan(m, n, k):
         d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         deep_gemm.fp8_gemm_nt(a, b, d)
         assert calc_diff(d, _ref(a, b)) < TOL
-    assert any(key[0] == "nt" for key in fp8_triton._PLANS)
+    assert any(key[0] == "nt" for key in fp8_triton.PLANS)
 
 
 @pytest.mark.parametrize("m,n,k", ODD)
@@ -185,7 +186,7 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     a second launch (_row_tail), accumulating into C = D and into another C, twice each (a call of two launches
     records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
     from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
     rows = []
     real_run = fp8_triton._run
@@ -205,7 +206,7 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
 def _force_config(monkeypatch, block_m, block_n, split_k):
     """Every dense call takes this config (and records its plans afresh: a recorded plan would replay another)."""
     from deep_gemm.gemm import fp8_configs, fp8_triton
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_config_for",
                         lambda problem, run_with=None: fp8_configs._config(block_m, block_n, split_k))
 
@@ -257,7 +258,7 @@ def test_wide_small_m_on_two_wave_tiles(monkeypatch, m, n, k, ws):
     """64 < M <= 128 problems wide enough for 128 x 256 tiles run the warp-specialised kernel's two-wave tiles
     (rows past M masked, N tails partly and wholly past N); the rest stay on the tl.* kernel."""
     from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     calls = _spy_run_ws(monkeypatch)
     a, b = _operands(m, n, k)
     d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -475,7 +476,7 @@ def test_split_k_results_are_bitwise_repeatable(monkeypatch, m, n, k, ws):
     problem = fp8_triton.dense_problem(m, n, k, outs[0], None, resolve_recipe(None, None, None, b[1]))
     assert problem.one_wave_split_k
     assert fp8_triton.configs.heuristic(problem).split_k > 1
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})  # (a plan recorded by an earlier test would replay unspied)
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())  # (a plan recorded by an earlier test would replay unspied)
     calls = _spy_run_ws(monkeypatch)
     for d in outs:
         deep_gemm.fp8_gemm_nt(a, b, d)

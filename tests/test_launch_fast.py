@@ -17,6 +17,7 @@ from triton.runtime import driver as triton_driver
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import deep_gemm._triton.launch as launch_mod
+from deep_gemm._triton.plans import PlanCache
 from deep_gemm._ops import library
 from deep_gemm.gemm import fp8_triton
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
@@ -159,7 +160,7 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
     monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", get)
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
     kernels = library.kernels_of("fp8_gemm_nt")
     binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
@@ -176,7 +177,7 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
         return c_launch.calls[-1]
     first = operands(0)  # kept alive: the second call's tensors cannot reuse its addresses
     call(first, True)  # records
-    (plan,) = fp8_triton._PLANS.values()
+    (plan,) = fp8_triton.PLANS.values()
     assert plan.direct is not None
     second = operands(1)
     before = fake_gpu.encodes

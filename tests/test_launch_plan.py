@@ -13,6 +13,7 @@ import torch
 
 import deep_gemm
 import deep_gemm._triton.launch as launch_mod
+from deep_gemm._triton.plans import PlanCache
 from deep_gemm._ops import library
 from deep_gemm._ops.errors import DeepGEMMError
 from deep_gemm.gemm import fp8_triton
@@ -34,7 +35,7 @@ def stubbed_gpu(monkeypatch):
     # (a loaded kernel that spills nothing: the warp-specialised launcher reads n_spills to pick a register budget)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: COMPILED)
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "_PLANS", {})
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
     return launched
 
@@ -73,7 +74,7 @@ def _same_args(x, y, tensors_x, tensors_y):
 def test_replayed_plan_passes_the_arguments_a_fresh_launch_would(stubbed_gpu, m, n, k):
     first = _operands(m, n, k, 0)
     _call(*first)  # records the plan
-    assert len(fp8_triton._PLANS) == 1
+    assert len(fp8_triton.PLANS) == 1
     second = _operands(m, n, k, 1)
     _call(*second)  # replays it
     _call(*second, signature=False)  # the full path, for comparison
@@ -103,7 +104,7 @@ def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
     args_alias = call(d, d)
     c = torch.zeros_like(d)
     args_separate = call(c, d)
-    assert len(fp8_triton._PLANS) == 2
+    assert len(fp8_triton.PLANS) == 2
     assert any(x is c for x in args_separate) and not any(x is c for x in args_alias)
     # And replays keep them apart.
     assert any(x is c for x in call(c, d))
@@ -113,10 +114,10 @@ def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
 def test_clearing_the_kernel_cache_retires_plans(stubbed_gpu):
     a, b, d = _operands(16, 128, 128, 0)
     _call(a, b, d)
-    keys_before = set(fp8_triton._PLANS)
+    keys_before = set(fp8_triton.PLANS)
     deep_gemm.get_jit().clear()
     _call(a, b, d)
-    assert set(fp8_triton._PLANS) - keys_before  # a new plan, recorded after the clear
+    assert set(fp8_triton.PLANS) - keys_before  # a new plan, recorded after the clear
 
 
 def test_plan_refuses_tensors_it_cannot_rederive(stubbed_gpu):

@@ -19,24 +19,19 @@ a repeated call shape replays its recorded launch.
 from __future__ import annotations
 
 import os
-import threading
 
 import torch
 
-from .._triton.launch import FastDescriptor, LaunchPlan, compiled_kernel, descriptor, interpreting, launch
+from .._triton.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
+from .._triton.plans import ConfigCache, PlanCache, Recorder
+from .._triton.scratch import split_k_buffers
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import fp8_autotune
 from . import fp8_configs as configs
 from .operands import FP8, resolve_recipe, to_nt
 
-_CONFIG_CACHE: dict = {}
-_CONFIG_LOCK = threading.Lock()
-# Split-K arrival counters (int32, zero between uses: the last split resets its tile's counter), one buffer per
-# (device, stream): launches queued on one stream run in order, but two streams' launches may run at the same time,
-# and a counter both used would let one launch's splits count as the other's (measured on the H200: wrong tiles in
-# 6-16 of 24 rounds of tests/test_fp8_gemm_gpu.py::test_split_k_calls_on_concurrent_streams with one buffer).
-_COUNTERS: dict = {}
-_COUNTERS_LOCK = threading.Lock()
+# Configs resolved per problem (the heuristic, or opt-in autotuning).
+CONFIGS = ConfigCache()
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 
@@ -197,46 +192,10 @@ def ws_narrow(m: int, n: int, k: int) -> int:
 def _config_for(problem: configs.Fp8GemmProblem, run_with=None) -> configs.Fp8GemmConfig:
     """The config of a problem, resolved once per shape: the heuristic, or (opt-in, ``run_with`` given) the fastest
     of a shortlist timed by running ``run_with(config)`` on copies of the outputs."""
-    cfg = _CONFIG_CACHE.get(problem)
-    if cfg is None:
+    def resolve(p):
         tuned = fp8_autotune.autotune_enabled() and run_with is not None and not interpreting()
-        with _CONFIG_LOCK:
-            cfg = _CONFIG_CACHE.get(problem)
-            if cfg is None:
-                cfg = fp8_autotune.tune(problem, run_with) if tuned else configs.heuristic(problem)
-                _CONFIG_CACHE[problem] = cfg
-    return cfg
-
-
-def _stream_of(t: torch.Tensor):
-    """The raw current stream of t's device (what a launch for t runs on), None for CPU tensors."""
-    return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else None
-
-
-def _capturing(t: torch.Tensor) -> bool:
-    """Whether the current stream of CUDA tensor t's device is capturing a graph (False for CPU tensors)."""
-    return t.is_cuda and torch._C._cuda_isCurrentStreamCapturing()
-
-
-def _counters(d: torch.Tensor, count: int) -> torch.Tensor:
-    """At least `count` zeroed split-K counters for launches for `d` (on the current stream of its device, the
-    stream ``_stream_of`` names in the dense plan key).
-
-    A launch captured into a CUDA graph gets counters of its own instead, allocated from the graph's memory pool: the
-    allocation's zero fill is captured with it, so each replay starts from zeros, and graphs captured on one stream
-    (torch.cuda.graph's default capture stream is shared) may be replayed at the same time on different streams,
-    which that stream's shared counters would not survive."""
-    if _capturing(d):
-        return torch.zeros(count, dtype=torch.int32, device=d.device)
-    key = (d.get_device(), _stream_of(d))
-    buf = _COUNTERS.get(key)
-    if buf is None or buf.numel() < count:
-        with _COUNTERS_LOCK:
-            buf = _COUNTERS.get(key)
-            if buf is None or buf.numel() < count:
-                buf = torch.zeros(max(count, 4096), dtype=torch.int32, device=d.device)
-                _COUNTERS[key] = buf
-    return buf
+        return fp8_autotune.tune(p, run_with) if tuned else configs.heuristic(p)
+    return CONFIGS.get(problem, resolve)
 
 
 def _supported(a, sfa, b, sfb, recipe) -> bool:
@@ -320,13 +279,13 @@ def _run(*, a_desc, b_desc, sfa, sfb, d, c, layout, m, n, k, num_groups, groupin
         if _ws_pays(grouping, m, n, k, _ws_block_n(cfg), has_c and c_rows is None, ws_tma, b_per_row, split):
             # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
             slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
-            ws, counters = _split_k_buffers(d, split, slabs, slabs * split * 64 * cfg.block_n, recorder)
+            ws, counters = split_k_buffers(d, split, slabs, slabs * split * 64 * cfg.block_n, recorder)
             _run_ws(a_desc, b_desc, sfa, sfb, d, d_rows, c_arg, c_rows, layout_arg, m, n, k, num_groups,
                     strides_sfa, strides_sfb, stride_dg, stride_dm, stride_cm, cfg, grid, grouping, zero_gaps,
                     psum_align, b_per_row, has_c, ws_tma, ws, counters, recorder)
             return
     # Split-K on the tl.* kernel: one counter per tile, the partials as [split, M, N].
-    ws, counters = _split_k_buffers(d, split, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n), split * m * n,
+    ws, counters = split_k_buffers(d, split, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n), split * m * n,
                                     recorder)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if d_tma else a_desc
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout_arg, ws, counters,
@@ -345,19 +304,6 @@ def _one_wave_split_routable(grouping: int, b_per_row: bool, has_c: bool, d_tma:
     ``dense_problem`` tells the heuristic so."""
     return (grouping == GROUPING["dense"] and not b_per_row and not has_c and d_tma and _WS_MODE != "off"
             and not interpreting())
-
-
-def _split_k_buffers(d: torch.Tensor, split: int, num_counters: int, ws_elems: int, recorder):
-    """(workspace, counters) of a split-K launch: `ws_elems` FP32 partials and `num_counters` arrival counters, or
-    d itself for both when the launch does not split."""
-    if split == 1:
-        return d, d  # unused
-    ws = torch.empty(ws_elems, dtype=torch.float32, device=d.device)
-    counters = _counters(d, num_counters)
-    if recorder is not None:
-        recorder.scratch.append(ws)
-        recorder.persistent.append(counters)
-    return ws, counters
 
 
 def _wide_small_m(grouping: int, m: int, n: int, b_per_row: bool, has_c: bool) -> bool:
@@ -543,19 +489,9 @@ def _write_without_product(d, c) -> None:
         d.copy_(c)
 
 
-class _Recorder:
-    """What one launcher call launched, and which of its tensors were per-call scratch or persistent buffers."""
-
-    __slots__ = ("launches", "scratch", "persistent")
-
-    def __init__(self):
-        self.launches, self.scratch, self.persistent = [], [], []
-
-
-# Dense calls whose metadata signature was seen before replay a recorded launch (see LaunchPlan): keyed by the
+# Dense calls whose metadata signature was seen before replay a recorded launch (_triton/plans.py): keyed by the
 # signature the op's check was memoised under (_ops/library.py) plus the module-level kernel-selection switches.
-_PLANS: dict = {}
-PLAN_LIMIT = 4096
+PLANS = PlanCache()
 
 
 def _dense(layout: str):
@@ -563,32 +499,16 @@ def _dense(layout: str):
                  signature=None):
         a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
         inputs = (a, sfa, b, sfb, d, c)
-        key = None
-        if signature is not None:
-            # The signature sees each tensor's metadata, not which arguments are the same tensor (c is d, a is b):
-            # the plan's slots depend on that too.
-            # (list.index compares ids: each input's first position among identical objects.)
-            ids = [*map(id, inputs)]
-            aliasing = (*map(ids.index, ids),)
-            # A plan keeps its split-K counters, which belong to the stream it was recorded on (_COUNTERS).
-            key = (layout, signature, aliasing, _WS_MODE, id(WS_OVERRIDE), WS_STAGED_SCALES_BN,
-                   WS_SPLIT_K_STAGED_SCALES, _stream_of(d))
-            plan = _PLANS.get(key)
-            # (a plan holding split-K counters is not replayed into a graph capture: see _counters)
-            if plan is not None and not (plan.keeps_buffers and _capturing(d)):
-                plan.run(inputs)
-                return None
+        key = PLANS.key((layout, _WS_MODE, id(WS_OVERRIDE), WS_STAGED_SCALES_BN, WS_SPLIT_K_STAGED_SCALES),
+                        signature, inputs, d)
+        if PLANS.replay(key, inputs, d):
+            return None
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
         if not _supported(a, sfa, b, sfb, r):
             return NotImplemented
-        recorder = _Recorder() if key is not None else None
+        recorder = Recorder() if key is not None else None
         _launch_dense(a, sfa, b, sfb, d, c, r, recorder=recorder)
-        if recorder is not None and not (recorder.persistent and _capturing(d)):
-            plan = LaunchPlan.from_record(recorder.launches, inputs, recorder.scratch, recorder.persistent)
-            if plan is not None:
-                if len(_PLANS) >= PLAN_LIMIT:
-                    _PLANS.clear()
-                _PLANS[key] = plan
+        PLANS.record(key, inputs, d, recorder)
         return None
 
     fp8_gemm.__name__ = f"fp8_gemm_{layout}"

@@ -1,0 +1,132 @@
+"""The host fast path every kernel family shares: configs resolved once per problem, and launches recorded once
+per argument signature and replayed (``launch.LaunchPlan``).
+
+A launcher that sets ``accepts_signature = True`` receives the token of the metadata signature its op's check was
+memoised under (``_ops/library.py``); equal tokens mean equal shapes, strides, dtypes, alignment and knob state, so
+the first call's launch can be replayed for the next call's tensors. ``PlanCache`` keys plans on that token plus
+what the signature cannot see (which arguments are the same tensor, the stream) and on whatever the launcher adds.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .launch import LaunchPlan
+from .scratch import capturing, stream_of
+
+# Plans (and configs) kept per family before the cache is dropped and rebuilt: bounded memory for processes that see
+# many shapes; a dropped entry costs one full-path call.
+PLAN_LIMIT = 4096
+
+
+class Recorder:
+    """What one launcher call launched, and which of its tensors were per-call scratch or persistent buffers."""
+
+    __slots__ = ("launches", "scratch", "persistent")
+
+    def __init__(self):
+        self.launches, self.scratch, self.persistent = [], [], []
+
+
+def aliasing(inputs: Sequence[Any]) -> tuple:
+    """Which inputs are the same object (each input's first position among identical ones): a signature sees each
+    tensor's metadata, not that ``c is d``, and a plan's slots depend on it."""
+    ids = [*map(id, inputs)]
+    return (*map(ids.index, ids),)
+
+
+class PlanCache:
+    """Recorded launches keyed by (launcher key, signature token, aliasing, stream).
+
+    Plans are per stream because a plan may hold split-K counters, which belong to the stream it was recorded on
+    (``scratch``); a plan holding such buffers is neither replayed into nor recorded from a graph capture (a
+    captured launch needs counters of its own)."""
+
+    def __init__(self, limit: int = PLAN_LIMIT):
+        self.limit = limit
+        self._plans: dict = {}
+
+    def key(self, head: tuple, signature, inputs: Sequence[Any], out: torch.Tensor):
+        """The plan key of a call, or None when the call has no signature (it then always takes the full path)."""
+        if signature is None:
+            return None
+        return (*head, signature, aliasing(inputs), stream_of(out))
+
+    def replay(self, key, inputs: Sequence[Any], out: torch.Tensor) -> bool:
+        """Run the plan recorded under ``key`` for these inputs; False when there is none (or it may not run now)."""
+        if key is None:
+            return False
+        plan = self._plans.get(key)
+        if plan is None or (plan.keeps_buffers and capturing(out)):
+            return False
+        plan.run(inputs)
+        return True
+
+    def record(self, key, inputs: Sequence[Any], out: torch.Tensor, recorder: Recorder | None) -> None:
+        """Keep what ``recorder`` saw as the plan of ``key`` (when it is one replayable launch)."""
+        if key is None or recorder is None or (recorder.persistent and capturing(out)):
+            return
+        plan = LaunchPlan.from_record(recorder.launches, inputs, recorder.scratch, recorder.persistent)
+        if plan is not None:
+            if len(self._plans) >= self.limit:
+                self._plans.clear()
+            self._plans[key] = plan
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def __contains__(self, key) -> bool:
+        return key in self._plans
+
+    def keys(self):
+        return self._plans.keys()
+
+    def values(self):
+        return self._plans.values()
+
+    def __iter__(self):
+        return iter(self._plans)
+
+
+class ConfigCache:
+    """A family's configs, resolved once per problem (a frozen dataclass) by ``resolve(problem)``; concurrent first
+    calls resolve once."""
+
+    def __init__(self, limit: int = PLAN_LIMIT):
+        self.limit = limit
+        self._configs: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, problem, resolve: Callable[[Any], Any]):
+        cfg = self._configs.get(problem)
+        if cfg is None:
+            with self._lock:
+                cfg = self._configs.get(problem)
+                if cfg is None:
+                    cfg = resolve(problem)
+                    if len(self._configs) >= self.limit:
+                        self._configs.clear()
+                    self._configs[problem] = cfg
+        return cfg
+
+    def clear(self) -> None:
+        self._configs.clear()
+
+    def __len__(self) -> int:
+        return len(self._configs)
+
+    def __contains__(self, problem) -> bool:
+        return problem in self._configs
+
+    def put(self, problem, cfg) -> None:
+        """Pin a problem's config (benchmark sweeps time hand-picked configs through the normal launch path)."""
+        self._configs[problem] = cfg
+
+    def pop(self, problem) -> None:
+        self._configs.pop(problem, None)

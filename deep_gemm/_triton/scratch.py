@@ -1,0 +1,65 @@
+"""What launches of every kernel family share about streams and per-call memory: the current stream, whether it
+is capturing a CUDA graph, and the split-K workspace and arrival counters.
+
+Split-K kernels write FP32 partials to a per-call workspace; the last split to arrive at a tile's counter (an int32
+``atomic_add``) reduces them and resets the counter to zero, so counters are zero between uses and are kept. They
+belong to a (device, stream): launches queued on one stream run in order, but two streams' launches may run at the
+same time, and a counter both used would let one launch's splits count as the other's (measured on the H200: wrong
+tiles in 6-16 of 24 rounds of tests/test_fp8_gemm_gpu.py::test_split_k_calls_on_concurrent_streams with one buffer).
+A launch captured into a CUDA graph gets counters of its own, allocated from the graph's memory pool: the
+allocation's zero fill is captured with it, so each replay starts from zeros, and graphs captured on one stream
+(torch.cuda.graph's default capture stream is shared) may be replayed at the same time on different streams, which
+that stream's shared counters would not survive (28 % wrong calls in a probe).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+# Smallest counter buffer kept per (device, stream): one per tile of most problems, so it is rarely regrown.
+MIN_COUNTERS = 4096
+
+_COUNTERS: dict = {}
+_COUNTERS_LOCK = threading.Lock()
+
+
+def stream_of(t: torch.Tensor):
+    """The raw current stream of t's device (what a launch for t runs on), None for CPU tensors."""
+    return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else None
+
+
+def capturing(t: torch.Tensor) -> bool:
+    """Whether the current stream of CUDA tensor t's device is capturing a graph (False for CPU tensors)."""
+    return t.is_cuda and torch._C._cuda_isCurrentStreamCapturing()
+
+
+def arrival_counters(d: torch.Tensor, count: int) -> torch.Tensor:
+    """At least ``count`` zeroed int32 arrival counters for launches writing ``d`` on the current stream of its
+    device (kept between calls), or fresh ones inside a graph capture (see the module docstring)."""
+    if capturing(d):
+        return torch.zeros(count, dtype=torch.int32, device=d.device)
+    key = (d.get_device(), stream_of(d))
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < count:
+        with _COUNTERS_LOCK:
+            buf = _COUNTERS.get(key)
+            if buf is None or buf.numel() < count:
+                buf = torch.zeros(max(count, MIN_COUNTERS), dtype=torch.int32, device=d.device)
+                _COUNTERS[key] = buf
+    return buf
+
+
+def split_k_buffers(d: torch.Tensor, split: int, num_counters: int, ws_elems: int, recorder=None):
+    """(workspace, counters) of a split-K launch writing ``d``: ``ws_elems`` FP32 partials (fresh per call) and
+    ``num_counters`` arrival counters, or ``d`` itself for both when the launch does not split (the kernel then
+    never touches them). A ``recorder`` (plans.Recorder) learns which is per-call scratch and which persists."""
+    if split == 1:
+        return d, d  # unused
+    ws = torch.empty(ws_elems, dtype=torch.float32, device=d.device)
+    counters = arrival_counters(d, num_counters)
+    if recorder is not None:
+        recorder.scratch.append(ws)
+        recorder.persistent.append(counters)
+    return ws, counters
