@@ -14,5 +14,5 @@ timeout ${TEST_TIMEOUT:-320} python3 -m pytest tests -q -p no:cacheprovider --ma
 timeout 60 python3 benchmarks/profile_host.py 2>&1 | head -34 > "$OUT/profile_host.log"; grep "us/call" "$OUT/profile_host.log"
 timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_fp8_gemm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | grep -E "M= 4096|geometric|vs_|host|us/call|G="
 [ "${NCU:-0}" = 1 ] && timeout 90 ncu --clock-control none -k regex:fp8_gemm --launch-skip 2 --launch-count 1 --section SpeedOfLight \
-  --section WarpStateStats --section Occupancy python3 scripts/ncu_one.py > "$OUT/ncu.txt" 2>&1 && grep -E "Duration|Throughput|Stall|Warp Cycles|Registers|Achieved Occ" "$OUT/ncu.txt" | head -30
+  --section WarpStateStats --section Occupancy python3 research/probes/ncu_one.py > "$OUT/ncu.txt" 2>&1 && grep -E "Duration|Throughput|Stall|Warp Cycles|Registers|Achieved Occ" "$OUT/ncu.txt" | head -30
 timeout 60 python3 -m deep_gemm 2>&1 | tee "$OUT/demo.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session: environment, GPU tests, then benchmarks. Results and logs go to $OUT (default ./gpu_out).
 # Knobs (environment): TESTS (pytest paths), PYTEST_ARGS, BENCH_ARGS, TEST_TIMEOUT, BENCH_TIMEOUT, PROFILE_HOST=1,
-# SWEEP=1 (+ SWEEP_ARGS: benchmarks/sweep_fp8_configs.py, kernel variants side by side), BENCH=0 (skip the benchmark).
+# SWEEP=1 (+ SWEEP_ARGS: research/sweeps/sweep_fp8_configs.py, kernel variants side by side), BENCH=0 (skip the benchmark).
 set -o pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -15,7 +15,7 @@ if [ "${PROFILE_HOST:-0}" = 1 ]; then
   timeout 120 python3 benchmarks/profile_host.py 2>&1 | head -60 | tee "$OUT/profile_host.log"
 fi
 if [ "${SWEEP:-0}" = 1 ]; then
-  timeout ${SWEEP_TIMEOUT:-360} python3 benchmarks/sweep_fp8_configs.py --out "$OUT/sweep.json" ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log"
+  timeout ${SWEEP_TIMEOUT:-360} python3 research/sweeps/sweep_fp8_configs.py --out "$OUT/sweep.json" ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log"
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/bench_fp8_gemm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"

@@ -384,7 +384,7 @@ def _next_first_scales(sfa_ptr, sfb_ptr, unit, num_units, layout_ptr, M, N, NUM_
     """_first_block_scales of the warpgroup's work unit `unit` (zeros when there is none or it has no rows; the
     layout is read at a valid unit either way), loaded before the previous tile's epilogue, which hides their
     latency. Loaded at the tile's start instead, the first promotion waits for them. H200, M=4096, in-process A/B
-    (`scripts/ws_ab.py`, two runs): dense 0.8-2.4 % faster on four of the five 128 x 256 shapes, contiguous within
+    (`research/probes/ws_ab.py`, two runs): dense 0.8-2.4 % faster on four of the five 128 x 256 shapes, contiguous within
     its noise. Not for masked layouts, whose tile lookup (a scan over the groups) costs more than the latency hides
     (3.5-5.3 % slower at 32 groups)."""
     group, expert, off_m, off_n, m_limit, row_end = _tile_info(

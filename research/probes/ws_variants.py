@@ -7,7 +7,7 @@ import importlib.util
 import os
 import tempfile
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 KERNEL = os.path.join("deep_gemm", "gemm", "kernels", "fp8_gemm_ws.py")
 LAUNCHER = os.path.join("deep_gemm", "gemm", "fp8_triton.py")
 SRC = open(os.path.join(ROOT, KERNEL)).read()

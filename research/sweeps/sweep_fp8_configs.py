@@ -14,7 +14,7 @@ choose the heuristic's rules from measurements:
 Every variant is checked against the dequantised reference before it is timed. Kernels are compiled in parallel
 threads first (first-time compilation is thread-safe), so the sweep spends its time measuring.
 
-    python benchmarks/sweep_fp8_configs.py [--out results.json] [--only dense4096,masked] [--variants auto,ws2n-s4]
+    python research/sweeps/sweep_fp8_configs.py [--out results.json] [--only dense4096,masked] [--variants auto,ws2n-s4]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 import bench_fp8_gemm as bench  # noqa: E402
 import shapes  # noqa: E402

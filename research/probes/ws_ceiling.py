@@ -6,7 +6,7 @@
     nopromote   wgmmas accumulate in the tensor core (no per-block FFMA promotion): the cost of promotion
     noload+nopromote   the wgmma + barrier skeleton alone
 
-Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (scripts/ws_variants.py).
+Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (research/probes/ws_variants.py).
 Prints TFLOPS per (shape, variant): CUDA events around 10 back-to-back calls, median of 15 (warm L2).
 """
 
@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 import deep_gemm  # noqa: E402
 from deep_gemm.gemm.kernels import fp8_gemm_ws  # noqa: E402

@@ -13,9 +13,9 @@ halfB and splitB load through the split-tile descriptor (b2_desc), to which a pa
 128-row box; they cannot slice the rings of 128 x 192 split tiles, so N = 2112 runs only the others.
 
 Each variant is a patched copy of kernels/fp8_gemm_ws.py (and for halfB / splitB of gemm/fp8_triton.py:
-scripts/ws_variants.py), timed in one process with the benchmark's timer (L2 flushed, best of 2 x 30 reps).
+research/probes/ws_variants.py), timed in one process with the benchmark's timer (L2 flushed, best of 2 x 30 reps).
 
-    python scripts/ws_load_probe.py [variant ...]
+    python research/probes/ws_load_probe.py [variant ...]
 """
 
 import os
@@ -23,7 +23,7 @@ import sys
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import bench_fp8_gemm as bench  # noqa: E402

@@ -3,9 +3,9 @@
 (m >= 128). Each case is checked against the dequantised reference (every group's valid rows) under both kernels,
 then both are timed alternately (benchmark timer, L2 flushed, best of 2 x 30 reps each).
 
-    python scripts/ws_ab.py [REV | FILE]   # the baseline: a git revision (HEAD by default) or a saved kernel file
+    python research/probes/ws_ab.py [REV | FILE]   # the baseline: a git revision (HEAD by default) or a saved kernel file
 
-The baseline is kernels/fp8_gemm_ws.py at REV imported as a sibling module (scripts/ws_variants.py); the launcher is
+The baseline is kernels/fp8_gemm_ws.py at REV imported as a sibling module (research/probes/ws_variants.py); the launcher is
 the working tree's, so the revisions must share the kernel's signature.
 """
 
@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import bench_fp8_gemm as bench  # noqa: E402

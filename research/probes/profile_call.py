@@ -1,7 +1,7 @@
 """Which kernels one deep_gemm call launches and what each costs (torch.profiler, after a warm-up): where a call's
 time goes when the benchmark's total (all kernels of the call) is more than the GEMM kernel.
 
-    python scripts/profile_call.py k_grouped_tn     # the benchmark's first K-grouped shape
+    python research/probes/profile_call.py k_grouped_tn     # the benchmark's first K-grouped shape
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ holds each consumer warpgroup at two `bar.sync`s on its critical path, between o
 wgmma. DeepGEMM has none there: lane 0 of each math warp arrives on the `empty` barrier by itself (the barrier
 counts one arrival per warp), right after its own wgmma wait.
 
-This probe removes them from a patched copy of the kernel (scripts/ws_variants.py), by rewriting its PTX:
+This probe removes them from a patched copy of the kernel (research/probes/ws_variants.py), by rewriting its PTX:
 
     base     the kernel as shipped
     warp     each warp's lane 0 arrives on `empty` (initialised to 8 arrivals: 2 warpgroups x 4 warps), no
@@ -20,7 +20,7 @@ after each marker and, for `warp`, re-predicates the arrival on %laneid == 0. On
 two-wave tiles) is marked, so only the M=4096 shapes on 128 x 256 tiles are timed. Every variant is checked against
 the dequantised reference before it is timed (benchmark timer, L2 flushed, best of 2 x 30 reps), in one process.
 
-    python scripts/ws_barrier_probe.py [--compile-only] [variant ...]
+    python research/probes/ws_barrier_probe.py [--compile-only] [variant ...]
 
 --compile-only compiles each variant for sm_90a (no GPU needed) and prints the consumer loop's barriers and arrivals
 from the SASS, so the rewrite can be checked before device time is spent.
@@ -30,7 +30,7 @@ import os
 import re
 import sys
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(__file__))
 from triton import knobs  # noqa: E402

@@ -1,6 +1,6 @@
 """One warm 4096x4096x7168 FP8 GEMM for Nsight Compute (profile the third launch: the first two compile/warm).
 
-    python scripts/ncu_one.py M N K [BM,BN,SPLIT]   # optional: that tile config (DG_FP8_WS picks the kernel)
+    python research/probes/ncu_one.py M N K [BM,BN,SPLIT]   # optional: that tile config (DG_FP8_WS picks the kernel)
 """
 
 import os
@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import deep_gemm  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 

@@ -8,11 +8,11 @@ are wrong on purpose), next to the unsplit config of the same tile.
     noreduce   all three: split-K is only the K-range bookkeeping
     noload     the producer arrives on `ready` without its A and B loads (staged scales still load)
 
-Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (scripts/ws_variants.py).
+Each variant is compiled from a patched copy of kernels/fp8_gemm_ws.py (research/probes/ws_variants.py).
 Prints us per (shape, config, variant): the benchmark's kernel timer (profiler kernel time, L2 flushed before each
 call; CUDA events around back-to-back calls would time the host, which is slower than these kernels).
 
-    python scripts/ws_split_probe.py [M,N,K:BN:SPLIT ...]
+    python research/probes/ws_split_probe.py [M,N,K:BN:SPLIT ...]
 """
 
 import os
@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from bench_fp8_gemm import KernelTimer  # noqa: E402

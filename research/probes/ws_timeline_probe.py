@@ -5,10 +5,10 @@ Prints, over all CTAs: the share of each consumer warpgroup's K loop spent waiti
 K block, and the share of the producer's loop spent waiting for a free stage; and the time of the instrumented and
 the shipped kernel (the benchmark's timer), which should agree. The counters are stored over D's first rows, so
 results are wrong on purpose. Counters read between a wgmma and its wait made ptxas spill hundreds of bytes, so
-there are none there. The instrumented kernel is a patched copy of kernels/fp8_gemm_ws.py (scripts/ws_variants.py);
+there are none there. The instrumented kernel is a patched copy of kernels/fp8_gemm_ws.py (research/probes/ws_variants.py);
 it is dense 1D2D two-wave only.
 
-    python scripts/ws_timeline_probe.py
+    python research/probes/ws_timeline_probe.py
 """
 
 import os
@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import bench_fp8_gemm as bench  # noqa: E402

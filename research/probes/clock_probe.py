@@ -5,7 +5,7 @@ no gaps (what a training step or a long prefill sees) and samples `nvidia-smi` e
 kernel, torch's block-wise scaled_mm (cuBLAS, same maths) and a BF16 matmul of the same shape. It prints the
 sustained time per call and the samples of the middle third of the loop (past the ramp-up).
 
-    python scripts/clock_probe.py [M N K]
+    python research/probes/clock_probe.py [M N K]
 """
 
 import os
@@ -15,7 +15,7 @@ import time
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import bench_fp8_gemm as bench  # noqa: E402

@@ -12,6 +12,6 @@ for shape in ${SHAPES:-4096,4096,7168 4096,7168,2048}; do
   timeout ${NCU_TIMEOUT:-150} ncu --clock-control none -k regex:fp8_gemm --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section LaunchStats --section SourceCounters ${SECTIONS:-} \
-    python3 scripts/ncu_one.py "$m" "$n" "$k" > "$f" 2>&1
+    python3 research/probes/ncu_one.py "$m" "$n" "$k" > "$f" 2>&1
   grep -E "Duration|Throughput|Pipe|Stall|Warp Cycles|Registers|Issued|Eligible|Hit Rate" "$f" | head -40
 done

@@ -2,7 +2,7 @@
 
 Timing the M=4096 shapes at different K gives a fixed cost per 128 x 256 tile of ~1.5 us (about 1.75 K blocks) on
 top of ~0.86 us per K block: 30 % of the time at K=512, ~13 % at K=1536-2048. Two suspects, each removed in a
-patched copy of the kernel (scripts/ws_variants.py; results wrong on purpose except `base`):
+patched copy of the kernel (research/probes/ws_variants.py; results wrong on purpose except `base`):
 
     base      the kernel as shipped (checked against the reference)
     noscale0  the scales of each tile's first K block are constants instead of global loads
@@ -14,7 +14,7 @@ patched copy of the kernel (scripts/ws_variants.py; results wrong on purpose exc
               (the second slab's wait for the first slab's store to be read out is exposed once per tile)
     nowait    the TMA stores as shipped without the waits (the staging buffer is overwritten while being read)
 
-    python scripts/ws_tile_overhead_probe.py [variant ...]
+    python research/probes/ws_tile_overhead_probe.py [variant ...]
 """
 
 import os
@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import bench_fp8_gemm as bench  # noqa: E402
