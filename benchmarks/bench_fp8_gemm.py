@@ -78,14 +78,13 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def _time_tl_only(timer, fn):
-    """fn's time with the warp-specialised kernel off (the tl.* kernel only), in the same process."""
-    from deep_gemm.gemm import fp8_triton
-    saved, fp8_triton._WS_MODE = fp8_triton._WS_MODE, "off"
-    try:
-        return timer(fn)
-    finally:
-        fp8_triton._WS_MODE = saved
+def _time_tl_only(timer, op_name, *args, **kwargs):
+    """The op's time with the warp-specialised kernel off (the tl.* kernel only), in the same process: its CUDA
+    launcher run with ``Fp8Overrides(ws_mode="off")``."""
+    from deep_gemm._ops.library import run_launcher
+    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    extra = dict(overrides=Fp8Overrides(ws_mode="off"))
+    return timer(lambda: run_launcher(op_name, *args, launcher_kwargs=extra, **kwargs))
 
 
 def bench_dense(timer, results, quick, compare_ws=False):
@@ -102,7 +101,7 @@ def bench_dense(timer, results, quick, compare_ws=False):
         torch_us = timer(yard) if yard else float("nan")
         ws_us = float("nan")
         if compare_ws and m >= 4096:
-            ws_us = _time_tl_only(timer, lambda: deep_gemm.fp8_gemm_nt(a, b, d))
+            ws_us = _time_tl_only(timer, "fp8_gemm_nt", a[0], a[1], b[0], b[1], d)
         flops = 2 * m * n * k
         nbytes = m * k + n * k + m * n * 2 + (m + n // 128) * ceil_div(k, 128) * 4
         row = dict(table="dense_1d2d", m=m, n=n, k=k, us=us, tflops=flops / us / 1e6, gbps=nbytes / us / 1e3,
@@ -129,7 +128,8 @@ def bench_1d1d(timer, results, compare_ws=False):
                    vs_deepgemm=tflops / dg_tflops, diff=diff)
         extra = ""
         if compare_ws:
-            row["tl_us"] = _time_tl_only(timer, lambda: deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)))
+            row["tl_us"] = _time_tl_only(timer, "fp8_gemm_nt", a[0], a[1], b[0], b[1], d, c=d,
+                                         recipe=[1, 1, 128])
             extra = f" | tl.* only {row['tl_us']:7.1f} us"
         results.append(row)
         print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | vs DeepGEMM {tflops / dg_tflops:.2f}x"
@@ -253,8 +253,8 @@ def bench_k_grouped(timer, results, compare_ws=False):
         row = dict(table="k_grouped_tn", groups=g, m=m, n=n, sum_k=sum_k, us=us, tflops=tflops, diff=diff)
         extra = ""
         if compare_ws:
-            row["tl_us"] = _time_tl_only(timer, lambda: deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout,
-                                                                                                  c=d))
+            row["tl_us"] = _time_tl_only(timer, "k_grouped_fp8_gemm_tn_contiguous", a[0], a[1], b[0], b[1], d,
+                                         ks, layout, c=d)
             extra = f" | tl.* only {row['tl_us']:7.1f} us"
         results.append(row)
         print(f" > G={g:2d} M={m} N={n} sumK={sum_k}: {us:7.1f} us | {tflops:6.0f} TFLOPS | diff {diff:.1e}{extra}")

@@ -5,7 +5,7 @@ shared memory per config: the cheap first check before spending GPU time.
     python scripts/compile_check.py --ws       # the warp-specialised Gluon kernel's variants
     python scripts/compile_check.py --serialisation   # JSON: does ptxas serialise the Gluon variants' wgmmas?
     python scripts/compile_check.py --budgets  # spilled bytes of the Gluon variants at each register budget, and the
-                                               # budget the launcher's rule (fp8_triton.ws_register_budget) keeps
+                                               # budget the launcher's rule (fp8_plan.ws_register_budget) keeps
 
 Run without TRITON_INTERPRET (the interpreter cannot compile warp-specialised kernels).
 """
@@ -186,11 +186,11 @@ BUDGET_VARIANTS = {**SERIALISATION_VARIANTS,
                                                                g_pad=32)}
 
 if __name__ == "__main__" and "--budgets" in sys.argv:
-    from deep_gemm.gemm import fp8_triton
-    budgets = fp8_triton.WS_REGISTER_BUDGETS
+    from deep_gemm.gemm import fp8_plan
+    budgets = fp8_plan.WS_REGISTER_BUDGETS
     print(f"{'variant':52s}", *(f"{c}/{p:<4d}" for c, p in budgets), " kept  (spilled bytes per thread)")
     for name, cfg in BUDGET_VARIANTS.items():
         spills = {b: spilled_bytes(compile_fp8_gemm_ws(consumer_regs=b[0], producer_regs=b[1], **cfg).asm["cubin"])
                   for b in budgets}
-        kept = fp8_triton.ws_register_budget(lambda b: spills[b] // 4)
+        kept = fp8_plan.ws_register_budget(lambda b: spills[b] // 4)
         print(f"{name:52s}", *(f"{spills[b]:>8d}" for b in budgets), f" {kept[0]}/{kept[1]}", flush=True)

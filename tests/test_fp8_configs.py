@@ -128,9 +128,9 @@ def test_warmup_compiles_ahead_of_the_first_call():
 
 def test_launcher_grouping_names_match_the_kernels():
     """The launchers' GROUPING names carry the kernels' grouping constants (kernels/groupings.py)."""
-    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm import fp8_plan
     from deep_gemm.gemm.kernels import groupings
-    assert fp8_triton.GROUPING == {"dense": groupings.DENSE.value, "m_ids": groupings.M_IDS.value,
+    assert fp8_plan.GROUPING == {"dense": groupings.DENSE.value, "m_ids": groupings.M_IDS.value,
                                    "m_psum": groupings.M_PSUM.value, "masked": groupings.MASKED.value,
                                    "k_grouped": groupings.K_GROUPED.value}
 
@@ -147,7 +147,7 @@ def test_ws_stage_ring_fills_shared_memory():
     """The ring is as deep as shared memory allows next to the 64 x wave-width epilogue buffers: a 128 x 256 tile
     (two 128-wide waves, BF16 out) holds 4 stages of 48 KB (229,376 B with 32 KB of epilogue buffers, under the
     227 KB a block may use); sizing the epilogue by the tile width instead gave 3."""
-    from deep_gemm.gemm.fp8_triton import WS_SMEM_BYTES, ws_stages
+    from deep_gemm.gemm.fp8_plan import WS_SMEM_BYTES, ws_stages
     assert ws_stages(128, 256, 128, 2) == 4
     assert ws_stages(256, 128, 128, 2) == 4
     assert ws_stages(128, 128, 128, 2) == 6
@@ -160,7 +160,7 @@ def test_ws_stage_ring_fills_shared_memory():
 def test_ws_split_k_stage_ring_counts_the_fp32_staging_buffers():
     """Split-K tiles stage each warpgroup's 64 x BN FP32 partial in its epilogue buffer, which is sized for it: 5
     stages at 128 x 128 (4 with staged scales), 7 at 128 x 64 (sm_90a compile: 229,648 and 209,616 B)."""
-    from deep_gemm.gemm.fp8_triton import WS_SMEM_BYTES, ws_stages
+    from deep_gemm.gemm.fp8_plan import WS_SMEM_BYTES, ws_stages
     assert ws_stages(128, 128, 128, 2, split_k=True) == 5
     assert ws_stages(128, 128, 128, 2, scales_staged=True, split_k=True) == 4
     assert ws_stages(128, 64, 64, 2, scales_staged=True, split_k=True) == 7
@@ -170,60 +170,61 @@ def test_ws_split_k_stage_ring_counts_the_fp32_staging_buffers():
         assert stages * per_stage + 2 * 64 * bn * 4 <= WS_SMEM_BYTES, (bn, staged)
 
 
-def test_dense_problem_offers_one_wave_split_k_only_where_the_launcher_can_route_it(monkeypatch):
-    """The heuristic's one_wave_split_k flag mirrors _run's split-K route to the Gluon kernel: 1D2D, no C, a
+def test_dense_call_offers_one_wave_split_k_only_where_the_plan_can_route_it(monkeypatch):
+    """The heuristic's one_wave_split_k flag mirrors the plan's split-K route to the Gluon kernel: 1D2D, no C, a
     TMA-storable CUDA D, the Gluon kernel on, not under the interpreter."""
-    from deep_gemm.gemm import fp8_triton
-    from deep_gemm.gemm.operands import Recipe
+    from deep_gemm.gemm import fp8_plan, fp8_triton
     monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "auto")
     d = torch.empty(128, 4096, dtype=torch.bfloat16, device="meta")
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
-    one_d_two_d, one_d_one_d = Recipe((1, 128), (128, 128)), Recipe((1, 128), (1, 128))
-    assert fp8_triton.dense_problem(128, 4096, 7168, d, None, one_d_two_d).one_wave_split_k
-    assert not fp8_triton.dense_problem(128, 4096, 7168, d, d, one_d_two_d).one_wave_split_k  # C
-    assert not fp8_triton.dense_problem(128, 4096, 7168, d, None, one_d_one_d).one_wave_split_k  # 1D1D
+
+    def offered(d, c, b_per_row, ws_mode="auto"):
+        call = fp8_triton.dense_call(128, 4096, 7168, d, c, b_per_row)
+        return fp8_plan.tile_problem(call, fp8_plan.Fp8Overrides(ws_mode=ws_mode)).one_wave_split_k
+    assert offered(d, None, False)
+    assert not offered(d, d, False)  # C
+    assert not offered(d, None, True)  # 1D1D
     odd = torch.empty(128, 4099, dtype=torch.bfloat16, device="meta")[:, :4096]  # rows not 16-byte aligned
-    assert not fp8_triton.dense_problem(128, 4096, 7168, odd, None, one_d_two_d).one_wave_split_k
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "off")
-    assert not fp8_triton.dense_problem(128, 4096, 7168, d, None, one_d_two_d).one_wave_split_k
+    assert not offered(odd, None, False)
+    assert not offered(d, None, False, ws_mode="off")
+
+
+def _dense_call(m, n, k=7168, b_per_row=False, has_c=False, head=(0, 0, 0), num_sms=132):
+    from deep_gemm.gemm import fp8_plan
+    return fp8_plan.Fp8Call(fp8_plan.GROUPING["dense"], m, n, k, 1, num_sms, b_per_row, has_c, head=head)
 
 
 @pytest.mark.parametrize("m,n,tail", [(2112, 4096, 64), (2100, 4096, 52), (2176, 4096, 128), (2049, 4096, 1),
                                       (2048, 4096, 0), (2240, 4096, 0), (4096, 4096, 0), (2112, 1024, 0),
                                       (200, 4096, 0)])
-def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(monkeypatch, m, n, tail):
-    """_row_tail hands the last 128-row block of a 1D1D problem to a launch of its own exactly when that block
+def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(m, n, tail):
+    """row_tail hands the last 128-row block of a 1D1D problem to a launch of its own exactly when that block
     alone pushes the 128 x 256 tiles into one more round of 132 SMs (2112 rows: 272 tiles, 3 rounds; 2048 rows:
     256 tiles, 2 rounds); never for 1D2D, a split or 128 x 64 config, a head remap, or below two-wave sizes."""
-    from deep_gemm.gemm import fp8_triton
-    from deep_gemm.gemm.operands import Recipe
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "auto")
-    one_d_one_d = Recipe((1, 128), (1, 128))
+    from deep_gemm.gemm import fp8_plan
     cfg = configs._config(128, 128)
-    assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, (0, 0, 0)) == tail
+    assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), cfg, "auto") == tail
+    assert fp8_plan.plan_for_config(_dense_call(m, n, b_per_row=True), cfg).row_tail == tail
     if tail:
-        assert fp8_triton._row_tail(m, n, cfg, Recipe((1, 128), (128, 128)), (0, 0, 0)) == 0
-        assert fp8_triton._row_tail(m, n, configs._config(128, 128, 2), one_d_one_d, (0, 0, 0)) == 0
-        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, (1, 2, 3)) == 0
-        assert fp8_triton._row_tail(m, n, configs._config(128, 64), one_d_one_d, (0, 0, 0)) == 0  # stays on tl.*
-        monkeypatch.setattr(fp8_triton, "_WS_MODE", "off")
-        assert fp8_triton._row_tail(m, n, cfg, one_d_one_d, (0, 0, 0)) == 0
+        assert fp8_plan.row_tail(_dense_call(m, n), cfg, "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), configs._config(128, 128, 2), "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True, head=(1, 2, 3)), cfg, "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), configs._config(128, 64), "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), cfg, "off") == 0
+        off = fp8_plan.Fp8Overrides(ws_mode="off")
+        assert fp8_plan.plan_for_config(_dense_call(m, n, b_per_row=True), cfg, off).row_tail == 0
 
 
-def test_split_tiles_only_where_the_wave_model_says_they_pay(monkeypatch):
+def test_split_tiles_only_where_the_wave_model_says_they_pay():
     """Split tiles for the two M=4096 DeepSeek shapes whose 128 x 256 tiles quantise badly: 128 x 192 at N=2112,
     4 tail tiles of 128 + 16 at N=576 (one round of 128 tiles, where 128 x 192 fills 96 SMs); 128 x 256 for the
     other five, short K and the grouped contiguous shapes (H200 sweeps, 2026-11-30)."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    split = {(n, k): fp8_triton.ws_narrow(4096, n, k) for n, k in [
+    from deep_gemm.gemm import fp8_plan
+    split = {(n, k): fp8_plan.ws_narrow(4096, n, k, 132) for n, k in [
         (2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]}
     assert {nk: w for nk, w in split.items() if w != 128} == {(2112, 7168): 64, (576, 7168): 16}
     for n, k in [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]:
-        assert fp8_triton.ws_narrow(34151, n, k) == 128, (n, k)
+        assert fp8_plan.ws_narrow(34151, n, k, 132) == 128, (n, k)
 
 
 @pytest.mark.parametrize("n,width", [(576, 16), (448, 32), (320, 32), (200, 0), (2112, 0), (4096, 0), (128, 0),
@@ -233,32 +234,32 @@ def test_tail_tiles_cover_the_columns_past_the_last_whole_block(n, width):
     kernel takes (16 or 32), and as many tiles as the kernel derives from its tile width (cdiv(N, 128 + width));
     else 0 (no tail, no whole block, tail pieces too wide: 200 = 128 + 72; too many blocks for the count rule:
     2112 = 16 x 128 + 64, 4160)."""
-    from deep_gemm.gemm import fp8_triton
-    assert fp8_triton.tail_narrow(n) == width
+    from deep_gemm.gemm import fp8_plan
+    assert fp8_plan.tail_narrow(n) == width
     if width:
         whole = n // 128
         assert whole * width >= n - 128 * whole and -(-n // (128 + width)) == whole
 
 
-def test_wide_m128_shapes_take_two_wave_tiles(monkeypatch):
+def test_wide_m128_shapes_take_two_wave_tiles():
     """At 64 < M <= 128 (64-row tl.* tiles) only problems wide enough for 128 x 256 tiles to fill half the SMs
     run two-wave tiles: the DeepSeek shapes N=24576 (as split 128 x 192 tiles) and N=32768 (measured faster on the
     H200), not the five narrower ones (measured slower without split-K), not M <= 64 (not measured), not 1D1D, not
     with C."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    dense = fp8_triton.GROUPING["dense"]
+    from dataclasses import replace
+
+    from deep_gemm.gemm import fp8_plan
     wide = {(n, k) for n, k in [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384),
-                                (4096, 7168), (7168, 2048)] if fp8_triton._wide_small_m(dense, 128, n, False, False)}
+                                (4096, 7168), (7168, 2048)] if fp8_plan.wide_small_m(_dense_call(128, n, k))}
     assert wide == {(24576, 1536), (32768, 512)}
-    assert fp8_triton.ws_narrow(128, 24576, 1536) == 64 and fp8_triton.ws_narrow(128, 32768, 512) == 128
-    assert fp8_triton._wide_small_m(dense, 65, 16641, False, False)
-    assert not fp8_triton._wide_small_m(dense, 65, 16640, False, False)  # 65 tiles < 66
-    assert not fp8_triton._wide_small_m(dense, 64, 32768, False, False)
-    assert not fp8_triton._wide_small_m(dense, 129, 32768, False, False)  # 128-row configs: the usual rules
-    assert not fp8_triton._wide_small_m(dense, 128, 32768, True, False)
-    assert not fp8_triton._wide_small_m(dense, 128, 32768, False, True)
-    assert not fp8_triton._wide_small_m(fp8_triton.GROUPING["m_psum"], 128, 32768, False, False)
+    assert fp8_plan.ws_narrow(128, 24576, 1536, 132) == 64 and fp8_plan.ws_narrow(128, 32768, 512, 132) == 128
+    assert fp8_plan.wide_small_m(_dense_call(65, 16641))
+    assert not fp8_plan.wide_small_m(_dense_call(65, 16640))  # 65 tiles < 66
+    assert not fp8_plan.wide_small_m(_dense_call(64, 32768))
+    assert not fp8_plan.wide_small_m(_dense_call(129, 32768))  # 128-row configs: the usual rules
+    assert not fp8_plan.wide_small_m(_dense_call(128, 32768, b_per_row=True))
+    assert not fp8_plan.wide_small_m(_dense_call(128, 32768, has_c=True))
+    assert not fp8_plan.wide_small_m(replace(_dense_call(128, 32768), grouping=fp8_plan.GROUPING["m_psum"]))
 
 
 def test_masked_decode_takes_64_row_tiles():
@@ -271,26 +272,25 @@ def test_masked_decode_takes_64_row_tiles():
     assert cfg.block_m == 128
 
 
-def test_two_wave_tiles_need_128_wide_waves(monkeypatch):
+def test_two_wave_tiles_need_128_wide_waves():
     """256 x 64 tiles (two waves along M, 64 wide) measured slower than the tl.* kernel: not chosen."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    assert fp8_triton.ws_waves(fp8_triton.GROUPING["dense"], 512, 2112, 64, False) == (1, False)
-    assert fp8_triton.ws_waves(fp8_triton.GROUPING["dense"], 4096, 4096, 128, False) == (2, True)
+    from deep_gemm.gemm import fp8_plan
+    assert fp8_plan.ws_waves(fp8_plan.GROUPING["dense"], 512, 2112, 64, False, 132) == (1, False)
+    assert fp8_plan.ws_waves(fp8_plan.GROUPING["dense"], 4096, 4096, 128, False, 132) == (2, True)
 
 
 def test_hand_made_config_breaking_the_b_scale_rule_is_rejected():
     """A config whose tile spans two 128-column B-scale blocks would silently use one scale for both (a sweep's
     hand-made 64x256 config gave calc_diff 2.8e-3 on the H200): the launcher refuses it before launching."""
     from deep_gemm.gemm import fp8_triton
-    from deep_gemm.gemm.operands import resolve_recipe
     from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
     a = per_token_cast_to_fp8(torch.randn(64, 256, dtype=torch.bfloat16), use_ue8m0=False)
     b = per_block_cast_to_fp8(torch.randn(256, 256, dtype=torch.bfloat16), use_ue8m0=False)
     d = torch.full((64, 256), float("nan"), dtype=torch.bfloat16)
     bad = configs.Fp8GemmConfig(64, 256, 4, 4)
     with pytest.raises(ValueError, match="block_n must divide 128"):
-        fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, resolve_recipe(None, None, None, b[1]), cfg=bad)
+        fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, False,
+                                 overrides=fp8_triton.Fp8Overrides(config=bad))
     assert d.isnan().all()
 
 
@@ -298,9 +298,9 @@ def test_register_budget_keeps_the_first_build_without_spills_else_the_fewest():
     """ws_register_budget builds the warp-specialised variant with each budget in turn: it stops at the first one
     that spills no more than the tolerance, else keeps the one that spills least (the earlier on a tie), and builds
     no more than it needs."""
-    from deep_gemm.gemm import fp8_triton
-    budgets = fp8_triton.WS_REGISTER_BUDGETS
-    tolerance = fp8_triton.WS_SPILL_TOLERANCE_WORDS
+    from deep_gemm.gemm import fp8_plan
+    budgets = fp8_plan.WS_REGISTER_BUDGETS
+    tolerance = fp8_plan.WS_SPILL_TOLERANCE_WORDS
     assert len(set(budgets)) == len(budgets) >= 2
 
     def chooser(spills_by_budget):
@@ -309,7 +309,7 @@ def test_register_budget_keeps_the_first_build_without_spills_else_the_fewest():
         def spills(budget):
             built.append(budget)
             return spills_by_budget[budget]
-        return fp8_triton.ws_register_budget(spills), built
+        return fp8_plan.ws_register_budget(spills), built
     no_spill_first = {b: 0 for b in budgets}
     assert chooser(no_spill_first) == (budgets[0], [budgets[0]])
     second_clean = {b: tolerance + 5 for b in budgets} | {budgets[1]: 0}

@@ -16,6 +16,7 @@ from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 
 from tolerances import TOLERANCES
+from triton_harness import run_forced
 
 pytestmark = pytest.mark.gpu
 TOL = TOLERANCES["kernel_fp8"]
@@ -29,6 +30,28 @@ def _operands(m, n, k, per_row_b=False):
     bf = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     b = per_token_cast_to_fp8(bf, use_ue8m0=False) if per_row_b else per_block_cast_to_fp8(bf, use_ue8m0=False)
     return a, b
+
+
+def _ws(**fields):
+    """Overrides forcing the warp-specialised kernel (where legal) with the given variant fields."""
+    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    return Fp8Overrides(ws_mode="on", **fields)
+
+
+def _forced_config(block_m, block_n, split_k, **fields):
+    """Overrides forcing a tile config (and any other plan field)."""
+    from deep_gemm.gemm import fp8_configs
+    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    return Fp8Overrides(config=fp8_configs._config(block_m, block_n, split_k), **fields)
+
+
+def _gemm(a, b, d, c=None, recipe=None, overrides=None):
+    """deep_gemm.fp8_gemm_nt, or (overrides given) its CUDA path with forced plan choices (run_forced)."""
+    if overrides is None:
+        deep_gemm.fp8_gemm_nt(a, b, d, c=c, recipe=recipe)
+    else:
+        run_forced("fp8_gemm_nt", a[0], a[1], b[0], b[1], d, c, list(recipe) if recipe else None,
+                   overrides=overrides)
 
 
 def _ref(a, b, gran_b=(128, 128)):
@@ -100,19 +123,16 @@ WS_VARIANTS = [dict(waves=1, stages=6), dict(waves=2, stages=4), dict(waves=2, s
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (129, 200, 208), (300, 576, 7168), (511, 4096, 1536),
                                    (4096, 2112, 7168), (4096, 7168, 2048), (4000, 448, 208), (8000, 200, 256),
                                    (300, 256, 1024)])
-def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
+def test_dense_warp_specialised_variants(variant, m, n, k):
     """Each variant of the warp-specialised kernel (one or two waves per warpgroup, along M or N, 128 x 192 split
     tiles, ring depth), forced where legal for the heuristic's config (else the one-wave kernel runs), on partial
     tiles in M, N and K and on DeepSeek shapes. Split tiles: N=576 and 448 have tiles starting mid-block (narrow
     wave first), 448 a wide wave partly and a narrow wave wholly past N, 256 a wide wave wholly past N. Tail tiles
     (narrow 16 / 32, where tail_narrow gives that width; 128 + 64 elsewhere): N=576 as 4 x (128 + 16) columns,
     N=448 as 3 x (128 + 32) with the last narrow wave wholly past N."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
-    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
     a, b = _operands(m, n, k)
     d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    deep_gemm.fp8_gemm_nt(a, b, d)
+    _gemm(a, b, d, overrides=_ws(**variant))
     assert calc_diff(d, _ref(a, b)) < TOL
 
 
@@ -120,15 +140,13 @@ def test_dense_warp_specialised_variants(monkeypatch, variant, m, n, k):
 def test_register_budgets_give_identical_results(monkeypatch, m, n, k):
     """The two-wave kernel built with each register budget ws_register_budget may choose computes the same bits
     (a budget moves values between registers and local memory, not the arithmetic), matching the reference."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
-    calls = _spy_run_ws(monkeypatch)
+    from deep_gemm.gemm import fp8_plan
+    calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
     outs = []
-    for regs in fp8_triton.WS_REGISTER_BUDGETS:
-        monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", dict(waves=2, wave_n=True, regs=regs))
+    for regs in fp8_plan.WS_REGISTER_BUDGETS:
         d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        deep_gemm.fp8_gemm_nt(a, b, d)
+        _gemm(a, b, d, overrides=_ws(waves=2, wave_n=True, regs=regs))
         outs.append(d)
     assert len(calls) == len(outs)
     assert calc_diff(outs[0], _ref(a, b)) < TOL
@@ -141,17 +159,12 @@ def test_one_wave_staged_scales_match_global_loads(monkeypatch, bn, m, n, k):
     """The one-wave kernel's scales staged in shared memory by the producer give bit-identical results to the
     consumers' global loads (same values, same promotion order), at partial tiles in M, N and K; and match the
     reference."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
-    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 1})
-    _force_config(monkeypatch, 128, bn, 1)
-    calls = _spy_run_ws(monkeypatch)
+    calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
     outs = []
     for staged in ((bn,), ()):
-        monkeypatch.setattr(fp8_triton, "WS_STAGED_SCALES_BN", staged)
         d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        deep_gemm.fp8_gemm_nt(a, b, d)
+        _gemm(a, b, d, overrides=_forced_config(128, bn, 1, ws_mode="on", waves=1, staged_scales_bn=staged))
         outs.append(d)
     assert len(calls) == 2
     assert torch.equal(outs[0], outs[1])
@@ -183,14 +196,14 @@ def test_1d1d_accumulate(m, n, k):
                                         (2048, 4096, 256, 0)])
 def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     """1D1D whose last 128-row block alone spills its 128 x 256 tiles into another round of SMs: those rows run as
-    a second launch (_row_tail), accumulating into C = D and into another C, twice each (a call of two launches
+    a second launch (fp8_plan.row_tail), accumulating into C = D and into another C, twice each (a call of two launches
     records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
     rows = []
-    real_run = fp8_triton._run
-    monkeypatch.setattr(fp8_triton, "_run", lambda **kw: rows.append(kw["m"]) or real_run(**kw))
+    real_execute = fp8_triton._execute
+    monkeypatch.setattr(fp8_triton, "_execute", lambda p, call, **kw: rows.append(call.m) or real_execute(p, call, **kw))
     a, b = _operands(m, n, k, per_row_b=True)
     product = _ref(a, b, (1, 128))
     for c_kind in ("d", "other"):
@@ -203,35 +216,27 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     assert rows[:2 if tail else 1] == ([tail, m - tail] if tail else [m]), rows
 
 
-def _force_config(monkeypatch, block_m, block_n, split_k):
-    """Every dense call takes this config (and records its plans afresh: a recorded plan would replay another)."""
-    from deep_gemm.gemm import fp8_configs, fp8_triton
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    monkeypatch.setattr(fp8_triton, "_config_for",
-                        lambda problem, run_with=None: fp8_configs._config(block_m, block_n, split_k))
-
-
-def _spy_run_ws(monkeypatch):
-    """The list of the warp-specialised launcher's calls from here on (it still launches)."""
+def _spy_ws_launches(monkeypatch):
+    """The list of the warp-specialised launcher's calls from here on (it still launches); plans recorded before
+    are dropped (a replayed plan would launch unspied)."""
     from deep_gemm.gemm import fp8_triton
-    calls, run_ws = [], fp8_triton._run_ws
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
+    calls, run_ws = [], fp8_triton._execute_ws
 
     def counted(*args, **kwargs):
         calls.append(args)
         return run_ws(*args, **kwargs)
-    monkeypatch.setattr(fp8_triton, "_run_ws", counted)
+    monkeypatch.setattr(fp8_triton, "_execute_ws", counted)
     return calls
 
 
-def _force_ws_128x256(monkeypatch):
-    """Run every dense FP8 call on the warp-specialised kernel's 128 x 256 two-wave tiles (the 128 x 128 config
-    whose waves go along N), with plans recorded here kept away from other tests; returns the list of the
-    ``_run_ws`` calls that happened."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
-    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", {"waves": 2, "wave_n": True})
-    _force_config(monkeypatch, 128, 128, 1)
-    return _spy_run_ws(monkeypatch)
+# The warp-specialised kernel's 128 x 256 two-wave tiles (the 128 x 128 config whose waves go along N).
+WS_128X256 = dict(block_m=128, block_n=128, split_k=1, ws_mode="on", waves=2, wave_n=True)
+
+
+def _ws_128x256():
+    fields = dict(WS_128X256)
+    return _forced_config(fields.pop("block_m"), fields.pop("block_n"), fields.pop("split_k"), **fields)
 
 
 @pytest.mark.parametrize("bn,split", [(64, 2), (64, 5), (128, 3), (128, 4)])
@@ -240,12 +245,11 @@ def test_warp_specialised_split_k(monkeypatch, bn, split, m, n, k):
     """Split-K on the warp-specialised one-wave kernel (forced 128 x BN split configs): rows past M, N tails, uneven
     splits (23 K blocks in 5: 5 + 5 + 5 + 5 + 3); right against the reference, and bit-identical when repeated
     (the last split sums the partials in split order)."""
-    _force_config(monkeypatch, 128, bn, split)
-    calls = _spy_run_ws(monkeypatch)
+    calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
     outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(4)]
     for d in outs:
-        deep_gemm.fp8_gemm_nt(a, b, d)
+        _gemm(a, b, d, overrides=_forced_config(128, bn, split))
     torch.cuda.synchronize()
     assert calls, "the warp-specialised kernel did not run"
     assert calc_diff(outs[0], _ref(a, b)) < TOL
@@ -257,9 +261,7 @@ def test_warp_specialised_split_k(monkeypatch, bn, split, m, n, k):
 def test_wide_small_m_on_two_wave_tiles(monkeypatch, m, n, k, ws):
     """64 < M <= 128 problems wide enough for 128 x 256 tiles run the warp-specialised kernel's two-wave tiles
     (rows past M masked, N tails partly and wholly past N); the rest stay on the tl.* kernel."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    calls = _spy_run_ws(monkeypatch)
+    calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
     d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     deep_gemm.fp8_gemm_nt(a, b, d)
@@ -274,7 +276,7 @@ def test_1d1d_warp_specialised(monkeypatch, c_kind, m, n, k):
     """1D1D on the two-wave kernel (per-column B scales staged in shared memory by the producer, C's slabs loaded
     by TMA), forced on partial tiles: M, N (a second wave partly (448) or wholly (320) past N), K (144: a nearly
     empty last block); C = D (the weight-gradient case), C another tensor, no C."""
-    ran = _force_ws_128x256(monkeypatch)
+    ran = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k, per_row_b=True)
     expected = _ref(a, b, (1, 128))
     for _ in range(2):  # the second call replays the recorded launch
@@ -289,7 +291,7 @@ def test_1d1d_warp_specialised(monkeypatch, c_kind, m, n, k):
             kwargs["c"] = c
         else:
             want = expected
-        deep_gemm.fp8_gemm_nt(a, b, d, **kwargs)
+        _gemm(a, b, d, **kwargs, overrides=_ws_128x256())
         assert calc_diff(d, want) < TOL
     assert ran, "the warp-specialised kernel did not run"
 
@@ -298,11 +300,11 @@ def test_1d1d_warp_specialised(monkeypatch, c_kind, m, n, k):
 def test_1d2d_accumulate_warp_specialised(monkeypatch, m, n, k):
     """1D2D with C = D (BF16) on the two-wave kernel: C arrives by TMA, so two waves fit (through pointers they
     would not: the launcher then takes one wave)."""
-    ran = _force_ws_128x256(monkeypatch)
+    ran = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
     c = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
     want = _ref(a, b) + c.float()
-    deep_gemm.fp8_gemm_nt(a, b, c, c=c)
+    _gemm(a, b, c, c=c, overrides=_ws_128x256())
     assert calc_diff(c, want) < TOL
     assert ran
 
@@ -328,11 +330,15 @@ def test_m_grouped_contiguous_with_empty_groups(psum, n, k):
     _check_contiguous([3000, 0, 129, 1, 4096], n, k, psum)
 
 
-def _check_contiguous(ms, n, k, psum):
+def _check_contiguous(ms, n, k, psum, overrides=None):
     """Every group's rows against the reference, padding (-1) rows written as zeros."""
     a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
     d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, ends if psum else ids, use_psum_layout=psum)
+    if overrides is None:
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, ends if psum else ids, use_psum_layout=psum)
+    else:
+        run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, ends if psum else ids,
+                   use_psum_layout=psum, overrides=overrides)
     for g, (s, e) in enumerate(zip(starts, stops)):
         if e > s:
             assert calc_diff(d[s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
@@ -344,14 +350,11 @@ def _check_contiguous(ms, n, k, psum):
                                      dict(waves=2, wave_n=True, narrow=16), dict(waves=2, wave_n=True, narrow=32)])
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("n,k", [(4096, 7168), (576, 2048), (448, 208), (200, 208)])
-def test_m_grouped_contiguous_warp_specialised_variants(monkeypatch, variant, psum, n, k):
+def test_m_grouped_contiguous_warp_specialised_variants(variant, psum, n, k):
     """The grouped layouts through each warp-specialised variant, forced where legal: -1 rows zeroed, empty groups,
     a last N tile whose second wave is entirely past N (576) or partly (448); tail tiles at N=576 (128 + 16) and
     448 (128 + 32); N=200 gets 64-wide tiles, where waves along N are not legal and the one-wave kernel runs."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
-    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
-    _check_contiguous([3000, 0, 129, 1, 700], n, k, psum)
+    _check_contiguous([3000, 0, 129, 1, 700], n, k, psum, overrides=_ws(**variant))
 
 
 @pytest.mark.parametrize("g,m_per,n,k", [(32, 20, 7168, 3072), (6, 1024, 4096, 4096), (4, 0, 512, 256)])
@@ -376,19 +379,16 @@ def _assert_untouched_past_masked(d_group, m):
 @pytest.mark.parametrize("variant", [dict(waves=2, wave_n=True), dict(waves=1, stages=5)])
 @pytest.mark.parametrize("g,m_per,max_m,n,k", [(8, 192, 1024, 512, 1024), (4, 100, 192, 448, 256),
                                                (3, 300, 384, 7168, 2048)])
-def test_masked_warp_specialised(monkeypatch, variant, g, m_per, max_m, n, k):
+def test_masked_warp_specialised(variant, g, m_per, max_m, n, k):
     """Masked layouts through the warp-specialised kernel, forced: TMA stores when Mmax is a multiple of 128
     (1024, 384), pointer stores otherwise (192); an empty group, a group filling Mmax, partial last N tiles."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_WS_MODE", "on")
-    monkeypatch.setattr(fp8_triton, "WS_OVERRIDE", variant)
     random.seed(2)
     masked = [min(max_m, int(m_per * random.uniform(0.7, 1.3))) for _ in range(g)]
     masked[0], masked[-1] = 0, max_m
     a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
     d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
-    deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, expected_m=m_per)
+    run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm, m_per, overrides=_ws(**variant))
     _check_masked(a, b, d, masked)
 
 
@@ -399,7 +399,7 @@ def test_k_grouped(monkeypatch, layout, m, n, ks):
     """Every group against the reference, empty groups (first, middle, last) left at C. M a multiple of 128 runs
     the warp-specialised two-wave kernel (N=208: the second wave of the last tile partly past N, N=112 wholly),
     M=320 the tl.* one."""
-    calls = _spy_run_ws(monkeypatch)
+    calls = _spy_ws_launches(monkeypatch)
     qa, qb = [], []
     for kg in ks:
         x = torch.randn(kg, m, device="cuda", dtype=torch.bfloat16)
@@ -431,21 +431,22 @@ def test_split_k_calls_on_concurrent_streams(monkeypatch, m, n, k, ws):
     split-4 tiles on the warp-specialised kernel, 64 CTAs. Either way two launches fit on the GPU side by side; a
     GPU-side sleep at the head of both streams lets every launch queue up first (the host is slower than these
     kernels)."""
-    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm import fp8_configs, fp8_triton
     rounds = 24
+    overrides = None
     if ws:
-        _force_config(monkeypatch, 128, 64, 4)
-        calls = _spy_run_ws(monkeypatch)
+        overrides = _forced_config(128, 64, 4)
+        calls = _spy_ws_launches(monkeypatch)
     else:
-        problem = fp8_triton.configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
-        assert fp8_triton.configs.heuristic(problem).split_k > 1
+        problem = fp8_configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
+        assert fp8_configs.heuristic(problem).split_k > 1
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     inputs = [_operands(m, n, k) for _ in streams]
     outs = [[torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(rounds)]
             for _ in streams]
     for s, (a, b), d in zip(streams, inputs, outs):  # compile and record plans outside the race
         with torch.cuda.stream(s):
-            deep_gemm.fp8_gemm_nt(a, b, d[0])
+            _gemm(a, b, d[0], overrides=overrides)
     torch.cuda.synchronize()
     for s in streams:  # hold both streams back until every launch is queued, so their kernels overlap
         with torch.cuda.stream(s):
@@ -453,7 +454,7 @@ def test_split_k_calls_on_concurrent_streams(monkeypatch, m, n, k, ws):
     for i in range(rounds):
         for s, (a, b), d in zip(streams, inputs, outs):
             with torch.cuda.stream(s):
-                deep_gemm.fp8_gemm_nt(a, b, d[i])
+                _gemm(a, b, d[i], overrides=overrides)
     torch.cuda.synchronize()
     for (a, b), d in zip(inputs, outs):
         ref = _ref(a, b)
@@ -469,15 +470,13 @@ def test_split_k_results_are_bitwise_repeatable(monkeypatch, m, n, k, ws):
     """Whichever split arrives last reduces the tile, but the sum runs in split order, so repeated calls give
     bit-identical results; and the reduction is right against the reference. The heuristic's own configs: 128-row
     split tiles on the warp-specialised kernel for 64 < M <= 128 (``ws``), the tl.* kernel's below."""
-    from deep_gemm.gemm import fp8_triton
-    from deep_gemm.gemm.operands import resolve_recipe
+    from deep_gemm.gemm import fp8_configs, fp8_plan, fp8_triton
     a, b = _operands(m, n, k)
     outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(16)]
-    problem = fp8_triton.dense_problem(m, n, k, outs[0], None, resolve_recipe(None, None, None, b[1]))
+    problem = fp8_plan.tile_problem(fp8_triton.dense_call(m, n, k, outs[0], None, False))
     assert problem.one_wave_split_k
-    assert fp8_triton.configs.heuristic(problem).split_k > 1
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())  # (a plan recorded by an earlier test would replay unspied)
-    calls = _spy_run_ws(monkeypatch)
+    assert fp8_configs.heuristic(problem).split_k > 1
+    calls = _spy_ws_launches(monkeypatch)
     for d in outs:
         deep_gemm.fp8_gemm_nt(a, b, d)
     torch.cuda.synchronize()
@@ -520,23 +519,23 @@ def test_split_k_graphs_captured_on_one_stream_replay_concurrently(monkeypatch, 
     streams: every captured launch has split-K counters of its own (with the capture stream's shared counters one
     graph's splits could count as the other's). Split-K on the tl.* kernel (64x576x7168) and on the
     warp-specialised kernel (forced 128 x 64 split-4 tiles); replays match the eager calls bit for bit."""
-    calls = None
+    calls, overrides = None, None
     if ws:
-        _force_config(monkeypatch, 128, 64, 4)
-        calls = _spy_run_ws(monkeypatch)
+        overrides = _forced_config(128, 64, 4)
+        calls = _spy_ws_launches(monkeypatch)
     rounds = 8
     inputs = [_operands(m, n, k) for _ in range(2)]
     outs = [[torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(rounds)] for _ in inputs]
     eager = []
     for (a, b), d in zip(inputs, outs):  # compile (and record plans) outside the capture
-        deep_gemm.fp8_gemm_nt(a, b, d[0])
+        _gemm(a, b, d[0], overrides=overrides)
         eager.append(d[0].clone())
     capture_stream = torch.cuda.Stream()
     graphs = [torch.cuda.CUDAGraph() for _ in inputs]
     for g, (a, b), d in zip(graphs, inputs, outs):
         with torch.cuda.graph(g, stream=capture_stream):
             for i in range(rounds):
-                deep_gemm.fp8_gemm_nt(a, b, d[i])
+                _gemm(a, b, d[i], overrides=overrides)
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     for _ in range(10):  # (with shared counters 28 % of the calls came out wrong, H200)
         for d in outs:

@@ -49,15 +49,14 @@ def test_split_k_reduction_any_split_count(split):
     not what the heuristic would pick, the last split is empty) and more splits than the heuristic allows."""
     from deep_gemm.gemm import fp8_configs as configs
     from deep_gemm.gemm import fp8_triton
-    from deep_gemm.gemm.operands import resolve_recipe
+    from deep_gemm.gemm.fp8_plan import Fp8Overrides
     m, n, k = 16, 128, 1536
     a = quantize(torch.randn(m, k), 1)
     b = quantize(torch.randn(n, k), 128)
     expected = oracle_gemm(*a, (1, 128), *b, (128, 128))
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
     a0, a1, b0, b1, d = _to(*a, *b, d)
-    fp8_triton._launch_dense(a0, a1, b0, b1, d, None, resolve_recipe(None, None, None, b1),
-                             cfg=configs._config(16, 64, split))
+    fp8_triton._launch_dense(a0, a1, b0, b1, d, None, False, overrides=Fp8Overrides(config=configs._config(16, 64, split)))
     assert calc_diff(d.cpu(), expected) < TOL
 
 

@@ -252,6 +252,22 @@ def register_composite(name: str, fn: Callable[..., Any]) -> None:
     LIB.impl(name, composite, "CompositeImplicitAutograd")
 
 
+def run_launcher(name: str, *args, launcher_kwargs: dict | None = None, **kwargs):
+    """Run op ``name``'s CUDA launcher as its CUDA kernel does (the memoised check, then the launcher with the
+    signature token where it takes one), with extra keyword arguments for the launcher: how sweeps, benchmarks and
+    tests force plan choices (e.g. ``launcher_kwargs=dict(overrides=Fp8Overrides(...))``) without any global.
+    Returns the launcher's result: ``NotImplemented`` when it declines the arguments (the reference does not run)."""
+    kernels = kernels_of(name)
+    if kernels.triton is None:
+        raise RuntimeError(f"deep_gemm::{name} has no CUDA launcher")
+    full = _Binder(SCHEMAS[ALIASES.get(name, name)])(args, kwargs)
+    token = kernels.checked(full)
+    extra = dict(launcher_kwargs or {})
+    if getattr(kernels.triton, "accepts_signature", False):
+        extra["signature"] = token
+    return kernels.triton(*full, **extra)
+
+
 def kernels_of(name: str) -> OpKernels:
     return _KERNELS[ALIASES.get(name, name)]
 

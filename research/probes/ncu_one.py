@@ -23,7 +23,8 @@ if len(sys.argv) > 4:
     cfg = fp8_configs._config(bm, bn, split)
     recipe = resolve_recipe(None, None, None, b[1])
     for _ in range(3):
-        fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, recipe, cfg=cfg)
+        fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, recipe.b[0] == 1,
+                                 overrides=fp8_triton.Fp8Overrides(config=cfg))
 else:
     for _ in range(3):
         deep_gemm.fp8_gemm_nt(a, b, d)

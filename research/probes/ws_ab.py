@@ -38,7 +38,7 @@ def cases():
         r = resolve_recipe(None, None, None, b[1])
         ref = bench.reference(a, b, (128, 128))
         yield (f"dense {m}x{n}x{k}", lambda a=a, b=b, d=d, r=r: fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d,
-                                                                                          None, r),
+                                                                                          None, r.b[0] == 1),
                lambda d=d, ref=ref: calc_diff(d.float(), ref))
     for (g, per_group, n, k) in shapes.M_GROUPED_CONTIGUOUS_DG_TFLOPS:
         ms, starts, ends, a, b, layout = bench.contiguous_operands(g, per_group, n, k)

@@ -69,7 +69,7 @@ for n, k in [(4096, 7168), (7168, 16384), (24576, 1536), (7168, 2048), (2112, 71
         use_kernel(kernels[name])
 
         def run():
-            launcher._launch_dense(a[0], a[1], b[0], b[1], d, None, r)
+            launcher._launch_dense(a[0], a[1], b[0], b[1], d, None, r.b[0] == 1)
         if name in CHECKED:
             run()
             diff = calc_diff(d.float(), bench.reference(a, b, (128, 128)))

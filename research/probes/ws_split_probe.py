@@ -52,7 +52,8 @@ cases = sys.argv[1:] or ["128,7168,2048:64:1", "128,7168,2048:64:2", "128,7168,2
                          "128,4096,7168:128:1", "128,4096,7168:128:4"]
 original = fp8_gemm_ws._fp8_gemm_ws_kernel
 time_us = KernelTimer(reps=15)
-fp8_triton._WS_MODE, fp8_triton.WS_OVERRIDE = "on", {"waves": 1}
+def ws_on(cfg):
+    return fp8_triton.Fp8Overrides(ws_mode="on", waves=1, config=cfg)
 for case in cases:
     shape, bn, split = case.split(":")
     m, n, k = (int(x) for x in shape.split(","))
@@ -64,6 +65,6 @@ for case in cases:
     names = ["full", "noload"] + (["nostore", "noatomic", "noreads", "noreduce"] if cfg.split_k > 1 else [])
     for name in names:
         use_kernel(original if name == "full" else variant_module(name)._fp8_gemm_ws_kernel)
-        us = time_us(lambda: fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, r, cfg=cfg))
+        us = time_us(lambda: fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, False, overrides=ws_on(cfg)))
         print(f"{m}x{n}x{k} 128x{bn} split{split} {name:9s} {us:8.1f} us", flush=True)
 use_kernel(original)

@@ -1,0 +1,456 @@
+"""The one plan of an FP8 GEMM call: which kernel runs, with which tiles, waves, stages, split and grid.
+
+``plan(call, overrides)`` is a pure function of ``Fp8Call`` (the call's sizes, grouping, recipe and the facts the
+launcher reads off its tensors' metadata: can D be stored by TMA, can C be loaded by TMA...) and of explicit
+``Fp8Overrides`` (sweeps and tests force variants through them; nothing here reads a mutable global). The launchers
+in ``fp8_triton.py`` only read the plan. Two things stay outside: the tile config may come from opt-in autotuning
+(``plan_for_config`` then derives the rest from the config it picked), and the warp-specialised kernel's register
+budget is the first of ``WsPlan.register_budgets`` whose build does not spill (``ws_register_budget``), which only
+ptxas can answer.
+
+Two kernels (docs/ARCHITECTURE.md, "The FP8 kernels"): ``kernels/fp8_gemm.py`` (``tl.*``, every grouping, split-K,
+skip-head) and ``kernels/fp8_gemm_ws.py`` (Gluon, warp-specialised: one TMA producer warp, two consumer
+warpgroups; two-wave 128 x 256 tiles or one-wave 128-row tiles) where it measured faster (``_ws_pays``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from . import fp8_configs as configs
+
+GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
+
+# Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it measured faster), "on" (wherever it
+# is legal), "off" (never). H200 2026-11-30 vs the tl.* kernel: two-wave tiles (ws_waves) 1.3-2.1x on every dense
+# M=4096 and M-grouped contiguous DeepSeek shape; the one-wave kernel 1.05-1.50x at dense K <= 2048 but 0.82-0.90x
+# at K >= 7168 (session 5, before its promotion overlapped; session 6, overlapped, M = 256-512: 0.96-1.10x at
+# K = 7168, 1.06x at K = 2048, so the K rule stays). Masked (DeepSeek table, Mmax = 4096): two-wave tiles with TMA
+# stores 1.1-1.5x at m >= 192, equal at m = 20 (2026-11-30, session 6); with pointer stores (Mmax not a multiple of
+# 128) 0.8x, so those stay on tl.*. The process default comes from DG_FP8_WS=0/1 (read once, at import);
+# ``Fp8Overrides.ws_mode`` overrides it per call.
+WS_MODES = ("auto", "on", "off")
+DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
+# Dense problems too small for two-wave tiles run the one-wave kernel up to this K in "auto" mode (see above).
+WS_MAX_DENSE_K = 2048
+# Register budgets per partition (setmaxnreg), (consumer warpgroup, producer warp), in the order tried: each consumer
+# warpgroup holds a 64xBN FP32 accumulator plus a 64xBN FP32 partial (2 x 64 registers at BN = 128; two-wave tiles
+# 2 x 64 + 64) and addresses; the TMA producer needs almost none. ptxas's spilling is not monotonic in the budget:
+# the first budget that compiles a variant with at most WS_SPILL_TOLERANCE_WORDS spilled is kept, else the one that
+# spills least (ws_register_budget). H200 2026-11-30 (session 11, `research/sweeps/sweep_fp8_configs.py`, variants
+# ws2n-s4 / -r224 / -r240, the two-wave 128 x 256 kernel; spilled bytes per thread from `scripts/compile_check.py`):
+# masked with 32 groups spills 48 / 8 / 104 bytes and ran 776 / 609 / 1029 us at 32 x 192 x 6144 x 7168; masked with
+# 6 groups 56 / 88 / 24 bytes, 225 / 272 / 222 us at 6 x 1024 x 4096 x 4096; psum 16 / 64 / 0 bytes, 987 / 1061 / 982
+# us at 4 x 34151 x 4096 x 4096; dense 40 / 8 / 96 bytes, 278.6 / 275.3 / 340.8 us at 4096 x 24576 x 1536: the fewest
+# spills was the fastest every time. Since session 13 the dense and psum builds spill 64 / 16 / 216 and 48 / 88 / 24
+# bytes (the next tile's first-block scales live across the epilogue: fp8_gemm_ws._next_first_scales); the budgets
+# kept, 224 and 240, still spill nothing inside the K loop.
+WS_REGISTER_BUDGETS = ((232, 40), (224, 56), (240, 32))
+# Spilled words per thread that count as none: the K-grouped variants spill 2 words at (232, 40), outside their K
+# loop, and none at (224, 56), where they ran 0-2.7 % slower (`sweep --only k_grouped`, session 11: 4 x 4096 x 7168 x
+# 34304 2491-2507 vs 2561-2576 us); the smallest spill that measured costly was 10 words (dense, above).
+WS_SPILL_TOLERANCE_WORDS = 2
+# Shared memory the warp-specialised kernel may use for its stage ring and epilogue buffers (sm_90a opt-in limit
+# minus the barriers and Triton's own reservation).
+WS_SMEM_BYTES = 230_000
+# Deeper rings stopped paying here (each stage beyond the MMA's latency only costs shared memory).
+WS_MAX_STAGES = 8
+# Wave widths (BN) at which the one-wave kernel's producer stages each K block's 1D2D scales in shared memory with
+# the operands; at the others the consumers load them from global memory next to each wgmma. H200 2026-11-30
+# (session 9, `sweep_fp8_configs.py --only one_wave_scales`, same process): 128 x 64 tiles faster staged on 9 of
+# 10 shapes (+4 to +18 %; 128x7168x16384 61.9 -> 52.3 us; 512x7168x2048 -7 %): a 64-column wgmma is too short to
+# hide a global load. 128 x 128 tiles 2-5 % slower staged at K >= 2048 (one stage fewer fits), faster only at
+# K <= 1536.
+WS_STAGED_SCALES_BN = (64,)
+# Split-K tiles stage them at every width: 128 x 128 split configs ran 2-7 % faster staged on 5 of 7 (shape, split)
+# pairs (128x7168x16384 split 2: 49.4 -> 46.0 us; slower: 128x2112x7168 split 4, 15.9 -> 16.2 us; session 10,
+# `sweep_fp8_configs.py --only ws_split_k`, variants ws1 / ws1g).
+WS_SPLIT_K_STAGED_SCALES = True
+# Split 128 x 192 tiles cost more per column of work than 128 x 256 ones (H200 2026-11-30, same run, per column of
+# work per SM: 1.04-1.05x at K = 2048-16384, 1.09x at K = 512: less MMA work per byte loaded and per tile).
+SPLIT_TILE_COLUMN_COST = 1.06
+# Tail tiles (128 + 16 or 32 columns, fp8_gemm_ws._split_tile_cols) cost ~1.2x a 128 x 192 tile per column (H200
+# 2026-11-30, session 11, `sweep_fp8_configs.py --only tail_tiles`, single-round shapes, us per column of tile width:
+# 4096x576x7168 0.288 vs 0.226 (41.4 vs 43.4 us), 4096x448x7168 0.259 vs 0.226 (41.4 vs 43.3 us)): the wide wave and
+# its promotion set the pace of a K block, and the narrow wave saves little of it.
+TAIL_TILE_COLUMN_COST = 1.25
+SPLIT_TILE_MIN_K = 1024
+# Widths of a tail tile's narrow wave: wgmma, TMA boxes and shared-memory shapes take these; wider tails are split
+# 128 + 64.
+TAIL_WAVE_WIDTHS = (16, 32)
+# Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
+WG_ROWS = 64
+
+
+@dataclass(frozen=True)
+class Fp8Overrides:
+    """Forced choices for sweeps and tests (None = the plan decides). A forced variant that is not legal for the
+    call falls back to the plan's own choice, as noted per field."""
+
+    ws_mode: str | None = None  # "auto" | "on" | "off" (default: DEFAULT_WS_MODE)
+    waves: int | None = None  # warp-specialised waves per consumer (1 or 2; 2 needs BN 128, or dense for 256-row)
+    wave_n: bool = False  # with waves=2: the second wave along N (a 128 x 2BN tile) rather than along M
+    narrow: int | None = None  # width of the second along-N wave (16/32 only where tail_narrow(N) gives it, else 64)
+    stages: int | None = None  # ring depth, capped at what fits
+    d_tma: bool | None = None  # False: store D with pointer stores instead of TMA
+    regs: tuple | None = None  # (consumer, producer) register budget instead of ws_register_budget's choice
+    staged_scales_bn: tuple | None = None  # WS_STAGED_SCALES_BN
+    split_k_staged_scales: bool | None = None  # WS_SPLIT_K_STAGED_SCALES
+    config: configs.Fp8GemmConfig | None = None  # the tile config instead of the heuristic's (sweeps)
+
+    def __post_init__(self):
+        if self.ws_mode is not None and self.ws_mode not in WS_MODES:
+            raise ValueError(f"Fp8Overrides.ws_mode: expected one of {WS_MODES}, got {self.ws_mode!r}")
+
+
+NO_OVERRIDES = Fp8Overrides()
+
+
+@dataclass(frozen=True)
+class Fp8Call:
+    """What the plan sees of a call: sizes, grouping, recipe, and facts about the tensors' metadata.
+
+    ``m``, ``n``, ``k``: the GEMM of one group (masked: ``m`` is Mmax; K-grouped: ``k`` is the sum of the groups'
+    K). The tensor facts are computed by the launcher (``fp8_triton``) from shapes, strides and alignment only."""
+
+    grouping: int
+    m: int
+    n: int
+    k: int
+    num_groups: int
+    num_sms: int
+    b_per_row: bool = False  # 1D1D: B scaled per row (else per 128 x 128 block)
+    has_c: bool = False
+    out_bytes: int = 2  # D's element size
+    head: tuple = (0, 0, 0)  # skip-head-mid column remap of D
+    zero_gaps: bool = True  # M-grouped rows of no group are written (zeros), so whole tiles may be stored
+    psum_align: int = 128  # M-grouped: the segment alignment
+    expected_m: int = 0  # masked: expected rows per group (steers the tile choice)
+    d_rows: bool = True  # D has a [rows, N] view with 16-byte aligned rows (TMA descriptors over it work)
+    d_tma: bool = True  # the tl.* kernel may store D's tiles by TMA (_tma_storable)
+    ws_d_tma: bool = True  # the warp-specialised kernel may store D's slabs by TMA (also masked / K-grouped)
+    c_tma: bool = False  # C can arrive by TMA through a descriptor of D's shape and block
+    on_gpu: bool = True  # a CUDA call (not the interpreter's CPU tensors)
+    interpreting: bool = False  # Triton's interpreter: the Gluon kernel cannot run
+
+
+@dataclass(frozen=True)
+class WsPlan:
+    """The warp-specialised kernel's variant: 64-row slabs per consumer, ``waves`` per K block."""
+
+    block_m: int  # rows of the CTA tile (128; 256 for two waves along M)
+    bn: int  # width of the first wave
+    waves: int
+    along_n: bool  # the second wave is the next columns (a 128 x (bn + narrow) tile)
+    narrow: int  # width of the second along-N wave (bn, 64 for a split tile, 16/32 for a tail tile)
+    tile_n: int
+    split_tile: bool  # the two along-N waves have different widths
+    scales_smem: bool  # the producer stages each K block's 1D2D scales with the operands
+    stages: int
+    d_tma: bool
+    c_tma: bool
+    register_budgets: tuple  # candidates in order, or one forced budget
+
+
+@dataclass(frozen=True)
+class Fp8Plan:
+    """Everything that runs for one call: the tile config (tl.* kernel), or the warp-specialised variant on top of
+    it; the persistent grid; and, for dense 1D1D problems whose last row block would cost a round of SMs of its
+    own, how many final rows run as a second call with a plan of their own (``row_tail``)."""
+
+    config: configs.Fp8GemmConfig
+    kernel: str  # "tl" | "ws"
+    grid: int
+    ws: WsPlan | None = None
+    row_tail: int = 0
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(x: int) -> int:
+    return 1 << max(1, (max(1, x) - 1).bit_length())
+
+
+def ws_mode_of(overrides: Fp8Overrides) -> str:
+    return overrides.ws_mode or DEFAULT_WS_MODE
+
+
+def ws_register_budget(spills) -> tuple[int, int]:
+    """The register budget of a warp-specialised variant: the first of WS_REGISTER_BUDGETS whose build spills at most
+    WS_SPILL_TOLERANCE_WORDS (``spills(budget)``: local memory words per thread of the variant compiled with that
+    budget), else the one that spills least (the earlier on a tie). Only variants that spill more than that at the
+    first budget pay for more builds."""
+    best, best_spills = None, None
+    for budget in WS_REGISTER_BUDGETS:
+        words = spills(budget)
+        if words <= WS_SPILL_TOLERANCE_WORDS:
+            return budget
+        if best is None or words < best_spills:
+            best, best_spills = budget, words
+    return best
+
+
+def ws_stages(block_m: int, tile_n: int, store_n: int, out_bytes: int, sfb_staged: bool = False,
+              scales_staged: bool = False, split_k: bool = False) -> int:
+    """Deepest stage ring (A [block_m, 128] + B [tile_n, 128] per stage, plus tile_n FP32 B scales when 1D1D scales
+    are staged, or block_m + 32 FP32 scales when the one-wave kernel stages 1D2D scales) that fits next to the
+    epilogue's staging buffers: per consumer warpgroup 64 x store_n (the widths of the waves it stores separately:
+    128 for a 128 x 256 tile, so 4 stages fit with BF16 output and 3 with FP32; 128 + 64 for a split 128 x 192
+    tile). Split-K stages each warpgroup's 64 x BN FP32 partial in its epilogue buffer (_split_k_reduce)."""
+    per_stage = (block_m + tile_n) * configs.BLOCK_K + (4 * tile_n if sfb_staged else 0) + (
+        4 * (block_m + 32) if scales_staged else 0)
+    epilogue = 2 * 64 * store_n * (max(out_bytes, 4) if split_k else out_bytes)
+    return max(2, min(WS_MAX_STAGES, (WS_SMEM_BYTES - epilogue) // per_stage))
+
+
+def ws_waves(grouping: int, m: int, n: int, block_n: int, c_by_pointer: bool, num_sms: int) -> tuple[int, bool]:
+    """(waves, along_n): how many 64 x BN waves each consumer warpgroup computes per K block, and whether the
+    second wave is the next BN columns (a 128 x 2BN tile) rather than the next 64 rows (a 256 x BN tile).
+
+    Two waves halve the operand traffic per FLOP of a 128 x BN tile, and each stage feeds twice the MMA work
+    (DeepGEMM's structure). H200 2026-11-30, M=4096, vs the tl.* kernel: 256 x 128 tiles 1.2-2.0x on the seven
+    DeepSeek shapes, 128 x 256 tiles another 0-14 % (0.64-0.82x DeepGEMM); M-grouped contiguous 128 x 256
+    1.4-1.8x (0.78-0.81x DeepGEMM). Used whenever the tiles fill at least half the SMs. Waves go along N (one B
+    scale block per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned), and
+    always for masked layouts (their tile count is known only on the device; measured 1.1-1.5x the tl.* kernel at
+    m >= 192, equal at m = 20). A C operand read through pointers needs registers the two-wave consumer does not
+    have (74 spilled words, sm_90a); read by TMA (``Fp8Call.c_tma``) it needs none."""
+    if c_by_pointer or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]):
+        return 1, False
+    half_wave = num_sms // 2
+    if block_n == 128 and (grouping == GROUPING["masked"] or _cdiv(m, 128) * _cdiv(n, 256) >= half_wave):
+        return 2, True
+    # 256 x BN tiles only with 128-wide waves: 256 x 64 measured 0.72x the tl.* kernel (512x2112x7168: 38.0 vs
+    # 27.2 us, H200 session 6).
+    if grouping == GROUPING["dense"] and block_n == 128 and _cdiv(m, 256) * _cdiv(n, block_n) >= half_wave:
+        return 2, False
+    return 1, False
+
+
+def tail_narrow(n: int) -> int:
+    """Narrow-wave width of tail tiles for N, or 0 when they do not apply: N // 128 tiles, tile j a whole
+    128-column block plus the j-th piece of the columns past the last whole block. Needs a tail, pieces no wider
+    than TAIL_WAVE_WIDTHS allows, and cdiv(N, 128 + width) == N // 128 (the tile count the kernel derives from its
+    tile width)."""
+    whole, tail = divmod(n, 128)
+    if whole == 0 or tail == 0:
+        return 0
+    width = max(TAIL_WAVE_WIDTHS[0], next_pow2(_cdiv(tail, whole)))
+    if width not in TAIL_WAVE_WIDTHS or _cdiv(n, 128 + width) != whole:
+        return 0
+    return width
+
+
+def ws_narrow(m: int, n: int, k: int, num_sms: int) -> int:
+    """Width of the second wave of an along-N tile: 128 (a 128 x 256 tile), 64 (a 128 x 192 split tile) or 16/32
+    (a tail tile: tail_narrow).
+
+    DeepGEMM's wave model: count the rounds of #SMs tiles each width needs and the columns of work per SM that
+    makes, weighted by the tile's cost per column; the cheapest wins (the wider on a tie). Measured (H200, M=4096,
+    K=7168): N=2112 (11 x 192 exactly) 147 -> 120 us; N=576 51 us on 256 + 256 + 64 columns, 43 us on three 192-wide
+    tiles, 41 us on four 128 + 16 tail tiles; the other five DeepSeek shapes are faster on 128 x 256 (by 4-14 %)."""
+    if k < SPLIT_TILE_MIN_K:
+        return 128
+    row_blocks = _cdiv(m, 128)
+
+    def cost(tiles_n, tile_n, per_column):
+        return _cdiv(row_blocks * tiles_n, num_sms) * tile_n * per_column
+    costs = {128: cost(_cdiv(n, 256), 256, 1.0), 64: cost(_cdiv(n, 192), 192, SPLIT_TILE_COLUMN_COST)}
+    tail = tail_narrow(n)
+    if tail:
+        costs[tail] = cost(n // 128, 128 + tail, TAIL_TILE_COLUMN_COST)
+    return min(costs, key=lambda width: (costs[width], -width))
+
+
+def one_wave_split_routable(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> bool:
+    """Whether 128-row split-K tiles can run on the warp-specialised one-wave kernel: dense 1D2D without C, D stored
+    by TMA, the Gluon kernel enabled and compiled (not under the interpreter). The plan routes them by it, and
+    the heuristic is told so (``tile_problem``)."""
+    return (call.grouping == GROUPING["dense"] and not call.b_per_row and not call.has_c and call.d_tma
+            and ws_mode_of(overrides) != "off" and not call.interpreting)
+
+
+def wide_small_m(call: Fp8Call) -> bool:
+    """A dense 1D2D problem with 64 < M <= 128 (the tl.* config has 64-row tiles) that is wide enough for 128 x 256
+    two-wave tiles to fill the SMs (ws_waves): it runs those instead. H200 2026-11-30 (session 8, `sweep-m128-ws`):
+    128x24576x1536 21.6 -> 18.2 us (split 128 x 192 tiles, ws_narrow), 128x32768x512 13.0 -> 11.8 us (128 x 256);
+    the five narrower DeepSeek shapes have too few such tiles (9-56), and on them every warp-specialised variant
+    without split-K was 1.2-4.6x slower than the tl.* split-K kernel. M <= 64 was not measured, so it stays on
+    tl.*."""
+    return (call.grouping == GROUPING["dense"] and not call.b_per_row and not call.has_c and 64 < call.m <= 128
+            and ws_waves(call.grouping, call.m, call.n, 128, False, call.num_sms) == (2, True))
+
+
+def ws_block_n(cfg: configs.Fp8GemmConfig) -> int:
+    """The warp-specialised kernel's wave width (BN) for a tl.* config: the config's own for 128-row configs, 128
+    for the 64-row configs of the problems ``wide_small_m`` hands over (two-wave 128 x 256 tiles)."""
+    return cfg.block_n if cfg.block_m == 128 else 128
+
+
+def _ws_pays(call: Fp8Call, block_n: int, c_by_pointer: bool, split_k: int, mode: str) -> bool:
+    grouping, m, n, k = call.grouping, call.m, call.n, call.k
+    tma_store = call.ws_d_tma
+    if split_k > 1:
+        # 128-row split-K configs run one-wave tiles; they reach here only where one_wave_split_routable holds
+        # (dense 1D2D, no C, D by TMA, the kernel not off).
+        return True
+    if call.b_per_row:
+        # 1D1D runs on 128 x 256 two-wave tiles only, which stage the per-column B scales in shared memory
+        # (_mainloop_two_waves_1d1d); the one-wave consumer had no registers for them (it spilled 408 B, sm_90a,
+        # and no longer takes them), so problems too small for two-wave tiles stay on tl.*, as do C operands read
+        # through pointers.
+        # K-grouped layouts (weight gradients, big enough for two-wave tiles) go there whenever D is TMA-storable
+        # (M a multiple of 128), instead of the tl.* kernel's 128 x 64 tiles.
+        if grouping == GROUPING["k_grouped"]:
+            return tma_store and not c_by_pointer and mode != "off"
+        if grouping != GROUPING["dense"] or block_n != 128 or c_by_pointer:
+            return False
+        if mode != "auto":
+            return mode == "on"
+        return ws_waves(grouping, m, n, block_n, c_by_pointer, call.num_sms)[0] == 2
+    if mode != "auto":
+        return mode == "on"
+    if grouping in (GROUPING["m_ids"], GROUPING["m_psum"]):
+        return True
+    if grouping == GROUPING["masked"]:  # with TMA stores only: the pointer epilogue spills (184 B, sm_90a)
+        return tma_store
+    if grouping != GROUPING["dense"]:
+        return False
+    return ws_waves(grouping, m, n, block_n, c_by_pointer, call.num_sms)[0] == 2 or k <= WS_MAX_DENSE_K
+
+
+def tile_problem(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> configs.Fp8GemmProblem:
+    """What the tile-config heuristic (``fp8_configs``) and autotuning see of the call."""
+    kind = {GROUPING["dense"]: "dense", GROUPING["m_ids"]: "m_grouped", GROUPING["m_psum"]: "m_grouped",
+            GROUPING["masked"]: "masked", GROUPING["k_grouped"]: "k_grouped"}[call.grouping]
+    if kind == "dense":
+        return configs.Fp8GemmProblem(call.m, call.n, call.k, 1, "dense", call.num_sms,
+                                      one_wave_split_k=call.on_gpu and one_wave_split_routable(call, overrides))
+    if kind == "m_grouped":
+        return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms, call.psum_align)
+    if kind == "masked":
+        return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms,
+                                      expected_m=call.expected_m)
+    return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms)
+
+
+def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str) -> int:
+    """Rows at the end of a dense 1D1D problem to run as a call of their own (0: none). 1D1D runs on 128 x 256
+    two-wave tiles; when the last 128-row block alone spills the tiles into one more round of SMs, that round
+    runs a handful of tiles on an otherwise idle GPU, as long as a full round. Those rows (at most 128) go to a
+    second launch instead, whose small-M config (split-K) spreads them over the SMs. H200 (session 10): 1D1D
+    2112x4096x7168 is 17 x 16 = 272 tiles, three rounds of 132 SMs for 2.06 rounds of work."""
+    # (1D1D takes the two-wave kernel from 128 x 128 configs only: _ws_pays)
+    if (call.grouping != GROUPING["dense"] or not call.b_per_row or call.head != (0, 0, 0)
+            or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or call.interpreting):
+        return 0
+    if mode == "off" or ws_waves(GROUPING["dense"], call.m, call.n, 128, False, call.num_sms) != (2, True):
+        return 0
+    row_blocks, col_blocks = _cdiv(call.m, 128), _cdiv(call.n, 256)
+    rounds = _cdiv(row_blocks * col_blocks, call.num_sms)
+    if row_blocks < 2 or (row_blocks - 1) * col_blocks > (rounds - 1) * call.num_sms:
+        return 0
+    return call.m - (row_blocks - 1) * 128
+
+
+def plan(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> Fp8Plan | None:
+    """The plan of ``call`` with the heuristic's tile config; None when no kernel covers it (an M-grouped segment
+    alignment no tile height divides: the reference runs)."""
+    problem = tile_problem(call, overrides)
+    if not configs.candidates(problem):
+        return None
+    return plan_for_config(call, overrides.config or configs.heuristic(problem), overrides)
+
+
+def plan_for_config(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides = NO_OVERRIDES) -> Fp8Plan:
+    """Everything that runs for ``call`` given its tile config (the heuristic's, or autotuning's pick)."""
+    if not call.b_per_row and configs.BLOCK_K % cfg.block_n:
+        # Configs from the heuristic and autotuning never do this; one passed in by hand (a sweep) could.
+        raise ValueError(f"FP8 GEMM config {cfg}: with 128x128 B scales block_n must divide 128 (one B scale per "
+                         f"tile and K block), got {cfg.block_n}")
+    if call.head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
+        cfg = configs._config(cfg.block_m, cfg.block_n, 1)
+    mode = ws_mode_of(overrides)
+    tail = row_tail(call, cfg, mode)
+    if tail:
+        call = replace(call, m=call.m - tail)
+    grid = _tl_grid(call, cfg)
+    ws = _ws_plan(call, cfg, overrides, mode)
+    if ws is None:
+        return Fp8Plan(cfg, "tl", grid, None, tail)
+    if (ws.block_m, ws.tile_n) != (cfg.block_m, cfg.block_n):
+        groups_in_grid = call.num_groups if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
+        tiles = _cdiv(call.m, ws.block_m) * _cdiv(call.n, ws.tile_n) * groups_in_grid * cfg.split_k
+        grid = max(1, min(call.num_sms, tiles))
+    return Fp8Plan(cfg, "ws", grid, ws, tail)
+
+
+def _tl_grid(call: Fp8Call, cfg: configs.Fp8GemmConfig) -> int:
+    """Persistent programs of the tl.* kernel: SM slots, or fewer when there are fewer tiles. Masked tile counts are
+    only known on the device: the grid is sized by slots and the programs loop over the tiles."""
+    groups_in_grid = call.num_groups if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
+    tiles_upper = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n) * cfg.split_k * groups_in_grid
+    return max(1, min(call.num_sms * cfg.programs_per_sm, tiles_upper))
+
+
+def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides, mode: str) -> WsPlan | None:
+    """The warp-specialised variant for the call, or None when the tl.* kernel runs it."""
+    grouping, split = call.grouping, cfg.split_k
+    ws_split = split > 1 and cfg.block_m == 128 and one_wave_split_routable(call, overrides)
+    if not ((cfg.block_m == 128 or wide_small_m(call)) and (split == 1 or ws_split) and call.head == (0, 0, 0)
+            and not call.interpreting and (grouping != GROUPING["k_grouped"] or call.b_per_row) and call.d_rows):
+        return None
+    c_tma = call.has_c and call.ws_d_tma and grouping in (GROUPING["dense"], GROUPING["k_grouped"]) and call.c_tma
+    c_by_pointer = call.has_c and not c_tma
+    if not _ws_pays(call, ws_block_n(cfg), c_by_pointer, split, mode):
+        return None
+    d_tma = call.ws_d_tma
+    if call.b_per_row:  # the kernel's only 1D1D variant: 128 x 256 tiles, whatever BN the tl.* config had
+        bn, waves, along_n = 128, 2, True
+    else:
+        bn = ws_block_n(cfg)
+        waves, along_n = ws_waves(grouping, call.m, call.n, bn, c_by_pointer, call.num_sms)
+        if overrides.waves is not None:
+            waves, along_n = overrides.waves, overrides.wave_n
+            if waves == 2 and (along_n and bn != 128 or not along_n and grouping != GROUPING["dense"]):
+                waves, along_n = 1, False  # not a legal variant for this config: the one-wave kernel
+        if split > 1:
+            waves, along_n = 1, False  # split-K runs one-wave tiles
+    narrow = bn
+    if along_n and grouping != GROUPING["masked"] and not call.b_per_row and not call.has_c:
+        # (split tiles: 2-D layouts, 1D2D scales, no C)
+        narrow = ws_narrow(call.m, call.n, call.k, call.num_sms) if overrides.narrow is None else overrides.narrow
+        if narrow < 64 and narrow != tail_narrow(call.n):
+            narrow = 64  # (a forced tail width N has no tail tiles for)
+    block_m = 2 * WG_ROWS * (1 if along_n else waves)
+    tile_n = bn + narrow if along_n else bn
+    split_tile = along_n and narrow < bn
+    staged_bn = WS_STAGED_SCALES_BN if overrides.staged_scales_bn is None else overrides.staged_scales_bn
+    split_staged = (WS_SPLIT_K_STAGED_SCALES if overrides.split_k_staged_scales is None
+                    else overrides.split_k_staged_scales)
+    scales_smem = waves == 1 and not call.b_per_row and (bn in staged_bn or (split > 1 and split_staged))
+    stages = ws_stages(block_m, tile_n, bn + narrow if split_tile else bn, call.out_bytes, call.b_per_row,
+                       scales_smem, split > 1)
+    if overrides.stages is not None:
+        stages = min(overrides.stages, stages)  # a forced ring depth, capped at what fits
+    if overrides.d_tma is not None:
+        d_tma = d_tma and overrides.d_tma
+    # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
+    c_tma = c_tma and waves == 2 and d_tma
+    budgets = (overrides.regs,) if overrides.regs is not None else WS_REGISTER_BUDGETS
+    return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets)
+
+
+def grouping_of(kind: str, use_psum_layout: bool = False) -> int:
+    """The kernel's GROUPING constant of an op family."""
+    if kind == "m_grouped":
+        return GROUPING["m_psum" if use_psum_layout else "m_ids"]
+    return GROUPING[kind]
+
+
+__all__ = ["Fp8Call", "Fp8Overrides", "Fp8Plan", "WsPlan", "GROUPING", "plan", "plan_for_config", "tile_problem",
+           "ws_register_budget", "ws_stages", "ws_waves", "ws_narrow", "tail_narrow", "wide_small_m",
+           "one_wave_split_routable", "row_tail"]
