@@ -11,7 +11,7 @@ from ._ops.library import backends, define_all
 define_all()
 
 # Every family registers its ops when imported.
-from . import runtime  # noqa: E402,F401  (runtime knob ops)
+from . import runtime, runtime_ops  # noqa: E402,F401  (runtime knob ops)
 from . import gemm, einsum, attention, hyperconnection, layout, mega  # noqa: E402,F401
 from . import testing, utils  # noqa: E402
 from . import _public  # noqa: E402

@@ -246,31 +246,8 @@ class JITRuntime:
                f"num_compiled_kernels={self.num_compiled_kernels})"
 
 
-def _register() -> None:
-    from ._ops.library import register
-
-    def no_check(*_args) -> None:
-        return None
-
-    for fn in (set_num_sms, get_num_sms, set_tc_util, get_tc_util, set_pdl, get_pdl, set_ignore_compile_dims,
-               set_block_size_multiple_of, set_mk_alignment_for_contiguous_layout,
-               get_mk_alignment_for_contiguous_layout, get_theoretical_mk_alignment_for_contiguous_layout,
-               get_jit, jit_cache_dir, jit_num_compiled_kernels, jit_clear_cache):
-        register(fn.__name__, check=no_check, reference=fn)
-
-    # Setters only have side effects: declared ordered-effectful, compiled graphs keep them (and their order)
-    # instead of dropping them as dead code after tracing.
-    import torch
-    from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
-    for fn in (set_num_sms, set_tc_util, set_pdl, set_ignore_compile_dims, set_block_size_multiple_of,
-               set_mk_alignment_for_contiguous_layout, jit_clear_cache):
-        _register_effectful_op(getattr(torch.ops.deep_gemm, fn.__name__).default, _EffectType.ORDERED)
-
-
 def peek(name: str):
     """Lock-free read of one knob, for code being traced by torch.compile (which cannot trace a lock). A single
     attribute read is atomic in CPython, and Dynamo guards on the value it read, so a later change recompiles."""
     return getattr(_STATE, name)
 
-
-_register()

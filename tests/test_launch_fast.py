@@ -284,7 +284,7 @@ def test_a_flattening_that_differs_from_tritons_falls_back_for_good(fake_gpu, mo
 
 def _reference_signature(args):
     """The memo key as first written (before the cheaper formulation): what _signature must still equal."""
-    key = [library._runtime_state().version]
+    key = [library._RUNTIME.version]
     for x in args:
         if isinstance(x, torch.Tensor):
             offset = x.storage_offset()

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..runtime import _STATE as _RUNTIME
 from .schemas import ALIASES, FAMILY, SCHEMAS
 
 NAMESPACE = "deep_gemm"
@@ -86,25 +87,13 @@ CHECK_MEMO_LIMIT = 4096
 # Exact types whose values go into a signature as they are (the common case, tested first: isinstance against
 # torch.Tensor goes through its metaclass and costs more than a set lookup of the type).
 _PLAIN_TYPES = frozenset((type(None), int, float, bool, str, torch.dtype))
-_RUNTIME_STATE = []
-
-
-def _runtime_state():
-    """runtime's state object (created once, never replaced): reading its ``version`` attribute directly spares two
-    Python calls per op call. Imported late: runtime registers its ops through this module."""
-    if not _RUNTIME_STATE:
-        from ..runtime import _STATE
-        _RUNTIME_STATE.append(_STATE)
-    return _RUNTIME_STATE[0]
-
-
 def _signature(args: tuple):
     """What a check can see of ``args``: hashable, or None when some argument cannot be keyed (the check runs).
 
     Per tensor: shape, strides, dtype, device index (``get_device()``: -1 on CPU, cheaper than ``.device``) and the
     start's byte offset mod 16 (what the TMA alignment checks see; the offset is read only when non-zero). Plain
     values as they are, lists and tuples of numbers as tuples, and the runtime knobs' version first."""
-    key = [(_RUNTIME_STATE[0] if _RUNTIME_STATE else _runtime_state()).version]
+    key = [_RUNTIME.version]
     for x in args:
         cls = type(x)
         if cls in _PLAIN_TYPES:
