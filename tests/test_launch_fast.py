@@ -145,10 +145,8 @@ def test_plans_keep_no_tensor_of_the_recording_call(fake_gpu):
     assert not any(isinstance(w, (torch.Tensor, launch_mod.FastDescriptor)) for w in kept)
 
 
-def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
-    """Through the dense FP8 launcher, with the real kernels' parameter lists: a replayed plan hands the C launcher
-    the words a fresh launch of the same call does (which test_direct_launch_* compare with Triton's)."""
-    c_launch = RecordingCLauncher()
+def _fake_fp8_kernels(monkeypatch, c_launch):
+    """The FP8 kernels' parameter lists behind fake compiled kernels whose C launcher is ``c_launch``."""
     compiled = {}
 
     def get(key):
@@ -160,8 +158,20 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
     monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", get)
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
+
+
+def _addresses(words):
+    """A launch's words with every tensor replaced by its address (a replay passes derived views as addresses)."""
+    return [w.data_ptr() if isinstance(w, torch.Tensor) else w for w in words]
+
+
+def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
+    """Through the dense FP8 launcher, with the real kernels' parameter lists: a replayed plan hands the C launcher
+    the words a fresh launch of the same call does (which test_direct_launch_* compare with Triton's)."""
+    c_launch = RecordingCLauncher()
+    _fake_fp8_kernels(monkeypatch, c_launch)
+    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     kernels = library.kernels_of("fp8_gemm_nt")
     binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
 
@@ -189,6 +199,45 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
     fresh = call(second, False)
     assert fake_gpu.encodes - before == encoded  # ... and a fresh launch with the same tensors hits the cache
     _same_words(replayed, fresh)
+
+
+def test_masked_replay_rebuilds_the_views_the_launcher_derives(fake_gpu, monkeypatch):
+    """The masked launcher reshapes A, B (and D, for its TMA view) inside the launch: a replayed plan rebuilds
+    those views from the new call's tensors (same storage, same offset) and hands the C launcher the words a fresh
+    launch of the same call does, addresses included."""
+    c_launch = RecordingCLauncher()
+    _fake_fp8_kernels(monkeypatch, c_launch)
+    kernels = library.kernels_of("m_grouped_fp8_gemm_nt_masked")
+    launcher = kernels.triton
+    launcher.plans.clear()
+    binder = library._Binder(library.SCHEMAS["m_grouped_fp8_gemm_nt_masked"])
+    g, max_m, n, k = 3, 256, 384, 512
+
+    def operands(seed):
+        torch.manual_seed(seed)
+        a = per_token_cast_to_fp8(torch.randn(g * max_m, k, dtype=torch.bfloat16), use_ue8m0=False)
+        bq = [per_block_cast_to_fp8(torch.randn(n, k, dtype=torch.bfloat16), use_ue8m0=False) for _ in range(g)]
+        d = torch.empty(g, max_m, n, dtype=torch.bfloat16)
+        return binder((a[0].view(g, max_m, k), a[1].view(g, max_m, -1), torch.stack([q[0] for q in bq]),
+                       torch.stack([q[1] for q in bq]), d, torch.tensor([5, 0, 200], dtype=torch.int32), 100), {})
+
+    def call(full, use_plan):
+        sig = kernels.checked(full)
+        launcher(*full, signature=sig if use_plan else None)
+        return c_launch.calls[-1]
+    first = operands(0)
+    call(first, True)  # records
+    plans = launcher.plans
+    assert len(plans) == 1
+    (plan,) = plans.values()
+    assert plan.direct is not None and plan.view_slots + plan.view_desc_slots, "no derived view recorded"
+    second = operands(1)
+    replayed = call(second, True)
+    assert len(plans) == 1  # replayed, not recorded again
+    fresh = call(second, False)
+    assert _addresses(replayed) == _addresses(fresh)
+    assert _addresses(replayed) != _addresses(call(first, False))
+    launcher.plans.clear()  # (recorded over stub kernels: no later call may replay them)
 
 
 # ---- the descriptor cache -------------------------------------------------------------------------------------

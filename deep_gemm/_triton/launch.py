@@ -395,7 +395,7 @@ class LaunchPlan:
     does not keep the recording call's tensors alive."""
 
     __slots__ = ("compiled", "grid", "device_index", "template", "tensor_slots", "desc_slots", "fresh_slots",
-                 "direct", "keeps_buffers")
+                 "view_slots", "view_desc_slots", "direct", "keeps_buffers")
 
     @classmethod
     def from_record(cls, record: list, inputs: Sequence[Any], scratch=(), persistent=()):
@@ -409,6 +409,7 @@ class LaunchPlan:
         plan.keeps_buffers = bool(persistent)  # (its launches share state with the other calls using them)
         plan.template = list(args)
         plan.tensor_slots, plan.desc_slots, plan.fresh_slots = [], [], []
+        plan.view_slots, plan.view_desc_slots = [], []
 
         def source(t):
             for j, x in enumerate(inputs):
@@ -422,15 +423,25 @@ class LaunchPlan:
                     plan.tensor_slots.append((pos, j))
                 elif any(x is t for t in scratch):
                     plan.fresh_slots.append((pos, tuple(x.shape), x.dtype, x.device))
-                elif not any(x is t for t in persistent):
-                    return None
+                elif any(x is t for t in persistent):
+                    pass
+                else:
+                    view = _View.of(x, inputs)
+                    if view is None:
+                        return None
+                    plan.view_slots.append((pos, view))
             elif isinstance(x, FastDescriptor):
                 j = source(x.base)
-                if j is None:
+                if j is not None:
+                    plan.desc_slots.append((pos, j, x.shape, x.strides, x.block_shape, x.gluon))
+                    continue
+                view = _View.of(x.base, inputs)
+                if view is None:
                     return None
-                plan.desc_slots.append((pos, j, x.shape, x.strides, x.block_shape, x.gluon))
+                plan.view_desc_slots.append((pos, view, x.shape, x.strides, x.block_shape, x.gluon))
         plan.direct = _DirectReplay.of(plan, args)
-        for pos in [s[0] for s in plan.tensor_slots + plan.desc_slots + plan.fresh_slots]:
+        for pos in [s[0] for s in plan.tensor_slots + plan.desc_slots + plan.fresh_slots + plan.view_slots
+                    + plan.view_desc_slots]:
             plan.template[pos] = None
         return plan
 
@@ -454,14 +465,50 @@ class LaunchPlan:
             args[pos] = FastDescriptor(inputs[j], shape, strides, block, gluon)
         for pos, shape, dtype, device in self.fresh_slots:
             args[pos] = torch.empty(shape, dtype=dtype, device=device)
+        for pos, view in self.view_slots:
+            args[pos] = view.tensor(inputs)
+        for pos, view, shape, strides, block, gluon in self.view_desc_slots:
+            args[pos] = FastDescriptor(view.tensor(inputs), shape, strides, block, gluon)
         launch_compiled(self.compiled, self.grid, args, self.device_index)
+
+
+class _View:
+    """A tensor a launcher derived from one of its inputs without copying (a reshape, transpose, slice or dtype view
+    made inside the launcher): the same storage, at a fixed byte distance from the input's first element. For equal
+    metadata signatures the launcher derives the same view, so a replay rebuilds it from the new input: as a pointer
+    (``ptr``: all a kernel's pointer argument or a TMA descriptor needs) or as a tensor."""
+
+    __slots__ = ("j", "byte_delta", "shape", "stride", "dtype")
+
+    @classmethod
+    def of(cls, t: torch.Tensor, inputs: Sequence[Any]) -> _View | None:
+        """The view of t over an input's storage, or None when t shares no input's storage (a copy)."""
+        storage = t.untyped_storage().data_ptr()
+        for j, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.device == t.device and x.untyped_storage().data_ptr() == storage:
+                view = cls()
+                view.j, view.byte_delta = j, t.data_ptr() - x.data_ptr()
+                view.shape, view.stride, view.dtype = tuple(t.shape), tuple(t.stride()), t.dtype
+                return view
+        return None
+
+    def ptr(self, inputs: Sequence[Any]) -> int:
+        return inputs[self.j].data_ptr() + self.byte_delta
+
+    def tensor(self, inputs: Sequence[Any]) -> torch.Tensor:
+        x = inputs[self.j]
+        elem = torch.empty((), dtype=self.dtype).element_size()
+        offset = (x.storage_offset() * x.element_size() + self.byte_delta) // elem
+        return torch.empty(0, dtype=self.dtype, device=x.device).set_(x.untyped_storage(), offset, self.shape,
+                                                                      self.stride)
 
 
 class _DirectReplay:
     """A plan's launch as the C launcher's flat argument list: per call only the stream, the tensors, the encoded
     descriptors over them (cached by address and layout) and the per-call buffers change."""
 
-    __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "scratch_bytes")
+    __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "view_words",
+                 "view_tma_words", "scratch_bytes")
 
     @classmethod
     def of(cls, plan: LaunchPlan, args: Sequence[Any]) -> _DirectReplay | None:
@@ -490,7 +537,19 @@ class _DirectReplay:
                 # Same signature, same descriptor shape, strides and block: the recorded layout holds for replays.
                 replay.tma_words.append((starts[pos], j, _descriptor_layout(args[pos], meta, plan.device_index)))
         replay.fresh_words = [(starts[pos], shape, dtype, device) for pos, shape, dtype, device in plan.fresh_slots]
-        for word in [w[0] for w in replay.tensor_words + replay.tma_words + replay.fresh_words]:
+        replay.view_words = [(starts[pos], view) for pos, view in plan.view_slots]
+        replay.view_tma_words = []
+        for pos, view, *_ in plan.view_desc_slots:
+            meta = meta_at.get(pos, _NOT_A_DESCRIPTOR)
+            if meta is _NOT_A_DESCRIPTOR:
+                return None
+            if meta is None:
+                replay.view_words.append((starts[pos], view))  # (the descriptor's words start with its base)
+            else:
+                replay.view_tma_words.append((starts[pos], view, _descriptor_layout(args[pos], meta,
+                                                                                    plan.device_index)))
+        for word in [w[0] for w in replay.tensor_words + replay.tma_words + replay.fresh_words + replay.view_words
+                     + replay.view_tma_words]:
             replay.words[word] = None
         return replay
 
@@ -505,6 +564,12 @@ class _DirectReplay:
             words[word] = tensor_map if tensor_map is not None else _encode_tma_descriptor(data_ptr, layout)
         for word, shape, dtype, device in self.fresh_words:
             words[word] = torch.empty(shape, dtype=dtype, device=device)
+        for word, view in self.view_words:  # (the C launcher takes an int as a device pointer)
+            words[word] = view.ptr(inputs)
+        for word, view, layout in self.view_tma_words:
+            data_ptr = view.ptr(inputs)
+            tensor_map = _TMA_DESCRIPTORS.get((data_ptr, layout))
+            words[word] = tensor_map if tensor_map is not None else _encode_tma_descriptor(data_ptr, layout)
         if self.scratch_bytes:
             words[_SCRATCH_WORD] = torch.empty(self.scratch_bytes, dtype=torch.uint8,
                                                device=f"cuda:{self.device_index}")

@@ -130,3 +130,38 @@ class ConfigCache:
 
     def pop(self, problem) -> None:
         self._configs.pop(problem, None)
+
+
+def replayable(name: str):
+    """Give a launcher the per-signature replay fast path: ``launcher(*args, recorder=..., **launcher_kwargs)``
+    becomes ``run(*args, signature=None, **launcher_kwargs)``, which replays the launch recorded by an earlier call
+    with the same signature token and the same launcher keyword arguments (e.g. overrides), or runs the launcher
+    and records its launch.
+
+    The inputs a plan fills in per call are the call's tensor arguments; tensors the launcher derives from them
+    without copying (reshapes, transposes, slices) are re-derived (``launch._View``). A call is recorded only when
+    it made exactly one launch through ``launch.launch(record=recorder.launches)`` and every tensor argument of that
+    launch is an input, a view of one, scratch or a persistent buffer; so a launcher must do nothing observable
+    outside that launch except work whose result that launch reads (a copy: then no plan is recorded) or calls that
+    make no launch at all (e.g. empty problems)."""
+    def wrap(launcher):
+        cache = PlanCache()
+
+        def run(*args, signature=None, **launcher_kwargs):
+            inputs = tuple(a for a in args if isinstance(a, torch.Tensor))
+            anchor = inputs[0]
+            key = cache.key((name, *sorted(launcher_kwargs.items())), signature, inputs, anchor)
+            if cache.replay(key, inputs, anchor):
+                return None
+            recorder = Recorder() if key is not None else None
+            result = launcher(*args, recorder=recorder, **launcher_kwargs)
+            if result is not NotImplemented:
+                cache.record(key, inputs, anchor, recorder)
+            return result
+
+        run.__name__ = run.__qualname__ = name
+        run.__doc__ = launcher.__doc__
+        run.accepts_signature = True
+        run.plans = cache
+        return run
+    return wrap

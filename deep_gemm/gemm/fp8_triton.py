@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from .._triton.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
-from .._triton.plans import ConfigCache, PlanCache, Recorder
+from .._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from .._triton.scratch import split_k_buffers
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import fp8_autotune
@@ -333,9 +333,10 @@ def fp8_gemm_nt_skip_head_mid(a, sfa, b, sfb, d, head_splits, recipe, compiled_d
 
 
 def _m_grouped_contiguous(layout: str):
+    @replayable(f"m_grouped_fp8_gemm_{layout}_contiguous")
     def m_grouped(a, sfa, b, sfb, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast,
                   use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout=None, *,
-                  overrides: Fp8Overrides = NO_OVERRIDES):
+                  overrides: Fp8Overrides = NO_OVERRIDES, recorder=None):
         if layout == "nn":
             b, sfb = b.transpose(-1, -2), sfb.transpose(-1, -2)
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
@@ -358,10 +359,10 @@ def _m_grouped_contiguous(layout: str):
         b_rows = _k_major(b).reshape(num_groups * n, k)  # [G*N, K]: expert e's rows start at e*N
         _execute(p, call, a=_k_major(a), b=b_rows, sfa=sfa, sfb=sfb, d=d, c=None, layout=grouped_layout,
                  strides_sfa=(0, sfa.stride(0), sfa.stride(1)),
-                 strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=0, stride_dm=d.stride(0))
+                 strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=0, stride_dm=d.stride(0),
+                 recorder=recorder)
         return None
 
-    m_grouped.__name__ = f"m_grouped_fp8_gemm_{layout}_contiguous"
     return m_grouped
 
 
@@ -369,8 +370,10 @@ m_grouped_fp8_gemm_nt_contiguous = _m_grouped_contiguous("nt")
 m_grouped_fp8_gemm_nn_contiguous = _m_grouped_contiguous("nn")
 
 
+@replayable("m_grouped_fp8_gemm_nt_masked")
 def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
-                                 compiled_dims, disable_ue8m0_cast, *, overrides: Fp8Overrides = NO_OVERRIDES):
+                                 compiled_dims, disable_ue8m0_cast, *, overrides: Fp8Overrides = NO_OVERRIDES,
+                                 recorder=None):
     r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
     if not _supported(a, sfa, b, sfb, r):
         return NotImplemented
@@ -386,7 +389,8 @@ def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe
     b_rows = _k_major(b).reshape(num_groups * n, k)
     _execute(p, call, a=a_rows, b=b_rows, sfa=sfa, sfb=sfb, d=d, c=None, layout=masked_m,
              strides_sfa=(sfa.stride(0), sfa.stride(1), sfa.stride(2)),
-             strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=d.stride(0), stride_dm=d.stride(1))
+             strides_sfb=(sfb.stride(0), sfb.stride(1), sfb.stride(2)), stride_dg=d.stride(0), stride_dm=d.stride(1),
+             recorder=recorder)
     return None
 
 
