@@ -1,0 +1,105 @@
+"""Host time per call of deep_gemm's entry points on tiny shapes (a tight loop without synchronisation), for this
+package or DeepGEMM (the same script runs under either: it uses only DeepGEMM's public API).
+
+    PYTHONPATH=$PWD python benchmarks/host_overhead.py [--out DIR]
+    PYTHONPATH=$PWD/.dg/DeepGEMM python benchmarks/host_overhead.py [--out DIR]
+
+Each case runs 50 warm-up calls, then 5 rounds of 1000 calls; the best round's time per call is reported (the GPU
+work of these shapes is shorter than the host's, so the loop measures the host). A case a package does not have
+prints ERR and is left out. ``torch add_`` is the floor: one trivial torch op on the same host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from harness import provider  # noqa: E402
+
+
+def cases():
+    import deep_gemm
+    from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+    dev = "cuda"
+    m, n, k = 16, 256, 512
+    a = per_token_cast_to_fp8(torch.randn(m, k, device=dev), use_ue8m0=False)
+    a_mn = (a[0], deep_gemm.get_mn_major_tma_aligned_tensor(a[1]))
+    b = per_block_cast_to_fp8(torch.randn(n, k, device=dev), use_ue8m0=False)
+    d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    g, t = 4, 64
+    ag = per_token_cast_to_fp8(torch.randn(g * t, k, device=dev), use_ue8m0=False)
+    ag = (ag[0].view(g, t, k), ag[1].view(g, t, k // 128))
+    ag_mn = (ag[0], deep_gemm.get_mn_major_tma_aligned_tensor(ag[1]))
+    bq = [per_block_cast_to_fp8(torch.randn(n, k, device=dev), use_ue8m0=False) for _ in range(g)]
+    bg = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    dg = torch.empty(g, t, n, device=dev, dtype=torch.bfloat16)
+    masked_m = torch.full((g,), 16, device=dev, dtype=torch.int32)
+    ac = per_token_cast_to_fp8(torch.randn(g * 128, k, device=dev), use_ue8m0=False)
+    ids = torch.arange(g, device=dev, dtype=torch.int32).repeat_interleave(128)
+    dc = torch.empty(g * 128, n, device=dev, dtype=torch.bfloat16)
+    xg = torch.randn(g * 128, k, device=dev, dtype=torch.bfloat16)
+    wg = torch.randn(g, n, k, device=dev, dtype=torch.bfloat16)
+    xm = torch.randn(g, t, k, device=dev, dtype=torch.bfloat16)
+    hx = torch.randn(m, 1024, device=dev, dtype=torch.bfloat16)
+    hw = torch.randn(24, 1024, device=dev)
+    hd, hs = torch.empty(m, 24, device=dev), torch.empty(m, device=dev)
+    sf = torch.randn(m, k // 128, device=dev).abs()
+    floor = torch.zeros(1, device=dev)
+    return {
+        "fp8_gemm_nt (K-major sfa)": lambda: deep_gemm.fp8_gemm_nt(a, b, d),
+        "fp8_gemm_nt (MN-major TMA-aligned sfa)": lambda: deep_gemm.fp8_gemm_nt(a_mn, b, d),
+        "m_grouped_fp8_gemm_nt_contiguous": lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ids),
+        "m_grouped_fp8_gemm_nt_masked": lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag, bg, dg, masked_m, 16),
+        "m_grouped_fp8_gemm_nt_masked (MN-major sfa)":
+            lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag_mn, bg, dg, masked_m, 16),
+        "bf16_gemm_nt": lambda: deep_gemm.bf16_gemm_nt(x, w, d),
+        "m_grouped_bf16_gemm_nt_contiguous": lambda: deep_gemm.m_grouped_bf16_gemm_nt_contiguous(xg, wg, dc, ids),
+        "m_grouped_bf16_gemm_nt_masked": lambda: deep_gemm.m_grouped_bf16_gemm_nt_masked(xm, wg, dg, masked_m, 16),
+        "tf32_hc_prenorm_gemm": lambda: deep_gemm.tf32_hc_prenorm_gemm(hx, hw, hd, hs),
+        "transform_sf_into_required_layout":
+            lambda: deep_gemm.transform_sf_into_required_layout(sf, m, k, (1, 128), is_sfa=True),
+        "torch add_ (floor)": lambda: floor.add_(1),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out")
+    parser.add_argument("--calls", type=int, default=1000)
+    args = parser.parse_args()
+    results = {}
+    for name, fn in cases().items():
+        try:
+            for _ in range(50):
+                fn()
+            torch.cuda.synchronize()
+            best = float("inf")
+            for _ in range(5):
+                start = time.perf_counter()
+                for _ in range(args.calls):
+                    fn()
+                best = min(best, (time.perf_counter() - start) / args.calls * 1e6)
+                torch.cuda.synchronize()
+            results[name] = round(best, 2)
+            print(f"{name:46s} {best:7.2f} us/call", flush=True)
+        except Exception as exc:  # noqa: BLE001 - a package without this entry point
+            print(f"{name:46s} ERR {type(exc).__name__}: {str(exc)[:100]}", flush=True)
+    line = dict(provider=provider(), host_us=results)
+    print("HOST " + json.dumps(line))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "host_overhead.json"), "w") as f:
+            json.dump(line, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
