@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One GPU batch for the device machine: set up DeepGEMM side by side, then run each family's batch script
+# (scripts/gpu/<family>.sh, each writing under $OUT/<family>/), each under its own time limit, and pack every
+# family's folder into one archive in the real $OUT (the device returns at most 8 files).
+#   FAMILIES="fp8_ab hc bf16" FAMILY_TIMEOUT=240 bash scripts/gpu/all.sh
+set -uo pipefail
+REAL_OUT=${OUT:?run on the device machine with OUT set}
+export OUT=/tmp/gpu_out PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > "$OUT/env.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$OUT/env.txt" 2>&1
+[ "${DG:-1}" = 1 ] && bash scripts/gpu/setup_deepgemm.sh "$OUT/dg-build.log" 2>&1 | tee -a "$OUT/env.txt"
+for fam in ${FAMILIES:?name the families}; do
+  start=$(date +%s)
+  mkdir -p "$OUT/$fam"
+  timeout "${FAMILY_TIMEOUT:-240}" bash "scripts/gpu/$fam.sh" > "$OUT/$fam/run.log" 2>&1
+  echo "$fam: exit $? in $(( $(date +%s) - start )) s" | tee -a "$OUT/env.txt"
+done
+cp "$OUT/env.txt" "$REAL_OUT/"
+for d in "$OUT"/*/; do tar -czf "$REAL_OUT/$(basename "$d").tgz" -C "$OUT" "$(basename "$d")"; done
+ls -la "$REAL_OUT"
