@@ -1,4 +1,4 @@
-"""Registers the BF16 GEMM ops and the vendor-BLAS (cuBLASLt-style) GEMM ops: one check and one reference per op.
+"""Registers the BF16 GEMM ops: one check and one reference per op (the cuBLASLt ops live in ``cublaslt_ops``).
 
 They only write their ``d`` argument, so no fake kernel is needed (the check still runs under FakeTensorMode).
 """
@@ -12,8 +12,6 @@ from . import bf16_reference as ref
 for _layout in ("nt", "nn", "tn", "tt"):
     register(f"bf16_gemm_{_layout}", check=checks.make_dense_check(_layout),
              reference=ref.make_dense_reference(f"bf16_gemm_{_layout}", _layout))
-    register(f"cublaslt_gemm_{_layout}", check=checks.make_cublaslt_check(_layout),
-             reference=ref.make_dense_reference(f"cublaslt_gemm_{_layout}", _layout))
 
 for _layout in ("nt", "nn"):
     register(f"m_grouped_bf16_gemm_{_layout}_contiguous", check=checks.make_m_grouped_contiguous_check(_layout),

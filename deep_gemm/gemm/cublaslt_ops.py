@@ -1,0 +1,14 @@
+"""Registers the vendor-BLAS GEMM ops ``cublaslt_gemm_{nt,nn,tn,tt}``: one check and one reference per op.
+
+They only write their ``d`` argument, so no fake kernel is needed (the check still runs under FakeTensorMode).
+"""
+
+from __future__ import annotations
+
+from .._ops.library import register
+from . import bf16_checks as checks
+from . import bf16_reference as ref
+
+for _layout in ("nt", "nn", "tn", "tt"):
+    register(f"cublaslt_gemm_{_layout}", check=checks.make_cublaslt_check(_layout),
+             reference=ref.make_dense_reference(f"cublaslt_gemm_{_layout}", _layout))
