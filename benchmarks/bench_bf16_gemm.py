@@ -161,17 +161,19 @@ def bench_sweep(timer, results):
     """Forced tile configs on the M = 4096 dense rows (this package only): which tile the plan should pick."""
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.gemm.bf16_plan import Bf16Config, Bf16Overrides
-    print("\n== sweep (forced configs, M = 4096) ==")
+    print("\n== sweep (forced configs, M = 4096; -ws: the warp-specialised kernel) ==")
     configs = [Bf16Config(128, 256, 64, 3, 8), Bf16Config(256, 128, 64, 3, 8), Bf16Config(128, 128, 64, 4, 8),
                Bf16Config(128, 128, 64, 5, 8), Bf16Config(128, 256, 64, 4, 8, group_m=16),
                Bf16Config(128, 128, 64, 4, 4), Bf16Config(64, 256, 64, 4, 4)]
+    variants = [(cfg, None) for cfg in configs] + [(Bf16Config(128, 256, 64, 3, 4), True),
+                                                   (Bf16Config(128, 128, 64, 6, 4), True)]
     for n, k in DENSE_NK:
         a = torch.randn(4096, k, device="cuda", dtype=BF16)
         b = torch.randn(n, k, device="cuda", dtype=BF16)
         ref = ref_nt(a, b)
-        for cfg in configs:
+        for cfg, ws in variants:
             d = torch.empty(4096, n, device="cuda", dtype=BF16)
-            over = dict(overrides=Bf16Overrides(config=cfg))
+            over = dict(overrides=Bf16Overrides(config=cfg, ws=ws))
             try:
                 if run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=over) is NotImplemented:
                     continue
@@ -181,6 +183,7 @@ def bench_sweep(timer, results):
                 print(f" > sweep {n}x{k} {cfg}: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
             name = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}s{cfg.num_stages}w{cfg.num_warps}g{cfg.group_m}"
+            name += "-ws" if ws else ""
             record(results, dict(table="sweep", m=4096, n=n, k=k, config=name), us, 2 * 4096 * n * k,
                    2 * (4096 * k + n * k + 4096 * n), diff)
 

@@ -260,3 +260,21 @@ def test_eight_threads_compile_and_run():
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (4096, 576, 7168, 128), (300, 1000, 200, 256),
+                                      (129, 24576, 1536, 128), (4096, 7168, 2048, 256)])
+def test_warp_specialised_opt_in(layout, m, n, k, bn):
+    """The opt-in Gluon kernel (Bf16Overrides(ws=True)) on 128-row tiles: every majorness, M/N/K tails."""
+    a_mk, b_nk = _rand(m, k), _rand(n, k)
+    a, b = _given(layout, a_mk, b_nk)
+    over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
+    from deep_gemm.gemm import bf16_plan, bf16_triton
+    call = bf16_triton._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
+                             layout[1] == "t", True)
+    assert bf16_plan.plan(call, over).kernel == "ws"
+    for _ in range(2):  # the second call replays the recorded launch
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
+        run_forced(f"bf16_gemm_{layout}", a, b, d, None, "nk", overrides=over)
+        assert calc_diff(d, _ref(a_mk, b_nk)) < TOL
