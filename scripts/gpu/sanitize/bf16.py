@@ -96,9 +96,9 @@ def _k_grouped():
 
 
 CASES = [
-    *[(f"dense_{layout}_37x72x200", _dense(layout, 37, 72, 200)) for layout in ("nt", "nn", "tn", "tt")],
+    *[(f"dense_{layout}_40x72x200", _dense(layout, 40, 72, 200)) for layout in ("nt", "nn", "tn", "tt")],
     ("dense_nt_1x40x1000_fp32_acc", _dense("nt", 1, 40, 1000, torch.float32, True)),
-    ("dense_tn_129x136x72_acc", _dense("tn", 129, 136, 72, BF16, True)),
+    ("dense_nn_129x136x72_acc", _dense("nn", 129, 136, 72, BF16, True)),
     ("dense_nt_5x200x4096_split4", _dense("nt", 5, 200, 4096, split=4)),
     ("m_grouped_nt_ids", _contiguous("nt", False)),
     ("m_grouped_nn_psum", _contiguous("nn", True)),
