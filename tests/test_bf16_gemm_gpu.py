@@ -33,10 +33,20 @@ def _ref(a_mk, b_nk, c=None):
     return out if c is None else out + c.float()
 
 
+def _row_major(x):
+    """x in row-major storage; rows padded to 16 bytes where needed (TMA), so odd sizes stay legal."""
+    rows, cols = x.shape
+    if cols % 8 == 0:
+        return x.contiguous()
+    buf = torch.empty(rows, (cols + 7) // 8 * 8, device=x.device, dtype=x.dtype)
+    buf[:, :cols] = x
+    return buf[:, :cols]
+
+
 def _given(layout, a_mk, b_nk):
-    """a, b as a caller of the ``layout`` op passes them (contiguous, as DeepGEMM's test does)."""
-    a = a_mk.T.contiguous() if layout[0] == "t" else a_mk
-    b = b_nk.T.contiguous() if layout[1] == "n" else b_nk
+    """a, b as a caller of the ``layout`` op passes them (contiguous, as DeepGEMM's test does, or row-padded)."""
+    a = _row_major(a_mk.T) if layout[0] == "t" else a_mk
+    b = _row_major(b_nk.T) if layout[1] == "n" else b_nk
     return a, b
 
 
