@@ -288,3 +288,23 @@ def test_warp_specialised_opt_in(layout, m, n, k, bn):
         d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
         run_forced(f"bf16_gemm_{layout}", a, b, d, None, "nk", overrides=over)
         assert calc_diff(d, _ref(a_mk, b_nk)) < TOL
+
+
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("ms,n,k,bn", [([8192, 0, 8000, 3], 4096, 4096, 256), ([300, 5000, 1], 7168, 3072, 128)])
+def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
+    """The opt-in Gluon kernel on M-grouped contiguous layouts: empty groups, padding rows, gap rows zeroed."""
+    a, b, grouped, ref, starts = _contiguous(len(ms), ms, n, k, psum=psum)
+    b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
+    over = Bf16Overrides(ws=True, block_m=128, block_n=bn)
+    for _ in range(2):  # the second call replays the recorded launch
+        d = torch.full((a.size(0), n), 7.0, device="cuda", dtype=BF16)
+        run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b_arg, d, grouped, "nk", psum, True,
+                   overrides=over)
+        valid = torch.zeros(a.size(0), dtype=torch.bool, device="cuda")
+        for s, mg in zip(starts, ms):
+            valid[s:s + mg] = True
+            if mg:
+                assert calc_diff(d[s:s + mg], ref[s:s + mg]) < TOL
+        assert torch.all(d[~valid] == 0), "padding and gap rows are stored as zeros"

@@ -44,7 +44,8 @@ MAX_SPLIT_K = 16
 POINTER_EPILOGUE_MAX_TILE = 128 * 128
 GROUP_M = 8
 # The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) for
-# dense 128-row tiles without C, BF16 out by TMA: opt-in until measured against the tl.* kernel on the H200.
+# dense and M-grouped contiguous 128-row tiles without C, BF16 out by TMA: opt-in until measured against the tl.*
+# kernel on the H200.
 # DG_BF16_WS=1 (read once, at import) sets the process default; Bf16Overrides.ws overrides it per call.
 DEFAULT_WS = os.environ.get("DG_BF16_WS", "0") == "1"
 WS_SMEM_BYTES = 225 * 1024
@@ -249,7 +250,10 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
 
 
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
-    return (call.grouping == GROUPING["dense"] and not call.has_c and call.out_bytes == 2 and d_tma
+    """Dense and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole) on 128-row tiles, no C,
+    BF16 D stored by TMA."""
+    layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"])
+    return (call.grouping in layouts and call.zero_gaps and not call.has_c and call.out_bytes == 2 and d_tma
             and not call.interpreting and cfg.split_k == 1 and cfg.block_m == 128 and cfg.block_n in (128, 256))
 
 
@@ -259,7 +263,7 @@ def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, overrides: Bf16Overrid
         ring = (WS_SMEM_BYTES - 2 * 64 * cfg.block_n * 2) // ((cfg.block_m + cfg.block_n) * cfg.block_k * 2)
         cfg = Bf16Config(cfg.block_m, cfg.block_n, cfg.block_k, min(WS_MAX_STAGES, ring), 4, 1, cfg.group_m)
         tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n)
-        return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, 2, "ws")
+        return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, next_pow2(call.num_groups), "ws")
     if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]):
         grid = call.num_sms  # the tile count is known on the device only (masked) or may be large
         if call.grouping == GROUPING["k_grouped"]:
