@@ -255,17 +255,18 @@ if __name__ == "__main__" and "--bf16" in sys.argv:
     sys.exit(1 if check_bf16() else 0)
 
 
-def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, consumer_regs=232,
-                         producer_regs=40):
+def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, has_c=False,
+                         out="bfloat16", consumer_regs=232, producer_regs=40):
     """The opt-in warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config."""
     from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
     from triton.experimental.gluon._runtime import GluonASTSource
     sig = {"a_desc": gluon_desc_sig([128, bk] if a_k_major else [bk, 128], "bfloat16"),
            "b_desc": gluon_desc_sig([bn, bk] if b_k_major else [bk, bn], "bfloat16"),
-           "d_desc": gluon_desc_sig([64, bn], "bfloat16"), "layout_ptr": "*i32"}
+           "d_desc": gluon_desc_sig([64, bn], out), "c_desc": gluon_desc_sig([64, bn], out), "layout_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K"]})
     constexprs = dict(BM=128, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
-                      B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, CONSUMER_REGS=consumer_regs,
+                      B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c,
+                      CONSUMER_REGS=consumer_regs,
                       PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
@@ -275,7 +276,8 @@ def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True
 BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, stages=3, b_k_major=False),
                    dict(bn=256, stages=3, a_k_major=False), dict(bn=256, stages=3, a_k_major=False, b_k_major=False),
                    dict(bn=256, stages=3, grouping=1), dict(bn=256, stages=3, grouping=2, b_k_major=False),
-                   dict(bn=128, stages=6, grouping=2)]
+                   dict(bn=128, stages=6, grouping=2), dict(bn=256, stages=3, has_c=True),
+                   dict(bn=128, stages=4, has_c=True, out="float32", a_k_major=False, b_k_major=False)]
 
 if __name__ == "__main__" and "--bf16-ws" in sys.argv:
     for cfg in BF16_WS_CONFIGS:

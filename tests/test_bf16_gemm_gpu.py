@@ -308,3 +308,22 @@ def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
             if mg:
                 assert calc_diff(d[s:s + mg], ref[s:s + mg]) < TOL
         assert torch.all(d[~valid] == 0), "padding and gap rows are stored as zeros"
+
+
+@pytest.mark.parametrize("out", [BF16, torch.float32])
+@pytest.mark.parametrize("c_kind", ["d", "distinct"])
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (300, 1000, 200, 128), (4096, 7168, 2048, 128)])
+def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
+    """The opt-in Gluon kernel with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
+    from deep_gemm.gemm import bf16_plan, bf16_triton
+    if out == torch.float32 and bn == 256:
+        bn = 128
+    a, b = _rand(m, k), _rand(n, k)
+    d = _rand(m, n, dtype=out)
+    c = d if c_kind == "d" else _rand(m, n, dtype=out)
+    ref = _ref(a, b, c)
+    over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
+    call = bf16_triton._call(0, m, n, k, 1, d, c, True, True, True)
+    assert bf16_plan.plan(call, over).kernel == "ws"
+    run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=over)
+    assert calc_diff(d, ref) < (TOL if out == BF16 else 1e-9)

@@ -262,3 +262,20 @@ def test_plan_respects_alignment_and_k_divisor():
     assert bf16_plan.plan(call("k_grouped", groups=4, out_bytes=4, k_divisor=8)) is None
     forced = bf16_plan.plan(call(), Bf16Overrides(block_m=128, block_n=128, split_k=1))
     assert (forced.config.block_m, forced.config.block_n) == (128, 128)
+
+
+def test_plan_warp_specialised_only_where_it_covers():
+    ws = Bf16Overrides(ws=True)
+    assert bf16_plan.plan(call()).kernel == "tl"  # opt-in
+    assert bf16_plan.plan(call(), ws).kernel == "ws"
+    assert bf16_plan.plan(call(m=1), ws).kernel == "tl"  # decode tiles
+    assert bf16_plan.plan(call("masked", groups=4, expected_m=256), ws).kernel == "tl"
+    assert bf16_plan.plan(call("m_psum", m=8192, groups=4, zero_gaps=False), ws).kernel == "tl"
+    with_c = Bf16Call(0, 4096, 2112, 7168, 1, 132, True, 2, True, True, True, c_tma=False)
+    assert bf16_plan.plan(with_c, ws).kernel == "tl"  # C without a TMA layout
+    fp32 = bf16_plan.plan(call(out_bytes=4), ws)
+    assert fp32.kernel == "ws" and fp32.config.block_n == 128
+    for p, out_bytes in ((bf16_plan.plan(call(), ws), 2), (fp32, 4), (bf16_plan.plan(call(n=24576, k=1536), ws), 2)):
+        cfg = p.config
+        smem = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * 2 + 2 * 64 * cfg.block_n * out_bytes
+        assert cfg.num_stages >= 3 and smem <= 232448 - 2048

@@ -44,8 +44,8 @@ MAX_SPLIT_K = 16
 POINTER_EPILOGUE_MAX_TILE = 128 * 128
 GROUP_M = 8
 # The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) for
-# dense and M-grouped contiguous 128-row tiles without C, BF16 out by TMA: opt-in until measured against the tl.*
-# kernel on the H200.
+# dense (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA: opt-in until measured against the tl.* kernel
+# on the H200.
 # DG_BF16_WS=1 (read once, at import) sets the process default; Bf16Overrides.ws overrides it per call.
 DEFAULT_WS = os.environ.get("DG_BF16_WS", "0") == "1"
 WS_SMEM_BYTES = 225 * 1024
@@ -73,6 +73,7 @@ class Bf16Call:
     expected_m: int = 0
     k_divisor: int = 0
     zero_gaps: bool = True  # M-grouped psum: gap rows are zeroed (else left untouched)
+    c_tma: bool = False  # C can be loaded by TMA through a descriptor of D's shape (C is D, or laid out like it)
     interpreting: bool = False
 
 
@@ -185,9 +186,14 @@ def _fits(call: Bf16Call, bm: int) -> bool:
     return True
 
 
-def _config(call: Bf16Call, bm: int, bn: int, warps: int, bk_pref: int, split: int, d_tma: bool):
+def _config(call: Bf16Call, bm: int, bn: int, warps: int, bk_pref: int, split: int, d_tma: bool,
+            ws: bool = False):
     bk = _block_k(call, bk_pref)
-    if bk is None or (bm * bn > POINTER_EPILOGUE_MAX_TILE and (not d_tma or call.has_c)):
+    if bk is None:
+        return None
+    # (the warp-specialised kernel loads C by TMA: its wide tiles need no pointer epilogue)
+    ws_tile = ws and split == 1 and _ws_covers(call, Bf16Config(bm, bn, bk, 2, warps), d_tma)
+    if bm * bn > POINTER_EPILOGUE_MAX_TILE and (not d_tma or call.has_c) and not ws_tile:
         return None
     epilogue = bm * bn * call.out_bytes if d_tma else 0
     stages = _stages(bm, bn, bk, epilogue)
@@ -212,6 +218,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
     """The call's plan, or None when no config covers it (an alignment no tile height divides, a K no K block
     divides)."""
     d_tma_ok = call.d_tma if overrides.d_tma is None else (overrides.d_tma and call.d_tma)
+    ws = DEFAULT_WS if overrides.ws is None else overrides.ws
     if overrides.config is not None:
         cfg = overrides.config
         if not _fits(call, cfg.block_m) or (call.k_divisor and call.k_divisor % cfg.block_k):
@@ -229,7 +236,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
         splits = _splits(call, bm, bn) if overrides.split_k is None else (overrides.split_k,)
         for split in splits:
             for d_tma in ((True, False) if d_tma_ok else (False,)):
-                cfg = _config(call, bm, bn, warps, bk_pref, split, d_tma)
+                cfg = _config(call, bm, bn, warps, bk_pref, split, d_tma, ws)
                 if cfg is None:
                     continue
                 # TMA stores cost a little shared memory and save the pointer epilogue: prefer them on ties.
@@ -250,17 +257,20 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
 
 
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
-    """Dense and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole) on 128-row tiles, no C,
-    BF16 D stored by TMA."""
+    """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole)
+    on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D: 128 x 128, its staging buffers)."""
     layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"])
-    return (call.grouping in layouts and call.zero_gaps and not call.has_c and call.out_bytes == 2 and d_tma
-            and not call.interpreting and cfg.split_k == 1 and cfg.block_m == 128 and cfg.block_n in (128, 256))
+    c_ok = not call.has_c or (call.c_tma and call.grouping == GROUPING["dense"])
+    width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
+    return (call.grouping in layouts and call.zero_gaps and c_ok and d_tma and not call.interpreting
+            and cfg.split_k == 1 and cfg.block_m == 128 and width_ok)
 
 
 def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan:
     ws = DEFAULT_WS if overrides.ws is None else overrides.ws
     if ws and _ws_covers(call, cfg, d_tma):
-        ring = (WS_SMEM_BYTES - 2 * 64 * cfg.block_n * 2) // ((cfg.block_m + cfg.block_n) * cfg.block_k * 2)
+        ring = ((WS_SMEM_BYTES - 2 * 64 * cfg.block_n * call.out_bytes)
+                // ((cfg.block_m + cfg.block_n) * cfg.block_k * 2))
         cfg = Bf16Config(cfg.block_m, cfg.block_n, cfg.block_k, min(WS_MAX_STAGES, ring), 4, 1, cfg.group_m)
         tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n)
         return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, next_pow2(call.num_groups), "ws")

@@ -115,7 +115,7 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
              b_group_k=0, stride_dg=0, stride_cg=0, recorder=None) -> None:
     """Launch plan ``p``: ``a`` / ``b`` are the operands' 2-D matrices as in memory (see kernels/bf16_gemm.py)."""
     if p.kernel == "ws":
-        _execute_ws(p, call, a, a_k_major, b, b_k_major, d, layout, b_group_n, b_group_k, recorder)
+        _execute_ws(p, call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k, recorder)
         return
     cfg = p.config
     m, n, split = call.m, call.n, cfg.split_k
@@ -137,9 +137,9 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
            record=recorder.launches if recorder is not None else None)
 
 
-def _execute_ws(p: Bf16Plan, call: Bf16Call, a, a_k_major, b, b_k_major, d, layout, b_group_n, b_group_k,
+def _execute_ws(p: Bf16Plan, call: Bf16Call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k,
                 recorder) -> None:
-    """Launch the warp-specialised kernel (dense or M-grouped, no C, BF16 D stored by TMA in 64-row slabs)."""
+    """Launch the warp-specialised kernel (dense or M-grouped; D stored and C loaded by TMA in 64-row slabs)."""
     from .kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel
     cfg = p.config
 
@@ -150,12 +150,14 @@ def _execute_ws(p: Bf16Plan, call: Bf16Call, a, a_k_major, b, b_k_major, d, layo
     a_desc = gluon_desc(a, cfg.block_m, cfg.block_k) if a_k_major else gluon_desc(a, cfg.block_k, cfg.block_m)
     b_desc = gluon_desc(b, cfg.block_n, cfg.block_k) if b_k_major else gluon_desc(b, cfg.block_k, cfg.block_n)
     d_desc = gluon_desc(d, 64, cfg.block_n)
+    c_desc = gluon_desc(c, 64, cfg.block_n) if c is not None and c is not d else d_desc
     consumer_regs, producer_regs = bf16_plan.WS_REGISTERS
-    args = (a_desc, b_desc, d_desc, layout if layout is not None else d, call.m, call.n, call.k, call.num_groups,
-            b_group_n, b_group_k, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.group_m, p.grid,
-            a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, consumer_regs, producer_regs)
-    config_key = (cfg, p.grid, a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, consumer_regs,
-                  producer_regs)
+    args = (a_desc, b_desc, d_desc, c_desc, layout if layout is not None else d, call.m, call.n, call.k,
+            call.num_groups, b_group_n, b_group_k, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.group_m,
+            p.grid, a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, call.has_c, consumer_regs,
+            producer_regs)
+    config_key = (cfg, p.grid, a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, call.has_c, d.dtype,
+                  consumer_regs, producer_regs)
     launch(_bf16_gemm_ws_kernel, (p.grid, 1, 1), args, name="bf16_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
@@ -165,7 +167,15 @@ def _call(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Tenso
           b_k_major: bool, d_tma: bool, psum_align: int = 128, expected_m: int = 0, k_divisor: int = 0,
           zero_gaps: bool = True) -> Bf16Call:
     return Bf16Call(grouping, m, n, k, num_groups, _num_sms(), c is not None, d.element_size(), a_k_major,
-                    b_k_major, d_tma, psum_align, expected_m, k_divisor, zero_gaps, interpreting())
+                    b_k_major, d_tma, psum_align, expected_m, k_divisor, zero_gaps, _c_tma(c, d), interpreting())
+
+
+def _c_tma(c, d) -> bool:
+    """C can arrive by TMA through a descriptor of D's shape and block: C is D, or has D's layout, 16-byte rows."""
+    if c is None or _rows_view(d) is None:
+        return False
+    return c is d or (c.dtype == d.dtype and c.shape == d.shape and c.stride() == d.stride()
+                      and _rows_view(c) is not None)
 
 
 # ---- dense -------------------------------------------------------------------------------------------------------

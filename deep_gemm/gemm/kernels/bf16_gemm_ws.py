@@ -12,6 +12,8 @@ Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ... in group
              the accumulator is never read inside the loop (no promotion: ptxas keeps the wgmmas back to back).
              After the last block, the 64 x BN slab goes registers -> shared memory -> one TMA store, which
              completes while the next tile's K loop runs (the buffer is waited for only at the next epilogue).
+             HAS_C (dense): C's slab first arrives by TMA in that staging buffer (each thread reads back exactly
+             the elements it then overwrites with D, so no barrier is needed between the two).
 MN-major operands are read as they are in memory: the wgmma takes the transposed shared-memory view.
 M-grouped tiles (GROUPING M_IDS / M_PSUM, as in bf16_gemm.py) lie in one expert's rows: the expert of an M_IDS tile
 is the id of its first row (segments start at multiples of the tile height; a tile of padding has id -1), that of
@@ -97,10 +99,10 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K,
 
 
 @gluon.jit
-def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_smem, layout_ptr, M, N, K, NUM_GROUPS, BM: gl.constexpr,
-              BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
-              A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
-              PSUM_ALIGN: gl.constexpr, WG: gl.constexpr):
+def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layout_ptr, M, N, K, NUM_GROUPS,
+              BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+              NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
@@ -109,6 +111,7 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_smem, layout_ptr, M, N, K,
     num_n_blocks = gl.cdiv(N, BN)
     num_kb = gl.cdiv(K, BK)
     it = 0
+    tiles_done = 0  # phase of this warpgroup's C barrier
     for tile in range(gl.program_id(0), num_m_blocks * num_n_blocks, NUM_SMS):
         pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
@@ -143,6 +146,12 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_smem, layout_ptr, M, N, K,
                 valid = (rows < row_end) & (expert >= 0)
             acc = gl.where(gl.expand_dims(valid, 1), acc, 0.0)
         tma.store_wait(pendings=0)  # the staging buffer's previous store has been read out
+        if HAS_C:
+            mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(c_desc, [off_m + A_ROW0, off_n], c_bar, c_smem)
+            mbarrier.wait(c_bar, tiles_done & 1)
+            acc = acc + c_smem.load(MMA).to(gl.float32)
+        tiles_done += 1
         c_smem.store(acc.to(d_desc.dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(d_desc, [off_m + A_ROW0, off_n], c_smem)
@@ -153,14 +162,17 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_smem, layout_ptr, M, N, K,
            do_not_specialize_on_alignment=["layout_ptr"])
 def _bf16_gemm_ws_kernel(
         a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense)
-        d_desc,  # D [M, N] (BF16), block [64, BN]
+        d_desc,  # D [M, N] (BF16 or FP32), block [64, BN]
+        c_desc,  # C with D's shape, dtype and block (HAS_C; else unused)
         layout_ptr,  # int32 expert id per row (M_IDS) or cumulative group ends (M_PSUM); unused for DENSE
         M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
-        G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+        PRODUCER_REGS: gl.constexpr):
     gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows")
     gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM, "dense and M-grouped layouts")
+    gl.static_assert(not HAS_C or GROUPING == DENSE, "C accumulation: dense layouts")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -169,12 +181,17 @@ def _bf16_gemm_ws_kernel(
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
     c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
+    c_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(c_bars.index(i), count=1)
     fence_async_shared()
     gl.warp_specialize([
-        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_bufs.index(0), layout_ptr, M, N, K, NUM_GROUPS, BM, BN,
-                     BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, 0)),
-        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_bufs.index(1), layout_ptr, M, N, K, NUM_GROUPS, BM, BN,
-                     BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, 1)),
+        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_bufs.index(0), c_bars.index(0), layout_ptr, M, N,
+                     K, NUM_GROUPS, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
+                     PSUM_ALIGN, HAS_C, 0)),
+        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_bufs.index(1), c_bars.index(1), layout_ptr, M, N,
+                     K, NUM_GROUPS, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
+                     PSUM_ALIGN, HAS_C, 1)),
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS, B_GROUP_N,
                      B_GROUP_K, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
                      PSUM_ALIGN)),
