@@ -38,7 +38,7 @@ def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=F
            "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ("G", "M", "N", "K", "stride_dg", "stride_dm", "stride_cg", "stride_cm")})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=cfg.num_stages,
-                      B_K_MAJOR=b_k_major, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma)
+                      B_K_MAJOR=b_k_major, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten)
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 
@@ -53,9 +53,9 @@ def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False):
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 
-def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma=False):
+def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma=False, bk=None):
     from deep_gemm.einsum.kernels import _fp8_einsum_gemm_kernel as fn
-    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+    bm, bn, bk = cfg.block_m, cfg.block_n, bk or cfg.block_k
     sig = {"a_desc": f"tensordesc<fp8e4nv{[1, bm, bk]}>", "b_desc": f"tensordesc<fp8e4nv{[1, bn, bk]}>",
            "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_desc": f"tensordesc<{out}{[1, bm, bn]}>",
            "c_desc": f"tensordesc<{out}{[1, bm, bn]}>", "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
@@ -63,7 +63,7 @@ def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cg", "stride_cm")})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=cfg.num_stages,
-                      B_PER_ROW=b_per_row, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma)
+                      B_PER_ROW=b_per_row, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten)
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 
@@ -96,6 +96,7 @@ def main() -> int:
                                                                             out="fp32", c_tma=True))
         ok &= report(f"fp8 {cfg} per-row B, fp32 + C, pointers", compile_fp8(cfg, b_per_row=True, has_c=True,
                                                                               out="fp32", d_tma=False))
+        ok &= report(f"fp8 {cfg} gran_k 32", compile_fp8(cfg, bk=32))
     return 0 if ok else 1
 
 

@@ -164,3 +164,17 @@ def test_fp8_deep_gemm_recipe_close_to_bf16():
     out = torch.empty(b, h, dd, dtype=BF16)
     run_triton("fp8_einsum", "bhr,hdr->bhd", x_fp8.view(b, h, r), x_sf.view(b, h, -1), w_fp8, w_sf, out)
     assert calc_diff(out, TRUTH["bhr,hdr->bhd"](x.double(), w.double())) < 1e-3
+
+
+def test_tile_config_rules():
+    deep_gemm.set_num_sms(132)
+    try:
+        et = einsum_triton
+        # DeepGEMM's rows: memory-bound short K -> one pipeline across tiles; long K, wide N -> 128x256 tiles.
+        assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K
+        assert et.bh_config(8, 4096, 1024, 4096, True) is et.BH_LARGE
+        assert et.bh_config(8, 4096, 1024, 4096, False) is et.BH_MEDIUM  # FP32 out or C: no room for 128x256
+        assert et.bh_config(8, 32, 1024, 4096, True) is et.BH_SMALL_M
+        assert all(c.block_n <= 128 for c in et.BH_CONFIGS if c not in et.BH_WIDE)
+    finally:
+        deep_gemm.set_num_sms(0)

@@ -40,23 +40,28 @@ class TileConfig:
     num_warps: int
     num_stages: int
     persistent: bool = False  # grid = #SMs (programs loop over tiles) instead of one program per tile
+    flatten: bool = False  # (persistent) one software pipeline across tiles (tl.range(flatten=True))
 
     def __str__(self) -> str:
         return (f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
-                f"{' persistent' if self.persistent else ''}")
+                f"{' persistent' if self.persistent else ''}{' flat' if self.flatten else ''}")
 
 
 # BF16 batched (bh*) configs: 128x256 for large compute-bound problems, 128x128 otherwise, 64-row tiles for small M.
 BH_LARGE = TileConfig(128, 256, 64, 8, 3, persistent=True)
 BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
 BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
+# Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
+BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
+SHORT_K = 1024
 # Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3), TileConfig(64, 256, 64, 4, 3))
-BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, TileConfig(128, 128, 64, 8, 4, persistent=True),
-                        TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 3))
+BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SHORT_K, TileConfig(128, 128, 64, 8, 4, persistent=True),
+                        TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 3),
+                        TileConfig(64, 128, 64, 4, 4, persistent=True, flatten=True))
 BMK_CONFIGS = (TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 4))
 FP8_CONFIGS = (TileConfig(128, 128, 128, 8, 4, persistent=True), TileConfig(64, 128, 128, 4, 4),
-               TileConfig(128, 128, 128, 8, 4))
+               TileConfig(128, 128, 128, 8, 4), TileConfig(128, 128, 128, 8, 3, persistent=True, flatten=True))
 # Programs per SM the bmk split aims at (memory-bound streaming over the batch).
 BMK_PROGRAMS_PER_SM = 2
 
@@ -74,8 +79,10 @@ def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfi
     C tiles exceed shared memory; pointer stores spill)."""
     if m <= 64:
         return BH_SMALL_M
-    if plain_bf16_out and n >= 256 and k >= 1024 and g * _cdiv(m, 128) * _cdiv(n, 256) >= _num_sms():
+    if plain_bf16_out and n >= 256 and k >= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 256) >= _num_sms():
         return BH_LARGE
+    if k <= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 128) >= 2 * _num_sms():
+        return BH_SHORT_K
     return BH_MEDIUM
 
 
@@ -142,7 +149,7 @@ def _launch_bh(a3, b3, b_k_major: bool, d3, c3, cfg: TileConfig, recorder) -> No
     c_arg = c3 if c3 is not None else d3
     args = (a_desc, b_desc, d_desc, c_desc, d3, c_arg, g, m, n, k, d3.stride(0), d3.stride(1),
             c_arg.stride(0) if c3 is not None else 0, c_arg.stride(1) if c3 is not None else 0,
-            bm, bn, bk, 8, grid[0], cfg.num_stages, b_k_major, c3 is not None, d_tma, c_tma)
+            bm, bn, bk, 8, grid[0], cfg.num_stages, b_k_major, c3 is not None, d_tma, c_tma, cfg.flatten)
     launch(_bh_einsum_gemm_kernel, grid, args, name="bh_einsum_gemm",
            config_key=(cfg, grid[0], b_k_major, c3 is not None, d_tma, c_tma, d3.dtype), num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d3.device.index or 0, record=_record(recorder))
@@ -288,7 +295,7 @@ def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None 
     args = (a_desc, _desc3(b3, (1, bn, bk)), sfa3, sfb3, d_desc, c_desc, d3, c_arg, g, m, n, k,
             *sfa3.stride(), *sfb3.stride(), d3.stride(0), d3.stride(1),
             c_arg.stride(0) if c3 is not None else 0, c_arg.stride(1) if c3 is not None else 0,
-            bm, bn, bk, 8, grid[0], cfg.num_stages, b_per_row, c3 is not None, d_tma, c_tma)
+            bm, bn, bk, 8, grid[0], cfg.num_stages, b_per_row, c3 is not None, d_tma, c_tma, cfg.flatten)
     launch(_fp8_einsum_gemm_kernel, grid, args, name="fp8_einsum_gemm",
            config_key=(cfg, grid[0], b_per_row, c3 is not None, d_tma, c_tma, d3.dtype), num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0, record=_record(recorder))

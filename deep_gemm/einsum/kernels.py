@@ -112,11 +112,13 @@ def _bh_einsum_gemm_kernel(
         G, M, N, K, stride_dg, stride_dm, stride_cg, stride_cm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, B_K_MAJOR: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
-        C_TMA: tl.constexpr):
+        C_TMA: tl.constexpr, FLATTEN: tl.constexpr):
     pid = tl.program_id(0)
     num_tiles = G * tl.cdiv(M, BM) * tl.cdiv(N, BN)
     num_kb = tl.cdiv(K, BK)
-    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
+    # FLATTEN: one software pipeline over (tile, K block) pairs, so the next tile's loads overlap this tile's last
+    # blocks and epilogue (short K loops, persistent grids).
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
         g, off_m, off_n = _batched_tile(tile, M, N, BM, BN, GROUP_M)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for kb in tl.range(0, num_kb, num_stages=NUM_STAGES):
@@ -211,11 +213,11 @@ def _fp8_einsum_gemm_kernel(
         stride_dg, stride_dm, stride_cg, stride_cm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, B_PER_ROW: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
-        C_TMA: tl.constexpr):
+        C_TMA: tl.constexpr, FLATTEN: tl.constexpr):
     pid = tl.program_id(0)
     num_tiles = G * tl.cdiv(M, BM) * tl.cdiv(N, BN)
     num_kb = tl.cdiv(K, BK)
-    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
         g, off_m, off_n = _batched_tile(tile, M, N, BM, BN, GROUP_M)
         offs_m = off_m + tl.arange(0, BM)
         offs_n = off_n + tl.arange(0, BN)
