@@ -166,10 +166,11 @@ def sweep(timer):
                       f"{2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS", flush=True)
     h, r, d = 8, 4096, 1024
     x, y, xq, yq, z = fp8_inputs(4096, h, r, d)
-    for cfg in et.FP8_CONFIGS:
-        def run(cfg=cfg):
-            run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z,
-                         launcher_kwargs=dict(config=cfg))
+    for cfg in et.FP8_CONFIGS + ("per_entry",):
+        kwargs = dict(route=cfg) if cfg == "per_entry" else dict(config=cfg)
+
+        def run(kwargs=kwargs):
+            run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z, launcher_kwargs=kwargs)
         t = timer(run)
         found[f"fp8 bhr,hdr->bhd h={h} {cfg}"] = t
         print(f" ~ sweep fp8 b=4096 {str(cfg):32s} {t:8.1f} us {2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS",

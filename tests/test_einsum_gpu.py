@@ -84,14 +84,20 @@ def _fp8_x_w(x: torch.Tensor, w: torch.Tensor):
     return x_fp8, w_fp8
 
 
+@pytest.mark.parametrize("route", [None, "batched", "per_entry"])
 @pytest.mark.parametrize("b", [4, 128, 4096])
-def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b):
+def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b, route):
+    from deep_gemm._ops.library import run_launcher
     h, r, d = 8, 4096, 1024
     x = torch.randn((b, h, r), device="cuda", dtype=BF16)
     y = torch.randn((h, d, r), device="cuda", dtype=BF16)
     x_fp8, y_fp8 = _fp8_x_w(x, y)
     z = torch.empty((b, h, d), device="cuda", dtype=BF16)
-    deep_gemm.fp8_einsum("bhr,hdr->bhd", x_fp8, y_fp8, z)
+    if route is None:
+        deep_gemm.fp8_einsum("bhr,hdr->bhd", x_fp8, y_fp8, z)
+    else:
+        assert run_launcher("fp8_einsum", "bhr,hdr->bhd", *x_fp8, *y_fp8, z,
+                            launcher_kwargs=dict(route=route)) is None
     assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)) < 1e-3
 
 

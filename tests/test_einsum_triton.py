@@ -178,3 +178,17 @@ def test_tile_config_rules():
         assert all(c.block_n <= 128 for c in et.BH_CONFIGS if c not in et.BH_WIDE)
     finally:
         deep_gemm.set_num_sms(0)
+
+
+@pytest.mark.parametrize("case", [FP8_CASES[0], FP8_CASES[1], FP8_CASES[6]], ids=str)
+def test_fp8_per_entry_route(case):
+    # One dense FP8 GEMM per batch entry (on CPU tensors the nested op runs its reference: this checks the views,
+    # scales and recipe handed to it; tests/test_einsum_gpu.py runs the kernels).
+    a, sfa, a64 = fp8_operand(case, "a")
+    b, sfb, b64 = fp8_operand(case, "b")
+    d, c, c_value = output_and_accumulator(tuple(case.sizes[x] for x in _subscripts(case.expr)[2]), case.out_dtype,
+                                           "distinct")
+    assert run_launcher("fp8_einsum", case.expr, a, sfa, b, sfb, d, c, list(case.recipe),
+                        launcher_kwargs=dict(route="per_entry")) is None
+    assert_close(d, c_value + TRUTH[case.expr](a64, b64), str(case))
+    assert einsum_triton._fp8_route(8, 4096) == "per_entry" and einsum_triton._fp8_route(8, 128) == "batched"

@@ -7,7 +7,8 @@ into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M,
 * ``"bmk,bnk->mn"``: the batch is contracted too: the split-over-batch kernel with a deterministic reduction;
 * FP8 ``"bhd,bhr->hdr"``: G = h, M = d, N = r, K = b: both operands are MN-major, which FP8 wgmma cannot read, so
   they are copied K-major first (as is W of FP8 ``"bhd,hdr->bhr"``); every other FP8 operand is read in place.
-  FP8 scales may be given per 128 or per 32 K elements (the kernel's BK follows).
+  FP8 scales may be given per 128 or per 32 K elements (the kernel's BK follows). Large FP8 problems (many rows per
+  batch entry) run one dense FP8 GEMM per entry instead (``FP8_PER_ENTRY_MIN_M``).
 
 ``use_cublaslt=True`` (the ``bh*`` expressions) runs cuBLAS's strided batched GEMM through ``torch.bmm`` into ``d``
 (DeepGEMM's cuBLASLt path). Calls the kernels do not cover return ``NotImplemented`` (the reference runs): operands
@@ -264,8 +265,28 @@ def _k_major_fp8(x3: torch.Tensor) -> torch.Tensor:
     return view
 
 
+# FP8 problems with at least this many rows per batch entry run as one FP8 GEMM per entry on the dense FP8 op
+# (its warp-specialised kernel, gemm/fp8_triton.py) instead of the batched tl.* kernel: per entry the GEMM is large
+# enough that the faster kernel outweighs a launch (and its host time) per entry. ``route=`` pins either way.
+FP8_PER_ENTRY_MIN_M = 1024
+FP8_PER_ENTRY_MAX_G = 16
+
+
+def _fp8_route(g: int, m: int) -> str:
+    return "per_entry" if m >= FP8_PER_ENTRY_MIN_M and g <= FP8_PER_ENTRY_MAX_G else "batched"
+
+
+def _fp8_per_entry(a3, sfa3, b3, sfb3, d3, c3, recipe) -> None:
+    """D[g] = C[g] + A[g] @ B[g]^T through the dense FP8 GEMM op, one call per batch entry (2-D views, no copies)."""
+    gemm = torch.ops.deep_gemm.fp8_gemm_nt.default
+    gran = [1, recipe.b[0], recipe.b[1]]
+    for i in range(a3.size(0)):
+        gemm(a3[i], sfa3[i], b3[i], sfb3[i], d3[i], None if c3 is None else c3[i], gran, None, None, "nk", False)
+
+
 @replayable("fp8_einsum")
-def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None = None, recorder=None):
+def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None = None, route: str | None = None,
+               recorder=None):
     r = resolve_recipe(recipe, None, None, sfb)
     if not _fp8_supported(sfa, sfb, r):
         return NotImplemented
@@ -283,6 +304,10 @@ def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None 
         return None
     if not (_tma_ready(a3) and _tma_ready(b3)):
         return NotImplemented
+    route = route or ("batched" if config is not None else _fp8_route(g, m))
+    if route == "per_entry" and r.a[1] == 128:
+        _fp8_per_entry(a3, sfa3, b3, sfb3, d3, c3, r)
+        return None
     from .kernels import _fp8_einsum_gemm_kernel
     cfg = config or fp8_config(g, m, n)
     bm, bn, bk = cfg.block_m, cfg.block_n, r.a[1]  # one K block per scale
