@@ -163,3 +163,25 @@ def test_fp8_gemm_with_one_packed_scale_column(k):
     deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), ref)
     assert torch.equal(d, ref)
     assert calc_diff(d, x.double() @ w.double().T) < 1e-3
+
+
+DG_TESTS = ROOT / ".dg" / "DeepGEMM" / "tests"
+
+
+@pytest.mark.skipif(not DG_TESTS.is_dir(), reason="DeepGEMM's source is not checked out beside us (.dg/)")
+def test_every_import_line_of_deepgemms_tests_resolves_against_us():
+    import ast
+    sys.path.insert(0, str(DG_TESTS))
+    try:
+        failures = []
+        for path in sorted(DG_TESTS.glob("*.py")):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    line = ast.unparse(node)
+                    try:
+                        exec(line, {})
+                    except Exception as error:  # noqa: BLE001  (report every failing line at once)
+                        failures.append(f"{path.name}: {line}: {error}")
+        assert not failures, "\n".join(failures)
+    finally:
+        sys.path.remove(str(DG_TESTS))
