@@ -25,12 +25,11 @@ __all__ = [
     "a_fused_k_grouped_bf16_gemm_tn_contiguous_tl", "b_fused_k_grouped_bf16_gemm_tn_contiguous_tl",
 ]
 
-# Tiles (scripts/compile_check_legacy.py: no spills on sm_90a at 8 warps). M-grouped BLOCK_M must divide the
-# contiguous-layout alignment (a tile reads its expert from its first row); 128-row tiles spill there, 64 do not.
+# Tiles (scripts/compile_check_legacy.py: pipelined, no spills on sm_90a at 8 warps). M-grouped BLOCK_M must divide
+# the contiguous-layout alignment (a tile reads its expert from its first row).
 BLOCK_N, BLOCK_K, NUM_WARPS, NUM_STAGES = 128, 64, 8, 3
-M_GROUPED_MAX_BLOCK_M = 64
-# K-grouped tiles: [128, 128] spills with the accumulate-into-d epilogue (acc=True); [128, 64] does not.
-K_GROUPED_BLOCK_M, K_GROUPED_BLOCK_N = 128, 64
+M_GROUPED_MAX_BLOCK_M = 128
+K_GROUPED_BLOCK_M, K_GROUPED_BLOCK_N = 128, 128
 
 
 def _interpreting() -> bool:
@@ -100,7 +99,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
         return
     from . import kernels
     block_m = _block_m()
-    grid = (triton_cdiv(m, block_m), triton_cdiv(n, BLOCK_N))
+    grid = (triton_cdiv(m, block_m) * triton_cdiv(n, BLOCK_N),)
     common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,
                   num_stages=NUM_STAGES)
     strides = (a.stride(0), b.stride(0), b.stride(1), b.stride(2), d.stride(0))
@@ -189,7 +188,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     from . import kernels
     kernel = (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl if gather_a
               else kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl)
-    grid = (triton_cdiv(m, K_GROUPED_BLOCK_M), triton_cdiv(n, K_GROUPED_BLOCK_N), groups)
+    grid = (triton_cdiv(m, K_GROUPED_BLOCK_M) * triton_cdiv(n, K_GROUPED_BLOCK_N), groups)
     kernel[grid](a, b, d, k_indices, k_start, k_end, m, n, a.stride(0), b.stride(0), d.stride(0), d.stride(1),
                  ACC=bool(acc), DOT_FP32=_interpreting(), BLOCK_M=K_GROUPED_BLOCK_M, BLOCK_N=K_GROUPED_BLOCK_N,
                  BLOCK_K=BLOCK_K,

@@ -14,12 +14,21 @@ import triton.language as tl
 
 
 @triton.jit
+def _tile_of(pid, num_m, num_n, GROUP_M: tl.constexpr):
+    """(row tile, column tile) of program ``pid``: GROUP_M row tiles sweep the columns together, so the B tiles
+    they share stay in L2."""
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    group_rows = tl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % group_rows, (pid % per_group) // group_rows
+
+
+@triton.jit
 def _m_grouped_body(a_ptr, b_ptr, d_ptr, m_indices_ptr, row_indices_ptr, M, N, K,
                     stride_am, stride_bg, stride_bn, stride_bk, stride_dm,
                     GATHER_A: tl.constexpr, DOT_FP32: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    pid_m, pid_n = _tile_of(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), 8)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < M
@@ -76,9 +85,8 @@ def a_fused_m_grouped_bf16_gemm_contiguous_tl_impl(a_ptr, b_ptr, d_ptr, m_indice
 def _k_grouped_body(a_ptr, b_ptr, d_ptr, k_indices_ptr, k_start_ptr, k_end_ptr, M, N, stride_ak, stride_bk,
                     stride_dg, stride_dm, GATHER_A: tl.constexpr, ACC: tl.constexpr, DOT_FP32: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    group = tl.program_id(2)
+    pid_m, pid_n = _tile_of(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), 8)
+    group = tl.program_id(1)
     ms = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     ns = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_ok = ms < M
