@@ -123,7 +123,8 @@ _DIST_WORKER = textwrap.dedent("""
         torch.distributed.destroy_process_group()
 
     if __name__ == "__main__":
-        mp.spawn(worker, args=(2,), nprocs=2)
+        # fork: the workers inherit the imported torch and deep_gemm (a spawned worker re-imports them, seconds each)
+        mp.start_processes(worker, args=(2,), nprocs=2, start_method="fork")
 """)
 
 
