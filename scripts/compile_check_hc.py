@@ -3,6 +3,7 @@ shared memory and SASS counts per config, the cheap first check before spending 
 
     python scripts/compile_check_hc.py          # every config the launchers pick (fails on a spill)
     python scripts/compile_check_hc.py --ptx    # also print the TF32 MMA instructions found in the PTX
+    python scripts/compile_check_hc.py --layout-only
 
 Run without TRITON_INTERPRET. Reuses scripts/compile_check.py's helpers (resource_usage, sass_counts).
 """
@@ -43,6 +44,27 @@ def hc_configs():
     return hc_plan.compile_configs()
 
 
+def compile_layout():
+    """The layout kernels at the tiles layout_triton.py launches them with."""
+    from deep_gemm.layout import kernels as k
+    from deep_gemm.layout import layout_triton as lt
+    ints = lambda *names: {n: "i32" for n in names}  # noqa: E731
+    for c_unit in (True, False):
+        yield f"mn_major_copy c_unit={c_unit}", _compile(k._mn_major_copy_kernel, {
+            "sf_ptr": "*i32", "out_ptr": "*i32",
+            **ints("R", "C", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
+            dict(BR=lt.BLOCK_MN, BC=lt.BLOCK_COLS, C_UNIT=c_unit), lt.NUM_WARPS)
+        yield f"pack_ue8m0 c_unit={c_unit}", _compile(k._pack_ue8m0_kernel, {
+            "sf_ptr": "*fp32", "out_ptr": "*i32",
+            **ints("R", "SFK", "PACKED", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
+            dict(BR=lt.BLOCK_MN, BI=lt.BLOCK_COLS, C_UNIT=c_unit), lt.NUM_WARPS)
+    for psum in (False, True):
+        yield f"k_grouped_pack psum={psum}", _compile(k._k_grouped_pack_kernel, {
+            "sf_ptr": "*fp32", "layout_ptr": "*i32", "out_ptr": "*i32",
+            **ints("ROWS", "MN", "NUM_SF_ROWS", "NUM_GROUPS", "GRAN_K", "K_ALIGNMENT")},
+            dict(USE_PSUM=psum, G_PAD=128, BP=lt.BLOCK_PACKED_ROWS, BC=lt.BLOCK_K_GROUPED_MN), lt.NUM_WARPS)
+
+
 def spills(usage: str) -> int:
     m = re.search(r"STACK:(\d+)", usage)
     return int(m.group(1)) if m else 0
@@ -50,7 +72,7 @@ def spills(usage: str) -> int:
 
 if __name__ == "__main__":
     bad = 0
-    for cfg in hc_configs():
+    for cfg in ([] if "--layout-only" in sys.argv else hc_configs()):
         ck = compile_hc(**cfg)
         cubin = ck.asm["cubin"]
         usage = resource_usage(cubin)
@@ -60,16 +82,11 @@ if __name__ == "__main__":
             bad += 1
         if "--ptx" in sys.argv:
             print("  ", sorted(set(re.findall(r"(wgmma\.\S+|mma\.sync\.\S+)", ck.asm["ptx"]))))
-    try:
-        from deep_gemm.layout import layout_plan
-    except ImportError:
-        layout_plan = None
-    if layout_plan is not None:
-        for name, ck in layout_plan.compile_all(_compile):
-            cubin = ck.asm["cubin"]
-            counts = sass_counts(cubin, ("LDL", "STL"))
-            print("layout", name, "smem", ck.metadata.shared, resource_usage(cubin), counts, flush=True)
-            if counts["LDL"] or counts["STL"]:
-                bad += 1
+    for name, ck in compile_layout():
+        cubin = ck.asm["cubin"]
+        counts = sass_counts(cubin, ("LDL", "STL"))
+        print("layout", name, "smem", ck.metadata.shared, resource_usage(cubin), counts, flush=True)
+        if counts["LDL"] or counts["STL"]:
+            bad += 1
     print("FAIL" if bad else "OK", f"({bad} configs spill or overflow shared memory)")
     sys.exit(1 if bad else 0)

@@ -65,10 +65,11 @@ def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
     if tiles < num_sms and bn <= MAX_BLOCK_N_WITH_SUB:
         sub = max(1, min(num_sms // tiles, (num_kb // splits) // MIN_K_BLOCKS_PER_SUB))
     programs = tiles * sub
-    kb_per_program = -(-num_kb // (splits * sub))
     stage_bytes = bm * BLOCK_K * 2 + bn * BLOCK_K * 4
     budget = SMEM_ONE_PROGRAM if programs <= num_sms else SMEM_TWO_PROGRAMS
-    stages = max(MIN_STAGES, min(MAX_STAGES, budget // stage_bytes, max(kb_per_program, MIN_STAGES)))
+    # (not capped by the K blocks a program streams: fewer distinct configs to compile, and a short loop only
+    # predicates its extra prologue loads off)
+    stages = max(MIN_STAGES, min(MAX_STAGES, budget // stage_bytes))
     red_chunk = min(next_pow2(sub), max(1, REDUCTION_TILE_ELEMS // (bm * bn))) if sub > 1 else 1
     return HcConfig(bm, bn, stages, sub, red_chunk)
 
