@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # HyperConnection prenorm GEMM + scale-layout ops on the GPU. Expected wall time: ~4 min warm (Triton caches in
-# .cache), ~6 min cold (each kernel config compiles once, ~15 configs; DeepGEMM JIT-compiles its shapes too).
+# .cache), ~7 min cold (each kernel config compiles once, ~20 configs; DeepGEMM JIT-compiles its shapes too):
+# run it with FAMILY_TIMEOUT=480 the first time.
 #   1. our GPU tests (tests/test_hyperconnection_gpu.py, the triton/CPU tests of the family, layout tests)
 #   2. DeepGEMM's test_hyperconnection.py and test_layout.py against ours (SHIM=0) and against DeepGEMM
 #   3. benchmarks/bench_hc_prenorm.py for both packages + the comparison table
@@ -12,7 +13,7 @@ DGENV="PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.s
 step() { echo "=== $1: exit $2 ($(( $(date +%s) - T0 )) s)" | tee -a "$D/summary.txt"; }
 
 T0=$(date +%s)
-timeout 150 env PYTHONPATH=$PWD python3 -m pytest tests/test_hyperconnection_gpu.py tests/test_layout_gpu.py -q \
+timeout 240 env PYTHONPATH=$PWD python3 -m pytest tests/test_hyperconnection_gpu.py tests/test_layout_gpu.py -q \
   -p no:cacheprovider -rf > "$D/pytest_gpu.log" 2>&1
 step "pytest gpu (hc + layout)" $?
 tail -n 15 "$D/pytest_gpu.log"
