@@ -27,7 +27,7 @@ CLEAN_BLOCK = 2048
 CLEAN_WARPS = 4
 # Schedule kernel: sequences per step of its two passes, and the SM counts it covers (a [SMs, CHUNK] compare per
 # step); larger num_sms values run the reference.
-SCHEDULE_CHUNK = 64
+SCHEDULE_CHUNK = 16
 SCHEDULE_MAX_SMS = 1024
 # Paged kernel: tokens per program (the work of one program is these tokens of one sequence's rows); the grid's
 # second axis counts these chunks, so it is widened when max_context_len would exceed the grid limit.
