@@ -217,10 +217,17 @@ def _reference_prefill(q, kv, w, ks, ke, clean, max_k, dtype):
     return kernels_of("fp8_fp4_mqa_logits").reference(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype)
 
 
+GPU_PREFILL_CASES = [  # (windows, H, D, logits dtype)
+    ("causal", 64, 128, torch.float32), ("cp", 64, 128, torch.float32), ("ragged", 64, 128, torch.float32),
+    ("causal", 64, 128, torch.bfloat16), ("cp", 32, 128, torch.bfloat16), ("causal", 32, 64, torch.float32),
+    ("ragged", 64, 64, torch.bfloat16), ("causal", 32, 32, torch.float32), ("cp", 64, 32, torch.float32),
+    ("ragged", 16, 64, torch.float32), ("causal", 8, 128, torch.float32),
+]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("h,d", [(64, 128), (32, 128), (64, 64), (32, 32), (16, 64), (8, 128)])
-@pytest.mark.parametrize("windows", ["causal", "cp", "ragged"])
+@pytest.mark.parametrize("windows,h,d,dtype", GPU_PREFILL_CASES,
+                         ids=[f"{w}-h{h}-d{d}-{str(t)[6:]}" for w, h, d, t in GPU_PREFILL_CASES])
 def test_gpu_prefill_matches_reference(windows, h, d, dtype):
     s, sk = 512, 4096
     q, kv, w, ks, ke = _gpu_prefill_inputs(s, sk, h, d, causal=windows == "causal", cp=windows == "cp")
