@@ -359,3 +359,82 @@ def test_gpu_clean_pass_writes_only_outside_windows():
     inside = (cols >= ks[:, None]) & (cols < ke[:, None])
     assert torch.equal(out[inside], before[inside])
     assert (out[~inside] == NEG_INF).all()
+
+
+# ---- host fast path (CPU, GPU launch stubbed) ------------------------------------------------------------------
+
+class _Compiled:
+    """Stands in for a compiled kernel: LaunchPlan only keeps it and hands it back to launch_compiled."""
+
+
+@pytest.fixture
+def stubbed_launches(monkeypatch):
+    """Launches recorded instead of run: the launcher's full path and a replay both end in ``launch_compiled``."""
+    from deep_gemm._triton import launch as launch_module
+    calls = []
+    compiled = {}
+
+    def fake_launch(kernel, grid, args, *, name, config_key, num_warps, num_stages=1, device_index=0, record=None):
+        ck = compiled.setdefault((name, config_key), _Compiled())
+        calls.append((name, ck, grid, list(args)))
+        if record is not None:
+            record.append((ck, grid, tuple(args), device_index))
+
+    def fake_launch_compiled(ck, grid, args, device_index):
+        name = next(n for (n, _), c in compiled.items() if c is ck)
+        calls.append((name, ck, grid, list(args)))
+
+    monkeypatch.setattr(triton_launch, "launch", fake_launch)
+    monkeypatch.setattr(triton_launch, "interpreting", lambda: False)
+    monkeypatch.setattr(launch_module, "interpreting", lambda: False)
+    monkeypatch.setattr(launch_module, "launch_compiled", fake_launch_compiled)
+    monkeypatch.setattr(launch_module, "_ensure_context", lambda device_index: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return calls
+
+
+def _same_launch(fresh, replayed, fresh_out, replayed_out):
+    """Equal launches up to the output: every argument equal, tensors by address and layout, the output slot holding
+    each call's own output."""
+    assert fresh[0] == replayed[0] and fresh[1] is replayed[1] and fresh[2] == replayed[2]
+    assert len(fresh[3]) == len(replayed[3])
+    for a, b in zip(fresh[3], replayed[3]):
+        if isinstance(a, torch.Tensor):
+            if a.data_ptr() == fresh_out.data_ptr() and a.shape == fresh_out.shape:
+                assert b.data_ptr() == replayed_out.data_ptr()
+            else:
+                assert (a.data_ptr(), a.shape, a.stride(), a.dtype) == (b.data_ptr(), b.shape, b.stride(), b.dtype)
+        elif hasattr(a, "block_shape"):
+            assert (a.base.data_ptr(), tuple(a.shape), tuple(a.strides), tuple(a.block_shape)) == \
+                   (b.base.data_ptr(), tuple(b.shape), tuple(b.strides), tuple(b.block_shape))
+        else:
+            assert a == b
+
+
+def test_replayed_calls_launch_what_a_fresh_call_would(stubbed_launches, num_sms_8):
+    """Second calls with a signature replay the first call's launches (prefill + clean, paged, schedule) for the
+    new tensors; the full path with the same tensors makes identical launches."""
+    mqa_args, _ = make_mqa(MqaCase(9, 100, 64, 128))
+    paged_args, _ = make_paged(PagedCase(3, 2, 64, 128))
+    cases = [("fp8_fp4_mqa_logits", mqa_args + (True, 0, torch.float32), 2),
+             ("fp8_fp4_mqa_logits", mqa_args + (False, 120, torch.bfloat16), 1),
+             ("fp8_fp4_paged_mqa_logits", paged_args + (True, torch.float32, None), 1),
+             ("get_paged_mqa_logits_metadata", (paged_args[4], 64, 8, None), 1)]
+    for op, args, launches in cases:
+        run = kernels_of(op).triton
+        assert run.accepts_signature
+        run(*args, signature=("test", op, len(run.plans)))  # records
+        token = ("test", op, len(run.plans) - 1)
+        assert any(key[0] == token for key in run.plans), f"{op}: the first call recorded no plan"
+        fresh_args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        stubbed_launches.clear()
+        replayed_out = run(*fresh_args, signature=token)
+        replayed = list(stubbed_launches)
+        stubbed_launches.clear()
+        fresh_out = run(*fresh_args)  # no signature: the full path
+        fresh = list(stubbed_launches)
+        assert len(replayed) == len(fresh) == launches, op
+        assert replayed_out.shape == fresh_out.shape and replayed_out.stride() == fresh_out.stride()
+        assert replayed_out.untyped_storage().nbytes() == fresh_out.untyped_storage().nbytes()
+        for f, r in zip(fresh, replayed):
+            _same_launch(f, r, fresh_out, replayed_out)
