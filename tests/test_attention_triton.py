@@ -103,6 +103,17 @@ def test_prefill_kernel_causal_windows_skip_blocks_and_place_inf_exactly():
         _check_mqa(args, oracle_inputs, out, case, True, 0)
 
 
+def test_prefill_kernel_splits_kv_ranges_across_programs(monkeypatch, num_sms_8):
+    """With few query blocks the KV range of each is cut into parts (grid axis 1); windows straddle the parts."""
+    monkeypatch.setattr(triton_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
+    case = MqaCase(4, 400, 64, 32)
+    args, oracle_inputs = make_mqa(case)
+    assert triton_launch.prefill_kv_splits(2, 400, 8) == 6
+    for clean, max_k in [(True, 0), (False, 410)]:
+        out = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32)
+        _check_mqa(args, oracle_inputs, out, case, clean, max_k)
+
+
 def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
     case = MqaCase(9, 130, 64, 128)
     args, _ = make_mqa(case)

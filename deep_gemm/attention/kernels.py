@@ -71,7 +71,9 @@ def _fp8_mqa_logits_kernel(
         S, SK, stride_w, stride_out, max_k, num_q_blocks,
         H: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BLOCK_KV: tl.constexpr, NUM_STAGES: tl.constexpr,
         USE_TMA: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, COMPRESSED: tl.constexpr):
-    """One program per block of BQ = 128 / H queries; it walks only the KV blocks that meet some query's window.
+    """Program (p, c): the block of BQ = 128 / H queries num_q_blocks - 1 - p against part c of the KV blocks that
+    meet some of its queries' windows (the parts split that range evenly, in BLOCK_KV steps, so short problems still
+    fill the SMs; each output element is still written by one program).
 
     Queries are taken in reverse order: windows usually grow with the query index (causal prefill), so the longest
     programs start first and the short ones fill the tail."""
@@ -88,6 +90,9 @@ def _fp8_mqa_logits_kernel(
     lo = tl.min(tl.where(nonempty, ks, SK), axis=0)
     hi = tl.max(tl.where(nonempty, ke, 0), axis=0)
     lo = lo // 16 * 16  # 16-element aligned stores for the first block
+    part = tl.cdiv(tl.cdiv(hi - lo, BLOCK_KV), tl.num_programs(1)) * BLOCK_KV
+    lo = lo + tl.program_id(1) * part
+    hi = tl.minimum(hi, lo + part)
 
     cols = tl.arange(0, BN)
     col_query = q0 + cols // H

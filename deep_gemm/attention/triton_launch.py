@@ -58,6 +58,19 @@ class PagedConfig:
     num_stages: int = 3
 
 
+# Prefill grid: programs per SM the KV split aims for (a few waves of ~3 resident programs, so the last wave's
+# imbalance stays small), and the fewest keys a split keeps (its Q tile load is then < 2 % of its KV traffic).
+PREFILL_PROGRAMS_PER_SM = 24
+PREFILL_MIN_KEYS_PER_SPLIT = 1024
+
+
+def prefill_kv_splits(num_q_blocks: int, seq_len_kv: int, num_sms: int) -> int:
+    """Parts each query block's KV range is cut into: enough programs for PREFILL_PROGRAMS_PER_SM per SM when the
+    query blocks alone are fewer, never parts shorter than PREFILL_MIN_KEYS_PER_SPLIT keys of a full-width window."""
+    want = ceil_div(PREFILL_PROGRAMS_PER_SM * max(num_sms, 1), max(num_q_blocks, 1))
+    return max(1, min(want, seq_len_kv // PREFILL_MIN_KEYS_PER_SPLIT, GRID_Y_LIMIT))
+
+
 def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig:
     """Default prefill tile. 64 keys x 128 (query, head) columns per warpgroup keeps the FP32 scores at 32
     registers per thread and the shared memory per program small (Q 16 KiB + 4 x 8 KiB), so several programs share
@@ -65,6 +78,12 @@ def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig
     if is_fp4:  # unpacking costs registers: fewer stages
         return PrefillConfig(block_kv=64, num_warps=4, num_stages=2)
     return PrefillConfig()
+
+
+def _num_sms(t: torch.Tensor) -> int:
+    """SMs the kernels may use (the runtime knob when set, else the device's count; 0 without a GPU)."""
+    from ..runtime import get_num_sms
+    return get_num_sms()
 
 
 def _device_index(t: torch.Tensor) -> int:
@@ -162,7 +181,8 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
             num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
             compressed)
     config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype)
-    launch(_fp8_mqa_logits_kernel, (num_q_blocks, 1, 1), args, name="fp8_mqa_logits", config_key=config_key,
+    splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q))
+    launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits", config_key=config_key,
            num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=_device_index(out), record=record)
     if clean_logits:
         clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
