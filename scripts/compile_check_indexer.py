@@ -39,11 +39,11 @@ def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=
     return _compile(fn, sig, constexprs, warps, stages)
 
 
-def compile_clean(out="fp32", has_ks=True, causal=False):
+def compile_clean(out="fp32"):
     from deep_gemm.attention.kernels import _clean_logits_kernel as fn
-    sig = {"out_ptr": f"*{out}", "ks_ptr": "*i32", "ke_ptr": "*i32"}
-    sig.update({n: "i32" for n in ["rows", "cols", "stride_out", "next_n"]})
-    return _compile(fn, sig, dict(BLOCK=2048, HAS_KS=has_ks, CAUSAL_NEXT_N=causal), 4, 1)
+    sig = {"out_ptr": f"*{out}", "ks_ptr": "*i32", "ke_ptr": "*i32", "cols": "i32", "stride_out": "i32",
+           "cols_per_program": "i32"}
+    return _compile(fn, sig, dict(BLOCK=1024), 4, 1)
 
 
 def compile_paged(h=64, d=128, rows=2, block_kv=64, pages=8, warps=4, stages=3, fp4=False, tma=True, clean=False,
@@ -82,7 +82,7 @@ if __name__ == "__main__":
                 dict(compressed=True), dict(out="bf16"), dict(tma=False),
                 dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2)]:
         report("prefill", cfg, compile_prefill(**cfg), ttgir)
-    for cfg in [dict(), dict(out="bf16", has_ks=False, causal=True)]:
+    for cfg in [dict(), dict(out="bf16")]:
         report("clean", cfg, compile_clean(**cfg), ttgir)
     for cfg in [dict(), dict(rows=1), dict(h=32, rows=4), dict(clean=True, ctx_2d=False), dict(tma=False),
                 dict(block_kv=32, pages=16), dict(h=8, d=32, rows=2), dict(out="bf16"),

@@ -114,6 +114,24 @@ def test_prefill_kernel_splits_kv_ranges_across_programs(monkeypatch, num_sms_8)
         _check_mqa(args, oracle_inputs, out, case, clean, max_k)
 
 
+def test_clean_kernel_parts(monkeypatch, num_sms_8):
+    """Rows cut into column parts: -inf exactly outside each window, inside untouched (empty, inverted, negative and
+    overlong windows included)."""
+    monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", 1)
+    monkeypatch.setattr(triton_launch, "CLEAN_BLOCK", 16)
+    rows, cols = 6, 100
+    buffer = torch.randn(rows, 256)
+    out, before = buffer[:, :cols], buffer.clone()[:, :cols]
+    ks = torch.tensor([0, 5, -3, 70, 50, 99], dtype=torch.int32)
+    ke = torch.tensor([100, 37, 20, 40, 500, 99], dtype=torch.int32)
+    triton_launch.clean_rows(out, ks, ke, cols)
+    col = torch.arange(cols)[None, :]
+    inside = (col >= ks[:, None]) & (col < ke[:, None])
+    assert torch.equal(out[inside], before[inside])
+    assert (out[~inside] == NEG_INF).all()
+    assert torch.equal(buffer[:, cols:], before._base[:, cols:])  # the padding columns are never written
+
+
 def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
     case = MqaCase(9, 130, 64, 128)
     args, _ = make_mqa(case)

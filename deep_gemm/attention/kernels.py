@@ -145,28 +145,26 @@ def _fp8_mqa_logits_kernel(
         tl.store(out_rows[None, :] + column, logits.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit(do_not_specialize=["rows", "cols", "stride_out", "next_n"],
+@triton.jit(do_not_specialize=["cols", "stride_out", "cols_per_program"],
             do_not_specialize_on_alignment=["out_ptr", "ks_ptr", "ke_ptr"])
-def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, rows, cols, stride_out, next_n,
-                         BLOCK: tl.constexpr, HAS_KS: tl.constexpr, CAUSAL_NEXT_N: tl.constexpr):
-    """-inf at every column c < cols of row r outside [ks[r], ke[r]); blocks wholly inside the window write nothing.
-
-    CAUSAL_NEXT_N (1-D paged context lengths): row r = b * next_n + n sees ke = ke[b] - next_n + n + 1."""
+def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, cols, stride_out, cols_per_program, BLOCK: tl.constexpr):
+    """-inf at every column c < cols of row r outside [ks[r], ke[r]). Program (r, p) covers columns
+    [p * cols_per_program, (p + 1) * cols_per_program) and stores only its parts left of ks and right of ke, so the
+    work is the out-of-window bytes plus one program per (row, part)."""
     row = tl.program_id(0)
-    c0 = tl.program_id(1) * BLOCK
-    if HAS_KS:
-        ks = tl.load(ks_ptr + row)
-    else:
-        ks = 0
-    if CAUSAL_NEXT_N:
-        ke = tl.load(ke_ptr + row // next_n) - next_n + row % next_n + 1
-    else:
-        ke = tl.load(ke_ptr + row)
-    if (c0 < ks) | (c0 + BLOCK > ke):
+    c_begin = tl.program_id(1) * cols_per_program
+    c_end = tl.minimum(c_begin + cols_per_program, cols)
+    ks = tl.load(ks_ptr + row)
+    ke = tl.load(ke_ptr + row)
+    row_ptr = out_ptr + row.to(tl.int64) * stride_out
+    neg_inf = tl.full([BLOCK], float("-inf"), tl.float32).to(out_ptr.dtype.element_ty)
+    left_end = tl.minimum(ks, c_end)
+    for c0 in range(c_begin, left_end, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
-        outside = (offs < ks) | (offs >= ke)
-        tl.store(out_ptr + row.to(tl.int64) * stride_out + offs,
-                 tl.full([BLOCK], float("-inf"), tl.float32).to(out_ptr.dtype.element_ty), mask=outside & (offs < cols))
+        tl.store(row_ptr + offs, neg_inf, mask=offs < left_end)
+    for c0 in range(tl.maximum(ke, c_begin), c_end, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        tl.store(row_ptr + offs, neg_inf, mask=offs < c_end)
 
 
 # ---- paged decode ----------------------------------------------------------------------------------------------

@@ -23,9 +23,12 @@ SCORE_COLS = MMA_TILE_ROWS
 MIN_DOT_N = 16
 # TMA needs 16-byte aligned global addresses and strides.
 TMA_ALIGN = 16
-# Clean pass: columns per program (one program per (row, column block); blocks inside the window store nothing).
-CLEAN_BLOCK = 2048
+# Clean pass: columns per store step, warps, and how rows are cut into parts: parts of at least CLEAN_MIN_PART
+# columns, enough of them for CLEAN_PROGRAMS_PER_SM programs per SM when rows are few.
+CLEAN_BLOCK = 1024
 CLEAN_WARPS = 4
+CLEAN_MIN_PART = 8192
+CLEAN_PROGRAMS_PER_SM = 8
 # Schedule kernel: sequences per step of its two passes, and the SM counts it covers (a [SMs, CHUNK] compare per
 # step); larger num_sms values run the reference.
 SCHEDULE_CHUNK = 16
@@ -195,19 +198,19 @@ def fp8_mqa_logits_triton(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_
                                      clean_logits, max_seqlen_k, torch.float32, config=config, record=record)
 
 
-def clean_rows(out: torch.Tensor, starts: torch.Tensor | None, ends: torch.Tensor, cols: int,
-               next_n: int = 1, causal_next_n: bool = False, record: list | None = None) -> None:
-    """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])`` (starts None: 0); with ``causal_next_n``,
-    row r = b * next_n + n ends at ``ends[b] - next_n + n + 1`` (1-D paged context lengths)."""
+def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols: int,
+               record: list | None = None) -> None:
+    """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])``."""
     from .kernels import _clean_logits_kernel
     rows = out.size(0)
     if rows == 0 or cols == 0:
         return
-    args = (out, starts if starts is not None else ends, ends, rows, cols, out.stride(0), next_n,
-            CLEAN_BLOCK, starts is not None, causal_next_n)
-    launch(_clean_logits_kernel, (rows, ceil_div(cols, CLEAN_BLOCK), 1), args, name="clean_logits",
-           config_key=(out.dtype, starts is not None, causal_next_n), num_warps=CLEAN_WARPS,
-           device_index=_device_index(out), record=record)
+    parts = max(1, min(ceil_div(cols, CLEAN_MIN_PART), ceil_div(CLEAN_PROGRAMS_PER_SM * max(_num_sms(out), 1), rows),
+                       GRID_Y_LIMIT))
+    per_part = ceil_div(ceil_div(cols, parts), CLEAN_BLOCK) * CLEAN_BLOCK
+    args = (out, starts, ends, cols, out.stride(0), per_part, CLEAN_BLOCK)
+    launch(_clean_logits_kernel, (rows, ceil_div(cols, per_part), 1), args, name="clean_logits",
+           config_key=(out.dtype,), num_warps=CLEAN_WARPS, device_index=_device_index(out), record=record)
 
 
 # ---- paged -----------------------------------------------------------------------------------------------------
