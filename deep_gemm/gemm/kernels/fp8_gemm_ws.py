@@ -40,6 +40,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
 WG_ROWS = gl.constexpr(64)
+# Warps of the producer partition (gl.warp_specialize's worker_num_warps) and its threads: with staged scales every
+# producer thread arrives on a stage's `ready` barrier once per K block, when its cp.async copies land.
+PRODUCER_WARPS = gl.constexpr(1)
+PRODUCER_THREADS = gl.constexpr(32 * PRODUCER_WARPS.value)
 
 
 @gluon.jit
@@ -79,6 +83,18 @@ def _split_tile_cols(off_n, N, BN: gl.constexpr, NARROW: gl.constexpr):
         wide_n = j * BN
         narrow_n = (N // BN) * BN + j * NARROW
     return wide_n, narrow_n
+
+
+@gluon.constexpr_function
+def _ready_arrivals(staged_scales):
+    """Arrivals that complete one phase of a stage's `ready` barrier: the producer's arrive.expect_tx (one elected
+    thread), plus, when the producer stages scales by cp.async, one `cp.async.mbarrier.arrive.noinc` per producer
+    thread (it fires when that thread's copies have landed). `.noinc` does not raise the barrier's pending count, so
+    the count set here must include those arrivals: initialised for one arrival, the 32 extra ones overflowed the
+    barrier (compute-sanitizer synccheck, "Barrier overflow") and could complete a phase before the scales landed.
+    (Without `.noinc` each arrival first raises the pending count of whatever phase is current, which synccheck
+    reports as the same overflow.)"""
+    return 1 + (PRODUCER_THREADS.value if staged_scales else 0)
 
 
 @gluon.jit
@@ -210,17 +226,17 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
                 mbarrier.wait(empty.index(stage), ((it // STAGES) & 1) ^ 1)
                 bar = ready.index(stage)
                 if SFB_SMEM:
-                    # Per-column B scales of the block (zeros past N) by cp.async; each thread's arrival, counted
-                    # in before the expect below, completes when its copies land, so `ready` covers them too.
+                    # Per-column B scales of the block (zeros past N) by cp.async; each thread's arrival comes when
+                    # its copies land, and `ready` counts it (_ready_arrivals), so it covers them too.
                     async_copy.async_copy_global_to_shared(sfb_bufs.index(stage), sfb_src + kb * stride_sfb_k,
                                                            mask=sfb_ok)
-                    async_copy.mbarrier_arrive(bar)
+                    async_copy.mbarrier_arrive(bar, increment_count=False)
                 if SCALES_SMEM:
                     async_copy.async_copy_global_to_shared(sfa_bufs.index(stage), sfa_src + kb * stride_sfa_k,
                                                            mask=sfa_ok)
                     async_copy.async_copy_global_to_shared(sb_bufs.index(stage), sb_src + kb * stride_sfb_k,
                                                            mask=lane == 0)
-                    async_copy.mbarrier_arrive(bar)
+                    async_copy.mbarrier_arrive(bar, increment_count=False)
                 mbarrier.expect(bar, STAGE_BYTES)
                 tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
                 tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
@@ -787,7 +803,7 @@ def _fp8_gemm_ws_kernel(
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(ready.index(i), count=_ready_arrivals(SFB_SMEM or SCALES_SMEM))
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
     # One epilogue staging buffer per consumer warpgroup (and one per warpgroup for split tiles' narrow wave);
     # split-K stages a 64 x BN FP32 partial there too (_split_k_reduce), so its buffers take that many bytes.
@@ -823,4 +839,4 @@ def _fp8_gemm_ws_kernel(
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
                      GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K)),
-    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
