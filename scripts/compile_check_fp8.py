@@ -81,3 +81,37 @@ def check_barriers() -> dict:
 
 if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
+
+
+def compile_ws(zero_gaps: bool = True, **cfg):
+    """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True)."""
+    import compile_check
+    from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
+    real = compile_check.triton.compile
+
+    def with_zero_gaps(src, **kwargs):
+        src.constants[(fn.arg_names.index("ZERO_GAPS"),)] = zero_gaps
+        return real(src, **kwargs)
+    compile_check.triton.compile = with_zero_gaps
+    try:
+        return compile_fp8_gemm_ws(**cfg)
+    finally:
+        compile_check.triton.compile = real
+
+
+# The psum layout's variants: two-wave 128 x 256, split 128 x 192, one-wave; with and without zeroed gaps.
+PSUM_VARIANTS = {
+    "two-wave 128x256 psum": dict(waves=2, wave_n=True, stages=4, grouping=2),
+    "two-wave 128x256 psum, gaps unspecified": dict(waves=2, wave_n=True, stages=4, grouping=2, zero_gaps=False),
+    "split 128x192 psum": dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2),
+    "one-wave 128x128 psum": dict(stages=5, grouping=2),
+    "one-wave 128x64 psum, staged scales, gaps unspecified": dict(bn=64, stages=8, grouping=2, scales_smem=True,
+                                                                  zero_gaps=False),
+}
+
+if __name__ == "__main__" and "--psum" in sys.argv:
+    from compile_check import ptxas_info, resource_usage, sass_counts
+    for name, cfg in PSUM_VARIANTS.items():
+        ck = compile_ws(**cfg)
+        print(f"{name:56s} smem {ck.metadata.shared} {resource_usage(ck.asm['cubin'])} "
+              f"serialised={'C7514' in ptxas_info(ck.asm['ptx'])} {sass_counts(ck.asm['cubin'])}", flush=True)
