@@ -9,6 +9,7 @@ import torch
 
 import deep_gemm
 from deep_gemm._ops.library import run_launcher
+from deep_gemm.gemm import bf16_plan, bf16_triton
 from deep_gemm.gemm.bf16_plan import Bf16Overrides
 from deep_gemm.testing import calc_diff
 
@@ -36,16 +37,42 @@ def _dense(layout, m, n, k, out=BF16, accumulate=False, split=None):
         if split is None:
             getattr(deep_gemm, f"bf16_gemm_{layout}")(a, b, d, c=c)
         else:
-            run_launcher(f"bf16_gemm_{layout}", a, b, d, c, "nk",
-                         launcher_kwargs=dict(overrides=Bf16Overrides(split_k=split)))
+            result = run_launcher(f"bf16_gemm_{layout}", a, b, d, c, "nk",
+                                  launcher_kwargs=dict(overrides=Bf16Overrides(split_k=split)))
+            if result is NotImplemented:
+                raise AssertionError("the launcher declined the call")
         torch.cuda.synchronize()
         _expect(d, ref, f"bf16_gemm_{layout} {m}x{n}x{k}")
     return run
 
 
-def _contiguous(layout, psum):
+def _forced_ws(op, m, n, d, c, over):
+    """Fail unless the plan for this call runs the warp-specialised kernel (the path the case names)."""
+    call = bf16_triton._call(0 if op.startswith("bf16") else 1, m, n, 1, 1, d, c, True, True, True)
+    if bf16_plan.plan(call, over).kernel != "ws":
+        raise AssertionError(f"{op}: the plan did not pick the warp-specialised kernel")
+
+
+def _dense_ws(m, n, k, bn, out=BF16, accumulate=False, layout="nt"):
     def run():
-        ms, n, k, align = [37, 0, 130], 72, 200, 128
+        a_mk, b_nk = _rand(m, k), _rand(n, k)
+        a = a_mk.T.contiguous() if layout[0] == "t" else a_mk
+        b = b_nk.T.contiguous() if layout[1] == "n" else b_nk
+        d = _rand(m, n, dtype=out)
+        c = d if accumulate else None
+        ref = a_mk.float() @ b_nk.float().T + (d.float() if accumulate else 0)
+        over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
+        _forced_ws("bf16_gemm_nt", m, n, d, c, over)
+        if run_launcher(f"bf16_gemm_{layout}", a, b, d, c, "nk", launcher_kwargs=dict(overrides=over)) is NotImplemented:
+            raise AssertionError("the launcher declined the call")
+        torch.cuda.synchronize()
+        _expect(d, ref, f"ws bf16_gemm_{layout} {m}x{n}x{k}", 1e-5 if out == BF16 else 1e-9)
+    return run
+
+
+def _contiguous(layout, psum, ws=False):
+    def run():
+        ms, n, k, align = [37, 0, 130], 72, 192, 128  # (an MN-major B needs a K block dividing K)
         starts, total = [], 0
         for mg in ms:
             starts.append(total)
@@ -57,8 +84,15 @@ def _contiguous(layout, psum):
         ends = torch.tensor([s + mg for s, mg in zip(starts, ms)], dtype=torch.int32, device="cuda")
         d = torch.full((total, n), 3.0, device="cuda", dtype=BF16)
         b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
-        getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(a, b_arg, d, ends if psum else ids,
-                                                                       use_psum_layout=psum)
+        if ws:
+            over = Bf16Overrides(ws=True, block_m=128, block_n=128)
+            result = run_launcher(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b_arg, d, ends if psum else ids, "nk",
+                                  psum, True, launcher_kwargs=dict(overrides=over))
+            if result is NotImplemented:
+                raise AssertionError("the launcher declined the call")
+        else:
+            getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(a, b_arg, d, ends if psum else ids,
+                                                                           use_psum_layout=psum)
         torch.cuda.synchronize()
         for g, (s, mg) in enumerate(zip(starts, ms)):
             if mg:
@@ -102,6 +136,11 @@ CASES = [
     ("dense_nt_5x200x4096_split4", _dense("nt", 5, 200, 4096, split=4)),
     ("m_grouped_nt_ids", _contiguous("nt", False)),
     ("m_grouped_nn_psum", _contiguous("nn", True)),
+    ("m_grouped_nt_ids_ws", _contiguous("nt", False, ws=True)),
+    ("m_grouped_nn_psum_ws", _contiguous("nn", True, ws=True)),
+    ("dense_nt_ws_130x72x200_128x256", _dense_ws(130, 72, 200, 256)),
+    ("dense_tn_ws_136x200x72_acc", _dense_ws(136, 200, 72, 128, accumulate=True, layout="tn")),
+    ("dense_nn_ws_129x136x200_fp32_acc", _dense_ws(129, 136, 200, 128, torch.float32, True, layout="nn")),
     ("masked", _masked),
     ("k_grouped_with_empty_group", _k_grouped),
 ]
