@@ -15,6 +15,8 @@ call with one timer (benchmarks/harness.py):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import random
 import sys
@@ -47,11 +49,23 @@ def ref_nt(a, b):
     return a.float() @ b.float().T
 
 
+# Where every row is saved as soon as it is measured (set by main): a run cut by a time limit keeps its rows.
+_OUT_DIR = None
+
+
+def _save(results, summary=()) -> None:
+    if _OUT_DIR is None:
+        return
+    with contextlib.redirect_stdout(io.StringIO()):
+        write_results(_OUT_DIR, "bench_bf16_gemm", results, _extra(list(summary)))
+
+
 def record(results, row, us, flops, nbytes, diff, torch_us=None):
     row.update(us=us, tflops=flops / us / 1e6, gbps=nbytes / us / 1e3, diff=diff)
     if torch_us:
         row.update(torch_us=torch_us, vs_torch=torch_us / us)
     results.append(row)
+    _save(results)
     case = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("us", "tflops", "gbps", "diff", "torch_us",
                                                                      "vs_torch", "table"))
     extra = f" | {torch_us / us:.2f}x torch" if torch_us else ""
@@ -212,6 +226,8 @@ def main():
     parser.add_argument("--ms", default="1,128,4096", help="dense M values")
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args()
+    global _OUT_DIR
+    _OUT_DIR = args.out
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
     timer = KernelTimer(args.reps)
@@ -231,12 +247,15 @@ def main():
                 bench_sweep(timer, results)
         except Exception as exc:  # noqa: BLE001  (one table's failure must not lose the others)
             print(f"table {table} FAILED: {type(exc).__name__}: {exc}", flush=True)
-    summary = summarize(results)
+    write_results(args.out, "bench_bf16_gemm", results, _extra(summarize(results)))
+
+
+def _extra(summary):
     extra = dict(summary=summary)
     if provider() == "deep_gemm":
         import deep_gemm
         extra["backends"] = {k: v for k, v in deep_gemm.backends().items() if "bf16" in k}
-    write_results(args.out, "bench_bf16_gemm", results, extra)
+    return extra
 
 
 if __name__ == "__main__":
