@@ -23,14 +23,26 @@ INDEXER_OPS = ("fp8_fp4_mqa_logits", "fp8_mqa_logits", "get_paged_mqa_logits_met
                "fp8_paged_mqa_logits")
 
 
+ON_GPU = torch.cuda.is_available()
+
+
+def to_device(t):
+    """A CPU tensor on the GPU (when there is one) with its storage, offset and strides (misalignment and page
+    padding included), so the small cases below also run the compiled kernels; anything else as it is."""
+    if not ON_GPU or not isinstance(t, torch.Tensor):
+        return t
+    raw = torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage()).cuda()
+    return raw.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
 def run_launcher(op_name: str, *args, **launcher_kwargs):
-    """The op's check, then its Triton launcher (in the interpreter on CPU tensors); fails if the launcher
-    declines."""
-    full = _Binder(SCHEMAS[op_name])(args, {})
+    """The op's check, then its Triton launcher: in the interpreter on CPU tensors, or on copies of them on the GPU
+    (the result comes back to the CPU). Fails if the launcher declines."""
+    full = tuple(to_device(a) for a in _Binder(SCHEMAS[op_name])(args, {}))
     kernels_of(op_name).check(*full)
     out = kernels_of(op_name).triton(*full, **launcher_kwargs)
     assert out is not NotImplemented, f"the Triton launcher of {op_name} declined these arguments"
-    return out
+    return out.cpu()
 
 
 def misaligned_copy(t: torch.Tensor) -> torch.Tensor:
@@ -120,16 +132,18 @@ def test_clean_kernel_parts(monkeypatch, num_sms_8):
     monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", 1)
     monkeypatch.setattr(triton_launch, "CLEAN_BLOCK", 16)
     rows, cols = 6, 100
-    buffer = torch.randn(rows, 256)
-    out, before = buffer[:, :cols], buffer.clone()[:, :cols]
-    ks = torch.tensor([0, 5, -3, 70, 50, 99], dtype=torch.int32)
-    ke = torch.tensor([100, 37, 20, 40, 500, 99], dtype=torch.int32)
+    buffer = to_device(torch.randn(rows, 256))
+    out, before_full = buffer[:, :cols], buffer.clone()
+    ks = to_device(torch.tensor([0, 5, -3, 70, 50, 99], dtype=torch.int32))
+    ke = to_device(torch.tensor([100, 37, 20, 40, 500, 99], dtype=torch.int32))
     triton_launch.clean_rows(out, ks, ke, cols)
+    buffer, before_full, ks, ke = (t.cpu() for t in (buffer, before_full, ks, ke))
+    out, before = buffer[:, :cols], before_full[:, :cols]
     col = torch.arange(cols)[None, :]
     inside = (col >= ks[:, None]) & (col < ke[:, None])
     assert torch.equal(out[inside], before[inside])
     assert (out[~inside] == NEG_INF).all()
-    assert torch.equal(buffer[:, cols:], before._base[:, cols:])  # the padding columns are never written
+    assert torch.equal(buffer[:, cols:], before_full[:, cols:])  # the padding columns are never written
 
 
 def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
