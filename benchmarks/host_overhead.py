@@ -59,13 +59,26 @@ def cases():
     except Exception as exc:  # noqa: BLE001 - a package without the indexer ops
         print(f"indexer cases: ERR {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         indexer = {}
-    return {**indexer, 
+    # The masked activation scales vLLM's fused SiLU-and-quantise kernel writes: [G, T, K/128] with strides
+    # (T * K/128, 1, T) (per-group MN-major, T not padded); the psum layout's cumulative group ends.
+    sf_vllm = torch.empty_strided((g, t, k // 128), (t * (k // 128), 1, t), device=dev)
+    sf_vllm.copy_(ag[1])
+    ag_vllm = (ag[0], sf_vllm)
+    ends = torch.tensor([100, 228, 300, 500], device=dev, dtype=torch.int32)
+    return {**indexer,
         "fp8_gemm_nt (K-major sfa)": lambda: deep_gemm.fp8_gemm_nt(a, b, d),
         "fp8_gemm_nt (MN-major TMA-aligned sfa)": lambda: deep_gemm.fp8_gemm_nt(a_mn, b, d),
         "m_grouped_fp8_gemm_nt_contiguous": lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ids),
         "m_grouped_fp8_gemm_nt_masked": lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag, bg, dg, masked_m, 16),
         "m_grouped_fp8_gemm_nt_masked (MN-major sfa)":
             lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag_mn, bg, dg, masked_m, 16),
+        "m_grouped_fp8_gemm_nt_masked (vLLM (T*G, 1, T) sfa)":
+            lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag_vllm, bg, dg, masked_m, 16),
+        "m_grouped_fp8_gemm_nt_contiguous (psum)":
+            lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ends, use_psum_layout=True),
+        "m_grouped_fp8_gemm_nt_contiguous (psum, expected_m)":
+            lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ends, use_psum_layout=True,
+                                                               expected_m_for_psum_layout=100),
         "bf16_gemm_nt": lambda: deep_gemm.bf16_gemm_nt(x, w, d),
         "m_grouped_bf16_gemm_nt_contiguous": lambda: deep_gemm.m_grouped_bf16_gemm_nt_contiguous(xg, wg, dc, ids),
         "m_grouped_bf16_gemm_nt_masked": lambda: deep_gemm.m_grouped_bf16_gemm_nt_masked(xm, wg, dg, masked_m, 16),
