@@ -151,11 +151,12 @@ def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
     args, _ = make_mqa(case)
     first = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
     assert_bitwise_equal(first, run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32), "repeat")
-    other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32,
-                         config=triton_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3))
     valid = first != NEG_INF
-    assert torch.equal(other == NEG_INF, ~valid)
-    assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9
+    for cfg in (triton_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3),
+                triton_launch.PrefillConfig(block_kv=64, num_warps=8, num_stages=4, score_cols=256)):
+        other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32, config=cfg)
+        assert torch.equal(other == NEG_INF, ~valid), cfg
+        assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9, cfg
 
 
 # ---- paged (interpreter) ---------------------------------------------------------------------------------------
