@@ -179,6 +179,7 @@ def test_schedule_kernel_matches_python_walk(lens, next_n, num_sms):
     if next_n == 1:  # 1-D lengths (issue 19): the same schedule as [B, 1]
         meta_1d = run_launcher("get_paged_mqa_logits_metadata", context_lens.view(-1), 64, num_sms, None)
         assert torch.equal(meta_1d, meta)
+        assert torch.equal(ops.get_paged_mqa_logits_metadata(context_lens.view(-1), 64, num_sms), meta)
 
 
 PAGED_KERNEL_CASES = [
@@ -211,9 +212,9 @@ def test_paged_kernel_one_dimensional_context_lens(next_n, num_sms_8):
     per_row = (lens_1d[:, None] - next_n + 1 + torch.arange(next_n, dtype=torch.int32)[None, :]).clamp(min=0)
     want = oracle_paged(q64, keys, weights, per_row, max_len)
     assert_logits_close(out, want, want != NEG_INF, check_mask=True)
-    reference = kernels_of("fp8_fp4_paged_mqa_logits").reference(q, q_sf, kv_cache, weights, lens_1d, block_table,
-                                                                  meta, max_len, True, torch.float32, None)
-    assert torch.equal(reference == NEG_INF, want == NEG_INF)
+    reference = ops.fp8_fp4_paged_mqa_logits(q, q_sf, kv_cache, weights, lens_1d, block_table, meta.to(q.device),
+                                             max_len, True, torch.float32, None)  # CPU: the reference kernel
+    assert_logits_close(reference, want, want != NEG_INF, check_mask=True)
 
 
 def test_paged_kernel_context_beyond_block_table(num_sms_8):
@@ -482,3 +483,20 @@ def test_replayed_calls_launch_what_a_fresh_call_would(stubbed_launches, num_sms
         assert replayed_out.untyped_storage().nbytes() == fresh_out.untyped_storage().nbytes()
         for f, r in zip(fresh, replayed):
             _same_launch(f, r, fresh_out, replayed_out)
+
+
+def test_one_dimensional_context_lens_under_fake_tensors(num_sms_8):
+    """The 1-D forms (issue 19) trace like the 2-D ones: fake outputs with the real sizes and strides."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    args, _ = make_paged(PagedCase(3, 2, 32, 64))
+    q, q_sf, kv_cache, weights, context_lens, block_table, meta, max_len = args
+    lens_1d = context_lens[:, -1].contiguous()
+    real = ops.fp8_fp4_paged_mqa_logits(q, q_sf, kv_cache, weights, lens_1d, block_table, meta, max_len, False,
+                                        torch.float32, None)
+    with FakeTensorMode() as mode:
+        fake_args = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t
+                     for t in (q, q_sf, kv_cache, weights, lens_1d, block_table, meta)]
+        fake = ops.fp8_fp4_paged_mqa_logits(*fake_args, max_len, False, torch.float32, None)
+        fake_meta = ops.get_paged_mqa_logits_metadata(fake_args[4], 64, 8)
+    assert fake.shape == real.shape and fake.stride() == real.stride()
+    assert fake_meta.shape == (9, 2)
