@@ -52,12 +52,14 @@ class TileConfig:
 BH_LARGE = TileConfig(128, 256, 64, 8, 3, persistent=True)
 BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
 BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
+# Small M with too few 128-column tiles to occupy the SMs (e.g. 4 tokens x 8 heads x 1024 columns): 64 columns.
+BH_SMALL_M_NARROW = TileConfig(64, 64, 64, 4, 6)
 # Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
 # Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3), TileConfig(64, 256, 64, 4, 3))
-BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SHORT_K, TileConfig(128, 128, 64, 8, 4, persistent=True),
+BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K, TileConfig(128, 128, 64, 8, 4, persistent=True),
                         TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 3),
                         TileConfig(64, 128, 64, 4, 4, persistent=True, flatten=True))
 BMK_CONFIGS = (TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 4))
@@ -79,7 +81,7 @@ def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfi
     """``plain_bf16_out``: BF16 D stored by TMA without C, the only epilogue the 128x256 tile has room for (FP32 or
     C tiles exceed shared memory; pointer stores spill)."""
     if m <= 64:
-        return BH_SMALL_M
+        return BH_SMALL_M_NARROW if g * _cdiv(m, 64) * _cdiv(n, 128) < _num_sms() else BH_SMALL_M
     if plain_bf16_out and n >= 256 and k >= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 256) >= _num_sms():
         return BH_LARGE
     if k <= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 128) >= 2 * _num_sms():
