@@ -175,7 +175,7 @@ def test_tile_config_rules():
         assert et.bh_config(8, 4096, 1024, 4096, True) is et.BH_LARGE
         assert et.bh_config(8, 4096, 1024, 4096, False) is et.BH_MEDIUM  # FP32 out or C: no room for 128x256
         assert et.bh_config(8, 32, 1024, 4096, True) is et.BH_SMALL_M_NARROW  # 64 tiles of 128 columns: too few
-        assert et.bh_config(128, 32, 128, 512, True) is et.BH_SMALL_M
+        assert et.bh_config(256, 32, 128, 512, True) is et.BH_SMALL_M
         assert all(c.block_n <= 128 for c in et.BH_CONFIGS if c not in et.BH_WIDE)
     finally:
         deep_gemm.set_num_sms(0)
