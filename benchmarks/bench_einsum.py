@@ -153,6 +153,7 @@ def sweep(timer):
     for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
         for h, r, d in BH_SHAPES:
             x, y, z = bh_inputs(expr, 4096, h, r, d)
+            ref = torch.einsum(expr, x, y)
             for cfg in et.BH_CONFIGS:
                 def run(cfg=cfg):
                     run_launcher("einsum", expr, x, y, z, launcher_kwargs=dict(config=cfg))
@@ -161,9 +162,10 @@ def sweep(timer):
                 except Exception as error:  # noqa: BLE001
                     print(f" ~ sweep {expr} h={h} {cfg}: failed {str(error).splitlines()[0][:80]}")
                     continue
+                diff = calc_diff(z, ref)
                 found[f"{expr} h={h} r={r} d={d} {cfg}"] = t
-                print(f" ~ sweep {expr} b=4096 h={h} r={r} d={d} {str(cfg):32s} {t:8.1f} us "
-                      f"{2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS", flush=True)
+                print(f" ~ sweep {expr} b=4096 h={h} r={r} d={d} {str(cfg):36s} {t:8.1f} us "
+                      f"{2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     h, r, d = 8, 4096, 1024
     x, y, xq, yq, z = fp8_inputs(4096, h, r, d)
     for cfg in et.FP8_CONFIGS + ("per_entry",):
