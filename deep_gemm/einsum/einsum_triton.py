@@ -60,8 +60,9 @@ SHORT_K = 1024
 # Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3), TileConfig(64, 256, 64, 4, 3),
            TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True))
-BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K, TileConfig(128, 128, 64, 8, 4, persistent=True),
-                        TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 3),
+BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K,
+                        TileConfig(128, 128, 64, 8, 4, persistent=True), TileConfig(128, 128, 64, 8, 4),
+                        TileConfig(64, 128, 64, 4, 3),
                         TileConfig(64, 128, 64, 4, 4, persistent=True, flatten=True))
 BMK_CONFIGS = (TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 4))
 FP8_CONFIGS = (TileConfig(128, 128, 128, 8, 4, persistent=True), TileConfig(64, 128, 128, 4, 4),
