@@ -86,10 +86,12 @@ def main() -> int:
             continue  # plain BF16 outputs only (einsum_triton.bh_config)
         ok &= report(f"bh {cfg} fp32 out + C by TMA", compile_bh(cfg, has_c=True, out="fp32", c_tma=True))
         ok &= report(f"bh {cfg} fp32 out + C, pointers", compile_bh(cfg, has_c=True, out="fp32", d_tma=False))
+        ok &= report(f"bh {cfg} fp32 out by TMA + C by pointers", compile_bh(cfg, has_c=True, out="fp32"))
     for cfg in BMK_CONFIGS:
         ok &= report(f"bmk {cfg} fp32 + C by TMA", compile_bmk(cfg, has_c=True, c_tma=True))
         ok &= report(f"bmk {cfg} fp32 + C, pointers", compile_bmk(cfg, has_c=True, d_tma=False))
         ok &= report(f"bmk {cfg} bf16", compile_bmk(cfg, out="bf16"))
+        ok &= report(f"bmk {cfg} fp32 by TMA + C by pointers", compile_bmk(cfg, has_c=True))
     for cfg in FP8_CONFIGS:
         ok &= report(f"fp8 {cfg}", compile_fp8(cfg))
         ok &= report(f"fp8 {cfg} per-row B, fp32 + C by TMA", compile_fp8(cfg, b_per_row=True, has_c=True,
@@ -97,6 +99,8 @@ def main() -> int:
         ok &= report(f"fp8 {cfg} per-row B, fp32 + C, pointers", compile_fp8(cfg, b_per_row=True, has_c=True,
                                                                               out="fp32", d_tma=False))
         ok &= report(f"fp8 {cfg} gran_k 32", compile_fp8(cfg, bk=32))
+        ok &= report(f"fp8 {cfg} per-row B, fp32 by TMA + C by pointers", compile_fp8(cfg, b_per_row=True,
+                                                                                     has_c=True, out="fp32"))
     return 0 if ok else 1
 
 
