@@ -63,7 +63,7 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
 
 
-MODES = ("--ws", "--serialisation", "--budgets", "--bf16")
+MODES = ("--ws", "--serialisation", "--budgets", "--bf16", "--bf16-ws")
 
 if __name__ == "__main__" and not any(mode in sys.argv for mode in MODES):
     for cfg in [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
@@ -253,3 +253,38 @@ def check_bf16(verbose: bool = True) -> list:
 
 if __name__ == "__main__" and "--bf16" in sys.argv:
     sys.exit(1 if check_bf16() else 0)
+
+
+def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, consumer_regs=232,
+                         producer_regs=40):
+    """The opt-in warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config."""
+    from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
+    from triton.experimental.gluon._runtime import GluonASTSource
+    sig = {"a_desc": gluon_desc_sig([128, bk] if a_k_major else [bk, 128], "bfloat16"),
+           "b_desc": gluon_desc_sig([bn, bk] if b_k_major else [bk, bn], "bfloat16"),
+           "d_desc": gluon_desc_sig([64, bn], "bfloat16"), "layout_ptr": "*i32"}
+    sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K"]})
+    constexprs = dict(BM=128, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
+                      B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, CONSUMER_REGS=consumer_regs,
+                      PRODUCER_REGS=producer_regs)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
+
+
+BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, stages=3, b_k_major=False),
+                   dict(bn=256, stages=3, a_k_major=False), dict(bn=256, stages=3, a_k_major=False, b_k_major=False),
+                   dict(bn=256, stages=3, grouping=1), dict(bn=256, stages=3, grouping=2, b_k_major=False),
+                   dict(bn=128, stages=6, grouping=2)]
+
+if __name__ == "__main__" and "--bf16-ws" in sys.argv:
+    for cfg in BF16_WS_CONFIGS:
+        try:
+            ck = compile_bf16_gemm_ws(**cfg)
+        except Exception as exc:  # noqa: BLE001  (report and go on: some majorness pairs may not lower)
+            print("bf16-ws", cfg, "FAILED", type(exc).__name__, str(exc).splitlines()[0][:300], flush=True)
+            continue
+        info = ptxas_info(ck.asm["ptx"])
+        print("bf16-ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]),
+              sass_counts(ck.asm["cubin"], ("HGMMA", "UTMALDG", "UTMASTG", "LDL", "STL")),
+              "SERIALISED" if "C7514" in info else "", flush=True)

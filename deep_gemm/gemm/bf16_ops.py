@@ -11,7 +11,8 @@ from . import bf16_checks as checks
 from . import bf16_reference as ref
 from . import bf16_triton as launchers  # (imports no Triton: the kernel loads at the first launch)
 
-_M_GROUPED_NOTE = "reference for K == 0 and for an M alignment no tile height (64, 128) divides"
+_M_GROUPED_NOTE = ("reference for K == 0, an M alignment no tile height (64, 128) divides, and an MN-major B whose K "
+                   "no K block (16-64) divides")
 
 for _layout in ("nt", "nn", "tn", "tt"):
     register(f"bf16_gemm_{_layout}", check=checks.make_dense_check(_layout),
@@ -25,7 +26,7 @@ for _layout in ("nt", "nn"):
 
 register("m_grouped_bf16_gemm_nt_masked", check=checks.check_m_grouped_bf16_gemm_nt_masked,
          reference=ref.m_grouped_bf16_gemm_nt_masked_reference, triton=launchers.m_grouped_bf16_gemm_nt_masked,
-         triton_note="reference for K == 0")
+         triton_note="reference for K == 0 and an MN-major B whose K no K block (16-64) divides")
 
 register("k_grouped_bf16_gemm_tn_contiguous", check=checks.check_k_grouped_bf16_gemm_tn_contiguous,
          reference=ref.k_grouped_bf16_gemm_tn_contiguous_reference,

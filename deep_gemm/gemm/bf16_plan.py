@@ -15,7 +15,8 @@ the machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import os
+from dataclasses import dataclass
 from math import gcd
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
@@ -42,6 +43,14 @@ MAX_SPLIT_K = 16
 # (scripts/compile_check.py --bf16): wider tiles need a TMA store and no C.
 POINTER_EPILOGUE_MAX_TILE = 128 * 128
 GROUP_M = 8
+# The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) for
+# dense and M-grouped contiguous 128-row tiles without C, BF16 out by TMA: opt-in until measured against the tl.*
+# kernel on the H200.
+# DG_BF16_WS=1 (read once, at import) sets the process default; Bf16Overrides.ws overrides it per call.
+DEFAULT_WS = os.environ.get("DG_BF16_WS", "0") == "1"
+WS_SMEM_BYTES = 225 * 1024
+WS_MAX_STAGES = 8
+WS_REGISTERS = (232, 40)  # setmaxnreg per consumer warpgroup / producer warp (compiles without spills at 128 x 256)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class Bf16Overrides:
     block_n: int | None = None
     split_k: int | None = None
     d_tma: bool | None = None
+    ws: bool | None = None  # the warp-specialised kernel where it covers the call (None: DEFAULT_WS)
 
 
 NO_OVERRIDES = Bf16Overrides()
@@ -98,6 +108,7 @@ class Bf16Plan:
     grid: int  # programs (persistent: each walks tiles grid apart)
     d_tma: bool
     g_pad: int  # power of two >= the group count (the kernel's per-group vectors)
+    kernel: str = "tl"  # "tl" (kernels/bf16_gemm.py) or "ws" (kernels/bf16_gemm_ws.py; config.num_stages is its ring)
 
 
 def next_pow2(x: int) -> int:
@@ -206,7 +217,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
         if not _fits(call, cfg.block_m) or (call.k_divisor and call.k_divisor % cfg.block_k):
             return None
         return _finish(call, cfg, d_tma_ok and _stages(cfg.block_m, cfg.block_n, cfg.block_k,
-                                                       cfg.block_m * cfg.block_n * call.out_bytes) >= 2)
+                                                       cfg.block_m * cfg.block_n * call.out_bytes) >= 2, overrides)
     best = None
     for bm, bn, warps, bk_pref in _candidates(call):
         if overrides.block_m is not None and bm != overrides.block_m:
@@ -233,12 +244,26 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
             if not _fits(call, bm):
                 return None
             cfg = _config(call, bm, bn, 8 if bm >= 128 else 4, 64, overrides.split_k or 1, False)
-            return None if cfg is None else _finish(call, cfg, False)
+            return None if cfg is None else _finish(call, cfg, False, overrides)
         return None
-    return _finish(call, best[1], best[2])
+    return _finish(call, best[1], best[2], overrides)
 
 
-def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> Bf16Plan:
+def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
+    """Dense and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole) on 128-row tiles, no C,
+    BF16 D stored by TMA."""
+    layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"])
+    return (call.grouping in layouts and call.zero_gaps and not call.has_c and call.out_bytes == 2 and d_tma
+            and not call.interpreting and cfg.split_k == 1 and cfg.block_m == 128 and cfg.block_n in (128, 256))
+
+
+def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan:
+    ws = DEFAULT_WS if overrides.ws is None else overrides.ws
+    if ws and _ws_covers(call, cfg, d_tma):
+        ring = (WS_SMEM_BYTES - 2 * 64 * cfg.block_n * 2) // ((cfg.block_m + cfg.block_n) * cfg.block_k * 2)
+        cfg = Bf16Config(cfg.block_m, cfg.block_n, cfg.block_k, min(WS_MAX_STAGES, ring), 4, 1, cfg.group_m)
+        tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n)
+        return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, next_pow2(call.num_groups), "ws")
     if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]):
         grid = call.num_sms  # the tile count is known on the device only (masked) or may be large
         if call.grouping == GROUPING["k_grouped"]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .._triton.launch import descriptor, interpreting, launch
+from .._triton.launch import FastDescriptor, descriptor, interpreting, launch
 from .._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from .._triton.scratch import split_k_buffers
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
@@ -114,6 +114,9 @@ def _write_without_product(d, c) -> None:
 def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, layout, a_group_m=0, b_group_n=0,
              b_group_k=0, stride_dg=0, stride_cg=0, recorder=None) -> None:
     """Launch plan ``p``: ``a`` / ``b`` are the operands' 2-D matrices as in memory (see kernels/bf16_gemm.py)."""
+    if p.kernel == "ws":
+        _execute_ws(p, call, a, a_k_major, b, b_k_major, d, layout, b_group_n, b_group_k, recorder)
+        return
     cfg = p.config
     m, n, split = call.m, call.n, cfg.split_k
     a_desc = _operand_desc(a, a_k_major, cfg.block_m, cfg.block_k)
@@ -131,6 +134,30 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
     from .kernels.bf16_gemm import _bf16_gemm_kernel
     launch(_bf16_gemm_kernel, (p.grid, 1, 1), args, name="bf16_gemm", config_key=config_key,
            num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=d.device.index or 0,
+           record=recorder.launches if recorder is not None else None)
+
+
+def _execute_ws(p: Bf16Plan, call: Bf16Call, a, a_k_major, b, b_k_major, d, layout, b_group_n, b_group_k,
+                recorder) -> None:
+    """Launch the warp-specialised kernel (dense or M-grouped, no C, BF16 D stored by TMA in 64-row slabs)."""
+    from .kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel
+    cfg = p.config
+
+    def gluon_desc(x, block_rows, block_cols):
+        rows, cols = x.shape
+        row_stride = x.stride(0) if rows > 1 else _aligned_stride(cols)
+        return FastDescriptor(x, (rows, cols), (row_stride, 1), (block_rows, block_cols), gluon=True)
+    a_desc = gluon_desc(a, cfg.block_m, cfg.block_k) if a_k_major else gluon_desc(a, cfg.block_k, cfg.block_m)
+    b_desc = gluon_desc(b, cfg.block_n, cfg.block_k) if b_k_major else gluon_desc(b, cfg.block_k, cfg.block_n)
+    d_desc = gluon_desc(d, 64, cfg.block_n)
+    consumer_regs, producer_regs = bf16_plan.WS_REGISTERS
+    args = (a_desc, b_desc, d_desc, layout if layout is not None else d, call.m, call.n, call.k, call.num_groups,
+            b_group_n, b_group_k, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.group_m, p.grid,
+            a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, consumer_regs, producer_regs)
+    config_key = (cfg, p.grid, a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, consumer_regs,
+                  producer_regs)
+    launch(_bf16_gemm_ws_kernel, (p.grid, 1, 1), args, name="bf16_gemm_ws", config_key=config_key, num_warps=4,
+           num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
 
 
