@@ -119,12 +119,13 @@ def test_empty_contractions_write_c_or_zeros():
         assert torch.count_nonzero(d) == 0
 
 
-def test_use_cublaslt_path_writes_through_the_permuted_view():
-    case = BH_CASES[0]
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("case", [BH_CASES[0], BH_CASES[2]], ids=str)
+def test_use_cublaslt_path_writes_through_the_permuted_view(case, accumulate):
     a, b = bf16_operands(case)
-    d = torch.empty(case.shape("bhd"), dtype=BF16)
-    run_triton("einsum", case.expr, a, b, d, None, True)  # torch.bmm into d's [h, b, d] view
-    assert_close(d, TRUTH[case.expr](a.double(), b.double()))
+    d, c, c_value = output_and_accumulator(case.shape(_subscripts(case.expr)[2]), BF16, accumulate)
+    run_triton("einsum", case.expr, a, b, d, c, True)  # torch.bmm / baddbmm into d's [h, b, *] view
+    assert_close(d, c_value + TRUTH[case.expr](a.double(), b.double()))
 
 
 # ---------------------------------------------------------------------------------------------------------------

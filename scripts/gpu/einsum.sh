@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # einsum / fp8_einsum / cuBLASLt wrappers on the GPU (issue 15, items 3 and 4). Expected wall time: ~3.5 min warm
-# (Triton and DeepGEMM JIT caches carried), at most 5.5 min cold (the step limits add up to 375 s: run with
+# (Triton and DeepGEMM JIT caches carried), at most 6.3 min cold (the step limits add up to 375 s: run with
 # FAMILY_TIMEOUT=380; about 15 Triton configs compile on first use, DeepGEMM JIT-compiles its einsum kernels).
 # Each step has its own time limit; a failing step never stops the next.
 # EINSUM_PARTS="pytest dgtest bench sweep" picks steps (sweep: every tile config on DeepGEMM's rows, off by default).
