@@ -33,12 +33,15 @@ def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=F
     from deep_gemm.einsum.kernels import _bh_einsum_gemm_kernel as fn
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     b_block = [1, bn, bk] if b_k_major else [1, bk, bn]
+    halves = cfg.d_halves and d_tma
+    d_block = [1, bm, bn // 2 if halves else bn]
     sig = {"a_desc": f"tensordesc<bf16{[1, bm, bk]}>", "b_desc": f"tensordesc<bf16{b_block}>",
-           "d_desc": f"tensordesc<{out}{[1, bm, bn]}>", "c_desc": f"tensordesc<{out}{[1, bm, bn]}>",
+           "d_desc": f"tensordesc<{out}{d_block}>", "c_desc": f"tensordesc<{out}{d_block}>",
            "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ("G", "M", "N", "K", "stride_dg", "stride_dm", "stride_cg", "stride_cm")})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=cfg.num_stages,
-                      B_K_MAJOR=b_k_major, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten)
+                      B_K_MAJOR=b_k_major, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten,
+                      D_HALVES=halves)
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 

@@ -42,14 +42,17 @@ class TileConfig:
     num_stages: int
     persistent: bool = False  # grid = #SMs (programs loop over tiles) instead of one program per tile
     flatten: bool = False  # (persistent) one software pipeline across tiles (tl.range(flatten=True))
+    d_halves: bool = False  # (bh kernel, TMA-stored D) store D as two half-width tiles: half the epilogue buffer
 
     def __str__(self) -> str:
         return (f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
-                f"{' persistent' if self.persistent else ''}{' flat' if self.flatten else ''}")
+                f"{' persistent' if self.persistent else ''}{' flat' if self.flatten else ''}"
+                f"{' halves' if self.d_halves else ''}")
 
 
 # BF16 batched (bh*) configs: 128x256 for large compute-bound problems, 128x128 otherwise, 64-row tiles for small M.
-BH_LARGE = TileConfig(128, 256, 64, 8, 3, persistent=True)
+# 128x256 stores D in two halves, so that a fourth stage fits (224 KB of shared memory).
+BH_LARGE = TileConfig(128, 256, 64, 8, 4, persistent=True, d_halves=True)
 BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
 BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
 # Small M with too few 128-column tiles to occupy the SMs (e.g. 4 tokens x 8 heads x 1024 columns): 64 columns.
@@ -58,8 +61,9 @@ BH_SMALL_M_NARROW = TileConfig(64, 64, 64, 4, 6)
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
 # Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
-BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3), TileConfig(64, 256, 64, 4, 3),
-           TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True))
+BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3, persistent=True), TileConfig(128, 256, 64, 8, 3),
+           TileConfig(64, 256, 64, 4, 3), TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True),
+           TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True))
 BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K,
                         TileConfig(128, 128, 64, 8, 4, persistent=True), TileConfig(128, 128, 64, 8, 4),
                         TileConfig(64, 128, 64, 4, 3),
@@ -150,11 +154,12 @@ def _launch_bh(a3, b3, b_k_major: bool, d3, c3, cfg: TileConfig, recorder) -> No
     grid = (_grid(cfg, tiles), 1, 1)
     a_desc = _desc3(a3, (1, bm, bk))
     b_desc = _desc3(b3, (1, bn, bk) if b_k_major else (1, bk, bn))
-    d_desc, c_desc, d_tma, c_tma = _out_descs(d3, c3, bm, bn, a_desc)
+    d_desc, c_desc, d_tma, c_tma = _out_descs(d3, c3, bm, bn // 2 if cfg.d_halves else bn, a_desc)
     c_arg = c3 if c3 is not None else d3
     args = (a_desc, b_desc, d_desc, c_desc, d3, c_arg, g, m, n, k, d3.stride(0), d3.stride(1),
             c_arg.stride(0) if c3 is not None else 0, c_arg.stride(1) if c3 is not None else 0,
-            bm, bn, bk, 8, grid[0], cfg.num_stages, b_k_major, c3 is not None, d_tma, c_tma, cfg.flatten)
+            bm, bn, bk, 8, grid[0], cfg.num_stages, b_k_major, c3 is not None, d_tma, c_tma, cfg.flatten,
+            cfg.d_halves and d_tma)
     launch(_bh_einsum_gemm_kernel, grid, args, name="bh_einsum_gemm",
            config_key=(cfg, grid[0], b_k_major, c3 is not None, d_tma, c_tma, d3.dtype), num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d3.device.index or 0, record=_record(recorder))
@@ -238,7 +243,7 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | None = None, 
     c3 = None if c is None else c.permute(eq.perm_out)
     plain = d.dtype == torch.bfloat16 and c is None and _tma_ready(d3)
     cfg = config or bh_config(g, m, n, k, plain)
-    if cfg.block_n > 128 and not plain:
+    if (cfg.block_n > 128 or cfg.d_halves) and not plain:
         return NotImplemented  # (a pinned config without room for this epilogue)
     _launch_bh(a3, b3, b_k_major, d3, c3, cfg, recorder)
     return None
