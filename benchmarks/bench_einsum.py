@@ -53,14 +53,15 @@ def bench_bh(timer, rows):
                 t = timer(lambda: deep_gemm.einsum(expr, x, y, z))
                 t_torch = timer(lambda: torch.einsum(expr, x, y))
                 t_cublaslt = timer(lambda: deep_gemm.einsum(expr, x, y, z, use_cublaslt=True))
+                host = host_us(lambda: deep_gemm.einsum(expr, x, y, z), calls=50)
                 flops = 2 * b * h * r * d
                 gbytes = (x.numel() + y.numel() + z.numel()) * 2 / 1e9
                 rows.append(dict(table="einsum_bh", expr=expr, b=b, h=h, r=r, d=d, us=t, tflops=flops / t / 1e6,
                                  gbps=gbytes / t * 1e6, diff=diff, torch_us=t_torch, vs_torch=t_torch / t,
-                                 note=f"use_cublaslt {t_cublaslt:.1f} us"))
+                                 note=f"use_cublaslt {t_cublaslt:.1f} us, host {host:.1f} us/call"))
                 print(f" > einsum {expr} b={b:5d} h={h:3d} r={r:4d} d={d:4d}: {t:8.1f} us | {flops / t / 1e6:4.0f} "
                       f"TFLOPS | {gbytes / t * 1e6:5.0f} GB/s | torch.einsum {t_torch:8.1f} us | use_cublaslt "
-                      f"{t_cublaslt:8.1f} us | diff {diff:.1e}", flush=True)
+                      f"{t_cublaslt:8.1f} us | host {host:5.1f} us/call | diff {diff:.1e}", flush=True)
                 del x, y, z
 
 
