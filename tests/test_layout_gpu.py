@@ -29,7 +29,8 @@ def test_deepgemm_layout_rows(mn, k, groups, transposed):
     sf = sf if groups == 1 else sf.view(groups, mn, sf_k)
     sf = sf if transposed else sf.transpose(-1, -2).contiguous().transpose(-1, -2)
     _same(OPS.get_mn_major_tma_aligned_tensor(sf), ref.get_mn_major_tma_aligned_tensor_reference(sf))
-    _same(OPS.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf), ref.get_mn_major_tma_aligned_packed_ue8m0_tensor_reference(sf, None))
+    _same(OPS.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf),
+          ref.get_mn_major_tma_aligned_packed_ue8m0_tensor_reference(sf, None))
     out = deep_gemm.get_mn_major_tma_aligned_tensor(sf)
     assert torch.equal(out, sf)
     if not transposed and mn % 4 == 0:

@@ -19,9 +19,9 @@ for the unsplit [M, N] / [M] form); a split without K blocks writes zeros.
   SUB == 1  the program stores its tile.
   SUB > 1   (small problems, to fill the SMs) each sub-split writes its [BM, BN] partial and [BM] squares to a
             per-call workspace and bumps its (m_block, split)'s arrival counter; the last to arrive sums the SUB
-            partials in a fixed order (chunks of RED_CHUNK sub-splits, chunk after chunk), so the result has the
-            same bits whichever arrives last, stores the tile and resets the counter to zero (counters are zero at
-            rest: _triton/scratch.py).
+            partials in sub-split order (RED_CHUNK loads issued at a time), so the result has the same bits
+            whichever arrives last, stores the tile and resets the counter to zero (counters are zero at rest:
+            _triton/scratch.py).
 """
 
 import triton
@@ -109,20 +109,17 @@ def _hc_prenorm_kernel(
         counter = counter_ptr + tile
         arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
         if arrived == SUB - 1:
-            chunk = tl.arange(0, RED_CHUNK)
+            at = local_m[:, None] * BN + offs_n[None, :]
+            valid = m_ok[:, None] & n_ok[None, :]
             total = tl.zeros((BM, BN), dtype=tl.float32)
             sq_total = tl.zeros((BM,), dtype=tl.float32)
-            at = local_m[None, :, None] * BN + offs_n[None, None, :]
-            valid = m_ok[None, :, None] & n_ok[None, None, :]
             for s0 in range(0, SUB, RED_CHUNK):
-                s = s0 + chunk
-                s_ok = s < SUB
-                parts = tl.load(ws_tile + s[:, None, None] * TILE + at, mask=s_ok[:, None, None] & valid, other=0.0,
-                                cache_modifier=".cg")
-                total += tl.sum(parts, axis=0)
-                sq_parts = tl.load(ws_tile + s[:, None] * TILE + BM * BN + local_m[None, :],
-                                   mask=s_ok[:, None] & m_ok[None, :], other=0.0, cache_modifier=".cg")
-                sq_total += tl.sum(sq_parts, axis=0)
+                # RED_CHUNK independent loads in flight, summed in sub-split order (the same bits every call).
+                for j in tl.static_range(RED_CHUNK):
+                    s_ok = s0 + j < SUB
+                    part = ws_tile + (s0 + j) * TILE
+                    total += tl.load(part + at, mask=valid & s_ok, other=0.0, cache_modifier=".cg")
+                    sq_total += tl.load(part + BM * BN + local_m, mask=m_ok & s_ok, other=0.0, cache_modifier=".cg")
             tl.store(d_tile, total, mask=m_ok[:, None] & n_ok[None, :])
             tl.store(sq_tile, sq_total, mask=m_ok)
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")

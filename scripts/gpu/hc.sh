@@ -42,3 +42,8 @@ step "bench DeepGEMM" $?
 python3 benchmarks/compare_providers.py "$D/ours/bench_hc_prenorm.json" "$D/dg/bench_hc_prenorm.json" \
   --out "$D/compare.md" > "$D/compare.txt" 2>&1
 tail -n 12 "$D/compare.txt"; grep -h "host" "$D/bench_ours.log" "$D/bench_dg.log"
+
+# Config sweep (ours only: heuristic vs neighbours) for the next tuning round; last, so it cannot starve the rest.
+T0=$(date +%s)
+timeout 120 env PYTHONPATH=$PWD python3 research/sweeps/hc_prenorm_sweep.py --out "$D" > "$D/sweep.log" 2>&1
+step "config sweep" $?
