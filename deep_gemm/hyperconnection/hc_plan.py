@@ -30,9 +30,10 @@ MIN_STAGES, MAX_STAGES = 2, 12
 # Programs per SM the sub-splits aim for: two resident programs hide each other's per-K-block waits (the MMA
 # is waited for before the next block's operands are read).
 PROGRAMS_PER_SM = 2
-# Partial-tile elements the last arriver loads at once (4 warps: 128 FP32 registers per thread at most), and how
+# Partial-tile elements the last arriver loads at once (4 warps: 64 FP32 registers per thread, which keeps the
+# [64, 32] reduction config at ~150 registers, two programs per SM; 16384 took it to 255), and how
 # many rounds of such loads the reduction may take (each round costs about one L2 latency).
-REDUCTION_TILE_ELEMS = 16384
+REDUCTION_TILE_ELEMS = 8192
 MAX_RED_CHUNK = 16
 MAX_REDUCTION_ROUNDS = 4
 # The widest B tile: the sub-split reduction of a [64, 128] tile spills, so N > 64 runs without sub-splits.
@@ -59,14 +60,15 @@ class HcConfig:
         return self.sub > 1
 
 
-def block_m_for(m: int) -> int:
-    return 16 if m <= 16 else 32 if m <= 32 else 64
+def block_m_for(m: int, bn: int = 32) -> int:
+    # (a [16, 128] tile spills on the mma.sync path: N > 64 starts at 32 rows)
+    return (16 if m <= 16 and bn <= 64 else 32) if m <= 32 else 64
 
 
 def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
     """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs."""
-    bm = block_m_for(m)
     bn = max(16, next_pow2(n))
+    bm = block_m_for(m, bn)
     num_kb = k // BLOCK_K
     tiles = -(-m // bm) * splits
     red_chunk = max(1, min(MAX_RED_CHUNK, REDUCTION_TILE_ELEMS // (bm * bn)))
@@ -99,7 +101,7 @@ def compile_configs() -> list[dict]:
                 for splits in (1, 16):
                     c = plan(m, n, k, splits, 132)
                     key = (c.block_m, c.block_n, c.stages, c.reduce, c.red_chunk)
-                    # The pointer fallback (no direct launch path: not Triton 3.6) spills at BN = 128.
+                    # The pointer fallback (no direct launch path: not Triton 3.6) is checked at BN <= 32 only.
                     for b_tma in ((True, False) if c.block_n <= 32 else (True,)):
                         if (key, b_tma) not in seen:
                             seen.add((key, b_tma))
