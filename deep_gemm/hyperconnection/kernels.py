@@ -1,9 +1,9 @@
 """TF32 pre-norm GEMM with row sums of squares (tl.*): ``d = a @ tf32(b).T`` and ``sqr_sum = sum(a^2, -1)``.
 
 Maths: A is BF16 (exact in TF32 and FP32), B is FP32 rounded to TF32 (10 mantissa bits) to nearest, ties to even;
-products are summed in FP32 on the tensor cores. wgmma itself *truncates* FP32 operands to TF32 (PTX ISA), which
-misses DeepGEMM's test (calc_diff < 1e-8 against torch's TF32 matmul, whose cuBLAS kernels round) by 10x; DeepGEMM
-rounds B in its TMA unit (a CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 descriptor). We do the same where B arrives by TMA
+each 64-wide K block's products are summed on the tensor cores, the blocks in FP32 registers. wgmma itself
+*truncates* FP32 operands to TF32 (PTX ISA), which misses DeepGEMM's test (calc_diff < 1e-8 against torch's TF32
+matmul, whose cuBLAS kernels round) by 10x; DeepGEMM rounds B in its TMA unit (a CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 descriptor). We do the same where B arrives by TMA
 (B_TMA: the launcher encodes B's descriptor as TFLOAT32), else round B's bits in registers (``_round_to_tf32``,
 the same round-to-nearest-even). See ``reference.round_to_tf32``. The sum of squares is taken from the FP32
 registers of A that feed the MMA (one pass over A).
@@ -88,7 +88,11 @@ def _hc_prenorm_kernel(
         else:
             b = _round_to_tf32(tl.load(b_rows + k, mask=n_ok[:, None], other=0.0))
         squares += a * a
-        acc = tl.dot(a, tl.trans(b), acc, input_precision="tf32")
+        # Each K block's product comes out of a fresh wgmma accumulator and is added in FP32 registers: wgmma's
+        # own accumulation loses low bits at every step (against the FP64 product of TF32 B: calc_diff 2.2e-9 at
+        # K = 28672 with one accumulator, H200), per-block promotion keeps it at FP32 rounding. The add is an FMA
+        # by 1.0 because Triton folds `acc + dot(a, b)` back into `dot(a, b, acc)`.
+        acc = tl.fma(tl.dot(a, tl.trans(b), input_precision="tf32"), 1.0, acc)
     sq = tl.sum(squares, axis=1)
 
     offs_m = off_m + tl.arange(0, BM)
