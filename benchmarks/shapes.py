@@ -1,4 +1,4 @@
-"""The one source of benchmark shapes, with DeepGEMM's H200 figures from shared/ANCHORS.md (measured 2026-11-29 on
+"""The one source of benchmark shapes, with DeepGEMM's H200 figures (measured 2026-11-29 on
 the lent H200 with DeepGEMM's own kineto timer, L2 flushed) for the ratio column."""
 
 # (M, N, K) -> DeepGEMM microseconds, FP8 1D2D NT, BF16 out.

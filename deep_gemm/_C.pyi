@@ -3,6 +3,7 @@
 # (CI runs `python scripts/generate_pyi.py --check`, which fails when this file is stale).
 
 import torch
+from deep_gemm.runtime import JITRuntime
 from typing import Optional, Sequence, Tuple
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     'fp8_gemm_tt',
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
+    'get_jit',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mk_alignment_for_contiguous_layout',
     'get_mn_major_tma_aligned_packed_ue8m0_tensor',
@@ -159,6 +161,8 @@ def fp8_fp4_mega_moe(
     num_ring_tokens: int,
     /,
 ) -> None: ...
+
+def get_jit() -> JITRuntime: ...
 
 def get_tma_aligned_size(x: int, element_size: int, /) -> int: ...
 

@@ -43,6 +43,8 @@ __all__ = [
     'fp8_m_grouped_gemm_nt_masked',
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
+    'gemm_fp8_fp8_bf16_nt',
+    'get_col_major_tma_aligned_tensor',
     'get_jit',
     'get_k_alignment_for_contiguous_layout',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
@@ -72,6 +74,8 @@ __all__ = [
     'm_grouped_fp8_gemm_nn_contiguous',
     'm_grouped_fp8_gemm_nt_contiguous',
     'm_grouped_fp8_gemm_nt_masked',
+    'm_grouped_gemm_fp8_fp8_bf16_nt_contiguous',
+    'm_grouped_gemm_fp8_fp8_bf16_nt_masked',
     'pack_ue8m0_to_int',
     'per_block_cast_to_fp8',
     'per_channel_cast_to_fp8',
@@ -342,6 +346,14 @@ def fp8_paged_mqa_logits(
     indices: Optional[torch.Tensor] = None,
 ) -> torch.Tensor: ...
 
+def gemm_fp8_fp8_bf16_nt(
+    lhs: Tuple[torch.Tensor, torch.Tensor],
+    rhs: Tuple[torch.Tensor, torch.Tensor],
+    out: torch.Tensor,
+) -> None: ...
+
+def get_col_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor: ...
+
 def get_jit() -> JITRuntime: ...
 
 def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
@@ -523,6 +535,21 @@ def m_grouped_fp8_gemm_nt_masked(
     recipe_b: Optional[Sequence[int]] = None,
     compiled_dims: str = 'nk',
     disable_ue8m0_cast: bool = False,
+) -> None: ...
+
+def m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(
+    lhs: Tuple[torch.Tensor, torch.Tensor],
+    rhs: Tuple[torch.Tensor, torch.Tensor],
+    out: torch.Tensor,
+    m_indices: torch.Tensor,
+) -> None: ...
+
+def m_grouped_gemm_fp8_fp8_bf16_nt_masked(
+    lhs: Tuple[torch.Tensor, torch.Tensor],
+    rhs: Tuple[torch.Tensor, torch.Tensor],
+    out: torch.Tensor,
+    masked_m: torch.Tensor,
+    expected_m: int,
 ) -> None: ...
 
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor: ...

@@ -1,14 +1,22 @@
 """Self-check: run every op family once on the best available device and compare with a float64 oracle.
 
     python -m deep_gemm            # CUDA if available (Triton kernels / GPU reference), else the CPU reference
+    python -m deep_gemm --help
+
+Families: FP8 GEMMs (dense, M-grouped contiguous and masked, K-grouped), BF16 GEMM, einsum and fp8_einsum, the
+indexer (MQA logits, paged MQA logits with its schedule metadata), HyperConnection prenorm, scale layouts, the Mega
+MoE buffer contract and the legacy Triton grouped GEMM.
 
 Prints one row per case: op, backend (what ``deep_gemm.backends()`` says CUDA runs; "cpu reference" on CPU),
-device, the error against an independent float64 computation (``calc_diff`` for products, max abs error for
-layout/metadata ops), and the wall time of one warm call. Exits non-zero if any case exceeds its tolerance.
+device, the error against an independent float64 computation, and the wall time of one warm call. The error is
+``calc_diff(got, expected) = 1 - 2 sum(x y) / sum(x^2 + y^2)`` (DeepGEMM's metric: 0 for equal tensors, ~1e-4 for
+BF16 rounding) for products, and the largest absolute difference for exact ops (layouts, metadata; for the Mega MoE
+buffer the number of its views that overlap or leave the buffer). Exits non-zero if any case exceeds its tolerance.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from dataclasses import dataclass
@@ -112,6 +120,95 @@ def _cases(device: str) -> list[Case]:
     cases.append(Case("fp8_mqa_logits", lambda: deep_gemm.fp8_mqa_logits(q, (kv, kv_sf), w, ks, ke), mqa_oracle,
                       FP8_TOL))
 
+    # K-grouped FP8 (MoE weight gradients, tn layout): d[g] = c[g] + a_g.T @ b_g over each group's K rows.
+    group_ks, km, kn = [128, 256], 64, 128
+    ka = per_token_cast_to_fp8(randn(km, sum(group_ks)), use_ue8m0=False)     # per-row scales along K, then transposed
+    kb = per_token_cast_to_fp8(randn(kn, sum(group_ks)), use_ue8m0=False)
+    ka_t = (ka[0].T.contiguous(), ka[1].T.contiguous())                  # [sum K, M], [sum K / 128, M]
+    kb_t = (kb[0].T.contiguous(), kb[1].T.contiguous())
+    kd = torch.zeros(len(group_ks), km, kn, device=device)
+    k_layout = torch.tensor(group_ks, device=device, dtype=torch.int32)
+
+    def k_grouped_oracle():
+        va, vb, out, start = _f64(*ka, 1), _f64(*kb, 1), [], 0
+        for kg in group_ks:
+            out.append(va[:, start:start + kg] @ vb[:, start:start + kg].T)
+            start += kg
+        return torch.stack(out)
+
+    cases.append(Case("k_grouped_fp8_gemm_tn_contiguous",
+                      lambda: (kd.zero_(), deep_gemm.k_grouped_fp8_gemm_tn_contiguous(ka_t, kb_t, kd, group_ks, k_layout,
+                                                                                      c=kd), kd)[2],
+                      k_grouped_oracle, FP8_TOL))
+
+    fa = per_token_cast_to_fp8(randn(4 * 8, 128), use_ue8m0=False)
+    fw_q = [per_block_cast_to_fp8(randn(256, 128), use_ue8m0=False) for _ in range(8)]
+    fw = (torch.stack([q[0] for q in fw_q]), torch.stack([q[1] for q in fw_q]))
+    fd = torch.empty(4, 8, 256, device=device, dtype=torch.bfloat16)
+    cases.append(Case("fp8_einsum",
+                      lambda: (deep_gemm.fp8_einsum("bhr,hdr->bhd", (fa[0].view(4, 8, 128), fa[1].view(4, 8, 1)),
+                                                    fw, fd), fd)[1],
+                      lambda: torch.einsum("bhr,hdr->bhd", _f64(*fa, 1).view(4, 8, 128),
+                                           torch.stack([_f64(fw[0][i], fw[1][i], 128) for i in range(8)])),
+                      FP8_TOL))
+
+    # Paged indexer: a KV cache of 64-token pages, each page [64 x 128 FP8 values | 64 x 4 bytes of FP32 scales].
+    block, pdim, lens = 64, 128, [150, 9]
+    pages_per_seq = [-(-n // block) for n in lens]
+    storage = torch.zeros(sum(pages_per_seq), block * (pdim + 4), dtype=torch.uint8)
+    table = torch.zeros(len(lens), max(pages_per_seq), dtype=torch.int32)
+    keys, page = [], 0
+    for i, n in enumerate(lens):
+        vals = torch.randn(n, pdim, generator=g).to(torch.float8_e4m3fn)
+        scl = torch.rand(n, generator=g) + 0.5
+        keys.append(vals.double() * scl.double()[:, None])
+        for p in range(pages_per_seq[i]):
+            table[i, p] = page
+            tok = slice(p * block, min((p + 1) * block, n))
+            cnt = tok.stop - tok.start
+            storage[page, :cnt * pdim] = vals[tok].view(torch.uint8).reshape(-1)
+            storage[page, block * pdim:block * pdim + cnt * 4] = scl[tok].view(torch.uint8).reshape(-1)
+            page += 1
+    kv_cache = storage.view(-1, block, 1, pdim + 4).to(device)
+    table = table.to(device)
+    context_lens = torch.tensor(lens, dtype=torch.int32, device=device)[:, None].contiguous()  # [B, next_n = 1]
+    pq = randn(len(lens), 1, 32, pdim).to(torch.float8_e4m3fn)
+    pw = randn(len(lens), 32, dtype=torch.float32)
+    max_len = 256
+    num_sms = deep_gemm.get_num_sms() or 8  # no GPU: any schedule size is accepted
+
+    def paged():
+        meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, block, num_sms)
+        out = deep_gemm.fp8_paged_mqa_logits(pq, kv_cache, pw, context_lens, table, meta, max_len)
+        return torch.cat([out[i, :n] for i, n in enumerate(lens)])
+
+    def paged_oracle():
+        return torch.cat([pw[i].double().cpu() @ (pq[i, 0].double().cpu() @ keys[i].T).clamp(min=0)
+                          for i in range(len(lens))]).to(device)
+
+    cases.append(Case("fp8_paged_mqa_logits", paged, paged_oracle, FP8_TOL))
+
+    def buffer_views_misplaced():
+        buf = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, mma_type="fp8xfp4", device=device)
+        start, end = buf.buffer.data_ptr(), buf.buffer.data_ptr() + buf.buffer.numel()
+        spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                       for t in (buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, buf.l1_acts, buf.l1_acts_sf,
+                                 buf.l2_acts, buf.l2_acts_sf))
+        outside = sum(lo < start or hi > end for lo, hi in spans)
+        overlapping = sum(spans[i][1] > spans[i + 1][0] for i in range(len(spans) - 1))
+        return torch.tensor([float(outside + overlapping)])
+
+    cases.append(Case("get_symm_buffer_for_mega_moe", buffer_views_misplaced, lambda: torch.zeros(1), 0.0,
+                      "max_abs"))
+
+    la, lb = randn(256, 128), randn(2, 128, 128)
+    l_ids = torch.arange(2, device=device, dtype=torch.int32).repeat_interleave(128)
+    ld = torch.empty(256, 128, device=device, dtype=torch.bfloat16)
+    cases.append(Case("legacy.m_grouped_bf16_gemm_nt_contiguous_tl",
+                      lambda: (deep_gemm.legacy.m_grouped_bf16_gemm_nt_contiguous_tl(la, lb, ld, l_ids), ld)[1],
+                      lambda: torch.cat([la[:128].double() @ lb[0].double().T, la[128:].double() @ lb[1].double().T]),
+                      BF16_TOL))
+
     sf = torch.rand(300, 7, generator=g).to(device)
     cases.append(Case("get_mn_major_tma_aligned_tensor",
                       lambda: deep_gemm.get_mn_major_tma_aligned_tensor(sf), lambda: sf.double(), 0.0, "max_abs"))
@@ -124,12 +221,22 @@ def _error(case: Case, got: torch.Tensor, expected: torch.Tensor) -> float:
     return calc_diff(got, expected)
 
 
-def main() -> int:
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m deep_gemm",
+        description="Self-check: run every deep_gemm op family once on the best available device (CUDA if present, "
+                    "else the CPU reference) and compare each result with an independent float64 computation.",
+        epilog="Error column: calc_diff(got, expected) = 1 - 2 sum(x y) / sum(x^2 + y^2) for products (DeepGEMM's "
+               "metric); the largest absolute difference for exact ops. Exit status 1 if a case is out of tolerance.")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="run on this device (default: cuda when available)")
+    args = parser.parse_args(argv)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     backends = deep_gemm.backends()
     print(f"deep_gemm {deep_gemm.__version__} on {torch.cuda.get_device_name() if device == 'cuda' else 'CPU'} "
           f"(torch {torch.__version__})")
-    header = f"{'op':34s} {'backend':14s} {'device':6s} {'error vs fp64':>14s} {'time':>10s}  ok"
+    print("error: calc_diff vs a float64 computation for products, max |difference| for exact ops (see --help)")
+    header = f"{'op':44s} {'backend':14s} {'device':6s} {'error vs fp64':>14s} {'time':>10s}  ok"
     print(header)
     print("-" * len(header))
     failures = 0
@@ -145,8 +252,9 @@ def main() -> int:
         error = _error(case, got, case.oracle())
         ok = error <= case.tol
         failures += not ok
-        backend = backends[case.name].split(" ")[0] if device == "cuda" else "cpu reference"
-        print(f"{case.name:34s} {backend:14s} {device:6s} {error:14.2e} {elapsed * 1e6:8.0f}us  {'yes' if ok else 'NO'}")
+        backend = (backends.get(case.name, "triton" if case.name.startswith("legacy.") else "host").split(" ")[0]
+                   if device == "cuda" else "cpu reference")
+        print(f"{case.name:44s} {backend:14s} {device:6s} {error:14.2e} {elapsed * 1e6:8.0f}us  {'yes' if ok else 'NO'}")
     print(f"\n{len(backends)} ops registered; CUDA backends: "
           f"{sum(v.startswith('triton') for v in backends.values())} triton, "
           f"{sum(v == 'reference' for v in backends.values())} torch reference, "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or reuse) the virtual environment VENV (default .venv) with pinned torch/triton and deep_gemm installed.
 # torch goes first and pinned: an unpinned torch pulled in by `pip install -e .` would resolve to a multi-GB CUDA
-# build on a CPU machine (shared/CI.md). On a machine that already has a torch you want, set VENV_SYSTEM=1 to
+# build on a CPU machine. On a machine that already has a torch you want, set VENV_SYSTEM=1 to
 # create the venv with --system-site-packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -14,8 +14,30 @@ from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 # Ops of ours that DeepGEMM's _C never had (it has no Python JIT API).
 EXTENSIONS = {"get_jit", "jit_cache_dir", "jit_num_compiled_kernels", "jit_clear_cache"}
 LEGACY_OP_NAMES = sorted(n for n in SCHEMAS if not n.startswith("_") and n not in EXTENSIONS)
-# _C-only names that are not schema ops.
-C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe"}
+# _C-only names that are not schema ops (get_jit is DeepGEMM's JIT-runtime accessor, returning the runtime object).
+C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit"}
+
+# The names DeepGEMM's extension module defines (m.def / m.attr in its csrc at the spec's commit), plus get_jit.
+DEEPGEMM_C_NAMES = {
+    "set_num_sms", "get_num_sms", "set_tc_util", "get_tc_util", "set_pdl", "get_pdl", "set_ignore_compile_dims",
+    "set_block_size_multiple_of", "set_mk_alignment_for_contiguous_layout", "get_mk_alignment_for_contiguous_layout",
+    "get_theoretical_mk_alignment_for_contiguous_layout", "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor",
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor", "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
+    "transform_sf_into_required_layout", "init",
+    "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
+    "fp8_fp4_gemm_nt", "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt",
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "fp8_gemm_nt_skip_head_mid",
+    "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nn_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous", "m_grouped_fp8_gemm_nt_masked",
+    "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
+    "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous", "m_grouped_bf16_gemm_nt_masked",
+    "k_grouped_bf16_gemm_tn_contiguous", "einsum", "fp8_einsum",
+    "fp8_fp4_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits", "fp8_mqa_logits",
+    "fp8_paged_mqa_logits", "tf32_hc_prenorm_gemm",
+    "get_symm_buffer_size_for_mega_moe", "get_ring_limit_for_mega_moe", "get_token_alignment_for_mega_moe",
+    "fp8_fp4_mega_moe", "bf16_mega_moe",
+}
 
 
 @pytest.mark.parametrize("name", LEGACY_OP_NAMES)
@@ -27,7 +49,7 @@ def test_every_schema_op_has_its_legacy_name_on_C(name):
 
 def test_all_lists_exactly_the_legacy_surface():
     assert set(_C.__all__) == set(LEGACY_OP_NAMES) | C_ONLY
-    assert not EXTENSIONS & set(_C.__all__)
+    assert not (EXTENSIONS - {"get_jit"}) & set(_C.__all__)
     for name in _C.__all__:
         assert callable(getattr(_C, name)), name
 
@@ -40,12 +62,28 @@ def test_forwarded_names_are_the_public_functions_themselves(name):
 def test_unknown_names_raise_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'not_a_function'"):
         _C.not_a_function  # noqa: B018
-    assert not hasattr(_C, "get_jit")
+    assert not hasattr(_C, "jit_cache_dir")
+
+
+def test_namespace_is_deepgemms_extension_plus_get_jit():
+    assert set(_C.__all__) == DEEPGEMM_C_NAMES | {"get_jit"}
+    public = {n for n in dir(_C) if not n.startswith("_")}
+    assert public == set(_C.__all__)
+    # No helper leaks under a public name (typing, torch, importlib, the schema table).
+    for name in ("List", "Optional", "Sequence", "Tuple", "torch", "importlib", "SCHEMAS", "annotations",
+                 "POSITIONAL_ONLY"):
+        assert not hasattr(_C, name), name
+
+
+def test_get_jit_is_the_runtime_object():
+    jit = _C.get_jit()
+    assert jit.cache_dir == deep_gemm.get_jit().cache_dir
+    assert isinstance(jit.num_compiled_kernels, int)
 
 
 # ---- positional-only, as pybind without py::arg -----------------------------------------------------------------
 
-POSITIONAL_ONLY = sorted(_C.POSITIONAL_ONLY)
+POSITIONAL_ONLY = sorted(_C._POSITIONAL_ONLY)
 
 
 def test_positional_only_set_is_the_documented_one():

@@ -1,6 +1,6 @@
 """Mega MoE buffer contract: sizes, slice layout, views, ring limits, weight transform, argument checks.
 
-The fused kernel itself is not implemented yet (ROADMAP step 3): its entry points are tested for argument
+The fused kernel itself is not implemented yet: its entry points are tested for argument
 validation and for raising NotImplementedError, never for results. Buffers for more than one rank need CUDA
 symmetric memory and an initialised process group: only the error path of that branch runs here.
 """
@@ -492,7 +492,7 @@ def _fp8_setup():
 def test_fp8_fp4_mega_moe_validates_then_raises():
     y, l1, l2, sym = _fp8_setup()
     stats = torch.zeros(8, dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match=r"fp8_fp4_mega_moe: .*ROADMAP step 3"):
+    with pytest.raises(NotImplementedError, match=r"fp8_fp4_mega_moe: .*not implemented in this release"):
         deep_gemm.fp8_fp4_mega_moe(y, l1, l2, sym, stats)
     assert not y.any() and not stats.any()
     bad = [
@@ -528,7 +528,7 @@ def test_bf16_mega_moe_validates_then_raises():
     l1 = torch.zeros(8, 256, 256, dtype=torch.bfloat16)
     l2 = torch.zeros(8, 256, 128, dtype=torch.bfloat16)
     y = torch.zeros(10, 256, dtype=torch.bfloat16)
-    with pytest.raises(NotImplementedError, match=r"bf16_mega_moe: .*ROADMAP step 3"):
+    with pytest.raises(NotImplementedError, match=r"bf16_mega_moe: .*not implemented in this release"):
         deep_gemm.bf16_mega_moe(y, l1, l2, sym)
     with pytest.raises(DeepGEMMError, match=r"l2_weights: expected a contiguous tensor"):
         deep_gemm.bf16_mega_moe(y, l1, torch.zeros(8, 128, 256, dtype=torch.bfloat16).transpose(1, 2), sym)

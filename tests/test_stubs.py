@@ -252,6 +252,13 @@ CASES: dict[str, Case] = {
     **{name: NO_ARGS for name in ("get_num_sms", "get_tc_util", "get_pdl", "get_mk_alignment_for_contiguous_layout",
                                   "get_jit", "backends", "get_token_alignment_for_mega_moe",
                                   "autotune_enabled")},
+    # DeepGEMM 1.x names (deep_gemm/_compat.py): the current functions under the old parameter names
+    "gemm_fp8_fp8_bf16_nt": Case(lambda: dict(zip(("lhs", "rhs", "out"), _fp8_dense("nt")().values()))),
+    "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous": Case(lambda: dict(zip(("lhs", "rhs", "out", "m_indices"),
+                                                                       _fp8_m_grouped("nt")().values()))),
+    "m_grouped_gemm_fp8_fp8_bf16_nt_masked": Case(lambda: dict(zip(
+        ("lhs", "rhs", "out", "masked_m", "expected_m"), _fp8_masked().values()))),
+    "get_col_major_tma_aligned_tensor": Case(lambda: dict(x=torch.rand(5, 3))),
     # utils
     "ceil_div": _case(x=7, y=2),
     "align": _case(x=7, y=4),

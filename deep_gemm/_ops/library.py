@@ -26,6 +26,7 @@ from typing import Any, Callable
 import torch
 
 from ..runtime import _STATE as _RUNTIME
+from .errors import DeepGEMMError
 from .schemas import ALIASES, FAMILY, SCHEMAS
 
 NAMESPACE = "deep_gemm"
@@ -59,6 +60,8 @@ class _Binder:
                 defaults.append(list(default) if isinstance(default, (list, tuple)) else default)
         self.defaults = tuple(defaults)
         self.has_tensor_args = any("Tensor" in str(a.type) for a in parsed.arguments)
+        # (position, name) of every argument that must be a tensor (not Tensor?): the dispatcher lets None through.
+        self.required_tensors = tuple((i, a.name) for i, a in enumerate(parsed.arguments) if str(a.type) == "Tensor")
 
     def __call__(self, args: tuple, kwargs: dict) -> tuple:
         n = len(args)
@@ -193,9 +196,10 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
     define_all()
     if name in _KERNELS:
         raise RuntimeError(f"deep_gemm::{name} registered twice")
+    binder = _Binder(SCHEMAS[name])
+    check = _requiring_tensors(name, check, binder.required_tensors)
     kernels = OpKernels(name, check, reference, fake, triton, triton_note)
     _KERNELS[name] = kernels
-    binder = _Binder(SCHEMAS[name])
 
     def reference_kernel(*args, **kwargs):
         full = binder(args, kwargs)
@@ -226,6 +230,23 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
         LIB.impl(op, reference_kernel, "CPU")
         LIB.impl(op, cuda_kernel, "CUDA")
         torch.library.register_fake(f"{NAMESPACE}::{op}", fake_kernel, lib=LIB)
+
+
+def _requiring_tensors(name: str, check: Callable[..., None], required: tuple) -> Callable[..., None]:
+    """``check`` preceded by a test that no required tensor argument is None: the dispatcher passes None for a
+    ``Tensor`` argument through to the kernels, where the op's own check would fail with an AttributeError. Runs
+    only where the check runs (a memoised signature has already passed it)."""
+    if not required:
+        return check
+
+    def checked(*full):
+        for index, arg in required:
+            if full[index] is None:
+                raise DeepGEMMError(f"{arg}: expected a tensor, got None ({name} requires it)")
+        check(*full)
+
+    checked.__wrapped__ = check
+    return checked
 
 
 def register_composite(name: str, fn: Callable[..., Any]) -> None:

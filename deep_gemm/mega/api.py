@@ -2,7 +2,7 @@
 
 What works today: the symmetric buffer (sizes, slice layout, allocation for one process), the ring limits, and the
 weight transform. The fused kernel itself (EP dispatch -> L1 GEMM -> SwiGLU -> L2 GEMM -> EP combine in one launch)
-is DeepGEMM SM100-only and lands here with expert-parallel MoE (ROADMAP step 3): ``fp8_fp4_mega_moe`` and
+is DeepGEMM SM100-only and not implemented in this release (it comes with expert-parallel MoE): ``fp8_fp4_mega_moe`` and
 ``bf16_mega_moe`` validate their arguments and then raise ``NotImplementedError``; they never fake a result.
 """
 
@@ -40,7 +40,8 @@ DECODE_RING_REFERENCE = (4096, 6, 6, 72)  # (tokens per rank, local experts, top
 INTERLEAVE_ROWS = 8
 # UTCCP (tensor-memory copy of scale factors) reads 128 rows as 4 groups of 32: rows are transposed in that tile.
 UTCCP_ROWS, UTCCP_GROUPS = 128, 4
-_MISSING_KERNEL = ("the fused Mega MoE kernel lands with expert-parallel MoE (ROADMAP step 3); until then use "
+_MISSING_KERNEL = ("the fused Mega MoE kernel is not implemented in this release (it comes with expert-parallel MoE); "
+                   "until then use "
                    "DeepEP-style dispatch, m_grouped_fp8_gemm_nt_contiguous and combine")
 
 
@@ -449,7 +450,7 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_bu
 
     Raises
     ------
-    DeepGEMMError on bad arguments; NotImplementedError otherwise (the kernel is ROADMAP step 3).
+    DeepGEMMError on bad arguments; NotImplementedError otherwise (the kernel is not implemented in this release).
 
     Example
     -------
@@ -474,7 +475,7 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
 
     Raises
     ------
-    DeepGEMMError on bad arguments; NotImplementedError otherwise (the kernel is ROADMAP step 3).
+    DeepGEMMError on bad arguments; NotImplementedError otherwise (the kernel is not implemented in this release).
 
     Example
     -------

@@ -1,30 +1,18 @@
-"""Integer helpers and the numeric constants of DeepGEMM's FP8/FP4 formats (named once, used everywhere)."""
+"""``deep_gemm.utils.math``: DeepGEMM's module of integer helpers and FP8/FP4 casts, under its name.
 
-from __future__ import annotations
+Clients import from here (``from deep_gemm.utils.math import per_block_cast_to_fp8``); the definitions live in
+``numeric.py`` (integers, format constants) and ``quant.py`` (the casts), with DeepGEMM's signatures and defaults.
+"""
 
-# Largest finite float8_e4m3fn value: scales map a block's absolute maximum onto it.
-FP8_E4M3_MAX = 448.0
-# Largest finite FP4 E2M1 value.
-FP4_E2M1_MAX = 6.0
-# Floor on a block's absolute maximum before it becomes a scale, so all-zero blocks get a finite, non-zero scale.
-AMAX_FLOOR = 1e-4
-# TMA needs 16-byte aligned global strides and base addresses.
-TMA_ALIGNMENT_BYTES = 16
+from .numeric import (  # noqa: F401  (the constants are for the package's own modules; not in __all__)
+    AMAX_FLOOR, FP4_E2M1_MAX, FP8_E4M3_MAX, TMA_ALIGNMENT_BYTES, align, ceil_div, get_tma_aligned_size)
+from .quant import (  # noqa: F401
+    cast_back_from_fp4, ceil_to_ue8m0, pack_ue8m0_to_int, per_block_cast_to_fp8, per_channel_cast_to_fp8,
+    per_custom_dims_cast_to_fp8, per_token_cast_to_fp4, per_token_cast_to_fp8, transpose_packed_fp4,
+    unpack_ue8m0_from_int)
 
-
-def ceil_div(x: int, y: int) -> int:
-    """Smallest integer >= x / y, for non-negative x and positive y."""
-    return (x + y - 1) // y
-
-
-def align(x: int, y: int) -> int:
-    """x rounded up to a multiple of y."""
-    return ceil_div(x, y) * y
-
-
-def get_tma_aligned_size(x: int, element_size: int) -> int:
-    """x rounded up so that x elements of ``element_size`` bytes span a multiple of 16 bytes."""
-    if TMA_ALIGNMENT_BYTES % element_size != 0:
-        from .._ops.errors import fail
-        fail(f"element_size: expected a divisor of {TMA_ALIGNMENT_BYTES}, got {element_size}")
-    return align(x, TMA_ALIGNMENT_BYTES // element_size)
+__all__ = [
+    "ceil_div", "align", "ceil_to_ue8m0", "pack_ue8m0_to_int", "unpack_ue8m0_from_int",
+    "per_token_cast_to_fp8", "per_channel_cast_to_fp8", "per_block_cast_to_fp8", "per_custom_dims_cast_to_fp8",
+    "per_token_cast_to_fp4", "transpose_packed_fp4", "cast_back_from_fp4",
+]

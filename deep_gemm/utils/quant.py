@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 
-from .math import AMAX_FLOOR, FP4_E2M1_MAX, FP8_E4M3_MAX, align
+from .numeric import AMAX_FLOOR, FP4_E2M1_MAX, FP8_E4M3_MAX, align
 
 _FP32_MANTISSA_BITS = 23
 _FP32_MANTISSA_MASK = (1 << _FP32_MANTISSA_BITS) - 1
@@ -47,9 +47,20 @@ def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
     return (bits >> _FP32_MANTISSA_BITS).to(torch.uint8).view(torch.int32)
 
 
+def _unit_last_stride(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with stride(-1) == 1, so its elements can be viewed as bytes.
+
+    ``.contiguous()`` is not enough: torch calls a tensor whose last dim has size 1 contiguous whatever that dim's
+    stride, e.g. a packed MN-major scale tensor ``[MN, 1]`` with strides ``(1, MN)`` (K = 512: one packed column),
+    and returns it unchanged."""
+    if t.dim() == 0 or t.stride(-1) == 1:
+        return t
+    return torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)  # fresh tensors have unit strides
+
+
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor:
     """int32 [..., n] of packed UE8M0 bytes -> FP32 [..., 4n] powers of two."""
-    exponent_bytes = packed_sf.contiguous().view(torch.uint8).to(torch.int32)
+    exponent_bytes = _unit_last_stride(packed_sf.contiguous()).view(torch.uint8).to(torch.int32)
     return (exponent_bytes << _FP32_MANTISSA_BITS).view(torch.float32)
 
 

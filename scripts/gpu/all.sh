@@ -3,7 +3,7 @@
 # (scripts/gpu/<family>.sh, each writing under $OUT/<family>/), each under its own time limit, and pack every
 # family's folder into one archive in the real $OUT (the device returns at most 8 files).
 #   FAMILIES="fp8_ab hc bf16" FAMILY_TIMEOUT=240 bash scripts/gpu/all.sh
-# Here, unpack what comes back at the repository root (cache.tgz -> .cache/, dg_so.tgz -> DeepGEMM's built module)
+# Here, unpack what comes back at the repository root (cache_*.tgz -> .cache/, dg_so.tgz -> DeepGEMM's built module)
 # and carry ".dg" and ".cache" next time: the build (~75 s) and cold compiles are skipped.
 set -uo pipefail
 REAL_OUT=${OUT:?run on the device machine with OUT set}
@@ -22,9 +22,12 @@ for fam in ${FAMILIES:?name the families}; do
 done
 cp "$OUT/env.txt" "$REAL_OUT/"
 if [ "${CACHE:-1}" = 1 ]; then  # archives over the device's 16 MiB per file are dropped, not sent
-  tar -czf "$REAL_OUT/cache.tgz" .cache 2>/dev/null
+  [ -d .cache/triton ] && tar -czf "$REAL_OUT/cache_triton.tgz" .cache/triton 2>/dev/null
+  [ -d .cache/dg-jit ] && tar -czf "$REAL_OUT/cache_dg_jit.tgz" .cache/dg-jit 2>/dev/null
   ls .dg/DeepGEMM/deep_gemm/_C*.so > /dev/null 2>&1 && tar -czf "$REAL_OUT/dg_so.tgz" .dg/DeepGEMM/deep_gemm/_C*.so
-  for f in "$REAL_OUT/cache.tgz" "$REAL_OUT/dg_so.tgz"; do [ -f "$f" ] && [ $(stat -c %s "$f") -gt 16000000 ] && rm "$f"; done
+  for f in "$REAL_OUT"/cache_*.tgz "$REAL_OUT/dg_so.tgz"; do
+    [ -f "$f" ] && du -h "$f" && [ $(stat -c %s "$f") -gt 16000000 ] && echo "dropped $f (over 16 MB)" && rm "$f"
+  done
 fi
 for d in "$OUT"/*/; do tar -czf "$REAL_OUT/$(basename "$d").tgz" -C "$OUT" "$(basename "$d")"; done
 ls -la "$REAL_OUT"

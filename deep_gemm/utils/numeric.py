@@ -1,0 +1,32 @@
+"""Integer helpers and the numeric constants of DeepGEMM's FP8/FP4 formats (named once, used everywhere).
+
+Imported by the package's own modules; `deep_gemm.utils.math` re-exports the helpers under DeepGEMM's module name."""
+
+from __future__ import annotations
+
+# Largest finite float8_e4m3fn value: scales map a block's absolute maximum onto it.
+FP8_E4M3_MAX = 448.0
+# Largest finite FP4 E2M1 value.
+FP4_E2M1_MAX = 6.0
+# Floor on a block's absolute maximum before it becomes a scale, so all-zero blocks get a finite, non-zero scale.
+AMAX_FLOOR = 1e-4
+# TMA needs 16-byte aligned global strides and base addresses.
+TMA_ALIGNMENT_BYTES = 16
+
+
+def ceil_div(x: int, y: int) -> int:
+    """Smallest integer >= x / y, for non-negative x and positive y."""
+    return (x + y - 1) // y
+
+
+def align(x: int, y: int) -> int:
+    """x rounded up to a multiple of y."""
+    return ceil_div(x, y) * y
+
+
+def get_tma_aligned_size(x: int, element_size: int) -> int:
+    """x rounded up so that x elements of ``element_size`` bytes span a multiple of 16 bytes."""
+    if TMA_ALIGNMENT_BYTES % element_size != 0:
+        from .._ops.errors import fail
+        fail(f"element_size: expected a divisor of {TMA_ALIGNMENT_BYTES}, got {element_size}")
+    return align(x, TMA_ALIGNMENT_BYTES // element_size)

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Drop-in compatibility on the GPU (issue 19). Expected wall time: ~2 minutes warm (Triton compiles of the legacy
+# kernels ~20 s cold; DeepGEMM's test_legacy sweeps its shapes with its own autotuner, capped at 60 s per side).
+#   1. our GPU tests: legacy Triton kernels vs references, client call patterns, utils, README blocks on the GPU;
+#   2. SGLang-/vLLM-style import lines in a fresh process;
+#   3. DeepGEMM's own tests that use utils/legacy against our package (SHIM=0): test_layout, test_legacy,
+#      test_lazy_init, and the import lines of every DeepGEMM test file; then test_legacy against DeepGEMM itself
+#      (same timer) for the perf lines;
+#   4. python -m deep_gemm on the GPU.
+# Every step runs whatever happened before it; failures are listed at the end.
+set -uo pipefail
+OUT_DIR=${OUT:?set OUT}/compat
+mkdir -p "$OUT_DIR"
+export PYTHONPATH=$PWD
+RUNNER=scripts/dg/run_dg_tests.py
+[ -f "$RUNNER" ] || RUNNER=.dg/tools/run_dg_tests.py
+DG_TESTS=.dg/DeepGEMM/tests
+FAILED=()
+step() {  # step NAME TIMEOUT COMMAND...
+  local name=$1 limit=$2; shift 2
+  local start=$(date +%s)
+  timeout "$limit" "$@" > "$OUT_DIR/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc in $(( $(date +%s) - start )) s" | tee -a "$OUT_DIR/summary.txt"
+  [ $rc -ne 0 ] && FAILED+=("$name")
+  tail -n 3 "$OUT_DIR/$name.log"
+}
+
+# 1. Our tests on the GPU (the dist test is CPU-only and slow: deselected).
+step pytest_compat 300 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+  tests/test_compat_legacy.py tests/test_compat_clients.py tests/test_readme.py tests/test_utils_modules.py \
+  tests/test_c_shim.py -k "not init_dist"
+
+# 2. Client import lines (SGLang deep_gemm_wrapper / fp8_utils, vLLM utils/deep_gemm.py, DeepJIT-era _C.get_jit).
+step client_imports 60 python3 -c "
+import deep_gemm
+from deep_gemm.utils.layout import get_mn_major_tma_aligned_tensor, get_mn_major_tma_aligned_packed_ue8m0_tensor
+import deep_gemm.utils.layout
+from deep_gemm.utils.math import per_block_cast_to_fp8, per_token_cast_to_fp8, align, ceil_div
+from deep_gemm.utils import init_dist, uneven_all_gather
+from deep_gemm import fp8_m_grouped_gemm_nt_masked, m_grouped_fp8_gemm_nt_contiguous, fp8_gemm_nt
+from deep_gemm import gemm_fp8_fp8_bf16_nt, m_grouped_gemm_fp8_fp8_bf16_nt_contiguous, get_col_major_tma_aligned_tensor
+import deep_gemm.legacy
+print('get_jit', deep_gemm._C.get_jit().cache_dir, 'num_sms', deep_gemm.get_num_sms())
+"
+
+# 3. DeepGEMM's tests against our package, then test_legacy against DeepGEMM for its numbers.
+if [ -d "$DG_TESTS" ]; then
+  step dg_imports_ours 120 python3 - <<'PY'
+import ast, pathlib, sys
+sys.path.insert(0, ".dg/DeepGEMM/tests")
+bad = 0
+for f in sorted(pathlib.Path(".dg/DeepGEMM/tests").glob("*.py")):
+    for node in ast.parse(f.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            line = ast.unparse(node)
+            try:
+                exec(line, {})
+            except Exception as e:
+                bad += 1
+                print(f"FAIL {f.name}: {line}: {type(e).__name__}: {e}")
+print("import lines failing:", bad)
+sys.exit(1 if bad else 0)
+PY
+  SHIM=0 step dg_test_layout_ours 90 python3 "$RUNNER" "$DG_TESTS" test_layout
+  SHIM=0 step dg_test_legacy_ours 90 python3 "$RUNNER" "$DG_TESTS" test_legacy
+  step dg_test_lazy_init_ours 60 python3 "$DG_TESTS/test_lazy_init.py" --num-processes 2
+  PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6 SHIM=0 \
+    step dg_test_legacy_deepgemm 90 python3 "$RUNNER" "$DG_TESTS" test_legacy
+  grep -h "Perf" "$OUT_DIR/dg_test_legacy_ours.log" > "$OUT_DIR/legacy_perf_ours.txt" 2>/dev/null
+  grep -h "Perf" "$OUT_DIR/dg_test_legacy_deepgemm.log" > "$OUT_DIR/legacy_perf_deepgemm.txt" 2>/dev/null
+  [ -f scripts/dg/compare_perf_lines.py ] && python3 scripts/dg/compare_perf_lines.py \
+    "$OUT_DIR/dg_test_legacy_ours.log" "$OUT_DIR/dg_test_legacy_deepgemm.log" > "$OUT_DIR/legacy_perf_compare.txt" 2>&1
+else
+  echo "no $DG_TESTS: DeepGEMM's tests skipped" | tee -a "$OUT_DIR/summary.txt"
+fi
+
+# 4. The demo on the GPU.
+step demo 120 python3 -m deep_gemm
+
+echo "failed steps: ${FAILED[*]:-none}" | tee -a "$OUT_DIR/summary.txt"
