@@ -110,6 +110,9 @@ def test_second_call_replays_the_recorded_launch():
     a2, b2, d2, s2 = _inputs(13, 24, 7168, None, seed=1)
     deep_gemm.tf32_hc_prenorm_gemm(a2, b2, d2, s2)
     assert len(plans) == before and len(plans) >= 1
+    # The replay is the direct C launch with two TMA maps (A, and B encoded as TFLOAT32): B is rounded in the TMA
+    # unit, not by the pointer fallback.
+    assert any(p.direct is not None and len(p.direct.tma_words) == 2 for p in plans.values())
     assert calc_diff(d2, a2.double() @ round_to_tf32(b2).double().T) < TOLERANCES["vs_tf32_product"]
 
 
