@@ -53,14 +53,15 @@ def bench_bh(timer, rows):
                 t = timer(lambda: deep_gemm.einsum(expr, x, y, z))
                 t_torch = timer(lambda: torch.einsum(expr, x, y))
                 t_cublaslt = timer(lambda: deep_gemm.einsum(expr, x, y, z, use_cublaslt=True))
+                host = host_us(lambda: deep_gemm.einsum(expr, x, y, z), calls=50)
                 flops = 2 * b * h * r * d
                 gbytes = (x.numel() + y.numel() + z.numel()) * 2 / 1e9
                 rows.append(dict(table="einsum_bh", expr=expr, b=b, h=h, r=r, d=d, us=t, tflops=flops / t / 1e6,
                                  gbps=gbytes / t * 1e6, diff=diff, torch_us=t_torch, vs_torch=t_torch / t,
-                                 note=f"use_cublaslt {t_cublaslt:.1f} us"))
+                                 note=f"use_cublaslt {t_cublaslt:.1f} us, host {host:.1f} us/call"))
                 print(f" > einsum {expr} b={b:5d} h={h:3d} r={r:4d} d={d:4d}: {t:8.1f} us | {flops / t / 1e6:4.0f} "
                       f"TFLOPS | {gbytes / t * 1e6:5.0f} GB/s | torch.einsum {t_torch:8.1f} us | use_cublaslt "
-                      f"{t_cublaslt:8.1f} us | diff {diff:.1e}", flush=True)
+                      f"{t_cublaslt:8.1f} us | host {host:5.1f} us/call | diff {diff:.1e}", flush=True)
                 del x, y, z
 
 
@@ -153,6 +154,7 @@ def sweep(timer):
     for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
         for h, r, d in BH_SHAPES:
             x, y, z = bh_inputs(expr, 4096, h, r, d)
+            ref = torch.einsum(expr, x, y)
             for cfg in et.BH_CONFIGS:
                 def run(cfg=cfg):
                     run_launcher("einsum", expr, x, y, z, launcher_kwargs=dict(config=cfg))
@@ -161,9 +163,10 @@ def sweep(timer):
                 except Exception as error:  # noqa: BLE001
                     print(f" ~ sweep {expr} h={h} {cfg}: failed {str(error).splitlines()[0][:80]}")
                     continue
+                diff = calc_diff(z, ref)
                 found[f"{expr} h={h} r={r} d={d} {cfg}"] = t
-                print(f" ~ sweep {expr} b=4096 h={h} r={r} d={d} {str(cfg):32s} {t:8.1f} us "
-                      f"{2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS", flush=True)
+                print(f" ~ sweep {expr} b=4096 h={h} r={r} d={d} {str(cfg):36s} {t:8.1f} us "
+                      f"{2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     h, r, d = 8, 4096, 1024
     x, y, xq, yq, z = fp8_inputs(4096, h, r, d)
     for cfg in et.FP8_CONFIGS + ("per_entry",):

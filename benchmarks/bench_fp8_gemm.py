@@ -370,15 +370,59 @@ def _moe_masked_rows(timer, results, shapes_list):
             assert diff < CORRECTNESS_LIMIT
 
 
+# K-grouped nt (DeepGEMM's SM90 K-grouped test layout): (G, M, N, K per group).
+MOE_K_GROUPED = [(4, 4096, 7168, 8192), (8, 4096, 7168, 4096), (16, 7168, 2048, 2048)]
+
+
+def _moe_k_grouped_rows(timer, results, shapes_list):
+    """K-grouped nt, C = D (FP32): each group's A [M, K_g] and B [N, K_g] K-major blocks one after the other,
+    per-channel scales over the concatenated K (MN-major, as DeepGEMM's test passes them). Ours also with the
+    group blocks read in place (Fp8Overrides.k_grouped_device_descriptors): form "in_place"."""
+    ours = hasattr(deep_gemm, "backends")
+    for g, m, n, k_per_group in shapes_list:
+        random.seed(0)
+        ks = [align(int(k_per_group * random.uniform(0.7, 1.3)), 128) for _ in range(g)]
+        qa = [per_token_cast_to_fp8(torch.randn(m, kg, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+              for kg in ks]
+        qb = [per_token_cast_to_fp8(torch.randn(n, kg, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+              for kg in ks]
+        a = (torch.cat([q[0].flatten() for q in qa]), torch.cat([q[1] for q in qa], dim=1).T.contiguous().T)
+        b = (torch.cat([q[0].flatten() for q in qb]), torch.cat([q[1] for q in qb], dim=1).T.contiguous().T)
+        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+        d = torch.randn(g, m, n, device="cuda")
+        c0 = d.clone()
+        forms = {"default": lambda: deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, c=d)}
+        if ours:
+            from deep_gemm._ops.library import run_launcher
+            from deep_gemm.gemm.fp8_plan import Fp8Overrides
+            extra = dict(overrides=Fp8Overrides(k_grouped_device_descriptors=True))
+            forms["in_place"] = lambda: run_launcher("k_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d,
+                                                     ks, layout, d, launcher_kwargs=extra)
+        for form, call in forms.items():
+            d.copy_(c0)
+            call()
+            diff = max(calc_diff(d[i], c0[i] + _dequant_rows(*qa[i]) @ _dequant_rows(*qb[i]).T) for i in (0, g - 1))
+            us = timer(call)
+            tflops = 2 * m * n * sum(ks) / us / 1e6
+            results.append(dict(table="moe_k_grouped_nt", form=form, groups=g, m=m, n=n, sum_k=sum(ks), us=us,
+                                tflops=tflops, diff=diff))
+            print(f" > {form:8s} G={g:2d} M={m} N={n} sumK={sum(ks)}: {us:7.1f} us | {tflops:6.0f} TFLOPS | "
+                  f"diff {diff:.1e}")
+            assert diff < CORRECTNESS_LIMIT
+
+
 def bench_moe(timer, quick, out_dir):
-    """The MoE rows for a side-by-side run (--tables moe): psum (zero-padded or not), expert ids, masked, and
-    masked decode through the psum layout. Writes bench_fp8_moe.json (harness.write_results: provider, GPU)."""
+    """The MoE rows for a side-by-side run (--tables moe): psum (zero-padded or not), expert ids, masked, masked
+    decode through the psum layout, K-grouped nt. Writes bench_fp8_moe.json (harness.write_results: provider,
+    GPU)."""
     from harness import write_results
     results = []
     print("\n== MoE: M-grouped contiguous FP8 (psum, psum zero-padded, expert ids) ==")
     _moe_contiguous_rows(timer, results, MOE_CONTIGUOUS[:2] if quick else MOE_CONTIGUOUS)
     print("\n== MoE: masked FP8, and masked decode through the psum layout ==")
     _moe_masked_rows(timer, results, MOE_MASKED[:2] if quick else MOE_MASKED)
+    print("\n== MoE: K-grouped FP8 nt (weight gradient), FP32 accumulated into C = D ==")
+    _moe_k_grouped_rows(timer, results, MOE_K_GROUPED[:1] if quick else MOE_K_GROUPED)
     write_results(out_dir, "bench_fp8_moe", results)
     return results
 

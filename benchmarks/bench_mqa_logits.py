@@ -150,8 +150,9 @@ def sweep(reps, results):
     """This package only: the prefill and paged kernels under a few configs (through the op's launcher)."""
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.attention.triton_launch import PagedConfig, PrefillConfig
-    prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 3), PrefillConfig(128, 8, 3),
-                    PrefillConfig(128, 8, 4), PrefillConfig(128, 4, 3), PrefillConfig(64, 4, 6)]
+    prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 3), PrefillConfig(64, 4, 6), PrefillConfig(128, 8, 3),
+                    PrefillConfig(128, 4, 3), PrefillConfig(64, 8, 4, score_cols=256),
+                    PrefillConfig(128, 8, 3, score_cols=256)]
     for s, sk, h, d, windows in (PREFILL[2], PREFILL[9]):
         q, kv, w, ks, ke = prefill_inputs(s, sk, h, d, windows)
         cost = int((ke - ks).clamp(min=0).sum())

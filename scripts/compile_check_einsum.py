@@ -33,12 +33,15 @@ def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=F
     from deep_gemm.einsum.kernels import _bh_einsum_gemm_kernel as fn
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     b_block = [1, bn, bk] if b_k_major else [1, bk, bn]
+    halves = cfg.d_halves and d_tma
+    d_block = [1, bm, bn // 2 if halves else bn]
     sig = {"a_desc": f"tensordesc<bf16{[1, bm, bk]}>", "b_desc": f"tensordesc<bf16{b_block}>",
-           "d_desc": f"tensordesc<{out}{[1, bm, bn]}>", "c_desc": f"tensordesc<{out}{[1, bm, bn]}>",
+           "d_desc": f"tensordesc<{out}{d_block}>", "c_desc": f"tensordesc<{out}{d_block}>",
            "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ("G", "M", "N", "K", "stride_dg", "stride_dm", "stride_cg", "stride_cm")})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=cfg.num_stages,
-                      B_K_MAJOR=b_k_major, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten)
+                      B_K_MAJOR=b_k_major, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten,
+                      D_HALVES=halves)
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 
@@ -86,10 +89,12 @@ def main() -> int:
             continue  # plain BF16 outputs only (einsum_triton.bh_config)
         ok &= report(f"bh {cfg} fp32 out + C by TMA", compile_bh(cfg, has_c=True, out="fp32", c_tma=True))
         ok &= report(f"bh {cfg} fp32 out + C, pointers", compile_bh(cfg, has_c=True, out="fp32", d_tma=False))
+        ok &= report(f"bh {cfg} fp32 out by TMA + C by pointers", compile_bh(cfg, has_c=True, out="fp32"))
     for cfg in BMK_CONFIGS:
         ok &= report(f"bmk {cfg} fp32 + C by TMA", compile_bmk(cfg, has_c=True, c_tma=True))
         ok &= report(f"bmk {cfg} fp32 + C, pointers", compile_bmk(cfg, has_c=True, d_tma=False))
         ok &= report(f"bmk {cfg} bf16", compile_bmk(cfg, out="bf16"))
+        ok &= report(f"bmk {cfg} fp32 by TMA + C by pointers", compile_bmk(cfg, has_c=True))
     for cfg in FP8_CONFIGS:
         ok &= report(f"fp8 {cfg}", compile_fp8(cfg))
         ok &= report(f"fp8 {cfg} per-row B, fp32 + C by TMA", compile_fp8(cfg, b_per_row=True, has_c=True,
@@ -97,6 +102,8 @@ def main() -> int:
         ok &= report(f"fp8 {cfg} per-row B, fp32 + C, pointers", compile_fp8(cfg, b_per_row=True, has_c=True,
                                                                               out="fp32", d_tma=False))
         ok &= report(f"fp8 {cfg} gran_k 32", compile_fp8(cfg, bk=32))
+        ok &= report(f"fp8 {cfg} per-row B, fp32 by TMA + C by pointers", compile_fp8(cfg, b_per_row=True,
+                                                                                     has_c=True, out="fp32"))
     return 0 if ok else 1
 
 

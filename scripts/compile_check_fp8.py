@@ -83,14 +83,18 @@ if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
 
 
-def compile_ws(zero_gaps: bool = True, **cfg):
-    """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True)."""
+def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, **cfg):
+    """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True), and KG_DESC
+    (K-grouped per-group descriptors built on the device: A's and B's FP8 storage in ws_ptr / counter_ptr)."""
     import compile_check
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     real = compile_check.triton.compile
 
     def with_zero_gaps(src, **kwargs):
         src.constants[(fn.arg_names.index("ZERO_GAPS"),)] = zero_gaps
+        if kg_desc:
+            src.signature.update(ws_ptr="*fp8e4nv", counter_ptr="*fp8e4nv", KG_DESC="constexpr")
+            src.constants[(fn.arg_names.index("KG_DESC"),)] = True
         return real(src, **kwargs)
     compile_check.triton.compile = with_zero_gaps
     try:
@@ -108,6 +112,11 @@ PSUM_VARIANTS = {
     "one-wave 128x64 psum, staged scales, gaps unspecified": dict(bn=64, stages=8, grouping=2, scales_smem=True,
                                                                   zero_gaps=False),
 }
+
+# K-grouped with per-group descriptors built on the device (Fp8Overrides.k_grouped_device_descriptors).
+PSUM_VARIANTS["two-wave 128x256 K-grouped 1D1D, per-group descriptors"] = dict(
+    waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True, grouping=4, d_tma=True,
+    kg_desc=True)
 
 if __name__ == "__main__" and "--psum" in sys.argv:
     from compile_check import ptxas_info, resource_usage, sass_counts

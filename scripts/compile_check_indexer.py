@@ -25,16 +25,17 @@ def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int):
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
 
 
-def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32"):
+def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32",
+                    cols=128):
     from deep_gemm.attention.kernels import _fp8_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
-    sig = {"q_desc": f"tensordesc<fp8e4nv[128, {d}]>" if tma else "*fp8e4nv",
+    sig = {"q_desc": f"tensordesc<fp8e4nv[{cols}, {d}]>" if tma else "*fp8e4nv",
            "kv_desc": f"tensordesc<fp8e4nv[{block_kv}, {d}]>" if tma else "*fp8e4nv",
            "q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else "*fp8e4nv", "kv_ptr": f"*{elem}",
            "kv_sf_ptr": "*i32" if fp4 else "*fp32", "w_ptr": "*fp32", "ks_ptr": "*i32", "ke_ptr": "*i32",
            "out_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"]})
-    constexprs = dict(H=h, D=d, BQ=128 // h, BLOCK_KV=block_kv, NUM_STAGES=stages, USE_TMA=tma, IS_FP4=fp4,
+    constexprs = dict(H=h, D=d, BQ=cols // h, BLOCK_KV=block_kv, NUM_STAGES=stages, USE_TMA=tma, IS_FP4=fp4,
                       FP4_DOT_BF16=True, COMPRESSED=compressed)
     return _compile(fn, sig, constexprs, warps, stages)
 
@@ -79,7 +80,8 @@ if __name__ == "__main__":
     ttgir = "--ttgir" in sys.argv
     for cfg in [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
                 dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
-                dict(compressed=True), dict(out="bf16"), dict(tma=False),
+                dict(compressed=True), dict(out="bf16"), dict(tma=False), dict(cols=256, warps=8),
+                dict(cols=256, warps=8, block_kv=128, stages=3),
                 dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2)]:
         report("prefill", cfg, compile_prefill(**cfg), ttgir)
     for cfg in [dict(), dict(out="bf16")]:

@@ -59,14 +59,16 @@ def random_fp4(*lead: int, head_dim: int):
     return packed, scale_bytes.view(torch.int32).squeeze(-1)
 
 
-def assert_logits_close(actual: torch.Tensor, expected: torch.Tensor, valid: torch.Tensor, check_mask: bool):
-    """Valid entries within the tolerance of the output dtype; -inf exactly at invalid entries when check_mask."""
+def assert_logits_close(actual: torch.Tensor, expected: torch.Tensor, valid: torch.Tensor, check_mask: bool,
+                        tolerance: float | None = None):
+    """Valid entries within the tolerance of the output dtype (or ``tolerance``); -inf exactly at invalid entries
+    when check_mask."""
     if check_mask:
         assert torch.equal(actual == NEG_INF, ~valid), "-inf mask differs from the valid range"
     got, want = actual.double()[valid], expected[valid]
     assert torch.isfinite(got).all()
     key = "reference_fp32_out" if actual.dtype == torch.float32 else "reference_bf16_out"
-    assert calc_diff(got, want) < TOLERANCES[key]
+    assert calc_diff(got, want) < (tolerance if tolerance is not None else TOLERANCES[key])
 
 
 # ---- non-paged ---------------------------------------------------------------------------------------------------
@@ -656,7 +658,9 @@ def _to_cuda(args: tuple) -> tuple:
 
 @pytest.mark.gpu
 def test_cuda_reference_matches_cpu_without_host_sync(num_sms_8):
-    """The references run on CUDA without a single host sync and agree with the CPU kernels."""
+    """The CUDA kernels (Triton where registered) run without a single host sync and agree with the CPU kernels.
+    The tolerance is the kernels' (tests/test_attention_triton.py): FP8 products summed by the tensor cores in another
+    order than the CPU reference's FP32 matmul."""
     calls = [
         (ops.fp8_fp4_mqa_logits.default, _mqa_flat(MqaCase(16, 129, 64, 128), True, 0, torch.float32)),
         (ops.fp8_fp4_mqa_logits.default, _mqa_flat(MqaCase(9, 130, 32, 128, fp4=True), False, 70, torch.bfloat16)),
@@ -680,7 +684,8 @@ def test_cuda_reference_matches_cpu_without_host_sync(num_sms_8):
             assert torch.equal(out, expected)
         else:
             valid = expected != NEG_INF
-            assert_logits_close(out, expected.double(), valid, check_mask=True)
+            assert_logits_close(out, expected.double(), valid, check_mask=True,
+                                tolerance=1e-6 if out.dtype == torch.float32 else 2e-5)
 
 
 @pytest.mark.gpu

@@ -23,14 +23,26 @@ INDEXER_OPS = ("fp8_fp4_mqa_logits", "fp8_mqa_logits", "get_paged_mqa_logits_met
                "fp8_paged_mqa_logits")
 
 
+ON_GPU = torch.cuda.is_available()
+
+
+def to_device(t):
+    """A CPU tensor on the GPU (when there is one) with its storage, offset and strides (misalignment and page
+    padding included), so the small cases below also run the compiled kernels; anything else as it is."""
+    if not ON_GPU or not isinstance(t, torch.Tensor):
+        return t
+    raw = torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage()).cuda()
+    return raw.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
 def run_launcher(op_name: str, *args, **launcher_kwargs):
-    """The op's check, then its Triton launcher (in the interpreter on CPU tensors); fails if the launcher
-    declines."""
-    full = _Binder(SCHEMAS[op_name])(args, {})
+    """The op's check, then its Triton launcher: in the interpreter on CPU tensors, or on copies of them on the GPU
+    (the result comes back to the CPU). Fails if the launcher declines."""
+    full = tuple(to_device(a) for a in _Binder(SCHEMAS[op_name])(args, {}))
     kernels_of(op_name).check(*full)
     out = kernels_of(op_name).triton(*full, **launcher_kwargs)
     assert out is not NotImplemented, f"the Triton launcher of {op_name} declined these arguments"
-    return out
+    return out.cpu()
 
 
 def misaligned_copy(t: torch.Tensor) -> torch.Tensor:
@@ -120,16 +132,18 @@ def test_clean_kernel_parts(monkeypatch, num_sms_8):
     monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", 1)
     monkeypatch.setattr(triton_launch, "CLEAN_BLOCK", 16)
     rows, cols = 6, 100
-    buffer = torch.randn(rows, 256)
-    out, before = buffer[:, :cols], buffer.clone()[:, :cols]
-    ks = torch.tensor([0, 5, -3, 70, 50, 99], dtype=torch.int32)
-    ke = torch.tensor([100, 37, 20, 40, 500, 99], dtype=torch.int32)
+    buffer = to_device(torch.randn(rows, 256))
+    out, before_full = buffer[:, :cols], buffer.clone()
+    ks = to_device(torch.tensor([0, 5, -3, 70, 50, 99], dtype=torch.int32))
+    ke = to_device(torch.tensor([100, 37, 20, 40, 500, 99], dtype=torch.int32))
     triton_launch.clean_rows(out, ks, ke, cols)
+    buffer, before_full, ks, ke = (t.cpu() for t in (buffer, before_full, ks, ke))
+    out, before = buffer[:, :cols], before_full[:, :cols]
     col = torch.arange(cols)[None, :]
     inside = (col >= ks[:, None]) & (col < ke[:, None])
     assert torch.equal(out[inside], before[inside])
     assert (out[~inside] == NEG_INF).all()
-    assert torch.equal(buffer[:, cols:], before._base[:, cols:])  # the padding columns are never written
+    assert torch.equal(buffer[:, cols:], before_full[:, cols:])  # the padding columns are never written
 
 
 def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
@@ -137,11 +151,12 @@ def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
     args, _ = make_mqa(case)
     first = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
     assert_bitwise_equal(first, run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32), "repeat")
-    other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32,
-                         config=triton_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3))
     valid = first != NEG_INF
-    assert torch.equal(other == NEG_INF, ~valid)
-    assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9
+    for cfg in (triton_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3),
+                triton_launch.PrefillConfig(block_kv=64, num_warps=8, num_stages=4, score_cols=256)):
+        other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32, config=cfg)
+        assert torch.equal(other == NEG_INF, ~valid), cfg
+        assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9, cfg
 
 
 # ---- paged (interpreter) ---------------------------------------------------------------------------------------
@@ -164,6 +179,7 @@ def test_schedule_kernel_matches_python_walk(lens, next_n, num_sms):
     if next_n == 1:  # 1-D lengths (issue 19): the same schedule as [B, 1]
         meta_1d = run_launcher("get_paged_mqa_logits_metadata", context_lens.view(-1), 64, num_sms, None)
         assert torch.equal(meta_1d, meta)
+        assert torch.equal(ops.get_paged_mqa_logits_metadata(context_lens.view(-1), 64, num_sms), meta)
 
 
 PAGED_KERNEL_CASES = [
@@ -196,9 +212,9 @@ def test_paged_kernel_one_dimensional_context_lens(next_n, num_sms_8):
     per_row = (lens_1d[:, None] - next_n + 1 + torch.arange(next_n, dtype=torch.int32)[None, :]).clamp(min=0)
     want = oracle_paged(q64, keys, weights, per_row, max_len)
     assert_logits_close(out, want, want != NEG_INF, check_mask=True)
-    reference = kernels_of("fp8_fp4_paged_mqa_logits").reference(q, q_sf, kv_cache, weights, lens_1d, block_table,
-                                                                  meta, max_len, True, torch.float32, None)
-    assert torch.equal(reference == NEG_INF, want == NEG_INF)
+    reference = ops.fp8_fp4_paged_mqa_logits(q, q_sf, kv_cache, weights, lens_1d, block_table, meta.to(q.device),
+                                             max_len, True, torch.float32, None)  # CPU: the reference kernel
+    assert_logits_close(reference, want, want != NEG_INF, check_mask=True)
 
 
 def test_paged_kernel_context_beyond_block_table(num_sms_8):
@@ -372,7 +388,7 @@ def test_gpu_compile_fullgraph():
         return prefill, deep_gemm.fp8_paged_mqa_logits(pq, cache, pw, lens, table, meta, max_len, clean_logits=True)
 
     args = (q, kv[0], kv[1], w, ks, ke, pq, cache, pw, lens, table)
-    compiled = torch.compile(fn, fullgraph=True)
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")  # the ops trace as opaque nodes
     for a, b in zip(compiled(*args), fn(*args)):
         assert_bitwise_equal(a, b, "compiled")
 
@@ -467,3 +483,20 @@ def test_replayed_calls_launch_what_a_fresh_call_would(stubbed_launches, num_sms
         assert replayed_out.untyped_storage().nbytes() == fresh_out.untyped_storage().nbytes()
         for f, r in zip(fresh, replayed):
             _same_launch(f, r, fresh_out, replayed_out)
+
+
+def test_one_dimensional_context_lens_under_fake_tensors(num_sms_8):
+    """The 1-D forms (issue 19) trace like the 2-D ones: fake outputs with the real sizes and strides."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    args, _ = make_paged(PagedCase(3, 2, 32, 64))
+    q, q_sf, kv_cache, weights, context_lens, block_table, meta, max_len = args
+    lens_1d = context_lens[:, -1].contiguous()
+    real = ops.fp8_fp4_paged_mqa_logits(q, q_sf, kv_cache, weights, lens_1d, block_table, meta, max_len, False,
+                                        torch.float32, None)
+    with FakeTensorMode() as mode:
+        fake_args = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t
+                     for t in (q, q_sf, kv_cache, weights, lens_1d, block_table, meta)]
+        fake = ops.fp8_fp4_paged_mqa_logits(*fake_args, max_len, False, torch.float32, None)
+        fake_meta = ops.get_paged_mqa_logits_metadata(fake_args[4], 64, 8)
+    assert fake.shape == real.shape and fake.stride() == real.stride()
+    assert fake_meta.shape == (9, 2)

@@ -101,7 +101,16 @@ def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b, route):
     assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)) < 1e-3
 
 
-def test_fp8_sm100_equations():
+@pytest.mark.parametrize("route", [None, "per_entry"])
+def test_fp8_sm100_equations(route):
+    from deep_gemm._ops.library import run_launcher
+
+    def fp8_einsum(expr, x, y, z, c=None, recipe=(1, 128, 128)):
+        if route is None:
+            deep_gemm.fp8_einsum(expr, x, y, z, c, recipe=recipe)
+        else:
+            assert run_launcher("fp8_einsum", expr, *x, *y, z, c, list(recipe),
+                                launcher_kwargs=dict(route=route)) is None
     h, r, d, b = 8, 512, 256, 640
     x = torch.randn((b, h, d), device="cuda", dtype=BF16)
     y = torch.randn((h, d, r), device="cuda", dtype=BF16)
@@ -111,7 +120,7 @@ def test_fp8_sm100_equations():
     for i in range(h):
         y_fp8[0][i], y_fp8[1][i] = deep_gemm.utils.per_block_cast_to_fp8(y[i], use_ue8m0=True)
     z = torch.empty((b, h, r), device="cuda", dtype=BF16)
-    deep_gemm.fp8_einsum("bhd,hdr->bhr", x_fp8, y_fp8, z)
+    fp8_einsum("bhd,hdr->bhr", x_fp8, y_fp8, z)
     assert calc_diff(z, torch.einsum("bhd,hdr->bhr", x, y)) < 1e-3
 
     yb = torch.randn((b, h, r), device="cuda", dtype=BF16)
@@ -121,7 +130,7 @@ def test_fp8_sm100_equations():
     xc = (xc[0].view(b, h, d), xc[1].view(-(-b // 128), h, d))
     yc = (yc[0].view(b, h, r), yc[1].view(-(-b // 128), h, r))
     z = z0.clone()
-    deep_gemm.fp8_einsum("bhd,bhr->hdr", xc, yc, z, z, recipe=(1, 1, 128))
+    fp8_einsum("bhd,bhr->hdr", xc, yc, z, z, recipe=(1, 1, 128))
     assert calc_diff(z, z0 + torch.einsum("bhd,bhr->hdr", x.float(), yb.float())) < 1e-3
 
 

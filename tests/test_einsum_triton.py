@@ -119,12 +119,13 @@ def test_empty_contractions_write_c_or_zeros():
         assert torch.count_nonzero(d) == 0
 
 
-def test_use_cublaslt_path_writes_through_the_permuted_view():
-    case = BH_CASES[0]
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("case", [BH_CASES[0], BH_CASES[2]], ids=str)
+def test_use_cublaslt_path_writes_through_the_permuted_view(case, accumulate):
     a, b = bf16_operands(case)
-    d = torch.empty(case.shape("bhd"), dtype=BF16)
-    run_triton("einsum", case.expr, a, b, d, None, True)  # torch.bmm into d's [h, b, d] view
-    assert_close(d, TRUTH[case.expr](a.double(), b.double()))
+    d, c, c_value = output_and_accumulator(case.shape(_subscripts(case.expr)[2]), BF16, accumulate)
+    run_triton("einsum", case.expr, a, b, d, c, True)  # torch.bmm / baddbmm into d's [h, b, *] view
+    assert_close(d, c_value + TRUTH[case.expr](a.double(), b.double()))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -174,7 +175,8 @@ def test_tile_config_rules():
         assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K
         assert et.bh_config(8, 4096, 1024, 4096, True) is et.BH_LARGE
         assert et.bh_config(8, 4096, 1024, 4096, False) is et.BH_MEDIUM  # FP32 out or C: no room for 128x256
-        assert et.bh_config(8, 32, 1024, 4096, True) is et.BH_SMALL_M
+        assert et.bh_config(8, 32, 1024, 4096, True) is et.BH_SMALL_M_NARROW  # 64 tiles of 128 columns: too few
+        assert et.bh_config(256, 32, 128, 512, True) is et.BH_SMALL_M
         assert all(c.block_n <= 128 for c in et.BH_CONFIGS if c not in et.BH_WIDE)
     finally:
         deep_gemm.set_num_sms(0)

@@ -322,3 +322,27 @@ def test_register_budget_keeps_the_first_build_without_spills_else_the_fewest():
     assert chooser(tolerated) == (budgets[0], [budgets[0]])
     just_over = {b: 0 for b in budgets} | {budgets[0]: tolerance + 1}
     assert chooser(just_over) == (budgets[1], list(budgets[:2]))
+
+
+def test_psum_decode_form_is_sized_by_its_expected_rows():
+    """expected_m_for_psum_layout sizes the tile choice of a psum call (A may hold G x Mmax rows, few of them used):
+    G segments of align(expected_m) rows, at most M; other calls are planned as they are."""
+    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, plan, sized_call
+    decode = Fp8Call(GROUPING["m_psum"], 32 * 4096, 7168, 3072, 32, 132, expected_m=24)
+    assert sized_call(decode).m == 32 * 128
+    assert sized_call(Fp8Call(GROUPING["m_psum"], 300, 7168, 3072, 32, 132, expected_m=24)).m == 300
+    prefill = Fp8Call(GROUPING["m_psum"], 4 * 8192, 7168, 3072, 4, 132)
+    assert sized_call(prefill) is prefill
+    p = plan(decode)
+    assert p.kernel == "ws" and p.ws.waves == 2 and p.grid == 132  # (the grid from M: an upper bound of the tiles)
+
+
+def test_psum_layout_is_stored_by_tma_with_or_without_zero_padding():
+    """The warp-specialised kernel stores psum tiles by TMA whether or not the gaps are zeroed (its tiles never reach
+    past a group's padded segment); the tl.* kernel keeps pointer stores when gap rows must stay untouched."""
+    from deep_gemm.gemm.fp8_triton import GROUPING, call_of
+    d = torch.empty(512, 256, dtype=torch.bfloat16)
+    for zero_gaps in (True, False):
+        call = call_of(GROUPING["m_psum"], 512, 256, 512, 4, d, None, False, zero_gaps=zero_gaps)
+        assert call.ws_d_tma
+        assert call.d_tma == zero_gaps

@@ -678,3 +678,36 @@ def test_m_grouped_psum_tiles_stay_inside_their_groups(monkeypatch, zero_pad, la
     torch.cuda.synchronize()
     check(d, starts2, stops2)
     assert used >= start
+
+
+@pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 208, [0, 128, 0, 640, 0]),
+                                    (128, 4096, [256, 384])])
+def test_k_grouped_nt_on_per_group_descriptors(monkeypatch, m, n, ks):
+    """K-grouped nt with the descriptors of each group's A and B blocks built on the device
+    (Fp8Overrides.k_grouped_device_descriptors): no concatenating copy, empty groups first / middle / last, N past
+    the last tile's second wave; bit-identical to the concatenating path (same operands, same promotion order)."""
+    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    calls = _spy_ws_launches(monkeypatch)
+    qa, qb = [], []
+    for kg in ks:
+        x = torch.randn(kg, m, device="cuda", dtype=torch.bfloat16)
+        y = torch.randn(kg, n, device="cuda", dtype=torch.bfloat16)
+        qa.append(per_token_cast_to_fp8(x.T.contiguous(), use_ue8m0=False) if kg else None)
+        qb.append(per_token_cast_to_fp8(y.T.contiguous(), use_ue8m0=False) if kg else None)
+    live = [i for i, kg in enumerate(ks) if kg]
+    a = (torch.cat([qa[i][0].flatten() for i in live]), torch.cat([qa[i][1] for i in live], dim=1))
+    b = (torch.cat([qb[i][0].flatten() for i in live]), torch.cat([qb[i][1] for i in live], dim=1))
+    c = torch.randn(len(ks), m, n, device="cuda")
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    outs = []
+    for in_place in (True, False):
+        d = torch.full_like(c, float("nan"))
+        run_forced("k_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, ks, layout, c,
+                   overrides=Fp8Overrides(k_grouped_device_descriptors=in_place))
+        outs.append(d)
+    assert len(calls) == 2
+    assert calls[0][-1] is not None and calls[1][-1] is None  # (group_blocks: in place, then concatenated)
+    for i, kg in enumerate(ks):
+        expected = c[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0)
+        assert calc_diff(outs[0][i], expected) < TOL
+    assert torch.equal(outs[0], outs[1])

@@ -60,8 +60,8 @@ def test_deepgemm_rows_against_torch_tf32(tf32_matmul, m, n, k, num_splits):
     assert calc_diff(fd, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
 
 
-SHAPES = [(m, n, k, s) for m in (1, 13, 137) for n in (8, 16, 24, 32, 64, 128) for k in (448, 7168)
-          for s in (None, 3, 16)]
+SHAPES = [(m, n, k, s) for m in (1, 13, 137) for n in (8, 24, 64, 128) for k in (448, 7168) for s in (None, 3, 16)]
+SHAPES += [(m, n, 7168, s) for m in (13, 137) for n in (16, 32) for s in (None, 16)]
 
 
 @pytest.mark.parametrize("m,n,k,num_splits", SHAPES, ids=[f"m{m}-n{n}-k{k}-s{s}" for m, n, k, s in SHAPES])
@@ -110,6 +110,9 @@ def test_second_call_replays_the_recorded_launch():
     a2, b2, d2, s2 = _inputs(13, 24, 7168, None, seed=1)
     deep_gemm.tf32_hc_prenorm_gemm(a2, b2, d2, s2)
     assert len(plans) == before and len(plans) >= 1
+    # The replay is the direct C launch with two TMA maps (A, and B encoded as TFLOAT32): B is rounded in the TMA
+    # unit, not by the pointer fallback.
+    assert any(p.direct is not None and len(p.direct.tma_words) == 2 for p in plans.values())
     assert calc_diff(d2, a2.double() @ round_to_tf32(b2).double().T) < TOLERANCES["vs_tf32_product"]
 
 

@@ -122,16 +122,17 @@ PLAN_CASES = list(itertools.product((1, 13, 137, 4096, 8192), (8, 24, 64, 128), 
 def test_plan_rules(m, n, k, splits):
     cfg = hc_plan.plan(m, n, k, splits, 132)
     assert cfg.block_n >= n and cfg.block_n >= 16
-    assert cfg.block_m == hc_plan.block_m_for(m)
+    assert cfg.block_m == hc_plan.block_m_for(m, cfg.block_n)
     stage_bytes = cfg.block_m * BLOCK_K * 2 + cfg.block_n * BLOCK_K * 4
     assert hc_plan.MIN_STAGES <= cfg.stages <= hc_plan.MAX_STAGES
     assert cfg.stages * stage_bytes <= hc_plan.SMEM_ONE_PROGRAM
     tiles = -(-m // cfg.block_m) * splits
     if cfg.sub > 1:
-        assert tiles * cfg.sub <= 132, "sub-splits only fill idle SMs"
+        assert tiles * cfg.sub <= hc_plan.PROGRAMS_PER_SM * 132, "sub-splits only fill idle program slots"
         assert (k // BLOCK_K) // splits // cfg.sub >= hc_plan.MIN_K_BLOCKS_PER_SUB
         assert cfg.block_n <= hc_plan.MAX_BLOCK_N_WITH_SUB
-        assert cfg.red_chunk * cfg.block_m * cfg.block_n <= max(hc_plan.REDUCTION_TILE_ELEMS, cfg.block_m * cfg.block_n)
+        assert cfg.red_chunk * cfg.block_m * cfg.block_n <= hc_plan.REDUCTION_TILE_ELEMS or cfg.red_chunk == 1
+        assert -(-cfg.sub // cfg.red_chunk) <= hc_plan.MAX_REDUCTION_ROUNDS
     if m <= 137 and n <= 64:
         most = tiles * max(1, (k // BLOCK_K) // splits // hc_plan.MIN_K_BLOCKS_PER_SUB)
-        assert tiles * cfg.sub >= min(66, most), "decode sizes must not run on a handful of SMs"
+        assert tiles * cfg.sub >= min(24, most), "decode sizes must not run on a handful of SMs"

@@ -63,3 +63,31 @@ def split_k_buffers(d: torch.Tensor, split: int, num_counters: int, ws_elems: in
         recorder.scratch.append(ws)
         recorder.persistent.append(counters)
     return ws, counters
+
+
+# ---- a kept split-K workspace per (device, stream) ------------------------------------------------------------------
+
+_WORKSPACES: dict = {}
+_WORKSPACES_LOCK = threading.Lock()
+
+
+def stream_workspace(d: torch.Tensor, elems: int) -> torch.Tensor:
+    """At least ``elems`` FP32 elements of split-K workspace for launches writing ``d`` on the current stream of its
+    device, kept between calls (fresh inside a graph capture, like ``arrival_counters``).
+
+    Launches queued on one stream run in order, so consecutive calls may reuse one workspace: a kernel that writes
+    its partials and reads them back before it ends (the last arriver's reduction) leaves nothing behind that the
+    next launch could see. Keeping it saves the per-call allocation on the host path of small launches. When a call
+    needs more, a larger buffer replaces it; the smaller one stays alive as long as a launch plan holds it, and the
+    caching allocator reuses its memory only in stream order."""
+    if capturing(d):
+        return torch.empty(elems, dtype=torch.float32, device=d.device)
+    key = (d.get_device(), stream_of(d))
+    buf = _WORKSPACES.get(key)
+    if buf is None or buf.numel() < elems:
+        with _WORKSPACES_LOCK:
+            buf = _WORKSPACES.get(key)
+            if buf is None or buf.numel() < elems:
+                buf = torch.empty(elems, dtype=torch.float32, device=d.device)
+                _WORKSPACES[key] = buf
+    return buf

@@ -37,8 +37,8 @@ def fp8_fp4_mqa_logits(q: QPair, kv: Sequence[torch.Tensor], weights: torch.Tens
         ``int8 [S, H, D/2]`` (low nibble = even element) and Q_SF ``int32 [S, H]`` holding ``D/32`` UE8M0 exponent
         bytes (one per 32 values along D; DeepGEMM SM100).
     kv : (Tensor, Tensor)
-        ``(KV, KV_SF)``: FP8 ``[SK, D]`` with FP32 ``[SK]`` scales, or (with FP4 Q) packed FP4 ``int8 [SK, D/2]``
-        with ``int32 [SK]`` UE8M0 scales. Both contiguous.
+        ``(KV, KV_SF)``: FP8 ``[SK, D]`` with FP32 ``[SK]`` (or ``[SK, 1]``) scales, or (with FP4 Q) packed FP4
+        ``int8 [SK, D/2]`` with ``int32 [SK]`` UE8M0 scales. Both contiguous.
     weights : Tensor
         ``[S, H]`` FP32 (or BF16 when ``logits_dtype`` is BF16), heads contiguous (``stride(1) == 1``).
     cu_seq_len_k_start, cu_seq_len_k_end : Tensor
@@ -59,9 +59,9 @@ def fp8_fp4_mqa_logits(q: QPair, kv: Sequence[torch.Tensor], weights: torch.Tens
         ``[S, max_seqlen_k]`` of ``[align(S, 128 / H), align(align(max_seqlen_k, 256), 1024 / elt)]``.
 
     Maths: FP8 ``logits[i, j] = kv_sf[j] * sum_h weights[i, h] * relu(Q[i, h] . KV[j])``; FP4 dequantises both
-    operands per 32 values first. FP32 accumulation; bitwise deterministic. Constraints: H in {8, 16, 32, 64} (the
-    SM90 kernel: 32, 64), D in {32, 64, 128} (FP4: 64, 128). ks/ke are not range-checked (it would need a device
-    sync); keys outside ``[0, SK)`` count as invalid.
+    operands per 32 values first. FP32 accumulation; bitwise deterministic. Constraints: H in {8, 16, 32, 64}
+    (DeepGEMM's SM90 kernel: 32, 64; ours on Hopper takes all four, FP4 included), D in {32, 64, 128} (FP4: 64,
+    128). ks/ke are not range-checked (it would need a device sync); keys outside ``[0, SK)`` count as invalid.
 
     Example
     -------
@@ -94,9 +94,10 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     Parameters
     ----------
     context_lens : Tensor
-        ``int32 [B, next_n]`` contiguous (only the 2-D form exists), the valid context length of every query row.
+        ``int32 [B, next_n]`` contiguous, the valid context length of every query row; or the older 1-D form
+        ``int32 [B]`` (vLLM 0.11, the V3.2-era SGLang indexer), scheduled as ``[B, 1]``.
     block_kv : int
-        Tokens per KV-cache page, 32 or 64 (the SM90 kernel: 64). The split size is 256 tokens regardless.
+        Tokens per KV-cache page, 32 or 64 (DeepGEMM's SM90 kernel: 64). The split size is 256 tokens regardless.
     num_sms : int
         SMs the paged kernel will run on; must equal ``get_num_sms()`` at that time.
     indices : None
@@ -136,7 +137,8 @@ def fp8_fp4_paged_mqa_logits(q: QPair, kv_cache: torch.Tensor, weights: torch.Te
     weights : Tensor
         ``[B * next_n, H]`` FP32 (BF16 needs BF16 logits), heads contiguous.
     context_lens : Tensor
-        ``int32 [B, next_n]`` contiguous: row ``b * next_n + n`` sees tokens ``t < context_lens[b, n]``.
+        ``int32 [B, next_n]`` contiguous: row ``b * next_n + n`` sees tokens ``t < context_lens[b, n]``. The older
+        1-D form ``int32 [B]`` means DeepGEMM's causal rows: row n sees ``t < context_lens[b] - next_n + n + 1``.
     block_table : Tensor
         ``int32 [B, max_blocks]``, ``stride(1) == 1``: page of token t of sequence b is
         ``block_table[b, t // block_kv]``. Page ids must lie in ``[0, num_blocks)`` (not checked: it would need a
@@ -159,8 +161,9 @@ def fp8_fp4_paged_mqa_logits(q: QPair, kv_cache: torch.Tensor, weights: torch.Te
         ``[B * next_n, max_context_len]`` view of a buffer with row stride
         ``align(align(max_context_len, 256), 1024 / elt)``:
         ``logits[b * next_n + n, t] = sum_h weights[., h] * relu(Q[b, n, h] . K_t)`` with ``K_t`` the dequantised
-        token (FP8 value times its scale). FP32 accumulation; bitwise deterministic. H in {8, 16, 32, 64} (the SM90
-        kernel: 32, 64), D in {32, 64, 128} (FP4: 64, 128), block_kv 32 or 64, next_n >= 1 (the SM90 kernel: 1, 2).
+        token (FP8 value times its scale). FP32 accumulation; bitwise deterministic. H in {8, 16, 32, 64}, D in
+        {32, 64, 128} (FP4: 64, 128), block_kv 32 or 64, next_n >= 1 (DeepGEMM's SM90 kernel: H 32 or 64, D 128,
+        block_kv 64, next_n 1 or 2, FP8; ours on Hopper takes every combination listed).
 
     Example
     -------

@@ -5,9 +5,10 @@ Each check takes exactly the op's schema arguments, reads metadata only (dtype, 
 block ids in range, context lengths within the block table) would need a device sync; they are documented on the
 public functions instead and the references stay memory-safe when they are broken.
 
-Accepted values are the union of DeepGEMM's SM90 and SM100 limits wherever the torch reference computes them
-exactly (head counts 8 and 16, block_kv 32, next_n > 2, packed FP4 Q/KV, BF16 weights with BF16 logits); the SM90
-kernels cover H in {32, 64}, block_kv 64, next_n in {1, 2}, FP8 only.
+Accepted values are the union of DeepGEMM's SM90 and SM100 limits (head counts 8 and 16, block_kv 32, next_n > 2,
+packed FP4 Q/KV, BF16 weights with BF16 logits; DeepGEMM's SM90 kernels cover H in {32, 64}, block_kv 64, next_n in
+{1, 2}, FP8 only); our Triton kernels cover all of them. Older call forms are accepted where they are unambiguous:
+1-D ``context_lens`` and ``[SK, 1]`` KV scales.
 """
 
 from __future__ import annotations

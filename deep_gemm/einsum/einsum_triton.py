@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._triton.launch import descriptor, launch
+from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
 from .._triton.scratch import split_k_buffers
 from ..gemm.operands import FP8, resolve_recipe
@@ -42,23 +42,31 @@ class TileConfig:
     num_stages: int
     persistent: bool = False  # grid = #SMs (programs loop over tiles) instead of one program per tile
     flatten: bool = False  # (persistent) one software pipeline across tiles (tl.range(flatten=True))
+    d_halves: bool = False  # (bh kernel, TMA-stored D) store D as two half-width tiles: half the epilogue buffer
 
     def __str__(self) -> str:
         return (f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
-                f"{' persistent' if self.persistent else ''}{' flat' if self.flatten else ''}")
+                f"{' persistent' if self.persistent else ''}{' flat' if self.flatten else ''}"
+                f"{' halves' if self.d_halves else ''}")
 
 
 # BF16 batched (bh*) configs: 128x256 for large compute-bound problems, 128x128 otherwise, 64-row tiles for small M.
-BH_LARGE = TileConfig(128, 256, 64, 8, 3, persistent=True)
+# 128x256 stores D in two halves, so that a fourth stage fits (224 KB of shared memory).
+BH_LARGE = TileConfig(128, 256, 64, 8, 4, persistent=True, d_halves=True)
 BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
 BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
+# Small M with too few 128-column tiles to occupy the SMs (e.g. 4 tokens x 8 heads x 1024 columns): 64 columns.
+BH_SMALL_M_NARROW = TileConfig(64, 64, 64, 4, 6)
 # Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
 # Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
-BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3), TileConfig(64, 256, 64, 4, 3))
-BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SHORT_K, TileConfig(128, 128, 64, 8, 4, persistent=True),
-                        TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 3),
+BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3, persistent=True), TileConfig(128, 256, 64, 8, 3),
+           TileConfig(64, 256, 64, 4, 3), TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True),
+           TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True))
+BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K,
+                        TileConfig(128, 128, 64, 8, 4, persistent=True), TileConfig(128, 128, 64, 8, 4),
+                        TileConfig(64, 128, 64, 4, 3),
                         TileConfig(64, 128, 64, 4, 4, persistent=True, flatten=True))
 BMK_CONFIGS = (TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 4))
 FP8_CONFIGS = (TileConfig(128, 128, 128, 8, 4, persistent=True), TileConfig(64, 128, 128, 4, 4),
@@ -79,7 +87,7 @@ def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfi
     """``plain_bf16_out``: BF16 D stored by TMA without C, the only epilogue the 128x256 tile has room for (FP32 or
     C tiles exceed shared memory; pointer stores spill)."""
     if m <= 64:
-        return BH_SMALL_M
+        return BH_SMALL_M_NARROW if g * _cdiv(m, 64) * _cdiv(n, 128) < _num_sms() else BH_SMALL_M
     if plain_bf16_out and n >= 256 and k >= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 256) >= _num_sms():
         return BH_LARGE
     if k <= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 128) >= 2 * _num_sms():
@@ -146,11 +154,12 @@ def _launch_bh(a3, b3, b_k_major: bool, d3, c3, cfg: TileConfig, recorder) -> No
     grid = (_grid(cfg, tiles), 1, 1)
     a_desc = _desc3(a3, (1, bm, bk))
     b_desc = _desc3(b3, (1, bn, bk) if b_k_major else (1, bk, bn))
-    d_desc, c_desc, d_tma, c_tma = _out_descs(d3, c3, bm, bn, a_desc)
+    d_desc, c_desc, d_tma, c_tma = _out_descs(d3, c3, bm, bn // 2 if cfg.d_halves else bn, a_desc)
     c_arg = c3 if c3 is not None else d3
     args = (a_desc, b_desc, d_desc, c_desc, d3, c_arg, g, m, n, k, d3.stride(0), d3.stride(1),
             c_arg.stride(0) if c3 is not None else 0, c_arg.stride(1) if c3 is not None else 0,
-            bm, bn, bk, 8, grid[0], cfg.num_stages, b_k_major, c3 is not None, d_tma, c_tma, cfg.flatten)
+            bm, bn, bk, 8, grid[0], cfg.num_stages, b_k_major, c3 is not None, d_tma, c_tma, cfg.flatten,
+            cfg.d_halves and d_tma)
     launch(_bh_einsum_gemm_kernel, grid, args, name="bh_einsum_gemm",
            config_key=(cfg, grid[0], b_k_major, c3 is not None, d_tma, c_tma, d3.dtype), num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d3.device.index or 0, record=_record(recorder))
@@ -234,7 +243,7 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | None = None, 
     c3 = None if c is None else c.permute(eq.perm_out)
     plain = d.dtype == torch.bfloat16 and c is None and _tma_ready(d3)
     cfg = config or bh_config(g, m, n, k, plain)
-    if cfg.block_n > 128 and not plain:
+    if (cfg.block_n > 128 or cfg.d_halves) and not plain:
         return NotImplemented  # (a pinned config without room for this epilogue)
     _launch_bh(a3, b3, b_k_major, d3, c3, cfg, recorder)
     return None
@@ -251,6 +260,7 @@ def _fp8_supported(sfa, sfb, recipe) -> bool:
 
 # K-major copies pad each row to this many elements (16 bytes of FP8), so that their row stride suits TMA.
 _FP8_ROW_ALIGN = 16
+_TRANSPOSE_BLOCK = 64
 
 
 def _k_major_fp8(x3: torch.Tensor) -> torch.Tensor:
@@ -261,7 +271,15 @@ def _k_major_fp8(x3: torch.Tensor) -> torch.Tensor:
     g, mn, k = x3.shape
     padded = torch.empty((g, mn, -(-k // _FP8_ROW_ALIGN) * _FP8_ROW_ALIGN), dtype=x3.dtype, device=x3.device)
     view = padded[:, :, :k]
-    view.copy_(x3)
+    if x3.is_cuda and not interpreting() and x3.stride(1) == 1 and view.numel():
+        # The coalesced FP8 transpose of the GEMM family (torch's strided copy is ~10x slower on such operands).
+        from ..gemm.kernels.transpose import _transpose_kernel
+        grid = (_cdiv(mn, _TRANSPOSE_BLOCK), _cdiv(k, _TRANSPOSE_BLOCK), g)
+        _transpose_kernel[grid](x3.view(torch.uint8), view.view(torch.uint8), mn, k, x3.stride(0), x3.stride(2),
+                                view.stride(0), view.stride(1), BR=_TRANSPOSE_BLOCK, BC=_TRANSPOSE_BLOCK,
+                                num_warps=4)
+    else:
+        view.copy_(x3)
     return view
 
 

@@ -57,9 +57,10 @@ def _store_part(acc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, 
 @triton.jit
 def _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg,
                 stride_cm, BM: tl.constexpr, BN: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
-                C_TMA: tl.constexpr):
+                C_TMA: tl.constexpr, D_HALVES: tl.constexpr = False):
     """D[g, tile] = C[g, tile] + acc, rounded once to D's dtype. With D_TMA (and C_TMA) one TMA store (load) of the
-    tile (out-of-range rows and columns are clipped / zero-filled by the hardware); otherwise masked pointers, in
+    tile (out-of-range rows and columns are clipped / zero-filled by the hardware), or two half-width stores
+    (D_HALVES: d_desc's block is [1, BM, BN/2], so the epilogue buffer is half a tile); otherwise masked pointers, in
     four column quarters (a whole tile of 64-bit addresses would not fit in registers next to the accumulator)."""
     if D_TMA:
         if HAS_C:
@@ -72,7 +73,12 @@ def _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride
                 c = tl.load(c_ptr + g * stride_cg + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask,
                             other=0.0)
                 acc += c.to(tl.float32)
-        d_desc.store([g, off_m, off_n], acc.to(d_desc.dtype).reshape(1, BM, BN))
+        if D_HALVES:  # two [BM, BN/2] stores through a half-width descriptor: half the epilogue buffer
+            left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+            d_desc.store([g, off_m, off_n], left.to(d_desc.dtype).reshape(1, BM, BN // 2))
+            d_desc.store([g, off_m, off_n + BN // 2], right.to(d_desc.dtype).reshape(1, BM, BN // 2))
+        else:
+            d_desc.store([g, off_m, off_n], acc.to(d_desc.dtype).reshape(1, BM, BN))
     else:
         left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
         _store_half(left, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg, stride_cm, BM,
@@ -112,7 +118,7 @@ def _bh_einsum_gemm_kernel(
         G, M, N, K, stride_dg, stride_dm, stride_cg, stride_cm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, B_K_MAJOR: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
-        C_TMA: tl.constexpr, FLATTEN: tl.constexpr):
+        C_TMA: tl.constexpr, FLATTEN: tl.constexpr, D_HALVES: tl.constexpr):
     pid = tl.program_id(0)
     num_tiles = G * tl.cdiv(M, BM) * tl.cdiv(N, BN)
     num_kb = tl.cdiv(K, BK)
@@ -126,7 +132,7 @@ def _bh_einsum_gemm_kernel(
             b = _load_b(b_desc, g, off_n, kb * BK, BN, BK, B_K_MAJOR)
             acc = tl.dot(a, b, acc)  # chained: the K order of cuBLAS's FP32 accumulation
         _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg,
-                    stride_cm, BM, BN, HAS_C, D_TMA, C_TMA)
+                    stride_cm, BM, BN, HAS_C, D_TMA, C_TMA, D_HALVES)
 
 
 @triton.jit

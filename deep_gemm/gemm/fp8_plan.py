@@ -79,6 +79,12 @@ SPLIT_TILE_MIN_K = 1024
 # Widths of a tail tile's narrow wave: wgmma, TMA boxes and shared-memory shapes take these; wider tails are split
 # 128 + 64.
 TAIL_WAVE_WIDTHS = (16, 32)
+# K-grouped nt calls hand the warp-specialised kernel A and B as they come (each group's [M, K_g] / [N, K_g] block
+# in turn; the producer builds the group's TMA descriptors on the device) instead of concatenating the blocks into
+# one [rows, sum K] matrix per operand first: that copy moves sum K x (M + N) bytes twice per call, ~10 % of the
+# call at DeepGEMM's K-grouped shapes. Off until measured on the GPU (scripts/gpu/moe.sh times both);
+# Fp8Overrides.k_grouped_device_descriptors forces either.
+K_GROUPED_DEVICE_DESCRIPTORS = False
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -98,6 +104,9 @@ class Fp8Overrides:
     staged_scales_bn: tuple | None = None  # WS_STAGED_SCALES_BN
     split_k_staged_scales: bool | None = None  # WS_SPLIT_K_STAGED_SCALES
     config: configs.Fp8GemmConfig | None = None  # the tile config instead of the heuristic's (sweeps)
+    # K-grouped nt on the warp-specialised kernel: descriptors over each group's A and B blocks built on the device
+    # instead of one concatenating copy of A and B per call (K_GROUPED_DEVICE_DESCRIPTORS)
+    k_grouped_device_descriptors: bool | None = None
 
     def __post_init__(self):
         if self.ws_mode is not None and self.ws_mode not in WS_MODES:

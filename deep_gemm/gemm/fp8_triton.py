@@ -175,12 +175,15 @@ def call_of(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Ten
 
 
 def _execute(p: Fp8Plan, call: Fp8Call, *, a, b, sfa, sfb, d, c, layout, strides_sfa, strides_sfb, stride_dg,
-             stride_dm, stride_cg=0, recorder=None) -> None:
+             stride_dm, stride_cg=0, recorder=None, group_blocks=None) -> None:
     """Launch what plan ``p`` says for ``call``: ``a`` [rows, K] and ``b`` [rows, K] are K-major row matrices (B's
-    groups stacked), ``layout`` the grouped layout tensor (None for dense)."""
+    groups stacked), ``layout`` the grouped layout tensor (None for dense). ``group_blocks`` (K-grouped on the
+    warp-specialised kernel): (A, B) storage as per-group blocks, whose descriptors the kernel builds; ``a`` and
+    ``b`` are then one group's blocks (for the descriptors' layouts)."""
     cfg = p.config
     if p.kernel == "ws":
-        _execute_ws(p, call, a, b, sfa, sfb, d, c, layout, strides_sfa, strides_sfb, stride_dg, stride_dm, recorder)
+        _execute_ws(p, call, a, b, sfa, sfb, d, c, layout, strides_sfa, strides_sfb, stride_dg, stride_dm, recorder,
+                    group_blocks)
         return
     m, n, split = call.m, call.n, cfg.split_k
     grid = (p.grid, 1, 1)
@@ -204,7 +207,7 @@ def _execute(p: Fp8Plan, call: Fp8Call, *, a, b, sfa, sfb, d, c, layout, strides
 
 
 def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides_sfa, strides_sfb, stride_dg,
-                stride_dm, recorder) -> None:
+                stride_dm, recorder, group_blocks=None) -> None:
     """Launch the warp-specialised kernel variant ``p.ws``."""
     from .kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel
     cfg, w = p.config, p.ws
@@ -216,6 +219,9 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
     # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
     slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
     ws, counters = split_k_buffers(d, cfg.split_k, slabs, slabs * cfg.split_k * 64 * cfg.block_n, recorder)
+    kg_desc = group_blocks is not None
+    if kg_desc:  # (the split-K slots carry A's and B's storage: fp8_gemm_ws, KG_DESC)
+        ws, counters = group_blocks
     a_gluon = _gluon_operand_desc(a, w.block_m)
     d_desc = _gluon_slab_desc(d_rows, w.bn)
     d2_desc = _gluon_slab_desc(d_rows, w.narrow) if w.split_tile else d_desc
@@ -232,11 +238,11 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
             w.narrow, w.c_tma, w.scales_smem, cfg.split_k)
     variant = ("ws", w.block_m, w.bn, cfg.group_m, d.dtype, w.stages, call.grouping, call.b_per_row, call.has_c,
                w.d_tma, call.zero_gaps, call.psum_align, grid[0], g_pad, w.waves, w.along_n, w.narrow, w.c_tma,
-               w.scales_smem, cfg.split_k)
+               w.scales_smem, cfg.split_k, kg_desc)
     device_index = d.device.index or 0
 
     def compiled(regs):
-        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs), name="fp8_gemm_ws",
+        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc), name="fp8_gemm_ws",
                                config_key=(*variant, regs), num_warps=4, num_stages=1, device_index=device_index)
     if len(w.register_budgets) == 1:
         regs = w.register_budgets[0]
@@ -245,8 +251,9 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
         if regs is None:
             regs = ws_register_budget(lambda r: compiled(r).n_spills)
             _WS_BUDGETS[(variant, device_index)] = regs
-    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs), name="fp8_gemm_ws", config_key=(*variant, regs), num_warps=4,
-           num_stages=1, device_index=device_index, record=recorder.launches if recorder is not None else None)
+    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc), name="fp8_gemm_ws", config_key=(*variant, regs),
+           num_warps=4, num_stages=1, device_index=device_index,
+           record=recorder.launches if recorder is not None else None)
 
 
 def _write_without_product(d, c) -> None:
@@ -411,6 +418,16 @@ def _k_grouped_rows(layout: str, data: torch.Tensor, rows: int, ks: list[int]) -
     return blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)
 
 
+def _group_blocks_in_place(layout: str, p: Fp8Plan, a: torch.Tensor, b: torch.Tensor, overrides) -> bool:
+    """Whether a K-grouped call runs on its per-group blocks as they are (fp8_plan.K_GROUPED_DEVICE_DESCRIPTORS):
+    the nt layout on the warp-specialised kernel, with 16-byte aligned storage (each block then starts aligned)."""
+    wanted = overrides.k_grouped_device_descriptors
+    if wanted is None:
+        wanted = fp8_plan.K_GROUPED_DEVICE_DESCRIPTORS
+    return (wanted and layout == "nt" and p.kernel == "ws" and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+            and a.is_contiguous() and b.is_contiguous())
+
+
 def _k_grouped(layout: str):
     def k_grouped(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout, *,
                   overrides: Fp8Overrides = NO_OVERRIDES):
@@ -425,9 +442,15 @@ def _k_grouped(layout: str):
         p = _plan_for(call, overrides)
         sfa_strides = (0, sfa.stride(0), sfa.stride(1)) if layout == "nt" else (0, sfa.stride(1), sfa.stride(0))
         sfb_strides = (0, sfb.stride(0), sfb.stride(1)) if layout == "nt" else (0, sfb.stride(1), sfb.stride(0))
-        _execute(p, call, a=_k_grouped_rows(layout, a, m, ks), b=_k_grouped_rows(layout, b, n, ks), sfa=sfa,
-                 sfb=sfb, d=d, c=c, layout=grouped_layout, strides_sfa=sfa_strides, strides_sfb=sfb_strides,
-                 stride_dg=d.stride(0), stride_dm=d.stride(1), stride_cg=c.stride(0) if c is not None else 0)
+        common = dict(sfa=sfa, sfb=sfb, d=d, c=c, layout=grouped_layout, strides_sfa=sfa_strides,
+                      strides_sfb=sfb_strides, stride_dg=d.stride(0), stride_dm=d.stride(1),
+                      stride_cg=c.stride(0) if c is not None else 0)
+        if _group_blocks_in_place(layout, p, a, b, overrides):
+            first = next(kg for kg in ks if kg)  # (descriptor layouts only: the kernel builds each group's own)
+            _execute(p, call, a=a[:m * first].view(m, first), b=b[:n * first].view(n, first),
+                     group_blocks=(a, b), **common)
+            return None
+        _execute(p, call, a=_k_grouped_rows(layout, a, m, ks), b=_k_grouped_rows(layout, b, n, ks), **common)
         return None
 
     k_grouped.__name__ = f"k_grouped_fp8_gemm_{layout}_contiguous"

@@ -5,9 +5,11 @@ The op is memory-bound on A (BF16 [M, K]); B (FP32 [N, K], N <= 128) is re-read 
 decides the speed is how many SMs stream A at once and how deep each one's pipeline is:
 
 * one row block of BM rows per program (BM 16 / 32 / 64 by M: small M wastes no MMA rows; BM = 64 is one wgmma);
-* output splits (the caller's ``num_splits``, else 1) x row blocks = tiles. Where the tiles do not fill the SMs
-  (decode sizes, e.g. M = 13 has one row block: DeepGEMM runs it on one SM), each tile's K range is cut again into
-  ``sub`` sub-splits of at least ``MIN_K_BLOCKS_PER_SUB`` blocks, reduced on the device by the last to arrive;
+* output splits (the caller's ``num_splits``, else 1) x row blocks = tiles. Where the tiles do not give every SM
+  ``PROGRAMS_PER_SM`` programs (decode sizes, e.g. M = 13 has one row block: DeepGEMM runs it on one SM; M = 8192
+  has 128 row blocks for 132 SMs), each tile's K range is cut again into ``sub`` sub-splits of at least
+  ``MIN_K_BLOCKS_PER_SUB`` blocks, reduced on the device by the last to arrive in at most
+  ``MAX_REDUCTION_ROUNDS`` rounds of ``red_chunk`` loads;
 * stages fill the shared memory one program per SM may use, or half of it when several programs share an SM.
 """
 
@@ -25,8 +27,15 @@ SMEM_ONE_PROGRAM = 200 * 1024
 # ... and per program when two share an SM (more programs than SMs).
 SMEM_TWO_PROGRAMS = 100 * 1024
 MIN_STAGES, MAX_STAGES = 2, 12
-# Registers per thread the last arriver's reduction may hold for one chunk of partials (4 warps).
-REDUCTION_TILE_ELEMS = 2048
+# Programs per SM the sub-splits aim for: two resident programs hide each other's per-K-block waits (the MMA
+# is waited for before the next block's operands are read).
+PROGRAMS_PER_SM = 2
+# Partial-tile elements the last arriver loads at once (4 warps: 64 FP32 registers per thread, which keeps the
+# [64, 32] reduction config at ~150 registers, two programs per SM; 16384 took it to 255), and how
+# many rounds of such loads the reduction may take (each round costs about one L2 latency).
+REDUCTION_TILE_ELEMS = 8192
+MAX_RED_CHUNK = 16
+MAX_REDUCTION_ROUNDS = 4
 # The widest B tile: the sub-split reduction of a [64, 128] tile spills, so N > 64 runs without sub-splits.
 MAX_BLOCK_N_WITH_SUB = 64
 # Grid x dimension limit (programs in one launch).
@@ -51,26 +60,30 @@ class HcConfig:
         return self.sub > 1
 
 
-def block_m_for(m: int) -> int:
-    return 16 if m <= 16 else 32 if m <= 32 else 64
+def block_m_for(m: int, bn: int = 32) -> int:
+    # (a [16, 128] tile spills on the mma.sync path: N > 64 starts at 32 rows)
+    return (16 if m <= 16 and bn <= 64 else 32) if m <= 32 else 64
 
 
 def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
     """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs."""
-    bm = block_m_for(m)
     bn = max(16, next_pow2(n))
+    bm = block_m_for(m, bn)
     num_kb = k // BLOCK_K
     tiles = -(-m // bm) * splits
+    red_chunk = max(1, min(MAX_RED_CHUNK, REDUCTION_TILE_ELEMS // (bm * bn)))
     sub = 1
-    if tiles < num_sms and bn <= MAX_BLOCK_N_WITH_SUB:
-        sub = max(1, min(num_sms // tiles, (num_kb // splits) // MIN_K_BLOCKS_PER_SUB))
+    if tiles < PROGRAMS_PER_SM * num_sms and bn <= MAX_BLOCK_N_WITH_SUB:
+        sub = max(1, min(PROGRAMS_PER_SM * num_sms // tiles, (num_kb // splits) // MIN_K_BLOCKS_PER_SUB,
+                         MAX_REDUCTION_ROUNDS * red_chunk))
     programs = tiles * sub
     stage_bytes = bm * BLOCK_K * 2 + bn * BLOCK_K * 4
     budget = SMEM_ONE_PROGRAM if programs <= num_sms else SMEM_TWO_PROGRAMS
     # (not capped by the K blocks a program streams: fewer distinct configs to compile, and a short loop only
     # predicates its extra prologue loads off)
     stages = max(MIN_STAGES, min(MAX_STAGES, budget // stage_bytes))
-    red_chunk = min(next_pow2(sub), max(1, REDUCTION_TILE_ELEMS // (bm * bn))) if sub > 1 else 1
+    # (one chunk size per tile shape, not per call: loads past SUB are masked off, and fewer variants compile)
+    red_chunk = red_chunk if sub > 1 else 1
     return HcConfig(bm, bn, stages, sub, red_chunk)
 
 
@@ -88,7 +101,7 @@ def compile_configs() -> list[dict]:
                 for splits in (1, 16):
                     c = plan(m, n, k, splits, 132)
                     key = (c.block_m, c.block_n, c.stages, c.reduce, c.red_chunk)
-                    # The pointer fallback (no direct launch path: not Triton 3.6) spills at BN = 128.
+                    # The pointer fallback (no direct launch path: not Triton 3.6) is checked at BN <= 32 only.
                     for b_tma in ((True, False) if c.block_n <= 32 else (True,)):
                         if (key, b_tma) not in seen:
                             seen.add((key, b_tma))

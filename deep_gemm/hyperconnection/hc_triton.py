@@ -14,7 +14,7 @@ from __future__ import annotations
 from .._triton.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, direct_launch_available,
                               interpreting, launch)
 from .._triton.plans import ConfigCache, replayable
-from .._triton.scratch import split_k_buffers
+from .._triton.scratch import arrival_counters, stream_workspace
 from ..runtime import get_num_sms
 from . import hc_plan
 from .checks import BLOCK_K
@@ -50,7 +50,13 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config:
         return NotImplemented  # more splits than one launch has programs: the reference writes them
     tiles = programs // cfg.sub
     tile_elems = cfg.block_m * cfg.block_n + cfg.block_m
-    ws, counters = split_k_buffers(d, cfg.sub, tiles, tiles * cfg.sub * tile_elems, recorder)
+    if cfg.sub > 1:
+        # Both kept per stream (the workspace too: _triton/scratch.stream_workspace), so a replay allocates nothing.
+        ws, counters = stream_workspace(d, tiles * cfg.sub * tile_elems), arrival_counters(d, tiles)
+        if recorder is not None:
+            recorder.persistent += [ws, counters]
+    else:
+        ws, counters = d, d  # (unused)
     a_desc = descriptor(a, (m, k), (a.stride(0) if m > 1 else k, 1), (cfg.block_m, BLOCK_K))
     stride_ds = d.stride(0) if d.dim() == 3 else 0
     stride_dm = d.stride(-2) if m > 1 else n

@@ -1,9 +1,9 @@
 """TF32 pre-norm GEMM with row sums of squares (tl.*): ``d = a @ tf32(b).T`` and ``sqr_sum = sum(a^2, -1)``.
 
 Maths: A is BF16 (exact in TF32 and FP32), B is FP32 rounded to TF32 (10 mantissa bits) to nearest, ties to even;
-products are summed in FP32 on the tensor cores. wgmma itself *truncates* FP32 operands to TF32 (PTX ISA), which
-misses DeepGEMM's test (calc_diff < 1e-8 against torch's TF32 matmul, whose cuBLAS kernels round) by 10x; DeepGEMM
-rounds B in its TMA unit (a CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 descriptor). We do the same where B arrives by TMA
+each 64-wide K block's products are summed on the tensor cores, the blocks in FP32 registers. wgmma itself
+*truncates* FP32 operands to TF32 (PTX ISA), which misses DeepGEMM's test (calc_diff < 1e-8 against torch's TF32
+matmul, whose cuBLAS kernels round) by 10x; DeepGEMM rounds B in its TMA unit (a CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 descriptor). We do the same where B arrives by TMA
 (B_TMA: the launcher encodes B's descriptor as TFLOAT32), else round B's bits in registers (``_round_to_tf32``,
 the same round-to-nearest-even). See ``reference.round_to_tf32``. The sum of squares is taken from the FP32
 registers of A that feed the MMA (one pass over A).
@@ -19,9 +19,9 @@ for the unsplit [M, N] / [M] form); a split without K blocks writes zeros.
   SUB == 1  the program stores its tile.
   SUB > 1   (small problems, to fill the SMs) each sub-split writes its [BM, BN] partial and [BM] squares to a
             per-call workspace and bumps its (m_block, split)'s arrival counter; the last to arrive sums the SUB
-            partials in a fixed order (chunks of RED_CHUNK sub-splits, chunk after chunk), so the result has the
-            same bits whichever arrives last, stores the tile and resets the counter to zero (counters are zero at
-            rest: _triton/scratch.py).
+            partials in sub-split order (RED_CHUNK loads issued at a time), so the result has the same bits
+            whichever arrives last, stores the tile and resets the counter to zero (counters are zero at rest:
+            _triton/scratch.py).
 """
 
 import triton
@@ -88,7 +88,11 @@ def _hc_prenorm_kernel(
         else:
             b = _round_to_tf32(tl.load(b_rows + k, mask=n_ok[:, None], other=0.0))
         squares += a * a
-        acc = tl.dot(a, tl.trans(b), acc, input_precision="tf32")
+        # Each K block's product comes out of a fresh wgmma accumulator and is added in FP32 registers: wgmma's
+        # own accumulation loses low bits at every step (against the FP64 product of TF32 B: calc_diff 2.2e-9 at
+        # K = 28672 with one accumulator, H200), per-block promotion keeps it at FP32 rounding. The add is an FMA
+        # by 1.0 because Triton folds `acc + dot(a, b)` back into `dot(a, b, acc)`.
+        acc = tl.fma(tl.dot(a, tl.trans(b), input_precision="tf32"), 1.0, acc)
     sq = tl.sum(squares, axis=1)
 
     offs_m = off_m + tl.arange(0, BM)
@@ -109,20 +113,17 @@ def _hc_prenorm_kernel(
         counter = counter_ptr + tile
         arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
         if arrived == SUB - 1:
-            chunk = tl.arange(0, RED_CHUNK)
+            at = local_m[:, None] * BN + offs_n[None, :]
+            valid = m_ok[:, None] & n_ok[None, :]
             total = tl.zeros((BM, BN), dtype=tl.float32)
             sq_total = tl.zeros((BM,), dtype=tl.float32)
-            at = local_m[None, :, None] * BN + offs_n[None, None, :]
-            valid = m_ok[None, :, None] & n_ok[None, None, :]
             for s0 in range(0, SUB, RED_CHUNK):
-                s = s0 + chunk
-                s_ok = s < SUB
-                parts = tl.load(ws_tile + s[:, None, None] * TILE + at, mask=s_ok[:, None, None] & valid, other=0.0,
-                                cache_modifier=".cg")
-                total += tl.sum(parts, axis=0)
-                sq_parts = tl.load(ws_tile + s[:, None] * TILE + BM * BN + local_m[None, :],
-                                   mask=s_ok[:, None] & m_ok[None, :], other=0.0, cache_modifier=".cg")
-                sq_total += tl.sum(sq_parts, axis=0)
+                # RED_CHUNK independent loads in flight, summed in sub-split order (the same bits every call).
+                for j in tl.static_range(RED_CHUNK):
+                    s_ok = s0 + j < SUB
+                    part = ws_tile + (s0 + j) * TILE
+                    total += tl.load(part + at, mask=valid & s_ok, other=0.0, cache_modifier=".cg")
+                    sq_total += tl.load(part + BM * BN + local_m, mask=m_ok & s_ok, other=0.0, cache_modifier=".cg")
             tl.store(d_tile, total, mask=m_ok[:, None] & n_ok[None, :])
             tl.store(sq_tile, sq_total, mask=m_ok)
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")

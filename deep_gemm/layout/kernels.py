@@ -22,18 +22,24 @@ _EXPONENT_BYTE = tl.constexpr(0xFF)
 @triton.jit(do_not_specialize=["R", "C", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c"],
             do_not_specialize_on_alignment=["sf_ptr", "out_ptr"])
 def _mn_major_copy_kernel(sf_ptr, out_ptr, R, C, stride_g, stride_r, stride_c, out_stride_g, out_stride_c,
-                          BR: tl.constexpr, BC: tl.constexpr, C_UNIT: tl.constexpr):
+                          BR: tl.constexpr, BC: tl.constexpr, C_UNIT: tl.constexpr, R_UNIT: tl.constexpr):
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     g = tl.program_id(2).to(tl.int64)
     rs = pid_r * BR + tl.arange(0, BR)
     cs = pid_c * BC + tl.arange(0, BC)
     mask = (rs[:, None] < R) & (cs[None, :] < C)
-    if C_UNIT:  # K-contiguous input (stated, so the load is coalesced along c and the tile transposed on chip)
+    # Unit strides are stated as such (constexprs), so the load vectorises along the contiguous side: K-contiguous
+    # inputs are transposed on chip, MN-contiguous ones (an unaligned column stride) copied straight.
+    if C_UNIT:
         cols = cs[None, :].to(tl.int64)
     else:
         cols = cs[None, :].to(tl.int64) * stride_c
-    tile = tl.load(sf_ptr + g * stride_g + rs[:, None].to(tl.int64) * stride_r + cols, mask=mask)
+    if R_UNIT:
+        rows = rs[:, None].to(tl.int64)
+    else:
+        rows = rs[:, None].to(tl.int64) * stride_r
+    tile = tl.load(sf_ptr + g * stride_g + rows + cols, mask=mask)
     tl.store(out_ptr + g * out_stride_g + rs[:, None] + cs[None, :].to(tl.int64) * out_stride_c, tile, mask=mask)
 
 
@@ -46,14 +52,17 @@ def _exponent_byte(bits):
                                "out_stride_c"],
             do_not_specialize_on_alignment=["sf_ptr", "out_ptr"])
 def _pack_ue8m0_kernel(sf_ptr, out_ptr, R, SFK, PACKED, stride_g, stride_r, stride_c, out_stride_g, out_stride_c,
-                       BR: tl.constexpr, BI: tl.constexpr, C_UNIT: tl.constexpr):
+                       BR: tl.constexpr, BI: tl.constexpr, C_UNIT: tl.constexpr, R_UNIT: tl.constexpr):
     pid_r = tl.program_id(0)
     pid_i = tl.program_id(1)
     g = tl.program_id(2).to(tl.int64)
     rs = pid_r * BR + tl.arange(0, BR)
     its = pid_i * BI + tl.arange(0, BI)
     row_ok = rs < R
-    base = sf_ptr + g * stride_g + rs[:, None].to(tl.int64) * stride_r
+    if R_UNIT:  # (unit strides stated, as in _mn_major_copy_kernel)
+        base = sf_ptr + g * stride_g + rs[:, None].to(tl.int64)
+    else:
+        base = sf_ptr + g * stride_g + rs[:, None].to(tl.int64) * stride_r
     packed = tl.zeros((BR, BI), dtype=tl.int32)
     for j in tl.static_range(4):
         col = its * 4 + j

@@ -23,6 +23,8 @@ BLOCK_COLS = 32
 BLOCK_PACKED_ROWS = 16
 BLOCK_K_GROUPED_MN = 128
 NUM_WARPS = 4
+# CUDA's limit on the y and z grid dimensions.
+MAX_GRID_YZ = 65535
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -47,10 +49,14 @@ def _mn_major_copy(sf: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     src_i = src.view(torch.int32) if src.dtype != torch.int32 else src
     dst_i = dst.view(torch.int32) if dst.dtype != torch.int32 else dst
     grid = (_cdiv(rows, BLOCK_MN), _cdiv(cols, BLOCK_COLS), groups)
+    if max(grid[1:]) > MAX_GRID_YZ:
+        return out.copy_(sf)
     c_unit = src.stride(2) == 1
+    r_unit = src.stride(1) == 1 and not c_unit
     args = (src_i, dst_i, rows, cols, src.stride(0), src.stride(1), src.stride(2), dst.stride(0), dst.stride(2),
-            BLOCK_MN, BLOCK_COLS, c_unit)
-    launch(_mn_major_copy_kernel, grid, args, name="layout_mn_major_copy", config_key=(BLOCK_MN, BLOCK_COLS, c_unit),
+            BLOCK_MN, BLOCK_COLS, c_unit, r_unit)
+    launch(_mn_major_copy_kernel, grid, args, name="layout_mn_major_copy",
+           config_key=(BLOCK_MN, BLOCK_COLS, c_unit, r_unit),
            num_warps=NUM_WARPS, device_index=_device_index(sf))
     return out
 
@@ -70,10 +76,14 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout):
     groups, rows, sf_k = src.shape
     packed = dst.size(2)
     grid = (_cdiv(rows, BLOCK_MN), _cdiv(packed, BLOCK_COLS), groups)
+    if max(grid[1:]) > MAX_GRID_YZ:
+        return NotImplemented
     c_unit = src.stride(2) == 1
+    r_unit = src.stride(1) == 1 and not c_unit
     args = (src, dst, rows, sf_k, packed, src.stride(0), src.stride(1), src.stride(2), dst.stride(0), dst.stride(2),
-            BLOCK_MN, BLOCK_COLS, c_unit)
-    launch(_pack_ue8m0_kernel, grid, args, name="layout_pack_ue8m0", config_key=(BLOCK_MN, BLOCK_COLS, c_unit),
+            BLOCK_MN, BLOCK_COLS, c_unit, r_unit)
+    launch(_pack_ue8m0_kernel, grid, args, name="layout_pack_ue8m0",
+           config_key=(BLOCK_MN, BLOCK_COLS, c_unit, r_unit),
            num_warps=NUM_WARPS, device_index=_device_index(sf))
     return out
 
@@ -89,6 +99,8 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, k
     num_groups = grouped_layout.size(0)
     g_pad = max(2, 1 << (num_groups - 1).bit_length())
     grid = (_cdiv(rows, BLOCK_PACKED_ROWS), _cdiv(mn, BLOCK_K_GROUPED_MN), 1)
+    if grid[1] > MAX_GRID_YZ:
+        return NotImplemented
     args = (sf, grouped_layout, out, rows, mn, sf.size(0), num_groups, gran_k, k_alignment, bool(use_psum_layout),
             g_pad, BLOCK_PACKED_ROWS, BLOCK_K_GROUPED_MN)
     launch(_k_grouped_pack_kernel, grid, args, name="layout_k_grouped_pack",

@@ -19,8 +19,9 @@ for fam in ${FAMILIES:?name the families}; do
   mkdir -p "$OUT/$fam"
   timeout "${FAMILY_TIMEOUT:-240}" bash "scripts/gpu/$fam.sh" > "$OUT/$fam/run.log" 2>&1
   echo "$fam: exit $? in $(( $(date +%s) - start )) s" | tee -a "$OUT/env.txt"
+  # Packed as soon as it ends: a call cut by its time limit still returns every finished family.
+  tar -czf "$REAL_OUT/$fam.tgz" -C "$OUT" "$fam"; cp "$OUT/env.txt" "$REAL_OUT/"
 done
-cp "$OUT/env.txt" "$REAL_OUT/"
 if [ "${CACHE:-1}" = 1 ]; then  # archives over the device's 16 MiB per file are dropped, not sent
   [ -d .cache/triton ] && tar -czf "$REAL_OUT/cache_triton.tgz" .cache/triton 2>/dev/null
   [ -d .cache/dg-jit ] && tar -czf "$REAL_OUT/cache_dg_jit.tgz" .cache/dg-jit 2>/dev/null
@@ -29,5 +30,4 @@ if [ "${CACHE:-1}" = 1 ]; then  # archives over the device's 16 MiB per file are
     [ -f "$f" ] && du -h "$f" && [ $(stat -c %s "$f") -gt 16000000 ] && echo "dropped $f (over 16 MB)" && rm "$f"
   done
 fi
-for d in "$OUT"/*/; do tar -czf "$REAL_OUT/$(basename "$d").tgz" -C "$OUT" "$(basename "$d")"; done
 ls -la "$REAL_OUT"

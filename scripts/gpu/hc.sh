@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# HyperConnection prenorm GEMM + scale-layout ops on the GPU. Expected wall time: ~4 min warm (Triton caches in
-# .cache), ~7 min cold (each kernel config compiles once, ~20 configs; DeepGEMM JIT-compiles its shapes too):
-# run it with FAMILY_TIMEOUT=480 the first time.
+# HyperConnection prenorm GEMM + scale-layout ops on the GPU. Expected wall time: ~4-5 min warm (Triton and DeepGEMM
+# JIT caches in .cache, e.g. after dg_baseline.sh), ~8 min cold (~20 Triton configs compile once; DeepGEMM JIT-compiles
+# its shapes): run it with FAMILY_TIMEOUT=600. Every step has its own limit (sum 13.5 min) and the last step (the
+# config sweep) is the one a short family limit cuts.
 #   1. our GPU tests (tests/test_hyperconnection_gpu.py, the triton/CPU tests of the family, layout tests)
 #   2. DeepGEMM's test_hyperconnection.py and test_layout.py against ours (SHIM=0) and against DeepGEMM
 #   3. benchmarks/bench_hc_prenorm.py for both packages + the comparison table
@@ -19,7 +20,7 @@ step "pytest gpu (hc + layout)" $?
 tail -n 15 "$D/pytest_gpu.log"
 
 T0=$(date +%s)
-timeout 60 env SHIM=0 PYTHONPATH=$PWD python3 .dg/tools/run_dg_tests.py .dg/DeepGEMM/tests \
+timeout 120 env SHIM=0 PYTHONPATH=$PWD python3 .dg/tools/run_dg_tests.py .dg/DeepGEMM/tests \
   test_hyperconnection test_layout:test_sf_layout_kernels test_layout:test_k_grouped_sf_layout_kernels \
   > "$D/dg_tests_ours.log" 2>&1
 step "DeepGEMM tests vs ours (SHIM=0)" $?
@@ -42,3 +43,8 @@ step "bench DeepGEMM" $?
 python3 benchmarks/compare_providers.py "$D/ours/bench_hc_prenorm.json" "$D/dg/bench_hc_prenorm.json" \
   --out "$D/compare.md" > "$D/compare.txt" 2>&1
 tail -n 12 "$D/compare.txt"; grep -h "host" "$D/bench_ours.log" "$D/bench_dg.log"
+
+# Config sweep (ours only: heuristic vs neighbours) for the next tuning round; last, so it cannot starve the rest.
+T0=$(date +%s)
+timeout 120 env PYTHONPATH=$PWD python3 research/sweeps/hc_prenorm_sweep.py --out "$D" > "$D/sweep.log" 2>&1
+step "config sweep" $?

@@ -5,6 +5,7 @@
 # summary line per tool: sanitizer errors (or hazards) and cases correct. Full logs under $OUT/sanitize/.
 #   bash scripts/gpu/sanitize.sh                       # from the repository root, on the GPU machine
 #   SANITIZE_ONLY="fp8/" bash scripts/gpu/sanitize.sh  # a subset (substrings of "family/name")
+#   SANITIZE_TOOLS="synccheck memcheck" bash scripts/gpu/sanitize.sh   # some tools, in this order
 # Expected wall time, warm Triton cache: ~1 min per tool over the FP8 cases (budget 3 min in all); each tool run
 # is capped by SANITIZE_TIMEOUT seconds.
 set -uo pipefail
@@ -44,6 +45,8 @@ run_tool() {  # tool, log name, case filter...
 
 filter=()
 [ -n "$ONLY" ] && filter=($ONLY)
-run_tool memcheck memcheck "${filter[@]}"
-run_tool synccheck synccheck "${filter[@]}"
-run_tool racecheck racecheck $RACECHECK_CASES
+# SANITIZE_TOOLS picks and orders the tools (default: all three).
+for tool in ${SANITIZE_TOOLS:-memcheck synccheck racecheck}; do
+  if [ "$tool" = racecheck ]; then run_tool racecheck racecheck $RACECHECK_CASES
+  else run_tool "$tool" "$tool" "${filter[@]}"; fi
+done

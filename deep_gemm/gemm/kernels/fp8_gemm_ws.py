@@ -206,7 +206,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
               BM: gl.constexpr, BN: gl.constexpr, NARROW: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr,
-              SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr):
+              SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, a_flat, b_flat, KG_DESC: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
     SFA_VEC: gl.constexpr = gl.BlockedLayout([BM // 32], [32], [1], [0])
@@ -226,6 +226,16 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
                 a_row = group * M + off_m
             b_row = expert * N + off_n
             b2_row = b_row
+            if KG_DESC:
+                # K-grouped, A and B as each group's own K-major blocks [M, K_g] and [N, K_g] stored one after
+                # the other (the nt layout, no concatenating copy): descriptors over this group's blocks, built on
+                # the device (an empty group gets a one-block shape it never loads from).
+                k_first = kb0.to(gl.int64) * BK
+                k_len = gl.maximum(num_kb, 1) * BK
+                a_group = tma.make_tensor_descriptor(a_flat + k_first * M, [M, k_len], [k_len, 1], [BM, BK],
+                                                     a_desc.layout)
+                b_group = tma.make_tensor_descriptor(b_flat + k_first * N, [N, k_len], [k_len, 1], [TILE_N, BK],
+                                                     b_desc.layout)
             if SPLIT:  # the wide wave's B rows go to b_bufs, the narrow wave's to b2_bufs
                 wide_n, narrow_n = _split_tile_cols(off_n, N, BN, NARROW)
                 b_row = expert * N + wide_n
@@ -260,8 +270,12 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
                                                            mask=lane == 0)
                     async_copy.mbarrier_arrive(bar, increment_count=False)
                 mbarrier.expect(bar, STAGE_BYTES)
-                tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
-                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
+                if KG_DESC:
+                    tma.async_copy_global_to_shared(a_group, [a_row, (kb - kb0) * BK], bar, a_bufs.index(stage))
+                    tma.async_copy_global_to_shared(b_group, [off_n, (kb - kb0) * BK], bar, b_bufs.index(stage))
+                else:
+                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
+                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
                 if SPLIT:
                     tma.async_copy_global_to_shared(b2_desc, [b2_row, kb * BK], bar, b2_bufs.index(stage))
                 it += 1
@@ -779,8 +793,9 @@ def _fp8_gemm_ws_kernel(
         d2_desc,  # the same, block [64, NARROW]: the narrow wave of split tiles (unused otherwise)
         c_desc,  # TMA descriptor over C with d_desc's shape and block (used when C_TMA)
         layout_ptr,
-        ws_ptr,  # split-K: FP32 workspace [2 * tiles, SPLIT_K, 64 * BN] (16-byte aligned: specialised on)
-        counter_ptr,  # split-K: int32 arrival counters, one per 64-row slab (2 per tile), zero at rest
+        ws_ptr,  # split-K: FP32 workspace [2 * tiles, SPLIT_K, 64 * BN] (16-byte aligned: specialised on);
+                 # KG_DESC: A's storage (FP8, every group's [M, K_g] block in turn)
+        counter_ptr,  # split-K: int32 arrival counters, one per 64-row slab (2 per tile), zero at rest; KG_DESC: B's
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
         stride_dg, stride_dm, stride_cm,
@@ -788,7 +803,8 @@ def _fp8_gemm_ws_kernel(
         NUM_SMS: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
         WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr, C_TMA: gl.constexpr,
-        SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+        KG_DESC: gl.constexpr = False):  # K-grouped: A and B as per-group blocks, descriptors built per tile
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -799,6 +815,7 @@ def _fp8_gemm_ws_kernel(
         gl.static_assert(WAVES == 2 and WAVE_N and not SPLIT, "1D1D runs on 128 x 2BN two-wave tiles")
     if GROUPING == K_GROUPED:
         gl.static_assert(SFB_SMEM and D_TMA, "K-grouped layouts run 1D1D two-wave tiles stored by TMA")
+    gl.static_assert(not KG_DESC or (GROUPING == K_GROUPED and SPLIT_K == 1), "per-group descriptors: K-grouped")
     gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
     gl.static_assert(not SCALES_SMEM or (WAVES == 1 and not B_PER_ROW), "staged 1D2D scales: one-wave tiles")
     gl.static_assert(SPLIT_K == 1 or (WAVES == 1 and GROUPING == DENSE and not B_PER_ROW and not HAS_C and D_TMA),
@@ -865,5 +882,6 @@ def _fp8_gemm_ws_kernel(
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
-                     GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K)),
+                     GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr,
+                     KG_DESC)),
     ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

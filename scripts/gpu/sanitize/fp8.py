@@ -6,7 +6,8 @@ Paths: the tl.* kernel (dense 1D2D, split-K, 1D1D with C, grouped ids / psum, ma
 the warp-specialised kernel's one-wave tiles (global-loaded and staged scales), two-wave 128 x 256 and 256 x 128
 tiles, split 128 x 192 and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D; grouped contiguous with expert
 ids and with the psum layout (zero-padded or not, the decode form with rows past the groups), masked (TMA stores),
-K-grouped (nt, tn); the MN-major layouts (nn, tn, tt: the transposing copy kernel, then the GEMM).
+K-grouped (nt with A and B concatenated or read in place through descriptors built on the device, tn); the MN-major
+layouts (nn, tn, tt: the transposing copy kernel, then the GEMM).
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def _masked(kernel, max_m, overrides=None, **ws):
     return case
 
 
-def _k_grouped(layout, m, kernel):
+def _k_grouped(layout, m, kernel, in_place=None):
     def case():
         n, ks = 320, [256, 0, 128]
         qa, qb = [], []
@@ -188,7 +189,8 @@ def _k_grouped(layout, m, kernel):
         before = d.clone()
         with _runs(kernel):
             run_launcher(f"k_grouped_fp8_gemm_{layout}_contiguous", a[0], a[1], b[0], b[1], d, ks,
-                         torch.tensor(ks, dtype=torch.int32, device=DEV), d)
+                         torch.tensor(ks, dtype=torch.int32, device=DEV), d,
+                         launcher_kwargs=dict(overrides=Fp8Overrides(k_grouped_device_descriptors=in_place)))
         for i, kg in enumerate(ks):
             _close(d[i], before[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0), f"group {i}")
     return case
@@ -237,7 +239,8 @@ CASES = [
     ("masked_ws_one_wave_staged", _masked("ws", 128, _forced(waves=1, staged_scales_bn=(128,), **WS), waves=1,
                                           scales_smem=True)),
     # K-grouped
-    ("k_grouped_nt_ws", _k_grouped("nt", 128, "ws")),
+    ("k_grouped_nt_ws", _k_grouped("nt", 128, "ws", in_place=False)),
+    ("k_grouped_nt_ws_device_descriptors", _k_grouped("nt", 128, "ws", in_place=True)),
     ("k_grouped_tn_ws", _k_grouped("tn", 256, "ws")),
     ("k_grouped_nt_tl", _k_grouped("nt", 96, "tl")),
 ]

@@ -7,11 +7,19 @@ from __future__ import annotations
 import torch
 
 import deep_gemm
-from deep_gemm._ops.library import kernels_of
+from deep_gemm._ops.library import kernels_of, run_launcher
 from deep_gemm.testing import calc_diff
 
 FP8 = torch.float8_e4m3fn
 NEG_INF = float("-inf")
+
+
+def _launch(op: str, *args):
+    """The op's Triton launcher (its check first); a declined launch is a failure, not a silent reference run."""
+    out = run_launcher(op, *args)
+    if out is NotImplemented:
+        raise RuntimeError(f"the Triton launcher of {op} declined")
+    return out
 
 
 def _compare(out, want, clean: bool, what: str) -> None:
@@ -41,7 +49,7 @@ def _prefill(misaligned: bool, compressed: bool):
         ks = torch.randint(-5, sk, (s,), device="cuda", dtype=torch.int32)
         ke = (ks + torch.randint(-3, sk, (s,), device="cuda", dtype=torch.int32)).int()
         max_k = 320 if compressed else 0
-        out = deep_gemm.fp8_mqa_logits(q, (kv, kv_sf), w, ks, ke, clean_logits=not compressed, max_seqlen_k=max_k)
+        out = _launch("fp8_mqa_logits", q, kv, kv_sf, w, ks, ke, not compressed, max_k)
         want = kernels_of("fp8_mqa_logits").reference(q, kv, kv_sf, w, ks, ke, not compressed, max_k)
         if compressed:
             inside = torch.arange(max_k, device="cuda")[None, :] < (ke.clamp(max=sk) - ks)[:, None]
@@ -63,13 +71,17 @@ def _paged(next_n: int, one_dim: bool, page_pad: int):
         scales = torch.rand(num_pages, block_kv, device="cuda") + 0.1
         storage[:, block_kv * d:block_kv * (d + 4)] = scales.view(torch.uint8).view(num_pages, -1)
         cache = storage[:, :block_kv * (d + 4)].view(num_pages, block_kv, 1, d + 4)
-        table = torch.randperm(num_pages, device="cuda")[:batch * 6].view(batch, 6).int()
+        table = torch.randint(0, num_pages, (batch, 6), device="cuda", dtype=torch.int32)  # pages may repeat
         q = torch.randn(batch, next_n, h, d, device="cuda").to(FP8)
         w = torch.randn(batch * next_n, h, device="cuda")
         context = lens if one_dim else torch.stack([lens // 2 + i for i in range(next_n - 1)] + [lens], 1).int()
         context = context.contiguous()
-        meta = deep_gemm.get_paged_mqa_logits_metadata(context, block_kv, deep_gemm.get_num_sms())
-        out = deep_gemm.fp8_paged_mqa_logits(q, cache, w, context, table, meta, 350, clean_logits=True)
+        meta = _launch("get_paged_mqa_logits_metadata", context, block_kv, deep_gemm.get_num_sms(), None)
+        want_meta = kernels_of("get_paged_mqa_logits_metadata").reference(context, block_kv, deep_gemm.get_num_sms(),
+                                                                          None)
+        if not torch.equal(meta, want_meta):
+            raise AssertionError("paged schedule differs from the reference")
+        out = _launch("fp8_paged_mqa_logits", q, cache, w, context, table, meta, 350, True, None)
         want = kernels_of("fp8_paged_mqa_logits").reference(q, cache, w, context, table, meta, 350, True, None)
         _compare(out, want, True, "paged")
         torch.cuda.synchronize()
@@ -77,10 +89,10 @@ def _paged(next_n: int, one_dim: bool, page_pad: int):
 
 
 CASES = [
-    ("indexer prefill (TMA)", _prefill(False, False)),
-    ("indexer prefill (pointer loads)", _prefill(True, False)),
-    ("indexer prefill (compressed)", _prefill(False, True)),
-    ("indexer paged next_n=1", _paged(1, False, 0)),
-    ("indexer paged next_n=2 (page stride not 16-aligned)", _paged(2, False, 4)),
-    ("indexer paged 1-D context_lens", _paged(2, True, 0)),
+    ("prefill_tma_clean", _prefill(False, False)),
+    ("prefill_pointer_loads_clean", _prefill(True, False)),
+    ("prefill_compressed", _prefill(False, True)),
+    ("paged_next_n1", _paged(1, False, 0)),
+    ("paged_next_n2_pointer_loads", _paged(2, False, 4)),  # page stride not a multiple of 16: no TMA
+    ("paged_1d_context_lens", _paged(2, True, 0)),
 ]
