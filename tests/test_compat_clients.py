@@ -278,3 +278,16 @@ def test_paged_mqa_logits_with_2d_context_lens(num_sms_4):
                           "item 4 (deep_gemm/attention/), not on this branch yet", strict=False)
 def test_paged_mqa_logits_with_1d_context_lens(num_sms_4):
     _paged_call(True, num_sms_4)
+
+
+def test_old_call_forms_trace_under_torch_compile_fullgraph():
+    a, b, m_indices, want = _contiguous_moe(rows=(128, 0, 100))
+
+    def moe(a0, a1, b0, b1, ids):
+        out = torch.empty(ids.numel(), b0.size(1), dtype=BF16)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous((a0, a1), (b0, b1), out, m_indices=ids)
+        return out
+
+    compiled = torch.compile(moe, fullgraph=True, backend="eager")
+    out = compiled(a[0], a[1], b[0], b[1], m_indices)
+    assert calc_diff(out, want) < 1e-5
