@@ -291,3 +291,37 @@ def test_old_call_forms_trace_under_torch_compile_fullgraph():
     compiled = torch.compile(moe, fullgraph=True, backend="eager")
     out = compiled(a[0], a[1], b[0], b[1], m_indices)
     assert calc_diff(out, want) < 1e-5
+
+
+def _tensor_like(value) -> bool:
+    return isinstance(value, torch.Tensor) or (isinstance(value, tuple) and bool(value)
+                                               and isinstance(value[0], torch.Tensor))
+
+
+def _none_cases():
+    import test_stubs
+    for name, case in sorted(test_stubs.CASES.items()):
+        fn = getattr(deep_gemm, name, None)
+        if case.raises or not callable(fn) or isinstance(fn, type):
+            continue
+        for key, value in case.build().items():
+            if _tensor_like(value):
+                yield pytest.param(name, key, id=f"{name}-{key}")
+
+
+@pytest.mark.parametrize("name,arg", list(_none_cases()))
+def test_none_for_any_tensor_argument_of_any_public_function(name, arg):
+    """Every public function, every tensor (or pair) argument set to None: a DeepGEMMError naming that argument
+    (optional tensors, like ``c``, accept None)."""
+    import inspect
+    import test_stubs
+    fn = getattr(deep_gemm, name)
+    kwargs = test_stubs.CASES[name].build()
+    kwargs[arg] = None
+    params = inspect.signature(fn).parameters
+    if params[arg].default is None:
+        fn(*[kwargs.pop(p) for p, v in params.items() if v.kind is v.POSITIONAL_ONLY and p in kwargs], **kwargs)
+        return
+    positional = [kwargs.pop(p) for p, v in params.items() if v.kind is v.POSITIONAL_ONLY and p in kwargs]
+    with pytest.raises(DeepGEMMError, match=rf"^{arg}\b|\b{arg}: "):
+        fn(*positional, **kwargs)
