@@ -261,6 +261,128 @@ def bench_k_grouped(timer, results, compare_ws=False):
         assert diff < CORRECTNESS_LIMIT
 
 
+# MoE rows measured side by side with DeepGEMM (the same script under PYTHONPATH=.dg/DeepGEMM; only the API both
+# packages share): DeepGEMM's test_fp8_fp4 shapes. Contiguous: (G, rows per group, N, K); masked: (G, expected m
+# per group, N, K) with Mmax = MASKED_MAX_M rows per group.
+MOE_CONTIGUOUS = [(4, 8192, 6144, 7168), (4, 8192, 7168, 3072), (8, 4096, 4096, 4096), (8, 4096, 4096, 2048)]
+MOE_MASKED = [(32, 20, 7168, 3072), (32, 192, 6144, 7168), (6, 1024, 4096, 4096), (6, 20, 6144, 7168)]
+
+
+def _dequant_rows(data, sf):
+    """FP32 values of per-token (1 x 128) scaled rows, plain torch (runs under either package)."""
+    return data.float() * sf.repeat_interleave(128, dim=-1)[..., :data.size(-1)]
+
+
+def _dequant_blocks(data, sf):
+    """FP32 values of 128 x 128 block-scaled [N, K] weights."""
+    full = sf.repeat_interleave(128, dim=-2).repeat_interleave(128, dim=-1)
+    return data.float() * full[:data.size(-2), :data.size(-1)]
+
+
+def _group_diff(d_rows, a_rows, b):
+    return calc_diff(d_rows, _dequant_rows(*a_rows) @ _dequant_blocks(*b).T)
+
+
+def _moe_contiguous_rows(timer, results, shapes_list):
+    alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    for g, per_group, n, k in shapes_list:
+        random.seed(0)
+        ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
+        starts, ends, start = [], [], 0
+        for mg in ms:
+            starts.append(start)
+            ends.append(start + mg)
+            start = align(start + mg, alignment)
+        x = torch.randn(start, k, device="cuda", dtype=torch.bfloat16)
+        ids = torch.full((start,), -1, dtype=torch.int32, device="cuda")
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            x[e:align(e, alignment)] = 0
+            ids[s:e] = i
+        a = per_token_cast_to_fp8(x, use_ue8m0=False)
+        del x
+        bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+              for _ in range(g)]
+        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+        psum = torch.tensor(ends, dtype=torch.int32, device="cuda")
+        d = torch.empty(start, n, device="cuda", dtype=torch.bfloat16)
+        forms = {"psum": (psum, dict(use_psum_layout=True, ensure_zero_padding=False)),
+                 "psum_zero_padded": (psum, dict(use_psum_layout=True, ensure_zero_padding=True)),
+                 "expert_ids": (ids, {})}
+        for form, (layout, kwargs) in forms.items():
+            call = lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, **kwargs)  # noqa: E731
+            d.fill_(float("nan"))
+            call()
+            diff = max(_group_diff(d[s:e], (a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]))
+                       for i, (s, e) in enumerate(zip(starts, ends)) if i in (0, g - 1) and e > s)
+            us = timer(call)
+            tflops = 2 * sum(ms) * n * k / us / 1e6
+            results.append(dict(table="moe_contiguous", form=form, groups=g, m=sum(ms), n=n, k=k, us=us,
+                                tflops=tflops, diff=diff))
+            print(f" > {form:17s} G={g} M={sum(ms):6d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | "
+                  f"diff {diff:.1e}")
+            assert diff < CORRECTNESS_LIMIT
+
+
+def _moe_masked_rows(timer, results, shapes_list):
+    max_m, alignment = shapes.MASKED_MAX_M, deep_gemm.get_mk_alignment_for_contiguous_layout()
+    for g, expected_m, n, k in shapes_list:
+        random.seed(0)
+        masked = [int(expected_m * random.uniform(0.7, 1.3)) for _ in range(g)]
+        a = per_token_cast_to_fp8(torch.randn(g * max_m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+        bq = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+              for _ in range(g)]
+        b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+        masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+        # The decode form of the psum layout (DeepGEMM's masked test, psum variant): group g's rows packed from
+        # align(end[g-1]) in one [G * Mmax, K] A; rows past the last group are never read.
+        starts, ends, start = [], [], 0
+        for m in masked:
+            starts.append(start)
+            ends.append(start + m)
+            start = align(start + m, alignment)
+        psum = torch.tensor(ends, dtype=torch.int32, device="cuda")
+        a3 = (a[0].view(g, max_m, k), a[1].view(g, max_m, -1))
+        d3 = torch.empty(g, max_m, n, device="cuda", dtype=torch.bfloat16)
+        d2 = torch.empty(g * max_m, n, device="cuda", dtype=torch.bfloat16)
+        hint = int(expected_m * 1.2)
+        forms = {
+            "masked": (lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(a3, b, d3, masked_m, hint),
+                       lambda i: (d3[i, :masked[i]], (a3[0][i, :masked[i]], a3[1][i, :masked[i]]))),
+            "psum_decode": (lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
+                                a, b, d2, psum, use_psum_layout=True, expected_m_for_psum_layout=hint),
+                            lambda i: (d2[starts[i]:ends[i]], (a[0][starts[i]:ends[i]], a[1][starts[i]:ends[i]]))),
+        }
+        for form, (call, rows_of) in forms.items():
+            call()
+            diff = 0.0
+            for i in (0, g - 1):
+                if masked[i]:
+                    d_rows, a_rows = rows_of(i)
+                    diff = max(diff, _group_diff(d_rows, a_rows, (b[0][i], b[1][i])))
+            us = timer(call)
+            rows = sum(masked)
+            tflops = 2 * rows * n * k / us / 1e6
+            gbps = (rows * k + g * n * k + rows * n * 2) / us / 1e3
+            results.append(dict(table="moe_masked", form=form, groups=g, expected_m=expected_m, n=n, k=k, us=us,
+                                tflops=tflops, gbps=gbps, diff=diff))
+            print(f" > {form:11s} G={g:2d} m={expected_m:4d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS"
+                  f" | {gbps:5.0f} GB/s | diff {diff:.1e}")
+            assert diff < CORRECTNESS_LIMIT
+
+
+def bench_moe(timer, quick, out_dir):
+    """The MoE rows for a side-by-side run (--tables moe): psum (zero-padded or not), expert ids, masked, and
+    masked decode through the psum layout. Writes bench_fp8_moe.json (harness.write_results: provider, GPU)."""
+    from harness import write_results
+    results = []
+    print("\n== MoE: M-grouped contiguous FP8 (psum, psum zero-padded, expert ids) ==")
+    _moe_contiguous_rows(timer, results, MOE_CONTIGUOUS[:2] if quick else MOE_CONTIGUOUS)
+    print("\n== MoE: masked FP8, and masked decode through the psum layout ==")
+    _moe_masked_rows(timer, results, MOE_MASKED[:2] if quick else MOE_MASKED)
+    write_results(out_dir, "bench_fp8_moe", results)
+    return results
+
+
 def host_overhead(results):
     print("\n== host overhead per call (tight loop, no sync, tiny shape) ==")
     a, b = fp8_operands(16, 128, 128)
@@ -313,6 +435,10 @@ def main():
     timer = KernelTimer()
     results = []
     tables = set(args.tables.split(","))
+    if "moe" in tables:  # the provider-agnostic MoE rows (this package or DeepGEMM), their own JSON
+        bench_moe(timer, args.quick, args.out)
+        if tables == {"moe"}:
+            return
     if "dense" in tables:
         bench_dense(timer, results, args.quick, args.compare_ws)
     if "1d1d" in tables:

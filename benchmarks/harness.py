@@ -74,7 +74,8 @@ def case_key(row: dict) -> str:
 
 
 # Result fields that are measurements, not part of a case's identity.
-MEASUREMENTS = frozenset(("us", "tflops", "gbps", "diff", "vs_torch", "torch_us", "note"))
+MEASUREMENTS = frozenset(("us", "tflops", "gbps", "diff", "vs_torch", "torch_us", "note", "clean_us", "clean_gbps",
+                          "call_us"))
 
 
 def write_results(out_dir: str, name: str, results: list[dict], extra: dict | None = None) -> str:
@@ -94,3 +95,31 @@ def write_results(out_dir: str, name: str, results: list[dict], extra: dict | No
         json.dump(dict(meta=meta, results=results), f, indent=1)
     print(f"wrote {path} ({meta['provider']}, {meta['gpu']}, torch {meta['torch']})")
     return path
+
+
+def kernel_times_by_name(fn, names, reps: int = 20, flush: torch.Tensor | None = None) -> dict:
+    """Median GPU time (us) per call of the kernels of ``fn`` whose names contain each substring of ``names``
+    (summed per call; 0.0 for a name no kernel matches), plus ``"total"`` (every kernel of the call). L2 flushed
+    before each call. DeepGEMM's tests time one kernel by name the same way (``bench_kineto``)."""
+    flush = flush if flush is not None else torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    flush_times = sorted(e.time_range.start for e in events if FLUSH_KERNEL_TAG in e.name)
+    kernels = [e for e in events if FLUSH_KERNEL_TAG not in e.name and "Memset" not in e.name
+               and "Memcpy" not in e.name]
+    result = {}
+    for name in (*names, "total"):
+        buckets = [0.0] * len(flush_times)
+        for e in kernels:
+            if name == "total" or name in e.name:
+                idx = max(0, sum(1 for t in flush_times if t <= e.time_range.start) - 1)
+                buckets[idx] += e.time_range.elapsed_us()
+        result[name] = statistics.median(buckets) if buckets else float("nan")
+    return result

@@ -54,13 +54,31 @@ def cases():
     hd, hs = torch.empty(m, 24, device=dev), torch.empty(m, device=dev)
     sf = torch.randn(m, k // 128, device=dev).abs()
     floor = torch.zeros(1, device=dev)
-    return {
+    try:
+        indexer = indexer_cases(dev)
+    except Exception as exc:  # noqa: BLE001 - a package without the indexer ops
+        print(f"indexer cases: ERR {type(exc).__name__}: {str(exc)[:100]}", flush=True)
+        indexer = {}
+    # The masked activation scales vLLM's fused SiLU-and-quantise kernel writes: [G, T, K/128] with strides
+    # (T * K/128, 1, T) (per-group MN-major, T not padded); the psum layout's cumulative group ends.
+    sf_vllm = torch.empty_strided((g, t, k // 128), (t * (k // 128), 1, t), device=dev)
+    sf_vllm.copy_(ag[1])
+    ag_vllm = (ag[0], sf_vllm)
+    ends = torch.tensor([100, 228, 300, 500], device=dev, dtype=torch.int32)
+    return {**indexer,
         "fp8_gemm_nt (K-major sfa)": lambda: deep_gemm.fp8_gemm_nt(a, b, d),
         "fp8_gemm_nt (MN-major TMA-aligned sfa)": lambda: deep_gemm.fp8_gemm_nt(a_mn, b, d),
         "m_grouped_fp8_gemm_nt_contiguous": lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ids),
         "m_grouped_fp8_gemm_nt_masked": lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag, bg, dg, masked_m, 16),
         "m_grouped_fp8_gemm_nt_masked (MN-major sfa)":
             lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag_mn, bg, dg, masked_m, 16),
+        "m_grouped_fp8_gemm_nt_masked (vLLM (T*G, 1, T) sfa)":
+            lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag_vllm, bg, dg, masked_m, 16),
+        "m_grouped_fp8_gemm_nt_contiguous (psum)":
+            lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ends, use_psum_layout=True),
+        "m_grouped_fp8_gemm_nt_contiguous (psum, expected_m)":
+            lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ends, use_psum_layout=True,
+                                                               expected_m_for_psum_layout=100),
         "bf16_gemm_nt": lambda: deep_gemm.bf16_gemm_nt(x, w, d),
         "m_grouped_bf16_gemm_nt_contiguous": lambda: deep_gemm.m_grouped_bf16_gemm_nt_contiguous(xg, wg, dc, ids),
         "m_grouped_bf16_gemm_nt_masked": lambda: deep_gemm.m_grouped_bf16_gemm_nt_masked(xm, wg, dg, masked_m, 16),
@@ -71,13 +89,45 @@ def cases():
     }
 
 
+def indexer_cases(dev: str) -> dict:
+    """The indexer's entry points on small shapes: prefill logits (with its clean pass), the paged schedule and a
+    paged decode step (64 sequences, next_n 2, ~1k tokens each)."""
+    import deep_gemm
+    fp8 = torch.float8_e4m3fn
+    s, sk, h, d = 128, 1024, 64, 128
+    q = torch.randn(s, h, d, device=dev).to(fp8)
+    kv = (torch.randn(sk, d, device=dev).to(fp8), torch.rand(sk, device=dev))
+    w = torch.randn(s, h, device=dev)
+    ks = torch.zeros(s, dtype=torch.int32, device=dev)
+    ke = torch.arange(sk - s + 1, sk + 1, dtype=torch.int32, device=dev)
+    batch, next_n, block_kv, pages = 64, 2, 64, 16
+    pq = torch.randn(batch, next_n, h, d, device=dev).to(fp8)
+    cache = torch.randint(0, 100, (batch * pages, block_kv, 1, d + 4), dtype=torch.uint8, device=dev)
+    pw = torch.randn(batch * next_n, h, device=dev)
+    lens = torch.full((batch, next_n), pages * block_kv - 7, dtype=torch.int32, device=dev)
+    table = torch.arange(batch * pages, dtype=torch.int32, device=dev).view(batch, pages)
+    num_sms = deep_gemm.get_num_sms()
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, block_kv, num_sms)
+    max_len = pages * block_kv
+    return {
+        "fp8_mqa_logits (clean)": lambda: deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke),
+        "fp8_mqa_logits (compressed)": lambda: deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=False,
+                                                                        max_seqlen_k=sk),
+        "get_paged_mqa_logits_metadata": lambda: deep_gemm.get_paged_mqa_logits_metadata(lens, block_kv, num_sms),
+        "fp8_paged_mqa_logits": lambda: deep_gemm.fp8_paged_mqa_logits(pq, cache, pw, lens, table, meta, max_len),
+    }
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
+    parser.add_argument("--only", help="measure only the cases whose name contains this substring")
     parser.add_argument("--calls", type=int, default=1000)
     args = parser.parse_args()
     results = {}
     for name, fn in cases().items():
+        if args.only and args.only not in name:
+            continue
         try:
             for _ in range(50):
                 fn()

@@ -63,7 +63,7 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
 
 
-MODES = ("--ws", "--serialisation", "--budgets")
+MODES = ("--ws", "--serialisation", "--budgets", "--bf16", "--bf16-ws")
 
 if __name__ == "__main__" and not any(mode in sys.argv for mode in MODES):
     for cfg in [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
@@ -194,3 +194,97 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
                   for b in budgets}
         kept = fp8_plan.ws_register_budget(lambda b: spills[b] // 4)
         print(f"{name:52s}", *(f"{spills[b]:>8d}" for b in budgets), f" {kept[0]}/{kept[1]}", flush=True)
+
+
+def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
+                      a_k_major=True, b_k_major=True):
+    """The BF16 GEMM kernel (kernels/bf16_gemm.py) for one config, as bf16_triton._execute launches it."""
+    from deep_gemm.gemm.kernels.bf16_gemm import _bf16_gemm_kernel as fn
+    d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
+    a_block = [bm, bk] if a_k_major else [bk, bm]
+    b_block = [bn, bk] if b_k_major else [bk, bn]
+    sig = {"a_desc": f"tensordesc<bf16{a_block}>", "b_desc": f"tensordesc<bf16{b_block}>", "d_ptr": f"*{out}",
+           "c_ptr": f"*{out}", "d_desc": f"tensordesc<{out}{[bm, bn]}>" if d_tma else f"tensordesc<bf16{a_block}>",
+           "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
+    sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
+                                   "stride_dm", "stride_cg", "stride_cm"]})
+    constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
+                      GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, HAS_C=has_c, D_TMA=d_tma,
+                      A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+
+
+# The configs bf16_plan picks for DeepGEMM's test shapes (and the layouts/groupings that change the kernel).
+BF16_CONFIGS = [
+    dict(bm=128, bn=256, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=5),
+    dict(bm=128, bn=256, warps=8, stages=3, a_k_major=False, b_k_major=False),
+    dict(bm=128, bn=256, warps=8, stages=3, a_k_major=False), dict(bm=128, bn=256, warps=8, stages=3, b_k_major=False),
+    dict(bm=128, bn=128, warps=8, stages=4, out="fp32", has_c=True), dict(bm=128, bn=128, warps=8, stages=5,
+                                                                           has_c=True),
+    dict(bm=64, bn=128, warps=4, stages=6, out="fp32", has_c=True),
+    dict(bm=64, bn=64, warps=4, stages=6, split=2), dict(bm=16, bn=32, bk=128, warps=4, stages=6, split=2),
+    dict(bm=16, bn=128, bk=128, warps=4, stages=6, has_c=True),
+    dict(bm=128, bn=256, warps=8, stages=3, grouping=1), dict(bm=128, bn=256, warps=8, stages=3, grouping=2,
+                                                              b_k_major=False),
+    dict(bm=32, bn=128, bk=128, warps=4, stages=4, grouping=3, d_tma=False),
+    dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False),
+    dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
+         b_k_major=False),
+]
+
+
+def check_bf16(verbose: bool = True) -> list:
+    """Compile every BF16 config; returns the ones that spill or exceed shared memory (empty = all good)."""
+    bad = []
+    for cfg in BF16_CONFIGS:
+        ck = compile_bf16_gemm(**cfg)
+        usage = resource_usage(ck.asm["cubin"])
+        spill = int(usage.split("STACK:")[1].split()[0]) if "STACK:" in usage else 0
+        counts = sass_counts(ck.asm["cubin"], ("HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDL", "STL"))
+        ok = spill == 0 and ck.metadata.shared <= 227 * 1024 and counts["LDL"] == 0
+        if verbose:
+            print("bf16", cfg, "smem", ck.metadata.shared, usage, counts, "" if ok else "<-- BAD", flush=True)
+        if not ok:
+            bad.append(cfg)
+    return bad
+
+
+if __name__ == "__main__" and "--bf16" in sys.argv:
+    sys.exit(1 if check_bf16() else 0)
+
+
+def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, consumer_regs=232,
+                         producer_regs=40):
+    """The opt-in warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config."""
+    from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
+    from triton.experimental.gluon._runtime import GluonASTSource
+    sig = {"a_desc": gluon_desc_sig([128, bk] if a_k_major else [bk, 128], "bfloat16"),
+           "b_desc": gluon_desc_sig([bn, bk] if b_k_major else [bk, bn], "bfloat16"),
+           "d_desc": gluon_desc_sig([64, bn], "bfloat16"), "layout_ptr": "*i32"}
+    sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K"]})
+    constexprs = dict(BM=128, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
+                      B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, CONSUMER_REGS=consumer_regs,
+                      PRODUCER_REGS=producer_regs)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
+
+
+BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, stages=3, b_k_major=False),
+                   dict(bn=256, stages=3, a_k_major=False), dict(bn=256, stages=3, a_k_major=False, b_k_major=False),
+                   dict(bn=256, stages=3, grouping=1), dict(bn=256, stages=3, grouping=2, b_k_major=False),
+                   dict(bn=128, stages=6, grouping=2)]
+
+if __name__ == "__main__" and "--bf16-ws" in sys.argv:
+    for cfg in BF16_WS_CONFIGS:
+        try:
+            ck = compile_bf16_gemm_ws(**cfg)
+        except Exception as exc:  # noqa: BLE001  (report and go on: some majorness pairs may not lower)
+            print("bf16-ws", cfg, "FAILED", type(exc).__name__, str(exc).splitlines()[0][:300], flush=True)
+            continue
+        info = ptxas_info(ck.asm["ptx"])
+        print("bf16-ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]),
+              sass_counts(ck.asm["cubin"], ("HGMMA", "UTMALDG", "UTMASTG", "LDL", "STL")),
+              "SERIALISED" if "C7514" in info else "", flush=True)

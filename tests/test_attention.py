@@ -529,7 +529,8 @@ MQA_BAD = [
     (1, lambda a: torch.zeros(6, 32, dtype=torch.int32), r"q_sf: FP8 queries take no scale"),
     (2, lambda a: a[2][:, :32].contiguous(), r"kv: expected 64 columns"),
     (2, lambda a: torch.zeros(50, 32, dtype=torch.int8), r"kv: expected dtype float8_e4m3fn"),
-    (3, lambda a: a[3][:10], r"kv_sf: expected 50 entries"),
+    (3, lambda a: a[3][:10], r"kv_sf: expected shape \(50,\) or \(50, 1\)"),
+    (3, lambda a: a[3][:, None].expand(-1, 2), r"kv_sf: expected shape \(50,\) or \(50, 1\)"),
     (3, lambda a: a[3].to(torch.int32), r"kv_sf: expected dtype float32, got int32"),
     (4, lambda a: a[4][:, :16], r"weights: expected shape \(6, 32\)"),
     (4, lambda a: a[4].t().contiguous().t(), r"weights: expected contiguous heads"),
@@ -576,7 +577,7 @@ def test_paged_metadata_bad_inputs():
     lens = torch.randint(0, 500, (3, 2), dtype=torch.int32)
     cases = [
         ((lens.long(), 64, 8, None), r"context_lens: expected dtype int32, got int64"),
-        ((lens[:, 1], 64, 8, None), r"context_lens: expected a 2-D tensor"),
+        ((lens[None], 64, 8, None), r"context_lens: expected a 1-D or 2-D tensor"),
         ((lens.t(), 64, 8, None), r"context_lens: expected a contiguous tensor"),
         ((lens[:, :0], 64, 8, None), r"context_lens: expected next_n >= 1"),
         ((lens, 128, 8, None), r"block_kv: expected block_kv in \(32, 64\).*got 128"),

@@ -622,3 +622,59 @@ def test_mn_major_operand_copy_is_bit_exact(shape):
     out = _k_major(x)
     assert out.is_contiguous() and out.shape == x.shape and out.dtype == x.dtype
     assert torch.equal(out.view(torch.uint8), x.contiguous().view(torch.uint8))
+
+
+@pytest.mark.parametrize("zero_pad", [True, False])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("ms,extra_rows,expected_m,n,k", [
+    ([3000, 0, 129, 1, 700], 0, None, 4096, 1024),  # prefill: empty group, 1-row group, 128-row tails
+    ([20, 25, 0, 17, 31, 1, 64], 4096, 24, 7168, 512),  # decode form: A holds far more rows than the groups use
+    ([130, 1, 256, 0], 300, 128, 576, 384),  # N = 576 (split / tail tiles), rows after the last group
+])
+def test_m_grouped_psum_tiles_stay_inside_their_groups(monkeypatch, zero_pad, layout, ms, extra_rows, expected_m,
+                                                       n, k):
+    """The psum layout on the warp-specialised kernel, its tiles enumerated per group on the device: every group's
+    rows right; each group's padding rows zeros with ensure_zero_padding, zeros or untouched without; rows after
+    the last group's padded end never written (the decode form's A has thousands of them); no host sync (the
+    call is captured in a CUDA graph and replayed with new group ends)."""
+    calls = _spy_ws_launches(monkeypatch)
+    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
+    used = a[0].size(0)
+    if extra_rows:  # A and D grow past the last group's padded end
+        more = per_token_cast_to_fp8(torch.randn(extra_rows, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+        a = (torch.cat([a[0], more[0]]), torch.cat([a[1], more[1]]))
+    d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    b_arg = b if layout == "nt" else (b[0].transpose(1, 2).contiguous(), b[1].transpose(1, 2))  # [G, K, N]
+    kwargs = dict(use_psum_layout=True, ensure_zero_padding=zero_pad)
+    if expected_m is not None and layout == "nt":
+        kwargs["expected_m_for_psum_layout"] = expected_m
+    fn = getattr(deep_gemm, f"m_grouped_fp8_gemm_{layout}_contiguous")
+    fn(a, b_arg, d, ends, **kwargs)
+    assert calls, "the warp-specialised kernel did not run"
+
+    def check(d, starts, stops):
+        for g, (s, e) in enumerate(zip(starts, stops)):
+            if e > s:
+                assert calc_diff(d[s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
+            pad = d[e:align(e, 128)]
+            assert ((pad == 0).all() if zero_pad else ((pad == 0) | pad.isnan()).all()), f"group {g} padding"
+        assert d[align(stops[-1], 128):].isnan().all(), "rows after the last group were written"
+    check(d, starts, stops)
+    if layout == "nn":
+        return
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(a, b_arg, d, ends, **kwargs)
+    # New group sizes inside the same A: the captured launch reads them on the device.
+    ms2 = [max(0, m - 7) for m in ms]
+    starts2, stops2, start = [], [], 0
+    for m in ms2:
+        starts2.append(start)
+        stops2.append(start + m)
+        start = align(start + m, 128)
+    ends.copy_(torch.tensor(stops2, dtype=torch.int32))
+    d.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check(d, starts2, stops2)
+    assert used >= start

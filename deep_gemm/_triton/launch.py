@@ -294,7 +294,9 @@ def _descriptor_layout(desc, meta: _DescriptorMeta, device_index: int) -> TmaLay
     if meta.fp4_padded:  # packed FP4: the descriptor counts elements, two per byte
         shape = list(shape)
         shape[-1] *= 2
-    return tma_layout(meta.swizzle, meta.elem_size, meta.elem_type, meta.block_size, shape, desc.strides,
+    # A descriptor class may ask for another element type than the kernel's (Tf32RoundingDescriptor).
+    elem_type = getattr(desc, "host_elem_type", None) or meta.elem_type
+    return tma_layout(meta.swizzle, meta.elem_size, elem_type, meta.block_size, shape, desc.strides,
                       1 if desc.padding == "nan" else 0, device_index)
 
 
@@ -611,3 +613,32 @@ def descriptor(t: torch.Tensor, shape, strides, block_shape, gluon: bool = False
         from triton.tools.tensor_descriptor import TensorDescriptor
         return TensorDescriptor(t, list(shape), list(strides), list(block_shape))
     return FastDescriptor(t, shape, strides, block_shape, gluon)
+
+
+# ---- TF32 rounding in the TMA unit ---------------------------------------------------------------------------------
+
+# CUtensorMapDataType CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 (cuda.h): a TMA load through such a map rounds each FP32
+# element to TF32 (to nearest) on its way into shared memory, which is how DeepGEMM's TF32 kernels feed wgmma
+# (wgmma itself truncates FP32 operands to TF32).
+TMA_HOST_TFLOAT32 = 11
+
+
+class Tf32RoundingDescriptor(FastDescriptor):
+    """A ``FastDescriptor`` over FP32 data whose map is encoded as TFLOAT32 (see ``TMA_HOST_TFLOAT32``); the kernel
+    sees FP32 values with the 13 low mantissa bits rounded away. Only the direct launch path encodes it so (Triton's
+    own wrapper would encode FLOAT32): a launcher uses it only where ``direct_launch_available`` says so."""
+
+    __slots__ = ()
+    host_elem_type = TMA_HOST_TFLOAT32
+
+
+def direct_launch_available(compiled) -> bool:
+    """Whether launches of this compiled kernel go through the direct path (where descriptor classes such as
+    ``Tf32RoundingDescriptor`` are honoured): the installed Triton's launcher is the one this module knows, and no
+    earlier launch of this kernel failed ``_verify``."""
+    if interpreting():
+        return False
+    entry = _DIRECT.get(id(compiled.run))
+    if entry is not None and entry[0] is compiled.run:
+        return entry[1] is not None
+    return _direct_launcher(compiled.run) is not None

@@ -129,9 +129,13 @@ def check_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu
     require_contiguous("kv", kv)
     seq_len_kv = kv.size(0)
     require_dtype("kv_sf", kv_sf, (torch.int32,) if shape.is_fp4 else (torch.float32,))
-    require_dim("kv_sf", kv_sf, 1)
+    # [SK] as DeepGEMM documents it, or [SK, 1] (what per-row casts return with keepdim, and some clients pass).
+    require(kv_sf.dim() == 1 or (kv_sf.dim() == 2 and kv_sf.size(1) == 1),
+            f"kv_sf: expected shape ({seq_len_kv},) or ({seq_len_kv}, 1) (one scale per KV row), "
+            f"got {tuple(kv_sf.shape)}")
     require(kv_sf.size(0) == seq_len_kv,
-            f"kv_sf: expected {seq_len_kv} entries (one scale per KV row), got shape {tuple(kv_sf.shape)}")
+            f"kv_sf: expected shape ({seq_len_kv},) or ({seq_len_kv}, 1) (one scale per KV row), "
+            f"got {tuple(kv_sf.shape)}")
     require_contiguous("kv_sf", kv_sf)
     _check_weights(weights, seq_len, "S", shape.num_heads, logits_dtype)
     _check_int_vector("cu_seq_len_k_start", cu_seq_len_k_start, seq_len, "one KV start per query")
@@ -160,13 +164,24 @@ def _check_no_indices(indices) -> None:
 
 
 def _check_context_lens(context_lens: torch.Tensor, shape: tuple[int, int] | None = None) -> tuple[int, int]:
+    """[B, next_n] (one length per query row), or the older 1-D form [B] (vLLM 0.11, the V3.2-era SGLang indexer):
+    one length per sequence, its next_n rows causal (row n sees ``context_lens[b] - next_n + n + 1`` tokens, as
+    DeepGEMM's 1-D path did). Returns (B, next_n), next_n = 1 for 1-D lengths without a query shape."""
     require_dtype("context_lens", context_lens, (torch.int32,))
-    require_dim("context_lens", context_lens, 2)
+    require_dim("context_lens", context_lens, (1, 2))
     require_contiguous("context_lens", context_lens)
+    if context_lens.dim() == 1:
+        batch = context_lens.size(0)
+        if shape is not None:
+            require(batch == shape[0],
+                    f"context_lens: expected shape {shape} ([B, next_n], one length per query row) or ({shape[0]},) "
+                    f"([B], one length per sequence), got {tuple(context_lens.shape)}")
+            return shape
+        return batch, 1
     if shape is not None:
         require(tuple(context_lens.shape) == shape,
-                f"context_lens: expected shape {shape} ([B, next_n], one length per query row), "
-                f"got {tuple(context_lens.shape)}")
+                f"context_lens: expected shape {shape} ([B, next_n], one length per query row) or ({shape[0]},) "
+                f"([B], one length per sequence), got {tuple(context_lens.shape)}")
     require(context_lens.size(1) >= 1,
             f"context_lens: expected next_n >= 1 columns, got shape {tuple(context_lens.shape)}")
     return context_lens.size(0), context_lens.size(1)

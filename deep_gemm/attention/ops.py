@@ -11,6 +11,7 @@ import torch
 from .._ops.library import register
 from . import checks
 from . import reference as ref
+from . import triton_launch as tri
 
 
 def _fake_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
@@ -39,12 +40,17 @@ def _fake_fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, 
 
 
 register("fp8_fp4_mqa_logits", check=checks.check_fp8_fp4_mqa_logits,
-         reference=ref.fp8_fp4_mqa_logits_reference, fake=_fake_fp8_fp4_mqa_logits)
+         reference=ref.fp8_fp4_mqa_logits_reference, fake=_fake_fp8_fp4_mqa_logits,
+         triton=tri.replayed(tri.fp8_fp4_mqa_logits_triton))
 register("fp8_mqa_logits", check=checks.check_fp8_mqa_logits,
-         reference=ref.fp8_mqa_logits_reference, fake=_fake_fp8_mqa_logits)
+         reference=ref.fp8_mqa_logits_reference, fake=_fake_fp8_mqa_logits,
+         triton=tri.replayed(tri.fp8_mqa_logits_triton))
 register("get_paged_mqa_logits_metadata", check=checks.check_get_paged_mqa_logits_metadata,
-         reference=ref.get_paged_mqa_logits_metadata_reference, fake=_fake_get_paged_mqa_logits_metadata)
+         reference=ref.get_paged_mqa_logits_metadata_reference, fake=_fake_get_paged_mqa_logits_metadata,
+         triton=tri.replayed(tri.get_paged_mqa_logits_metadata_triton))
 register("fp8_fp4_paged_mqa_logits", check=checks.check_fp8_fp4_paged_mqa_logits,
-         reference=ref.fp8_fp4_paged_mqa_logits_reference, fake=_fake_fp8_fp4_paged_mqa_logits)
+         reference=ref.fp8_fp4_paged_mqa_logits_reference, fake=_fake_fp8_fp4_paged_mqa_logits,
+         triton=tri.replayed(tri.fp8_fp4_paged_mqa_logits_triton))
 register("fp8_paged_mqa_logits", check=checks.check_fp8_paged_mqa_logits,
-         reference=ref.fp8_paged_mqa_logits_reference, fake=_fake_fp8_paged_mqa_logits)
+         reference=ref.fp8_paged_mqa_logits_reference, fake=_fake_fp8_paged_mqa_logits,
+         triton=tri.replayed(tri.fp8_paged_mqa_logits_triton))

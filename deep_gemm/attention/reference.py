@@ -124,9 +124,9 @@ def fp8_fp4_mqa_logits_reference(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start
 
     q_values = _query_values(q, q_sf)
     if kv.dtype == FP4_PACKED:
-        kv_values, kv_scale = _fp4_values(kv, kv_sf), None
+        kv_values, kv_scale = _fp4_values(kv, kv_sf.reshape(-1)), None
     else:
-        kv_values, kv_scale = kv.float(), kv_sf
+        kv_values, kv_scale = kv.float(), kv_sf.reshape(-1)
     head_dim = kv_values.size(1)
     w = weights.float()
     starts, ends = cu_seq_len_k_start.long(), cu_seq_len_k_end.long()
@@ -200,6 +200,7 @@ def fp8_fp4_paged_mqa_logits_reference(q, q_sf, kv_cache, weights, context_lens,
 
     q_values = _query_values(q, q_sf)
     head_dim = q_values.size(-1)
+    context_lens = per_row_context_lens(context_lens, next_n)
     page_values, page_scales = paged_kv_bytes(kv_cache, head_dim, is_fp4)
     w = weights.float().view(batch, next_n, num_heads)
     positions = torch.arange(max_context_len, device=q.device)
@@ -230,6 +231,15 @@ def fp8_paged_mqa_logits_reference(q, kv_cache, weights, context_lens, block_tab
                                               max_context_len, clean_logits, torch.float32, indices)
 
 
+def per_row_context_lens(context_lens: torch.Tensor, next_n: int) -> torch.Tensor:
+    """[B, next_n] lengths as they are; 1-D [B] lengths as DeepGEMM's 1-D path reads them: the next_n rows of
+    sequence b are causal, row n seeing ``context_lens[b] - next_n + n + 1`` tokens."""
+    if context_lens.dim() == 2:
+        return context_lens
+    rows = torch.arange(next_n, device=context_lens.device, dtype=context_lens.dtype)
+    return context_lens[:, None] - next_n + 1 + rows[None, :]
+
+
 def atoms_per_sequence(next_n: int) -> int:
     """Scheduling atoms of one sequence: query rows are taken in pairs when next_n >= 2, else one at a time."""
     rows_per_atom = 2 if next_n >= 2 else 1
@@ -245,6 +255,8 @@ def get_paged_mqa_logits_metadata_reference(context_lens, block_kv, num_sms, ind
     the first sequence whose running item count exceeds it (the last sequence when there is no work at all). The last
     row is ``(B * atoms, 0)``. Computed with prefix sums on the device; block_kv does not change the split size.
     """
+    if context_lens.dim() == 1:  # one length per sequence: one query row each, as DeepGEMM's 1-D schedule
+        context_lens = context_lens[:, None]
     batch, next_n = context_lens.shape
     atoms = atoms_per_sequence(next_n)
     device = context_lens.device

@@ -1,9 +1,13 @@
-"""Registers the einsum ops: one check and one reference each (both only write ``d``: no fake kernel needed)."""
+"""Registers the einsum ops: one check, one reference and one CUDA launcher each (both only write ``d``: no fake
+kernel needed). The launchers (``einsum_triton``) import Triton and their kernels at the first launch."""
 
 from __future__ import annotations
 
 from .._ops.library import register
-from . import checks, reference
+from . import checks, einsum_triton, reference
 
-register("einsum", check=checks.check_einsum, reference=reference.einsum_reference)
-register("fp8_einsum", check=checks.check_fp8_einsum, reference=reference.fp8_einsum_reference)
+register("einsum", check=checks.check_einsum, reference=reference.einsum_reference, triton=einsum_triton.einsum,
+         triton_note="reference for operands whose strides or start are not 16-byte aligned")
+register("fp8_einsum", check=checks.check_fp8_einsum, reference=reference.fp8_einsum_reference,
+         triton=einsum_triton.fp8_einsum,
+         triton_note="reference for INT scales and for unaligned operands")

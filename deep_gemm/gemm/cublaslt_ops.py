@@ -1,4 +1,5 @@
-"""Registers the vendor-BLAS GEMM ops ``cublaslt_gemm_{nt,nn,tn,tt}``: one check and one reference per op.
+"""Registers the vendor-BLAS GEMM ops ``cublaslt_gemm_{nt,nn,tn,tt}``: one check, one reference and one CUDA launcher
+(``cublaslt.py``: cuBLAS through torch) per op.
 
 They only write their ``d`` argument, so no fake kernel is needed (the check still runs under FakeTensorMode).
 """
@@ -8,7 +9,10 @@ from __future__ import annotations
 from .._ops.library import register
 from . import bf16_checks as checks
 from . import bf16_reference as ref
+from . import cublaslt
 
 for _layout in ("nt", "nn", "tn", "tt"):
     register(f"cublaslt_gemm_{_layout}", check=checks.make_cublaslt_check(_layout),
-             reference=ref.make_dense_reference(f"cublaslt_gemm_{_layout}", _layout))
+             reference=ref.make_dense_reference(f"cublaslt_gemm_{_layout}", _layout),
+             triton=cublaslt.LAUNCHERS[_layout],
+             triton_note="cuBLAS(Lt) through torch; the reference for FP8 with K or N not a multiple of 16")

@@ -162,8 +162,11 @@ def _m_grouped_contiguous(layout: str):
         multiple of ``get_mk_alignment_for_contiguous_layout()`` (M must be a multiple of it). Rows marked -1 are
         written as zeros. The Triton kernel reads a tile's expert from its first row.
       * ``use_psum_layout=True``: ``[G]`` cumulative end rows; group g covers rows
-        ``[align(end[g-1], alignment), end[g])``. Gap rows are zeroed when ``ensure_zero_padding`` (default), else
-        left untouched.
+        ``[align(end[g-1], alignment), end[g])``. With ``ensure_zero_padding`` (default) each group's padding rows
+        ``[end[g], align(end[g], alignment))`` are zeros; without it they are unspecified (the Triton kernel may
+        write zeros into them, as DeepGEMM's SM90 kernels store whole tiles). Rows after the last group's padded
+        end are unspecified either way (the Triton kernel leaves them, the torch reference zeroes them), so A may
+        hold more rows than the groups use (the decode form: ``expected_m_for_psum_layout`` = rows per group).
     Expert ids must lie in ``[-1, G)``; this is not checked (it would need a device sync).
     ``expected_m_for_psum_layout`` only steers the kernel choice.
 

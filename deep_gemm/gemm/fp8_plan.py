@@ -126,7 +126,7 @@ class Fp8Call:
     head: tuple = (0, 0, 0)  # skip-head-mid column remap of D
     zero_gaps: bool = True  # M-grouped rows of no group are written (zeros), so whole tiles may be stored
     psum_align: int = 128  # M-grouped: the segment alignment
-    expected_m: int = 0  # masked: expected rows per group (steers the tile choice)
+    expected_m: int = 0  # masked / psum: expected rows per group (steers the tile choice; psum: sized_call)
     d_rows: bool = True  # D has a [rows, N] view with 16-byte aligned rows (TMA descriptors over it work)
     d_tma: bool = True  # the tl.* kernel may store D's tiles by TMA (_tma_storable)
     ws_d_tma: bool = True  # the warp-specialised kernel may store D's slabs by TMA (also masked / K-grouped)
@@ -330,6 +330,7 @@ def tile_problem(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> confi
         return configs.Fp8GemmProblem(call.m, call.n, call.k, 1, "dense", call.num_sms,
                                       one_wave_split_k=call.on_gpu and one_wave_split_routable(call, overrides))
     if kind == "m_grouped":
+        call = sized_call(call)
         return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms, call.psum_align)
     if kind == "masked":
         return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms,
@@ -359,10 +360,20 @@ def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str) -> int:
 def plan(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> Fp8Plan | None:
     """The plan of ``call`` with the heuristic's tile config; None when no kernel covers it (an M-grouped segment
     alignment no tile height divides: the reference runs)."""
-    problem = tile_problem(call, overrides)
+    problem = tile_problem(sized_call(call), overrides)
     if not configs.candidates(problem):
         return None
     return plan_for_config(call, overrides.config or configs.heuristic(problem), overrides)
+
+
+def sized_call(call: Fp8Call) -> Fp8Call:
+    """The call as the tile choices see it: a psum call with ``expected_m_for_psum_layout`` (the decode form, where A
+    may hold far more rows than the groups use) is sized by its expected rows, G segments of align(expected_m)
+    rows (at most M). Grids are still sized by M (an upper bound of the tiles the kernel enumerates)."""
+    if call.grouping != GROUPING["m_psum"] or call.expected_m <= 0:
+        return call
+    align = max(call.psum_align, 1)
+    return replace(call, m=max(1, min(call.m, call.num_groups * _cdiv(call.expected_m, align) * align)))
 
 
 def plan_for_config(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides = NO_OVERRIDES) -> Fp8Plan:
@@ -378,7 +389,7 @@ def plan_for_config(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Ove
     if tail:
         call = replace(call, m=call.m - tail)
     grid = _tl_grid(call, cfg)
-    ws = _ws_plan(call, cfg, overrides, mode)
+    ws = _ws_plan(sized_call(call), cfg, overrides, mode)
     if ws is None:
         return Fp8Plan(cfg, "tl", grid, None, tail)
     if (ws.block_m, ws.tile_n) != (cfg.block_m, cfg.block_n):
@@ -453,4 +464,4 @@ def grouping_of(kind: str, use_psum_layout: bool = False) -> int:
 
 __all__ = ["Fp8Call", "Fp8Overrides", "Fp8Plan", "WsPlan", "GROUPING", "plan", "plan_for_config", "tile_problem",
            "ws_register_budget", "ws_stages", "ws_waves", "ws_narrow", "tail_narrow", "wide_small_m",
-           "one_wave_split_routable", "row_tail"]
+           "one_wave_split_routable", "row_tail", "sized_call"]

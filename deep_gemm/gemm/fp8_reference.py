@@ -4,7 +4,9 @@ CUDA until a Triton kernel covers a case, and reused by tests and benchmarks.
 Semantics (shared with the Triton kernels; see the public docstrings):
 * dense: D = C + A @ B.T, where C may be D itself; K == 0 gives D = C (or 0).
 * M-grouped contiguous: rows whose expert id is -1 are written as zeros; with the psum layout the gap rows between
-  groups are written as zeros when ensure_zero_padding, else left untouched.
+  groups are written as zeros when ensure_zero_padding, else left untouched (the Triton kernels zero each group's
+  padding rows when ensure_zero_padding and may write them otherwise; rows past the last group's padded end are
+  unspecified: the reference zeroes them, the kernels leave them).
 * masked: rows >= masked_m[g] are left untouched.
 Grouped references never read index tensors on the host, so the CUDA fallback stays capturable in CUDA graphs.
 """

@@ -117,9 +117,13 @@ def _ws_tma_storable(d: torch.Tensor, grouping: int, tma_storable: bool) -> bool
     """``_tma_storable`` (given) for the warp-specialised kernel, which also stores masked and K-grouped layouts by
     TMA: one store per 64-row slab through D's [G * M, N] rows view (the caller has it). With M a multiple of 128
     no tile reaches the next group's rows; masked rows past masked_m may be written (unspecified, as in DeepGEMM,
-    whose masked kernel stores whole tiles)."""
+    whose masked kernel stores whole tiles). Psum layouts store whole slabs whether or not the gaps are to be
+    zeroed: its tiles never reach past a group's padded segment, and without ``ensure_zero_padding`` the padding
+    rows are unspecified (a slab with a valid row writes zeros into them; a slab of padding only is skipped)."""
     if grouping in (GROUPING["masked"], GROUPING["k_grouped"]):
         return d.dim() == 3 and d.size(1) % 128 == 0
+    if grouping == GROUPING["m_psum"]:
+        return _tma_storable(d, grouping, True, (0, 0, 0))
     return tma_storable
 
 
@@ -351,8 +355,9 @@ def _m_grouped_contiguous(layout: str):
         alignment = get_mk_alignment_for_contiguous_layout()
         grouping = GROUPING["m_psum" if use_psum_layout else "m_ids"]
         zero_gaps = bool(ensure_zero_padding) or not use_psum_layout
+        expected_m = int(expected_m_for_psum_layout or 0) if use_psum_layout else 0
         call = call_of(grouping, m, n, k, num_groups, d, None, r.b[0] == 1, zero_gaps=zero_gaps,
-                       psum_align=alignment)
+                       psum_align=alignment, expected_m=expected_m)
         p = _plan_for(call, overrides)  # (autotuning covers the dense and masked GEMMs)
         if p is None:
             return NotImplemented  # an alignment no tile height divides

@@ -20,7 +20,7 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
     a : Tensor
         ``[M, K]`` BF16, K-major (row stride a multiple of 8 elements). ``M == 0`` is a no-op.
     b : Tensor
-        ``[N, K]`` FP32, K-major. ``0 < N <= 32`` and ``N % 8 == 0`` (DeepGEMM's SM90 kernel limit).
+        ``[N, K]`` FP32, K-major. ``0 < N <= 128`` and ``N % 8 == 0`` (DeepGEMM's SM90 kernel stops at 32).
     d : Tensor
         FP32, row-major, written in place: ``[M, N]`` without ``num_splits``, else ``[num_splits, M, N]``
         (batch-dense) holding each split's partial product.
@@ -33,8 +33,12 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
 
     Notes
     -----
-    On the GPU the product runs on TF32 tensor cores (B rounded to 10 mantissa bits; A, being BF16, is exact), so
-    expect a relative error around 1e-3; the CPU reference computes exactly (FP64 sums rounded once to FP32).
+    On the GPU the product runs on TF32 tensor cores: B is rounded to TF32 (10 mantissa bits, to nearest even, as
+    DeepGEMM's TMA loads and torch's TF32 matmul round it; A, being BF16, is exact) and products are summed in FP32,
+    so the result matches ``a.float() @ b.T`` under ``allow_tf32=True`` (calc_diff ~1e-11) and differs from the
+    exact product by calc_diff ~2e-8. Small M without ``num_splits`` splits K over more SMs and reduces on the
+    device in a fixed order: the same bits every call. The CPU reference computes exactly (FP64 sums rounded once
+    to FP32).
 
     Example
     -------

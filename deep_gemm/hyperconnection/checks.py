@@ -1,8 +1,8 @@
 """Check of ``tf32_hc_prenorm_gemm``, shared by the CPU (reference), CUDA and fake kernels.
 
 Metadata only (dtype, shape, strides, device), so it runs unchanged on fake tensors; everything is validated before
-anything is written. The limits on N and K are those of DeepGEMM's SM90 kernel, kept so that our Triton kernel can
-rely on them (one BLOCK_N tile covers all of N; split-K partitions whole 64-wide K blocks).
+anything is written. The limits on N and K are DeepGEMM's SM90 kernel's, with N widened from 32 to 128 (one BLOCK_N
+tile covers all of N; split-K partitions whole 64-wide K blocks).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from ..runtime import INT32_MAX
 
 # K is cut into blocks of this many columns; num_splits partitions whole blocks (DeepGEMM's SM90 BLOCK_K).
 BLOCK_K = 64
-# DeepGEMM's SM90 kernel covers all of N with one BLOCK_N = align(N, 16) tile and supports N <= 32 only.
-MAX_N = 32
+# One BLOCK_N tile covers all of N (DeepGEMM's SM90 kernel stops at N = 32; ours takes up to 128).
+MAX_N = 128
 # N must be a multiple of the WGMMA N granularity the SM90 kernel instantiates.
 N_ALIGNMENT = 8
 
@@ -59,8 +59,7 @@ def check_tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor
     require(k_b == k, f"b: expected K = {k} (the K of a), got shape {tuple(b.shape)}")
     require(n > 0, f"b: expected N > 0, got shape {tuple(b.shape)}")
     require(n <= MAX_N and n % N_ALIGNMENT == 0,
-            f"b: expected N <= {MAX_N} and a multiple of {N_ALIGNMENT} (the SM90 kernel's limit, kept for the "
-            f"Triton kernel), got N = {n}")
+            f"b: expected N <= {MAX_N} and a multiple of {N_ALIGNMENT} (one tile covers N), got N = {n}")
     require(k > 0 and k % BLOCK_K == 0,
             f"a: expected K > 0 and a multiple of {BLOCK_K} (splits are defined on {BLOCK_K}-wide K blocks), "
             f"got K = {k}")

@@ -11,7 +11,7 @@ Semantics:
 Precision: the reference is exact maths rounded once. BF16 x FP32 products are exact in FP64 (8 + 24 significant
 bits), so the sums run in FP64 and each output is rounded to FP32 once. It does NOT emulate TF32: DeepGEMM's GPU
 kernel (and ours) feeds B through TF32 tensor cores, which rounds B to 10 mantissa bits (relative error ~5e-4 per
-product); tests of a GPU kernel must use the TF32 tolerance, not this reference's.
+product); tests of a GPU kernel compare with ``round_to_tf32(b)`` in place of ``b`` (what the kernel multiplies).
 """
 
 from __future__ import annotations
@@ -19,6 +19,23 @@ from __future__ import annotations
 import torch
 
 from .checks import BLOCK_K
+
+
+# TF32 keeps 10 of FP32's 23 mantissa bits.
+_TF32_DROPPED_BITS = 13
+
+
+def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """FP32 -> TF32 values (as FP32), to nearest, ties to even, Inf and NaN kept: what the Triton kernel (and
+    DeepGEMM's TFLOAT32 TMA loads) feed the tensor cores for B. Plain integer maths on the bit pattern."""
+    bits = x.contiguous().view(torch.int32).to(torch.int64)
+    lowest_kept = (bits >> _TF32_DROPPED_BITS) & 1
+    rounded = (bits + (1 << (_TF32_DROPPED_BITS - 1)) - 1 + lowest_kept) >> _TF32_DROPPED_BITS << _TF32_DROPPED_BITS
+    finite = (bits & 0x7F800000) != 0x7F800000
+    kept = torch.where(finite, rounded, bits)
+    # Back to int32 two's complement (the sign bit travels through the int64 maths unchanged).
+    kept = torch.where(kept >= 2**31, kept - 2**32, kept)
+    return kept.to(torch.int32).view(torch.float32).view(x.shape)
 
 
 def split_k_blocks(num_k_blocks: int, num_splits: int, split: int) -> tuple[int, int]:

@@ -1,7 +1,9 @@
 """Public scale-factor layout API, call-compatible with DeepGEMM's layout helpers.
 
-Unlike DeepGEMM, every function returns a fresh tensor, never its input or a view of it (dispatcher ops may not
-return aliases of their inputs): callers that relied on getting ``sf`` itself back get an equal copy instead.
+Like DeepGEMM, ``get_mn_major_tma_aligned_tensor`` and ``transform_sf_into_required_layout`` return ``sf`` itself
+(no copy, no kernel) when it is already in the required layout (after the same argument check as the op); otherwise
+they return a fresh tensor from the dispatcher op. The ``torch.ops.deep_gemm`` ops themselves always return fresh
+storage (dispatcher ops may not return aliases of their inputs).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
+
+from . import checks
 
 __all__ = [
     "transform_sf_into_required_layout",
@@ -45,7 +49,8 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,
     Returns
     -------
     Tensor
-        A fresh tensor, by the first matching rule (SM90 behaviour):
+        ``sf`` itself when it is already in the required layout (rule 2 always; rules 1 and 3 when ``sf`` is
+        MN-major and TMA-aligned), as DeepGEMM does; otherwise a fresh tensor, by the first matching rule (SM90):
 
         1. FP32, ``gran_mn == 1``, ``gran_k`` 32 or 128: MN-major, TMA-aligned FP32 copy (strides
            ``((align(mn', 4) * sfk,) 1, align(mn', 4))``), as :func:`get_mn_major_tma_aligned_tensor`;
@@ -61,9 +66,30 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,
     -------
     >>> sfa = deep_gemm.transform_sf_into_required_layout(sfa, m, k, (1, 128, 128), is_sfa=True)
     """
-    return _ops.transform_sf_into_required_layout.default(sf, int(mn), int(k), [int(x) for x in recipe],
-                                                          None if num_groups is None else int(num_groups),
-                                                          is_sfa, disable_ue8m0_cast, psum_layout)
+    args = (sf, int(mn), int(k), [int(x) for x in recipe], None if num_groups is None else int(num_groups), is_sfa,
+            disable_ue8m0_cast, psum_layout)
+    if _transform_keeps_input(*args):
+        return sf
+    return _ops.transform_sf_into_required_layout.default(*args)
+
+
+def _already_mn_major(sf: torch.Tensor) -> bool:
+    """DeepGEMM's test for an MN-major TMA-aligned tensor it returns as is: unit MN stride, MN stride padded to
+    align(MN, 4), groups dense (3-D)."""
+    mn, cols = sf.size(-2), sf.size(-1)
+    aligned = checks.get_tma_aligned_size(mn, checks.SF_ELEMENT_SIZE)
+    return (sf.dim() == 2 or sf.stride(0) == aligned * cols) and sf.stride(-2) == 1 and sf.stride(-1) == aligned
+
+
+def _transform_keeps_input(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, psum_layout) -> bool:
+    """Whether the transformation is the identity, as in DeepGEMM: (128, 128) FP32 block scales (their layout is
+    kept), packed int32 scales (the check accepted them as MN-major and TMA-aligned), and FP32 per-row scales already
+    MN-major and TMA-aligned. Runs the op's check first (it raises on bad arguments, like the op)."""
+    checks.check_transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast,
+                                                   psum_layout)
+    if sf.dtype == torch.int32 or checks.granularity(recipe, is_sfa) == (128, 128):
+        return True
+    return _already_mn_major(sf)
 
 
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor, /) -> torch.Tensor:
@@ -71,7 +97,8 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor, /) -> torch.Tensor:
 
     The result has the same shape and values; its strides are ``(1, align(MN, 4))`` (2-D) or
     ``(align(MN, 4) * SFK, 1, align(MN, 4))`` (3-D), so each scale column starts on a 16-byte boundary. Always a
-    fresh tensor (DeepGEMM returns ``sf`` itself when it is already laid out so). Positional-only, like DeepGEMM's.
+    fresh tensor, except that ``sf`` itself is returned (no copy) when it is already laid out so, as DeepGEMM does.
+    Positional-only, like DeepGEMM's.
 
     Example
     -------
@@ -79,6 +106,9 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor, /) -> torch.Tensor:
     >>> sf.shape, sf.stride()
     (torch.Size([129, 7]), (1, 132))
     """
+    checks.check_get_mn_major_tma_aligned_tensor(sf)
+    if _already_mn_major(sf):
+        return sf
     return _ops.get_mn_major_tma_aligned_tensor.default(sf)
 
 

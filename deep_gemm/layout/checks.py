@@ -143,7 +143,8 @@ def check_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tenso
 
 # ---- transform_sf_into_required_layout ---------------------------------------------------------------------------
 
-def _granularity(recipe: Sequence[int], is_sfa: bool | None) -> tuple[int, int]:
+def granularity(recipe: Sequence[int], is_sfa: bool | None) -> tuple[int, int]:
+    """(gran_mn, gran_k) of a 3-element recipe with is_sfa, or of a 2-element one."""
     if len(recipe) == 3:
         require(is_sfa is not None, "is_sfa: expected True (SFA) or False (SFB) with a 3-element recipe "
                                     f"(gran_m_a, gran_n_b, gran_k), got None for recipe {tuple(recipe)}")
@@ -201,7 +202,7 @@ def plan_transform_sf(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int], 
     """
     require_int_range("mn", mn, 0, INT32_MAX)
     require_int_range("k", k, 0, INT32_MAX)
-    gran_mn, gran_k = _granularity(recipe, is_sfa)
+    gran_mn, gran_k = granularity(recipe, is_sfa)
     require_dtype("sf", sf, (torch.float32, torch.int32))
     if num_groups is not None:
         require_int_range("num_groups", num_groups, 0, INT32_MAX)

@@ -1,14 +1,11 @@
-"""Registers the scale-factor layout ops: one check, one reference and one fake kernel each (Triton later)."""
+"""Registers the scale-factor layout ops: one check, one reference, one fake kernel and one Triton launcher each."""
 
 from __future__ import annotations
 
 from .._ops.library import register
 from . import checks
+from . import layout_triton as _LAUNCHERS  # (imports no Triton at import time)
 from . import reference as ref
-
-# The module of the CUDA launchers once they exist (imported here, so it must not import Triton at import time);
-# None = the references run on CUDA.
-_LAUNCHERS = None
 
 
 def _triton(name: str):

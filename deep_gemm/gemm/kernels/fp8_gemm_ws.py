@@ -27,6 +27,8 @@ budget is split per partition (setmaxnreg).
 
 Groupings mirror fp8_gemm.py (DENSE, M_IDS, M_PSUM, MASKED, K_GROUPED); the expert of an M_IDS tile is the id of
 its first row (segments start at multiples of the tile height), rows with another id are written as zeros.
+M_PSUM and MASKED tiles are enumerated per group on the device (_tile_info: cdiv(rows, BM) row blocks from the
+group's first row), so no tile straddles two groups or covers rows of no group, and no host ever reads the layout.
 K_GROUPED (weight gradients of grouped experts, 1D1D scales, two-wave tiles only) enumerates every group's output
 tiles; a tile's K blocks are its group's columns of the concatenated K (_k_blocks).
 """
@@ -40,6 +42,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
 WG_ROWS = gl.constexpr(64)
+# Warps of the producer partition (gl.warp_specialize's worker_num_warps) and its threads: with staged scales every
+# producer thread arrives on a stage's `ready` barrier once per K block, when its cp.async copies land.
+PRODUCER_WARPS = gl.constexpr(1)
+PRODUCER_THREADS = gl.constexpr(32 * PRODUCER_WARPS.value)
 
 
 @gluon.jit
@@ -81,14 +87,45 @@ def _split_tile_cols(off_n, N, BN: gl.constexpr, NARROW: gl.constexpr):
     return wide_n, narrow_n
 
 
+@gluon.constexpr_function
+def _ready_arrivals(staged_scales):
+    """Arrivals that complete one phase of a stage's `ready` barrier: the producer's arrive.expect_tx (one elected
+    thread), plus, when the producer stages scales by cp.async, one `cp.async.mbarrier.arrive.noinc` per producer
+    thread (it fires when that thread's copies have landed). `.noinc` does not raise the barrier's pending count, so
+    the count set here must include those arrivals: initialised for one arrival, the 32 extra ones overflowed the
+    barrier (compute-sanitizer synccheck, "Barrier overflow") and could complete a phase before the scales landed.
+    (Without `.noinc` each arrival first raises the pending count of whatever phase is current, which synccheck
+    reports as the same overflow.)"""
+    return 1 + (PRODUCER_THREADS.value if staged_scales else 0)
+
+
+@gluon.jit
+def _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
+                VEC: gl.constexpr):
+    """(rows, starts): every group's row count and first row, as [G_PAD] vectors (zeros past NUM_GROUPS), read on
+    the device. MASKED: masked_m rows from row 0 of the group's own [Mmax] block. M_PSUM: group g's rows are
+    [align(end[g-1], PSUM_ALIGN), end[g]) of A and D (none when the end lies before the aligned start); ends are
+    clamped to [0, M], so a layout that overruns A never sends a row (or a scale load) past it."""
+    g_idx = gl.arange(0, G_PAD, layout=VEC)
+    g_ok = g_idx < NUM_GROUPS
+    if GROUPING == MASKED:
+        rows = gl.load(layout_ptr + g_idx, mask=g_ok, other=0)
+        starts = rows * 0
+    else:
+        ends = gl.minimum(gl.maximum(gl.load(layout_ptr + g_idx, mask=g_ok, other=0), 0), M)
+        prev = gl.minimum(gl.maximum(gl.load(layout_ptr + g_idx - 1, mask=g_ok & (g_idx > 0), other=0), 0), M)
+        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        rows = gl.where(g_ok, gl.maximum(ends - starts, 0), 0)
+    return rows, starts
+
+
 @gluon.jit
 def _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr, GROUPING: gl.constexpr,
-               G_PAD: gl.constexpr, VEC: gl.constexpr):
+               G_PAD: gl.constexpr, VEC: gl.constexpr, PSUM_ALIGN: gl.constexpr = 128):
     num_n_blocks = gl.cdiv(N, BN)
-    if GROUPING == MASKED:
-        g_idx = gl.arange(0, G_PAD, layout=VEC)
-        masked = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        total = gl.sum(gl.cdiv(masked, BM) * num_n_blocks, axis=0)
+    if GROUPING == MASKED or GROUPING == M_PSUM:
+        rows, starts = _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        total = gl.sum(gl.cdiv(rows, BM) * num_n_blocks, axis=0)
     elif GROUPING == K_GROUPED:
         total = NUM_GROUPS * gl.cdiv(M, BM) * num_n_blocks
     else:
@@ -100,26 +137,34 @@ def _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr,
 def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr,
                GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr):
     """(group, expert, off_m, off_n, m_limit, row_end): expert < 0 means the tile has no valid row; rows
-    [off_m, min(m_limit, row_end)) of group `group` are the valid ones."""
+    [off_m, m_limit) of group `group` are the valid ones (hold a product), rows below row_end may be stored (M_PSUM:
+    the padding rows of a group's last tile, up to the next group's aligned start; the others: m_limit)."""
     num_n_blocks = gl.cdiv(N, BN)
     group = tile * 0
     m_limit = M
-    if GROUPING == MASKED:
+    first_row = tile * 0
+    if GROUPING == MASKED or GROUPING == M_PSUM:
+        # Tiles walk the groups in order, cdiv(rows, BM) row blocks each from the group's first row: no tile
+        # straddles two groups or lies wholly outside every group (M_PSUM: a group's last tile ends at or before
+        # the next group's aligned start, since BM divides PSUM_ALIGN).
         g_idx = gl.arange(0, G_PAD, layout=VEC)
-        masked = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        group_tiles = gl.cdiv(masked, BM) * num_n_blocks
+        rows, starts = _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        group_tiles = gl.cdiv(rows, BM) * num_n_blocks
         group_end = gl.associative_scan(group_tiles, 0, _add)
         group = gl.sum((group_end <= tile).to(gl.int32), axis=0)
-        local = tile - gl.sum(gl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
-        m_limit = gl.sum(gl.where(g_idx == group, masked, 0), axis=0)
-        pid_m, pid_n = _swizzle(local, gl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+        this = g_idx == group
+        local = tile - gl.sum(gl.where(this, group_end - group_tiles, 0), axis=0)
+        group_rows = gl.sum(gl.where(this, rows, 0), axis=0)
+        first_row = gl.sum(gl.where(this, starts, 0), axis=0)
+        m_limit = first_row + group_rows
+        pid_m, pid_n = _swizzle(local, gl.cdiv(group_rows, BM), num_n_blocks, GROUP_M)
     elif GROUPING == K_GROUPED:  # every group's [M, N] output, one after the other
         per_group = gl.cdiv(M, BM) * num_n_blocks
         group = tile // per_group
         pid_m, pid_n = _swizzle(tile % per_group, gl.cdiv(M, BM), num_n_blocks, GROUP_M)
     else:
         pid_m, pid_n = _swizzle(tile, gl.cdiv(M, BM), num_n_blocks, GROUP_M)
-    off_m = pid_m * BM
+    off_m = first_row + pid_m * BM
     off_n = pid_n * BN
     expert = group
     if GROUPING == K_GROUPED:
@@ -128,14 +173,7 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
     if GROUPING == M_IDS:
         expert = gl.load(layout_ptr + off_m)
     if GROUPING == M_PSUM:
-        g_idx = gl.arange(0, G_PAD, layout=VEC)
-        g_ok = g_idx < NUM_GROUPS
-        ends = gl.load(layout_ptr + g_idx, mask=g_ok, other=0)
-        prev = gl.load(layout_ptr + g_idx - 1, mask=g_ok & (g_idx > 0), other=0)
-        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
-        inside = g_ok & (off_m >= starts) & (off_m < ends)
-        expert = gl.max(gl.where(inside, g_idx, -1), axis=0)
-        row_end = gl.sum(gl.where(g_idx == expert, ends, 0), axis=0)
+        row_end = M  # the tile's rows past the group's end are its padding: stored (as zeros) with ZERO_GAPS
     return group, expert, off_m, off_n, m_limit, row_end
 
 
@@ -176,7 +214,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
     STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
                                  + (b2_desc.block_type.nbytes if SPLIT else 0))
     # Work units: output tiles, each SPLIT_K times (one unit per tile and K split).
-    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC) * SPLIT_K
+    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC, PSUM_ALIGN) * SPLIT_K
     it = 0
     for unit in range(gl.program_id(0), num_units, NUM_SMS):
         group, expert, off_m, off_n, m_limit, row_end = _tile_info(
@@ -210,17 +248,17 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
                 mbarrier.wait(empty.index(stage), ((it // STAGES) & 1) ^ 1)
                 bar = ready.index(stage)
                 if SFB_SMEM:
-                    # Per-column B scales of the block (zeros past N) by cp.async; each thread's arrival, counted
-                    # in before the expect below, completes when its copies land, so `ready` covers them too.
+                    # Per-column B scales of the block (zeros past N) by cp.async; each thread's arrival comes when
+                    # its copies land, and `ready` counts it (_ready_arrivals), so it covers them too.
                     async_copy.async_copy_global_to_shared(sfb_bufs.index(stage), sfb_src + kb * stride_sfb_k,
                                                            mask=sfb_ok)
-                    async_copy.mbarrier_arrive(bar)
+                    async_copy.mbarrier_arrive(bar, increment_count=False)
                 if SCALES_SMEM:
                     async_copy.async_copy_global_to_shared(sfa_bufs.index(stage), sfa_src + kb * stride_sfa_k,
                                                            mask=sfa_ok)
                     async_copy.async_copy_global_to_shared(sb_bufs.index(stage), sb_src + kb * stride_sfb_k,
                                                            mask=lane == 0)
-                    async_copy.mbarrier_arrive(bar)
+                    async_copy.mbarrier_arrive(bar, increment_count=False)
                 mbarrier.expect(bar, STAGE_BYTES)
                 tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
                 tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
@@ -495,7 +533,8 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
               HAS_C: gl.constexpr, D_TMA: gl.constexpr, slab_row=0, m_limit=1, c_desc=None, c_bar=None, c_phase=0,
               C_TMA: gl.constexpr = False):
     """Store one 64-row slab: which rows it writes, and which of them hold a product (the rest become zeros).
-    Masked layouts skip the TMA store of a slab wholly past masked_m (its first row `slab_row` >= `m_limit`).
+    Masked layouts (and psum layouts without ZERO_GAPS) skip the TMA store of a slab wholly past the group's valid
+    rows (its first row `slab_row` >= `m_limit`).
     C_TMA (with D_TMA): C's slab arrives by TMA in the staging buffer D's store then reuses (barrier `c_bar`, its
     `c_phase`th use): no 64 x BN pointer tensor, which the two-wave consumer has no registers for."""
     row_store = row_ok
@@ -504,9 +543,10 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
         ids = gl.load(layout_ptr + rows, mask=row_ok, other=-1)
         row_valid = row_ok & (ids == expert)
     if GROUPING == M_PSUM:
-        row_valid = row_ok & (expert >= 0) & (rows < row_end)
-        if not ZERO_GAPS:
-            row_store = row_valid
+        # (row_ok: rows before the group's end) ZERO_GAPS: the tile's padding rows are stored too, as zeros.
+        row_valid = row_ok
+        if ZERO_GAPS:
+            row_store = rows < row_end
     acc = gl.where(gl.expand_dims(row_valid, 1), acc, 0.0)
     mask = gl.expand_dims(row_store, 1) & gl.expand_dims(col_ok, 0)
     if HAS_C:
@@ -522,7 +562,10 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
     if D_TMA:
         # Coalesced, asynchronous store: registers -> swizzled shared memory -> one TMA store of the 64-row slab
         # (rows past M clipped by the hardware). The buffer's previous store must have been read out first.
-        if GROUPING == MASKED:
+        # Masked layouts, and psum layouts without ZERO_GAPS, skip a slab that holds no valid row (psum: the
+        # whole slab is padding; a slab with some valid rows writes zeros to its padding rows, which are
+        # unspecified then).
+        if GROUPING == MASKED or (GROUPING == M_PSUM and not ZERO_GAPS):
             if slab_row < m_limit:
                 _tma_store(acc, d_desc, c_smem, row0, off_n)
         else:
@@ -621,7 +664,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                                                    instr_shape=[16, NARROW, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
-    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC) * SPLIT_K
+    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC, PSUM_ALIGN) * SPLIT_K
     # This warpgroup's rows of the tile: the lower or upper half.
     A_ROW0: gl.constexpr = WG * (BM // 2)
     it = 0
@@ -787,7 +830,7 @@ def _fp8_gemm_ws_kernel(
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(ready.index(i), count=_ready_arrivals(SFB_SMEM or SCALES_SMEM))
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
     # One epilogue staging buffer per consumer warpgroup (and one per warpgroup for split tiles' narrow wave);
     # split-K stages a 64 x BN FP32 partial there too (_split_k_reduce), so its buffers take that many bytes.
@@ -823,4 +866,4 @@ def _fp8_gemm_ws_kernel(
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
                      GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K)),
-    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

@@ -1,0 +1,243 @@
+"""BF16 GEMM benchmark on the GPU: the rows of DeepGEMM's tests/test_bf16.py (dense M = 1 / 128 / 4096 with BF16 and
+FP32 outputs, M-grouped contiguous with expert ids and the psum layout, masked, K-grouped), each checked against an
+FP32 torch reference first, with torch (cuBLAS) timed beside the dense rows.
+
+Uses only DeepGEMM's public API, so the same script times this package and DeepGEMM (built next to it) in one device
+call with one timer (benchmarks/harness.py):
+
+    PYTHONPATH=$PWD              python benchmarks/bench_bf16_gemm.py --out $OUT/ours
+    PYTHONPATH=$PWD/.dg/DeepGEMM python benchmarks/bench_bf16_gemm.py --out $OUT/dg
+    python benchmarks/compare_providers.py $OUT/ours/bench_bf16_gemm.json $OUT/dg/bench_bf16_gemm.json
+
+``--tables sweep`` (this package only) times forced tile configs on the M = 4096 rows, to tune bf16_plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from harness import KernelTimer, geomean, provider, write_results  # noqa: E402
+
+BF16 = torch.bfloat16
+LIMIT = 1e-5  # DeepGEMM's calc_diff bar for BF16 GEMMs
+DENSE_NK = [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+FP32_OUT_NK = [(256, 7168), (129280, 7168)]
+CONTIGUOUS = [(4, 8192), (8, 4096)]
+GROUPED_NK = [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]
+MASKED = [(32, 192), (6, 1024), (32, 20), (6, 20)]
+MASKED_MAX_M = 4096
+K_GROUPED = [(4, 4096, 7168, 8192), (4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (8, 7168, 2048, 4096),
+             (16, 4096, 7168, 2048), (16, 7168, 2048, 2048)]
+
+
+def calc_diff(x, y) -> float:
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    return 0.0 if denominator == 0 else float(1 - 2 * (x * y).sum() / denominator)
+
+
+def ref_nt(a, b):
+    return a.float() @ b.float().T
+
+
+def record(results, row, us, flops, nbytes, diff, torch_us=None):
+    row.update(us=us, tflops=flops / us / 1e6, gbps=nbytes / us / 1e3, diff=diff)
+    if torch_us:
+        row.update(torch_us=torch_us, vs_torch=torch_us / us)
+    results.append(row)
+    case = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("us", "tflops", "gbps", "diff", "torch_us",
+                                                                     "vs_torch", "table"))
+    extra = f" | {torch_us / us:.2f}x torch" if torch_us else ""
+    print(f" > {row['table']:12s} {case}: {us:8.1f} us | {row['tflops']:5.0f} TFLOPS | {row['gbps']:5.0f} GB/s"
+          f"{extra} | diff {diff:.1e}{'' if diff < LIMIT else '  <-- WRONG'}", flush=True)
+
+
+def bench_dense(timer, results, ms):
+    import deep_gemm
+    print("\n== dense bf16_gemm_nt ==")
+    rows = [(m, n, k, BF16) for m in ms for n, k in DENSE_NK] + [(4096, n, k, torch.float32) for n, k in FP32_OUT_NK]
+    for m, n, k, out in rows:
+        a = torch.randn(m, k, device="cuda", dtype=BF16)
+        b = torch.randn(n, k, device="cuda", dtype=BF16)
+        d = torch.empty(m, n, device="cuda", dtype=out)
+        deep_gemm.bf16_gemm_nt(a, b, d)
+        diff = calc_diff(d, ref_nt(a, b))
+        us = timer(lambda: deep_gemm.bf16_gemm_nt(a, b, d))
+        t_out = torch.empty(m, n, device="cuda", dtype=BF16)
+        torch_us = timer(lambda: torch.mm(a, b.T, out=t_out)) if out == BF16 else None
+        record(results, dict(table="dense", m=m, n=n, k=k, out=str(out).replace("torch.", "")), us, 2 * m * n * k,
+               2 * (m * k + n * k) + m * n * d.element_size(), diff, torch_us)
+
+
+def contiguous_inputs(g, per_group, n, k, alignment=128):
+    random.seed(0)
+    ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
+    starts, ends, start = [], [], 0
+    for mg in ms:
+        starts.append(start)
+        ends.append(start + mg)
+        start = (start + mg + alignment - 1) // alignment * alignment
+    a = torch.randn(start, k, device="cuda", dtype=BF16)
+    b = torch.randn(g, n, k, device="cuda", dtype=BF16)
+    ids = torch.full((start,), -1, dtype=torch.int32, device="cuda")
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        ids[s:e] = i
+    return ms, starts, ends, a, b, ids, torch.tensor(ends, dtype=torch.int32, device="cuda")
+
+
+def bench_contiguous(timer, results):
+    import deep_gemm
+    print("\n== m_grouped_bf16_gemm_nt_contiguous ==")
+    for psum in (True, False):
+        for g, per_group in CONTIGUOUS:
+            for n, k in GROUPED_NK:
+                ms, starts, ends, a, b, ids, psum_layout = contiguous_inputs(g, per_group, n, k)
+                layout = psum_layout if psum else ids
+                d = torch.empty(a.size(0), n, device="cuda", dtype=BF16)
+
+                def call():
+                    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=psum)
+                call()
+                diff = max(calc_diff(d[s:e], ref_nt(a[s:e], b[i])) for i, (s, e) in enumerate(zip(starts, ends)))
+                us = timer(call)
+                rows = sum(ms)
+                record(results, dict(table="contiguous", psum=psum, groups=g, m=rows, n=n, k=k), us,
+                       2 * rows * n * k, 2 * (rows * k + g * n * k + rows * n), diff)
+
+
+def bench_masked(timer, results):
+    import deep_gemm
+    print("\n== m_grouped_bf16_gemm_nt_masked ==")
+    for g, expected in MASKED:
+        for n, k in GROUPED_NK:
+            random.seed(0)
+            masked = [int(expected * random.uniform(0.7, 1.3)) for _ in range(g)]
+            masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+            a = torch.randn(g, MASKED_MAX_M, k, device="cuda", dtype=BF16)
+            b = torch.randn(g, n, k, device="cuda", dtype=BF16)
+            d = torch.empty(g, MASKED_MAX_M, n, device="cuda", dtype=BF16)
+
+            def call():
+                deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected)
+            call()
+            diff = max(calc_diff(d[i, :m], ref_nt(a[i, :m], b[i])) for i, m in enumerate(masked) if m)
+            us = timer(call)
+            rows = sum(masked)
+            record(results, dict(table="masked", groups=g, expected_m=expected, n=n, k=k), us, 2 * rows * n * k,
+                   2 * (rows * k + g * n * k + rows * n), diff)
+
+
+def bench_k_grouped(timer, results):
+    import deep_gemm
+    print("\n== k_grouped_bf16_gemm_tn_contiguous ==")
+    for g, m, n, k_per in K_GROUPED:
+        random.seed(0)
+        ks = [(max(1, int(k_per * random.uniform(0.7, 1.3))) + 127) // 128 * 128 for _ in range(g)]
+        a = torch.randn(sum(ks), m, device="cuda", dtype=BF16)
+        b = torch.randn(sum(ks), n, device="cuda", dtype=BF16)
+        c = torch.randn(g, m, n, device="cuda", dtype=torch.float32)
+        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+        ref = c.clone()
+        start = 0
+        for i, kg in enumerate(ks):
+            ref[i] += a[start:start + kg].float().T @ b[start:start + kg].float()
+            start += kg
+        d = c.clone()  # DeepGEMM's test accumulates in place (c is d); timed calls keep accumulating
+        deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, layout, d)
+        diff = calc_diff(d, ref)
+        us = timer(lambda: deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, layout, d))
+        record(results, dict(table="k_grouped", groups=g, m=m, n=n, k=sum(ks)), us, 2 * m * n * sum(ks),
+               2 * sum(ks) * (m + n) + 2 * 4 * g * m * n, diff)
+
+
+def bench_sweep(timer, results):
+    """Forced tile configs on the M = 4096 dense rows (this package only): which tile the plan should pick."""
+    from deep_gemm._ops.library import run_launcher
+    from deep_gemm.gemm.bf16_plan import Bf16Config, Bf16Overrides
+    print("\n== sweep (forced configs, M = 4096; -ws: the warp-specialised kernel) ==")
+    configs = [Bf16Config(128, 256, 64, 3, 8), Bf16Config(256, 128, 64, 3, 8), Bf16Config(128, 128, 64, 4, 8),
+               Bf16Config(128, 128, 64, 5, 8), Bf16Config(128, 256, 64, 4, 8, group_m=16),
+               Bf16Config(128, 128, 64, 4, 4), Bf16Config(64, 256, 64, 4, 4)]
+    variants = [(cfg, None) for cfg in configs] + [(Bf16Config(128, 256, 64, 3, 4), True),
+                                                   (Bf16Config(128, 128, 64, 6, 4), True)]
+    for n, k in DENSE_NK:
+        a = torch.randn(4096, k, device="cuda", dtype=BF16)
+        b = torch.randn(n, k, device="cuda", dtype=BF16)
+        ref = ref_nt(a, b)
+        for cfg, ws in variants:
+            d = torch.empty(4096, n, device="cuda", dtype=BF16)
+            over = dict(overrides=Bf16Overrides(config=cfg, ws=ws))
+            try:
+                if run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=over) is NotImplemented:
+                    continue
+                diff = calc_diff(d, ref)
+                us = timer(lambda: run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=over))
+            except Exception as exc:  # noqa: BLE001  (a config that fails to compile is reported, not fatal)
+                print(f" > sweep {n}x{k} {cfg}: {type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            name = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}s{cfg.num_stages}w{cfg.num_warps}g{cfg.group_m}"
+            name += "-ws" if ws else ""
+            record(results, dict(table="sweep", m=4096, n=n, k=k, config=name), us, 2 * 4096 * n * k,
+                   2 * (4096 * k + n * k + 4096 * n), diff)
+
+
+def summarize(results):
+    lines = ["", "== summary =="]
+    for m in (1, 128, 4096):
+        rows = [r for r in results if r["table"] == "dense" and r["m"] == m and r["out"] == "bfloat16"]
+        if rows:
+            lines.append(f" dense M={m:4d}: geomean {geomean([r['tflops'] for r in rows]):6.1f} TFLOPS, "
+                         f"vs torch {geomean([r.get('vs_torch') for r in rows]):.3f}x over {len(rows)} shapes")
+    for table in ("contiguous", "masked", "k_grouped"):
+        rows = [r for r in results if r["table"] == table]
+        if rows:
+            lines.append(f" {table:10s}: geomean {geomean([r['tflops'] for r in rows]):6.1f} TFLOPS over {len(rows)}")
+    wrong = [r for r in results if not r["diff"] < LIMIT]
+    lines.append(f" rows over the calc_diff bar {LIMIT}: {len(wrong)}")
+    print("\n".join(lines))
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    parser.add_argument("--tables", default="dense,contiguous,masked,k_grouped")
+    parser.add_argument("--ms", default="1,128,4096", help="dense M values")
+    parser.add_argument("--reps", type=int, default=20)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    timer = KernelTimer(args.reps)
+    results = []
+    tables = args.tables.split(",")
+    for table in tables:
+        try:
+            if table == "dense":
+                bench_dense(timer, results, [int(x) for x in args.ms.split(",")])
+            elif table == "contiguous":
+                bench_contiguous(timer, results)
+            elif table == "masked":
+                bench_masked(timer, results)
+            elif table == "k_grouped":
+                bench_k_grouped(timer, results)
+            elif table == "sweep" and provider() == "deep_gemm":
+                bench_sweep(timer, results)
+        except Exception as exc:  # noqa: BLE001  (one table's failure must not lose the others)
+            print(f"table {table} FAILED: {type(exc).__name__}: {exc}", flush=True)
+    summary = summarize(results)
+    extra = dict(summary=summary)
+    if provider() == "deep_gemm":
+        import deep_gemm
+        extra["backends"] = {k: v for k, v in deep_gemm.backends().items() if "bf16" in k}
+    write_results(args.out, "bench_bf16_gemm", results, extra)
+
+
+if __name__ == "__main__":
+    main()

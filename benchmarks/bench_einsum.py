@@ -1,0 +1,208 @@
+"""einsum / fp8_einsum / cublaslt_gemm benchmark on the GPU, for this package or DeepGEMM (whichever ``deep_gemm`` is
+first on sys.path: the same script times both with the same timer, see harness.py).
+
+    PYTHONPATH=$PWD              python benchmarks/bench_einsum.py --out $OUT/ours [--sweep]
+    PYTHONPATH=$PWD/.dg/DeepGEMM python benchmarks/bench_einsum.py --out $OUT/dg
+    python benchmarks/compare_providers.py $OUT/ours/bench_einsum.json $OUT/dg/bench_einsum.json
+
+Tables: ``einsum_bh`` (DeepGEMM's tests/test_einsum.py rows of 'bhr,hdr->bhd' and 'bhd,hdr->bhr', the W operand a
+row-padded slice as there; torch.einsum beside), ``einsum_bmk`` ('bmk,bnk->mn', FP32 with c=d), ``fp8_einsum``
+('bhr,hdr->bhd', DeepGEMM's recipe), ``cublaslt`` (cublaslt_gemm_nt against the torch call it wraps: ``vs_torch`` =
+torch time / wrapper time, kernel time and host time per call). Every row is checked first (DeepGEMM's bounds).
+``--sweep`` (this package only) times every tile config of the einsum launchers on the DeepGEMM rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from harness import KernelTimer, geomean, provider, write_results  # noqa: E402
+
+import deep_gemm  # noqa: E402
+from deep_gemm.testing import calc_diff  # noqa: E402
+
+BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
+BH_SHAPES = [(128, 512, 128), (8, 4096, 1024)]  # (h, r, d)
+BH_BATCHES = (128, 4096)
+BMK_SHAPES = [(s, m, n, k) for s in (129, 4096) for m, n, k in [(128, 384, 128), (256, 256, 256), (384, 128, 384)]]
+FP8_BATCHES = (128, 4096)
+CUBLASLT_SHAPES = [(4096, 2112, 7168), (128, 24576, 1536), (1, 7168, 16384)]
+
+
+def bh_inputs(expr, b, h, r, d):
+    x = torch.randn((b, h, r) if expr == "bhr,hdr->bhd" else (b, h, d), device="cuda", dtype=BF16)
+    y = torch.randn((h, d, r + 128), device="cuda", dtype=BF16)[:, :, :r]
+    z = torch.empty((b, h, d) if expr == "bhr,hdr->bhd" else (b, h, r), device="cuda", dtype=BF16)
+    return x, y, z
+
+
+def bench_bh(timer, rows):
+    for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
+        for h, r, d in BH_SHAPES:
+            for b in BH_BATCHES:
+                x, y, z = bh_inputs(expr, b, h, r, d)
+                deep_gemm.einsum(expr, x, y, z)
+                diff = calc_diff(z, torch.einsum(expr, x, y))
+                t = timer(lambda: deep_gemm.einsum(expr, x, y, z))
+                t_torch = timer(lambda: torch.einsum(expr, x, y))
+                t_cublaslt = timer(lambda: deep_gemm.einsum(expr, x, y, z, use_cublaslt=True))
+                flops = 2 * b * h * r * d
+                gbytes = (x.numel() + y.numel() + z.numel()) * 2 / 1e9
+                rows.append(dict(table="einsum_bh", expr=expr, b=b, h=h, r=r, d=d, us=t, tflops=flops / t / 1e6,
+                                 gbps=gbytes / t * 1e6, diff=diff, torch_us=t_torch, vs_torch=t_torch / t,
+                                 note=f"use_cublaslt {t_cublaslt:.1f} us"))
+                print(f" > einsum {expr} b={b:5d} h={h:3d} r={r:4d} d={d:4d}: {t:8.1f} us | {flops / t / 1e6:4.0f} "
+                      f"TFLOPS | {gbytes / t * 1e6:5.0f} GB/s | torch.einsum {t_torch:8.1f} us | use_cublaslt "
+                      f"{t_cublaslt:8.1f} us | diff {diff:.1e}", flush=True)
+                del x, y, z
+
+
+def bench_bmk(timer, rows):
+    for s, m, n, k in BMK_SHAPES:
+        a = torch.randn((s, m, k), dtype=BF16, device="cuda")
+        b = torch.randn((s, n, k), dtype=BF16, device="cuda")
+        d = torch.zeros((m, n), device="cuda")
+        deep_gemm.einsum("bmk,bnk->mn", a, b, d, c=d)
+        diff = calc_diff(d, torch.bmm(a.float(), b.float().mT).sum(0))
+        t = timer(lambda: deep_gemm.einsum("bmk,bnk->mn", a, b, d, c=d))
+        gbytes = (a.numel() + b.numel()) * 2 / 1e9 + d.numel() * 8 / 1e9
+        rows.append(dict(table="einsum_bmk", s=s, m=m, n=n, k=k, us=t, tflops=2 * s * m * n * k / t / 1e6,
+                         gbps=gbytes / t * 1e6, diff=diff))
+        print(f" > einsum bmk,bnk->mn s={s:5d} m={m} n={n} k={k}: {t:8.1f} us | {gbytes / t * 1e6:5.0f} GB/s | "
+              f"diff {diff:.1e}", flush=True)
+
+
+def fp8_inputs(b, h, r, d):
+    x = torch.randn((b, h, r), device="cuda", dtype=BF16)
+    y = torch.randn((h, d, r), device="cuda", dtype=BF16)
+    xq = deep_gemm.utils.per_token_cast_to_fp8(x.view(-1, r), use_ue8m0=True)
+    xq = xq[0].view(b, h, r), xq[1].view(b, h, -(-r // 128))
+    yq = (torch.empty_like(y, dtype=FP8), torch.empty((h, -(-d // 128), -(-r // 128)), device="cuda"))
+    for i in range(h):
+        yq[0][i], yq[1][i] = deep_gemm.utils.per_block_cast_to_fp8(y[i], use_ue8m0=True)
+    return x, y, xq, yq, torch.empty((b, h, d), device="cuda", dtype=BF16)
+
+
+def bench_fp8(timer, rows):
+    h, r, d = 8, 4096, 1024
+    for b in FP8_BATCHES:
+        x, y, xq, yq, z = fp8_inputs(b, h, r, d)
+        deep_gemm.fp8_einsum("bhr,hdr->bhd", xq, yq, z)
+        diff = calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y))
+        t = timer(lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", xq, yq, z))
+        flops = 2 * b * h * r * d
+        rows.append(dict(table="fp8_einsum", expr="bhr,hdr->bhd", b=b, h=h, r=r, d=d, us=t, tflops=flops / t / 1e6,
+                         diff=diff))
+        print(f" > fp8_einsum bhr,hdr->bhd b={b:5d} h={h} r={r} d={d}: {t:8.1f} us | {flops / t / 1e6:4.0f} TFLOPS | "
+              f"diff {diff:.1e}", flush=True)
+
+
+def host_us(fn, calls: int = 200) -> float:
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+def bench_cublaslt(timer, rows):
+    one = torch.ones((), device="cuda")
+    for m, n, k in CUBLASLT_SHAPES:
+        a = torch.randn((m, k), device="cuda", dtype=BF16)
+        b = torch.randn((n, k), device="cuda", dtype=BF16)
+        a8, b8 = a.to(FP8), b.to(FP8)
+        d = torch.empty((m, n), device="cuda", dtype=BF16)
+        d32 = torch.zeros((m, n), device="cuda")
+        cases = [
+            ("bf16", lambda: deep_gemm.cublaslt_gemm_nt(a, b, d), lambda: torch.mm(a, b.t(), out=d)),
+            ("bf16->fp32 c=d", lambda: deep_gemm.cublaslt_gemm_nt(a, b, d32, c=d32),
+             lambda: torch.ops.aten.addmm.dtype_out(d32, a, b.t(), torch.float32, out=d32)),
+            ("fp8", lambda: deep_gemm.cublaslt_gemm_nt(a8, b8, d),
+             lambda: torch._scaled_mm(a8, b8.t(), one, one, out_dtype=BF16, use_fast_accum=False, out=d)),
+        ]
+        for label, ours, direct in cases:
+            try:
+                t, t_direct = timer(ours), timer(direct)
+                h, h_direct = host_us(ours), host_us(direct)
+            except Exception as error:  # noqa: BLE001 - a missing torch overload or an unsupported dtype
+                print(f" > cublaslt_gemm_nt {label} {m}x{n}x{k}: skipped ({str(error).splitlines()[0][:80]})")
+                continue
+            rows.append(dict(table="cublaslt", kind=label, m=m, n=n, k=k, us=t, tflops=2 * m * n * k / t / 1e6,
+                             torch_us=t_direct, vs_torch=t_direct / t,
+                             note=f"host {h:.1f} us/call, torch direct {h_direct:.1f}"))
+            print(f" > cublaslt_gemm_nt {label:15s} {m:5d}x{n:5d}x{k:5d}: {t:8.1f} us (torch direct {t_direct:8.1f}, "
+                  f"{t_direct / t:.3f}x) | host {h:5.1f} us/call (torch direct {h_direct:5.1f})", flush=True)
+
+
+def sweep(timer):
+    """Every tile config of the launchers on DeepGEMM's einsum rows (this package only)."""
+    from deep_gemm._ops.library import run_launcher
+    from deep_gemm.einsum import einsum_triton as et
+    found = {}
+    for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
+        for h, r, d in BH_SHAPES:
+            x, y, z = bh_inputs(expr, 4096, h, r, d)
+            for cfg in et.BH_CONFIGS:
+                def run(cfg=cfg):
+                    run_launcher("einsum", expr, x, y, z, launcher_kwargs=dict(config=cfg))
+                try:
+                    t = timer(run)
+                except Exception as error:  # noqa: BLE001
+                    print(f" ~ sweep {expr} h={h} {cfg}: failed {str(error).splitlines()[0][:80]}")
+                    continue
+                found[f"{expr} h={h} r={r} d={d} {cfg}"] = t
+                print(f" ~ sweep {expr} b=4096 h={h} r={r} d={d} {str(cfg):32s} {t:8.1f} us "
+                      f"{2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS", flush=True)
+    h, r, d = 8, 4096, 1024
+    x, y, xq, yq, z = fp8_inputs(4096, h, r, d)
+    for cfg in et.FP8_CONFIGS + ("per_entry",):
+        kwargs = dict(route=cfg) if cfg == "per_entry" else dict(config=cfg)
+
+        def run(kwargs=kwargs):
+            run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z, launcher_kwargs=kwargs)
+        t = timer(run)
+        found[f"fp8 bhr,hdr->bhd h={h} {cfg}"] = t
+        print(f" ~ sweep fp8 b=4096 {str(cfg):32s} {t:8.1f} us {2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS",
+              flush=True)
+    return found
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--tables", default="einsum_bh,einsum_bmk,fp8_einsum,cublaslt")
+    p.add_argument("--sweep", action="store_true")
+    p.add_argument("--reps", type=int, default=10)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    timer = KernelTimer(reps=args.reps)
+    print(f"provider: {provider()} ({os.path.dirname(deep_gemm.__file__)})", flush=True)
+    rows = []
+    for name, fn in (("einsum_bh", bench_bh), ("einsum_bmk", bench_bmk), ("fp8_einsum", bench_fp8),
+                     ("cublaslt", bench_cublaslt)):
+        if name in args.tables.split(","):
+            try:
+                fn(timer, rows)
+            except Exception as error:  # noqa: BLE001 - report, keep the other tables
+                print(f"table {name} FAILED: {type(error).__name__}: {str(error)[:300]}", flush=True)
+    extra = {}
+    if args.sweep and provider() == "deep_gemm":
+        extra["sweep_us"] = sweep(timer)
+    for table in sorted({r["table"] for r in rows}):
+        print(f"{table}: geomean TFLOPS {geomean([r.get('tflops') for r in rows if r['table'] == table]):.0f}")
+    write_results(args.out, "bench_einsum", rows, extra)
+
+
+if __name__ == "__main__":
+    main()

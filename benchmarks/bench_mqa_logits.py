@@ -1,0 +1,220 @@
+"""DeepSeek V3.2 indexer benchmark: prefill ``fp8_mqa_logits`` (with its clean pass) and paged decode
+``fp8_paged_mqa_logits`` at DeepGEMM's test sizes and a few serving sizes, for whichever ``deep_gemm`` is importable
+(this package or DeepGEMM: only DeepGEMM's public API is used), so one device call times both with one timer:
+
+    PYTHONPATH=$PWD              python benchmarks/bench_mqa_logits.py --out $OUT/ours
+    PYTHONPATH=$PWD/.dg/DeepGEMM python benchmarks/bench_mqa_logits.py --out $OUT/dg
+    python benchmarks/compare_providers.py $OUT/ours/bench_mqa_logits.json $OUT/dg/bench_mqa_logits.json
+
+Counting as DeepGEMM's tests/test_attention.py does: prefill TFLOPS = 2 * (in-window (query, key) pairs) * H * D / t,
+GB/s = (Q, KV, scales, weights, windows, in-window logits) / t, clean GB/s = out-of-window logits / clean time;
+paged TFLOPS = 2 * sum(context) * next_n * H * D / t, GB/s = (Q, weights, KV tokens of every context once, logits)
+/ t. Times: the sum of the call's kernels (L2 flushed before every call, median of reps), with the main kernel and
+the clean kernel also timed by name. ``--sweep`` (this package only) times the prefill and paged kernels under a
+few tile configs on two shapes each (research: the defaults live in attention/triton_launch.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import deep_gemm  # noqa: E402
+
+from harness import kernel_times_by_name, provider, write_results  # noqa: E402
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+BLOCK_KV = 64  # tokens per page (DeepGEMM's SM90 paged kernel)
+
+# (S, SK, H, D, windows) - DeepGEMM's test grid at H=64, D=128 plus smaller heads/dims; "causal": ks=0,
+# ke = i + SK - S; "cp": DeepGEMM's context-parallel pair of chunks.
+PREFILL = [(2048, 8192, 64, 128, "causal"), (2048, 8192, 64, 128, "cp"), (2048, 65536, 64, 128, "causal"),
+           (2048, 65536, 64, 128, "cp"), (8192, 8192, 64, 128, "causal"), (8192, 65536, 64, 128, "causal"),
+           (8192, 65536, 64, 128, "cp"), (4096, 65536, 32, 128, "causal"), (4096, 32768, 64, 64, "causal"),
+           (4096, 32768, 32, 32, "causal")]
+PREFILL_QUICK = [PREFILL[0], PREFILL[2], PREFILL[6]]
+# (B, next_n, H, D, average context) - DeepGEMM's paged grid (B * ctx <= 32M tokens) and a few serving sizes.
+PAGED = [(256, 1, 64, 128, 8192), (256, 2, 64, 128, 8192), (256, 1, 64, 128, 65536), (256, 2, 64, 128, 65536),
+         (4096, 1, 64, 128, 8192), (4096, 2, 64, 128, 8192), (256, 2, 32, 128, 65536), (4096, 1, 32, 128, 8192),
+         (64, 1, 64, 128, 4096), (64, 2, 64, 128, 32768), (1024, 2, 64, 128, 16384)]
+PAGED_QUICK = [PAGED[1], PAGED[3], PAGED[5]]
+
+
+def prefill_inputs(s, sk, h, d, windows):
+    q = torch.randn(s, h, d, device="cuda", dtype=torch.bfloat16).to(FP8)
+    kv = torch.randn(sk, d, device="cuda", dtype=torch.bfloat16)
+    kv_sf = kv.float().abs().amax(dim=1).clamp(min=1e-4) / FP8_MAX
+    kv_fp8 = (kv.float() / kv_sf[:, None]).to(FP8)
+    w = torch.randn(s, h, device="cuda")
+    i = torch.arange(s, device="cuda")
+    if windows == "causal":
+        ks, ke = torch.zeros(s, device="cuda", dtype=torch.int32), (i + sk - s).int()
+    else:
+        half, parts = s // 2, sk // s
+        cp = parts // 3
+        ks = torch.zeros(s, device="cuda", dtype=torch.int32)
+        ke = torch.cat([cp * half + i[:half], (parts * 2 - 1 - cp) * half + i[:half]]).int()
+    return q, (kv_fp8, kv_sf), w, ks, ke
+
+
+def paged_inputs(batch, next_n, h, d, avg):
+    lens = torch.randint(int(0.7 * avg), int(1.3 * avg), (batch,), device="cuda", dtype=torch.int32)
+    pages = (lens + BLOCK_KV - 1) // BLOCK_KV
+    max_pages, total = int(pages.max()), int(pages.sum())
+    pool = torch.randperm(total, device="cuda", dtype=torch.int32)
+    starts = torch.cumsum(pages, 0) - pages
+    cols = torch.arange(max_pages, device="cuda")[None, :]
+    table = torch.where(cols < pages[:, None], pool[(starts[:, None] + cols).clamp(max=total - 1)], 0).int()
+    cache = torch.empty(total, BLOCK_KV * (d + 4), dtype=torch.uint8, device="cuda")
+    step = max(1, (1 << 28) // (BLOCK_KV * d))  # pages per chunk of the cast (bounded temporaries)
+    for p0 in range(0, total, step):
+        p1 = min(total, p0 + step)
+        x = torch.randn(p1 - p0, BLOCK_KV, d, device="cuda", dtype=torch.bfloat16).float()
+        sf = x.abs().amax(dim=2).clamp(min=1e-4) / FP8_MAX
+        cache[p0:p1, :BLOCK_KV * d] = (x / sf[..., None]).to(FP8).view(torch.uint8).view(p1 - p0, -1)
+        cache[p0:p1, BLOCK_KV * d:] = sf.view(torch.uint8).view(p1 - p0, -1)
+    cache = cache.view(total, BLOCK_KV, 1, d + 4)
+    q = torch.randn(batch, next_n, h, d, device="cuda", dtype=torch.bfloat16).to(FP8)
+    w = torch.randn(batch * next_n, h, device="cuda")
+    frac = torch.rand(batch, next_n, device="cuda")
+    context_lens = ((lens[:, None] + 1) * frac).int()
+    context_lens[:, -1] = lens
+    return q, cache, w, context_lens.contiguous(), table, max_pages * BLOCK_KV, lens
+
+
+def nbytes(*ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def run_prefill(cases, dtypes, reps, results):
+    for s, sk, h, d, windows in cases:
+        q, kv, w, ks, ke = prefill_inputs(s, sk, h, d, windows)
+        cost = int((ke.clamp(0, sk) - ks.clamp(0, sk)).clamp(min=0).sum())
+        for dtype in dtypes:
+            call = lambda: deep_gemm.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, clean_logits=True,  # noqa: E731
+                                                         logits_dtype=dtype)
+            times = kernel_times_by_name(call, ("mqa_logits", "clean_logits"), reps=reps)
+            t_main, t_clean = times["mqa_logits"], times["clean_logits"]
+            tflops = 2 * cost * h * d / (t_main * 1e-6) / 1e12
+            gbps = (nbytes(q, kv[0], kv[1], w, ks, ke) + cost * dtype.itemsize) / (t_main * 1e-6) / 1e9
+            clean_bytes = (s * sk - cost) * dtype.itemsize
+            clean_gbps = clean_bytes / (t_clean * 1e-6) / 1e9 if t_clean > 0 else float("nan")
+            tag = "BF16" if dtype == torch.bfloat16 else "FP32"
+            print(f" > prefill Logits={tag}, SQ={s:5}, SK={sk:6}, H={h:2}, D={d:3}, {windows:6}: {tflops:5.0f} TFLOPS, "
+                  f"{t_main:7.1f} us, {gbps:5.0f} GB/s | clean: {t_clean:6.1f} us, {clean_gbps:5.0f} GB/s | "
+                  f"call {times['total']:7.1f} us", flush=True)
+            results.append(dict(table="prefill", s=s, sk=sk, h=h, d=d, windows=windows, logits=tag,
+                                us=round(t_main, 2), tflops=round(tflops, 1), gbps=round(gbps, 1),
+                                clean_us=round(t_clean, 2), clean_gbps=round(clean_gbps, 1),
+                                call_us=round(times["total"], 2)))
+        del q, kv, w, ks, ke
+        torch.cuda.empty_cache()
+
+
+def run_paged(cases, dtypes, reps, results):
+    num_sms = deep_gemm.get_num_sms()
+    for batch, next_n, h, d, avg in cases:
+        q, cache, w, lens2d, table, max_len, lens = paged_inputs(batch, next_n, h, d, avg)
+        meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
+        sum_lens = int(lens.sum())
+        for dtype in dtypes:
+            call = lambda: deep_gemm.fp8_fp4_paged_mqa_logits((q, None), cache, w, lens2d, table, meta,  # noqa: E731
+                                                               max_len, clean_logits=False, logits_dtype=dtype)
+            times = kernel_times_by_name(call, ("paged_mqa_logits",), reps=reps)
+            t = times["paged_mqa_logits"]
+            tflops = 2 * sum_lens * next_n * h * d / (t * 1e-6) / 1e12
+            total_bytes = nbytes(q, w) + sum_lens * (d + 4) + sum_lens * next_n * dtype.itemsize
+            gbps = total_bytes / (t * 1e-6) / 1e9
+            tag = "BF16" if dtype == torch.bfloat16 else "FP32"
+            print(f" > paged Logits={tag}, BSZ={batch:4}, NextN={next_n}, H={h:2}, D={d:3}, L={avg:5}: "
+                  f"{tflops:5.0f} TFLOPS, {t:7.1f} us, {gbps:5.0f} GB/s | call {times['total']:7.1f} us", flush=True)
+            results.append(dict(table="paged", batch=batch, next_n=next_n, h=h, d=d, avg_ctx=avg, logits=tag,
+                                us=round(t, 2), tflops=round(tflops, 1), gbps=round(gbps, 1),
+                                call_us=round(times["total"], 2)))
+        t0 = time.perf_counter()
+        meta_t = kernel_times_by_name(lambda: deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms),
+                                      (), reps=reps)["total"]
+        print(f"   metadata: {meta_t:.1f} us ({time.perf_counter() - t0:.1f} s to time)", flush=True)
+        del q, cache, w, lens2d, table, meta
+        torch.cuda.empty_cache()
+
+
+def sweep(reps, results):
+    """This package only: the prefill and paged kernels under a few configs (through the op's launcher)."""
+    from deep_gemm._ops.library import run_launcher
+    from deep_gemm.attention.triton_launch import PagedConfig, PrefillConfig
+    prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 3), PrefillConfig(128, 8, 3),
+                    PrefillConfig(128, 8, 4), PrefillConfig(128, 4, 3), PrefillConfig(64, 4, 6)]
+    for s, sk, h, d, windows in (PREFILL[2], PREFILL[9]):
+        q, kv, w, ks, ke = prefill_inputs(s, sk, h, d, windows)
+        cost = int((ke - ks).clamp(min=0).sum())
+        for cfg in prefill_cfgs:
+            try:
+                t = kernel_times_by_name(lambda: run_launcher("fp8_fp4_mqa_logits", q, None, kv[0], kv[1], w, ks, ke,
+                                                              False, 0, torch.float32,
+                                                              launcher_kwargs=dict(config=cfg)),
+                                         ("mqa_logits",), reps=reps)["mqa_logits"]
+            except Exception as exc:  # noqa: BLE001
+                print(f" > sweep prefill {cfg}: ERR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                continue
+            tflops = 2 * cost * h * d / (t * 1e-6) / 1e12
+            print(f" > sweep prefill SQ={s} SK={sk} H={h} D={d} {cfg}: {tflops:5.0f} TFLOPS, {t:7.1f} us", flush=True)
+            results.append(dict(table="sweep_prefill", s=s, sk=sk, h=h, d=d, cfg=str(cfg), us=round(t, 2),
+                                tflops=round(tflops, 1)))
+    paged_cfgs = [PagedConfig(512, 4, 3), PagedConfig(256, 4, 3), PagedConfig(1024, 4, 3), PagedConfig(512, 4, 4),
+                  PagedConfig(512, 8, 3), PagedConfig(2048, 4, 4)]
+    num_sms = deep_gemm.get_num_sms()
+    for batch, next_n, h, d, avg in (PAGED[3], PAGED[5]):
+        q, cache, w, lens2d, table, max_len, lens = paged_inputs(batch, next_n, h, d, avg)
+        meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
+        total_bytes = nbytes(q, w) + int(lens.sum()) * (d + 4 + next_n * 4)
+        for cfg in paged_cfgs:
+            try:
+                t = kernel_times_by_name(lambda: run_launcher("fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d,
+                                                              table, meta, max_len, False, torch.float32, None,
+                                                              launcher_kwargs=dict(config=cfg)),
+                                         ("paged_mqa_logits",), reps=reps)["paged_mqa_logits"]
+            except Exception as exc:  # noqa: BLE001
+                print(f" > sweep paged {cfg}: ERR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                continue
+            gbps = total_bytes / (t * 1e-6) / 1e9
+            print(f" > sweep paged BSZ={batch} NextN={next_n} L={avg} {cfg}: {gbps:5.0f} GB/s, {t:7.1f} us",
+                  flush=True)
+            results.append(dict(table="sweep_paged", batch=batch, next_n=next_n, avg_ctx=avg, cfg=str(cfg),
+                                us=round(t, 2), gbps=round(gbps, 1)))
+        del q, cache, w, lens2d, table, meta
+        torch.cuda.empty_cache()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out")
+    parser.add_argument("--quick", action="store_true", help="three prefill and three paged rows, FP32 logits")
+    parser.add_argument("--tables", default="prefill,paged")
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--sweep", action="store_true")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    dtypes = (torch.float32,) if args.quick else (torch.float32, torch.bfloat16)
+    results = []
+    print(f"provider {provider()}", flush=True)
+    tables = args.tables.split(",")
+    if "prefill" in tables:
+        run_prefill(PREFILL_QUICK if args.quick else PREFILL, dtypes, args.reps, results)
+    if "paged" in tables:
+        run_paged(PAGED_QUICK if args.quick else PAGED, dtypes, args.reps, results)
+    if args.sweep and provider() == "deep_gemm":
+        sweep(args.reps, results)
+    if args.out:
+        write_results(args.out, "bench_mqa_logits", results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""Device code of the MQA-logits family (DeepSeek V3.2 indexer): prefill logits, the clean pass, paged decode
+logits and the paged schedule. No allocation and no config logic here (``attention/triton_launch.py`` does that).
+
+Orientation (all score kernels): KV rows on the MMA's M side, (query, head) pairs on N, so one ``tl.dot`` gives a
+``[BLOCK_KV, ROWS * H]`` score tile whose head reduction stays inside a warp (the heads of one query are adjacent
+columns): ``relu``, times the query's head weights, ``tl.sum`` over H, times the key's scale, store.
+Each output element is written by exactly one program and reduced in a fixed order: results are bitwise identical
+call to call (no atomics).
+
+FP4 operands (packed E2M1, two values per byte with the even element in the low nibble, one UE8M0 exponent byte per
+32 values packed four to an int32) are unpacked to FP32 in registers and scaled; E2M1 values times powers of two
+are exact in BF16, so on the GPU the dot runs on BF16 operands with FP32 accumulation (the interpreter's BF16 dot
+is wrong, so it gets FP32 operands: ``FP4_DOT_BF16``).
+
+Kernel names matter: DeepGEMM's benchmarks find kernels by substring (``mqa_logits``, ``paged_mqa_logits``,
+``clean_logits``), so exactly one kernel of each call matches each substring.
+"""
+
+import triton
+import triton.language as tl
+
+# Columns of a score tile: (query, head) pairs of 128 / H queries (DeepGEMM's BLOCK_Q * H).
+SCORE_COLS = 128  # (host side)
+# Tokens of the paged schedule's KV splits (DeepGEMM's SPLIT_KV): the metadata counts work in these.
+SPLIT_KV = tl.constexpr(256)
+# UE8M0 scale granularity of FP4 operands (values per exponent byte).
+FP4_GROUP = tl.constexpr(32)
+
+
+@triton.jit
+def _e2m1_to_f32(codes):
+    """int32 E2M1 codes (0..15) -> FP32: exponent e (bias 1), mantissa m give (1 + m/2) * 2^(e-1); e == 0 gives
+    m / 2; bit 3 is the sign. Built from FP32 bit fields (no lookup table)."""
+    exponent = (codes >> 1) & 3
+    mantissa = codes & 1
+    normal = (((exponent + 126) << 23) | (mantissa << 22)).to(tl.float32, bitcast=True)
+    value = tl.where(exponent == 0, mantissa.to(tl.float32) * 0.5, normal)
+    return tl.where((codes & 8) != 0, -value, value)
+
+
+@triton.jit
+def _unpack_fp4(packed, sf, ROWS: tl.constexpr, D: tl.constexpr):
+    """Packed E2M1 bytes [ROWS, D/2] (int8) and packed UE8M0 scales [ROWS] (int32) -> FP32 values [ROWS, D]."""
+    codes = packed.to(tl.int32) & 0xFF
+    low = _e2m1_to_f32(codes & 0xF)
+    high = _e2m1_to_f32(codes >> 4)
+    values = tl.reshape(tl.join(low, high), [ROWS, D])  # element 2j from the low nibble of byte j
+    group = tl.arange(0, D) // FP4_GROUP
+    exponent = (sf[:, None] >> (group[None, :] * 8)) & 0xFF
+    return values * (exponent << 23).to(tl.float32, bitcast=True)  # 2^(byte - 127); byte 0 gives 0
+
+
+@triton.jit
+def _head_weighted_sum(scores, weights, BLOCK_KV: tl.constexpr, ROWS: tl.constexpr, H: tl.constexpr):
+    """[BLOCK_KV, ROWS * H] scores -> [BLOCK_KV, ROWS]: sum_h weights[r, h] * relu(scores[:, r * H + h])."""
+    weighted = tl.maximum(scores, 0.0) * weights[None, :]
+    return tl.sum(tl.reshape(weighted, [BLOCK_KV, ROWS, H]), axis=2)
+
+
+# ---- prefill ---------------------------------------------------------------------------------------------------
+
+@triton.jit(do_not_specialize=["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"],
+            do_not_specialize_on_alignment=["q_ptr", "q_sf_ptr", "kv_ptr", "kv_sf_ptr", "w_ptr", "ks_ptr",
+                                            "ke_ptr", "out_ptr"])
+def _fp8_mqa_logits_kernel(
+        q_desc, kv_desc,  # TMA descriptors over Q [S * H, D] and KV [SK, D] (FP8, USE_TMA only)
+        q_ptr, q_sf_ptr,  # Q [S * H, D] FP8 or packed FP4 [S * H, D / 2] with int32 UE8M0 scales [S * H]
+        kv_ptr, kv_sf_ptr,  # KV [SK, D] FP8 with FP32 scales [SK], or packed FP4 [SK, D / 2] with int32 [SK]
+        w_ptr, ks_ptr, ke_ptr,  # weights [S, H] (row stride stride_w), int32 windows [S]
+        out_ptr,  # logits [*, stride_out] (FP32 or BF16)
+        S, SK, stride_w, stride_out, max_k, num_q_blocks,
+        H: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BLOCK_KV: tl.constexpr, NUM_STAGES: tl.constexpr,
+        USE_TMA: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, COMPRESSED: tl.constexpr):
+    """Program (p, c): the block of BQ = 128 / H queries num_q_blocks - 1 - p against part c of the KV blocks that
+    meet some of its queries' windows (the parts split that range evenly, in BLOCK_KV steps, so short problems still
+    fill the SMs; each output element is still written by one program).
+
+    Queries are taken in reverse order: windows usually grow with the query index (causal prefill), so the longest
+    programs start first and the short ones fill the tail."""
+    BN: tl.constexpr = BQ * H
+    q_block = num_q_blocks - 1 - tl.program_id(0)
+    q0 = q_block * BQ
+
+    queries = q0 + tl.arange(0, BQ)
+    query_ok = queries < S
+    ks_raw = tl.load(ks_ptr + queries, mask=query_ok, other=0)  # compressed column 0 is key ks (even if < 0)
+    ks = tl.maximum(ks_raw, 0)
+    ke = tl.minimum(tl.load(ke_ptr + queries, mask=query_ok, other=0), SK)
+    nonempty = query_ok & (ks < ke)
+    lo = tl.min(tl.where(nonempty, ks, SK), axis=0)
+    hi = tl.max(tl.where(nonempty, ke, 0), axis=0)
+    lo = lo // 16 * 16  # 16-element aligned stores for the first block
+    part = tl.cdiv(tl.cdiv(hi - lo, BLOCK_KV), tl.num_programs(1)) * BLOCK_KV
+    lo = lo + tl.program_id(1) * part
+    hi = tl.minimum(hi, lo + part)
+
+    cols = tl.arange(0, BN)
+    col_query = q0 + cols // H
+    weights = tl.load(w_ptr + col_query.to(tl.int64) * stride_w + cols % H, mask=col_query < S,
+                      other=0.0).to(tl.float32)
+
+    q_rows = q0 * H + cols
+    if IS_FP4:
+        packed = tl.load(q_ptr + q_rows[:, None].to(tl.int64) * (D // 2) + tl.arange(0, D // 2)[None, :],
+                         mask=(q_rows < S * H)[:, None], other=0)
+        q_sf = tl.load(q_sf_ptr + q_rows, mask=q_rows < S * H, other=0)
+        q_tile = _unpack_fp4(packed, q_sf, BN, D)
+        if FP4_DOT_BF16:
+            q_tile = q_tile.to(tl.bfloat16)
+    elif USE_TMA:
+        q_tile = q_desc.load([q0 * H, 0])
+    else:
+        q_tile = tl.load(q_ptr + q_rows[:, None].to(tl.int64) * D + tl.arange(0, D)[None, :],
+                         mask=(q_rows < S * H)[:, None], other=0.0)
+    q_t = tl.trans(q_tile)
+
+    out_rows = out_ptr + queries.to(tl.int64) * stride_out
+    for k0 in tl.range(lo, hi, BLOCK_KV, num_stages=NUM_STAGES):
+        keys = k0 + tl.arange(0, BLOCK_KV)
+        key_ok = keys < SK
+        if IS_FP4:
+            packed_kv = tl.load(kv_ptr + keys[:, None].to(tl.int64) * (D // 2) + tl.arange(0, D // 2)[None, :],
+                                mask=key_ok[:, None], other=0)
+            kv_sf = tl.load(kv_sf_ptr + keys, mask=key_ok, other=0)
+            kv = _unpack_fp4(packed_kv, kv_sf, BLOCK_KV, D)
+            if FP4_DOT_BF16:
+                kv = kv.to(tl.bfloat16)
+        elif USE_TMA:
+            kv = kv_desc.load([k0, 0])
+        else:
+            kv = tl.load(kv_ptr + keys[:, None].to(tl.int64) * D + tl.arange(0, D)[None, :],
+                         mask=key_ok[:, None], other=0.0)
+        scores = tl.dot(kv, q_t)  # [BLOCK_KV, BN], FP32
+        logits = _head_weighted_sum(scores, weights, BLOCK_KV, BQ, H)
+        if not IS_FP4:
+            logits = logits * tl.load(kv_sf_ptr + keys, mask=key_ok, other=0.0)[:, None]
+        inside = (keys[:, None] >= ks[None, :]) & (keys[:, None] < ke[None, :])
+        logits = tl.where(inside, logits, float("-inf"))
+        if COMPRESSED:
+            column = keys[:, None] - ks_raw[None, :]
+            mask = inside & (column < max_k)
+        else:
+            column = keys[:, None] + 0 * ks[None, :]
+            mask = key_ok[:, None] & query_ok[None, :]
+        tl.store(out_rows[None, :] + column, logits.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["cols", "stride_out", "cols_per_program"],
+            do_not_specialize_on_alignment=["out_ptr", "ks_ptr", "ke_ptr"])
+def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, cols, stride_out, cols_per_program, BLOCK: tl.constexpr):
+    """-inf at every column c < cols of row r outside [ks[r], ke[r]). Program (r, p) covers columns
+    [p * cols_per_program, (p + 1) * cols_per_program) and stores only its parts left of ks and right of ke, so the
+    work is the out-of-window bytes plus one program per (row, part)."""
+    row = tl.program_id(0)
+    c_begin = tl.program_id(1) * cols_per_program
+    c_end = tl.minimum(c_begin + cols_per_program, cols)
+    ks = tl.load(ks_ptr + row)
+    ke = tl.load(ke_ptr + row)
+    row_ptr = out_ptr + row.to(tl.int64) * stride_out
+    neg_inf = tl.full([BLOCK], float("-inf"), tl.float32).to(out_ptr.dtype.element_ty)
+    left_end = tl.minimum(ks, c_end)
+    for c0 in range(c_begin, left_end, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        tl.store(row_ptr + offs, neg_inf, mask=offs < left_end)
+    for c0 in range(tl.maximum(ke, c_begin), c_end, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        tl.store(row_ptr + offs, neg_inf, mask=offs < c_end)
+
+
+# ---- paged decode ----------------------------------------------------------------------------------------------
+
+@triton.jit(do_not_specialize=["next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt", "stride_page",
+                               "stride_w", "stride_out"],
+            do_not_specialize_on_alignment=["q_ptr", "q_sf_ptr", "kv_ptr", "kv_sf_ptr", "w_ptr", "ctx_ptr", "bt_ptr",
+                                            "out_ptr"])
+def _fp8_paged_mqa_logits_kernel(
+        q_ptr, q_sf_ptr,  # Q [B, next_n, H, D] FP8, or packed FP4 [B, next_n, H, D / 2] + int32 [B, next_n, H]
+        kv_desc,  # TMA descriptor over the pages' values [num_blocks, BLOCK_KV, D] (FP8, KV_TMA only)
+        kv_ptr,  # the cache's bytes as FP8 (or int8 for FP4) from its first page
+        kv_sf_ptr,  # the same memory as FP32 (int32 for FP4): token t's scale of page p at
+                    # (p * stride_page + BLOCK_KV * value_bytes) / 4 + t
+        w_ptr, ctx_ptr, bt_ptr, out_ptr,
+        next_n, max_ctx, max_blocks, num_blocks, stride_bt, stride_page, stride_w, stride_out,
+        H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, BLOCK_KV: tl.constexpr, PAGES: tl.constexpr,
+        NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr,
+        CTX_2D: tl.constexpr, CLEAN: tl.constexpr):
+    """Program (b * row_groups + g, c): query rows [g * ROWS, (g + 1) * ROWS) of sequence b against its tokens
+    [c * PAGES * BLOCK_KV, (c + 1) * PAGES * BLOCK_KV). The KV pages are read once for all ROWS rows; programs past
+    the longest context of their rows compute nothing (and write -inf when CLEAN).
+
+    Token t of row r is valid for t < ctx_r (ctx_r = context_lens[b, r], or with 1-D lengths
+    context_lens[b] - next_n + r + 1) and t < max_blocks * BLOCK_KV (a page in the table)."""
+    BN: tl.constexpr = ROWS * H
+    VALUE_BYTES: tl.constexpr = D // 2 if IS_FP4 else D
+    row_groups = tl.cdiv(next_n, ROWS)
+    pid = tl.program_id(0)
+    b = pid // row_groups
+    r0 = (pid % row_groups) * ROWS
+    t_begin = tl.program_id(1) * (PAGES * BLOCK_KV)
+    t_stop = tl.minimum(t_begin + PAGES * BLOCK_KV, max_ctx)
+
+    rows = r0 + tl.arange(0, ROWS)
+    row_ok = rows < next_n
+    if CTX_2D:
+        ctx = tl.load(ctx_ptr + b * next_n + rows, mask=row_ok, other=0)
+    else:
+        ctx = tl.where(row_ok, tl.load(ctx_ptr + b) - next_n + rows + 1, 0)
+    computed = tl.minimum(tl.max(ctx, axis=0), max_blocks * BLOCK_KV)
+    p_begin = t_begin // BLOCK_KV
+    p_end = tl.cdiv(tl.minimum(computed, t_stop), BLOCK_KV)
+    out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
+
+    if p_end > p_begin:
+        cols = tl.arange(0, BN)
+        col_row = r0 + cols // H
+        col_ok = col_row < next_n
+        q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
+        weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
+                          other=0.0).to(tl.float32)
+        if IS_FP4:
+            packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
+                             mask=col_ok[:, None], other=0)
+            q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
+            q_tile = _unpack_fp4(packed, q_sf, BN, D)
+            if FP4_DOT_BF16:
+                q_tile = q_tile.to(tl.bfloat16)
+        else:
+            q_tile = tl.load(q_ptr + q_rows[:, None] * D + tl.arange(0, D)[None, :], mask=col_ok[:, None],
+                             other=0.0)
+        q_t = tl.trans(q_tile)
+        tokens = tl.arange(0, BLOCK_KV)
+        for p in tl.range(p_begin, p_end, num_stages=NUM_STAGES):
+            page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
+            page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never out of bounds
+            page_bytes = page.to(tl.int64) * stride_page
+            scale_at = (page_bytes + BLOCK_KV * VALUE_BYTES) // 4 + tokens
+            if IS_FP4:
+                packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2)
+                                    + tl.arange(0, D // 2)[None, :])
+                kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
+                if FP4_DOT_BF16:
+                    kv = kv.to(tl.bfloat16)
+                scores = tl.dot(kv, q_t)
+            else:
+                if KV_TMA:
+                    kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
+                else:
+                    kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
+                # The scale multiplies the key before the relu (the key is its FP8 value times its scale).
+                scores = tl.dot(kv, q_t) * tl.load(kv_sf_ptr + scale_at)[:, None]
+            logits = _head_weighted_sum(scores, weights, BLOCK_KV, ROWS, H)
+            t = p * BLOCK_KV + tokens
+            logits = tl.where(t[:, None] < ctx[None, :], logits, float("-inf"))
+            tl.store(out_rows[None, :] + t[:, None], logits.to(out_ptr.dtype.element_ty),
+                     mask=(t < max_ctx)[:, None] & row_ok[None, :])
+
+    if CLEAN:
+        # Tokens of this program's range that no page covered: -inf (their rows' contexts end before them).
+        neg_inf = tl.full([BLOCK_KV, ROWS], float("-inf"), tl.float32).to(out_ptr.dtype.element_ty)
+        for t0 in range(tl.maximum(p_end * BLOCK_KV, t_begin), t_stop, BLOCK_KV):
+            t = t0 + tl.arange(0, BLOCK_KV)
+            tl.store(out_rows[None, :] + t[:, None], neg_inf, mask=(t < t_stop)[:, None] & row_ok[None, :])
+
+
+@triton.jit(do_not_specialize=["batch", "next_n", "num_sms", "atoms"],
+            do_not_specialize_on_alignment=["ctx_ptr", "out_ptr"])
+def _paged_schedule_kernel(ctx_ptr, out_ptr, batch, next_n, num_sms, atoms,
+                           SMS_PAD: tl.constexpr, CHUNK: tl.constexpr):
+    """DeepGEMM's per-SM split of the paged work list, in one program (no host sync).
+
+    Work items are (atom, 256-token split) pairs, sequence by sequence; sequence b has
+    ``atoms * ceil(ctx[b, -1] / 256)`` of them. With total = per * num_sms + extra items, SM s starts at item
+    ``s * per + max(0, s - (num_sms - extra))``, inside the first sequence whose running item count exceeds it
+    (clamped to the last sequence). Row s = (first atom, first split); the last row is (batch * atoms, 0)."""
+    total = 0
+    for c0 in range(0, batch, CHUNK):
+        seq = c0 + tl.arange(0, CHUNK)
+        length = tl.load(ctx_ptr + seq * next_n + next_n - 1, mask=seq < batch, other=0)
+        total += tl.sum(tl.cdiv(tl.maximum(length, 0), SPLIT_KV), axis=0)
+    total = total * atoms
+    per = total // num_sms
+    extra = total % num_sms
+    sm = tl.arange(0, SMS_PAD)
+    start = sm * per + tl.maximum(sm - (num_sms - extra), 0)
+
+    count = tl.zeros([SMS_PAD], dtype=tl.int32)  # sequences whose items all lie before the SM's start
+    before = tl.zeros([SMS_PAD], dtype=tl.int32)  # items before the start's sequence (excluding the last one)
+    running = 0
+    for c0 in range(0, batch, CHUNK):
+        seq = c0 + tl.arange(0, CHUNK)
+        in_batch = seq < batch
+        length = tl.load(ctx_ptr + seq * next_n + next_n - 1, mask=in_batch, other=0)
+        items = tl.cdiv(tl.maximum(length, 0), SPLIT_KV) * atoms
+        ends = running + tl.cumsum(items, axis=0)
+        running += tl.sum(items, axis=0)
+        done = (ends[None, :] <= start[:, None]) & in_batch[None, :]
+        count += tl.sum(done.to(tl.int32), axis=1)
+        before = tl.maximum(before, tl.max(tl.where(done & (seq < batch - 1)[None, :], ends[None, :], 0), axis=1))
+    seq = tl.maximum(tl.minimum(count, batch - 1), 0)
+    length = tl.load(ctx_ptr + seq * next_n + next_n - 1, mask=seq < batch, other=0)
+    splits = tl.cdiv(tl.maximum(length, 0), SPLIT_KV)
+    offset = start - before
+    divisor = tl.maximum(splits, 1)
+    atom = tl.where(splits > 0, offset // divisor, 0)
+    split = tl.where(splits > 0, offset % divisor, 0)
+    on_sm = sm < num_sms
+    tl.store(out_ptr + sm * 2, seq * atoms + atom, mask=on_sm)
+    tl.store(out_ptr + sm * 2 + 1, split, mask=on_sm)
+    last = sm == num_sms
+    tl.store(out_ptr + sm * 2, tl.where(last, batch * atoms, 0), mask=last)
+    tl.store(out_ptr + sm * 2 + 1, tl.zeros([SMS_PAD], dtype=tl.int32), mask=last)

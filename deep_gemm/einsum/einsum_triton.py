@@ -1,0 +1,327 @@
+"""CUDA launchers of ``einsum`` (BF16) and ``fp8_einsum`` (block-scaled FP8): the Triton kernels of ``kernels.py``.
+
+Each expression is a batched GEMM once its operands are permuted (views, never copies, for every BF16 expression)
+into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M, N]`` (``checks.Equation``):
+
+* ``"bhr,hdr->bhd"``: G = h, M = b, N = d, K = r;  ``"bhd,hdr->bhr"``: G = h, M = b, N = r, K = d (B N-major);
+* ``"bmk,bnk->mn"``: the batch is contracted too: the split-over-batch kernel with a deterministic reduction;
+* FP8 ``"bhd,bhr->hdr"``: G = h, M = d, N = r, K = b: both operands are MN-major, which FP8 wgmma cannot read, so
+  they are copied K-major first (as is W of FP8 ``"bhd,hdr->bhr"``); every other FP8 operand is read in place.
+  FP8 scales may be given per 128 or per 32 K elements (the kernel's BK follows). Large FP8 problems (many rows per
+  batch entry) run one dense FP8 GEMM per entry instead (``FP8_PER_ENTRY_MIN_M``).
+
+``use_cublaslt=True`` (the ``bh*`` expressions) runs cuBLAS's strided batched GEMM through ``torch.bmm`` into ``d``
+(DeepGEMM's cuBLASLt path). Calls the kernels do not cover return ``NotImplemented`` (the reference runs): operands
+whose strides or start are not 16-byte aligned (TMA), FP8 scale recipes other than A per row and B per 128 or per
+row. Launches are recorded per argument signature and replayed (``_triton/plans.replayable``).
+
+Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_config`` / ``fp8_config``; a ``config=`` keyword
+(through ``_ops.library.run_launcher``) pins one for sweeps (``benchmarks/bench_einsum.py --sweep``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .._triton.launch import descriptor, launch
+from .._triton.plans import replayable
+from .._triton.scratch import split_k_buffers
+from ..gemm.operands import FP8, resolve_recipe
+from ..runtime import get_num_sms
+from .checks import NO_CUBLASLT_EXPRESSION, Equation
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    persistent: bool = False  # grid = #SMs (programs loop over tiles) instead of one program per tile
+    flatten: bool = False  # (persistent) one software pipeline across tiles (tl.range(flatten=True))
+
+    def __str__(self) -> str:
+        return (f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
+                f"{' persistent' if self.persistent else ''}{' flat' if self.flatten else ''}")
+
+
+# BF16 batched (bh*) configs: 128x256 for large compute-bound problems, 128x128 otherwise, 64-row tiles for small M.
+BH_LARGE = TileConfig(128, 256, 64, 8, 3, persistent=True)
+BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
+BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
+# Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
+BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
+SHORT_K = 1024
+# Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
+BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3), TileConfig(64, 256, 64, 4, 3))
+BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SHORT_K, TileConfig(128, 128, 64, 8, 4, persistent=True),
+                        TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 3),
+                        TileConfig(64, 128, 64, 4, 4, persistent=True, flatten=True))
+BMK_CONFIGS = (TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 4))
+FP8_CONFIGS = (TileConfig(128, 128, 128, 8, 4, persistent=True), TileConfig(64, 128, 128, 4, 4),
+               TileConfig(128, 128, 128, 8, 4), TileConfig(128, 128, 128, 8, 3, persistent=True, flatten=True))
+# Programs per SM the bmk split aims at (memory-bound streaming over the batch).
+BMK_PROGRAMS_PER_SM = 2
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _num_sms() -> int:
+    return get_num_sms() or 1
+
+
+def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfig:
+    """``plain_bf16_out``: BF16 D stored by TMA without C, the only epilogue the 128x256 tile has room for (FP32 or
+    C tiles exceed shared memory; pointer stores spill)."""
+    if m <= 64:
+        return BH_SMALL_M
+    if plain_bf16_out and n >= 256 and k >= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 256) >= _num_sms():
+        return BH_LARGE
+    if k <= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 128) >= 2 * _num_sms():
+        return BH_SHORT_K
+    return BH_MEDIUM
+
+
+def bmk_config(m: int, n: int) -> TileConfig:
+    return BMK_CONFIGS[1] if m <= 64 else BMK_CONFIGS[0]
+
+
+def fp8_config(g: int, m: int, n: int) -> TileConfig:
+    return FP8_CONFIGS[1] if m <= 64 else FP8_CONFIGS[0]
+
+
+def _tma_ready(t: torch.Tensor) -> bool:
+    """Whether a TMA descriptor can describe t as it is: unit last stride, 16-byte aligned other strides and start
+    (read off the storage offset: what the op's memoised signature sees), sizes within TMA's limits."""
+    elem = t.element_size()
+    return (t.stride(-1) == 1 and all((s * elem) % 16 == 0 for s in t.stride()[:-1])
+            and (t.storage_offset() * elem) % 16 == 0 and t.size(-1) * elem >= 16
+            and all(0 < s < 2**31 for s in t.shape))
+
+
+def _desc3(t: torch.Tensor, block):
+    return descriptor(t, tuple(t.shape), tuple(t.stride()), tuple(block))
+
+
+def _out_descs(d3: torch.Tensor, c3, bm: int, bn: int, fallback):
+    """(d_desc, c_desc, d_tma, c_tma) of a [G, M, N] output and its optional accumulator: TMA descriptors where the
+    tensor allows one (C by TMA only when D is stored by TMA), else ``fallback`` in the unused slots."""
+    d_tma = _tma_ready(d3)
+    c_tma = d_tma and c3 is not None and c3.dtype == d3.dtype and _tma_ready(c3)
+    d_desc = _desc3(d3, (1, bm, bn)) if d_tma else fallback
+    c_desc = (d_desc if c3 is d3 else _desc3(c3, (1, bm, bn))) if c_tma else d_desc
+    return d_desc, c_desc, d_tma, c_tma
+
+
+def _grid(cfg: TileConfig, tiles: int) -> int:
+    return min(tiles, _num_sms()) if cfg.persistent else tiles
+
+
+def _write_without_product(d: torch.Tensor, c) -> None:
+    """An empty contraction: d = c (or zeros)."""
+    if c is None:
+        d.zero_()
+    elif c is not d:
+        d.copy_(c)
+
+
+def _record(recorder):
+    return recorder.launches if recorder is not None else None
+
+
+# ---- BF16 -------------------------------------------------------------------------------------------------------
+
+def _launch_bh(a3, b3, b_k_major: bool, d3, c3, cfg: TileConfig, recorder) -> None:
+    """D[g] = C[g] + A[g] @ B[g]^T over 3-D NT views (all TMA-ready except possibly D and C)."""
+    from .kernels import _bh_einsum_gemm_kernel
+    g, m, k = a3.shape
+    n = d3.size(2)
+    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+    tiles = g * _cdiv(m, bm) * _cdiv(n, bn)
+    grid = (_grid(cfg, tiles), 1, 1)
+    a_desc = _desc3(a3, (1, bm, bk))
+    b_desc = _desc3(b3, (1, bn, bk) if b_k_major else (1, bk, bn))
+    d_desc, c_desc, d_tma, c_tma = _out_descs(d3, c3, bm, bn, a_desc)
+    c_arg = c3 if c3 is not None else d3
+    args = (a_desc, b_desc, d_desc, c_desc, d3, c_arg, g, m, n, k, d3.stride(0), d3.stride(1),
+            c_arg.stride(0) if c3 is not None else 0, c_arg.stride(1) if c3 is not None else 0,
+            bm, bn, bk, 8, grid[0], cfg.num_stages, b_k_major, c3 is not None, d_tma, c_tma, cfg.flatten)
+    launch(_bh_einsum_gemm_kernel, grid, args, name="bh_einsum_gemm",
+           config_key=(cfg, grid[0], b_k_major, c3 is not None, d_tma, c_tma, d3.dtype), num_warps=cfg.num_warps,
+           num_stages=cfg.num_stages, device_index=d3.device.index or 0, record=_record(recorder))
+
+
+def _launch_bmk(a, b, d, c, cfg: TileConfig, recorder) -> None:
+    """D = C + sum_s A[s] @ B[s]^T, split over s into ranges reduced in order by the last range to finish."""
+    from .kernels import _bmn_bnk_mn_gemm_impl
+    s, m, k = a.shape
+    n = b.size(1)
+    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    wanted = max(1, min(s, (BMK_PROGRAMS_PER_SM * _num_sms()) // tiles))
+    splits = _cdiv(s, _cdiv(s, wanted))  # no empty range
+    ws, counters = split_k_buffers(d, splits, tiles, splits * m * n, recorder)
+    c_arg = c if c is not None else d
+    a_desc = _desc3(a, (1, bm, bk))
+    d_desc, c_desc, d_tma, c_tma = _out_descs(d.unsqueeze(0), None if c is None else c.unsqueeze(0), bm, bn,
+                                              a_desc)
+    args = (a_desc, _desc3(b, (1, bn, bk)), d_desc, c_desc, d, c_arg, ws, counters, s, m, n, k, splits,
+            d.stride(0), c_arg.stride(0) if c is not None else 0, bm, bn, bk, cfg.num_stages, c is not None, d_tma,
+            c_tma)
+    launch(_bmn_bnk_mn_gemm_impl, (tiles * splits, 1, 1), args, name="bmn_bnk_mn_gemm_impl",
+           config_key=(cfg, c is not None, d_tma, c_tma, d.dtype), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+           device_index=d.device.index or 0, record=_record(recorder))
+
+
+def _cublas_bh(eq: Equation, a, b, d, c):
+    """DeepGEMM's ``use_cublaslt`` path: cuBLAS's strided batched GEMM (torch.bmm / baddbmm) straight into the
+    permuted view of d; NotImplemented where torch has no such call (FP32 d from BF16 in old torch builds)."""
+    a3 = a.permute(eq.perm_a)  # [G, M, K]
+    b3 = b.permute(eq.perm_b).transpose(1, 2)  # [G, K, N]
+    d3 = d.permute(eq.perm_out)
+    c3 = None if c is None else c.permute(eq.perm_out)
+    if d.dtype == torch.bfloat16:
+        if c is None:
+            torch.bmm(a3, b3, out=d3)
+        elif c is d:
+            d3.baddbmm_(a3, b3)
+        else:
+            torch.baddbmm(c3, a3, b3, out=d3)
+        return None
+    if not (d.is_cuda and hasattr(torch.ops.aten.bmm, "dtype_out")):  # (a CUDA-only overload)
+        return NotImplemented
+    if c is None:
+        torch.ops.aten.bmm.dtype_out(a3, b3, torch.float32, out=d3)
+    else:
+        torch.ops.aten.baddbmm.dtype_out(c3, a3, b3, torch.float32, out=d3)
+    return None
+
+
+@replayable("einsum")
+def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | None = None, recorder=None):
+    if d.numel() == 0:
+        return None
+    eq = Equation.parse(expr)
+    if expr == NO_CUBLASLT_EXPRESSION:
+        s, m, k = a.shape
+        n = b.size(1)
+        if s == 0 or k == 0:
+            _write_without_product(d, c)
+            return None
+        if not (_tma_ready(a) and _tma_ready(b)):
+            return NotImplemented
+        _launch_bmk(a, b, d, c, config or bmk_config(m, n), recorder)
+        return None
+    if use_cublaslt:
+        return _cublas_bh(eq, a, b, d, c)
+    a3 = a.permute(eq.perm_a)  # [G, M, K], K-major (the last dim of a)
+    b_nt = b.permute(eq.perm_b)  # [G, N, K]
+    b_k_major = b_nt.stride(-1) == 1
+    b3 = b_nt if b_k_major else b_nt.transpose(1, 2)  # the descriptor's view has the unit stride last
+    d3 = d.permute(eq.perm_out)
+    g, m, k = a3.shape
+    if k == 0:
+        _write_without_product(d, c)
+        return None
+    if not (_tma_ready(a3) and _tma_ready(b3)):
+        return NotImplemented
+    n = d3.size(2)
+    c3 = None if c is None else c.permute(eq.perm_out)
+    plain = d.dtype == torch.bfloat16 and c is None and _tma_ready(d3)
+    cfg = config or bh_config(g, m, n, k, plain)
+    if cfg.block_n > 128 and not plain:
+        return NotImplemented  # (a pinned config without room for this epilogue)
+    _launch_bh(a3, b3, b_k_major, d3, c3, cfg, recorder)
+    return None
+
+
+# ---- FP8 --------------------------------------------------------------------------------------------------------
+
+def _fp8_supported(sfa, sfb, recipe) -> bool:
+    """FP32 scales, A per row, B per row or per 128 rows, one K granularity (32 or 128: the kernel's BK)."""
+    gran_k = recipe.a[1]
+    return (sfa.dtype == torch.float32 and sfb.dtype == torch.float32 and recipe.a[0] == 1 and gran_k in (32, 128)
+            and recipe.b in ((1, gran_k), (128, gran_k)))
+
+
+# K-major copies pad each row to this many elements (16 bytes of FP8), so that their row stride suits TMA.
+_FP8_ROW_ALIGN = 16
+
+
+def _k_major_fp8(x3: torch.Tensor) -> torch.Tensor:
+    """x3 [G, MN, K] itself when K is contiguous, else a K-major copy (FP8 wgmma reads K-major shared memory only)
+    whose rows are padded to 16 bytes; the padding is never read (the descriptor's K ends at K)."""
+    if x3.stride(-1) == 1 or x3.size(-1) <= 1:
+        return x3
+    g, mn, k = x3.shape
+    padded = torch.empty((g, mn, -(-k // _FP8_ROW_ALIGN) * _FP8_ROW_ALIGN), dtype=x3.dtype, device=x3.device)
+    view = padded[:, :, :k]
+    view.copy_(x3)
+    return view
+
+
+# FP8 problems with at least this many rows per batch entry run as one FP8 GEMM per entry on the dense FP8 op
+# (its warp-specialised kernel, gemm/fp8_triton.py) instead of the batched tl.* kernel: per entry the GEMM is large
+# enough that the faster kernel outweighs a launch (and its host time) per entry. ``route=`` pins either way.
+FP8_PER_ENTRY_MIN_M = 1024
+FP8_PER_ENTRY_MAX_G = 16
+
+
+def _fp8_route(g: int, m: int) -> str:
+    return "per_entry" if m >= FP8_PER_ENTRY_MIN_M and g <= FP8_PER_ENTRY_MAX_G else "batched"
+
+
+def _fp8_per_entry(a3, sfa3, b3, sfb3, d3, c3, recipe) -> None:
+    """D[g] = C[g] + A[g] @ B[g]^T through the dense FP8 GEMM op, one call per batch entry (2-D views, no copies)."""
+    gemm = torch.ops.deep_gemm.fp8_gemm_nt.default
+    gran = [1, recipe.b[0], recipe.b[1]]
+    for i in range(a3.size(0)):
+        gemm(a3[i], sfa3[i], b3[i], sfb3[i], d3[i], None if c3 is None else c3[i], gran, None, None, "nk", False)
+
+
+@replayable("fp8_einsum")
+def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None = None, route: str | None = None,
+               recorder=None):
+    r = resolve_recipe(recipe, None, None, sfb)
+    if not _fp8_supported(sfa, sfb, r):
+        return NotImplemented
+    if d.numel() == 0:
+        return None
+    eq = Equation.parse(expr)
+    a3, b3 = _k_major_fp8(a.permute(eq.perm_a)), _k_major_fp8(b.permute(eq.perm_b))  # [G, M, K], [G, N, K]
+    sfa3, sfb3 = sfa.permute(eq.perm_a), sfb.permute(eq.perm_b)
+    d3 = d.permute(eq.perm_out)
+    c3 = None if c is None else c.permute(eq.perm_out)
+    g, m, k = a3.shape
+    n = b3.size(1)
+    if k == 0:
+        _write_without_product(d, c)
+        return None
+    if not (_tma_ready(a3) and _tma_ready(b3)):
+        return NotImplemented
+    route = route or ("batched" if config is not None else _fp8_route(g, m))
+    if route == "per_entry" and r.a[1] == 128:
+        _fp8_per_entry(a3, sfa3, b3, sfb3, d3, c3, r)
+        return None
+    from .kernels import _fp8_einsum_gemm_kernel
+    cfg = config or fp8_config(g, m, n)
+    bm, bn, bk = cfg.block_m, cfg.block_n, r.a[1]  # one K block per scale
+    b_per_row = r.b[0] == 1
+    tiles = g * _cdiv(m, bm) * _cdiv(n, bn)
+    grid = (_grid(cfg, tiles), 1, 1)
+    a_desc = _desc3(a3, (1, bm, bk))
+    d_desc, c_desc, d_tma, c_tma = _out_descs(d3, c3, bm, bn, a_desc)
+    c_arg = c3 if c3 is not None else d3
+    args = (a_desc, _desc3(b3, (1, bn, bk)), sfa3, sfb3, d_desc, c_desc, d3, c_arg, g, m, n, k,
+            *sfa3.stride(), *sfb3.stride(), d3.stride(0), d3.stride(1),
+            c_arg.stride(0) if c3 is not None else 0, c_arg.stride(1) if c3 is not None else 0,
+            bm, bn, bk, 8, grid[0], cfg.num_stages, b_per_row, c3 is not None, d_tma, c_tma, cfg.flatten)
+    launch(_fp8_einsum_gemm_kernel, grid, args, name="fp8_einsum_gemm",
+           config_key=(cfg, grid[0], b_per_row, c3 is not None, d_tma, c_tma, d3.dtype), num_warps=cfg.num_warps,
+           num_stages=cfg.num_stages, device_index=d.device.index or 0, record=_record(recorder))
+    return None

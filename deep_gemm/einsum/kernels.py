@@ -1,0 +1,244 @@
+"""Triton kernels of the einsum ops: batched GEMMs read through 3-D TMA descriptors.
+
+Every operand is seen in the batched NT form ``[G, rows, cols]`` (a permuted *view* of the caller's tensor, any
+strides with a unit last stride; the descriptor carries the strides, so e.g. ``W = w_full[:, :, :R]`` or ``x[B, H, R]``
+read per head need no copy). A block ``[1, rows, cols]`` of such a descriptor is reshaped to 2-D: dropping the
+leading unit dim keeps the tile in shared memory for wgmma (a unit dim in the middle would send it through
+registers), which is why the batch dim always comes first in the descriptor even when it is not the outermost
+dim in memory.
+
+* ``_bh_einsum_gemm_kernel`` (BF16): D[g] = C[g] + A[g] @ B[g]^T, FP32 accumulation with ONE accumulator chained
+  through the K blocks in order (``tl.dot(a, b, acc)``: each wgmma adds into the running sum). No split K, no
+  reordering: the result is the same FP32 sum as cuBLAS's batched GEMM (torch.einsum), which DeepGEMM's test
+  compares against at calc_diff < 1e-10, i.e. almost bit for bit.
+* ``_bmn_bnk_mn_gemm_impl`` (BF16, ``bmk,bnk->mn``): D = C + sum_s A[s] @ B[s]^T. The batch is split into ranges
+  (one program per (tile, range)); each writes its FP32 partial to a workspace and the last to arrive at the tile's
+  counter sums the partials in range order and stores: deterministic (bit-identical from run to run), unlike
+  atomics. The counter is reset by that program, so counters are kept zeroed between calls (``_triton/scratch``).
+* ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/kernels/fp8_gemm.py``): every
+  128-K block is one ``tl.dot`` into a fresh FP32 tile, promoted into the FP32 accumulator with its scales (A per
+  row, B per 128-block or per row); K-major operands only (FP8 wgmma), the launcher copies MN-major ones.
+
+Tiles are walked in grouped order (``fp8_gemm._tile_coords``) inside each batch entry, so a batch entry's B stays in
+L2 while its M blocks pass; a program loops over tiles p, p + NUM_PROGRAMS, ... (persistent when the grid is #SMs).
+"""
+
+import triton
+import triton.language as tl
+
+from ..gemm.kernels.fp8_gemm import _tile_coords
+
+
+@triton.jit
+def _batched_tile(tile, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(g, off_m, off_n) of a tile: batch entry outermost, grouped order inside it."""
+    num_m_blocks = tl.cdiv(M, BM)
+    num_n_blocks = tl.cdiv(N, BN)
+    per_g = num_m_blocks * num_n_blocks
+    g = tile // per_g
+    pid_m, pid_n = _tile_coords(tile % per_g, num_m_blocks, num_n_blocks, GROUP_M)
+    return g, pid_m * BM, pid_n * BN
+
+
+@triton.jit
+def _store_part(acc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg, stride_cm,
+                BM: tl.constexpr, BN: tl.constexpr, HAS_C: tl.constexpr):
+    """D[g, rows, cols] = C[...] + acc through masked pointers (D or C not TMA-ready)."""
+    offs_m = off_m + tl.arange(0, BM)
+    offs_n = off_n + tl.arange(0, BN)
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    if HAS_C:
+        c = tl.load(c_ptr + g * stride_cg + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0)
+        acc += c.to(tl.float32)
+    tl.store(d_ptr + g * stride_dg + offs_m[:, None] * stride_dm + offs_n[None, :], acc.to(d_ptr.dtype.element_ty),
+             mask=mask)
+
+
+@triton.jit
+def _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg,
+                stride_cm, BM: tl.constexpr, BN: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
+                C_TMA: tl.constexpr):
+    """D[g, tile] = C[g, tile] + acc, rounded once to D's dtype. With D_TMA (and C_TMA) one TMA store (load) of the
+    tile (out-of-range rows and columns are clipped / zero-filled by the hardware); otherwise masked pointers, in
+    four column quarters (a whole tile of 64-bit addresses would not fit in registers next to the accumulator)."""
+    if D_TMA:
+        if HAS_C:
+            if C_TMA:
+                acc += c_desc.load([g, off_m, off_n]).reshape(BM, BN).to(tl.float32)
+            else:
+                offs_m = off_m + tl.arange(0, BM)
+                offs_n = off_n + tl.arange(0, BN)
+                mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+                c = tl.load(c_ptr + g * stride_cg + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask,
+                            other=0.0)
+                acc += c.to(tl.float32)
+        d_desc.store([g, off_m, off_n], acc.to(d_desc.dtype).reshape(1, BM, BN))
+    else:
+        left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+        _store_half(left, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg, stride_cm, BM,
+                    BN // 2, HAS_C)
+        _store_half(right, d_ptr, c_ptr, g, off_m, off_n + BN // 2, M, N, stride_dg, stride_dm, stride_cg,
+                    stride_cm, BM, BN // 2, HAS_C)
+
+
+@triton.jit
+def _store_half(acc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg, stride_cm,
+                BM: tl.constexpr, BN: tl.constexpr, HAS_C: tl.constexpr):
+    """Half a tile through pointers, itself in two column quarters (see _store_tile)."""
+    left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+    _store_part(left, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg, stride_cm, BM,
+                BN // 2, HAS_C)
+    _store_part(right, d_ptr, c_ptr, g, off_m, off_n + BN // 2, M, N, stride_dg, stride_dm, stride_cg, stride_cm,
+                BM, BN // 2, HAS_C)
+
+
+@triton.jit
+def _load_b(b_desc, g, off_n, k, BN: tl.constexpr, BK: tl.constexpr, B_K_MAJOR: tl.constexpr):
+    """B's [BK, BN] tile for tl.dot: from [G, N, K] (K-major) or [G, K, N] (N-major; BF16 wgmma reads it as is)."""
+    if B_K_MAJOR:
+        b = b_desc.load([g, off_n, k]).reshape(BN, BK).T
+    else:
+        b = b_desc.load([g, k, off_n]).reshape(BK, BN)
+    return b
+
+
+# Runtime ints and pointers are not specialised on (see _triton/launch.py): one binary per config.
+@triton.jit(do_not_specialize=["G", "M", "N", "K", "stride_dg", "stride_dm", "stride_cg", "stride_cm"],
+            do_not_specialize_on_alignment=["d_ptr", "c_ptr"])
+def _bh_einsum_gemm_kernel(
+        a_desc, b_desc,  # BF16 A [G, M, K]; B [G, N, K] (B_K_MAJOR) or [G, K, N]; blocks [1, BM|BN|BK, ...]
+        d_desc, c_desc,  # D and C [G, M, N], blocks [1, BM, BN] (used when D_TMA / C_TMA)
+        d_ptr, c_ptr,  # D and the optional C [G, M, N] (unit last stride)
+        G, M, N, K, stride_dg, stride_dm, stride_cg, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+        NUM_STAGES: tl.constexpr, B_K_MAJOR: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
+        C_TMA: tl.constexpr, FLATTEN: tl.constexpr):
+    pid = tl.program_id(0)
+    num_tiles = G * tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    num_kb = tl.cdiv(K, BK)
+    # FLATTEN: one software pipeline over (tile, K block) pairs, so the next tile's loads overlap this tile's last
+    # blocks and epilogue (short K loops, persistent grids).
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
+        g, off_m, off_n = _batched_tile(tile, M, N, BM, BN, GROUP_M)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kb in tl.range(0, num_kb, num_stages=NUM_STAGES):
+            a = a_desc.load([g, off_m, kb * BK]).reshape(BM, BK)
+            b = _load_b(b_desc, g, off_n, kb * BK, BN, BK, B_K_MAJOR)
+            acc = tl.dot(a, b, acc)  # chained: the K order of cuBLAS's FP32 accumulation
+        _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg,
+                    stride_cm, BM, BN, HAS_C, D_TMA, C_TMA)
+
+
+@triton.jit
+def _publish_partial(part, ws_ptr, split, off_m, off_n, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    offs_m = off_m + tl.arange(0, BM)
+    offs_n = off_n + tl.arange(0, BN)
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    tl.store(ws_ptr + split * M * N + offs_m[:, None] * N + offs_n[None, :], part, mask=mask)
+
+
+@triton.jit
+def _sum_partials(ws_ptr, splits, off_m, off_n, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    """sum_r partial[r] over the tile, in range order r = 0, 1, ... (deterministic); L2 reads (.cg): the partials
+    were written by other programs."""
+    offs_m = off_m + tl.arange(0, BM)
+    offs_n = off_n + tl.arange(0, BN)
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    tile = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
+    total = tl.zeros((BM, BN), dtype=tl.float32)
+    for r in range(0, splits):
+        total += tl.load(tile + r * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+    return total
+
+
+@triton.jit(do_not_specialize=["S", "M", "N", "K", "SPLITS", "stride_dm", "stride_cm"],
+            do_not_specialize_on_alignment=["d_ptr", "c_ptr", "ws_ptr", "counter_ptr"])
+def _bmn_bnk_mn_gemm_impl(
+        a_desc, b_desc,  # BF16 A [S, M, K], B [S, N, K], blocks [1, BM, BK] and [1, BN, BK]
+        d_desc, c_desc,  # D and C as [1, M, N], blocks [1, BM, BN] (used when D_TMA / C_TMA)
+        d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
+        ws_ptr, counter_ptr,  # FP32 partials [SPLITS, M, N] and one int32 arrival counter per tile (SPLITS > 1)
+        S, M, N, K, SPLITS, stride_dm, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr, HAS_C: tl.constexpr,
+        D_TMA: tl.constexpr, C_TMA: tl.constexpr):
+    pid = tl.program_id(0)
+    split = pid % SPLITS
+    tile = pid // SPLITS
+    num_n_blocks = tl.cdiv(N, BN)
+    off_m = (tile // num_n_blocks) * BM
+    off_n = (tile % num_n_blocks) * BN
+    num_kb = tl.cdiv(K, BK)
+    per_split = tl.cdiv(S, SPLITS)
+    s_begin = split * per_split
+    s_count = tl.minimum(per_split, S - s_begin)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    # One loop over (batch entry, K block) pairs, so the pipeline runs across batch entries.
+    for it in tl.range(0, s_count * num_kb, num_stages=NUM_STAGES):
+        s = s_begin + it // num_kb
+        k = (it % num_kb) * BK
+        a = a_desc.load([s, off_m, k]).reshape(BM, BK)
+        b = b_desc.load([s, off_n, k]).reshape(BN, BK).T
+        acc = tl.dot(a, b, acc)
+
+    if SPLITS == 1:
+        _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, 0, off_m, off_n, M, N, 0, stride_dm, 0, stride_cm, BM, BN,
+                    HAS_C, D_TMA, C_TMA)
+    else:
+        # Publish this range's partial (two column halves: fewer live addresses); the last range to arrive at the
+        # tile's counter sums every partial in range order, stores, and resets the counter.
+        left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+        _publish_partial(left, ws_ptr, split, off_m, off_n, M, N, BM, BN // 2)
+        _publish_partial(right, ws_ptr, split, off_m, off_n + BN // 2, M, N, BM, BN // 2)
+        tl.debug_barrier()
+        counter = counter_ptr + tile
+        arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLITS - 1:
+            left = _sum_partials(ws_ptr, SPLITS, off_m, off_n, M, N, BM, BN // 2)
+            right = _sum_partials(ws_ptr, SPLITS, off_m, off_n + BN // 2, M, N, BM, BN // 2)
+            total = tl.join(left, right).permute(0, 2, 1).reshape(BM, BN)
+            _store_tile(total, d_desc, c_desc, d_ptr, c_ptr, 0, off_m, off_n, M, N, 0, stride_dm, 0, stride_cm, BM,
+                        BN, HAS_C, D_TMA, C_TMA)
+            tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit(do_not_specialize=["G", "M", "N", "K", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k", "stride_sfb_g",
+                               "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cg", "stride_cm"],
+            do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr"])
+def _fp8_einsum_gemm_kernel(
+        a_desc, b_desc,  # FP8 K-major A [G, M, K], B [G, N, K]; blocks [1, BM, 128], [1, BN, 128]
+        sfa_ptr, sfb_ptr,  # FP32 scales: A [G, M, ceil(K/128)], B [G, ceil(N/128) or N, ceil(K/128)] (strided)
+        d_desc, c_desc, d_ptr, c_ptr,  # D [G, M, N] and the optional C (descriptors used when D_TMA / C_TMA)
+        G, M, N, K,
+        stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
+        stride_dg, stride_dm, stride_cg, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+        NUM_STAGES: tl.constexpr, B_PER_ROW: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
+        C_TMA: tl.constexpr, FLATTEN: tl.constexpr):
+    pid = tl.program_id(0)
+    num_tiles = G * tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    num_kb = tl.cdiv(K, BK)
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
+        g, off_m, off_n = _batched_tile(tile, M, N, BM, BN, GROUP_M)
+        offs_m = off_m + tl.arange(0, BM)
+        offs_n = off_n + tl.arange(0, BN)
+        m_ok = offs_m < M
+        n_ok = offs_n < N
+        sfa_rows = sfa_ptr + g * stride_sfa_g + offs_m * stride_sfa_m
+        if B_PER_ROW:
+            sfb_cols = sfb_ptr + g * stride_sfb_g + offs_n * stride_sfb_n
+        else:
+            sfb_cols = sfb_ptr + g * stride_sfb_g + (off_n // 128) * stride_sfb_n  # BN divides 128
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kb in tl.range(0, num_kb, num_stages=NUM_STAGES):
+            a = a_desc.load([g, off_m, kb * BK]).reshape(BM, BK)
+            b = b_desc.load([g, off_n, kb * BK]).reshape(BN, BK).T
+            partial = tl.dot(a, b)  # a fresh FP32 tile per 128-K block, promoted below
+            sa = tl.load(sfa_rows + kb * stride_sfa_k, mask=m_ok, other=0.0)
+            if B_PER_ROW:
+                sb = tl.load(sfb_cols + kb * stride_sfb_k, mask=n_ok, other=0.0)
+                acc += partial * sa[:, None] * sb[None, :]
+            else:
+                sb = tl.load(sfb_cols + kb * stride_sfb_k)
+                acc += partial * (sa * sb)[:, None]
+        _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg,
+                    stride_cm, BM, BN, HAS_C, D_TMA, C_TMA)

@@ -1,0 +1,201 @@
+"""BF16 GEMM kernel (tl.*), persistent, for the dense, M-grouped contiguous, masked and K-grouped ops.
+
+Maths: D[m, n] = C[m, n] + sum_k A[m, k] * B[n, k], one ``tl.dot`` per BK block accumulating in FP32 registers
+(BF16 wgmma accumulates in FP32 exactly; unlike FP8 there is no per-block promotion).
+
+Operands are read through TMA descriptors built on the tensors as the caller holds them. BF16 wgmma reads either
+majorness from shared memory, so an MN-major operand needs no copy: its descriptor covers the [K, M] (or [K, N])
+matrix it is in memory and the kernel transposes the loaded tile's view (``A_K_MAJOR`` / ``B_K_MAJOR``). Every
+operand is addressed as (row, k) of a stacked 2-D matrix:
+
+  A K-major  [rows, K]:    tile at (a_row, a_k + k)          A MN-major [K rows, M]: tile at (a_k + k, a_row)
+  B K-major  [rows, K]:    tile at (b_row, b_k + k), then .T B MN-major [K rows, N]: tile at (b_k + k, b_row)
+
+with a_row = group * A_GROUP_M + off_m and b_row = expert * B_GROUP_N + off_n, b_k = expert * B_GROUP_K + k_start
+(the launcher passes the strides of the stacking: e.g. a [G, N, K] B is [G*N, K] rows with B_GROUP_N = N, a
+[G, K, N] B is [G*K, N] with B_GROUP_K = K). TMA zero-fills reads past the matrix, so M/N/K tails need no masks;
+a K block that crosses into the next group's rows is avoided by the plan (BK divides such a K).
+
+Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py):
+  DENSE      one problem; optionally split along K (SPLIT_K > 1): every split writes an FP32 partial to a workspace
+             and the last split to arrive at the tile's counter sums them in split order (deterministic) and runs
+             the epilogue, then resets the counter (``_triton/scratch.py``).
+  M_IDS      M-grouped contiguous, expert id per row (-1 = padding: the tile is skipped and its rows written as 0).
+  M_PSUM     M-grouped contiguous, cumulative group ends; group g's rows start at align(end[g-1], PSUM_ALIGN).
+             Gap rows are zeroed (ZERO_GAPS) or left untouched.
+  MASKED     A [G*Mmax, K]; group g has masked_m[g] valid rows, read on the device only: tiles are enumerated over
+             groups through a prefix sum of per-group tile counts. Rows >= masked_m[g] are untouched.
+  K_GROUPED  A [sum K, M], B [sum K, N]; group g owns K rows [k_start_g, k_start_g + K_g) (device prefix sum of the
+             K sizes in layout_ptr); D[g] = C[g] + A_g.T @ B_g. Empty groups still write C[g] (or zeros).
+"""
+
+import triton
+import triton.language as tl
+
+from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+
+
+@triton.jit
+def _tile_coords(tile, num_m_blocks, num_n_blocks, GROUP_M: tl.constexpr):
+    """Grouped order: GROUP_M M-blocks share the N sweep, so B tiles are reused from L2."""
+    per_group = GROUP_M * num_n_blocks
+    group = tile // per_group
+    first_m = group * GROUP_M
+    rows = tl.minimum(num_m_blocks - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _mainloop(a_desc, b_desc, a_row, a_k, b_row, b_k, kb_begin, kb_end, BM: tl.constexpr, BN: tl.constexpr,
+              BK: tl.constexpr, NUM_STAGES: tl.constexpr, A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr):
+    """FP32 accumulator of one tile over K blocks [kb_begin, kb_end)."""
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in tl.range(kb_begin, kb_end, num_stages=NUM_STAGES):
+        k = kb * BK
+        if A_K_MAJOR:
+            a = a_desc.load([a_row, a_k + k])
+        else:
+            a = a_desc.load([a_k + k, a_row]).T
+        if B_K_MAJOR:
+            b = b_desc.load([b_row, b_k + k]).T
+        else:
+            b = b_desc.load([b_k + k, b_row])
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_store, n_limit, stride_dm, stride_cm,
+                HAS_C: tl.constexpr, D_TMA: tl.constexpr):
+    """d[rows, cols] = (c + acc) for rows where row_store and cols < n_limit. D_TMA: one TMA store of the whole tile
+    (the hardware clips rows/columns past the tensor); only used when every in-range row is written."""
+    n_ok = offs_n < n_limit
+    mask = row_store[:, None] & n_ok[None, :]
+    if HAS_C:
+        c = tl.load(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0)
+        acc += c.to(tl.float32)
+    if D_TMA:
+        d_desc.store([off_m, off_n], acc.to(d_desc.dtype))
+    else:
+        tl.store(d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :], acc.to(d_ptr.dtype.element_ty), mask=mask)
+
+
+# Runtime ints and pointers are not specialised on (value 1, divisibility, alignment), so one compiled binary per
+# config serves every call (host time, see _triton/launch.py).
+@triton.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
+                               "stride_dm", "stride_cg", "stride_cm"],
+            do_not_specialize_on_alignment=["d_ptr", "c_ptr", "layout_ptr", "ws_ptr", "counter_ptr"])
+def _bf16_gemm_kernel(
+        a_desc, b_desc,  # BF16, as in memory (see the module docstring)
+        d_ptr, c_ptr,  # output [G?, M, N] (BF16/FP32), optional accumulator of the same shape
+        d_desc,  # TMA descriptor over D [M, N] when D_TMA (else unused)
+        layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED)
+        ws_ptr, counter_ptr,  # split-K FP32 workspace [SPLIT_K, M, N] and int32 per-tile arrival counters
+        M, N, K, NUM_GROUPS, A_GROUP_M, B_GROUP_N, B_GROUP_K,
+        stride_dg, stride_dm, stride_cg, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+        NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
+        PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
+        A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m_blocks = tl.cdiv(M, BM)
+    num_n_blocks = tl.cdiv(N, BN)
+    num_kb = tl.cdiv(K, BK)
+
+    if GROUPING == MASKED:
+        g_idx = tl.arange(0, G_PAD)
+        masked = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        group_tiles = tl.cdiv(masked, BM) * num_n_blocks
+        group_end = tl.cumsum(group_tiles, axis=0)
+        num_tiles = tl.sum(group_tiles, axis=0)
+    elif GROUPING == K_GROUPED:
+        g_idx = tl.arange(0, G_PAD)
+        ks = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        k_starts = tl.cumsum(ks, axis=0) - ks
+        num_tiles = NUM_GROUPS * num_m_blocks * num_n_blocks
+    else:
+        num_tiles = num_m_blocks * num_n_blocks * SPLIT_K
+
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
+        group = 0
+        split = 0
+        kb_begin = 0
+        kb_end = num_kb
+        k_start = 0
+        if GROUPING == MASKED:
+            group = tl.sum((group_end <= tile).to(tl.int32), axis=0)
+            local = tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
+            m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
+            pid_m, pid_n = _tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+        elif GROUPING == K_GROUPED:
+            per_group = num_m_blocks * num_n_blocks
+            group = tile // per_group
+            pid_m, pid_n = _tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
+            m_limit = M
+            k_start = tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0)
+            kb_end = tl.sum(tl.where(g_idx == group, ks, 0), axis=0) // BK  # (BK divides every K_g: the plan)
+        else:
+            split = tile % SPLIT_K
+            pid_m, pid_n = _tile_coords(tile // SPLIT_K, num_m_blocks, num_n_blocks, GROUP_M)
+            m_limit = M
+            kb_per_split = tl.cdiv(num_kb, SPLIT_K)
+            kb_begin = split * kb_per_split
+            kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        offs_m = off_m + tl.arange(0, BM)
+        offs_n = off_n + tl.arange(0, BN)
+
+        # Which rows this tile stores, and from which expert B comes.
+        row_store = offs_m < m_limit
+        row_valid = row_store
+        expert = 0
+        if GROUPING == M_IDS:
+            ids = tl.load(layout_ptr + offs_m, mask=row_store, other=-1)
+            expert = tl.max(ids, axis=0)
+            row_valid = row_store & (ids == expert)
+        if GROUPING == M_PSUM:
+            g_idx = tl.arange(0, G_PAD)
+            ends = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+            prev = tl.load(layout_ptr + g_idx - 1, mask=(g_idx > 0) & (g_idx < NUM_GROUPS), other=0)
+            starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+            # PSUM_ALIGN is a multiple of BM (the plan), so a tile lies in one group or in a gap.
+            inside = (off_m >= starts) & (off_m < ends) & (g_idx < NUM_GROUPS)
+            expert = tl.max(tl.where(inside, g_idx, -1), axis=0)
+            group_end_row = tl.sum(tl.where(g_idx == expert, ends, 0), axis=0)
+            row_valid = row_store & (expert >= 0) & (offs_m < group_end_row)
+            if not ZERO_GAPS:
+                row_store = row_valid
+        if GROUPING == MASKED:
+            expert = group
+
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        if expert >= 0:
+            acc = _mainloop(a_desc, b_desc, group * A_GROUP_M + off_m, k_start, expert * B_GROUP_N + off_n,
+                            expert * B_GROUP_K + k_start, kb_begin, kb_end, BM, BN, BK, NUM_STAGES, A_K_MAJOR,
+                            B_K_MAJOR)
+        if GROUPING == M_IDS or GROUPING == M_PSUM:
+            acc = tl.where(row_valid[:, None], acc, 0.0)
+
+        d_tile = d_ptr + group * stride_dg
+        c_tile = c_ptr + group * stride_cg
+        if SPLIT_K == 1:
+            _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                        stride_cm, HAS_C, D_TMA)
+        else:
+            # Split-K: publish this split's partial; the last split to arrive reduces (in split order) and stores.
+            mask = row_store[:, None] & (offs_n < N)[None, :]
+            ws_tile = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
+            tl.store(ws_tile + split * M * N, acc, mask=mask)
+            tl.debug_barrier()
+            counter = counter_ptr + tile // SPLIT_K
+            arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                total = tl.zeros((BM, BN), dtype=tl.float32)
+                for s in range(SPLIT_K):
+                    total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+                _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                            stride_cm, HAS_C, D_TMA)
+                tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")

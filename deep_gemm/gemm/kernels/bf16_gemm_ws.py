@@ -1,0 +1,181 @@
+"""Warp-specialised BF16 GEMM (Gluon, SM90) for dense and M-grouped contiguous layouts (expert ids, psum with zeroed
+gaps), opt-in (``DG_BF16_WS=1`` or ``Bf16Overrides(ws=True)``): DeepGEMM's producer/consumer structure for what the
+``tl.*`` kernel (bf16_gemm.py) runs with its loads and MMAs in the same warps.
+
+Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ... in grouped order):
+  producer   1 warp: for every (tile, K block) waits for a free stage, then TMA-loads the A tile ([BM, BK] K-major
+             or [BK, BM] MN-major) and the B tile ([BN, BK] or [BK, BN]) into it (arrival on the stage's `ready`).
+  consumer 0, consumer 1
+             4 warps each (one warpgroup): the lower and upper 64 rows of the 128 x BN tile. Per K block: wait
+             `ready`, issue an asynchronous wgmma into the FP32 accumulator, wait until at most one wgmma is in
+             flight (the previous block's), release the previous block's stage. BF16 wgmma accumulates in FP32, so
+             the accumulator is never read inside the loop (no promotion: ptxas keeps the wgmmas back to back).
+             After the last block, the 64 x BN slab goes registers -> shared memory -> one TMA store, which
+             completes while the next tile's K loop runs (the buffer is waited for only at the next epilogue).
+MN-major operands are read as they are in memory: the wgmma takes the transposed shared-memory view.
+M-grouped tiles (GROUPING M_IDS / M_PSUM, as in bf16_gemm.py) lie in one expert's rows: the expert of an M_IDS tile
+is the id of its first row (segments start at multiples of the tile height; a tile of padding has id -1), that of
+an M_PSUM tile the group whose aligned start..end holds its first row. A tile without an expert loads nothing and
+stores zeros; rows of another id (padding) or past the group's end are stored as zeros.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+from .groupings import DENSE, M_IDS, M_PSUM  # noqa: F401  (kernel globals)
+
+# Rows each consumer warpgroup owns (wgmma's M per warpgroup).
+WG_ROWS = gl.constexpr(64)
+
+
+@gluon.jit
+def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
+    """Grouped order: GROUP_M M-blocks share the N sweep, so B tiles are reused from L2."""
+    per_group = GROUP_M * num_n_blocks
+    first_m = (tile // per_group) * GROUP_M
+    rows = gl.minimum(num_m_blocks - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
+                 PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr):
+    """(expert, end row of its group) of the tile starting at row off_m; expert -1: no valid row (dense: 0)."""
+    expert = off_m * 0
+    row_end = off_m * 0
+    if GROUPING == M_IDS:
+        expert = gl.load(layout_ptr + off_m)
+    if GROUPING == M_PSUM:
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        g_ok = g_idx < NUM_GROUPS
+        ends = gl.load(layout_ptr + g_idx, mask=g_ok, other=0)
+        prev = gl.load(layout_ptr + g_idx - 1, mask=g_ok & (g_idx > 0), other=0)
+        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        inside = g_ok & (off_m >= starts) & (off_m < ends)
+        expert = gl.max(gl.where(inside, g_idx, -1), axis=0)
+        row_end = gl.sum(gl.where(g_idx == expert, ends, 0), axis=0)
+    return expert, row_end
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,
+              BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+              NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+    VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    STAGE_BYTES: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    num_m_blocks = gl.cdiv(M, BM)
+    num_n_blocks = gl.cdiv(N, BN)
+    num_kb = gl.cdiv(K, BK)
+    it = 0
+    for tile in range(gl.program_id(0), num_m_blocks * num_n_blocks, NUM_SMS):
+        pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        off_m = pid_m * BM
+        expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        b_row = gl.maximum(expert, 0) * B_GROUP_N + pid_n * BN
+        b_k = gl.maximum(expert, 0) * B_GROUP_K
+        tile_kb = gl.where(expert >= 0, num_kb, 0)
+        for kb in range(tile_kb):
+            stage = it % STAGES
+            # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
+            mbarrier.wait(empty.index(stage), ((it // STAGES) & 1) ^ 1)
+            bar = ready.index(stage)
+            mbarrier.expect(bar, STAGE_BYTES)
+            if A_K_MAJOR:
+                tma.async_copy_global_to_shared(a_desc, [off_m, kb * BK], bar, a_bufs.index(stage))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [kb * BK, off_m], bar, a_bufs.index(stage))
+            if B_K_MAJOR:
+                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
+            else:
+                tma.async_copy_global_to_shared(b_desc, [b_k + kb * BK, b_row], bar, b_bufs.index(stage))
+            it += 1
+
+
+@gluon.jit
+def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_smem, layout_ptr, M, N, K, NUM_GROUPS, BM: gl.constexpr,
+              BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
+              A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
+              PSUM_ALIGN: gl.constexpr, WG: gl.constexpr):
+    VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+    ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
+    A_ROW0: gl.constexpr = WG * WG_ROWS
+    num_m_blocks = gl.cdiv(M, BM)
+    num_n_blocks = gl.cdiv(N, BN)
+    num_kb = gl.cdiv(K, BK)
+    it = 0
+    for tile in range(gl.program_id(0), num_m_blocks * num_n_blocks, NUM_SMS):
+        pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        tile_kb = gl.where(expert >= 0, num_kb, 0)
+        acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+        for kb in range(tile_kb):
+            stage = it % STAGES
+            mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+            if A_K_MAJOR:
+                a = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
+            else:
+                a = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=1).permute((1, 0))
+            if B_K_MAJOR:
+                b = b_bufs.index(stage).permute((1, 0))
+            else:
+                b = b_bufs.index(stage)
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            # The previous block's wgmma has retired: its stage is free.
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kb > 0)
+            it += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=tile_kb > 0)
+        if GROUPING != DENSE:  # rows of padding (another id) or past the group's end are stored as zeros
+            rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
+            if GROUPING == M_IDS:
+                ids = gl.load(layout_ptr + rows, mask=rows < M, other=-1)
+                valid = (ids == expert) & (expert >= 0)
+            else:
+                valid = (rows < row_end) & (expert >= 0)
+            acc = gl.where(gl.expand_dims(valid, 1), acc, 0.0)
+        tma.store_wait(pendings=0)  # the staging buffer's previous store has been read out
+        c_smem.store(acc.to(d_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(d_desc, [off_m + A_ROW0, off_n], c_smem)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K"],
+           do_not_specialize_on_alignment=["layout_ptr"])
+def _bf16_gemm_ws_kernel(
+        a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense)
+        d_desc,  # D [M, N] (BF16), block [64, BN]
+        layout_ptr,  # int32 expert id per row (M_IDS) or cumulative group ends (M_PSUM); unused for DENSE
+        M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
+        BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+        NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
+        G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows")
+    gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM, "dense and M-grouped layouts")
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
+    c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_bufs.index(0), layout_ptr, M, N, K, NUM_GROUPS, BM, BN,
+                     BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, 0)),
+        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_bufs.index(1), layout_ptr, M, N, K, NUM_GROUPS, BM, BN,
+                     BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, 1)),
+        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS, B_GROUP_N,
+                     B_GROUP_K, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
+                     PSUM_ALIGN)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])

@@ -1,0 +1,106 @@
+"""CUDA launchers of the scale-factor layout ops (the op's CUDA kernel calls them after the shared check): allocate
+the geometry the check computed, launch one kernel of ``kernels.py``, return the fresh tensor.
+
+Covered: every input of ``get_mn_major_tma_aligned_tensor``, ``get_mn_major_tma_aligned_packed_ue8m0_tensor``
+without ``psum_layout`` (with it: the reference), ``get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor``, and
+``transform_sf_into_required_layout``'s MN-major rules (FP32 and packed int32); its (128, 128) rule keeps the
+input's layout and is a plain copy (the reference). The public API returns the input itself where it is already in
+the required layout (``api.py``), so these run only when something has to move.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._triton.launch import launch
+from . import checks
+from .reference import allocate
+
+# Tile of the copy and pack kernels: 64 MN rows (the output's contiguous dim: 256-byte stores) x 32 columns.
+BLOCK_MN = 64
+BLOCK_COLS = 32
+# K-grouped pack: 16 packed rows x 128 MN columns (the contiguous dim of both sides).
+BLOCK_PACKED_ROWS = 16
+BLOCK_K_GROUPED_MN = 128
+NUM_WARPS = 4
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _batched(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dim() == 3 else t.unsqueeze(0)
+
+
+def _device_index(t: torch.Tensor) -> int:
+    return t.device.index or 0
+
+
+def _mn_major_copy(sf: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out (MN-major, freshly allocated, same shape) <- sf, bit-exact, 4-byte elements moved as int32."""
+    from .kernels import _mn_major_copy_kernel
+    if out.numel() == 0:
+        return out
+    src, dst = _batched(sf), _batched(out)
+    groups, rows, cols = src.shape
+    src_i = src.view(torch.int32) if src.dtype != torch.int32 else src
+    dst_i = dst.view(torch.int32) if dst.dtype != torch.int32 else dst
+    grid = (_cdiv(rows, BLOCK_MN), _cdiv(cols, BLOCK_COLS), groups)
+    c_unit = src.stride(2) == 1
+    args = (src_i, dst_i, rows, cols, src.stride(0), src.stride(1), src.stride(2), dst.stride(0), dst.stride(2),
+            BLOCK_MN, BLOCK_COLS, c_unit)
+    launch(_mn_major_copy_kernel, grid, args, name="layout_mn_major_copy", config_key=(BLOCK_MN, BLOCK_COLS, c_unit),
+           num_warps=NUM_WARPS, device_index=_device_index(sf))
+    return out
+
+
+def get_mn_major_tma_aligned_tensor(sf):
+    return _mn_major_copy(sf, allocate(checks.geometry_get_mn_major_tma_aligned_tensor(sf), sf.device))
+
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout):
+    from .kernels import _pack_ue8m0_kernel
+    if psum_layout is not None:
+        return NotImplemented  # rows outside the psum groups: the reference zeroes them
+    out = allocate(checks.geometry_get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout), sf.device)
+    if out.numel() == 0:
+        return out
+    src, dst = _batched(sf), _batched(out)
+    groups, rows, sf_k = src.shape
+    packed = dst.size(2)
+    grid = (_cdiv(rows, BLOCK_MN), _cdiv(packed, BLOCK_COLS), groups)
+    c_unit = src.stride(2) == 1
+    args = (src, dst, rows, sf_k, packed, src.stride(0), src.stride(1), src.stride(2), dst.stride(0), dst.stride(2),
+            BLOCK_MN, BLOCK_COLS, c_unit)
+    launch(_pack_ue8m0_kernel, grid, args, name="layout_pack_ue8m0", config_key=(BLOCK_MN, BLOCK_COLS, c_unit),
+           num_warps=NUM_WARPS, device_index=_device_index(sf))
+    return out
+
+
+def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, ks_cpu, gran_k, k_alignment,
+                                                           use_psum_layout):
+    from .kernels import _k_grouped_pack_kernel
+    out = allocate(checks.geometry_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
+        sf, grouped_layout, ks_cpu, gran_k, k_alignment, use_psum_layout), sf.device)
+    rows, mn = out.shape
+    if out.numel() == 0:
+        return out
+    num_groups = grouped_layout.size(0)
+    g_pad = max(2, 1 << (num_groups - 1).bit_length())
+    grid = (_cdiv(rows, BLOCK_PACKED_ROWS), _cdiv(mn, BLOCK_K_GROUPED_MN), 1)
+    args = (sf, grouped_layout, out, rows, mn, sf.size(0), num_groups, gran_k, k_alignment, bool(use_psum_layout),
+            g_pad, BLOCK_PACKED_ROWS, BLOCK_K_GROUPED_MN)
+    launch(_k_grouped_pack_kernel, grid, args, name="layout_k_grouped_pack",
+           config_key=(bool(use_psum_layout), g_pad, BLOCK_PACKED_ROWS, BLOCK_K_GROUPED_MN), num_warps=NUM_WARPS,
+           device_index=_device_index(sf))
+    return out
+
+
+def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, psum_layout):
+    geometry = checks.geometry_transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa,
+                                                                 disable_ue8m0_cast, psum_layout)
+    out = allocate(geometry, sf.device)
+    if out.dim() >= 2 and out.size(-2) > 1 and out.stride(-2) != 1:
+        return NotImplemented  # the (128, 128) rule keeps a K-major layout: a plain copy (the reference)
+    return _mn_major_copy(sf, out)

@@ -1,0 +1,92 @@
+"""Compile the HyperConnection and layout kernels for sm_90a on any machine (no GPU needed): registers, spills,
+shared memory and SASS counts per config, the cheap first check before spending GPU time.
+
+    python scripts/compile_check_hc.py          # every config the launchers pick (fails on a spill)
+    python scripts/compile_check_hc.py --ptx    # also print the TF32 MMA instructions found in the PTX
+    python scripts/compile_check_hc.py --layout-only
+
+Run without TRITON_INTERPRET. Reuses scripts/compile_check.py's helpers (resource_usage, sass_counts).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import triton  # noqa: E402
+from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+
+def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int = 1):
+    sig = dict(sig)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+
+
+def compile_hc(bm, bn, stages, b_tma, reduce, red_chunk, warps=4):
+    from deep_gemm.hyperconnection.kernels import _hc_prenorm_kernel
+    sig = {"a_desc": f"tensordesc<bf16{[bm, 64]}>",
+           "b_desc": f"tensordesc<fp32{[bn, 64]}>" if b_tma else f"tensordesc<bf16{[bm, 64]}>",
+           "b_ptr": "*fp32", "d_ptr": "*fp32", "sq_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
+    sig.update({n: "i32" for n in ("M", "N", "K", "NUM_SPLITS", "SUB", "stride_bn", "stride_dm", "stride_ds")})
+    return _compile(_hc_prenorm_kernel, sig, dict(BM=bm, BN=bn, BK=64, NUM_STAGES=stages, B_TMA=b_tma,
+                                                  REDUCE=reduce, RED_CHUNK=red_chunk), warps, stages)
+
+
+def hc_configs():
+    from deep_gemm.hyperconnection import hc_plan
+    return hc_plan.compile_configs()
+
+
+def compile_layout():
+    """The layout kernels at the tiles layout_triton.py launches them with."""
+    from deep_gemm.layout import kernels as k
+    from deep_gemm.layout import layout_triton as lt
+    ints = lambda *names: {n: "i32" for n in names}  # noqa: E731
+    for c_unit in (True, False):
+        yield f"mn_major_copy c_unit={c_unit}", _compile(k._mn_major_copy_kernel, {
+            "sf_ptr": "*i32", "out_ptr": "*i32",
+            **ints("R", "C", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
+            dict(BR=lt.BLOCK_MN, BC=lt.BLOCK_COLS, C_UNIT=c_unit), lt.NUM_WARPS)
+        yield f"pack_ue8m0 c_unit={c_unit}", _compile(k._pack_ue8m0_kernel, {
+            "sf_ptr": "*fp32", "out_ptr": "*i32",
+            **ints("R", "SFK", "PACKED", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
+            dict(BR=lt.BLOCK_MN, BI=lt.BLOCK_COLS, C_UNIT=c_unit), lt.NUM_WARPS)
+    for psum in (False, True):
+        yield f"k_grouped_pack psum={psum}", _compile(k._k_grouped_pack_kernel, {
+            "sf_ptr": "*fp32", "layout_ptr": "*i32", "out_ptr": "*i32",
+            **ints("ROWS", "MN", "NUM_SF_ROWS", "NUM_GROUPS", "GRAN_K", "K_ALIGNMENT")},
+            dict(USE_PSUM=psum, G_PAD=128, BP=lt.BLOCK_PACKED_ROWS, BC=lt.BLOCK_K_GROUPED_MN), lt.NUM_WARPS)
+
+
+def spills(usage: str) -> int:
+    m = re.search(r"STACK:(\d+)", usage)
+    return int(m.group(1)) if m else 0
+
+
+if __name__ == "__main__":
+    bad = 0
+    for cfg in ([] if "--layout-only" in sys.argv else hc_configs()):
+        ck = compile_hc(**cfg)
+        cubin = ck.asm["cubin"]
+        usage = resource_usage(cubin)
+        counts = sass_counts(cubin, ("HMMA", "HGMMA", "UTMALDG", "LDGSTS", "LDL", "STL"))
+        print("hc", cfg, "smem", ck.metadata.shared, usage, counts, flush=True)
+        if counts["LDL"] or counts["STL"] or ck.metadata.shared > 227 * 1024:
+            bad += 1
+        if "--ptx" in sys.argv:
+            print("  ", sorted(set(re.findall(r"(wgmma\.\S+|mma\.sync\.\S+)", ck.asm["ptx"]))))
+    for name, ck in compile_layout():
+        cubin = ck.asm["cubin"]
+        counts = sass_counts(cubin, ("LDL", "STL"))
+        print("layout", name, "smem", ck.metadata.shared, resource_usage(cubin), counts, flush=True)
+        if counts["LDL"] or counts["STL"]:
+            bad += 1
+    print("FAIL" if bad else "OK", f"({bad} configs spill or overflow shared memory)")
+    sys.exit(1 if bad else 0)

@@ -1,0 +1,91 @@
+"""Compile the indexer kernels (attention/kernels.py) for sm_90a on any machine (no GPU needed): registers, spills,
+shared memory, SASS counts and layout conversions per variant. Run without TRITON_INTERPRET.
+
+    python scripts/compile_check_indexer.py             # the variants the launchers use
+    python scripts/compile_check_indexer.py --ttgir     # also count convert_layout ops in the TTGIR
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import triton  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
+
+
+def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int):
+    sig = dict(sig)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+
+
+def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32"):
+    from deep_gemm.attention.kernels import _fp8_mqa_logits_kernel as fn
+    elem = "i8" if fp4 else "fp8e4nv"
+    sig = {"q_desc": f"tensordesc<fp8e4nv[128, {d}]>" if tma else "*fp8e4nv",
+           "kv_desc": f"tensordesc<fp8e4nv[{block_kv}, {d}]>" if tma else "*fp8e4nv",
+           "q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else "*fp8e4nv", "kv_ptr": f"*{elem}",
+           "kv_sf_ptr": "*i32" if fp4 else "*fp32", "w_ptr": "*fp32", "ks_ptr": "*i32", "ke_ptr": "*i32",
+           "out_ptr": f"*{out}"}
+    sig.update({n: "i32" for n in ["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"]})
+    constexprs = dict(H=h, D=d, BQ=128 // h, BLOCK_KV=block_kv, NUM_STAGES=stages, USE_TMA=tma, IS_FP4=fp4,
+                      FP4_DOT_BF16=True, COMPRESSED=compressed)
+    return _compile(fn, sig, constexprs, warps, stages)
+
+
+def compile_clean(out="fp32"):
+    from deep_gemm.attention.kernels import _clean_logits_kernel as fn
+    sig = {"out_ptr": f"*{out}", "ks_ptr": "*i32", "ke_ptr": "*i32", "cols": "i32", "stride_out": "i32",
+           "cols_per_program": "i32"}
+    return _compile(fn, sig, dict(BLOCK=1024), 4, 1)
+
+
+def compile_paged(h=64, d=128, rows=2, block_kv=64, pages=8, warps=4, stages=3, fp4=False, tma=True, clean=False,
+                  ctx_2d=True, out="fp32"):
+    from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_kernel as fn
+    elem = "i8" if fp4 else "fp8e4nv"
+    sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
+           "kv_desc": f"tensordesc<fp8e4nv[1, {block_kv}, {d}]>" if tma else f"*{elem}",
+           "kv_ptr": f"*{elem}", "kv_sf_ptr": "*i32" if fp4 else "*fp32", "w_ptr": "*fp32", "ctx_ptr": "*i32",
+           "bt_ptr": "*i32", "out_ptr": f"*{out}"}
+    sig.update({n: "i32" for n in ["next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt", "stride_page",
+                                   "stride_w", "stride_out"]})
+    constexprs = dict(H=h, D=d, ROWS=rows, BLOCK_KV=block_kv, PAGES=pages, NUM_STAGES=stages, KV_TMA=tma,
+                      IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean)
+    return _compile(fn, sig, constexprs, warps, stages)
+
+
+def compile_schedule():
+    from deep_gemm.attention.kernels import _paged_schedule_kernel as fn
+    sig = {"ctx_ptr": "*i32", "out_ptr": "*i32", "batch": "i32", "next_n": "i32", "num_sms": "i32", "atoms": "i32"}
+    return _compile(fn, sig, dict(SMS_PAD=256, CHUNK=16), 4, 1)
+
+
+def report(name, cfg, ck, ttgir=False):
+    line = f"{name} {cfg} smem {ck.metadata.shared} {resource_usage(ck.asm['cubin'])} " \
+           f"{sass_counts(ck.asm['cubin'], ('QGMMA', 'HGMMA', 'UTMALDG', 'LDL', 'STL', 'HMMA'))}"
+    if ttgir:
+        line += f" convert_layout {ck.asm['ttgir'].count('convert_layout')}"
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    ttgir = "--ttgir" in sys.argv
+    for cfg in [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
+                dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
+                dict(compressed=True), dict(out="bf16"), dict(tma=False),
+                dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2)]:
+        report("prefill", cfg, compile_prefill(**cfg), ttgir)
+    for cfg in [dict(), dict(out="bf16")]:
+        report("clean", cfg, compile_clean(**cfg), ttgir)
+    for cfg in [dict(), dict(rows=1), dict(h=32, rows=4), dict(clean=True, ctx_2d=False), dict(tma=False),
+                dict(block_kv=32, pages=16), dict(h=8, d=32, rows=2), dict(out="bf16"),
+                dict(fp4=True), dict(fp4=True, d=64, rows=1, block_kv=32, pages=16)]:
+        report("paged", cfg, compile_paged(**cfg), ttgir)
+    report("schedule", {}, compile_schedule(), ttgir)

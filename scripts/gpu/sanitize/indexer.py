@@ -1,0 +1,86 @@
+"""Indexer cases for the compute-sanitizer batch: each runs one small call with odd sizes (ragged windows, keys past
+the window ends, partial pages, unused table entries, misaligned operands for the pointer-load paths) through the
+Triton kernels and raises if it differs from the torch reference. ``CASES = [(name, fn), ...]``."""
+
+from __future__ import annotations
+
+import torch
+
+import deep_gemm
+from deep_gemm._ops.library import kernels_of
+from deep_gemm.testing import calc_diff
+
+FP8 = torch.float8_e4m3fn
+NEG_INF = float("-inf")
+
+
+def _compare(out, want, clean: bool, what: str) -> None:
+    valid = want != NEG_INF
+    if clean and not torch.equal(out == NEG_INF, ~valid):
+        raise AssertionError(f"{what}: -inf placement differs from the reference")
+    diff = calc_diff(out[valid].double(), want[valid].double()) if valid.any() else 0.0
+    if not diff < 1e-5:
+        raise AssertionError(f"{what}: calc_diff {diff}")
+
+
+def _misaligned(t: torch.Tensor) -> torch.Tensor:
+    flat = torch.empty(t.numel() * t.element_size() + 8, dtype=torch.uint8, device=t.device)[8:]
+    out = flat.view(t.dtype).view(t.shape)
+    out.copy_(t)
+    return out
+
+
+def _prefill(misaligned: bool, compressed: bool):
+    def run():
+        s, sk, h, d = 37, 301, 32, 64
+        q = torch.randn(s, h, d, device="cuda").to(FP8)
+        kv, kv_sf = torch.randn(sk, d, device="cuda").to(FP8), torch.rand(sk, device="cuda") + 0.1
+        if misaligned:
+            q, kv = _misaligned(q), _misaligned(kv)
+        w = torch.randn(s, h, device="cuda")
+        ks = torch.randint(-5, sk, (s,), device="cuda", dtype=torch.int32)
+        ke = (ks + torch.randint(-3, sk, (s,), device="cuda", dtype=torch.int32)).int()
+        max_k = 320 if compressed else 0
+        out = deep_gemm.fp8_mqa_logits(q, (kv, kv_sf), w, ks, ke, clean_logits=not compressed, max_seqlen_k=max_k)
+        want = kernels_of("fp8_mqa_logits").reference(q, kv, kv_sf, w, ks, ke, not compressed, max_k)
+        if compressed:
+            inside = torch.arange(max_k, device="cuda")[None, :] < (ke.clamp(max=sk) - ks)[:, None]
+            inside &= (torch.arange(max_k, device="cuda")[None, :] + ks[:, None]) >= 0
+            want = torch.where(inside, want, NEG_INF)
+            out = torch.where(inside, out, NEG_INF)
+        _compare(out, want, True, "prefill")
+        torch.cuda.synchronize()
+    return run
+
+
+def _paged(next_n: int, one_dim: bool, page_pad: int):
+    def run():
+        batch, h, d, block_kv = 5, 64, 128, 64
+        lens = torch.tensor([1, 63, 64, 200, 333][:batch], device="cuda", dtype=torch.int32)
+        pages = (lens + block_kv - 1) // block_kv
+        num_pages = int(pages.sum()) + 3
+        storage = torch.randint(0, 120, (num_pages, block_kv * (d + 4) + page_pad), dtype=torch.uint8, device="cuda")
+        scales = torch.rand(num_pages, block_kv, device="cuda") + 0.1
+        storage[:, block_kv * d:block_kv * (d + 4)] = scales.view(torch.uint8).view(num_pages, -1)
+        cache = storage[:, :block_kv * (d + 4)].view(num_pages, block_kv, 1, d + 4)
+        table = torch.randperm(num_pages, device="cuda")[:batch * 6].view(batch, 6).int()
+        q = torch.randn(batch, next_n, h, d, device="cuda").to(FP8)
+        w = torch.randn(batch * next_n, h, device="cuda")
+        context = lens if one_dim else torch.stack([lens // 2 + i for i in range(next_n - 1)] + [lens], 1).int()
+        context = context.contiguous()
+        meta = deep_gemm.get_paged_mqa_logits_metadata(context, block_kv, deep_gemm.get_num_sms())
+        out = deep_gemm.fp8_paged_mqa_logits(q, cache, w, context, table, meta, 350, clean_logits=True)
+        want = kernels_of("fp8_paged_mqa_logits").reference(q, cache, w, context, table, meta, 350, True, None)
+        _compare(out, want, True, "paged")
+        torch.cuda.synchronize()
+    return run
+
+
+CASES = [
+    ("indexer prefill (TMA)", _prefill(False, False)),
+    ("indexer prefill (pointer loads)", _prefill(True, False)),
+    ("indexer prefill (compressed)", _prefill(False, True)),
+    ("indexer paged next_n=1", _paged(1, False, 0)),
+    ("indexer paged next_n=2 (page stride not 16-aligned)", _paged(2, False, 4)),
+    ("indexer paged 1-D context_lens", _paged(2, True, 0)),
+]

@@ -1,0 +1,469 @@
+"""The indexer's Triton kernels (attention/kernels.py) against the float64 oracles of test_attention.py, in the
+interpreter on CPU (small shapes) and on the GPU through the dispatcher (tests marked gpu; DeepSeek-sized shapes,
+CUDA graphs, torch.compile, 20 bitwise re-runs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm import runtime
+from deep_gemm._ops.library import _Binder, backends, kernels_of
+from deep_gemm._ops.schemas import SCHEMAS
+from deep_gemm.attention import triton_launch
+from deep_gemm.testing import assert_bitwise_equal, calc_diff
+
+from test_attention import (NEG_INF, SCHEDULE_CASES, MqaCase, PagedCase, assert_logits_close, make_mqa, make_paged,
+                            oracle_mqa, oracle_paged, oracle_schedule)
+
+ops = torch.ops.deep_gemm
+FP8 = torch.float8_e4m3fn
+INDEXER_OPS = ("fp8_fp4_mqa_logits", "fp8_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits",
+               "fp8_paged_mqa_logits")
+
+
+def run_launcher(op_name: str, *args, **launcher_kwargs):
+    """The op's check, then its Triton launcher (in the interpreter on CPU tensors); fails if the launcher
+    declines."""
+    full = _Binder(SCHEMAS[op_name])(args, {})
+    kernels_of(op_name).check(*full)
+    out = kernels_of(op_name).triton(*full, **launcher_kwargs)
+    assert out is not NotImplemented, f"the Triton launcher of {op_name} declined these arguments"
+    return out
+
+
+def misaligned_copy(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of t whose first byte is 8 bytes past a 16-byte boundary (no TMA over it)."""
+    flat = torch.empty(t.numel() * t.element_size() + 8, dtype=torch.uint8, device=t.device)[8:]
+    out = flat.view(t.dtype).view(t.shape)
+    out.copy_(t)
+    return out
+
+
+def test_indexer_ops_run_triton_on_cuda():
+    for name in INDEXER_OPS:
+        assert backends()[name].startswith("triton"), (name, backends()[name])
+
+
+# ---- prefill (interpreter) -------------------------------------------------------------------------------------
+
+PREFILL_CASES = [
+    MqaCase(7, 50, 32, 32), MqaCase(16, 129, 64, 128), MqaCase(9, 100, 8, 64), MqaCase(10, 64, 16, 32),
+    MqaCase(12, 90, 32, 128, logits=torch.bfloat16), MqaCase(6, 70, 64, 64, logits=torch.bfloat16, bf16_weights=True),
+    MqaCase(11, 96, 32, 64, fp4=True), MqaCase(5, 0, 32, 64), MqaCase(0, 40, 32, 128),
+]
+
+
+def _check_mqa(args, oracle_inputs, out, case, clean, max_k):
+    want = oracle_mqa(*oracle_inputs, args[4], args[5], args[6])
+    assert out.dtype == case.logits
+    if max_k == 0:
+        assert out.shape == (case.s, case.sk)
+        assert_logits_close(out, want, want != NEG_INF, check_mask=clean)
+        return
+    assert out.shape == (case.s, max_k)
+    ks, ke = args[5].long(), args[6].long()
+    for i in range(case.s):  # out[i, t] = logits[i, ks + t] for the valid keys of row i
+        lo, hi = max(int(ks[i]), 0), min(int(ke[i]), case.sk)
+        if hi > lo:
+            got = out[i, lo - int(ks[i]):hi - int(ks[i])].double()
+            assert torch.isfinite(got).all()
+            assert calc_diff(got, want[i, lo:hi]) < 1e-5
+
+
+@pytest.mark.parametrize("clean,max_k", [(True, 0), (False, 0), (False, 200)], ids=["clean", "raw", "compressed"])
+@pytest.mark.parametrize("case", PREFILL_CASES, ids=str)
+def test_prefill_kernel_matches_oracle(case, clean, max_k):
+    args, oracle_inputs = make_mqa(case)
+    out = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, case.logits)
+    _check_mqa(args, oracle_inputs, out, case, clean, max_k)
+
+
+def test_prefill_kernel_without_tma_and_column_scales():
+    """Misaligned Q/KV take the pointer loads; [SK, 1] scales (issue 19) are read like [SK]."""
+    case = MqaCase(13, 77, 64, 64)
+    args, oracle_inputs = make_mqa(case)
+    q, q_sf, kv, kv_sf, w, ks, ke = args
+    moved = (misaligned_copy(q), q_sf, misaligned_copy(kv), kv_sf[:, None], w, ks, ke)
+    assert moved[0].data_ptr() % 16 and moved[2].data_ptr() % 16
+    out = run_launcher("fp8_fp4_mqa_logits", *moved, True, 0, torch.float32)
+    _check_mqa(args, oracle_inputs, out, case, True, 0)
+
+
+def test_prefill_kernel_causal_windows_skip_blocks_and_place_inf_exactly():
+    """A causal prefill (DeepGEMM's test without context parallelism) and a context-parallel pair of chunks."""
+    s, sk = 24, 160
+    for ks, ke in [(torch.zeros(s, dtype=torch.int32), torch.arange(s, dtype=torch.int32) + (sk - s)),
+                   (torch.full((s,), 40, dtype=torch.int32), torch.arange(s, dtype=torch.int32) * 3 + 41)]:
+        case = MqaCase(s, sk, 32, 64)
+        args, oracle_inputs = make_mqa(case)
+        args = args[:5] + (ks, ke.to(torch.int32))
+        out = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
+        _check_mqa(args, oracle_inputs, out, case, True, 0)
+
+
+def test_prefill_kernel_splits_kv_ranges_across_programs(monkeypatch, num_sms_8):
+    """With few query blocks the KV range of each is cut into parts (grid axis 1); windows straddle the parts."""
+    monkeypatch.setattr(triton_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
+    case = MqaCase(4, 400, 64, 32)
+    args, oracle_inputs = make_mqa(case)
+    assert triton_launch.prefill_kv_splits(2, 400, 8) == 6
+    for clean, max_k in [(True, 0), (False, 410)]:
+        out = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32)
+        _check_mqa(args, oracle_inputs, out, case, clean, max_k)
+
+
+def test_clean_kernel_parts(monkeypatch, num_sms_8):
+    """Rows cut into column parts: -inf exactly outside each window, inside untouched (empty, inverted, negative and
+    overlong windows included)."""
+    monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", 1)
+    monkeypatch.setattr(triton_launch, "CLEAN_BLOCK", 16)
+    rows, cols = 6, 100
+    buffer = torch.randn(rows, 256)
+    out, before = buffer[:, :cols], buffer.clone()[:, :cols]
+    ks = torch.tensor([0, 5, -3, 70, 50, 99], dtype=torch.int32)
+    ke = torch.tensor([100, 37, 20, 40, 500, 99], dtype=torch.int32)
+    triton_launch.clean_rows(out, ks, ke, cols)
+    col = torch.arange(cols)[None, :]
+    inside = (col >= ks[:, None]) & (col < ke[:, None])
+    assert torch.equal(out[inside], before[inside])
+    assert (out[~inside] == NEG_INF).all()
+    assert torch.equal(buffer[:, cols:], before._base[:, cols:])  # the padding columns are never written
+
+
+def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
+    case = MqaCase(9, 130, 64, 128)
+    args, _ = make_mqa(case)
+    first = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
+    assert_bitwise_equal(first, run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32), "repeat")
+    other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32,
+                         config=triton_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3))
+    valid = first != NEG_INF
+    assert torch.equal(other == NEG_INF, ~valid)
+    assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9
+
+
+# ---- paged (interpreter) ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def num_sms_8():
+    previous = runtime.get_num_sms()
+    runtime.set_num_sms(8)
+    yield 8
+    runtime.set_num_sms(previous)
+
+
+@pytest.mark.parametrize("lens,next_n,num_sms", SCHEDULE_CASES, ids=[f"case{i}" for i in range(len(SCHEDULE_CASES))])
+def test_schedule_kernel_matches_python_walk(lens, next_n, num_sms):
+    last = torch.tensor(lens, dtype=torch.int32).view(-1, 1)
+    context_lens = torch.cat([last * k // next_n + 1 for k in range(1, next_n)] + [last], dim=1).contiguous()
+    meta = run_launcher("get_paged_mqa_logits_metadata", context_lens, 64, num_sms, None)
+    assert meta.shape == (num_sms + 1, 2) and meta.dtype == torch.int32
+    assert [tuple(r) for r in meta.tolist()] == oracle_schedule(context_lens, num_sms)
+    if next_n == 1:  # 1-D lengths (issue 19): the same schedule as [B, 1]
+        meta_1d = run_launcher("get_paged_mqa_logits_metadata", context_lens.view(-1), 64, num_sms, None)
+        assert torch.equal(meta_1d, meta)
+
+
+PAGED_KERNEL_CASES = [
+    PagedCase(3, 1, 32, 128), PagedCase(4, 2, 64, 64), PagedCase(2, 2, 32, 32, block_kv=32),
+    PagedCase(1, 1, 64, 128, page_pad=4), PagedCase(4, 3, 16, 64, block_kv=32), PagedCase(2, 1, 8, 32),
+    PagedCase(3, 2, 32, 64, logits=torch.bfloat16), PagedCase(2, 2, 32, 128, fp4=True),
+    PagedCase(2, 1, 64, 64, block_kv=32, fp4=True, page_pad=16), PagedCase(0, 1, 32, 64),
+]
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "raw"])
+@pytest.mark.parametrize("case", PAGED_KERNEL_CASES, ids=str)
+def test_paged_kernel_matches_oracle(case, clean, num_sms_8):
+    args, (q64, keys) = make_paged(case)
+    out = run_launcher("fp8_fp4_paged_mqa_logits", *args, clean, case.logits, None)
+    want = oracle_paged(q64, keys, args[3], args[4], args[7])
+    assert out.shape == (case.b * case.next_n, args[7]) and out.dtype == case.logits
+    assert_logits_close(out, want, want != NEG_INF, check_mask=clean)
+
+
+@pytest.mark.parametrize("next_n", [1, 2])
+def test_paged_kernel_one_dimensional_context_lens(next_n, num_sms_8):
+    """1-D lengths (vLLM 0.11, older SGLang): row n of sequence b sees context_lens[b] - next_n + n + 1 tokens."""
+    args, (q64, keys) = make_paged(PagedCase(3, next_n, 32, 64))
+    q, q_sf, kv_cache, weights, context_lens, block_table, _, max_len = args
+    lens_1d = context_lens[:, -1].contiguous()
+    meta = run_launcher("get_paged_mqa_logits_metadata", lens_1d, 64, 8, None)
+    out = run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, lens_1d, block_table, meta, max_len,
+                       True, torch.float32, None)
+    per_row = (lens_1d[:, None] - next_n + 1 + torch.arange(next_n, dtype=torch.int32)[None, :]).clamp(min=0)
+    want = oracle_paged(q64, keys, weights, per_row, max_len)
+    assert_logits_close(out, want, want != NEG_INF, check_mask=True)
+    reference = kernels_of("fp8_fp4_paged_mqa_logits").reference(q, q_sf, kv_cache, weights, lens_1d, block_table,
+                                                                  meta, max_len, True, torch.float32, None)
+    assert torch.equal(reference == NEG_INF, want == NEG_INF)
+
+
+def test_paged_kernel_context_beyond_block_table(num_sms_8):
+    args, _ = make_paged(PagedCase(2, 1, 32, 64))
+    q, q_sf, kv_cache, weights, context_lens, block_table, meta, _ = args
+    lens = torch.full_like(context_lens, 500)
+    out = run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, lens, block_table[:, :1], meta, 200,
+                       True, torch.float32, None)
+    assert (out[:, 64:] == NEG_INF).all()
+
+
+def test_paged_kernel_bitwise_repeatable(num_sms_8):
+    args, (q64, keys) = make_paged(PagedCase(3, 2, 64, 128))
+    first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None)
+    again = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
+                         config=triton_launch.PagedConfig(tokens_per_program=128))
+    valid = oracle_paged(q64, keys, args[3], args[4], args[7]) != NEG_INF
+    assert torch.equal(first[valid], again[valid])  # every token is reduced alone: the split cannot matter
+
+
+# ---- GPU (through the dispatcher) ------------------------------------------------------------------------------
+
+def _gpu_prefill_inputs(s, sk, h, d, causal=True, cp=False, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(s, h, d, device="cuda", generator=g).to(FP8)
+    kv = torch.randn(sk, d, device="cuda", generator=g)
+    kv_sf = kv.abs().amax(dim=1).clamp(min=1e-4) / 448.0
+    kv_fp8 = (kv / kv_sf[:, None]).to(FP8)
+    w = torch.randn(s, h, device="cuda", generator=g)
+    if cp:  # DeepGEMM's context-parallel windows: two chunks of queries, each causal within its part of KV
+        half, parts = s // 2, sk // s
+        i = torch.arange(half, device="cuda")
+        ks = torch.zeros(s, dtype=torch.int32, device="cuda")
+        ke = torch.cat([(parts // 3) * half + i, (parts * 2 - 1 - parts // 3) * half + i]).int()
+    elif causal:
+        ks = torch.zeros(s, dtype=torch.int32, device="cuda")
+        ke = (torch.arange(s, device="cuda") + (sk - s) + 1).int()
+    else:
+        ks = torch.randint(0, sk, (s,), device="cuda", generator=g).int()
+        ke = (ks + torch.randint(0, sk, (s,), device="cuda", generator=g)).clamp(max=sk).int()
+    return q, (kv_fp8, kv_sf), w, ks, ke
+
+
+def _reference_prefill(q, kv, w, ks, ke, clean, max_k, dtype):
+    return kernels_of("fp8_fp4_mqa_logits").reference(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype)
+
+
+GPU_PREFILL_CASES = [  # (windows, H, D, logits dtype)
+    ("causal", 64, 128, torch.float32), ("cp", 64, 128, torch.float32), ("ragged", 64, 128, torch.float32),
+    ("causal", 64, 128, torch.bfloat16), ("cp", 32, 128, torch.bfloat16), ("causal", 32, 64, torch.float32),
+    ("ragged", 64, 64, torch.bfloat16), ("causal", 32, 32, torch.float32), ("cp", 64, 32, torch.float32),
+    ("ragged", 16, 64, torch.float32), ("causal", 8, 128, torch.float32),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("windows,h,d,dtype", GPU_PREFILL_CASES,
+                         ids=[f"{w}-h{h}-d{d}-{str(t)[6:]}" for w, h, d, t in GPU_PREFILL_CASES])
+def test_gpu_prefill_matches_reference(windows, h, d, dtype):
+    s, sk = 512, 4096
+    q, kv, w, ks, ke = _gpu_prefill_inputs(s, sk, h, d, causal=windows == "causal", cp=windows == "cp")
+    out = deep_gemm.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, clean_logits=True, logits_dtype=dtype)
+    want = _reference_prefill(q, kv, w, ks, ke, True, 0, dtype)
+    assert torch.equal(out == NEG_INF, want == NEG_INF), "-inf placement"
+    valid = want != NEG_INF
+    assert calc_diff(out[valid].double(), want[valid].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
+    # Compressed: out[i, t] = logits[i, ks + t].
+    max_k = int((ke - ks).max())
+    comp = deep_gemm.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, clean_logits=False, max_seqlen_k=max_k,
+                                        logits_dtype=dtype)
+    want_c = _reference_prefill(q, kv, w, ks, ke, False, max_k, dtype)
+    inside = torch.arange(max_k, device="cuda")[None, :] < (ke - ks)[:, None]
+    assert calc_diff(comp[inside].double(), want_c[inside].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_prefill_64k_context_and_20_bitwise_reruns():
+    q, kv, w, ks, ke = _gpu_prefill_inputs(256, 65536, 64, 128)
+    out = deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke)
+    want = _reference_prefill(q, kv, w, ks, ke, True, 0, torch.float32)
+    assert torch.equal(out == NEG_INF, want == NEG_INF)
+    valid = want != NEG_INF
+    assert calc_diff(out[valid].double(), want[valid].double()) < 1e-6
+    for _ in range(20):
+        assert_bitwise_equal(deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke), out, "re-run")
+
+
+def _gpu_paged_inputs(batch, next_n, h, d, avg_ctx, seed=0, one_dim=False):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    block_kv = 64
+    lens = torch.randint(int(0.7 * avg_ctx), int(1.3 * avg_ctx), (batch,), device="cuda", generator=g).int()
+    pages = (lens + block_kv - 1) // block_kv
+    max_pages = int(pages.max())
+    total = int(pages.sum())
+    pool = torch.randperm(total, device="cuda", generator=g).int()
+    table = torch.zeros(batch, max_pages, dtype=torch.int32, device="cuda")
+    starts = torch.cumsum(pages, 0) - pages
+    cols = torch.arange(max_pages, device="cuda")[None, :]
+    table = torch.where(cols < pages[:, None], pool[(starts[:, None] + cols).clamp(max=total - 1)], 0).int()
+    values = torch.randn(total, block_kv, d, device="cuda", generator=g)
+    sf = values.abs().amax(dim=2).clamp(min=1e-4) / 448.0
+    cache = torch.empty(total, block_kv * (d + 4), dtype=torch.uint8, device="cuda")
+    cache[:, :block_kv * d] = (values / sf[..., None]).to(FP8).view(torch.uint8).view(total, -1)
+    cache[:, block_kv * d:] = sf.view(torch.uint8).view(total, -1)
+    cache = cache.view(total, block_kv, 1, d + 4)
+    q = torch.randn(batch, next_n, h, d, device="cuda", generator=g).to(FP8)
+    w = torch.randn(batch * next_n, h, device="cuda", generator=g)
+    if one_dim:
+        context_lens = lens
+    else:
+        frac = torch.rand(batch, next_n, device="cuda", generator=g)
+        context_lens = ((lens[:, None] + 1) * frac).int()
+        context_lens[:, -1] = lens
+        context_lens = context_lens.contiguous()
+    return q, cache, w, context_lens, table, max_pages * block_kv
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("one_dim", [False, True], ids=["2d", "1d"])
+@pytest.mark.parametrize("batch,next_n,h,avg", [(64, 1, 64, 4096), (32, 2, 64, 8192), (16, 2, 32, 2048),
+                                                (8, 1, 32, 65536), (5, 3, 16, 1000)])
+def test_gpu_paged_matches_reference(batch, next_n, h, avg, one_dim):
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg, one_dim=one_dim)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    ref_meta = kernels_of("get_paged_mqa_logits_metadata").reference(lens, 64, deep_gemm.get_num_sms(), None)
+    assert torch.equal(meta, ref_meta)
+    for clean in (True, False):
+        out = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, clean_logits=clean)
+        want = kernels_of("fp8_paged_mqa_logits").reference(q, cache, w, lens, table, meta, max_len, True, None)
+        valid = want != NEG_INF
+        if clean:
+            assert torch.equal(out == NEG_INF, ~valid)
+        assert calc_diff(out[valid].double(), want[valid].double()) < 1e-6
+    first = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, clean_logits=True)
+    for _ in range(20):
+        again = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, clean_logits=True)
+        assert_bitwise_equal(again, first, "re-run")
+
+
+@pytest.mark.gpu
+def test_gpu_paged_decode_step_in_a_cuda_graph():
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(32, 2, 64, 128, 4096)
+    num_sms = deep_gemm.get_num_sms()
+
+    def step():
+        meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms)
+        return deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, max_len, clean_logits=True)
+
+    eager = step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    new_lens = (lens // 2).contiguous()
+    lens.copy_(new_lens)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_bitwise_equal(captured, step(), "graph replay with new context lengths")
+    assert not torch.equal(captured == NEG_INF, eager == NEG_INF)
+
+
+@pytest.mark.gpu
+def test_gpu_compile_fullgraph():
+    q, kv, w, ks, ke = _gpu_prefill_inputs(128, 1024, 64, 128)
+    pq, cache, pw, lens, table, max_len = _gpu_paged_inputs(8, 2, 64, 128, 1024)
+    num_sms = deep_gemm.get_num_sms()
+
+    def fn(q, kv0, kv1, w, ks, ke, pq, cache, pw, lens, table):
+        prefill = deep_gemm.fp8_mqa_logits(q, (kv0, kv1), w, ks, ke)
+        meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms)
+        return prefill, deep_gemm.fp8_paged_mqa_logits(pq, cache, pw, lens, table, meta, max_len, clean_logits=True)
+
+    args = (q, kv[0], kv[1], w, ks, ke, pq, cache, pw, lens, table)
+    compiled = torch.compile(fn, fullgraph=True)
+    for a, b in zip(compiled(*args), fn(*args)):
+        assert_bitwise_equal(a, b, "compiled")
+
+
+@pytest.mark.gpu
+def test_gpu_clean_pass_writes_only_outside_windows():
+    s, sk = 300, 5000
+    q, kv, w, ks, ke = _gpu_prefill_inputs(s, sk, 32, 64, causal=False)
+    out = deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=False)
+    before = out.clone()
+    triton_launch.clean_rows(out, ks, ke, sk)
+    cols = torch.arange(sk, device="cuda")[None, :]
+    inside = (cols >= ks[:, None]) & (cols < ke[:, None])
+    assert torch.equal(out[inside], before[inside])
+    assert (out[~inside] == NEG_INF).all()
+
+
+# ---- host fast path (CPU, GPU launch stubbed) ------------------------------------------------------------------
+
+class _Compiled:
+    """Stands in for a compiled kernel: LaunchPlan only keeps it and hands it back to launch_compiled."""
+
+
+@pytest.fixture
+def stubbed_launches(monkeypatch):
+    """Launches recorded instead of run: the launcher's full path and a replay both end in ``launch_compiled``."""
+    from deep_gemm._triton import launch as launch_module
+    calls = []
+    compiled = {}
+
+    def fake_launch(kernel, grid, args, *, name, config_key, num_warps, num_stages=1, device_index=0, record=None):
+        ck = compiled.setdefault((name, config_key), _Compiled())
+        calls.append((name, ck, grid, list(args)))
+        if record is not None:
+            record.append((ck, grid, tuple(args), device_index))
+
+    def fake_launch_compiled(ck, grid, args, device_index):
+        name = next(n for (n, _), c in compiled.items() if c is ck)
+        calls.append((name, ck, grid, list(args)))
+
+    monkeypatch.setattr(triton_launch, "launch", fake_launch)
+    monkeypatch.setattr(triton_launch, "interpreting", lambda: False)
+    monkeypatch.setattr(launch_module, "interpreting", lambda: False)
+    monkeypatch.setattr(launch_module, "launch_compiled", fake_launch_compiled)
+    monkeypatch.setattr(launch_module, "_ensure_context", lambda device_index: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return calls
+
+
+def _same_launch(fresh, replayed, fresh_out, replayed_out):
+    """Equal launches up to the output: every argument equal, tensors by address and layout, the output slot holding
+    each call's own output."""
+    assert fresh[0] == replayed[0] and fresh[1] is replayed[1] and fresh[2] == replayed[2]
+    assert len(fresh[3]) == len(replayed[3])
+    for a, b in zip(fresh[3], replayed[3]):
+        if isinstance(a, torch.Tensor):
+            if a.data_ptr() == fresh_out.data_ptr() and a.shape == fresh_out.shape:
+                assert b.data_ptr() == replayed_out.data_ptr()
+            else:
+                assert (a.data_ptr(), a.shape, a.stride(), a.dtype) == (b.data_ptr(), b.shape, b.stride(), b.dtype)
+        elif hasattr(a, "block_shape"):
+            assert (a.base.data_ptr(), tuple(a.shape), tuple(a.strides), tuple(a.block_shape)) == \
+                   (b.base.data_ptr(), tuple(b.shape), tuple(b.strides), tuple(b.block_shape))
+        else:
+            assert a == b
+
+
+def test_replayed_calls_launch_what_a_fresh_call_would(stubbed_launches, num_sms_8):
+    """Second calls with a signature replay the first call's launches (prefill + clean, paged, schedule) for the
+    new tensors; the full path with the same tensors makes identical launches."""
+    mqa_args, _ = make_mqa(MqaCase(9, 100, 64, 128))
+    paged_args, _ = make_paged(PagedCase(3, 2, 64, 128))
+    cases = [("fp8_fp4_mqa_logits", mqa_args + (True, 0, torch.float32), 2),
+             ("fp8_fp4_mqa_logits", mqa_args + (False, 120, torch.bfloat16), 1),
+             ("fp8_fp4_paged_mqa_logits", paged_args + (True, torch.float32, None), 1),
+             ("get_paged_mqa_logits_metadata", (paged_args[4], 64, 8, None), 1)]
+    for op, args, launches in cases:
+        run = kernels_of(op).triton
+        assert run.accepts_signature
+        run(*args, signature=("test", op, len(run.plans)))  # records
+        token = ("test", op, len(run.plans) - 1)
+        assert any(key[0] == token for key in run.plans), f"{op}: the first call recorded no plan"
+        fresh_args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        stubbed_launches.clear()
+        replayed_out = run(*fresh_args, signature=token)
+        replayed = list(stubbed_launches)
+        stubbed_launches.clear()
+        fresh_out = run(*fresh_args)  # no signature: the full path
+        fresh = list(stubbed_launches)
+        assert len(replayed) == len(fresh) == launches, op
+        assert replayed_out.shape == fresh_out.shape and replayed_out.stride() == fresh_out.stride()
+        assert replayed_out.untyped_storage().nbytes() == fresh_out.untyped_storage().nbytes()
+        for f, r in zip(fresh, replayed):
+            _same_launch(f, r, fresh_out, replayed_out)

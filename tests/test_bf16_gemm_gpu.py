@@ -1,0 +1,310 @@
+"""BF16 GEMM Triton kernels on the GPU: DeepSeek shapes (DeepGEMM's test_bf16 rows) and odd shapes against an FP32
+torch reference with calc_diff, every layout and op, empty groups and untouched rows, split-K, the replay fast
+path, CUDA-graph capture and replay, torch.compile, and first-time compilation from 8 threads. Skipped without
+CUDA."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.gemm.bf16_plan import Bf16Overrides
+from deep_gemm.testing import calc_diff
+from triton_harness import run_forced
+
+pytestmark = pytest.mark.gpu
+BF16 = torch.bfloat16
+TOL = 1e-5  # DeepGEMM's own bound for BF16 GEMMs
+DEEPSEEK_NK = [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+ODD = [(1, 8, 8), (37, 200, 208), (37, 4096, 7168), (129, 1000, 384), (4095, 2112, 7168), (256, 576, 136),
+       (1000, 1000, 1000)]
+
+
+def _rand(*shape, dtype=BF16):
+    return torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+def _ref(a_mk, b_nk, c=None):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out = a_mk.float() @ b_nk.float().T
+    return out if c is None else out + c.float()
+
+
+def _row_major(x):
+    """x in row-major storage; rows padded to 16 bytes where needed (TMA), so odd sizes stay legal."""
+    rows, cols = x.shape
+    if cols % 8 == 0:
+        return x.contiguous()
+    buf = torch.empty(rows, (cols + 7) // 8 * 8, device=x.device, dtype=x.dtype)
+    buf[:, :cols] = x
+    return buf[:, :cols]
+
+
+def _given(layout, a_mk, b_nk):
+    """a, b as a caller of the ``layout`` op passes them (contiguous, as DeepGEMM's test does, or row-padded)."""
+    a = _row_major(a_mk.T) if layout[0] == "t" else a_mk
+    b = _row_major(b_nk.T) if layout[1] == "n" else b_nk
+    return a, b
+
+
+def test_backend_is_triton():
+    backends = deep_gemm.backends()
+    for op in ("bf16_gemm_nt", "bf16_gemm_tn", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
+               "k_grouped_bf16_gemm_tn_contiguous"):
+        assert backends[op].startswith("triton"), (op, backends[op])
+
+
+@pytest.mark.parametrize("m", [1, 128, 4096])
+@pytest.mark.parametrize("n,k", DEEPSEEK_NK)
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_dense_deepseek_shapes(m, n, k, accumulate):
+    a, b = _rand(m, k), _rand(n, k)
+    d = _rand(m, n) * 32 if accumulate else torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
+    ref = _ref(a, b, d if accumulate else None)
+    deep_gemm.bf16_gemm_nt(a, b, d, c=d if accumulate else None)
+    assert calc_diff(d, ref) < TOL
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+@pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (7168, 4096, 4096), (256, 129280, 512)])
+def test_dense_layouts_fp32_out(layout, m, n, k):
+    a_mk, b_nk = _rand(m, k), _rand(n, k)
+    a, b = _given(layout, a_mk, b_nk)
+    d = _rand(m, n, dtype=torch.float32)
+    ref = _ref(a_mk, b_nk, d)
+    getattr(deep_gemm, f"bf16_gemm_{layout}")(a, b, d, c=d)
+    assert calc_diff(d, ref) < 1e-9
+    d2 = torch.empty(m, n, device="cuda", dtype=BF16)
+    getattr(deep_gemm, f"bf16_gemm_{layout}")(a, b, d2)
+    assert calc_diff(d2, _ref(a_mk, b_nk)) < TOL
+
+
+@pytest.mark.parametrize("m,n,k", ODD)
+def test_dense_odd_shapes(m, n, k):
+    for layout in ("nt", "tn"):
+        a_mk, b_nk = _rand(m, k), _rand(n, k)
+        a, b = _given(layout, a_mk, b_nk)
+        c = _rand(m, n)
+        d = torch.empty(m, n, device="cuda", dtype=BF16)
+        getattr(deep_gemm, f"bf16_gemm_{layout}")(a, b, d, c=c)
+        assert calc_diff(d, _ref(a_mk, b_nk, c)) < TOL, layout
+
+
+@pytest.mark.parametrize("split", [2, 4, 8])
+@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (64, 576, 7168), (37, 200, 4096)])
+def test_split_k(split, m, n, k):
+    a, b = _rand(m, k), _rand(n, k)
+    d = _rand(m, n, dtype=torch.float32)
+    ref = _ref(a, b, d)
+    run_forced("bf16_gemm_nt", a, b, d, d, "nk", overrides=Bf16Overrides(split_k=split))
+    assert calc_diff(d, ref) < 1e-9
+    # Deterministic: the last split sums the partials in split order.
+    outs = []
+    for _ in range(3):
+        e = torch.empty(m, n, device="cuda", dtype=BF16)
+        run_forced("bf16_gemm_nt", a, b, e, None, "nk", overrides=Bf16Overrides(split_k=split))
+        outs.append(e)
+    assert all(torch.equal(outs[0], e) for e in outs[1:])
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (128, 576, 7168), (4096, 4096, 512), (37, 200, 208)])
+def test_repeated_calls_replay_the_launch_plan(m, n, k):
+    from deep_gemm.gemm import bf16_triton
+    before = len(bf16_triton.PLANS)
+    for _ in range(4):
+        a, b = _rand(m, k), _rand(n, k)
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
+        deep_gemm.bf16_gemm_nt(a, b, d)
+        assert calc_diff(d, _ref(a, b)) < TOL
+    assert len(bf16_triton.PLANS) >= before + 1
+
+
+def _contiguous(num_groups, ms, n, k, alignment=128, psum=False):
+    starts, total = [], 0
+    for mg in ms:
+        starts.append(total)
+        total += (mg + alignment - 1) // alignment * alignment
+    a = _rand(total, k)
+    b = _rand(num_groups, n, k)
+    ids = torch.full((total,), -1, dtype=torch.int32, device="cuda")
+    ref = torch.zeros(total, n, device="cuda")
+    for g, (s, mg) in enumerate(zip(starts, ms)):
+        ids[s:s + mg] = g
+        a[s + mg:s + (mg + alignment - 1) // alignment * alignment] = 0
+        ref[s:s + mg] = _ref(a[s:s + mg], b[g])
+    ends = torch.tensor([s + mg for s, mg in zip(starts, ms)], dtype=torch.int32, device="cuda")
+    return a, b, (ends if psum else ids), ref, starts
+
+
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("ms,n,k", [([8192, 0, 8000, 3], 4096, 4096), ([300, 5000, 1], 7168, 3072),
+                                    ([1, 0, 129], 576, 7168)])
+def test_m_grouped_contiguous(layout, psum, ms, n, k):
+    a, b, grouped, ref, starts = _contiguous(len(ms), ms, n, k, psum=psum)
+    d = torch.full((a.size(0), n), 7.0, device="cuda", dtype=BF16)
+    b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
+    getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(a, b_arg, d, grouped, use_psum_layout=psum)
+    for s, mg in zip(starts, ms):
+        if mg:
+            assert calc_diff(d[s:s + mg], ref[s:s + mg]) < TOL
+    if not psum:
+        assert torch.all(d[grouped == -1] == 0)
+
+
+@pytest.mark.parametrize("g,expected,n,k", [(32, 192, 6144, 7168), (6, 1024, 7168, 3072), (32, 20, 4096, 4096),
+                                            (6, 20, 4096, 2048), (4, 100, 200, 136)])
+def test_masked(g, expected, n, k):
+    max_m = 4096 if n > 1000 else 256
+    a, b = _rand(g, max_m, k), _rand(g, n, k)
+    masked = torch.randint(int(expected * 0.7), int(expected * 1.3) + 1, (g,), device="cuda", dtype=torch.int32)
+    masked[0] = 0
+    d = torch.full((g, max_m, n), 7.0, device="cuda", dtype=BF16)
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, expected)
+    for i, m in enumerate(masked.tolist()):
+        if m:
+            assert calc_diff(d[i, :m], _ref(a[i, :m], b[i])) < TOL
+        assert torch.all(d[i, m:] == 7.0), "rows past masked_m are untouched"
+
+
+@pytest.mark.parametrize("g,m,n,k_per", [(4, 4096, 7168, 8192), (8, 7168, 2048, 4096), (16, 4096, 7168, 2048),
+                                         (3, 200, 136, 256)])
+def test_k_grouped(g, m, n, k_per):
+    ks = [(int(k_per * f) + 127) // 128 * 128 for f in torch.linspace(0.7, 1.3, g).tolist()]
+    ks[1] = 0  # an empty group: D[1] = C[1]
+    a, b = _rand(sum(ks), m), _rand(sum(ks), n)
+    c = _rand(g, m, n, dtype=torch.float32) * 32
+    ref = c.clone()
+    start = 0
+    for i, kg in enumerate(ks):
+        ref[i] += _ref(a[start:start + kg].T, b[start:start + kg].T)
+        start += kg
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, c, ks, layout, c)
+    assert calc_diff(c, ref) < 1e-9
+
+
+@pytest.mark.parametrize("m,split", [(1, None), (64, 4), (4096, None)])
+def test_cuda_graph_capture_and_replay(m, split):
+    n, k = 2112, 7168
+    a, b = _rand(m, k), _rand(n, k)
+    d = torch.empty(m, n, device="cuda", dtype=BF16)
+    over = Bf16Overrides(split_k=split) if split else None
+
+    def call():
+        if over is None:
+            deep_gemm.bf16_gemm_nt(a, b, d)
+        else:
+            run_forced("bf16_gemm_nt", a, b, d, None, "nk", overrides=over)
+    call()  # compile outside the capture
+    eager = d.clone()
+    assert calc_diff(eager, _ref(a, b)) < TOL
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(3):
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(d, eager)
+    a.copy_(_rand(m, k))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert calc_diff(d, _ref(a, b)) < TOL
+
+
+def test_masked_in_cuda_graph_reads_masked_m_on_device():
+    g, max_m, n, k = 4, 256, 512, 1024
+    a, b = _rand(g, max_m, k), _rand(g, n, k)
+    masked = torch.tensor([10, 0, 256, 77], dtype=torch.int32, device="cuda")
+    d = torch.zeros(g, max_m, n, device="cuda", dtype=BF16)
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, 64)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, 64)
+    masked.copy_(torch.tensor([200, 3, 0, 256], dtype=torch.int32))
+    d.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    for i, m in enumerate(masked.tolist()):
+        if m:
+            assert calc_diff(d[i, :m], _ref(a[i, :m], b[i])) < TOL
+        assert torch.all(d[i, m:] == 0)
+
+
+def test_torch_compile_fullgraph():
+    a, b = _rand(256, 512), _rand(384, 512)
+
+    def block(x, w):
+        d = torch.empty(x.size(0), w.size(0), device=x.device, dtype=BF16)
+        torch.ops.deep_gemm.bf16_gemm_nt(x, w, d, None, "nk")
+        return d.float().relu()
+
+    compiled = torch.compile(block, fullgraph=True)
+    got = compiled(a, b)
+    assert calc_diff(got, _ref(a, b).relu()) < TOL
+
+
+def test_eight_threads_compile_and_run():
+    shapes = [(1 + 37 * i, 256 + 64 * i, 512 + 128 * (i % 3)) for i in range(8)]
+    errors = []
+
+    def work(i):
+        try:
+            m, n, k = shapes[i]
+            a, b = _rand(m, k), _rand(n, k)
+            d = torch.empty(m, n, device="cuda", dtype=BF16 if i % 2 else torch.float32)
+            layout = ("nt", "tn", "nn", "tt")[i % 4]
+            a_in, b_in = _given(layout, a, b)
+            getattr(deep_gemm, f"bf16_gemm_{layout}")(a_in, b_in, d)
+            torch.cuda.current_stream().synchronize()
+            assert calc_diff(d, _ref(a, b)) < TOL
+        except Exception as exc:  # noqa: BLE001  (reported below)
+            errors.append((i, repr(exc)))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(shapes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (4096, 576, 7168, 128), (300, 1000, 200, 256),
+                                      (129, 24576, 1536, 128), (4096, 7168, 2048, 256)])
+def test_warp_specialised_opt_in(layout, m, n, k, bn):
+    """The opt-in Gluon kernel (Bf16Overrides(ws=True)) on 128-row tiles: every majorness, M/N/K tails."""
+    a_mk, b_nk = _rand(m, k), _rand(n, k)
+    a, b = _given(layout, a_mk, b_nk)
+    over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
+    from deep_gemm.gemm import bf16_plan, bf16_triton
+    call = bf16_triton._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
+                             layout[1] == "t", True)
+    assert bf16_plan.plan(call, over).kernel == "ws"
+    for _ in range(2):  # the second call replays the recorded launch
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
+        run_forced(f"bf16_gemm_{layout}", a, b, d, None, "nk", overrides=over)
+        assert calc_diff(d, _ref(a_mk, b_nk)) < TOL
+
+
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("ms,n,k,bn", [([8192, 0, 8000, 3], 4096, 4096, 256), ([300, 5000, 1], 7168, 3072, 128)])
+def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
+    """The opt-in Gluon kernel on M-grouped contiguous layouts: empty groups, padding rows, gap rows zeroed."""
+    a, b, grouped, ref, starts = _contiguous(len(ms), ms, n, k, psum=psum)
+    b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
+    over = Bf16Overrides(ws=True, block_m=128, block_n=bn)
+    for _ in range(2):  # the second call replays the recorded launch
+        d = torch.full((a.size(0), n), 7.0, device="cuda", dtype=BF16)
+        run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b_arg, d, grouped, "nk", psum, True,
+                   overrides=over)
+        valid = torch.zeros(a.size(0), dtype=torch.bool, device="cuda")
+        for s, mg in zip(starts, ms):
+            valid[s:s + mg] = True
+            if mg:
+                assert calc_diff(d[s:s + mg], ref[s:s + mg]) < TOL
+        assert torch.all(d[~valid] == 0), "padding and gap rows are stored as zeros"

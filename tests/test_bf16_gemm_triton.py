@@ -1,0 +1,264 @@
+"""The BF16 GEMM Triton kernel (kernels/bf16_gemm.py) through its launchers (bf16_triton.py): in Triton's interpreter
+on CPU (BF16 dots patched by tests/interpreter_bf16.py), on the GPU when there is one. Small odd shapes, every layout
+and majorness, zero sizes, C accumulation (distinct and ``c is d``), forced split-K and tiles, every grouping; each
+result against a float64 truth computed by broadcasting. The launcher must not decline (triton_harness)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
+from deep_gemm import runtime
+from deep_gemm.gemm import bf16_plan
+from deep_gemm.gemm.bf16_plan import Bf16Call, Bf16Config, Bf16Overrides
+from deep_gemm.testing import calc_diff
+from triton_harness import DEVICE, run_forced, run_triton, triton_launcher
+
+BF16 = torch.bfloat16
+SENTINEL = 7.0
+TOLERANCE = {torch.float32: 1e-9, BF16: 1e-5}
+
+
+def randn(*shape, dtype=BF16):
+    return torch.randn(*shape, device=DEVICE).to(dtype)
+
+
+def padded(values: torch.Tensor, order: str) -> torch.Tensor:
+    """2-D values in row-major ('row') or column-major ('col') storage with a padded, 16-byte aligned leading
+    stride (so the operand is not contiguous)."""
+    if order == "col":
+        return padded(values.T, "row").T
+    rows, cols = values.shape
+    buf = torch.zeros(rows, (cols + 8) // 8 * 8 + 8, dtype=values.dtype, device=values.device)
+    buf[:, :cols] = values
+    return buf[:, :cols]
+
+
+def nt_truth(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a.double()[..., :, None, :] * b.double()[..., None, :, :]).sum(-1)
+
+
+def assert_close(out, truth, label=""):
+    diff = calc_diff(out, truth)
+    assert diff < TOLERANCE[out.dtype], f"{label}: calc_diff {diff:.3e}"
+
+
+def dense_case(layout, m, n, k, out_dtype, accumulate, a_order="row", b_order="row"):
+    a_mk, b_nk = randn(m, k), randn(n, k)
+    a = padded(a_mk.T if layout[0] == "t" else a_mk, a_order)
+    b = padded(b_nk.T if layout[1] == "n" else b_nk, b_order)
+    d = randn(m, n, dtype=out_dtype)
+    c = None if accumulate == "none" else (d if accumulate == "d" else randn(m, n, dtype=out_dtype))
+    truth = nt_truth(a_mk, b_nk) + (0.0 if c is None else c.double())
+    return a, b, d, c, truth
+
+
+# ---- dense -------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+def test_dense_layouts_and_majorness(layout):
+    # Each layout with both storage orders of A and B (so every K-/MN-major pair reaches the kernel).
+    for a_order, b_order, out_dtype, accumulate in (("row", "row", BF16, "none"), ("col", "col", torch.float32, "d"),
+                                                    ("col", "row", BF16, "distinct"), ("row", "col", BF16, "d")):
+        a, b, d, c, truth = dense_case(layout, 37, 72, 136, out_dtype, accumulate, a_order, b_order)
+        run_triton(f"bf16_gemm_{layout}", a, b, d, c, "nk")
+        assert_close(d, truth, f"{layout} {a_order}/{b_order} {out_dtype} {accumulate}")
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 24, 200), (130, 8, 40), (65, 136, 8), (3, 16, 1)])
+def test_dense_odd_sizes(m, n, k):
+    a, b, d, c, truth = dense_case("nt", m, n, k, BF16, "distinct", "row", "col")
+    run_triton("bf16_gemm_nt", a, b, d, c, "nk")
+    assert_close(d, truth, f"{m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("m,n,k", [(0, 16, 32), (16, 0, 32), (16, 24, 0)])
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+def test_dense_zero_sizes(m, n, k, accumulate):
+    a, b, d, c, truth = dense_case("nt", m, n, k, BF16, accumulate)
+    before = d.clone()
+    run_triton("bf16_gemm_nt", a, b, d, c, "nk")
+    if m and n:
+        assert torch.equal(d.double(), truth.to(BF16).double())  # K == 0: d = c, or zeros
+    else:
+        assert torch.equal(d, before)
+
+
+@pytest.mark.parametrize("split", [2, 3, 4])
+@pytest.mark.parametrize("accumulate", ["none", "d"])
+def test_dense_split_k(split, accumulate):
+    for layout in ("nt", "tn"):
+        a, b, d, c, truth = dense_case(layout, 5, 40, 520, torch.float32, accumulate)
+        run_forced(f"bf16_gemm_{layout}", a, b, d, c, "nk", overrides=Bf16Overrides(split_k=split))
+        assert_close(d, truth, f"{layout} split {split}")
+
+
+@pytest.mark.parametrize("cfg", [Bf16Config(16, 32, 32, 2, 4), Bf16Config(64, 64, 64, 3, 4),
+                                 Bf16Config(128, 128, 64, 3, 8, split_k=2), Bf16Config(32, 16, 16, 2, 4)],
+                         ids=lambda c: f"{c.block_m}x{c.block_n}x{c.block_k}s{c.split_k}")
+def test_dense_forced_tiles(cfg):
+    a, b, d, c, truth = dense_case("tt", 70, 56, 200, BF16, "distinct", "col", "row")
+    run_forced("bf16_gemm_tt", a, b, d, c, "nk", overrides=Bf16Overrides(config=cfg))
+    assert_close(d, truth, str(cfg))
+
+
+# ---- M-grouped contiguous ----------------------------------------------------------------------------------------
+
+def contiguous_inputs(ms, n, k, alignment, layout):
+    """Group g's ms[g] rows padded to ``alignment`` (padding rows: id -1, zero A rows). Returns a, b (as the
+    ``layout`` op takes it), ids per row, psum ends (group g ends at start_g + ms[g]), and the float64 truth."""
+    starts, total = [], 0
+    for mg in ms:
+        starts.append(total)
+        total += (mg + alignment - 1) // alignment * alignment
+    a = randn(total, k)
+    b_nk = randn(len(ms), n, k)
+    ids = torch.full((total,), -1, dtype=torch.int32, device=DEVICE)
+    ends = torch.tensor([s + mg for s, mg in zip(starts, ms)], dtype=torch.int32, device=DEVICE)
+    truth = torch.zeros(total, n, dtype=torch.float64, device=DEVICE)
+    for g, (s, mg) in enumerate(zip(starts, ms)):
+        a[s + mg:s + (mg + alignment - 1) // alignment * alignment] = 0
+        ids[s:s + mg] = g
+        truth[s:s + mg] = nt_truth(a[s:s + mg], b_nk[g])
+    b = b_nk if layout == "nt" else b_nk.transpose(1, 2).contiguous()
+    return a, b, ids, ends, truth, starts
+
+
+@pytest.fixture
+def alignment_64():
+    old = runtime.get_mk_alignment_for_contiguous_layout()
+    runtime.set_mk_alignment_for_contiguous_layout(64)
+    yield 64
+    runtime.set_mk_alignment_for_contiguous_layout(old)
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+def test_m_grouped_contiguous_ids(layout):
+    a, b, ids, _, truth, _ = contiguous_inputs([100, 0, 30], 40, 80, 128, layout)
+    d = torch.full((a.size(0), 40), SENTINEL, dtype=BF16, device=DEVICE)
+    run_triton(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b, d, ids, "nk", False, False)
+    assert_close(d, truth, layout)
+    assert torch.all(d[ids == -1] == 0), "expert -1 rows are written as zeros"
+
+
+@pytest.mark.parametrize("ensure_zero_padding", [False, True])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+def test_m_grouped_contiguous_psum(layout, ensure_zero_padding, alignment_64):
+    a, b, _, ends, truth, starts = contiguous_inputs([70, 0, 5], 24, 48, alignment_64, layout)
+    d = torch.full((a.size(0), 24), SENTINEL, dtype=BF16, device=DEVICE)
+    run_triton(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b, d, ends, "nk", True, ensure_zero_padding)
+    rows = torch.zeros(a.size(0), dtype=torch.bool, device=DEVICE)
+    for s, e in zip(starts, ends.tolist()):
+        rows[s:e] = True
+    assert_close(d[rows], truth[rows], layout)
+    gap = d[~rows]
+    assert torch.all(gap == 0) if ensure_zero_padding else torch.all(gap == SENTINEL)
+
+
+def test_m_grouped_contiguous_mn_major_a():
+    a, b, ids, _, truth, _ = contiguous_inputs([64, 64], 32, 48, 64, "nt")
+    a = padded(a, "col")
+    d = torch.empty(a.size(0), 32, dtype=BF16, device=DEVICE)
+    old = runtime.get_mk_alignment_for_contiguous_layout()
+    runtime.set_mk_alignment_for_contiguous_layout(64)
+    try:
+        run_triton("m_grouped_bf16_gemm_nt_contiguous", a, b, d, ids, "nk", False, False)
+    finally:
+        runtime.set_mk_alignment_for_contiguous_layout(old)
+    assert_close(d, truth)
+
+
+def test_m_grouped_contiguous_declines_what_no_tile_covers():
+    a, b, ids, _, _, _ = contiguous_inputs([20, 12], 16, 32, 32, "nt")
+    d = torch.empty(a.size(0), 16, dtype=BF16, device=DEVICE)
+    old = runtime.get_mk_alignment_for_contiguous_layout()
+    runtime.set_mk_alignment_for_contiguous_layout(32)  # no tile height (64, 128) divides 32
+    try:
+        result = triton_launcher("m_grouped_bf16_gemm_nt_contiguous")(a, b, d, ids, "nk", False, False)
+    finally:
+        runtime.set_mk_alignment_for_contiguous_layout(old)
+    assert result is NotImplemented
+
+
+# ---- masked ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("b_order", ["row", "col"])
+def test_masked(b_order):
+    num_groups, max_m, n, k = 3, 40, 24, 80
+    masked = [0, 40, 17]
+    a = randn(num_groups, max_m, k)
+    b_nk = randn(num_groups, n, k)
+    b = b_nk if b_order == "row" else b_nk.transpose(1, 2).contiguous().transpose(1, 2)
+    d = torch.full((num_groups, max_m, n), SENTINEL, dtype=BF16, device=DEVICE)
+    masked_m = torch.tensor(masked, dtype=torch.int32, device=DEVICE)
+    run_triton("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, 24, "nk")
+    for g, mg in enumerate(masked):
+        if mg:
+            assert_close(d[g, :mg], nt_truth(a[g, :mg], b_nk[g]), f"group {g}")
+        assert torch.all(d[g, mg:] == SENTINEL), f"group {g}: rows past masked_m are untouched"
+
+
+# ---- K-grouped ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("ks", [[64, 0, 128, 32], [96], [0, 0]], ids=["with_empty", "single", "all_empty"])
+def test_k_grouped(ks, accumulate):
+    m, n = 40, 24
+    a, b = randn(sum(ks), m), randn(sum(ks), n)
+    d = randn(len(ks), m, n, dtype=torch.float32)
+    c = None if accumulate == "none" else (d if accumulate == "d" else randn(len(ks), m, n, dtype=torch.float32))
+    truth = torch.zeros(len(ks), m, n, dtype=torch.float64, device=DEVICE)
+    start = 0
+    for g, kg in enumerate(ks):
+        truth[g] = nt_truth(a[start:start + kg].T, b[start:start + kg].T)
+        start += kg
+    if c is not None:
+        truth += c.double()
+    layout = torch.tensor(ks, dtype=torch.int32, device=DEVICE)
+    run_triton("k_grouped_bf16_gemm_tn_contiguous", a, b, d, ks, layout, c, "mn", False)
+    assert_close(d, truth, str(ks))
+
+
+def test_k_grouped_declines_k_sizes_no_block_divides():
+    ks = [24, 40]  # gcd 8 < 16, the smallest K block
+    a, b = randn(sum(ks), 16), randn(sum(ks), 16)
+    d = torch.zeros(2, 16, 16, device=DEVICE)
+    layout = torch.tensor(ks, dtype=torch.int32, device=DEVICE)
+    result = triton_launcher("k_grouped_bf16_gemm_tn_contiguous")(a, b, d, ks, layout, None, "mn", False)
+    assert result is NotImplemented
+
+
+# ---- the plan ----------------------------------------------------------------------------------------------------
+
+def call(grouping="dense", m=4096, n=2112, k=7168, groups=1, out_bytes=2, **kw):
+    return Bf16Call(bf16_plan.GROUPING[grouping], m, n, k, groups, 132, False, out_bytes, True, True, True, **kw)
+
+
+def test_plan_is_pure_and_fits_shared_memory():
+    for c in (call(), call(m=1), call(m=128, n=24576, k=1536), call(out_bytes=4, n=129280),
+              call("m_ids", m=32768, n=4096, k=4096, groups=8), call("masked", m=4096, n=4096, k=7168, groups=32,
+                                                                     expected_m=20),
+              call("k_grouped", m=4096, n=7168, k=32768, groups=4, out_bytes=4, k_divisor=128)):
+        p1, p2 = bf16_plan.plan(c), bf16_plan.plan(c)
+        assert p1 == p2 and p1 is not None
+        cfg = p1.config
+        smem = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * 2
+        smem += cfg.block_m * cfg.block_n * c.out_bytes if p1.d_tma else 0
+        assert smem <= bf16_plan.SMEM_BYTES and cfg.num_stages >= 2, (c, p1)
+        assert 1 <= p1.grid <= 132
+
+
+def test_plan_splits_decode_rows_and_keeps_big_ones_whole():
+    decode = bf16_plan.plan(call(m=1))
+    assert decode.config.split_k > 1 and decode.config.block_m == 16
+    assert bf16_plan.plan(call()).config.split_k == 1
+
+
+def test_plan_respects_alignment_and_k_divisor():
+    assert bf16_plan.plan(call("m_psum", m=8192, groups=4, psum_align=64)).config.block_m == 64
+    assert bf16_plan.plan(call("m_psum", m=8192, groups=4, psum_align=32)) is None
+    assert bf16_plan.plan(call("k_grouped", groups=4, out_bytes=4, k_divisor=96)).config.block_k == 32
+    assert bf16_plan.plan(call("k_grouped", groups=4, out_bytes=4, k_divisor=8)) is None
+    forced = bf16_plan.plan(call(), Bf16Overrides(block_m=128, block_n=128, split_k=1))
+    assert (forced.config.block_m, forced.config.block_n) == (128, 128)

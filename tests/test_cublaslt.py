@@ -1,0 +1,169 @@
+"""cublaslt_gemm_{nt,nn,tn,tt}: the CUDA launchers (gemm/cublaslt.py: cuBLAS through torch) against a float64
+product, every layout, output dtype, accumulation form (none, c is d, distinct c) and FP8 operands.
+
+On CPU the launchers run directly on CPU tensors (torch.mm / addmm / _scaled_mm exist there, except the
+BF16 -> FP32 ``out_dtype`` overloads, which are CUDA-only: those cases are GPU tests). GPU tests (marked ``gpu``) also
+check that the launcher is exactly torch's own call (bit-identical output), that it is capturable in a CUDA graph,
+works under torch.compile(fullgraph=True), and that the dispatcher really runs it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.gemm import cublaslt
+from deep_gemm.gemm.bf16_checks import make_cublaslt_check
+from deep_gemm.testing import assert_bitwise_equal, calc_diff
+
+from bf16_inputs import output_and_accumulator  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FP8 = torch.float8_e4m3fn
+LAYOUTS = ("nt", "nn", "tn", "tt")
+
+
+def operands(layout: str, m: int, n: int, k: int, dtype: torch.dtype):
+    """A and B as the ``<layout>`` call takes them (A [M, K] or [K, M], B [N, K] or [K, N]) and their float64 NT
+    values."""
+    a = torch.randn(m, k, device=DEVICE).to(dtype)
+    b = torch.randn(n, k, device=DEVICE).to(dtype)
+    a_arg = a.t().contiguous() if layout[0] == "t" else a
+    b_arg = b.t().contiguous() if layout[1] == "n" else b
+    return a_arg, b_arg, a.double(), b.double()
+
+
+def run_launcher(layout, a, b, d, c):
+    make_cublaslt_check(layout)(a, b, d, c)
+    return cublaslt.LAUNCHERS[layout](a, b, d, c)
+
+
+def _on_device(value):
+    return value.to(DEVICE) if isinstance(value, torch.Tensor) else value
+
+
+def bound(d: torch.Tensor) -> float:
+    return 1e-5 if d.dtype in (torch.bfloat16, torch.float16) else 1e-10
+
+
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_same_dtype_matches_float64(layout, dtype, accumulate):
+    m, n, k = 37, 72, 160
+    a, b, a64, b64 = operands(layout, m, n, k, dtype)
+    d, c, c_value = output_and_accumulator((m, n), dtype, accumulate)
+    d, c = d.to(DEVICE), (None if c is None else (d if accumulate == "d" else c.to(DEVICE)))
+    assert run_launcher(layout, a, b, d, c) is None
+    assert calc_diff(d, _on_device(c_value) + a64 @ b64.T) < bound(d)
+
+
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("layout", ["nt", "tn"])
+def test_fp8_operands_match_float64(layout, out_dtype, accumulate):
+    m, n, k = 40, 48, 128
+    a, b, a64, b64 = operands(layout, m, n, k, FP8)
+    d, c, c_value = output_and_accumulator((m, n), out_dtype, accumulate)
+    d, c = d.to(DEVICE), (None if c is None else (d if accumulate == "d" else c.to(DEVICE)))
+    result = run_launcher(layout, a, b, d, c)
+    if layout != "nt":
+        assert result is NotImplemented  # cuBLASLt's FP8 GEMM wants A row-major and B column-major
+        return
+    assert result is None
+    assert calc_diff(d, _on_device(c_value) + a64 @ b64.T) < bound(d)
+
+
+def test_fp8_shapes_cublaslt_cannot_take_run_the_reference():
+    a, b, _, _ = operands("nt", 16, 40, 100, FP8)  # K and N not multiples of 16
+    d = torch.empty(16, 40, device=DEVICE)
+    assert run_launcher("nt", a, b, d, None) is NotImplemented
+
+
+def test_empty_problems_write_nothing_or_c():
+    a, b, _, _ = operands("nt", 0, 16, 32, torch.bfloat16)
+    d = torch.empty(0, 16, dtype=torch.bfloat16, device=DEVICE)
+    assert run_launcher("nt", a, b, d, None) is None
+    a, b, _, _ = operands("nt", 8, 16, 0, torch.bfloat16)
+    d = torch.full((8, 16), 3.0, dtype=torch.bfloat16, device=DEVICE)
+    c = torch.randn(8, 16, device=DEVICE).bfloat16()
+    assert run_launcher("nt", a, b, d, c) is None
+    assert_bitwise_equal(d, c, "K == 0: d = c")
+
+
+def test_output_with_row_padding_is_written_in_place():
+    a, b, a64, b64 = operands("nt", 24, 40, 64, torch.bfloat16)
+    buffer = torch.zeros(24, 48, dtype=torch.bfloat16, device=DEVICE)
+    d = buffer[:, :40]
+    assert run_launcher("nt", a, b, d, None) is None
+    assert calc_diff(d, a64 @ b64.T) < 1e-5
+    assert torch.count_nonzero(buffer[:, 40:]) == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_bf16_into_fp32_on_gpu(layout, accumulate):
+    m, n, k = 129, 4096, 7168
+    a, b, a64, b64 = operands(layout, m, n, k, torch.bfloat16)
+    d, c, c_value = output_and_accumulator((m, n), torch.float32, accumulate)
+    d, c = d.cuda(), (None if c is None else (d if accumulate == "d" else c.cuda()))
+    getattr(deep_gemm, f"cublaslt_gemm_{layout}")(a, b, d, c=c)
+    assert calc_diff(d, _on_device(c_value) + a64 @ b64.T) < 6e-7  # DeepGEMM's bound for cuBLASLt
+
+
+@pytest.mark.gpu
+def test_is_torchs_own_cublas_call():
+    # The wrapper adds nothing to the GEMM: bit-identical to calling torch directly.
+    a, b, _, _ = operands("nt", 4096, 2112, 7168, torch.bfloat16)
+    d = torch.empty(4096, 2112, dtype=torch.bfloat16, device="cuda")
+    deep_gemm.cublaslt_gemm_nt(a, b, d)
+    assert_bitwise_equal(d, torch.mm(a, b.t()), "cublaslt_gemm_nt vs torch.mm")
+    d.normal_()
+    expected = torch.addmm(d, a, b.t())
+    deep_gemm.cublaslt_gemm_nt(a, b, d, c=d)  # beta = 1 in place
+    assert_bitwise_equal(d, expected, "cublaslt_gemm_nt(c=d) vs torch.addmm")
+    assert deep_gemm.backends()["cublaslt_gemm_nt"].startswith("triton")
+
+
+@pytest.mark.gpu
+def test_fp8_on_gpu_matches_scaled_mm():
+    a, b, a64, b64 = operands("nt", 256, 512, 1024, FP8)
+    d = torch.empty(256, 512, dtype=torch.bfloat16, device="cuda")
+    deep_gemm.cublaslt_gemm_nt(a, b, d)
+    one = torch.ones((), device="cuda")
+    assert_bitwise_equal(d, torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16), "vs _scaled_mm")
+    assert calc_diff(d, a64 @ b64.T) < 1e-5
+
+
+@pytest.mark.gpu
+def test_cuda_graph_and_compile():
+    a, b, a64, b64 = operands("nt", 128, 256, 512, torch.bfloat16)
+    d = torch.zeros(128, 256, device="cuda")
+    fp8_a, fp8_b, f64_a, f64_b = operands("nt", 64, 128, 256, FP8)
+    d8 = torch.zeros(64, 128, dtype=torch.bfloat16, device="cuda")
+    deep_gemm.cublaslt_gemm_nt(a, b, d, c=d)  # warm-up outside capture (cuBLAS handles, unit scales)
+    deep_gemm.cublaslt_gemm_nt(fp8_a, fp8_b, d8)
+    d.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.cublaslt_gemm_nt(a, b, d, c=d)
+        deep_gemm.cublaslt_gemm_nt(fp8_a, fp8_b, d8)
+    d.zero_()
+    for replay in range(1, 3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert calc_diff(d, replay * (a64 @ b64.T)) < 6e-7
+        assert calc_diff(d8, f64_a @ f64_b.T) < 1e-5
+
+    @torch.compile(fullgraph=True)
+    def f(a, b, d):
+        torch.ops.deep_gemm.cublaslt_gemm_nt(a, b, d)
+        return d * 2
+
+    out = f(a, b, torch.empty(128, 256, device="cuda"))
+    assert calc_diff(out, 2 * (a64 @ b64.T)) < 6e-7

@@ -1,0 +1,194 @@
+"""einsum / fp8_einsum on the GPU (every test marked ``gpu``): DeepGEMM's shapes and thresholds (BF16 ``bh*`` forms
+at calc_diff < 1e-10 against torch.einsum, i.e. cuBLAS's own FP32 sum), odd shapes against float64, strided views,
+the batch-split reduction's determinism, CUDA-graph capture and replay, torch.compile(fullgraph=True), eight threads
+compiling and launching at once, and the host fast path (the second call replays a recorded launch).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.einsum import einsum_triton
+from deep_gemm.testing import assert_bitwise_equal, calc_diff
+
+pytestmark = pytest.mark.gpu
+BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
+DG_BH_SHAPES = [(128, 512, 128), (8, 4096, 1024)]  # (h, r, d) of DeepGEMM's tests/test_einsum.py
+
+
+def _bh_operands(expr: str, b: int, h: int, r: int, d: int):
+    """x and the row-padded W slice exactly as DeepGEMM's test builds them."""
+    x = torch.randn((b, h, r) if expr == "bhr,hdr->bhd" else (b, h, d), device="cuda", dtype=BF16)
+    fy = torch.randn((h, d, r + 128), device="cuda", dtype=BF16)
+    return x, fy[:, :, :r]
+
+
+@pytest.mark.parametrize("b", [4, 32, 128, 4096])
+@pytest.mark.parametrize("h,r,d", DG_BH_SHAPES)
+@pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
+def test_bh_forms_match_torch_einsum(expr, h, r, d, b):
+    x, y = _bh_operands(expr, b, h, r, d)
+    ref = torch.einsum(expr, x, y)
+    z = torch.empty(ref.shape, device="cuda", dtype=BF16)
+    deep_gemm.einsum(expr, x, y, z)
+    diff = calc_diff(z, ref)
+    mismatched = (z != ref).float().mean().item()
+    assert diff < 1e-10, f"calc_diff {diff:.3e} (DeepGEMM's bound 1e-10); {mismatched:.2e} of elements differ"
+    z_cublaslt = torch.empty_like(z)
+    deep_gemm.einsum(expr, x, y, z_cublaslt, use_cublaslt=True)
+    assert calc_diff(z_cublaslt, ref) < 1e-10
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, BF16])
+@pytest.mark.parametrize("s,m,n,k", [(129, 128, 384, 128), (4096, 256, 256, 256), (129, 384, 128, 384),
+                                     (37, 72, 200, 208)])
+def test_bmk_bnk_mn(s, m, n, k, out_dtype):
+    a = torch.randn((s, m, k), dtype=BF16, device="cuda")
+    b = torch.randn((s, n, k), dtype=BF16, device="cuda")
+    d = torch.randn((m, n), dtype=out_dtype, device="cuda")
+    c = d if out_dtype == torch.float32 else None
+    ref = (d.double() if c is not None else 0) + torch.bmm(a.double(), b.double().mT).sum(0)
+    d_again = d.clone()
+    deep_gemm.einsum("bmk,bnk->mn", a, b, d, c=c)
+    assert calc_diff(d, ref) < 1e-5
+    deep_gemm.einsum("bmk,bnk->mn", a, b, d_again, c=d_again if c is not None else None)
+    assert_bitwise_equal(d, d_again, "the batch-split reduction is deterministic")
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("expr,shape", [("bhr,hdr->bhd", dict(b=77, h=3, r=200, d=72)),
+                                        ("bhd,hdr->bhr", dict(b=77, h=3, d=72, r=200)),
+                                        ("bhr,hdr->bhd", dict(b=1, h=5, r=1032, d=264))])
+def test_odd_shapes_against_float64(expr, shape, accumulate):
+    (sa, sb), so = expr.split("->")[0].split(","), expr.split("->")[1]
+    a = torch.randn([shape[x] for x in sa], device="cuda").to(BF16)
+    b = torch.randn([shape[x] for x in sb], device="cuda").to(BF16)
+    d = torch.randn([shape[x] for x in so], device="cuda")
+    ref = (d.double() if accumulate else 0) + torch.einsum(expr, a.double(), b.double())
+    deep_gemm.einsum(expr, a, b, d, c=d if accumulate else None)
+    assert calc_diff(d, ref) < 1e-10
+
+
+def _fp8_x_w(x: torch.Tensor, w: torch.Tensor):
+    b, h, k = x.shape
+    x_fp8 = deep_gemm.utils.per_token_cast_to_fp8(x.reshape(-1, k), use_ue8m0=True)
+    x_fp8 = (x_fp8[0].view(b, h, k), x_fp8[1].view(b, h, -1))
+    w_fp8 = (torch.empty_like(w, dtype=FP8), torch.empty((w.size(0), -(-w.size(1) // 128), -(-w.size(2) // 128)),
+                                                          device="cuda"))
+    for i in range(w.size(0)):
+        w_fp8[0][i], w_fp8[1][i] = deep_gemm.utils.per_block_cast_to_fp8(w[i], use_ue8m0=True)
+    return x_fp8, w_fp8
+
+
+@pytest.mark.parametrize("route", [None, "batched", "per_entry"])
+@pytest.mark.parametrize("b", [4, 128, 4096])
+def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b, route):
+    from deep_gemm._ops.library import run_launcher
+    h, r, d = 8, 4096, 1024
+    x = torch.randn((b, h, r), device="cuda", dtype=BF16)
+    y = torch.randn((h, d, r), device="cuda", dtype=BF16)
+    x_fp8, y_fp8 = _fp8_x_w(x, y)
+    z = torch.empty((b, h, d), device="cuda", dtype=BF16)
+    if route is None:
+        deep_gemm.fp8_einsum("bhr,hdr->bhd", x_fp8, y_fp8, z)
+    else:
+        assert run_launcher("fp8_einsum", "bhr,hdr->bhd", *x_fp8, *y_fp8, z,
+                            launcher_kwargs=dict(route=route)) is None
+    assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)) < 1e-3
+
+
+def test_fp8_sm100_equations():
+    h, r, d, b = 8, 512, 256, 640
+    x = torch.randn((b, h, d), device="cuda", dtype=BF16)
+    y = torch.randn((h, d, r), device="cuda", dtype=BF16)
+    x_fp8 = deep_gemm.utils.per_token_cast_to_fp8(x.view(-1, d), use_ue8m0=True)
+    x_fp8 = x_fp8[0].view(b, h, d), x_fp8[1].view(b, h, -1)
+    y_fp8 = (torch.empty_like(y, dtype=FP8), torch.empty((h, d // 128, r // 128), device="cuda"))
+    for i in range(h):
+        y_fp8[0][i], y_fp8[1][i] = deep_gemm.utils.per_block_cast_to_fp8(y[i], use_ue8m0=True)
+    z = torch.empty((b, h, r), device="cuda", dtype=BF16)
+    deep_gemm.fp8_einsum("bhd,hdr->bhr", x_fp8, y_fp8, z)
+    assert calc_diff(z, torch.einsum("bhd,hdr->bhr", x, y)) < 1e-3
+
+    yb = torch.randn((b, h, r), device="cuda", dtype=BF16)
+    z0 = torch.randn((h, d, r), device="cuda") * 10
+    xc = deep_gemm.utils.per_channel_cast_to_fp8(x.view(b, -1), use_ue8m0=True)
+    yc = deep_gemm.utils.per_channel_cast_to_fp8(yb.view(b, -1), use_ue8m0=True)
+    xc = (xc[0].view(b, h, d), xc[1].view(-(-b // 128), h, d))
+    yc = (yc[0].view(b, h, r), yc[1].view(-(-b // 128), h, r))
+    z = z0.clone()
+    deep_gemm.fp8_einsum("bhd,bhr->hdr", xc, yc, z, z, recipe=(1, 1, 128))
+    assert calc_diff(z, z0 + torch.einsum("bhd,bhr->hdr", x.float(), yb.float())) < 1e-3
+
+
+def test_cuda_graph_replay():
+    x, y = _bh_operands("bhr,hdr->bhd", 256, 8, 512, 128)
+    z = torch.empty((256, 8, 128), device="cuda", dtype=BF16)
+    a = torch.randn((300, 128, 64), dtype=BF16, device="cuda")
+    b = torch.randn((300, 256, 64), dtype=BF16, device="cuda")
+    acc = torch.zeros((128, 256), device="cuda")
+    deep_gemm.einsum("bhr,hdr->bhd", x, y, z)  # compile outside the capture
+    deep_gemm.einsum("bmk,bnk->mn", a, b, acc, c=acc)
+    acc.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.einsum("bhr,hdr->bhd", x, y, z)
+        deep_gemm.einsum("bmk,bnk->mn", a, b, acc, c=acc)
+    z.zero_()
+    acc.zero_()
+    once = torch.bmm(a.double(), b.double().mT).sum(0)
+    for replay in range(1, 4):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)) < 1e-10
+        assert calc_diff(acc, replay * once) < 1e-5
+
+
+def test_torch_compile_fullgraph():
+    x, y = _bh_operands("bhd,hdr->bhr", 64, 4, 256, 128)
+
+    @torch.compile(fullgraph=True)
+    def f(x, y):
+        z = torch.empty((64, 4, 256), device="cuda", dtype=BF16)
+        torch.ops.deep_gemm.einsum("bhd,hdr->bhr", x, y, z)
+        return z.float() * 2
+
+    assert calc_diff(f(x, y), 2 * torch.einsum("bhd,hdr->bhr", x, y).float()) < 1e-10
+
+
+def test_eight_threads_first_compile_included():
+    errors = []
+    x, y = _bh_operands("bhr,hdr->bhd", 96, 6, 384, 72)  # a shape no other test compiles for
+    ref = torch.einsum("bhr,hdr->bhd", x, y)
+
+    def work():
+        try:
+            for _ in range(3):
+                z = torch.empty_like(ref)
+                deep_gemm.einsum("bhr,hdr->bhd", x, y, z)
+                torch.cuda.synchronize()
+                assert calc_diff(z, ref) < 1e-10
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_second_call_replays_a_recorded_launch():
+    x, y = _bh_operands("bhr,hdr->bhd", 64, 4, 256, 128)
+    z = torch.empty((64, 4, 128), device="cuda", dtype=BF16)
+    deep_gemm.einsum("bhr,hdr->bhd", x, y, z)
+    before = len(einsum_triton.einsum.plans)
+    x2 = torch.randn_like(x)
+    deep_gemm.einsum("bhr,hdr->bhd", x2, y, z)
+    assert len(einsum_triton.einsum.plans) >= 1 and len(einsum_triton.einsum.plans) == before
+    assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x2, y)) < 1e-10

@@ -1,0 +1,194 @@
+"""The einsum family's Triton kernels (deep_gemm/einsum/kernels.py) in Triton's CPU interpreter, small shapes.
+
+Every case runs the op's CUDA launcher on CPU tensors after the op's check (``triton_harness.run_triton``: the test
+fails if the launcher declines, so it cannot pass on the reference) and compares with a float64 computation written
+without einsum or matmul (``test_einsum.TRUTH``). BF16 dots need the interpreter patch (``interpreter_bf16``).
+GPU checks (DeepGEMM's shapes and thresholds, graphs, compile, threads) are in ``test_einsum_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import deep_gemm
+import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
+from deep_gemm._ops.library import run_launcher
+from deep_gemm.einsum import einsum_triton
+from deep_gemm.testing import assert_bitwise_equal, calc_diff
+
+from bf16_inputs import output_and_accumulator, randn  # noqa: E402
+from test_einsum import (FP8_CASES, TRUTH, EinsumCase, _subscripts, assert_close, bf16_operands,  # noqa: E402
+                         fp8_operand)
+from triton_harness import run_triton  # noqa: E402
+
+BF16 = torch.bfloat16
+BH_CASES = [
+    EinsumCase("bhr,hdr->bhd", dict(b=5, h=3, r=200, d=72)),  # K and N tails, W a row-padded slice
+    EinsumCase("bhr,hdr->bhd", dict(b=130, h=2, r=64, d=16)),  # two M blocks, one narrow N block
+    EinsumCase("bhd,hdr->bhr", dict(b=5, h=3, d=72, r=200)),  # B N-major (read as [K, N])
+    EinsumCase("bhd,hdr->bhr", dict(b=3, h=2, d=136, r=24)),
+]
+BMK_CASES = [
+    EinsumCase("bmk,bnk->mn", dict(b=7, m=40, n=136, k=80)),
+    EinsumCase("bmk,bnk->mn", dict(b=3, m=130, n=24, k=64)),
+]
+
+
+@pytest.fixture
+def eight_sms():
+    """Pretend 8 SMs: persistent grids loop, and the bmk batch split makes several ranges."""
+    deep_gemm.set_num_sms(8)
+    yield
+    deep_gemm.set_num_sms(0)
+
+
+def _run(case: EinsumCase, out_dtype, accumulate, **kwargs):
+    a, b = bf16_operands(case)
+    d, c, c_value = output_and_accumulator(case.shape(_subscripts(case.expr)[2]), out_dtype, accumulate)
+    run_triton("einsum", case.expr, a, b, d, c, **kwargs)
+    return d, c_value + TRUTH[case.expr](a.double(), b.double())
+
+
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("out_dtype", [BF16, torch.float32], ids=["bf16_out", "fp32_out"])
+@pytest.mark.parametrize("case", BH_CASES + BMK_CASES, ids=str)
+def test_bf16_einsum_kernels(case, out_dtype, accumulate, eight_sms):
+    d, truth = _run(case, out_dtype, accumulate)
+    assert_close(d, truth, str(case))
+
+
+@pytest.mark.parametrize("cfg", einsum_triton.BH_CONFIGS, ids=str)
+@pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
+def test_every_bh_tile_config(expr, cfg):
+    case = EinsumCase(expr, dict(b=70, h=2, r=136, d=264) if expr == "bhr,hdr->bhd" else dict(b=70, h=2, d=136, r=264))
+    a, b = bf16_operands(case)
+    d = torch.empty(case.shape(_subscripts(expr)[2]), dtype=BF16)
+    assert run_launcher("einsum", expr, a, b, d, launcher_kwargs=dict(config=cfg)) is None
+    assert_close(d, TRUTH[expr](a.double(), b.double()), f"{case} {cfg}")
+
+
+@pytest.mark.parametrize("cfg", einsum_triton.BMK_CONFIGS, ids=str)
+@pytest.mark.parametrize("sms", [1, 8])
+def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):
+    deep_gemm.set_num_sms(sms)
+    try:
+        case = BMK_CASES[0]
+        a, b = bf16_operands(case)
+        d0 = torch.randn(40, 136)
+        outs = []
+        for _ in range(2):  # the second call finds the tile counters reset by the first
+            d = d0.clone()
+            assert run_launcher("einsum", case.expr, a, b, d, d, launcher_kwargs=dict(config=cfg)) is None
+            outs.append(d)
+        assert_close(outs[0], d0.double() + TRUTH[case.expr](a.double(), b.double()))
+        assert_bitwise_equal(outs[0], outs[1], "two calls")
+    finally:
+        deep_gemm.set_num_sms(0)
+
+
+def test_strided_operands_and_outputs():
+    # a sliced from a wider buffer; d inside a padded buffer, once TMA-storable (row of 96 bytes) and once not
+    # (row of 88 bytes: the pointer store); padding columns stay untouched.
+    x = randn(4, 3, 96)[:, :, :64]
+    w = randn(3, 40, 64)
+    truth = TRUTH["bhr,hdr->bhd"](x.double(), w.double())
+    for width in (48, 44):
+        buffer = torch.zeros(4, 3, width, dtype=BF16)
+        run_triton("einsum", "bhr,hdr->bhd", x, w, buffer[:, :, :40])
+        assert_close(buffer[:, :, :40], truth)
+        assert torch.count_nonzero(buffer[:, :, 40:]) == 0
+
+
+def test_unaligned_operands_run_the_reference():
+    x = randn(4, 3, 36)  # R * 2 bytes = 72: a stride TMA cannot take
+    w = randn(3, 16, 36)
+    d = torch.empty(4, 3, 16, dtype=BF16)
+    assert run_launcher("einsum", "bhr,hdr->bhd", x, w, d) is NotImplemented
+    torch.ops.deep_gemm.einsum("bhr,hdr->bhd", x, w, d)  # the op falls back to the reference
+    assert_close(d, TRUTH["bhr,hdr->bhd"](x.double(), w.double()))
+
+
+def test_empty_contractions_write_c_or_zeros():
+    for expr, a, b, d in (("bhr,hdr->bhd", randn(3, 2, 0), randn(2, 16, 0), randn(3, 2, 16)),
+                          ("bmk,bnk->mn", randn(0, 8, 32), randn(0, 16, 32), randn(8, 16, dtype=torch.float32))):
+        c = torch.randn_like(d.float()).to(d.dtype)
+        run_triton("einsum", expr, a, b, d, c)
+        assert_bitwise_equal(d, c, f"{expr} with an empty contraction")
+        run_triton("einsum", expr, a, b, d)
+        assert torch.count_nonzero(d) == 0
+
+
+def test_use_cublaslt_path_writes_through_the_permuted_view():
+    case = BH_CASES[0]
+    a, b = bf16_operands(case)
+    d = torch.empty(case.shape("bhd"), dtype=BF16)
+    run_triton("einsum", case.expr, a, b, d, None, True)  # torch.bmm into d's [h, b, d] view
+    assert_close(d, TRUTH[case.expr](a.double(), b.double()))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# FP8
+
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("case", [c for c in FP8_CASES if "b0" not in str(c)], ids=str)
+def test_fp8_einsum_kernels(case, accumulate):
+    a, sfa, a64 = fp8_operand(case, "a")
+    b, sfb, b64 = fp8_operand(case, "b")
+    d, c, c_value = output_and_accumulator(tuple(case.sizes[x] for x in _subscripts(case.expr)[2]), case.out_dtype,
+                                           accumulate)
+    run_triton("fp8_einsum", case.expr, a, sfa, b, sfb, d, c, list(case.recipe))
+    assert_close(d, c_value + TRUTH[case.expr](a64, b64), str(case))
+
+
+@pytest.mark.parametrize("cfg", einsum_triton.FP8_CONFIGS, ids=str)
+def test_every_fp8_tile_config(cfg):
+    case = FP8_CASES[0]
+    a, sfa, a64 = fp8_operand(case, "a")
+    b, sfb, b64 = fp8_operand(case, "b")
+    d = torch.empty(tuple(case.sizes[x] for x in "bhd"), dtype=BF16)
+    assert run_launcher("fp8_einsum", case.expr, a, sfa, b, sfb, d, None, list(case.recipe),
+                        launcher_kwargs=dict(config=cfg)) is None
+    assert_close(d, TRUTH[case.expr](a64, b64), f"{case} {cfg}")
+
+
+def test_fp8_deep_gemm_recipe_close_to_bf16():
+    # DeepGEMM's test: per-token X, per-128x128-block W, compared with the BF16 einsum at calc_diff < 1e-3.
+    b, h, r, dd = 9, 2, 256, 128
+    x, w = randn(b, h, r), randn(h, dd, r)
+    x_fp8, x_sf = deep_gemm.utils.per_token_cast_to_fp8(x.view(-1, r), use_ue8m0=True)
+    w_fp8 = torch.empty(h, dd, r, dtype=torch.float8_e4m3fn)
+    w_sf = torch.empty(h, dd // 128, r // 128)
+    for i in range(h):
+        w_fp8[i], w_sf[i] = deep_gemm.utils.per_block_cast_to_fp8(w[i], use_ue8m0=True)
+    out = torch.empty(b, h, dd, dtype=BF16)
+    run_triton("fp8_einsum", "bhr,hdr->bhd", x_fp8.view(b, h, r), x_sf.view(b, h, -1), w_fp8, w_sf, out)
+    assert calc_diff(out, TRUTH["bhr,hdr->bhd"](x.double(), w.double())) < 1e-3
+
+
+def test_tile_config_rules():
+    deep_gemm.set_num_sms(132)
+    try:
+        et = einsum_triton
+        # DeepGEMM's rows: memory-bound short K -> one pipeline across tiles; long K, wide N -> 128x256 tiles.
+        assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K
+        assert et.bh_config(8, 4096, 1024, 4096, True) is et.BH_LARGE
+        assert et.bh_config(8, 4096, 1024, 4096, False) is et.BH_MEDIUM  # FP32 out or C: no room for 128x256
+        assert et.bh_config(8, 32, 1024, 4096, True) is et.BH_SMALL_M
+        assert all(c.block_n <= 128 for c in et.BH_CONFIGS if c not in et.BH_WIDE)
+    finally:
+        deep_gemm.set_num_sms(0)
+
+
+@pytest.mark.parametrize("case", [FP8_CASES[0], FP8_CASES[1], FP8_CASES[6]], ids=str)
+def test_fp8_per_entry_route(case):
+    # One dense FP8 GEMM per batch entry (on CPU tensors the nested op runs its reference: this checks the views,
+    # scales and recipe handed to it; tests/test_einsum_gpu.py runs the kernels).
+    a, sfa, a64 = fp8_operand(case, "a")
+    b, sfb, b64 = fp8_operand(case, "b")
+    d, c, c_value = output_and_accumulator(tuple(case.sizes[x] for x in _subscripts(case.expr)[2]), case.out_dtype,
+                                           "distinct")
+    assert run_launcher("fp8_einsum", case.expr, a, sfa, b, sfb, d, c, list(case.recipe),
+                        launcher_kwargs=dict(route="per_entry")) is None
+    assert_close(d, c_value + TRUTH[case.expr](a64, b64), str(case))
+    assert einsum_triton._fp8_route(8, 4096) == "per_entry" and einsum_triton._fp8_route(8, 128) == "batched"
