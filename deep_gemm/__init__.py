@@ -17,7 +17,6 @@ from . import testing, utils  # noqa: E402
 from . import _public  # noqa: E402
 
 from ._public import *  # noqa: E402,F401,F403
-from .utils import init_dist, uneven_all_gather  # noqa: E402,F401  (DeepGEMM's `from .utils import *` has them)
 from . import _compat  # noqa: E402
 
 # `m_indices=` on the M-grouped GEMMs and DeepGEMM 1.x names (`deep_gemm/_compat.py`).
@@ -27,4 +26,4 @@ from . import _C  # noqa: E402,F401  (the legacy `deep_gemm._C` surface, a pure-
 from . import legacy  # noqa: E402,F401  (DeepGEMM's legacy Triton kernels; Triton is imported on first launch)
 
 __version__ = "0.1.0"
-__all__ = ["backends", "DeepGEMMError", "testing", "utils", "__version__"] + list(_public.__all__) + _V1_NAMES
+__all__ = ["backends", "DeepGEMMError", "testing", "utils", "legacy", "__version__"] + list(_public.__all__) + _V1_NAMES

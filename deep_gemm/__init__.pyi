@@ -3,6 +3,7 @@
 # (CI runs `python scripts/generate_pyi.py --check`, which fails when this file is stale).
 
 import torch
+import torch.distributed.distributed_c10d
 from deep_gemm.runtime import JITRuntime
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
@@ -62,9 +63,11 @@ __all__ = [
     'get_theoretical_mk_alignment_for_contiguous_layout',
     'get_tma_aligned_size',
     'get_token_alignment_for_mega_moe',
+    'init_dist',
     'k_grouped_bf16_gemm_tn_contiguous',
     'k_grouped_fp8_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_tn_contiguous',
+    'legacy',
     'm_grouped_bf16_gemm_nn_contiguous',
     'm_grouped_bf16_gemm_nt_contiguous',
     'm_grouped_bf16_gemm_nt_masked',
@@ -94,11 +97,13 @@ __all__ = [
     'transform_sf_into_required_layout',
     'transform_weights_for_mega_moe',
     'transpose_packed_fp4',
+    'uneven_all_gather',
     'unpack_ue8m0_from_int',
     'utils',
     'warmup',
 ]
 
+from . import legacy as legacy
 from . import testing as testing
 from . import utils as utils
 
@@ -428,6 +433,12 @@ def get_tma_aligned_size(x: int, element_size: int) -> int: ...
 
 def get_token_alignment_for_mega_moe() -> int: ...
 
+def init_dist(
+    local_rank: int,
+    num_local_ranks: int,
+    backend: str = 'nccl',
+) -> Tuple[int, int, torch.distributed.distributed_c10d.ProcessGroup]: ...
+
 def k_grouped_bf16_gemm_tn_contiguous(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -622,6 +633,12 @@ def transform_weights_for_mega_moe(
 ) -> Any: ...
 
 def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor: ...
+
+def uneven_all_gather(
+    tensor: torch.Tensor,
+    dim: int = 0,
+    group: Optional[torch.distributed.distributed_c10d.ProcessGroup] = None,
+) -> torch.Tensor: ...
 
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor: ...
 

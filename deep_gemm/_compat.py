@@ -40,6 +40,8 @@ def accept_renamed_keyword(fn: Callable, old: str, new: str) -> Callable:
     Passing both (by keyword, or ``new`` positionally and ``old`` by keyword) is ambiguous and raises
     ``DeepGEMMError`` saying which to keep. Calls without ``old`` go straight through (one dict lookup)."""
     params = list(inspect.signature(fn).parameters)
+    if new not in params or old in params:  # the family changed its signature: nothing to rename (tests notice)
+        return fn
     position = params.index(new)
 
     @functools.wraps(fn)
@@ -59,25 +61,44 @@ def _package():
     return sys.modules[__package__]
 
 
+def _require_tensors(**tensors) -> None:
+    # Named by the 1.x parameter names (the current function would name `a`, `d`, `grouped_layout`).
+    for name, value in tensors.items():
+        if isinstance(value, tuple):  # an operand pair
+            if len(value) != 2 or not all(isinstance(t, torch.Tensor) for t in value):
+                fail(f"{name}: expected a (data, scale) pair of tensors")
+        elif not isinstance(value, torch.Tensor):
+            fail(f"{name}: expected a tensor, got {type(value).__name__}")
+
+
+def _pair(value) -> tuple:
+    """Any length-2 sequence (DeepGEMM's bindings accept lists too) as a tuple; anything else fails the check."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 def gemm_fp8_fp8_bf16_nt(lhs: Pair, rhs: Pair, out: torch.Tensor) -> None:
     """DeepGEMM 1.x name of ``fp8_gemm_nt(lhs, rhs, out)`` (A scales 1x128, B scales 128x128, BF16 out)."""
+    _require_tensors(lhs=_pair(lhs), rhs=_pair(rhs), out=out)
     _package().fp8_gemm_nt(lhs, rhs, out)
 
 
 def m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(lhs: Pair, rhs: Pair, out: torch.Tensor,
                                               m_indices: torch.Tensor) -> None:
     """DeepGEMM 1.x name of ``m_grouped_fp8_gemm_nt_contiguous(lhs, rhs, out, m_indices)``."""
+    _require_tensors(lhs=_pair(lhs), rhs=_pair(rhs), out=out, m_indices=m_indices)
     _package().m_grouped_fp8_gemm_nt_contiguous(lhs, rhs, out, m_indices)
 
 
 def m_grouped_gemm_fp8_fp8_bf16_nt_masked(lhs: Pair, rhs: Pair, out: torch.Tensor, masked_m: torch.Tensor,
                                           expected_m: int) -> None:
     """DeepGEMM 1.x name of ``m_grouped_fp8_gemm_nt_masked(lhs, rhs, out, masked_m, expected_m)``."""
+    _require_tensors(lhs=_pair(lhs), rhs=_pair(rhs), out=out, masked_m=masked_m)
     _package().m_grouped_fp8_gemm_nt_masked(lhs, rhs, out, masked_m, expected_m)
 
 
 def get_col_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor:
     """DeepGEMM 1.x name of ``get_mn_major_tma_aligned_tensor(x)`` (a fresh MN-major, TMA-aligned copy)."""
+    _require_tensors(x=x)
     return _package().get_mn_major_tma_aligned_tensor(x)
 
 

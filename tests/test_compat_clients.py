@@ -3,7 +3,8 @@
 Written from the call sites of vLLM (``vllm/utils/deep_gemm.py``: symbol resolution with 1.x fallbacks, the
 ``disable_ue8m0_cast`` keyword; the fused-MoE DeepGEMM experts; the sparse-attention indexer) and SGLang
 (``srt/layers/deep_gemm_wrapper/entrypoint.py`` and ``compile_utils.py``: ``m_indices=``, ``masked_m=``,
-``expected_m=`` keywords in the warm-ups; ``deep_gemm.utils.layout`` imports; the NSA indexer).
+``expected_m=`` keywords in the warm-ups; ``deep_gemm.utils.layout`` imports; the NSA indexer). GEMM and indexer
+forms run on CPU tensors and, marked ``gpu``, on CUDA tensors.
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 BF16, FP8, I32 = torch.bfloat16, torch.float8_e4m3fn, torch.int32
+# The call forms on CPU tensors (the reference kernels) and, on a GPU machine, on CUDA tensors (the Triton kernels).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _on(device, x):
+    """x (a tensor, or a tuple / list of them) on ``device``."""
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_on(device, v) for v in x)
+    return x
 
 
 def _resolve(module, new: str, old: str):
@@ -56,20 +68,21 @@ def test_vllm_symbol_resolution_finds_current_names():
         assert callable(getattr(dg, name)), name
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("entry", ["current", "v1"])
-def test_dense_fp8_linear(entry):
+def test_dense_fp8_linear(entry, device):
     # vLLM: fp8_gemm_nt((q_input, input_scale), (weight, weight_scale), output, disable_ue8m0_cast=...);
     # SGLang: deep_gemm.fp8_gemm_nt(lhs, rhs, out); 1.x clients: gemm_fp8_fp8_bf16_nt(lhs, rhs, out).
     torch.manual_seed(0)
     m, n, k = 5, 256, 384
     a = per_token_cast_to_fp8(torch.randn(m, k), use_ue8m0=False)
     b = per_block_cast_to_fp8(torch.randn(n, k), use_ue8m0=False)
-    out = torch.empty(m, n, dtype=BF16)
+    out = torch.empty(m, n, dtype=BF16, device=device)
     if entry == "current":
-        deep_gemm.fp8_gemm_nt(a, b, out, disable_ue8m0_cast=True)
+        deep_gemm.fp8_gemm_nt(_on(device, a), _on(device, b), out, disable_ue8m0_cast=True)
     else:
-        deep_gemm.gemm_fp8_fp8_bf16_nt(a, b, out)
-    assert calc_diff(out, _dequant_a(a) @ _dequant_b(b).T) < 1e-5
+        deep_gemm.gemm_fp8_fp8_bf16_nt(_on(device, a), _on(device, b), out)
+    assert calc_diff(out.cpu(), _dequant_a(a) @ _dequant_b(b).T) < 1e-5
 
 
 def _contiguous_moe(groups=3, rows=(130, 0, 61), n=128, k=256):
@@ -85,12 +98,14 @@ def _contiguous_moe(groups=3, rows=(130, 0, 61), n=128, k=256):
     return a, b, m_indices, want
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("form", ["positional", "m_indices_keyword", "grouped_layout_keyword", "v1", "c_module"])
-def test_m_grouped_contiguous_fp8_moe(form):
+def test_m_grouped_contiguous_fp8_moe(form, device):
     # SGLang warm-up: m_grouped_fp8_gemm_nt_contiguous(lhs, rhs, out, m_indices=...); vLLM: positional expert_ids.
     torch.manual_seed(1)
     a, b, m_indices, want = _contiguous_moe()
-    out = torch.full((m_indices.numel(), b[0].size(1)), 7.0, dtype=BF16)
+    a, b, m_indices = _on(device, a), _on(device, b), _on(device, m_indices)
+    out = torch.full((m_indices.numel(), b[0].size(1)), 7.0, dtype=BF16, device=device)
     if form == "positional":
         deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, out, m_indices, disable_ue8m0_cast=True)
     elif form == "m_indices_keyword":
@@ -101,6 +116,7 @@ def test_m_grouped_contiguous_fp8_moe(form):
         deep_gemm.m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(a, b, out, m_indices)
     else:
         deep_gemm._C.m_grouped_fp8_gemm_nt_contiguous(a, b, out, m_indices=m_indices)
+    out, m_indices = out.cpu(), m_indices.cpu()
     assert calc_diff(out, want) < 1e-5
     assert torch.equal(out[m_indices < 0], torch.zeros_like(out[m_indices < 0]))
 
@@ -114,23 +130,26 @@ def test_m_indices_and_grouped_layout_together_is_ambiguous():
         deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a[0], b[0], out, grouped_layout=m_indices, m_indices=m_indices)
 
 
-def test_m_grouped_contiguous_bf16_moe_with_m_indices_keyword():
+@pytest.mark.parametrize("device", DEVICES)
+def test_m_grouped_contiguous_bf16_moe_with_m_indices_keyword(device):
     # SGLang's BF16 MoE warm-up passes m_indices= too.
     torch.manual_seed(2)
     alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
     m_indices = torch.cat([torch.full((alignment,), 1, dtype=I32), torch.full((alignment,), 0, dtype=I32)])
     a, b = torch.randn(m_indices.numel(), 64, dtype=BF16), torch.randn(2, 32, 64, dtype=BF16)
-    out = torch.empty(m_indices.numel(), 32, dtype=BF16)
-    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, out, m_indices=m_indices)
     want = torch.stack([b[g].double() @ a[r].double() for r, g in enumerate(m_indices.tolist())])
-    assert calc_diff(out, want) < 1e-5
+    a, b, m_indices = _on(device, a), _on(device, b), _on(device, m_indices)
+    out = torch.empty(m_indices.numel(), 32, dtype=BF16, device=device)
+    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, out, m_indices=m_indices)
+    assert calc_diff(out.cpu(), want) < 1e-5
     out_nn = torch.empty_like(out)
     deep_gemm.m_grouped_bf16_gemm_nn_contiguous(a, b.mT.contiguous(), out_nn, m_indices=m_indices)
-    assert calc_diff(out_nn, want) < 1e-5
+    assert calc_diff(out_nn.cpu(), want) < 1e-5
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("entry", ["sglang_keywords", "vllm_positional", "v1"])
-def test_masked_fp8_moe_decode(entry):
+def test_masked_fp8_moe_decode(entry, device):
     # SGLang: fp8_m_grouped_gemm_nt_masked(lhs, rhs, out, masked_m=..., expected_m=m);
     # vLLM: fp8_m_grouped_gemm_nt_masked((a, a_s), (w, w_s), out, expert_num_tokens, expected_m, disable_ue8m0_cast=)
     torch.manual_seed(3)
@@ -139,14 +158,16 @@ def test_masked_fp8_moe_decode(entry):
     a = torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
     b = _weights(groups, n, k)
     masked_m = torch.tensor([3, 16], dtype=I32)
-    out = torch.full((groups, max_m, n), 5.0, dtype=BF16)
-    if entry == "sglang_keywords":
-        deep_gemm.fp8_m_grouped_gemm_nt_masked(a, b, out, masked_m=masked_m, expected_m=8)
-    elif entry == "vllm_positional":
-        deep_gemm.fp8_m_grouped_gemm_nt_masked(a, b, out, masked_m, 8, disable_ue8m0_cast=True)
-    else:
-        deep_gemm.m_grouped_gemm_fp8_fp8_bf16_nt_masked(a, b, out, masked_m, 8)
     va, vb = _dequant_a(a), _dequant_b(b)
+    a, b = _on(device, a), _on(device, b)
+    out = torch.full((groups, max_m, n), 5.0, dtype=BF16, device=device)
+    if entry == "sglang_keywords":
+        deep_gemm.fp8_m_grouped_gemm_nt_masked(a, b, out, masked_m=masked_m.to(device), expected_m=8)
+    elif entry == "vllm_positional":
+        deep_gemm.fp8_m_grouped_gemm_nt_masked(a, b, out, masked_m.to(device), 8, disable_ue8m0_cast=True)
+    else:
+        deep_gemm.m_grouped_gemm_fp8_fp8_bf16_nt_masked(a, b, out, masked_m.to(device), 8)
+    out = out.cpu()
     for g, rows in enumerate(masked_m.tolist()):
         assert calc_diff(out[g, :rows], va[g, :rows] @ vb[g].T) < 1e-5
         assert torch.equal(out[g, rows:], torch.full_like(out[g, rows:], 5.0))  # untouched past masked_m
@@ -214,17 +235,18 @@ def _close_where_finite(logits, want):
     assert torch.allclose(logits.double()[finite], want[finite], rtol=1e-4, atol=1e-3)
 
 
-def test_fp8_mqa_logits_as_clients_call_it():
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_mqa_logits_as_clients_call_it(device):
     # vLLM / SGLang: fp8_mqa_logits(q_fp8, (k_fp8, k_scale), weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits=False)
     args, want = _mqa_inputs()
-    _close_where_finite(deep_gemm.fp8_mqa_logits(*args, clean_logits=False), want)
+    _close_where_finite(deep_gemm.fp8_mqa_logits(*_on(device, args), clean_logits=False).cpu(), want)
 
 
-@pytest.mark.xfail(reason="[SK, 1] kv scales: the indexer change of issue 19 item 4 (deep_gemm/attention/), "
-                          "not on this branch yet", strict=False)
-def test_fp8_mqa_logits_with_2d_kv_scale():
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_mqa_logits_with_2d_kv_scale(device):
+    # vLLM's indexer passes the key scales as [SK, 1].
     args, want = _mqa_inputs(kv_scale_2d=True)
-    _close_where_finite(deep_gemm.fp8_mqa_logits(*args, clean_logits=False), want)
+    _close_where_finite(deep_gemm.fp8_mqa_logits(*_on(device, args), clean_logits=False).cpu(), want)
 
 
 def _paged_inputs(context_lens_1d: bool, batch=2, h=32, d=128, block=64, max_len=200):
@@ -262,19 +284,68 @@ def num_sms_4():
     runtime.set_num_sms(previous if torch.cuda.is_available() else 0)
 
 
-def _paged_call(context_lens_1d, num_sms):
+def _paged_call(context_lens_1d, num_sms, device="cpu"):
     q, kv_cache, weights, context_lens, block_table, block, max_len, want = _paged_inputs(context_lens_1d)
+    q, kv_cache, weights, context_lens, block_table = _on(device, (q, kv_cache, weights, context_lens, block_table))
     meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, block, deep_gemm.get_num_sms())
     logits = deep_gemm.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, meta, max_len,
                                             clean_logits=False)
-    _close_where_finite(logits, want)
+    _close_where_finite(logits.cpu(), want)
 
 
-def test_paged_mqa_logits_with_2d_context_lens(num_sms_4):
-    _paged_call(False, num_sms_4)
+@pytest.mark.parametrize("device", DEVICES)
+def test_paged_mqa_logits_with_2d_context_lens(num_sms_4, device):
+    _paged_call(False, num_sms_4, device)
 
 
-@pytest.mark.xfail(reason="1-D context_lens (vLLM 0.11, the V3.2-era SGLang indexer): the indexer change of issue 19 "
-                          "item 4 (deep_gemm/attention/), not on this branch yet", strict=False)
-def test_paged_mqa_logits_with_1d_context_lens(num_sms_4):
-    _paged_call(True, num_sms_4)
+@pytest.mark.parametrize("device", DEVICES)
+def test_paged_mqa_logits_with_1d_context_lens(num_sms_4, device):
+    # vLLM 0.11 and the V3.2-era SGLang indexer pass context_lens as [B] (next_n = 1).
+    _paged_call(True, num_sms_4, device)
+
+
+def test_old_call_forms_trace_under_torch_compile_fullgraph():
+    a, b, m_indices, want = _contiguous_moe(rows=(128, 0, 100))
+
+    def moe(a0, a1, b0, b1, ids):
+        out = torch.empty(ids.numel(), b0.size(1), dtype=BF16)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous((a0, a1), (b0, b1), out, m_indices=ids)
+        return out
+
+    compiled = torch.compile(moe, fullgraph=True, backend="eager")
+    out = compiled(a[0], a[1], b[0], b[1], m_indices)
+    assert calc_diff(out, want) < 1e-5
+
+
+def _tensor_like(value) -> bool:
+    return isinstance(value, torch.Tensor) or (isinstance(value, tuple) and bool(value)
+                                               and isinstance(value[0], torch.Tensor))
+
+
+def _none_cases():
+    import test_stubs
+    for name, case in sorted(test_stubs.CASES.items()):
+        fn = getattr(deep_gemm, name, None)
+        if case.raises or not callable(fn) or isinstance(fn, type):
+            continue
+        for key, value in case.build().items():
+            if _tensor_like(value):
+                yield pytest.param(name, key, id=f"{name}-{key}")
+
+
+@pytest.mark.parametrize("name,arg", list(_none_cases()))
+def test_none_for_any_tensor_argument_of_any_public_function(name, arg):
+    """Every public function, every tensor (or pair) argument set to None: a DeepGEMMError naming that argument
+    (optional tensors, like ``c``, accept None)."""
+    import inspect
+    import test_stubs
+    fn = getattr(deep_gemm, name)
+    kwargs = test_stubs.CASES[name].build()
+    kwargs[arg] = None
+    params = inspect.signature(fn).parameters
+    if params[arg].default is None:
+        fn(*[kwargs.pop(p) for p, v in params.items() if v.kind is v.POSITIONAL_ONLY and p in kwargs], **kwargs)
+        return
+    positional = [kwargs.pop(p) for p, v in params.items() if v.kind is v.POSITIONAL_ONLY and p in kwargs]
+    with pytest.raises(DeepGEMMError, match=rf"^{arg}\b|\b{arg}: "):
+        fn(*positional, **kwargs)

@@ -55,3 +55,12 @@ def test_demo_covers_every_family_and_passes_on_cpu(capsys):
                "get_symm_buffer_for_mega_moe", "legacy.m_grouped_bf16_gemm_nt_contiguous_tl"):
         assert re.search(rf"^{re.escape(op)}\s", out, flags=re.M), op
     assert "error: calc_diff" in out
+
+
+def test_package_cites_no_file_outside_the_repository():
+    # Notes that live outside the repository (the project's shared folder, its roadmap) mean nothing to a user.
+    outside = re.compile(r"shared/|ROADMAP|KERNEL-NOTES|ANCHORS\.md|CI\.md|DEEPGEMM-SIDE-BY-SIDE|/work/")
+    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+            for path in sorted((ROOT / "deep_gemm").rglob("*.py*")) if path.suffix in (".py", ".pyi")
+            for n, line in enumerate(path.read_text().splitlines(), 1) if outside.search(line)]
+    assert not hits, "\n".join(hits)

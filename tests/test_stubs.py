@@ -259,6 +259,11 @@ CASES: dict[str, Case] = {
     "m_grouped_gemm_fp8_fp8_bf16_nt_masked": Case(lambda: dict(zip(
         ("lhs", "rhs", "out", "masked_m", "expected_m"), _fp8_masked().values()))),
     "get_col_major_tma_aligned_tensor": Case(lambda: dict(x=torch.rand(5, 3))),
+    # torch.distributed helpers: called without a process group (one is never created in the test process)
+    "init_dist": Case(lambda: dict(local_rank=0, num_local_ranks=1, backend="no_such_backend"),
+                      raises=(ValueError,), match="backend: expected a registered"),
+    "uneven_all_gather": Case(lambda: dict(tensor=torch.zeros(2, 3), dim=0, group=None),
+                              raises=(ValueError, RuntimeError), match="process group"),
     # utils
     "ceil_div": _case(x=7, y=2),
     "align": _case(x=7, y=4),

@@ -34,12 +34,16 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 def require_dtype(name: str, t: torch.Tensor, allowed: Iterable[torch.dtype]) -> None:
     allowed = tuple(allowed)
+    if not isinstance(t, torch.Tensor):  # e.g. None from a caller: name it rather than fail on `.dtype`
+        fail(f"{name}: expected a tensor, got {type(t).__name__}")
     if t.dtype not in allowed:
         names = " or ".join(_dtype_name(d) for d in allowed)
         fail(f"{name}: expected dtype {names}, got {_dtype_name(t.dtype)}")
 
 
 def require_dim(name: str, t: torch.Tensor, ndims: int | Sequence[int]) -> None:
+    if not isinstance(t, torch.Tensor):
+        fail(f"{name}: expected a tensor, got {type(t).__name__}")
     options = (ndims,) if isinstance(ndims, int) else tuple(ndims)
     if t.dim() not in options:
         want = " or ".join(f"{n}-D" for n in options)

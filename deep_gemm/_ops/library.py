@@ -223,6 +223,10 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
         check(*full)
         return fake(*full) if fake is not None else None
 
+    def no_backend_kernel(*args, **kwargs):
+        check(*binder(args, kwargs))
+        raise DeepGEMMError(f"{name}: no kernel for the device of these tensors (deep_gemm has CPU and CUDA kernels)")
+
     for op in names_for(name):
         if not binder.has_tensor_args:
             LIB.impl(op, reference_kernel, "CompositeExplicitAutograd")
@@ -230,6 +234,9 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
         LIB.impl(op, reference_kernel, "CPU")
         LIB.impl(op, cuda_kernel, "CUDA")
         torch.library.register_fake(f"{NAMESPACE}::{op}", fake_kernel, lib=LIB)
+        # Every other key, notably a call whose tensor arguments are all None (nothing to dispatch on): the check
+        # names the None argument, instead of the dispatcher's "There were no tensor arguments" error.
+        LIB.impl(op, no_backend_kernel, "CompositeExplicitAutograd")
 
 
 def _requiring_tensors(name: str, check: Callable[..., None], required: tuple) -> Callable[..., None]:

@@ -47,7 +47,7 @@ MIN_MASKED_BLOCK_M = 64
 # 128x7168x16384 would take 64 x 64 tiles unsplit (58.2 us) instead of 64 x 128 split 2 (49.6 us).
 SLOT_QUANTISED_MAX_BLOCK_M = 32
 # Relative per-SM throughput of a tile shape (bigger tiles reuse operands more). 128x128 on 8 warps is the best
-# tl.* shape measured on H200 (KERNEL-NOTES §3: BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
+# tl.* shape measured on H200 (BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
 TILE_EFFICIENCY = {(128, 128): 1.0, (128, 64): 0.8}
 SMALL_TILE_EFFICIENCY = 0.6
 # Dense 64 < M <= 128 where the launcher can run split-K on the warp-specialised one-wave kernel

@@ -21,7 +21,7 @@ _local_rank: Optional[int] = None
 
 
 def init_dist(local_rank: int, num_local_ranks: int,
-              backend: str = "nccl") -> Tuple[int, int, "dist.ProcessGroup"]:
+              backend: str = "nccl") -> Tuple[int, int, dist.ProcessGroup]:
     """Join the process group (TCP rendezvous at ``MASTER_ADDR:MASTER_PORT``) and make ``cuda:<local_rank>`` this
     process's device and the default device of new tensors (for the NCCL backend).
 
@@ -29,6 +29,10 @@ def init_dist(local_rank: int, num_local_ranks: int,
     ``"gloo"`` runs the same code on CPU-only machines.
     """
     global _local_rank
+    known = getattr(dist.Backend, "backend_list", None)
+    if known is not None and backend.lower() not in known:
+        from .._ops.errors import fail
+        fail(f"backend: expected a registered torch.distributed backend ({', '.join(known)}), got {backend!r}")
     address = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get("MASTER_PORT", "8361"))
     num_nodes = int(os.environ.get("WORLD_SIZE", "1"))
@@ -50,7 +54,7 @@ def init_dist(local_rank: int, num_local_ranks: int,
 
 
 def uneven_all_gather(tensor: torch.Tensor, dim: int = 0,
-                      group: Optional["dist.ProcessGroup"] = None) -> torch.Tensor:
+                      group: Optional[dist.ProcessGroup] = None) -> torch.Tensor:
     """All-gather tensors whose size along ``dim`` differs per rank; returns them concatenated along ``dim`` in
     rank order. Every other dimension must agree. Each rank's size is exchanged first (one small all-gather, read
     on the host), then every tensor is zero-padded to the largest size, gathered, and trimmed back."""

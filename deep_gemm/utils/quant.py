@@ -26,8 +26,17 @@ _E2M1_BOUNDARIES = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 _E2M1_SIGN_BIT = 0x8
 
 
+def _require_tensors(**tensors) -> None:
+    """A DeepGEMMError naming the argument, rather than an AttributeError deep inside, when one is not a tensor."""
+    for name, value in tensors.items():
+        if not isinstance(value, torch.Tensor):
+            from .._ops.errors import fail
+            fail(f"{name}: expected a tensor, got {type(value).__name__}")
+
+
 def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
     """|x| rounded up to a power of two (FP32), exponent clamped to the UE8M0 range [2^-126, 2^127]."""
+    _require_tensors(x=x)
     bits = x.abs().float().view(torch.int32)
     exponent = (bits >> _FP32_MANTISSA_BITS) & 0xFF
     round_up = ((bits & _FP32_MANTISSA_MASK) != 0).to(torch.int32)
@@ -37,6 +46,7 @@ def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
 
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
     """FP32 powers of two [..., 4n] -> int32 [..., n], four biased exponent bytes per int (little-endian)."""
+    _require_tensors(x=x)
     from .._ops.errors import require
 
     require(x.dtype == torch.float32, f"x: expected dtype float32, got {x.dtype}")
@@ -60,6 +70,7 @@ def _unit_last_stride(t: torch.Tensor) -> torch.Tensor:
 
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor:
     """int32 [..., n] of packed UE8M0 bytes -> FP32 [..., 4n] powers of two."""
+    _require_tensors(packed_sf=packed_sf)
     exponent_bytes = _unit_last_stride(packed_sf.contiguous()).view(torch.uint8).to(torch.int32)
     return (exponent_bytes << _FP32_MANTISSA_BITS).view(torch.float32)
 
@@ -75,6 +86,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
 
     Columns are zero-padded to a multiple of ``gran_k`` for the amax, so the last group may be partial.
     """
+    _require_tensors(x=x)
     assert x.dim() == 2, "x: expected a 2-D tensor"
     m, n = x.shape
     padded_n = align(n, gran_k)
@@ -88,6 +100,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
 
 def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per (gran_k rows, column). x [m, n] with m % gran_k == 0 -> (fp8 [m, n], sf FP32 [m/gran_k, n])."""
+    _require_tensors(x=x)
     assert x.dim() == 2 and x.size(0) % gran_k == 0, "x: expected a 2-D tensor with rows a multiple of gran_k"
     m, n = x.shape
     groups = x.view(m // gran_k, gran_k, n)
@@ -97,6 +110,7 @@ def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128)
 
 def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per gran_k x gran_k block (zero-padded). x [m, n] -> (fp8 [m, n], sf [ceil(m/g), ceil(n/g)])."""
+    _require_tensors(x=x)
     assert x.dim() == 2, "x: expected a 2-D tensor"
     m, n = x.shape
     padded = x.new_zeros((align(m, gran_k), align(n, gran_k)))
@@ -110,6 +124,7 @@ def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -
 def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: Sequence[int],
                                 use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per index of ``dims`` (amax over every other dim). Returns (fp8 like x, sf squeezed)."""
+    _require_tensors(x=x)
     keep = set(dims)
     reduced = tuple(i for i in range(x.dim()) if i not in keep)
     sf = _scale_of(x.abs().float().amax(dim=reduced, keepdim=True), FP8_E4M3_MAX, use_ue8m0)
@@ -154,6 +169,7 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
     x [m, n] (n even) -> (int8 [m, n/2], sf FP32 [m, ceil(n/gran_k)] or packed UE8M0 int32 [m, ceil(ceil(n/gran_k)/4)],
     which needs use_ue8m0; the packed scale count is padded to a multiple of 4 with 1.0).
     """
+    _require_tensors(x=x)
     m, n = x.shape
     assert n % 2 == 0, "x: expected an even number of columns"
     assert use_ue8m0 or not use_packed_ue8m0, "use_packed_ue8m0 requires use_ue8m0"
@@ -174,6 +190,7 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
 
 def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor:
     """Transpose a packed FP4 matrix: int8 [m, n/2] -> int8 [n, m/2] (m even)."""
+    _require_tensors(a=a)
     assert a.dtype == torch.int8 and a.dim() == 2 and a.size(0) % 2 == 0, "a: expected int8 [m, n/2] with m even"
     codes = torch.stack((a & 0x0F, (a >> 4) & 0x0F), dim=-1).flatten(-2)  # [m, n] codes
     return _pack_nibbles(codes.t().contiguous()).contiguous()
@@ -182,6 +199,7 @@ def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor:
 def cast_back_from_fp4(packed: torch.Tensor, sf: torch.Tensor, gran_k: int = 128,
                        use_packed_ue8m0: bool = False) -> torch.Tensor:
     """Dequantise per-token FP4: int8 [m, n/2] and scales [m, ceil(n/gran_k)] -> FP32 [m, n]."""
+    _require_tensors(packed=packed, sf=sf)
     if use_packed_ue8m0:
         sf = unpack_ue8m0_from_int(sf)
     values = fp4_e2m1_to_float(packed)
