@@ -14,6 +14,7 @@ import argparse
 import datetime
 import json
 import math
+import importlib.util
 import os
 import random
 import sys
@@ -21,7 +22,9 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+# This repository's package unless another deep_gemm (DeepGEMM, for the same-run yardstick) is first on the path.
+if importlib.util.find_spec("deep_gemm") is None:
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import deep_gemm  # noqa: E402

@@ -20,6 +20,8 @@ from deep_gemm._ops.errors import DeepGEMMError
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
+from tolerances import TOLERANCES
+
 BF16, FP8, I32 = torch.bfloat16, torch.float8_e4m3fn, torch.int32
 # The call forms on CPU tensors (the reference kernels) and, on a GPU machine, on CUDA tensors (the Triton kernels).
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -232,7 +234,8 @@ def _mqa_inputs(s=3, sk=40, h=32, d=128, kv_scale_2d=False):
 
 def _close_where_finite(logits, want):
     finite = torch.isfinite(want)
-    assert torch.allclose(logits.double()[finite], want[finite], rtol=1e-4, atol=1e-3)
+    # FP32 logits: the GPU kernels sum FP8 products on the tensor cores (tests/tolerances.py).
+    assert calc_diff(logits.double()[finite], want[finite]) < TOLERANCES["kernel_fp8_logits_fp32"]
 
 
 @pytest.mark.parametrize("device", DEVICES)

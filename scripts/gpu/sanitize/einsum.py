@@ -72,7 +72,8 @@ def _fp8(expr, sizes, recipe, out=BF16, accumulate=False):
         d = torch.randn([sizes[x] for x in sub_out], device="cuda").to(out)
         ref = (d.double() if accumulate else 0) + torch.einsum(expr, a64, b64)
         _launch("fp8_einsum", expr, a, sfa, b, sfb, d, d if accumulate else None, list(recipe))
-        _expect(d, ref, f"fp8_einsum {expr}", 1e-5 if out == BF16 else 1e-10)
+        # FP32 out: the FP8 products are summed on the tensor cores, which is not IEEE FP32 summation (H200: 7-8e-9).
+        _expect(d, ref, f"fp8_einsum {expr}", 1e-5 if out == BF16 else 1e-7)
     return run
 
 
