@@ -84,7 +84,7 @@ def cases():
         "m_grouped_bf16_gemm_nt_masked": lambda: deep_gemm.m_grouped_bf16_gemm_nt_masked(xm, wg, dg, masked_m, 16),
         "tf32_hc_prenorm_gemm": lambda: deep_gemm.tf32_hc_prenorm_gemm(hx, hw, hd, hs),
         "transform_sf_into_required_layout":
-            lambda: deep_gemm.transform_sf_into_required_layout(sf, m, k, (1, 128), is_sfa=True),
+            lambda: deep_gemm.transform_sf_into_required_layout(sf, m, k, (1, 128)),  # (gran_mn, gran_k): no is_sfa
         "torch add_ (floor)": lambda: floor.add_(1),
     }
 
