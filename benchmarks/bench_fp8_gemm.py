@@ -1,4 +1,4 @@
-"""FP8 GEMM benchmark on the GPU: every ANCHORS shape, deep_gemm against torch's block-wise scaled_mm (cuBLAS doing
+"""FP8 GEMM benchmark on the GPU: every shape of DeepGEMM's H200 tables (benchmarks/shapes.py), deep_gemm against torch's block-wise scaled_mm (cuBLAS doing
 the same 1x128 / 128x128 maths) in the same process with the same timer, and against DeepGEMM's H200 figure.
 
     python benchmarks/bench_fp8_gemm.py [--out DIR] [--quick]
@@ -55,7 +55,7 @@ def reference(a, b, gran_b):
 
 
 def torch_blockwise(a, b, m):
-    """cuBLAS block-wise FP8 through torch (the call documented in ANCHORS.md); None if unavailable."""
+    """cuBLAS block-wise FP8 through torch (`torch._scaled_mm` with block-wise scales); None if unavailable."""
     try:
         from torch.nn.functional import ScalingType, scaled_mm
     except ImportError:

@@ -30,5 +30,5 @@ MASKED_DG = {
 # DeepGEMM's masked tests allocate Mmax = 4096 rows per group and mark ~m valid.
 MASKED_MAX_M = 4096
 
-# K-grouped (MoE weight gradient), no DeepGEMM H200 figure in ANCHORS: (G, M, N, K per group).
+# K-grouped (MoE weight gradient), no recorded DeepGEMM H200 figure: (G, M, N, K per group).
 K_GROUPED = [(4, 4096, 7168, 8192), (8, 4096, 7168, 4096), (16, 7168, 2048, 2048)]
