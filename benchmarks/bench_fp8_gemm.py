@@ -1,5 +1,6 @@
 """FP8 GEMM benchmark on the GPU: every shape of DeepGEMM's H200 tables (benchmarks/shapes.py), deep_gemm against
-torch's block-wise scaled_mm (cuBLAS doing the same 1x128 / 128x128 maths) in the same process with the same timer, and against DeepGEMM's H200 figure.
+torch's block-wise scaled_mm (cuBLAS doing the same 1x128 / 128x128 maths) in the same process with the same timer,
+and against DeepGEMM's H200 figure.
 
     python benchmarks/bench_fp8_gemm.py [--out DIR] [--quick]
 
