@@ -424,6 +424,7 @@ class _Compiled:
 def stubbed_launches(monkeypatch):
     """Launches recorded instead of run: the launcher's full path and a replay both end in ``launch_compiled``."""
     from deep_gemm._triton import launch as launch_module
+    from deep_gemm._triton import plans as plans_module
     calls = []
     compiled = {}
 
@@ -440,6 +441,7 @@ def stubbed_launches(monkeypatch):
     monkeypatch.setattr(triton_launch, "launch", fake_launch)
     monkeypatch.setattr(triton_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_module, "interpreting", lambda: False)
+    monkeypatch.setattr(plans_module, "interpreting", lambda: False)  # the replay wrapper records only off it
     monkeypatch.setattr(launch_module, "launch_compiled", fake_launch_compiled)
     monkeypatch.setattr(launch_module, "_ensure_context", lambda device_index: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._triton.launch import LaunchPlan, descriptor, interpreting, launch
-from .._triton.plans import PLAN_LIMIT, aliasing
+from .._triton.launch import descriptor, interpreting, launch
 from ..utils.math import ceil_div
 from . import reference as ref
 from .checks import FP4_PACKED, MMA_TILE_ROWS, kv_cache_token_bytes
@@ -97,58 +96,6 @@ def _device_index(t: torch.Tensor) -> int:
 
 def _aligned(t: torch.Tensor) -> bool:
     return t.data_ptr() % TMA_ALIGN == 0
-
-
-# ---- the host fast path -----------------------------------------------------------------------------------------
-
-class _Replay:
-    """What a call with one metadata signature did: the output's allocation and its launches (``LaunchPlan``s whose
-    inputs are the call's tensors plus the output), replayed for the next call with that signature."""
-
-    __slots__ = ("numel", "shape", "stride", "dtype", "device", "plans")
-
-    def __init__(self, out: torch.Tensor, plans: list):
-        self.numel = out.untyped_storage().nbytes() // out.element_size()
-        self.shape, self.stride, self.dtype, self.device = tuple(out.shape), out.stride(), out.dtype, out.device
-        self.plans = plans
-
-    def run(self, inputs: tuple) -> torch.Tensor:
-        out = torch.empty(self.numel, dtype=self.dtype, device=self.device).as_strided(self.shape, self.stride)
-        inputs = inputs + (out,)
-        for plan in self.plans:
-            plan.run(inputs)
-        return out
-
-
-def replayed(launcher):
-    """The per-signature fast path for a launcher that allocates its output: the first call with a signature token
-    runs ``launcher(..., record=[])`` and keeps its launches; later calls allocate the output and replay them (no
-    config, shape or descriptor logic). Calls with launcher keyword arguments (forced configs) take the full path."""
-    plans: dict = {}
-
-    def run(*args, signature=None, **launcher_kwargs):
-        if signature is None or launcher_kwargs:
-            return launcher(*args, **launcher_kwargs)
-        inputs = tuple(a for a in args if isinstance(a, torch.Tensor))
-        key = (signature, aliasing(inputs))
-        replay = plans.get(key)
-        if replay is not None:
-            return replay.run(inputs)
-        record: list = []
-        out = launcher(*args, record=record)
-        if out is not NotImplemented and record and not interpreting():
-            recorded = [LaunchPlan.from_record([launch_record], inputs + (out,)) for launch_record in record]
-            if all(plan is not None for plan in recorded):
-                if len(plans) >= PLAN_LIMIT:
-                    plans.clear()
-                plans[key] = _Replay(out, recorded)
-        return out
-
-    run.__name__ = run.__qualname__ = launcher.__name__
-    run.__doc__ = launcher.__doc__
-    run.accepts_signature = True
-    run.plans = plans
-    return run
 
 
 # ---- prefill ---------------------------------------------------------------------------------------------------
