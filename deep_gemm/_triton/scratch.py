@@ -40,14 +40,21 @@ def arrival_counters(d: torch.Tensor, count: int) -> torch.Tensor:
     device (kept between calls), or fresh ones inside a graph capture (see the module docstring)."""
     if capturing(d):
         return torch.zeros(count, dtype=torch.int32, device=d.device)
+    return _kept_per_stream(_COUNTERS, _COUNTERS_LOCK, d, count,
+                            lambda: torch.zeros(max(count, MIN_COUNTERS), dtype=torch.int32, device=d.device))
+
+
+def _kept_per_stream(cache: dict, lock: threading.Lock, d: torch.Tensor, count: int, make) -> torch.Tensor:
+    """The buffer ``cache`` keeps for the current stream of d's device, replaced by ``make()`` when it is missing or
+    holds fewer than ``count`` elements (checked again under ``lock``, so concurrent first calls make one)."""
     key = (d.get_device(), stream_of(d))
-    buf = _COUNTERS.get(key)
+    buf = cache.get(key)
     if buf is None or buf.numel() < count:
-        with _COUNTERS_LOCK:
-            buf = _COUNTERS.get(key)
+        with lock:
+            buf = cache.get(key)
             if buf is None or buf.numel() < count:
-                buf = torch.zeros(max(count, MIN_COUNTERS), dtype=torch.int32, device=d.device)
-                _COUNTERS[key] = buf
+                buf = make()
+                cache[key] = buf
     return buf
 
 
@@ -82,12 +89,5 @@ def stream_workspace(d: torch.Tensor, elems: int) -> torch.Tensor:
     caching allocator reuses its memory only in stream order."""
     if capturing(d):
         return torch.empty(elems, dtype=torch.float32, device=d.device)
-    key = (d.get_device(), stream_of(d))
-    buf = _WORKSPACES.get(key)
-    if buf is None or buf.numel() < elems:
-        with _WORKSPACES_LOCK:
-            buf = _WORKSPACES.get(key)
-            if buf is None or buf.numel() < elems:
-                buf = torch.empty(elems, dtype=torch.float32, device=d.device)
-                _WORKSPACES[key] = buf
-    return buf
+    return _kept_per_stream(_WORKSPACES, _WORKSPACES_LOCK, d, elems,
+                            lambda: torch.empty(elems, dtype=torch.float32, device=d.device))
