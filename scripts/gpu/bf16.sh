@@ -9,16 +9,8 @@
 set -uo pipefail
 D=$OUT/bf16; mkdir -p "$D"
 PARTS=${BF16_PARTS:-pytest dgtest bench host}
-DGT=scripts/dg; [ -f "$DGT/run_dg_tests.py" ] || DGT=.dg/tools
-DGENV="PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6"
-step() {  # step NAME SECONDS CMD...: run under a limit, report the exit status and the time
-  local name=$1 limit=$2; shift 2
-  local start=$(date +%s)
-  timeout "$limit" "$@"
-  local rc=$?
-  echo "[bf16] $name: exit $rc in $(( $(date +%s) - start )) s$([ $rc = 124 ] && echo ' (TIME LIMIT)')" | tee -a "$D/summary.txt"
-}
-has() { [[ " $PARTS " == *" $1 "* ]]; }
+FAMILY=bf16
+source scripts/gpu/steps.sh
 
 if has pytest; then
   step pytest 200 env PYTHONPATH=$PWD python3 -m pytest tests/test_bf16_gemm_gpu.py tests/test_bf16_gemm_triton.py \

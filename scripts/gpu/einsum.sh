@@ -10,16 +10,8 @@
 set -uo pipefail
 D=$OUT/einsum; mkdir -p "$D"
 PARTS=${EINSUM_PARTS:-pytest dgtest bench}
-DGT=scripts/dg; [ -f "$DGT/run_dg_tests.py" ] || DGT=.dg/tools
-DGENV="PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6"
-step() {  # step NAME SECONDS CMD...: run under a limit, report the exit status and the time
-  local name=$1 limit=$2; shift 2
-  local start=$(date +%s)
-  timeout "$limit" "$@"
-  local rc=$?
-  echo "[einsum] $name: exit $rc in $(( $(date +%s) - start )) s$([ $rc = 124 ] && echo ' (TIME LIMIT)')" | tee -a "$D/summary.txt"
-}
-has() { [[ " $PARTS " == *" $1 "* ]]; }
+FAMILY=einsum
+source scripts/gpu/steps.sh
 
 if has pytest; then
   # (every test of test_cublaslt.py: its unmarked tests run the launchers on CUDA tensors here)
