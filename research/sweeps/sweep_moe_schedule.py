@@ -7,9 +7,12 @@ Variants (research question: why psum and masked-through-psum lag DeepGEMM and o
   plan       the shipped plan (the per-tile scan over every group, fp8_gemm_ws._tile_info)
   walk       DeepGEMM's carried tile walk (Fp8Overrides.tile_walk, fp8_gemm_ws._walk)
   walk_gm16  the walk with 16-row-block rasters (DeepGEMM picks 8 or 16 blocks per raster band by L2 footprint)
-  n192       128 x 192 split tiles (DeepGEMM's 1D2D kernel caps BLOCK_N at 192 on SM90; ours picks 128 x 256)
-  walk_n192  both
+  walk_n192  the walk on 128 x 192 split tiles (DeepGEMM's 1D2D kernel caps BLOCK_N at 192 on SM90)
+  walk_n256  the walk on 128 x 256 tiles (the plan's wave model picks 192 for some decode rows from the inflated
+             expected_m)
   ids        (psum rows only) the same problem in the expert-id layout on the shipped plan: what the lookup costs
+The walk variants build with one forced register budget each (what ws_register_budget picks for them, sm_90a:
+psum (240, 32), masked (224, 56); scripts/compile_check_fp8.py --psum), so the sweep compiles once per variant.
 Every variant is checked against the dequantised reference first (and must be bit-identical to `plan` where only
 the tile order changes nothing: walk). Prints per row the time of each variant and its ratio to `plan`, then the
 geomean of each variant over the rows; writes sweep_moe_schedule.json under --out.
@@ -53,12 +56,19 @@ DEVICE_NAME = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
 GM16 = dataclasses.replace(configs._config(128, 128, 1), group_m=16)
 VARIANTS = {
     "plan": None,
-    "walk": Fp8Overrides(tile_walk=True),
-    "walk_gm16": Fp8Overrides(tile_walk=True, config=GM16),
-    "n192": Fp8Overrides(waves=2, wave_n=True, narrow=64),
-    "walk_n192": Fp8Overrides(tile_walk=True, waves=2, wave_n=True, narrow=64),
+    "walk": dict(tile_walk=True),
+    "walk_gm16": dict(tile_walk=True, config=GM16),
+    "walk_n192": dict(tile_walk=True, waves=2, wave_n=True, narrow=64),
+    "walk_n256": dict(tile_walk=True, waves=2, wave_n=True, narrow=128),
 }
 MASKED_VARIANTS = ["plan", "walk", "walk_gm16"]  # (masked layouts have no split tiles)
+WALK_REGS = {"psum": (240, 32), "masked": (224, 56)}
+
+
+def overrides(variant, kind):
+    """The Fp8Overrides of `variant` for a psum or masked row (None: the shipped plan)."""
+    fields = VARIANTS[variant]
+    return None if fields is None else Fp8Overrides(regs=WALK_REGS[kind], **fields)
 
 
 def _weights(g, n, k):
@@ -96,7 +106,7 @@ def psum_rows(variants):
             return lambda: run_launcher("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, layout,
                                         use_psum_layout=psum_layout, ensure_zero_padding=not psum_layout,
                                         launcher_kwargs=_kwargs(ov))
-        calls = {v: call(VARIANTS[v]) for v in variants}
+        calls = {v: call(overrides(v, "psum")) for v in variants}
         calls["ids"] = call(None, ids, False)
 
         def check():
@@ -140,7 +150,7 @@ def masked_rows(variants, decode: bool):
             def rows_of(i):
                 return d[i, :masked[i]], (a3[0][i, :masked[i]], a3[1][i, :masked[i]])
             valid = lambda: torch.cat([d[i, :m] for i, m in enumerate(masked)])  # noqa: E731
-        calls = {v: call(VARIANTS[v]) for v in variants}
+        calls = {v: call(overrides(v, "psum" if decode else "masked")) for v in variants}
 
         def check():
             return max(bench._group_diff(*rows_of(i), (b[0][i], b[1][i])) for i in (0, g - 1) if masked[i])
