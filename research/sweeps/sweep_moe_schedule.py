@@ -11,8 +11,9 @@ Variants (research question: why psum and masked-through-psum lag DeepGEMM and o
   walk_n256  the walk on 128 x 256 tiles (the plan's wave model picks 192 for some decode rows from the inflated
              expected_m)
   ids        (psum rows only) the same problem in the expert-id layout on the shipped plan: what the lookup costs
-The walk variants build with one forced register budget each (what ws_register_budget picks for them, sm_90a:
-psum (240, 32), masked (224, 56); scripts/compile_check_fp8.py --psum), so the sweep compiles once per variant.
+Every variant takes its register budget as the shipped plan would (ws_register_budget: up to three builds): the
+walk's two carried registers move ptxas's spills between budgets erratically (sm_90a, two-wave psum at G_PAD 32:
+216 B spilled at (240, 32), 24 B at (224, 56); research/probes/ws_loop_spills.py), so no budget fits every row.
 Every variant is checked against the dequantised reference first (and must be bit-identical to `plan` where only
 the tile order changes nothing: walk). Prints per row the time of each variant and its ratio to `plan`, then the
 geomean of each variant over the rows; writes sweep_moe_schedule.json under --out.
@@ -62,13 +63,12 @@ VARIANTS = {
     "walk_n256": dict(tile_walk=True, waves=2, wave_n=True, narrow=128),
 }
 MASKED_VARIANTS = ["plan", "walk", "walk_gm16"]  # (masked layouts have no split tiles)
-WALK_REGS = {"psum": (240, 32), "masked": (224, 56)}
 
 
 def overrides(variant, kind):
     """The Fp8Overrides of `variant` for a psum or masked row (None: the shipped plan)."""
     fields = VARIANTS[variant]
-    return None if fields is None else Fp8Overrides(regs=WALK_REGS[kind], **fields)
+    return None if fields is None else Fp8Overrides(**fields)
 
 
 def _weights(g, n, k):
