@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MoE FP8 batch (issue 18), run from the repository root by scripts/gpu/all.sh with OUT set; writes $OUT/moe/.
-#   FAMILIES=moe FAMILY_TIMEOUT=420 bash scripts/gpu/all.sh
+#   FAMILIES=moe FAMILY_TIMEOUT=600 bash scripts/gpu/all.sh
 # Expected wall time, warm caches (.cache carried, DeepGEMM's JIT cache in .cache/dg-jit): ~4-5 min; every step has
 # its own limit (worst case ~10 min). The first run after a change to kernels/fp8_gemm_ws.py recompiles every
 # warp-specialised variant (Triton's cache is keyed by the source): step 1 compiles the MoE ones in 8 threads, so
