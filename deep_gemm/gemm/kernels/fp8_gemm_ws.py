@@ -29,6 +29,8 @@ Groupings mirror fp8_gemm.py (DENSE, M_IDS, M_PSUM, MASKED, K_GROUPED); the expe
 its first row (segments start at multiples of the tile height), rows with another id are written as zeros.
 M_PSUM and MASKED tiles are enumerated per group on the device (_tile_info: cdiv(rows, BM) row blocks from the
 group's first row), so no tile straddles two groups or covers rows of no group, and no host ever reads the layout.
+With WALK (Fp8Overrides.tile_walk) each partition finds those tiles as DeepGEMM's scheduler does, carrying the current
+group from tile to tile (_walk) instead of scanning every group's rows per tile (_tile_info); the same tiles.
 K_GROUPED (weight gradients of grouped experts, 1D1D scales, two-wave tiles only) enumerates every group's output
 tiles; a tile's K blocks are its group's columns of the concatenated K (_k_blocks).
 """
