@@ -4,7 +4,9 @@ Each expression is a batched GEMM once its operands are permuted (views, never c
 into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M, N]`` (``checks.Equation``):
 
 * ``"bhr,hdr->bhd"``: G = h, M = b, N = d, K = r;  ``"bhd,hdr->bhr"``: G = h, M = b, N = r, K = d (B N-major);
-* ``"bmk,bnk->mn"``: the batch is contracted too: the split-over-batch kernel with a deterministic reduction;
+* ``"bmk,bnk->mn"``: the batch is contracted too: the batch is split into ranges (``bmk_plan``: a bytes/latency
+  model picks how many), each range's FP32 partial summed in range order by a second launch (``BmkPlan``):
+  the same bits on every call, no float atomics;
 * FP8 ``"bhd,bhr->hdr"``: G = h, M = d, N = r, K = b: both operands are MN-major, which FP8 wgmma cannot read, so
   they are copied K-major first (as is W of FP8 ``"bhd,hdr->bhr"``); every other FP8 operand is read in place.
   FP8 scales may be given per 128 or per 32 K elements (the kernel's BK follows). Large FP8 problems (many rows per
@@ -15,8 +17,9 @@ into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M,
 whose strides or start are not 16-byte aligned (TMA), FP8 scale recipes other than A per row and B per 128 or per
 row. Launches are recorded per argument signature and replayed (``_triton/plans.replayable``).
 
-Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_config`` / ``fp8_config``; a ``config=`` keyword
-(through ``_ops.library.run_launcher``) pins one for sweeps (``benchmarks/bench_einsum.py --sweep``).
+Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_plan`` / ``fp8_config``; a ``config=`` keyword
+(through ``_ops.library.run_launcher``: a ``TileConfig``, or for ``bmk,bnk->mn`` a ``BmkPlan``) pins one for sweeps
+(``benchmarks/bench_einsum.py --sweep``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
-from .._triton.scratch import split_k_buffers
+from .._triton.scratch import split_k_buffers, stream_workspace
 from ..gemm.operands import FP8, resolve_recipe
 from ..runtime import get_num_sms
 from .checks import NO_CUBLASLT_EXPRESSION, Equation
@@ -168,6 +171,10 @@ def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int) -
     return t
 
 
+def fp8_config(g: int, m: int, n: int) -> TileConfig:
+    return FP8_CONFIGS[1] if m <= 64 else FP8_CONFIGS[0]
+
+
 def _tma_ready(t: torch.Tensor) -> bool:
     """Whether a TMA descriptor can describe t as it is: unit last stride, 16-byte aligned other strides and start
     (read off the storage offset: what the op's memoised signature sees), sizes within TMA's limits."""
@@ -243,9 +250,10 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     reduce = REDUCE_NONE if splits == 1 else REDUCE_PARALLEL if plan.reduce == "parallel" else REDUCE_SERIAL
     device = d.device.index or 0
     if reduce == REDUCE_PARALLEL:
-        ws = torch.empty(splits * tiles * bm * bn, dtype=torch.float32, device=d.device)
+        # Kept per stream (the next call's GEMM kernel runs after this call's reduction): a replay allocates nothing.
+        ws = stream_workspace(d, splits * tiles * bm * bn)
         if recorder is not None:
-            recorder.scratch.append(ws)
+            recorder.persistent.append(ws)
         counters = ws  # unused
     else:
         ws, counters = split_k_buffers(d, splits, tiles, splits * m * n, recorder)

@@ -12,9 +12,11 @@ dim in memory.
   reordering: the result is the same FP32 sum as cuBLAS's batched GEMM (torch.einsum), which DeepGEMM's test
   compares against at calc_diff < 1e-10, i.e. almost bit for bit.
 * ``_bmn_bnk_mn_gemm_impl`` (BF16, ``bmk,bnk->mn``): D = C + sum_s A[s] @ B[s]^T. The batch is split into ranges
-  (one program per (tile, range)); each writes its FP32 partial to a workspace and the last to arrive at the tile's
-  counter sums the partials in range order and stores: deterministic (bit-identical from run to run), unlike
-  atomics. The counter is reset by that program, so counters are kept zeroed between calls (``_triton/scratch``).
+  (one program per (range, tile)); each writes its FP32 partial to a workspace, and the partials are summed in
+  range order: deterministic (bit-identical from run to run), unlike atomics. REDUCE_PARALLEL: by
+  ``_bmk_reduce_partials``, a second launch whose programs each own a few rows of a tile; REDUCE_SERIAL: by the
+  last range to arrive at the tile's counter, which resets it (counters are kept zeroed between calls,
+  ``_triton/scratch``).
 * ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/kernels/fp8_gemm.py``): every
   128-K block is one ``tl.dot`` into a fresh FP32 tile, promoted into the FP32 accumulator with its scales (A per
   row, B per 128-block or per row); K-major operands only (FP8 wgmma), the launcher copies MN-major ones.
