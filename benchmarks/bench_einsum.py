@@ -200,16 +200,23 @@ def sweep(timer):
                       f"{' (plan)' if cfg == planned else '       '} {t:8.1f} us "
                       f"{2 * b_size * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     h, r, d = 8, 4096, 1024
-    x, y, xq, yq, z = fp8_inputs(4096, h, r, d)
-    for cfg in et.FP8_CONFIGS + ("per_entry",):
-        kwargs = dict(route=cfg) if cfg == "per_entry" else dict(config=cfg)
+    for b_size in FP8_BATCHES:
+        x, y, xq, yq, z = fp8_inputs(b_size, h, r, d)
+        planned = et.fp8_config(h, b_size, d) if et._fp8_route(h, b_size) == "batched" else "per_entry"
+        for cfg in et.FP8_CONFIGS + ("per_entry",):
+            kwargs = dict(route=cfg) if cfg == "per_entry" else dict(config=cfg)
 
-        def run(kwargs=kwargs):
-            run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z, launcher_kwargs=kwargs)
-        t = timer(run)
-        found[f"fp8 bhr,hdr->bhd h={h} {cfg}"] = t
-        print(f" ~ sweep fp8 b=4096 {str(cfg):32s} {t:8.1f} us {2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS",
-              flush=True)
+            def run(kwargs=kwargs):
+                run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z, launcher_kwargs=kwargs)
+            try:
+                t = timer(run)
+            except Exception as error:  # noqa: BLE001
+                print(f" ~ sweep fp8 b={b_size} {cfg}: failed {str(error).splitlines()[0][:80]}")
+                continue
+            found[f"fp8 bhr,hdr->bhd b={b_size} h={h} {cfg}"] = t
+            diff = calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y))
+            print(f" ~ sweep fp8 b={b_size:4d} {str(cfg):32s}{' (plan)' if cfg == planned else '       '} {t:8.1f} us "
+                  f"{2 * b_size * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     return found
 
 

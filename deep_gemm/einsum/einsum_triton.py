@@ -76,8 +76,13 @@ BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K, BH
                         TileConfig(64, 128, 64, 4, 3),
                         TileConfig(64, 128, 64, 4, 4, persistent=True, flatten=True))
 BMK_CONFIGS = (TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 4))
+# FP8: as for BF16, 64 columns where 128-column tiles would leave half the SMs idle (e.g. 128 tokens x 8 heads x
+# 1024 columns: 64 tiles), and 64x64 for small M below one wave (six stages: 144 KB / 96 KB).
+FP8_NARROW = TileConfig(128, 64, 128, 4, 6)
+FP8_SMALL_M_NARROW = TileConfig(64, 64, 128, 4, 6)
 FP8_CONFIGS = (TileConfig(128, 128, 128, 8, 4, persistent=True), TileConfig(64, 128, 128, 4, 4),
-               TileConfig(128, 128, 128, 8, 4), TileConfig(128, 128, 128, 8, 3, persistent=True, flatten=True))
+               TileConfig(128, 128, 128, 8, 4), TileConfig(128, 128, 128, 8, 3, persistent=True, flatten=True),
+               FP8_NARROW, FP8_SMALL_M_NARROW)
 # Programs per SM of the bmk GEMM kernel (resident together: shared memory of NUM_STAGES stages) by (BM, BN), which
 # the batch split fills once at most; the parallel reduction's programs per SM (at least) and warps.
 BMK_PROGRAMS_PER_SM = {(128, 128): 1, (64, 128): 2}
@@ -172,7 +177,11 @@ def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int) -
 
 
 def fp8_config(g: int, m: int, n: int) -> TileConfig:
-    return FP8_CONFIGS[1] if m <= 64 else FP8_CONFIGS[0]
+    if m <= 64:
+        return FP8_SMALL_M_NARROW if g * _cdiv(m, 64) * _cdiv(n, 128) < _num_sms() else FP8_CONFIGS[1]
+    if 2 * g * _cdiv(m, 128) * _cdiv(n, 128) <= _num_sms():
+        return FP8_NARROW
+    return FP8_CONFIGS[0]
 
 
 def _tma_ready(t: torch.Tensor) -> bool:
