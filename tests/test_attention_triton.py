@@ -4,6 +4,8 @@ CUDA graphs, torch.compile, 20 bitwise re-runs)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -236,11 +238,48 @@ def test_paged_kernel_context_beyond_block_table(num_sms_8):
 
 def test_paged_kernel_bitwise_repeatable(num_sms_8):
     args, (q64, keys) = make_paged(PagedCase(3, 2, 64, 128))
-    first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None)
-    again = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
-                         config=triton_launch.PagedConfig(tokens_per_program=128))
     valid = oracle_paged(q64, keys, args[3], args[4], args[7]) != NEG_INF
+    grid = triton_launch.PAGED_GRID_CONFIG
+    first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None, config=grid)
+    again = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
+                         config=dataclasses.replace(grid, tokens_per_program=128))
     assert torch.equal(first[valid], again[valid])  # every token is reduced alone: the split cannot matter
+    persistent = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None)
+    lanes_1 = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
+                           config=triton_launch.PagedConfig(programs_per_sm=1))
+    assert torch.equal(persistent[valid], lanes_1[valid])
+    assert_kernel_logits_close(persistent, oracle_paged(q64, keys, args[3], args[4], args[7]), check_mask=False)
+
+
+@pytest.mark.parametrize("num_sms", [1, 3, 8])
+@pytest.mark.parametrize("case", [PagedCase(5, 1, 32, 64), PagedCase(5, 2, 64, 32), PagedCase(4, 3, 16, 32),
+                                  PagedCase(3, 2, 32, 32, block_kv=32), PagedCase(3, 1, 8, 64, fp4=True)], ids=str)
+def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
+    """The persistent kernel walks schedule_meta: every schedule (one SM, SM ranges that start and end inside a
+    sequence, SMs with nothing to do) and every lane count cover each page once; empty and odd contexts, clean and
+    raw, match the oracle; the result does not depend on the schedule or the lanes (bitwise)."""
+    args, (q64, keys) = make_paged(case)
+    q, q_sf, kv_cache, weights, context_lens, block_table, _, max_len = args
+    context_lens = context_lens.clone()
+    context_lens[1] = 0  # an empty context between two others
+    previous = runtime.get_num_sms()
+    runtime.set_num_sms(num_sms)
+    try:
+        meta = run_launcher("get_paged_mqa_logits_metadata", context_lens, case.block_kv, num_sms, None)
+        want = oracle_paged(q64, keys, weights, context_lens, max_len)
+        outs = []
+        for clean in (True, False):
+            for lanes in (1, 3):
+                out = run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, context_lens, block_table,
+                                   meta, max_len, clean, torch.float32, None,
+                                   config=triton_launch.PagedConfig(programs_per_sm=lanes))
+                assert_kernel_logits_close(out, want, check_mask=clean)
+                outs.append(out)
+    finally:
+        runtime.set_num_sms(previous)
+    valid = want != NEG_INF
+    for out in outs[1:]:
+        assert torch.equal(out[valid], outs[0][valid])
 
 
 # ---- GPU (through the dispatcher) ------------------------------------------------------------------------------
