@@ -5,6 +5,7 @@ CUDA graphs, torch.compile, 20 bitwise re-runs)."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -478,6 +479,9 @@ def stubbed_launches(monkeypatch):
         calls.append((name, ck, grid, list(args)))
 
     monkeypatch.setattr(triton_launch, "launch", fake_launch)
+    # The persistent paged launcher sizes its lanes from the compiled kernel's registers: 128 (4 lanes fit).
+    monkeypatch.setattr(triton_launch, "compiled_kernel", lambda *a, **k: SimpleNamespace(
+        n_regs=128, metadata=SimpleNamespace(shared=32768)))
     monkeypatch.setattr(triton_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_module, "interpreting", lambda: False)
     monkeypatch.setattr(plans_module, "interpreting", lambda: False)  # the replay wrapper records only off it
@@ -549,3 +553,15 @@ def test_one_dimensional_context_lens_under_fake_tensors(num_sms_8):
         fake_meta = ops.get_paged_mqa_logits_metadata(fake_args[4], 64, 8)
     assert fake.shape == real.shape and fake.stride() == real.stride()
     assert fake_meta.shape == (9, 2)
+
+
+def test_persistent_paged_lanes_are_capped_by_what_fits_on_an_sm():
+    """More lanes than fit at once would run the last ones after the others (twice the time): capped by registers
+    and shared memory of the compiled kernel (sm_90a: 65536 registers, 227 KiB)."""
+    def compiled(regs, smem):
+        return SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=smem))
+    assert triton_launch.resident_programs(compiled(168, 42024), 4, 4) == 3
+    assert triton_launch.resident_programs(compiled(128, 42024), 4, 4) == 4
+    assert triton_launch.resident_programs(compiled(128, 100 * 1024), 4, 4) == 2
+    assert triton_launch.resident_programs(compiled(255, 49412), 4, 4) == 2
+    assert triton_launch.resident_programs(compiled(64, 1024), 4, 3) == 3

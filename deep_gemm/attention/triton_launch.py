@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._triton.launch import descriptor, interpreting, launch
+from .._triton.launch import compiled_kernel, descriptor, interpreting, launch
 from ..utils.math import ceil_div
 from . import reference as ref
 from .checks import FP4_PACKED, MMA_TILE_ROWS, kv_cache_token_bytes
@@ -64,7 +64,7 @@ class PagedConfig:
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
     num_warps: int = 4
-    num_stages: int = 4
+    num_stages: int = 5
     persistent: bool = True
     programs_per_sm: int = 4
 
@@ -286,7 +286,6 @@ def resident_programs(compiled, num_warps: int, wanted: int) -> int:
 
 def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                       clean_logits, out, cfg: PagedConfig, record):
-    from .._triton.launch import compiled_kernel
     from .kernels import _fp8_paged_mqa_logits_persistent_kernel as kernel
 
     batch, next_n, num_heads = q.size(0), q.size(1), q.size(2)
@@ -298,13 +297,15 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
     values, scales, kv_desc, kv_tma = _paged_cache_views(kv_cache, head_dim, is_fp4)
     context_2d = context_lens.dim() == 2
     entries = schedule_meta.size(0) - 1
+    # sm_90a: 5 stages give 3 KV pages in flight per program at 168 registers; FP4 unpacking spills above 2.
+    stages = min(cfg.num_stages, 2) if is_fp4 else cfg.num_stages
 
     def make_args(per_sm):
         return (q, q_sf if q_sf is not None else q, kv_desc, values, scales, weights, context_lens, block_table,
                 schedule_meta, out,
                 batch, next_n, max_context_len, block_table.size(1), num_blocks, block_table.stride(0),
                 kv_cache.stride(0), weights.stride(0), out.stride(0),
-                num_heads, head_dim, rows, atom_rows, block_kv, per_sm, cfg.num_stages, kv_tma, is_fp4,
+                num_heads, head_dim, rows, atom_rows, block_kv, per_sm, stages, kv_tma, is_fp4,
                 not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK)
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
@@ -314,13 +315,13 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
         while per_sm > 1:
             compiled = compiled_kernel(kernel, (entries * per_sm, 1, 1), make_args(per_sm),
                                        name="fp8_paged_mqa_logits_persistent", config_key=config_key + (per_sm,),
-                                       num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                                       num_warps=cfg.num_warps, num_stages=stages,
                                        device_index=_device_index(out))
             if resident_programs(compiled, cfg.num_warps, per_sm) >= per_sm:
                 break
             per_sm -= 1
     launch(kernel, (entries * per_sm, 1, 1), make_args(per_sm), name="fp8_paged_mqa_logits_persistent",
-           config_key=config_key + (per_sm,), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+           config_key=config_key + (per_sm,), num_warps=cfg.num_warps, num_stages=stages,
            device_index=_device_index(out), record=record)
     return out
 
