@@ -334,7 +334,8 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     weights of the atom in registers, the page ids and pages prefetched NUM_STAGES - 1 iterations ahead.
 
     Pages per atom: those of its longest row's context (DeepGEMM counts the last row's; they agree when the last row
-    is the longest, as lengths of consecutive draft tokens are), at most max_blocks. With CLEAN, every token past
+    is the longest, as lengths of consecutive draft tokens are; a sequence whose last row is empty gets no pages
+    when the schedule skips it, as in DeepGEMM), at most max_blocks. With CLEAN, every token past
     those pages (up to max_ctx) is written -inf first, in a pass spread over all programs; tokens inside them past a
     row's context get -inf in the page loop. Each output element is written by one program: bitwise repeatable."""
     BN: tl.constexpr = ROWS * H
