@@ -403,6 +403,26 @@ def test_gpu_paged_matches_reference(batch, next_n, h, avg, one_dim):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (64, 1, 64, 4096), (33, 2, 32, 3000),
+                                                (7, 4, 64, 20000)])
+def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
+    """The persistent kernel (default) and the grid kernel (PAGED_GRID_CONFIG) at decode sizes: same -inf placement
+    with clean_logits, values within the FP8 accumulation bound (the key scale is applied at a different point), and
+    the persistent kernel with 1 lane per schedule entry bitwise equal to the default."""
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    launcher = kernels_of("fp8_paged_mqa_logits").triton
+    args = (q, cache, w, lens, table, meta, max_len, True, None)
+    default = launcher(*args)
+    grid = launcher(*args, config=triton_launch.PAGED_GRID_CONFIG)
+    one_lane = launcher(*args, config=triton_launch.PagedConfig(programs_per_sm=1))
+    valid = grid != NEG_INF
+    assert torch.equal(default == NEG_INF, ~valid)
+    assert calc_diff(default[valid].double(), grid[valid].double()) < 1e-6
+    assert_bitwise_equal(one_lane, default, "lanes")
+
+
+@pytest.mark.gpu
 def test_gpu_paged_decode_step_in_a_cuda_graph():
     q, cache, w, lens, table, max_len = _gpu_paged_inputs(32, 2, 64, 128, 4096)
     num_sms = deep_gemm.get_num_sms()
