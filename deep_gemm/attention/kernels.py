@@ -314,7 +314,7 @@ def _paged_schedule_kernel(ctx_ptr, out_ptr, batch, next_n, num_sms, atoms,
 # ---- paged decode, persistent over the per-SM schedule -----------------------------------------------------------
 
 @triton.jit(do_not_specialize=["batch", "next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt", "stride_page",
-                               "stride_w", "stride_out"],
+                               "stride_w", "stride_out", "per_sm"],
             do_not_specialize_on_alignment=["q_ptr", "q_sf_ptr", "kv_ptr", "kv_sf_ptr", "w_ptr", "ctx_ptr", "bt_ptr",
                                             "meta_ptr", "out_ptr"])
 def _fp8_paged_mqa_logits_persistent_kernel(
@@ -323,14 +323,15 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         meta_ptr,  # the schedule of get_paged_mqa_logits_metadata: int32 [num_sms + 1, 2] (first atom, first split)
         out_ptr,
         batch, next_n, max_ctx, max_blocks, num_blocks, stride_bt, stride_page, stride_w, stride_out,
+        per_sm,  # lanes per schedule entry (a runtime value: one binary whatever fits on an SM)
         H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, ATOM_ROWS: tl.constexpr, BLOCK_KV: tl.constexpr,
-        PER_SM: tl.constexpr, NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
+        NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
         FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr):
-    """Program pid = s * PER_SM + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
+    """Program pid = s * per_sm + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
     split) from row s of the schedule to row s + 1, which the metadata op made equal in number for every entry, so
     ragged contexts still give every program the same page count (+-1 per atom). An atom is ATOM_ROWS query rows of
     one sequence (DeepGEMM's: 2 when next_n >= 2, else 1), padded to ROWS for a 16-column dot. Within an atom's
-    part, lane j takes pages p0 + j, p0 + j + PER_SM, ...: one pipelined loop per atom part with the Q tile and
+    part, lane j takes pages p0 + j, p0 + j + per_sm, ...: one pipelined loop per atom part with the Q tile and
     weights of the atom in registers, the page ids and pages prefetched NUM_STAGES - 1 iterations ahead.
 
     Pages per atom: those of its longest row's context (DeepGEMM counts the last row's; they agree when the last row
@@ -343,8 +344,8 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     SPLIT_PAGES: tl.constexpr = SPLIT_KV // BLOCK_KV
     atoms = tl.cdiv(next_n, ATOM_ROWS)
     pid = tl.program_id(0)
-    sm = pid // PER_SM
-    lane = pid % PER_SM
+    sm = pid // per_sm
+    lane = pid % per_sm
     row_offsets = tl.arange(0, ROWS)
 
     if CLEAN:
@@ -409,7 +410,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                                  other=0.0)
             q_t = tl.trans(q_tile)
             out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
-            for p in tl.range(p_lo, p_hi, PER_SM, num_stages=NUM_STAGES):
+            for p in tl.range(p_lo, p_hi, per_sm, num_stages=NUM_STAGES):
                 page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
                 page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never OOB
                 page_bytes = page.to(tl.int64) * stride_page

@@ -304,25 +304,21 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
         return (q, q_sf if q_sf is not None else q, kv_desc, values, scales, weights, context_lens, block_table,
                 schedule_meta, out,
                 batch, next_n, max_context_len, block_table.size(1), num_blocks, block_table.stride(0),
-                kv_cache.stride(0), weights.stride(0), out.stride(0),
-                num_heads, head_dim, rows, atom_rows, block_kv, per_sm, stages, kv_tma, is_fp4,
+                kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
+                num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
                 not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK)
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
                   bool(clean_logits), out.dtype, weights.dtype)
     per_sm = cfg.programs_per_sm
-    if not interpreting():  # as many lanes per schedule entry as fit on an SM together (PER_SM is a constexpr)
-        while per_sm > 1:
-            compiled = compiled_kernel(kernel, (entries * per_sm, 1, 1), make_args(per_sm),
-                                       name="fp8_paged_mqa_logits_persistent", config_key=config_key + (per_sm,),
-                                       num_warps=cfg.num_warps, num_stages=stages,
-                                       device_index=_device_index(out))
-            if resident_programs(compiled, cfg.num_warps, per_sm) >= per_sm:
-                break
-            per_sm -= 1
+    if not interpreting():  # as many lanes per schedule entry as fit on an SM together
+        compiled = compiled_kernel(kernel, (entries * per_sm, 1, 1), make_args(per_sm),
+                                   name="fp8_paged_mqa_logits_persistent", config_key=config_key,
+                                   num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out))
+        per_sm = resident_programs(compiled, cfg.num_warps, per_sm)
     launch(kernel, (entries * per_sm, 1, 1), make_args(per_sm), name="fp8_paged_mqa_logits_persistent",
-           config_key=config_key + (per_sm,), num_warps=cfg.num_warps, num_stages=stages,
-           device_index=_device_index(out), record=record)
+           config_key=config_key, num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out),
+           record=record)
     return out
 
 
