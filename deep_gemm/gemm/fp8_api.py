@@ -11,9 +11,10 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from .._ops.errors import fail
+from .._ops.library import eager_ops
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
-_ops = torch.ops.deep_gemm
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
 
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
