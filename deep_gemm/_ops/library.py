@@ -401,18 +401,21 @@ def eager_op(name: str) -> Callable[..., Any]:
     resolved: list = []
 
     def call(*args, **kwargs):
-        if kwargs or _is_compiling() or _modes_active():
+        # (_modes_active, inlined: every call pays these tests)
+        if kwargs or _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_active() \
+                or _profiling():
             return op(*args, **kwargs)
         if not resolved:
             resolved.append(_KERNELS.get(canonical))
         kernels = resolved[0]
         if kernels is None or kernels.binder is None:
-            return op(*args, **kwargs)
+            return op(*args)
         full = kernels.binder(args, _NO_KWARGS)
         sig = _eager_signature(full)
         if sig is None:
-            return op(*args, **kwargs)
-        return kernels.run_cuda(full, kernels.token(sig, full))
+            return op(*args)
+        token = kernels._passed.get(sig)  # (OpKernels.token's hit, inlined)
+        return kernels.run_cuda(full, token if token is not None else kernels.token(sig, full))
 
     call.__name__ = call.__qualname__ = name
     call.op = op
