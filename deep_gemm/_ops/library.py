@@ -375,7 +375,8 @@ def _eager_signature(args: tuple):
                 return None
             tensors += 1
             offset = x.storage_offset()
-            key.append((x.shape, x.stride(), x.dtype, x.get_device(), (offset * x.element_size()) & 15 if offset else 0))
+            key.append((x.shape, x.stride(), x.dtype, x.get_device(),
+                        (offset * x.element_size()) & 15 if offset else 0))
         elif cls is list or cls is tuple:
             if not all(isinstance(v, (int, float, bool)) for v in x):
                 return None
