@@ -133,8 +133,9 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
             m, n, call.k, call.num_groups, a_group_m, b_group_n, b_group_k, stride_dg, d.stride(-2), stride_cg,
             stride_cm, cfg.split_from, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages,
             split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major)
-    config_key = (replace(cfg, split_from=0), p.grid,  # (split_from is a runtime argument: one binary for all) p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps, call.has_c,
-                  d.dtype, a_k_major, b_k_major)
+    # (split_from is a runtime argument: one binary serves every value)
+    config_key = (replace(cfg, split_from=0), p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps,
+                  call.has_c, d.dtype, a_k_major, b_k_major)
     from .kernels.bf16_gemm import _bf16_gemm_kernel
     launch(_bf16_gemm_kernel, (p.grid, 1, 1), args, name="bf16_gemm", config_key=config_key,
            num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=d.device.index or 0,
