@@ -146,10 +146,18 @@ def run_paged(cases, dtypes, reps, results):
         torch.cuda.empty_cache()
 
 
-def sweep(reps, results):
-    """This package only: the prefill and paged kernels under a few configs (through the op's launcher)."""
+def sweep(reps, results, prefill=True, paged=True):
+    """This package only: the prefill and paged kernels under a few configs (through the op's launcher). The paged
+    configs compare the persistent kernel (the default) with the grid kernel (PAGED_GRID_CONFIG) in one process."""
     from deep_gemm._ops.library import run_launcher
-    from deep_gemm.attention.triton_launch import PagedConfig, PrefillConfig
+    from deep_gemm.attention.triton_launch import PAGED_GRID_CONFIG, PagedConfig, PrefillConfig
+    if prefill:
+        _sweep_prefill(reps, results, run_launcher, PrefillConfig)
+    if paged:
+        _sweep_paged(reps, results, run_launcher, PagedConfig, PAGED_GRID_CONFIG)
+
+
+def _sweep_prefill(reps, results, run_launcher, PrefillConfig):  # noqa: N803
     prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 3), PrefillConfig(64, 4, 6), PrefillConfig(128, 8, 3),
                     PrefillConfig(128, 4, 3), PrefillConfig(64, 8, 4, score_cols=256),
                     PrefillConfig(128, 8, 3, score_cols=256)]
@@ -169,10 +177,14 @@ def sweep(reps, results):
             print(f" > sweep prefill SQ={s} SK={sk} H={h} D={d} {cfg}: {tflops:5.0f} TFLOPS, {t:7.1f} us", flush=True)
             results.append(dict(table="sweep_prefill", s=s, sk=sk, h=h, d=d, cfg=str(cfg), us=round(t, 2),
                                 tflops=round(tflops, 1)))
-    paged_cfgs = [PagedConfig(512, 4, 3), PagedConfig(256, 4, 3), PagedConfig(1024, 4, 3), PagedConfig(512, 4, 4),
-                  PagedConfig(512, 8, 3), PagedConfig(2048, 4, 4)]
+
+
+def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa: N803
+    paged_cfgs = [PagedConfig(), grid_config, PagedConfig(num_stages=4), PagedConfig(num_stages=7),
+                  PagedConfig(programs_per_sm=2), PagedConfig(programs_per_sm=2, num_stages=8),
+                  PagedConfig(programs_per_sm=1, num_stages=10)]
     num_sms = deep_gemm.get_num_sms()
-    for batch, next_n, h, d, avg in (PAGED[3], PAGED[5]):
+    for batch, next_n, h, d, avg in (PAGED[0], PAGED[3], PAGED[5]):
         q, cache, w, lens2d, table, max_len, lens = paged_inputs(batch, next_n, h, d, avg)
         meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
         total_bytes = nbytes(q, w) + int(lens.sum()) * (d + 4 + next_n * 4)
@@ -201,6 +213,7 @@ def main():
     parser.add_argument("--tables", default="prefill,paged")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--sweep-paged", action="store_true", help="only the paged kernel configs of --sweep")
     args = parser.parse_args()
     torch.manual_seed(0)
     dtypes = (torch.float32,) if args.quick else (torch.float32, torch.bfloat16)
@@ -211,8 +224,8 @@ def main():
         run_prefill(PREFILL_QUICK if args.quick else PREFILL, dtypes, args.reps, results)
     if "paged" in tables:
         run_paged(PAGED_QUICK if args.quick else PAGED, dtypes, args.reps, results)
-    if args.sweep and provider() == "deep_gemm":
-        sweep(args.reps, results)
+    if (args.sweep or args.sweep_paged) and provider() == "deep_gemm":
+        sweep(args.reps, results, prefill=args.sweep, paged=True)
     if args.out:
         write_results(args.out, "bench_mqa_logits", results)
 

@@ -3,6 +3,7 @@ shared memory, SASS counts and layout conversions per variant. Run without TRITO
 
     python scripts/compile_check_indexer.py             # the variants the launchers use
     python scripts/compile_check_indexer.py --ttgir     # also count convert_layout ops in the TTGIR
+    python scripts/compile_check_indexer.py --only-persistent   # only the persistent paged kernel's variants
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def report(name, cfg, ck, ttgir=False):
     print(line, flush=True)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--only-persistent" not in sys.argv:
     ttgir = "--ttgir" in sys.argv
     for cfg in [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
                 dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
@@ -91,3 +92,29 @@ if __name__ == "__main__":
                 dict(fp4=True), dict(fp4=True, d=64, rows=1, block_kv=32, pages=16)]:
         report("paged", cfg, compile_paged(**cfg), ttgir)
     report("schedule", {}, compile_schedule(), ttgir)
+
+
+def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warps=4, stages=5, fp4=False,
+                             tma=True, clean=False, ctx_2d=True, out="fp32"):
+    from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_persistent_kernel as fn
+    elem = "i8" if fp4 else "fp8e4nv"
+    sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
+           "kv_desc": f"tensordesc<fp8e4nv[1, {block_kv}, {d}]>" if tma else f"*{elem}",
+           "kv_ptr": f"*{elem}", "kv_sf_ptr": "*i32" if fp4 else "*fp32", "w_ptr": "*fp32", "ctx_ptr": "*i32",
+           "bt_ptr": "*i32", "meta_ptr": "*i32", "out_ptr": f"*{out}"}
+    sig.update({n: "i32" for n in ["batch", "next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt",
+                                   "stride_page", "stride_w", "stride_out", "per_sm"]})
+    constexprs = dict(H=h, D=d, ROWS=rows, ATOM_ROWS=atom_rows, BLOCK_KV=block_kv,
+                      NUM_STAGES=stages, KV_TMA=tma, IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean,
+                      TAIL_BLOCK=256)
+    return _compile(fn, sig, constexprs, warps, stages)
+
+
+PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict(clean=True, ctx_2d=False),
+                       dict(stages=3), dict(stages=6), dict(h=32), dict(h=32, rows=1, atom_rows=1), dict(tma=False),
+                       dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"), dict(fp4=True, stages=2),
+                       dict(fp4=True, d=64, rows=1, atom_rows=1, block_kv=32, stages=2)]
+
+if __name__ == "__main__":  # the persistent paged kernel (the default paged path)
+    for cfg in PERSISTENT_VARIANTS:
+        report("paged_persistent", cfg, compile_paged_persistent(**cfg), "--ttgir" in sys.argv)

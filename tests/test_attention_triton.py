@@ -4,6 +4,9 @@ CUDA graphs, torch.compile, 20 bitwise re-runs)."""
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -57,7 +60,8 @@ def misaligned_copy(t: torch.Tensor) -> torch.Tensor:
 def assert_kernel_logits_close(out, want, check_mask):
     """The kernels' outputs against the float64 oracle: in the interpreter (CPU) as tight as the reference; on the
     GPU with the tensor cores' FP8 accumulation (tests/tolerances.py)."""
-    tolerance = TOLERANCES["kernel_fp8_logits_fp32"] if out.is_cuda and out.dtype == torch.float32 else None
+    # ON_GPU, not out.is_cuda: run_launcher brings the result back to the CPU.
+    tolerance = TOLERANCES["kernel_fp8_logits_fp32"] if ON_GPU and out.dtype == torch.float32 else None
     assert_logits_close(out, want, want != NEG_INF, check_mask=check_mask, tolerance=tolerance)
 
 
@@ -236,11 +240,48 @@ def test_paged_kernel_context_beyond_block_table(num_sms_8):
 
 def test_paged_kernel_bitwise_repeatable(num_sms_8):
     args, (q64, keys) = make_paged(PagedCase(3, 2, 64, 128))
-    first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None)
-    again = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
-                         config=triton_launch.PagedConfig(tokens_per_program=128))
     valid = oracle_paged(q64, keys, args[3], args[4], args[7]) != NEG_INF
+    grid = triton_launch.PAGED_GRID_CONFIG
+    first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None, config=grid)
+    again = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
+                         config=dataclasses.replace(grid, tokens_per_program=128))
     assert torch.equal(first[valid], again[valid])  # every token is reduced alone: the split cannot matter
+    persistent = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None)
+    lanes_1 = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
+                           config=triton_launch.PagedConfig(programs_per_sm=1))
+    assert torch.equal(persistent[valid], lanes_1[valid])
+    assert_kernel_logits_close(persistent, oracle_paged(q64, keys, args[3], args[4], args[7]), check_mask=False)
+
+
+@pytest.mark.parametrize("num_sms", [1, 3, 8])
+@pytest.mark.parametrize("case", [PagedCase(5, 1, 32, 64), PagedCase(5, 2, 64, 32), PagedCase(4, 3, 16, 32),
+                                  PagedCase(3, 2, 32, 32, block_kv=32), PagedCase(3, 1, 8, 64, fp4=True)], ids=str)
+def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
+    """The persistent kernel walks schedule_meta: every schedule (one SM, SM ranges that start and end inside a
+    sequence, SMs with nothing to do) and every lane count cover each page once; empty and odd contexts, clean and
+    raw, match the oracle; the result does not depend on the schedule or the lanes (bitwise)."""
+    args, (q64, keys) = make_paged(case)
+    q, q_sf, kv_cache, weights, context_lens, block_table, _, max_len = args
+    context_lens = context_lens.clone()
+    context_lens[1] = 0  # an empty context between two others
+    previous = runtime.get_num_sms()
+    runtime.set_num_sms(num_sms)
+    try:
+        meta = run_launcher("get_paged_mqa_logits_metadata", context_lens, case.block_kv, num_sms, None)
+        want = oracle_paged(q64, keys, weights, context_lens, max_len)
+        outs = []
+        for clean in (True, False):
+            for lanes in (1, 3):
+                out = run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, context_lens, block_table,
+                                   meta, max_len, clean, torch.float32, None,
+                                   config=triton_launch.PagedConfig(programs_per_sm=lanes))
+                assert_kernel_logits_close(out, want, check_mask=clean)
+                outs.append(out)
+    finally:
+        runtime.set_num_sms(previous)
+    valid = want != NEG_INF
+    for out in outs[1:]:
+        assert torch.equal(out[valid], outs[0][valid])
 
 
 # ---- GPU (through the dispatcher) ------------------------------------------------------------------------------
@@ -363,6 +404,26 @@ def test_gpu_paged_matches_reference(batch, next_n, h, avg, one_dim):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (64, 1, 64, 4096), (33, 2, 32, 3000),
+                                                (7, 4, 64, 20000)])
+def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
+    """The persistent kernel (default) and the grid kernel (PAGED_GRID_CONFIG) at decode sizes: same -inf placement
+    with clean_logits, values within the FP8 accumulation bound (the key scale is applied at a different point), and
+    the persistent kernel with 1 lane per schedule entry bitwise equal to the default."""
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    launcher = kernels_of("fp8_paged_mqa_logits").triton
+    args = (q, cache, w, lens, table, meta, max_len, True, None)
+    default = launcher(*args)
+    grid = launcher(*args, config=triton_launch.PAGED_GRID_CONFIG)
+    one_lane = launcher(*args, config=triton_launch.PagedConfig(programs_per_sm=1))
+    valid = grid != NEG_INF
+    assert torch.equal(default == NEG_INF, ~valid)
+    assert calc_diff(default[valid].double(), grid[valid].double()) < 1e-6
+    assert_bitwise_equal(one_lane, default, "lanes")
+
+
+@pytest.mark.gpu
 def test_gpu_paged_decode_step_in_a_cuda_graph():
     q, cache, w, lens, table, max_len = _gpu_paged_inputs(32, 2, 64, 128, 4096)
     num_sms = deep_gemm.get_num_sms()
@@ -439,6 +500,9 @@ def stubbed_launches(monkeypatch):
         calls.append((name, ck, grid, list(args)))
 
     monkeypatch.setattr(triton_launch, "launch", fake_launch)
+    # The persistent paged launcher sizes its lanes from the compiled kernel's registers: 128 (4 lanes fit).
+    monkeypatch.setattr(triton_launch, "compiled_kernel", lambda *a, **k: SimpleNamespace(
+        n_regs=128, metadata=SimpleNamespace(shared=32768)))
     monkeypatch.setattr(triton_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_module, "interpreting", lambda: False)
     monkeypatch.setattr(plans_module, "interpreting", lambda: False)  # the replay wrapper records only off it
@@ -510,3 +574,15 @@ def test_one_dimensional_context_lens_under_fake_tensors(num_sms_8):
         fake_meta = ops.get_paged_mqa_logits_metadata(fake_args[4], 64, 8)
     assert fake.shape == real.shape and fake.stride() == real.stride()
     assert fake_meta.shape == (9, 2)
+
+
+def test_persistent_paged_lanes_are_capped_by_what_fits_on_an_sm():
+    """More lanes than fit at once would run the last ones after the others (twice the time): capped by registers
+    and shared memory of the compiled kernel (sm_90a: 65536 registers, 227 KiB)."""
+    def compiled(regs, smem):
+        return SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=smem))
+    assert triton_launch.resident_programs(compiled(168, 42024), 4, 4) == 3
+    assert triton_launch.resident_programs(compiled(128, 42024), 4, 4) == 4
+    assert triton_launch.resident_programs(compiled(128, 100 * 1024), 4, 4) == 2
+    assert triton_launch.resident_programs(compiled(255, 49412), 4, 4) == 2
+    assert triton_launch.resident_programs(compiled(64, 1024), 4, 3) == 3

@@ -309,3 +309,129 @@ def _paged_schedule_kernel(ctx_ptr, out_ptr, batch, next_n, num_sms, atoms,
     last = sm == num_sms
     tl.store(out_ptr + sm * 2, tl.where(last, batch * atoms, 0), mask=last)
     tl.store(out_ptr + sm * 2 + 1, tl.zeros([SMS_PAD], dtype=tl.int32), mask=last)
+
+
+# ---- paged decode, persistent over the per-SM schedule -----------------------------------------------------------
+
+@triton.jit(do_not_specialize=["batch", "next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt", "stride_page",
+                               "stride_w", "stride_out", "per_sm"],
+            do_not_specialize_on_alignment=["q_ptr", "q_sf_ptr", "kv_ptr", "kv_sf_ptr", "w_ptr", "ctx_ptr", "bt_ptr",
+                                            "meta_ptr", "out_ptr"])
+def _fp8_paged_mqa_logits_persistent_kernel(
+        q_ptr, q_sf_ptr, kv_desc, kv_ptr, kv_sf_ptr,  # as in _fp8_paged_mqa_logits_kernel
+        w_ptr, ctx_ptr, bt_ptr,
+        meta_ptr,  # the schedule of get_paged_mqa_logits_metadata: int32 [num_sms + 1, 2] (first atom, first split)
+        out_ptr,
+        batch, next_n, max_ctx, max_blocks, num_blocks, stride_bt, stride_page, stride_w, stride_out,
+        per_sm,  # lanes per schedule entry (a runtime value: one binary whatever fits on an SM)
+        H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, ATOM_ROWS: tl.constexpr, BLOCK_KV: tl.constexpr,
+        NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
+        FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr):
+    """Program pid = s * per_sm + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
+    split) from row s of the schedule to row s + 1, which the metadata op made equal in number for every entry, so
+    ragged contexts still give every program the same page count (+-1 per atom). An atom is ATOM_ROWS query rows of
+    one sequence (DeepGEMM's: 2 when next_n >= 2, else 1), padded to ROWS for a 16-column dot. Within an atom's
+    part, lane j takes pages p0 + j, p0 + j + per_sm, ...: one pipelined loop per atom part with the Q tile and
+    weights of the atom in registers, the page ids and pages prefetched NUM_STAGES - 1 iterations ahead.
+
+    Pages per atom: those of its longest row's context (DeepGEMM counts the last row's; they agree when the last row
+    is the longest, as lengths of consecutive draft tokens are; a sequence whose last row is empty gets no pages
+    when the schedule skips it, as in DeepGEMM), at most max_blocks. With CLEAN, every token past
+    those pages (up to max_ctx) is written -inf first, in a pass spread over all programs; tokens inside them past a
+    row's context get -inf in the page loop. Each output element is written by one program: bitwise repeatable."""
+    BN: tl.constexpr = ROWS * H
+    VALUE_BYTES: tl.constexpr = D // 2 if IS_FP4 else D
+    SPLIT_PAGES: tl.constexpr = SPLIT_KV // BLOCK_KV
+    atoms = tl.cdiv(next_n, ATOM_ROWS)
+    pid = tl.program_id(0)
+    sm = pid // per_sm
+    lane = pid % per_sm
+    row_offsets = tl.arange(0, ROWS)
+
+    if CLEAN:
+        # -inf past each atom's pages, atoms grid-strided over all programs (stores only: the page loop below, which
+        # balances the work, starts right after).
+        neg_inf = tl.full([TAIL_BLOCK, ROWS], float("-inf"), tl.float32).to(out_ptr.dtype.element_ty)
+        for a in range(pid, batch * atoms, tl.num_programs(0)):
+            b = a // atoms
+            rows = (a % atoms) * ATOM_ROWS + row_offsets
+            row_ok = (row_offsets < ATOM_ROWS) & (rows < next_n)
+            if CTX_2D:
+                ctx = tl.load(ctx_ptr + b * next_n + rows, mask=row_ok, other=0)
+            else:
+                ctx = tl.where(row_ok, tl.load(ctx_ptr + b) - next_n + rows + 1, 0)
+            covered = tl.cdiv(tl.minimum(tl.maximum(tl.max(ctx, axis=0), 0), max_blocks * BLOCK_KV), BLOCK_KV)
+            out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
+            for t0 in range(covered * BLOCK_KV, max_ctx, TAIL_BLOCK):
+                t = t0 + tl.arange(0, TAIL_BLOCK)
+                tl.store(out_rows[None, :] + t[:, None], neg_inf, mask=(t < max_ctx)[:, None] & row_ok[None, :])
+
+    a_begin = tl.load(meta_ptr + sm * 2)
+    c_begin = tl.load(meta_ptr + sm * 2 + 1)
+    a_end = tl.load(meta_ptr + sm * 2 + 2)
+    c_end = tl.load(meta_ptr + sm * 2 + 3)
+    a_stop = tl.minimum(tl.where(c_end > 0, a_end + 1, a_end), batch * atoms)
+    tokens = tl.arange(0, BLOCK_KV)
+    cols = tl.arange(0, BN)
+    for a in range(a_begin, a_stop):
+        b = a // atoms
+        r0 = (a % atoms) * ATOM_ROWS
+        rows = r0 + row_offsets
+        row_ok = (row_offsets < ATOM_ROWS) & (rows < next_n)
+        if CTX_2D:
+            ctx = tl.load(ctx_ptr + b * next_n + rows, mask=row_ok, other=0)
+            last = tl.load(ctx_ptr + b * next_n + next_n - 1)
+        else:
+            last = tl.load(ctx_ptr + b)
+            ctx = tl.where(row_ok, last - next_n + rows + 1, 0)
+        splits = tl.cdiv(tl.maximum(last, 0), SPLIT_KV)
+        computed = tl.minimum(tl.maximum(tl.max(ctx, axis=0), 0), max_blocks * BLOCK_KV)
+        c_lo = tl.where(a == a_begin, c_begin, 0)
+        c_hi = tl.where(a == a_end, c_end, splits)
+        # The atom's last part also takes the pages of rows longer than the last row (see the docstring).
+        t_hi = tl.where(c_hi >= splits, computed, tl.minimum(c_hi * SPLIT_KV, computed))
+        p_lo = c_lo * SPLIT_PAGES + lane
+        p_hi = tl.cdiv(t_hi, BLOCK_KV)
+        if p_hi > p_lo:
+            col_row = r0 + cols // H
+            col_ok = ((cols // H) < ATOM_ROWS) & (col_row < next_n)
+            q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
+            weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
+                              other=0.0).to(tl.float32)
+            if IS_FP4:
+                packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
+                                 mask=col_ok[:, None], other=0)
+                q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
+                q_tile = _unpack_fp4(packed, q_sf, BN, D)
+                if FP4_DOT_BF16:
+                    q_tile = q_tile.to(tl.bfloat16)
+            else:
+                q_tile = tl.load(q_ptr + q_rows[:, None] * D + tl.arange(0, D)[None, :], mask=col_ok[:, None],
+                                 other=0.0)
+            q_t = tl.trans(q_tile)
+            out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
+            for p in tl.range(p_lo, p_hi, per_sm, num_stages=NUM_STAGES):
+                page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
+                page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never OOB
+                page_bytes = page.to(tl.int64) * stride_page
+                scale_at = (page_bytes + BLOCK_KV * VALUE_BYTES) // 4 + tokens
+                if IS_FP4:
+                    packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2)
+                                        + tl.arange(0, D // 2)[None, :])
+                    kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
+                    if FP4_DOT_BF16:
+                        kv = kv.to(tl.bfloat16)
+                    logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
+                else:
+                    if KV_TMA:
+                        kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
+                    else:
+                        kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
+                    # The key's (positive) scale commutes with the relu: applied once per token after the head
+                    # sum, as DeepGEMM does, instead of once per (token, head).
+                    logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
+                    logits = logits * tl.load(kv_sf_ptr + scale_at)[:, None]
+                t = p * BLOCK_KV + tokens
+                logits = tl.where(t[:, None] < ctx[None, :], logits, float("-inf"))
+                tl.store(out_rows[None, :] + t[:, None], logits.to(out_ptr.dtype.element_ty),
+                         mask=(t < max_ctx)[:, None] & row_ok[None, :])

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .._triton.launch import descriptor, interpreting, launch
+from .._triton.launch import compiled_kernel, descriptor, interpreting, launch
 from ..utils.math import ceil_div
 from . import reference as ref
 from .checks import FP4_PACKED, MMA_TILE_ROWS, kv_cache_token_bytes
+from .reference import SPLIT_KV
 
 # Columns of a score tile: (query, head) pairs (DeepGEMM's BLOCK_Q * H = 128).
 SCORE_COLS = MMA_TILE_ROWS
@@ -55,11 +56,27 @@ class PrefillConfig:
 
 @dataclass(frozen=True)
 class PagedConfig:
-    """Pages per program, warps and pipeline stages of the paged kernel."""
+    """The paged kernel and its tile. ``persistent=True`` (the default): ``programs_per_sm`` programs per row of the
+    schedule (``schedule_meta``) walk its equal shares of the work, ``num_stages`` pipeline stages over pages
+    (``tokens_per_program`` unused). ``persistent=False``: the grid kernel, one program per ``tokens_per_program``
+    tokens of one sequence's rows, the schedule unused. Passed as the launchers' ``config=`` so one process can time
+    both."""
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
     num_warps: int = 4
-    num_stages: int = 3
+    num_stages: int = 5
+    persistent: bool = True
+    programs_per_sm: int = 4
+
+
+# The grid kernel's tile before the persistent kernel became the default (kept for comparison and as a fallback).
+PAGED_GRID_CONFIG = PagedConfig(PAGED_TOKENS_PER_PROGRAM, 4, 3, persistent=False)
+# Persistent kernel: tokens per store step of its clean pass.
+PAGED_TAIL_BLOCK = 256
+# Registers and shared memory of one SM on sm_90 (programs_per_sm is capped by what fits at once: a program that
+# has to wait for a free slot would run its whole share after the others, doubling the time).
+SM_REGISTERS = 65536
+SM_SHARED_BYTES = 227 * 1024
 
 
 # Prefill grid: programs per SM the KV split aims for (a few waves of ~3 resident programs, so the last wave's
@@ -210,6 +227,11 @@ def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, bl
     from .kernels import _fp8_paged_mqa_logits_kernel
 
     cfg = config or PagedConfig()
+    if cfg.persistent and SPLIT_KV % block_kv == 0:
+        return _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                 max_context_len, clean_logits, out, cfg, record)
+    if cfg.persistent:
+        cfg = PAGED_GRID_CONFIG
     tokens = max(cfg.tokens_per_program, block_kv)
     while ceil_div(max_context_len, tokens) > GRID_Y_LIMIT:
         tokens *= 2
@@ -238,6 +260,65 @@ def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, bl
                   logits_dtype, weights.dtype)
     launch(_fp8_paged_mqa_logits_kernel, grid, args, name="fp8_paged_mqa_logits", config_key=config_key,
            num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=_device_index(out), record=record)
+    return out
+
+
+def _paged_cache_views(kv_cache, head_dim, is_fp4):
+    """The cache as FP8 (int8 for FP4) values and FP32 (int32) scales from its first byte, and a TMA descriptor over
+    the values when the layout allows one (else the values again)."""
+    num_blocks, block_kv = kv_cache.size(0), kv_cache.size(1)
+    stride_page = kv_cache.stride(0)
+    cache_bytes = (num_blocks - 1) * stride_page + block_kv * kv_cache_token_bytes(head_dim, is_fp4)
+    values = _typed_alias(kv_cache, FP4_PACKED if is_fp4 else torch.float8_e4m3fn, cache_bytes)
+    scales = _typed_alias(kv_cache, torch.int32 if is_fp4 else torch.float32, cache_bytes)
+    kv_tma = not is_fp4 and _aligned(kv_cache) and stride_page % TMA_ALIGN == 0
+    kv_desc = descriptor(values, (num_blocks, block_kv, head_dim), (stride_page, head_dim, 1),
+                         (1, block_kv, head_dim)) if kv_tma else values
+    return values, scales, kv_desc, kv_tma
+
+
+def resident_programs(compiled, num_warps: int, wanted: int) -> int:
+    """Programs of a compiled kernel that fit on one SM at once (registers, shared memory), at most ``wanted``."""
+    regs = max(1, compiled.n_regs) * 32 * num_warps
+    smem = max(1, compiled.metadata.shared)
+    return max(1, min(wanted, SM_REGISTERS // regs, SM_SHARED_BYTES // smem))
+
+
+def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                      clean_logits, out, cfg: PagedConfig, record):
+    from .kernels import _fp8_paged_mqa_logits_persistent_kernel as kernel
+
+    batch, next_n, num_heads = q.size(0), q.size(1), q.size(2)
+    is_fp4 = q.dtype == FP4_PACKED
+    head_dim = q.size(3) * (2 if is_fp4 else 1)
+    num_blocks, block_kv = kv_cache.size(0), kv_cache.size(1)
+    atom_rows = 2 if next_n >= 2 else 1  # DeepGEMM's scheduling atom (reference.atoms_per_sequence)
+    rows = max(atom_rows, ceil_div(MIN_DOT_N, num_heads))
+    values, scales, kv_desc, kv_tma = _paged_cache_views(kv_cache, head_dim, is_fp4)
+    context_2d = context_lens.dim() == 2
+    entries = schedule_meta.size(0) - 1
+    # sm_90a: 5 stages give 3 KV pages in flight per program at 168 registers; FP4 unpacking spills above 2.
+    stages = min(cfg.num_stages, 2) if is_fp4 else cfg.num_stages
+
+    def make_args(per_sm):
+        return (q, q_sf if q_sf is not None else q, kv_desc, values, scales, weights, context_lens, block_table,
+                schedule_meta, out,
+                batch, next_n, max_context_len, block_table.size(1), num_blocks, block_table.stride(0),
+                kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
+                num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
+                not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK)
+
+    config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
+                  bool(clean_logits), out.dtype, weights.dtype)
+    per_sm = cfg.programs_per_sm
+    if not interpreting():  # as many lanes per schedule entry as fit on an SM together
+        compiled = compiled_kernel(kernel, (entries * per_sm, 1, 1), make_args(per_sm),
+                                   name="fp8_paged_mqa_logits_persistent", config_key=config_key,
+                                   num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out))
+        per_sm = resident_programs(compiled, cfg.num_warps, per_sm)
+    launch(kernel, (entries * per_sm, 1, 1), make_args(per_sm), name="fp8_paged_mqa_logits_persistent",
+           config_key=config_key, num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out),
+           record=record)
     return out
 
 
