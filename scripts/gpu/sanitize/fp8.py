@@ -6,6 +6,7 @@ Paths: the tl.* kernel (dense 1D2D, split-K, 1D1D with C, grouped ids / psum, ma
 the warp-specialised kernel's one-wave tiles (global-loaded and staged scales), two-wave 128 x 256 and 256 x 128
 tiles, split 128 x 192 and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D; grouped contiguous with expert
 ids and with the psum layout (zero-padded or not, the decode form with rows past the groups), masked (TMA stores),
+psum and masked with the carried tile walk (Fp8Overrides.tile_walk),
 K-grouped (nt with A and B concatenated or read in place through descriptors built on the device, tn); the MN-major
 layouts (nn, tn, tt: the transposing copy kernel, then the GEMM).
 """
@@ -233,9 +234,19 @@ CASES = [
                                                      scales_smem=True)),
     ("m_grouped_psum_ws_decode_form", _m_grouped(True, "ws", extra_rows=1000, expected_m=40)),
     ("m_grouped_nn_psum_ws", _m_grouped(True, "ws", layout="nn")),
+    # the carried tile walk (Fp8Overrides.tile_walk): two-wave psum (empty group, decode form), split psum, masked
+    ("m_grouped_psum_ws_walk", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, tile_walk=True, **WS), waves=2,
+                                          walk=True)),
+    ("m_grouped_psum_ws_walk_decode_form", _m_grouped(True, "ws", Fp8Overrides(tile_walk=True), extra_rows=1000,
+                                                      expected_m=40, walk=True)),
+    ("m_grouped_psum_ws_walk_split_tile", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, narrow=64,
+                                                                         tile_walk=True, **WS), zero_pad=False,
+                                                     narrow=64, walk=True)),
     # masked
     ("masked_tl_pointer_stores", _masked("tl", 96)),
     ("masked_ws_two_wave", _masked("ws", 128, _forced(waves=2, wave_n=True, **WS), waves=2)),
+    ("masked_ws_two_wave_walk", _masked("ws", 128, _forced(waves=2, wave_n=True, tile_walk=True, **WS), waves=2,
+                                        walk=True)),
     ("masked_ws_one_wave_staged", _masked("ws", 128, _forced(waves=1, staged_scales_bn=(128,), **WS), waves=1,
                                           scales_smem=True)),
     # K-grouped
