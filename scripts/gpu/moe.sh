@@ -7,13 +7,14 @@
 # the later steps find them built. A failure never stops the rest. In order:
 #   1. the scheduling sweep (research/sweeps/sweep_moe_schedule.py): DeepGEMM's psum, masked-through-psum and
 #      masked rows, each with the shipped plan, the carried tile walk, 16-row rasters and 128 x 192 tiles, and the
-#      expert-id layout; correctness checked per variant; one line per variant, a geomean per layout (<= 150 s)
+#      expert-id layout; correctness checked per variant; one line per variant, a geomean per layout; ~60 kernel
+#      builds cold (8 threads), which the next steps reuse (<= 200 s)
 #   2. the same-call yardstick: DeepGEMM's own tests/test_fp8_fp4.py MoE functions (contiguous: psum and expert
 #      ids; masked: masked and through psum; K-grouped) against ours (SHIM=0) and then against DeepGEMM, one timer
 #      (run_dg_tests.py), every MOE_STRIDE-th row (default 2: 8 + 16 + 3 rows), paired by compare_perf_lines.py
 #      (DeepGEMM time / ours, > 1: ours faster); each side of each function capped at MOE_DG_LIMIT s (45)
 #   3. the GPU tests of the walk (tests/test_fp8_moe_walk_gpu.py: walk vs scan bit-identical, empty groups; ~18
-#      kernel builds cold) (<= 180 s)
+#      kernel builds cold) (<= 150 s)
 # MOE_FULL=1 adds the FP8 grouped GPU tests, the bench_fp8_gemm --tables moe pair and host times per call (~4 min);
 # MOE_SANITIZE=1 scripts/gpu/sanitize.sh (~3 min). MOE_DG_FUNCS overrides step 2's functions.
 set -uo pipefail
@@ -26,7 +27,7 @@ step() { echo "== $1 ($(date +%T))"; }
 DGT=scripts/dg; [ -f "$DGT/compare_perf_lines.py" ] || DGT=.dg/tools
 
 step "1. scheduling sweep (ours, same process, same timer)"
-timeout 150 python3 research/sweeps/sweep_moe_schedule.py --out "$D/sweep" > "$D/sweep.log" 2>&1
+timeout 200 python3 research/sweeps/sweep_moe_schedule.py --out "$D/sweep" > "$D/sweep.log" 2>&1
 echo "sweep exit $?"
 grep -E "^ (>|!)|best|geomean|^ (psum|masked)|compiled|WRONG|DIFFERENT|Error" "$D/sweep.log" | tail -n 60
 
@@ -63,7 +64,7 @@ else
 fi
 
 step "3. GPU tests of the carried tile walk"
-timeout 180 python3 -m pytest tests/test_fp8_moe_walk_gpu.py -q -p no:cacheprovider > "$D/pytest_walk.log" 2>&1
+timeout 150 python3 -m pytest tests/test_fp8_moe_walk_gpu.py -q -p no:cacheprovider > "$D/pytest_walk.log" 2>&1
 echo "pytest exit $?: $(tail -n 1 "$D/pytest_walk.log")"
 grep -E "^(FAILED|ERROR)" "$D/pytest_walk.log" | head -20
 
