@@ -6,7 +6,9 @@ same timer (harness.KernelTimer: kernels only, L2 flushed), so one GPU call pick
 Variants (research question: why psum and masked-through-psum lag DeepGEMM and our own expert-id layout):
   plan       the shipped plan (the per-tile scan over every group, fp8_gemm_ws._tile_info)
   walk       DeepGEMM's carried tile walk (Fp8Overrides.tile_walk, fp8_gemm_ws._walk)
-  walk_gm16  the walk with 16-row-block rasters (DeepGEMM picks 8 or 16 blocks per raster band by L2 footprint)
+  walk_gm16  the walk with 16-row-block rasters (DeepGEMM picks 8 or 16 blocks per raster band by L2 footprint);
+             it forces the 128 x 128 config, so on the masked m = 20 rows, which the plan runs on the tl.* kernel's
+             64-row tiles (where the walk does not apply: walk == plan there), it times the warp-specialised kernel
   walk_n192  the walk on 128 x 192 split tiles (DeepGEMM's 1D2D kernel caps BLOCK_N at 192 on SM90)
   walk_n256  the walk on 128 x 256 tiles (the plan's wave model picks 192 for some decode rows from the inflated
              expected_m)
