@@ -245,6 +245,17 @@ def main():
                 gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
                 summary[f"{kind}/{v}"] = gm
                 print(f" {kind:12s} {v:10s} {gm:.3f}x over {len(ratios)} rows (min {min(ratios):.3f}x)")
+    # The decision this sweep exists for (fp8_plan.TILE_WALK): the walk pays where it is >= 2 % faster over a layout's
+    # rows and no row is more than 2 % slower.
+    for kind in ("psum", "psum_decode", "masked"):
+        ratios = [by["plan"] / by["walk"] for by in ({r["variant"]: r["us"] for r in results if r["row"] == name}
+                                                      for name in {r["row"] for r in results
+                                                                   if r["row"].split()[0] == kind})
+                  if "plan" in by and "walk" in by]
+        if ratios:
+            gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            verdict = "pays" if gm >= 1.02 and min(ratios) >= 0.98 else "does not pay"
+            print(f"VERDICT {kind}: the walk {verdict} (geomean {gm:.3f}x, worst row {min(ratios):.3f}x)")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "sweep_moe_schedule.json")
     with open(path, "w") as f:

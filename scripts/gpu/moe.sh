@@ -29,7 +29,7 @@ DGT=scripts/dg; [ -f "$DGT/compare_perf_lines.py" ] || DGT=.dg/tools
 step "1. scheduling sweep (ours, same process, same timer)"
 timeout 200 python3 research/sweeps/sweep_moe_schedule.py --out "$D/sweep" > "$D/sweep.log" 2>&1
 echo "sweep exit $?"
-grep -E "^ (>|!)|best|geomean|^ (psum|masked)|compiled|WRONG|DIFFERENT|Error" "$D/sweep.log" | tail -n 100
+grep -E "^ (>|!)|best|geomean|^ (psum|masked)|compiled|WRONG|DIFFERENT|Error|VERDICT" "$D/sweep.log" | tail -n 100
 
 step "2. DeepGEMM's MoE tests, ours (SHIM=0) then DeepGEMM, same timer"
 T=test_fp8_fp4
