@@ -9,7 +9,8 @@ Tables: ``einsum_bh`` (DeepGEMM's tests/test_einsum.py rows of 'bhr,hdr->bhd' an
 row-padded slice as there; torch.einsum beside), ``einsum_bmk`` ('bmk,bnk->mn', FP32 with c=d), ``fp8_einsum``
 ('bhr,hdr->bhd', DeepGEMM's recipe), ``cublaslt`` (cublaslt_gemm_nt against the torch call it wraps: ``vs_torch`` =
 torch time / wrapper time, kernel time and host time per call). Every row is checked first (DeepGEMM's bounds).
-``--sweep`` (this package only) times every tile config of the einsum launchers on the DeepGEMM rows.
+``--sweep`` (this package only) times the bmk batch splits and reductions (``BmkPlan``) and every BF16 tile config
+of the einsum launchers on the DeepGEMM rows, the planned one marked.
 """
 
 from __future__ import annotations
@@ -151,33 +152,71 @@ def sweep(timer):
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.einsum import einsum_triton as et
     found = {}
-    for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
-        for h, r, d in BH_SHAPES:
-            x, y, z = bh_inputs(expr, 4096, h, r, d)
+    # bmk,bnk->mn first (the largest gap): the planned split and its neighbours, both reductions; the model's
+    # prediction beside each (einsum_triton.bmk_time_us) to refit its constants.
+    for s, m, n, k in BMK_SHAPES:
+        a = torch.randn((s, m, k), dtype=BF16, device="cuda")
+        b = torch.randn((s, n, k), dtype=BF16, device="cuda")
+        d = torch.zeros((m, n), device="cuda")
+        ref = torch.bmm(a.float(), b.float().mT).sum(0)
+        auto = et.bmk_plan(s, m, n, k)
+        tiles = -(-m // auto.tile.block_m) * -(-n // auto.tile.block_n)
+        wave = max(1, min(s, et._num_sms() // tiles))
+        plans = [auto] + [et.BmkPlan(auto.tile, x, reduce) for x in sorted({wave, wave // 2, wave // 4, auto.splits})
+                          for reduce in ("parallel", "serial") if x >= 1 and (x, reduce) != (auto.splits, "parallel")]
+        plans += [et.BmkPlan(auto.tile, auto.splits, "parallel", rm) for rm in (2, 8, 16)]
+        for plan in plans:
+            def run(plan=plan):
+                run_launcher("einsum", "bmk,bnk->mn", a, b, d, launcher_kwargs=dict(config=plan))
+            try:
+                t = timer(run)
+            except Exception as error:  # noqa: BLE001
+                print(f" ~ sweep bmk s={s} m={m} n={n} k={k} {plan}: failed {str(error).splitlines()[0][:80]}")
+                continue
+            diff = calc_diff(d, ref)
+            found[f"bmk s={s} m={m} n={n} k={k} {plan}"] = t
+            model = et.bmk_time_us(s, m, n, k, plan.tile, plan.splits)
+            print(f" ~ sweep bmk s={s:5d} m={m} n={n} k={k} {str(plan):44s}{' (plan)' if plan is auto else ''} "
+                  f"{t:8.1f} us (model {model:6.1f}) {(a.numel() + b.numel()) * 2 / t / 1e3:5.0f} GB/s "
+                  f"diff {diff:.1e}", flush=True)
+        del a, b
+    for b_size, h, r, d in [(128, 8, 4096, 1024), (4096, 8, 4096, 1024), (4096, 128, 512, 128)]:
+        for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
+            x, y, z = bh_inputs(expr, b_size, h, r, d)
             ref = torch.einsum(expr, x, y)
+            planned = et.bh_config(h, b_size, d if expr == "bhr,hdr->bhd" else r, r if expr == "bhr,hdr->bhd" else d,
+                                   True)
             for cfg in et.BH_CONFIGS:
                 def run(cfg=cfg):
                     run_launcher("einsum", expr, x, y, z, launcher_kwargs=dict(config=cfg))
                 try:
                     t = timer(run)
                 except Exception as error:  # noqa: BLE001
-                    print(f" ~ sweep {expr} h={h} {cfg}: failed {str(error).splitlines()[0][:80]}")
+                    print(f" ~ sweep {expr} b={b_size} h={h} {cfg}: failed {str(error).splitlines()[0][:80]}")
                     continue
                 diff = calc_diff(z, ref)
-                found[f"{expr} h={h} r={r} d={d} {cfg}"] = t
-                print(f" ~ sweep {expr} b=4096 h={h} r={r} d={d} {str(cfg):36s} {t:8.1f} us "
-                      f"{2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
+                found[f"{expr} b={b_size} h={h} r={r} d={d} {cfg}"] = t
+                print(f" ~ sweep {expr} b={b_size:4d} h={h:3d} r={r} d={d} {str(cfg):36s}"
+                      f"{' (plan)' if cfg == planned else '       '} {t:8.1f} us "
+                      f"{2 * b_size * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     h, r, d = 8, 4096, 1024
-    x, y, xq, yq, z = fp8_inputs(4096, h, r, d)
-    for cfg in et.FP8_CONFIGS + ("per_entry",):
-        kwargs = dict(route=cfg) if cfg == "per_entry" else dict(config=cfg)
+    for b_size in FP8_BATCHES:
+        x, y, xq, yq, z = fp8_inputs(b_size, h, r, d)
+        planned = et.fp8_config(h, b_size, d) if et._fp8_route(h, b_size) == "batched" else "per_entry"
+        for cfg in et.FP8_CONFIGS + ("per_entry",):
+            kwargs = dict(route=cfg) if cfg == "per_entry" else dict(config=cfg)
 
-        def run(kwargs=kwargs):
-            run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z, launcher_kwargs=kwargs)
-        t = timer(run)
-        found[f"fp8 bhr,hdr->bhd h={h} {cfg}"] = t
-        print(f" ~ sweep fp8 b=4096 {str(cfg):32s} {t:8.1f} us {2 * 4096 * h * r * d / t / 1e6:5.0f} TFLOPS",
-              flush=True)
+            def run(kwargs=kwargs):
+                run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z, launcher_kwargs=kwargs)
+            try:
+                t = timer(run)
+            except Exception as error:  # noqa: BLE001
+                print(f" ~ sweep fp8 b={b_size} {cfg}: failed {str(error).splitlines()[0][:80]}")
+                continue
+            found[f"fp8 bhr,hdr->bhd b={b_size} h={h} {cfg}"] = t
+            diff = calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y))
+            print(f" ~ sweep fp8 b={b_size:4d} {str(cfg):32s}{' (plan)' if cfg == planned else '       '} {t:8.1f} us "
+                  f"{2 * b_size * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     return found
 
 

@@ -381,7 +381,8 @@ MOE_K_GROUPED = [(4, 4096, 7168, 8192), (8, 4096, 7168, 4096), (16, 7168, 2048, 
 def _moe_k_grouped_rows(timer, results, shapes_list):
     """K-grouped nt, C = D (FP32): each group's A [M, K_g] and B [N, K_g] K-major blocks one after the other,
     per-channel scales over the concatenated K (MN-major, as DeepGEMM's test passes them). Ours also with the
-    group blocks read in place (Fp8Overrides.k_grouped_device_descriptors): form "in_place"."""
+    group blocks concatenated into one operand per call first (Fp8Overrides.k_grouped_device_descriptors=False;
+    the default reads them in place): form "copied"."""
     ours = hasattr(deep_gemm, "backends")
     for g, m, n, k_per_group in shapes_list:
         random.seed(0)
@@ -399,8 +400,8 @@ def _moe_k_grouped_rows(timer, results, shapes_list):
         if ours:
             from deep_gemm._ops.library import run_launcher
             from deep_gemm.gemm.fp8_plan import Fp8Overrides
-            extra = dict(overrides=Fp8Overrides(k_grouped_device_descriptors=True))
-            forms["in_place"] = lambda: run_launcher("k_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d,
+            extra = dict(overrides=Fp8Overrides(k_grouped_device_descriptors=False))
+            forms["copied"] = lambda: run_launcher("k_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d,
                                                      ks, layout, d, launcher_kwargs=extra)
         for form, call in forms.items():
             d.copy_(c0)

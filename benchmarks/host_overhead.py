@@ -86,6 +86,27 @@ def cases():
         "transform_sf_into_required_layout":
             lambda: deep_gemm.transform_sf_into_required_layout(sf, m, k, (1, 128)),  # (gran_mn, gran_k): no is_sfa
         "torch add_ (floor)": lambda: floor.add_(1),
+        # This package only (DeepGEMM has no torch.ops.deep_gemm: ERR): the same calls through the dispatcher op,
+        # which the public functions skip for plain eager CUDA calls (_ops/library.eager_op): the difference is
+        # what that path saves.
+        **dispatcher_cases(a, a_mn, b, d, ag_mn, ag_vllm, bg, dg, masked_m, ac, dc, ends, x, w, hx, hw, hd, hs),
+    }
+
+
+def dispatcher_cases(a, a_mn, b, d, ag_mn, ag_vllm, bg, dg, masked_m, ac, dc, ends, x, w, hx, hw, hd, hs) -> dict:
+    ops = torch.ops.deep_gemm
+    none3 = (None, None, None)
+    return {
+        "fp8_gemm_nt (MN-major TMA-aligned sfa) [torch.ops]": lambda: ops.fp8_gemm_nt.default(*a_mn, *b, d),
+        "m_grouped_fp8_gemm_nt_masked (MN-major sfa) [torch.ops]":
+            lambda: ops.m_grouped_fp8_gemm_nt_masked.default(*ag_mn, *bg, dg, masked_m, 16, *none3, "nk", False),
+        "m_grouped_fp8_gemm_nt_masked (vLLM (T*G, 1, T) sfa) [torch.ops]":
+            lambda: ops.m_grouped_fp8_gemm_nt_masked.default(*ag_vllm, *bg, dg, masked_m, 16, *none3, "nk", False),
+        "m_grouped_fp8_gemm_nt_contiguous (psum) [torch.ops]":
+            lambda: ops.m_grouped_fp8_gemm_nt_contiguous.default(*ac, *bg, dc, ends, *none3, "nk", False, True, True,
+                                                                 None),
+        "bf16_gemm_nt [torch.ops]": lambda: ops.bf16_gemm_nt.default(x, w, d),
+        "tf32_hc_prenorm_gemm [torch.ops]": lambda: ops.tf32_hc_prenorm_gemm.default(hx, hw, hd, hs, None),
     }
 
 

@@ -207,7 +207,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
            "c_ptr": f"*{out}", "d_desc": f"tensordesc<{out}{[bm, bn]}>" if d_tma else f"tensordesc<bf16{a_block}>",
            "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
-                                   "stride_dm", "stride_cg", "stride_cm"]})
+                                   "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM"]})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
                       GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, HAS_C=has_c, D_TMA=d_tma,
                       A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major)
@@ -232,6 +232,12 @@ BF16_CONFIGS = [
     dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
          b_k_major=False),
+    # Split-K of the last wave (4096 x 2112 / 576) and of M = 128 rows; deep rings of streaming-bound tiles.
+    dict(bm=128, bn=128, warps=8, stages=5, split=8), dict(bm=128, bn=128, warps=8, stages=5, split=4),
+    dict(bm=64, bn=128, warps=4, stages=6, split=4, has_c=True, out="fp32"),
+    dict(bm=64, bn=64, warps=4, stages=12), dict(bm=64, bn=64, warps=4, stages=12, split=2),
+    dict(bm=64, bn=128, warps=4, stages=8), dict(bm=64, bn=128, warps=4, stages=8, split=2),
+    dict(bm=16, bn=32, bk=128, warps=4, stages=12, split=2), dict(bm=16, bn=64, bk=128, warps=4, stages=10),
 ]
 
 

@@ -45,15 +45,25 @@ def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=F
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 
-def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False):
+def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False, reduce=0):
     from deep_gemm.einsum.kernels import _bmn_bnk_mn_gemm_impl as fn
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     sig = {"a_desc": f"tensordesc<bf16{[1, bm, bk]}>", "b_desc": f"tensordesc<bf16{[1, bn, bk]}>",
            "d_desc": f"tensordesc<{out}{[1, bm, bn]}>", "c_desc": f"tensordesc<{out}{[1, bm, bn]}>",
            "d_ptr": f"*{out}", "c_ptr": f"*{out}", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     sig.update({n: "i32" for n in ("S", "M", "N", "K", "SPLITS", "stride_dm", "stride_cm")})
-    constexprs = dict(BM=bm, BN=bn, BK=bk, NUM_STAGES=cfg.num_stages, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma)
+    constexprs = dict(BM=bm, BN=bn, BK=bk, NUM_STAGES=cfg.num_stages, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma,
+                      REDUCE=reduce)
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
+
+
+def compile_bmk_reduce(cfg, rm, has_c=False, out="fp32"):
+    from deep_gemm.einsum.einsum_triton import BMK_REDUCE_WARPS
+    from deep_gemm.einsum.kernels import _bmk_reduce_partials as fn
+    sig = {"ws_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
+    sig.update({n: "i32" for n in ("M", "N", "SPLITS", "stride_dm", "stride_cm")})
+    constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, HAS_C=has_c)
+    return _compile(fn, sig, constexprs, BMK_REDUCE_WARPS, 1)
 
 
 def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma=False, bk=None):
@@ -91,6 +101,12 @@ def main() -> int:
         ok &= report(f"bh {cfg} fp32 out + C, pointers", compile_bh(cfg, has_c=True, out="fp32", d_tma=False))
         ok &= report(f"bh {cfg} fp32 out by TMA + C by pointers", compile_bh(cfg, has_c=True, out="fp32"))
     for cfg in BMK_CONFIGS:
+        for reduce, name in ((1, "serial"), (2, "parallel")):
+            ok &= report(f"bmk {cfg} split, {name} reduction, fp32 + C",
+                         compile_bmk(cfg, has_c=True, d_tma=reduce == 1, reduce=reduce))
+        for rm in (2, 4, 16):
+            ok &= report(f"bmk reduction {cfg} rows {rm} fp32 + C", compile_bmk_reduce(cfg, rm, has_c=True))
+        ok &= report(f"bmk reduction {cfg} rows 8 bf16", compile_bmk_reduce(cfg, 8, out="bf16"))
         ok &= report(f"bmk {cfg} fp32 + C by TMA", compile_bmk(cfg, has_c=True, c_tma=True))
         ok &= report(f"bmk {cfg} fp32 + C, pointers", compile_bmk(cfg, has_c=True, d_tma=False))
         ok &= report(f"bmk {cfg} bf16", compile_bmk(cfg, out="bf16"))

@@ -83,7 +83,7 @@ if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
 
 
-def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, **cfg):
+def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False, **cfg):
     """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True), and KG_DESC
     (K-grouped per-group descriptors built on the device: A's and B's FP8 storage in ws_ptr / counter_ptr)."""
     import compile_check
@@ -95,6 +95,10 @@ def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, **cfg):
         if kg_desc:
             src.signature.update(ws_ptr="*fp8e4nv", counter_ptr="*fp8e4nv", KG_DESC="constexpr")
             src.constants[(fn.arg_names.index("KG_DESC"),)] = True
+        if walk:  # psum / masked tiles found by the carried walk (Fp8Overrides.tile_walk)
+            src.signature.update(KG_DESC="constexpr", WALK="constexpr")
+            src.constants[(fn.arg_names.index("KG_DESC"),)] = False
+            src.constants[(fn.arg_names.index("WALK"),)] = True
         return real(src, **kwargs)
     compile_check.triton.compile = with_zero_gaps
     try:
@@ -118,9 +122,24 @@ PSUM_VARIANTS["two-wave 128x256 K-grouped 1D1D, per-group descriptors"] = dict(
     waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True, grouping=4, d_tma=True,
     kg_desc=True)
 
+# The carried tile walk (Fp8Overrides.tile_walk) on the psum and masked variants the plan picks.
+PSUM_VARIANTS.update({
+    "two-wave 128x256 psum, walk": dict(waves=2, wave_n=True, stages=4, grouping=2, walk=True),
+    "two-wave 128x256 psum, gaps unspecified, walk": dict(waves=2, wave_n=True, stages=4, grouping=2,
+                                                          zero_gaps=False, walk=True),
+    "split 128x192 psum, walk": dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2, walk=True),
+    "one-wave 128x128 psum, walk": dict(stages=5, grouping=2, walk=True),
+    "two-wave 128x256 masked, walk": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True, walk=True,
+                                          g_pad=32),
+    "two-wave 128x256 masked": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True, g_pad=32),
+})
+
 if __name__ == "__main__" and "--psum" in sys.argv:
     from compile_check import ptxas_info, resource_usage, sass_counts
+    only = os.environ.get("ONLY", "")  # a substring of the variant names to build (e.g. ONLY=walk)
     for name, cfg in PSUM_VARIANTS.items():
+        if only not in name:
+            continue
         ck = compile_ws(**cfg)
         print(f"{name:56s} smem {ck.metadata.shared} {resource_usage(ck.asm['cubin'])} "
               f"serialised={'C7514' in ptxas_info(ck.asm['ptx'])} {sass_counts(ck.asm['cubin'])}", flush=True)

@@ -103,6 +103,34 @@ def test_dense_forced_tiles(cfg):
     assert_close(d, truth, str(cfg))
 
 
+@pytest.mark.parametrize("split,split_from", [(3, 8), (4, 11), (2, 12), (4, 0)])
+@pytest.mark.parametrize("accumulate,out_dtype", [("none", BF16), ("d", torch.float32), ("distinct", BF16)])
+def test_dense_tail_split(split, split_from, accumulate, out_dtype):
+    # 70 x 56 on 32 x 16 tiles: 12 tiles; those from split_from on run as `split` K pieces. K = 40 with BK 16 is 3
+    # K blocks, so a 4-way split leaves its last piece empty; split_from 12 splits nothing.
+    cfg = Bf16Config(32, 16, 16, 2, 4, split_k=split, split_from=split_from)
+    for k in (40, 200):
+        a, b, d, c, truth = dense_case("nt", 70, 56, k, out_dtype, accumulate, "row", "col")
+        run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=Bf16Overrides(config=cfg))
+        assert_close(d, truth, f"{cfg} k={k}")
+
+
+def test_dense_tail_split_is_deterministic_and_zero_sizes_write_nothing():
+    cfg = Bf16Config(32, 16, 16, 2, 4, split_k=3, split_from=5)
+    a, b, d, c, truth = dense_case("nt", 37, 40, 72, torch.float32, "none")
+    outs = []
+    for _ in range(2):  # the second call replays the recorded launch
+        run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=Bf16Overrides(config=cfg))
+        outs.append(d.clone())
+    assert torch.equal(outs[0], outs[1])
+    assert_close(outs[0], truth, "tail split")
+    for m, n in ((0, 16), (16, 0)):
+        a, b, d, c, _ = dense_case("nt", m, n, 32, BF16, "none")
+        before = d.clone()
+        run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=Bf16Overrides(config=cfg))
+        assert torch.equal(d, before)
+
+
 # ---- M-grouped contiguous ----------------------------------------------------------------------------------------
 
 def contiguous_inputs(ms, n, k, alignment, layout):
@@ -244,6 +272,10 @@ def test_plan_is_pure_and_fits_shared_memory():
         assert p1 == p2 and p1 is not None
         cfg = p1.config
         smem = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * 2
+        if p1.kernel == "ws":  # (two 64-row staging buffers for D)
+            smem += 2 * 64 * cfg.block_n * c.out_bytes
+            assert smem <= bf16_plan.WS_SMEM_BYTES and cfg.num_stages >= 3, (c, p1)
+            continue
         smem += cfg.block_m * cfg.block_n * c.out_bytes if p1.d_tma else 0
         assert smem <= bf16_plan.SMEM_BYTES and cfg.num_stages >= 2, (c, p1)
         assert 1 <= p1.grid <= 132
@@ -252,7 +284,7 @@ def test_plan_is_pure_and_fits_shared_memory():
 def test_plan_splits_decode_rows_and_keeps_big_ones_whole():
     decode = bf16_plan.plan(call(m=1))
     assert decode.config.split_k > 1 and decode.config.block_m == 16
-    assert bf16_plan.plan(call()).config.split_k == 1
+    assert bf16_plan.plan(call(n=7168, k=16384)).config.split_k == 1
 
 
 def test_plan_respects_alignment_and_k_divisor():
@@ -264,9 +296,48 @@ def test_plan_respects_alignment_and_k_divisor():
     assert (forced.config.block_m, forced.config.block_n) == (128, 128)
 
 
+def test_plan_splits_the_last_wave_of_few_tiles():
+    # 4096 x 2112 on 128 x 128: 544 tiles = 4 waves + 16; 4096 x 576: 160 = 1 wave + 28. The whole waves run whole
+    # tiles, the rest are split along K so their pieces fill the machine.
+    for n, waves in ((2112, 4), (576, 1)):
+        p = bf16_plan.plan(call(n=n), Bf16Overrides(ws=False))
+        cfg = p.config
+        tiles = -(-4096 // cfg.block_m) * -(-n // cfg.block_n)
+        assert cfg.split_k > 1 and cfg.split_from == waves * 132 < tiles, (n, p)
+        assert p.grid == 132 and p.kernel == "tl"
+    # Whole waves only (132 tiles): no tail to split; 128 x 256 tiles (pointer partials would spill): no split.
+    assert all(f == 0 for _, f in bf16_plan._splits(call(m=128 * 132, n=128), 128, 128))
+    assert list(bf16_plan._splits(call(), 128, 256)) == [(1, 0)]
+
+
+def test_plan_model_prices_the_split_waves():
+    c = call(n=576)
+    whole = Bf16Config(128, 128, 64, 5, 8)
+    tail = Bf16Config(128, 128, 64, 5, 8, split_k=4, split_from=132)
+    assert bf16_plan._cost(c, tail) < bf16_plan._cost(c, whole)  # 1.25 waves instead of 2
+    assert bf16_plan.plan(c, Bf16Overrides(config=tail)).config == tail
+    # A split_from past the tiles is clipped (no split tile): the grid is the tile count.
+    clipped = bf16_plan.plan(call(m=256, n=256), Bf16Overrides(config=tail))
+    assert clipped.config.split_from == 4 and clipped.grid == 4
+
+
+def test_plan_chooses_the_warp_specialised_kernel_where_it_measured_faster(monkeypatch):
+    # Dense and expert-id calls of 128+ rows: the WS kernel's tiles are priced beside the tl.* ones; psum stays on
+    # tl.* (measured slower there); decode rows never; DG_BF16_WS / Bf16Overrides.ws force either way.
+    assert bf16_plan.plan(call(n=4096)).kernel == "ws"
+    assert bf16_plan.plan(call("m_ids", m=32768, n=4096, k=4096, groups=8)).kernel == "ws"
+    assert bf16_plan.plan(call("m_psum", m=32768, n=4096, k=4096, groups=8)).kernel == "tl"
+    assert bf16_plan.plan(call(m=1)).kernel == "tl"
+    assert bf16_plan.plan(call(n=4096), Bf16Overrides(ws=False)).kernel == "tl"
+    assert bf16_plan.plan(call("m_psum", m=32768, n=4096, k=4096, groups=8), Bf16Overrides(ws=True)).kernel == "ws"
+    monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "off")
+    assert bf16_plan.plan(call(n=4096)).kernel == "tl"
+    monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "on")
+    assert bf16_plan.plan(call(n=4096)).kernel == "ws"
+
+
 def test_plan_warp_specialised_only_where_it_covers():
     ws = Bf16Overrides(ws=True)
-    assert bf16_plan.plan(call()).kernel == "tl"  # opt-in
     assert bf16_plan.plan(call(), ws).kernel == "ws"
     assert bf16_plan.plan(call(m=1), ws).kernel == "tl"  # decode tiles
     assert bf16_plan.plan(call("masked", groups=4, expected_m=256), ws).kernel == "tl"

@@ -59,6 +59,29 @@ def test_bmk_bnk_mn(s, m, n, k, out_dtype):
     assert_bitwise_equal(d, d_again, "the batch-split reduction is deterministic")
 
 
+@pytest.mark.parametrize("splits", [1, 5, 44, 129])
+@pytest.mark.parametrize("reduce", ["parallel", "serial"])
+def test_bmk_every_split_and_reduction(reduce, splits):
+    # The variants the sweep compares (benchmarks/bench_einsum.py --sweep), pinned: correct, the same bits on a
+    # second call, and the two reductions equal (both sum the same partials in range order).
+    from deep_gemm._ops.library import run_launcher
+    s, m, n, k = 129, 128, 384, 128
+    a = torch.randn((s, m, k), dtype=BF16, device="cuda")
+    b = torch.randn((s, n, k), dtype=BF16, device="cuda")
+    d0 = torch.randn((m, n), device="cuda")
+    ref = d0.double() + torch.bmm(a.double(), b.double().mT).sum(0)
+    outs = {}
+    for variant in (reduce, "parallel"):
+        plan = einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], splits, variant)
+        for call in range(2):
+            d = d0.clone()
+            assert run_launcher("einsum", "bmk,bnk->mn", a, b, d, d, launcher_kwargs=dict(config=plan)) is None
+            outs[variant, call] = d
+    assert calc_diff(outs[reduce, 0], ref) < 1e-5
+    assert_bitwise_equal(outs[reduce, 0], outs[reduce, 1], f"two calls, {splits} ranges {reduce}")
+    assert torch.equal(outs[reduce, 0], outs["parallel", 0])
+
+
 @pytest.mark.parametrize("accumulate", [False, True])
 @pytest.mark.parametrize("expr,shape", [("bhr,hdr->bhd", dict(b=77, h=3, r=200, d=72)),
                                         ("bhd,hdr->bhr", dict(b=77, h=3, d=72, r=200)),

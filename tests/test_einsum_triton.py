@@ -87,6 +87,67 @@ def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):
         deep_gemm.set_num_sms(0)
 
 
+# Batch splits of bmk,bnk->mn: both reductions, a split that does not divide S (a short last range), every batch
+# entry its own range, a reduction row count other than the planned one, 64-row tiles; odd M and N tails.
+BMK_PLANS = [
+    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 3),
+    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 7, reduce_rows=4),
+    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 3, "serial"),
+    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 2, reduce_rows=16),
+]
+
+
+@pytest.mark.parametrize("plan,out_dtype,accumulate", [
+    (BMK_PLANS[0], torch.float32, "d"), (BMK_PLANS[1], BF16, "none"), (BMK_PLANS[2], torch.float32, "distinct"),
+    (BMK_PLANS[3], BF16, "distinct")], ids=str)
+def test_bmk_batch_splits_and_reductions(plan, out_dtype, accumulate):
+    case = EinsumCase("bmk,bnk->mn", dict(b=7, m=72, n=136, k=80))  # two N tiles (a tail), one M tile (a tail)
+    a, b = bf16_operands(case)
+    d, c, c_value = output_and_accumulator((72, 136), out_dtype, accumulate)
+    outs = []
+    for _ in range(2):  # the same bits on the second call (which also finds the serial counters reset)
+        d_call = d.clone()
+        c_call = d_call if accumulate == "d" else c
+        assert run_launcher("einsum", case.expr, a, b, d_call, c_call, launcher_kwargs=dict(config=plan)) is None
+        outs.append(d_call)
+    assert_close(outs[0], c_value + TRUTH[case.expr](a.double(), b.double()), str(plan))
+    assert_bitwise_equal(outs[0], outs[1], f"two calls of {plan}")
+
+
+def test_bmk_parallel_and_serial_reductions_agree():
+    # Both sum the same partials in range order: equal values (not a tolerance), whichever reduction runs.
+    case = EinsumCase("bmk,bnk->mn", dict(b=9, m=40, n=24, k=64))
+    a, b = bf16_operands(case)
+    outs = []
+    for reduce in ("parallel", "serial"):
+        d = torch.zeros(40, 24)
+        plan = einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 4, reduce)
+        assert run_launcher("einsum", case.expr, a, b, d, launcher_kwargs=dict(config=plan)) is None
+        outs.append(d)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_bmk_plan_rules():
+    deep_gemm.set_num_sms(132)
+    try:
+        et = einsum_triton
+        tile = et.BMK_CONFIGS[0]
+        # DeepGEMM's rows. S = 4096: bound by DRAM, the whole wave of 132 programs over 3 (4) tiles of 128x128.
+        assert et.bmk_plan(4096, 128, 384, 128) == et.BmkPlan(tile, 44)
+        assert et.bmk_plan(4096, 256, 256, 256) == et.BmkPlan(tile, 33)
+        # S = 129: fewer, longer ranges (half the wave) where the reduction would cost as much as the ranges save.
+        assert 16 <= et.bmk_plan(129, 128, 384, 128).splits <= 32
+        assert et.bmk_plan(3, 128, 128, 64).splits == 1  # 3 K steps in all: no split
+        assert et.bmk_plan(4096, 2048, 2048, 128).splits == 1  # 256 tiles fill the SMs alone
+        assert et.bmk_plan(4096, 64, 128, 128).tile is et.BMK_CONFIGS[1]
+        times = [et.bmk_time_us(129, 128, 384, 128, tile, x) for x in (1, 22, 44)]
+        assert times[1] < times[2] < times[0]
+        assert et._reduce_rows(3, 128) == 4  # 3 tiles x 2 halves x 32 chunks = 192 programs, at least one per SM
+        assert et._reduce_rows(64, 128) == 16
+    finally:
+        deep_gemm.set_num_sms(0)
+
+
 def test_strided_operands_and_outputs():
     # a sliced from a wider buffer; d inside a padded buffer, once TMA-storable (row of 96 bytes) and once not
     # (row of 88 bytes: the pointer store); padding columns stay untouched.
@@ -177,6 +238,16 @@ def test_tile_config_rules():
         assert et.bh_config(8, 4096, 1024, 4096, False) is et.BH_MEDIUM  # FP32 out or C: no room for 128x256
         assert et.bh_config(8, 32, 1024, 4096, True) is et.BH_SMALL_M_NARROW  # 64 tiles of 128 columns: too few
         assert et.bh_config(256, 32, 128, 512, True) is et.BH_SMALL_M
+        # 128 tokens x 8 heads: 64 tiles of 128x128 would leave half the SMs idle; 128x256 (bhd: N = 4096) fills
+        # 128 of 132 in one wave.
+        assert et.bh_config(8, 128, 1024, 4096, True) is et.BH_NARROW
+        assert et.bh_config(8, 128, 1024, 4096, False) is et.BH_NARROW
+        assert et.bh_config(8, 128, 4096, 1024, True) is et.BH_LARGE
+        assert et.bh_config(128, 128, 128, 512, True) is et.BH_MEDIUM  # 128 tiles: one wave already
+        assert et.fp8_config(8, 128, 1024) is et.FP8_NARROW  # DeepGEMM's FP8 row at b = 128
+        assert et.fp8_config(8, 4096, 1024) is et.FP8_CONFIGS[0]
+        assert et.fp8_config(8, 32, 1024) is et.FP8_SMALL_M_NARROW
+        assert et.fp8_config(128, 32, 1024) is et.FP8_CONFIGS[1]
         assert all(c.block_n <= 128 for c in et.BH_CONFIGS if c not in et.BH_WIDE)
     finally:
         deep_gemm.set_num_sms(0)

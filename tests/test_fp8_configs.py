@@ -346,3 +346,23 @@ def test_psum_layout_is_stored_by_tma_with_or_without_zero_padding():
         call = call_of(GROUPING["m_psum"], 512, 256, 512, 4, d, None, False, zero_gaps=zero_gaps)
         assert call.ws_d_tma
         assert call.d_tma == zero_gaps
+
+
+def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
+    """Fp8Overrides.tile_walk asks the warp-specialised kernel for the carried tile walk (fp8_gemm_ws._walk); the
+    plan gives it to psum and masked layouts (the only ones whose tiles are enumerated per group) and to no other,
+    and the default stays the per-tile scan (fp8_plan.TILE_WALK) until the GPU sweep measures it."""
+    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    walk, scan = Fp8Overrides(tile_walk=True), Fp8Overrides(tile_walk=False)
+    calls = {"m_psum": Fp8Call(GROUPING["m_psum"], 4 * 8192, 7168, 3072, 4, 132),
+             "masked": Fp8Call(GROUPING["masked"], 1024, 4096, 4096, 6, 132, expected_m=1024),
+             "m_ids": Fp8Call(GROUPING["m_ids"], 4 * 8192, 7168, 3072, 4, 132),
+             "dense": Fp8Call(GROUPING["dense"], 4096, 7168, 2048, 1, 132)}
+    for kind, call in calls.items():
+        p_walk, p_scan, p_default = plan(call, walk), plan(call, scan), plan(call)
+        assert p_walk.kernel == p_scan.kernel == "ws"
+        assert p_walk.ws.walk == (kind in ("m_psum", "masked"))
+        assert not p_scan.ws.walk and p_default.ws.walk == (fp8_plan.TILE_WALK and kind in ("m_psum", "masked"))
+        # the walk changes nothing else of the plan
+        assert p_walk.grid == p_scan.grid and p_walk.ws.tile_n == p_scan.ws.tile_n

@@ -4,6 +4,8 @@ picks itself: the CPU reference here, the Triton kernels on a GPU), and the READ
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,14 @@ def test_readme_has_examples():
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_block_runs_as_written(index, capsys):
     code = BLOCKS[index]
-    exec(compile(code, f"README.md python block {index}", "exec"), {"__name__": f"readme_block_{index}"})
+    # A real module in sys.modules, as a user's script would be: torch.compile (Dynamo) imports the module named by
+    # a traced function's globals, and on the GPU a bare exec namespace fails there with ModuleNotFoundError.
+    module = types.ModuleType(f"readme_block_{index}")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(code, f"README.md python block {index}", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
     printed = capsys.readouterr().out
     if "calc_diff" in code:  # the quick start prints its error against float64
         assert float(printed.split()[-1]) < 1e-3

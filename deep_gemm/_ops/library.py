@@ -136,6 +136,9 @@ class OpKernels:
 
     # signature -> its token (see _SIGNATURE_TOKENS)
     _passed: dict = field(default_factory=dict, repr=False)
+    # The schema binder of an op registered with tensor arguments (``register``); None for the others, which the
+    # eager path always hands to the dispatcher.
+    binder: Any = field(default=None, repr=False)
 
     def checked(self, full: tuple):
         """Run the check unless these arguments' metadata signature already passed it (see CHECK_MEMO_LIMIT).
@@ -146,6 +149,10 @@ class OpKernels:
         if sig is None:
             self.check(*full)
             return None
+        return self.token(sig, full)
+
+    def token(self, sig: tuple, full: tuple):
+        """``checked`` for a signature already built (the eager path builds it while testing its eligibility)."""
         token = self._passed.get(sig)
         if token is None:
             self.check(*full)
@@ -158,6 +165,17 @@ class OpKernels:
     def triton_fn(self) -> Callable[..., Any] | None:
         """The CUDA launcher, or None when there is none or DG_FORCE_REFERENCE is set."""
         return None if _FORCE_REFERENCE else self.triton
+
+    def run_cuda(self, full: tuple, token):
+        """What the op's CUDA kernel does once the check has passed (``token`` from ``checked``): the Triton
+        launcher (with the token where it keeps per-signature plans), or the reference where there is none or it
+        declines the arguments. The dispatcher's CUDA kernel and the eager path (``eager_op``) both end here."""
+        fn = None if _FORCE_REFERENCE else self.triton
+        if fn is not None:
+            out = fn(*full, signature=token) if getattr(fn, "accepts_signature", False) else fn(*full)
+            if out is not NotImplemented:
+                return out
+        return self.reference(*full)
 
 
 _KERNELS: dict[str, OpKernels] = {}
@@ -199,6 +217,7 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
     binder = _Binder(SCHEMAS[name])
     check = _requiring_tensors(name, check, binder.required_tensors)
     kernels = OpKernels(name, check, reference, fake, triton, triton_note)
+    kernels.binder = binder if binder.has_tensor_args else None  # (the eager path serves only ops with tensors)
     _KERNELS[name] = kernels
 
     def reference_kernel(*args, **kwargs):
@@ -208,15 +227,9 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
 
     def cuda_kernel(*args, **kwargs):
         full = binder(args, kwargs)
-        sig = kernels.checked(full)
-        fn = kernels.triton_fn()
-        if fn is not None:
-            # Launchers that keep per-signature launch plans get the token of the signature the check was memoised
-            # under (OpKernels.checked).
-            out = fn(*full, signature=sig) if getattr(fn, "accepts_signature", False) else fn(*full)
-            if out is not NotImplemented:
-                return out
-        return reference(*full)
+        # Launchers that keep per-signature launch plans get the token of the signature the check was memoised
+        # under (OpKernels.checked).
+        return kernels.run_cuda(full, kernels.checked(full))
 
     def fake_kernel(*args, **kwargs):
         full = binder(args, kwargs)
@@ -313,3 +326,122 @@ def backends() -> dict[str, str]:
 
 def family_of(name: str) -> str:
     return FAMILY[name]
+
+
+# ---- The eager path: public wrappers calling an op's CUDA kernel without the dispatcher ---------------------------
+#
+# A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel (KERNEL-NOTES section 7),
+# a third of DeepGEMM's whole host time per call. A plain eager call on CUDA tensors gains nothing from it: the
+# dispatcher would pick the CUDA kernel registered above, which is a Python function. ``eager_op`` calls that same
+# function (binder, memoised check, launcher or reference: ``OpKernels.run_cuda``) directly, and hands every call it
+# cannot prove plain to the dispatcher op, so the op stays THE path for everything that needs the dispatcher:
+#
+# * torch.compile / torch.export tracing (``torch.compiler.is_compiling()``, tested first so that Dynamo, which
+#   folds it to True, traces only the dispatcher call);
+# * an active TorchDispatchMode (FakeTensorMode, proxy tracing, functionalisation, debug modes), TorchFunctionMode,
+#   functorch transform (vmap, grad) or the autograd profiler (which records dispatcher ops by name);
+# * any tensor argument that is not a plain ``torch.Tensor`` (or ``nn.Parameter``, which disables
+#   ``__torch_function__``) on CUDA, or that requires grad while grad mode is on (the autograd fallback);
+# * calls with no tensor at all (the dispatcher's error path) and ops without tensor arguments.
+#
+# What the dispatcher does for such a call besides running the kernel is nothing observable: Python kernels get no
+# device guard (the launchers select the tensors' device themselves), an op without an autograd formula adds no
+# graph under no_grad or without tensors requiring grad, and in-place writes by a Python kernel bump no version
+# counter either way. The check, its errors (raised before anything is written), the memo and the launch plans are
+# the ones the dispatcher path uses, keyed by the same signature (``_eager_signature`` builds ``_signature``'s
+# tuple), so both paths share tokens and plans. CUDA-graph capture and threads behave as on the dispatcher path
+# (the kernel is the same function; the guards read thread-local state).
+
+_PLAIN_TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_functorch_active = torch._C._are_functorch_transforms_active
+_profiling = torch.autograd._profiler_enabled
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+
+
+def _eager_signature(args: tuple):
+    """``_signature(args)`` when the call may skip the dispatcher (every tensor a plain CUDA tensor outside
+    autograd, at least one tensor), else None. One pass over the arguments does both."""
+    key = [_RUNTIME.version]
+    tensors = 0
+    for x in args:
+        cls = type(x)
+        if cls in _PLAIN_TYPES:
+            key.append(x)
+        elif cls in _PLAIN_TENSOR_TYPES:
+            if not x.is_cuda or (x.requires_grad and _grad_enabled()):
+                return None
+            tensors += 1
+            offset = x.storage_offset()
+            key.append((x.shape, x.stride(), x.dtype, x.get_device(),
+                        (offset * x.element_size()) & 15 if offset else 0))
+        elif cls is list or cls is tuple:
+            if not all(isinstance(v, (int, float, bool)) for v in x):
+                return None
+            key.append(tuple(x))
+        else:
+            return None  # tensor subclasses (fake, functional, ...), subclasses of plain types: the dispatcher
+    return tuple(key) if tensors else None
+
+
+def _modes_active() -> bool:
+    return bool(_dispatch_modes() or _function_modes() or _functorch_active() or _profiling())
+
+
+_NO_KWARGS: dict = {}
+
+
+def eager_op(name: str) -> Callable[..., Any]:
+    """The callable a public wrapper uses for op ``name`` (canonical or alias): ``torch.ops.deep_gemm.<name>.default``
+    with the same arguments, results and errors, which skips the dispatcher for plain eager calls on CUDA tensors
+    (see the comment above). Kernels are looked up on the first call (families register on import)."""
+    op = getattr(torch.ops.deep_gemm, name).default
+    canonical = ALIASES.get(name, name)
+    resolved: list = []
+
+    def call(*args, **kwargs):
+        # (_modes_active, inlined: every call pays these tests)
+        if kwargs or _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_active() \
+                or _profiling():
+            return op(*args, **kwargs)
+        if not resolved:
+            resolved.append(_KERNELS.get(canonical))
+        kernels = resolved[0]
+        if kernels is None or kernels.binder is None:
+            return op(*args)
+        full = kernels.binder(args, _NO_KWARGS)
+        sig = _eager_signature(full)
+        if sig is None:
+            return op(*args)
+        token = kernels._passed.get(sig)  # (OpKernels.token's hit, inlined)
+        return kernels.run_cuda(full, token if token is not None else kernels.token(sig, full))
+
+    call.__name__ = call.__qualname__ = name
+    call.op = op
+    return call
+
+
+class _EagerNamespace:
+    """``torch.ops.deep_gemm`` for the public wrappers: ``ops.<name>.default`` is ``eager_op(name)``; anything
+    else (``ops.<name>`` itself, overload packets) is the dispatcher's."""
+
+    def __getattr__(self, name: str):
+        packet = getattr(torch.ops.deep_gemm, name)
+        entry = _EagerPacket(packet, eager_op(name))
+        setattr(self, name, entry)
+        return entry
+
+
+class _EagerPacket:
+    __slots__ = ("packet", "default")
+
+    def __init__(self, packet, default):
+        self.packet, self.default = packet, default
+
+    def __call__(self, *args, **kwargs):
+        return self.default(*args, **kwargs)
+
+
+eager_ops = _EagerNamespace()

@@ -87,6 +87,19 @@ def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, 
     return compiled
 
 
+_TORCH_CURRENT_DEVICE = torch.cuda.current_device
+_CUDA_GET_DEVICE = getattr(torch._C, "_cuda_getDevice", None)  # (absent from CPU builds of torch)
+
+
+def _current_device() -> int:
+    """``torch.cuda.current_device()`` without its lazy-initialisation test (three Python calls per replay): a plan
+    exists only after its recording launch initialised CUDA. Where that function was replaced (tests stub it on
+    CPU hosts) the replacement is called."""
+    if _CUDA_GET_DEVICE is not None and torch.cuda.current_device is _TORCH_CURRENT_DEVICE:
+        return _CUDA_GET_DEVICE()
+    return torch.cuda.current_device()
+
+
 def _ensure_context(device_index: int) -> None:
     if not getattr(_THREAD, "has_context", False):
         # A thread that never touched CUDA has no current context, and TMA descriptor encoding needs one:
@@ -448,13 +461,16 @@ class LaunchPlan:
         return plan
 
     def run(self, inputs: Sequence[Any]) -> None:
-        if torch.cuda.current_device() != self.device_index:
+        if _current_device() != self.device_index:
             with torch.cuda.device(self.device_index):
                 _ensure_context(self.device_index)
                 self._launch(inputs)
             return
         _ensure_context(self.device_index)
-        self._launch(inputs)
+        if self.direct is not None:  # (_launch's first branch, inlined: the replay of every hot op)
+            self.direct.run(inputs)
+        else:
+            self._launch(inputs)
 
     def _launch(self, inputs: Sequence[Any]) -> None:
         if self.direct is not None:

@@ -4,7 +4,9 @@ Each expression is a batched GEMM once its operands are permuted (views, never c
 into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M, N]`` (``checks.Equation``):
 
 * ``"bhr,hdr->bhd"``: G = h, M = b, N = d, K = r;  ``"bhd,hdr->bhr"``: G = h, M = b, N = r, K = d (B N-major);
-* ``"bmk,bnk->mn"``: the batch is contracted too: the split-over-batch kernel with a deterministic reduction;
+* ``"bmk,bnk->mn"``: the batch is contracted too: the batch is split into ranges (``bmk_plan``: a bytes/latency
+  model picks how many), each range's FP32 partial summed in range order by a second launch (``BmkPlan``):
+  the same bits on every call, no float atomics;
 * FP8 ``"bhd,bhr->hdr"``: G = h, M = d, N = r, K = b: both operands are MN-major, which FP8 wgmma cannot read, so
   they are copied K-major first (as is W of FP8 ``"bhd,hdr->bhr"``); every other FP8 operand is read in place.
   FP8 scales may be given per 128 or per 32 K elements (the kernel's BK follows). Large FP8 problems (many rows per
@@ -15,8 +17,9 @@ into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M,
 whose strides or start are not 16-byte aligned (TMA), FP8 scale recipes other than A per row and B per 128 or per
 row. Launches are recorded per argument signature and replayed (``_triton/plans.replayable``).
 
-Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_config`` / ``fp8_config``; a ``config=`` keyword
-(through ``_ops.library.run_launcher``) pins one for sweeps (``benchmarks/bench_einsum.py --sweep``).
+Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_plan`` / ``fp8_config``; a ``config=`` keyword
+(through ``_ops.library.run_launcher``: a ``TileConfig``, or for ``bmk,bnk->mn`` a ``BmkPlan``) pins one for sweeps
+(``benchmarks/bench_einsum.py --sweep``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
-from .._triton.scratch import split_k_buffers
+from .._triton.scratch import split_k_buffers, stream_workspace
 from ..gemm.operands import FP8, resolve_recipe
 from ..runtime import get_num_sms
 from .checks import NO_CUBLASLT_EXPRESSION, Equation
@@ -57,6 +60,10 @@ BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
 BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
 # Small M with too few 128-column tiles to occupy the SMs (e.g. 4 tokens x 8 heads x 1024 columns): 64 columns.
 BH_SMALL_M_NARROW = TileConfig(64, 64, 64, 4, 6)
+# Fewer 128x128 tiles than half the SMs (e.g. 128 tokens x 8 heads x 1024 columns, K = 4096): 64 columns, twice the
+# programs; B is still read once (each program streams its own 64 rows of B; the 128 rows of A it shares with the
+# other column blocks of its batch entry come from L2). Six stages: 144 KB, one program per SM, long K.
+BH_NARROW = TileConfig(128, 64, 64, 4, 6)
 # Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
@@ -64,15 +71,23 @@ SHORT_K = 1024
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3, persistent=True), TileConfig(128, 256, 64, 8, 3),
            TileConfig(64, 256, 64, 4, 3), TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True),
            TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True))
-BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K,
+BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K, BH_NARROW, TileConfig(64, 128, 64, 4, 6),
                         TileConfig(128, 128, 64, 8, 4, persistent=True), TileConfig(128, 128, 64, 8, 4),
                         TileConfig(64, 128, 64, 4, 3),
                         TileConfig(64, 128, 64, 4, 4, persistent=True, flatten=True))
 BMK_CONFIGS = (TileConfig(128, 128, 64, 8, 4), TileConfig(64, 128, 64, 4, 4))
+# FP8: as for BF16, 64 columns where 128-column tiles would leave half the SMs idle (e.g. 128 tokens x 8 heads x
+# 1024 columns: 64 tiles), and 64x64 for small M below one wave (six stages: 144 KB / 96 KB).
+FP8_NARROW = TileConfig(128, 64, 128, 4, 6)
+FP8_SMALL_M_NARROW = TileConfig(64, 64, 128, 4, 6)
 FP8_CONFIGS = (TileConfig(128, 128, 128, 8, 4, persistent=True), TileConfig(64, 128, 128, 4, 4),
-               TileConfig(128, 128, 128, 8, 4), TileConfig(128, 128, 128, 8, 3, persistent=True, flatten=True))
-# Programs per SM the bmk split aims at (memory-bound streaming over the batch).
-BMK_PROGRAMS_PER_SM = 2
+               TileConfig(128, 128, 128, 8, 4), TileConfig(128, 128, 128, 8, 3, persistent=True, flatten=True),
+               FP8_NARROW, FP8_SMALL_M_NARROW)
+# Programs per SM of the bmk GEMM kernel (resident together: shared memory of NUM_STAGES stages) by (BM, BN), which
+# the batch split fills once at most; the parallel reduction's programs per SM (at least) and warps.
+BMK_PROGRAMS_PER_SM = {(128, 128): 1, (64, 128): 2}
+BMK_REDUCE_PROGRAMS_PER_SM = 1
+BMK_REDUCE_WARPS = 4
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -88,19 +103,85 @@ def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfi
     C tiles exceed shared memory; pointer stores spill)."""
     if m <= 64:
         return BH_SMALL_M_NARROW if g * _cdiv(m, 64) * _cdiv(n, 128) < _num_sms() else BH_SMALL_M
-    if plain_bf16_out and n >= 256 and k >= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 256) >= _num_sms():
-        return BH_LARGE
+    if plain_bf16_out and n >= 256 and k >= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 256) >= 0.9 * _num_sms():
+        return BH_LARGE  # (one wave at 90 % of the SMs: fewer A re-reads and tile ramps than two of 128x128)
+    if 2 * g * _cdiv(m, 128) * _cdiv(n, 128) <= _num_sms():
+        return BH_NARROW
     if k <= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 128) >= 2 * _num_sms():
         return BH_SHORT_K
     return BH_MEDIUM
+
+
+@dataclass(frozen=True)
+class BmkPlan:
+    """How ``bmk,bnk->mn`` runs: ``tile``; the batch split into ``splits`` ranges (one program per (range, tile));
+    the ranges' FP32 partials combined in range order, by ``reduce``:
+
+    * ``"parallel"``: a second launch (``_bmk_reduce_partials``) where each program sums all ranges' partials for
+      ``reduce_rows`` rows of half a tile (0: chosen from the tile count), so the partials are read by as many
+      programs as there are chunks, not by one program per tile;
+    * ``"serial"``: inside the GEMM kernel, the last range to arrive at a tile's counter sums the tile's partials
+      alone (one launch; its reduction reads ``splits`` partials one after another).
+
+    Both give the same bits on every call (no float atomics); ``splits == 1`` stores D directly."""
+    tile: TileConfig
+    splits: int
+    reduce: str = "parallel"
+    reduce_rows: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.tile} splits={self.splits} {self.reduce}{f' rm={self.reduce_rows}' if self.reduce_rows else ''}"
 
 
 def bmk_config(m: int, n: int) -> TileConfig:
     return BMK_CONFIGS[1] if m <= 64 else BMK_CONFIGS[0]
 
 
+def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str = "parallel") -> BmkPlan:
+    """The batch split with about the least modelled time (``bmk_time_us``), at most one wave of programs
+    (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile))."""
+    tile = tile or bmk_config(m, n)
+    tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
+    wave = BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * _num_sms()
+    times = {x: bmk_time_us(s, m, n, k, tile, x) for x in range(1, max(1, min(s, wave // tiles)) + 1)}
+    # The most ranges within BMK_TIME_SLACK of the best: where DRAM bounds the time, more programs in flight cost
+    # little (a larger reduction) and guard against a per-program rate below the model's.
+    fastest = min(times.values())
+    splits = max(x for x, t in times.items() if t <= fastest * BMK_TIME_SLACK)
+    return BmkPlan(tile, splits, reduce)
+
+
+# The bytes/latency model of a bmk split (H200; constants to be refitted from benchmarks/bench_einsum.py --sweep):
+# operand bytes stream from DRAM once (the tiles of a range run side by side and share A or B through L2) at
+# BMK_DRAM_GBPS, but no faster than each program streams its range at BMK_PROGRAM_GBPS (a few stages in flight per
+# SM); a split adds the parallel reduction: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8 loads
+# in flight per element) and the partials written and read at BMK_L2_GBPS.
+BMK_DRAM_GBPS = 3500.0
+BMK_PROGRAM_GBPS = 100.0
+BMK_PIPELINE_FILL_US = 1.0
+BMK_REDUCE_LAUNCH_US = 2.0
+BMK_L2_ROUND_TRIP_US = 0.5
+BMK_L2_GBPS = 6000.0
+BMK_TIME_SLACK = 1.03
+
+
+def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int) -> float:
+    tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
+    dram = s * (m + n) * k * 2
+    per_program = _cdiv(s, splits) * (tile.block_m + tile.block_n) * k * 2
+    t = max(dram / BMK_DRAM_GBPS, per_program / BMK_PROGRAM_GBPS) / 1e3 + BMK_PIPELINE_FILL_US
+    if splits > 1:
+        partials = splits * tiles * tile.block_m * tile.block_n * 4
+        t += BMK_REDUCE_LAUNCH_US + _cdiv(splits, 8) * BMK_L2_ROUND_TRIP_US + 2 * partials / BMK_L2_GBPS / 1e3
+    return t
+
+
 def fp8_config(g: int, m: int, n: int) -> TileConfig:
-    return FP8_CONFIGS[1] if m <= 64 else FP8_CONFIGS[0]
+    if m <= 64:
+        return FP8_SMALL_M_NARROW if g * _cdiv(m, 64) * _cdiv(n, 128) < _num_sms() else FP8_CONFIGS[1]
+    if 2 * g * _cdiv(m, 128) * _cdiv(n, 128) <= _num_sms():
+        return FP8_NARROW
+    return FP8_CONFIGS[0]
 
 
 def _tma_ready(t: torch.Tensor) -> bool:
@@ -165,26 +246,54 @@ def _launch_bh(a3, b3, b_k_major: bool, d3, c3, cfg: TileConfig, recorder) -> No
            num_stages=cfg.num_stages, device_index=d3.device.index or 0, record=_record(recorder))
 
 
-def _launch_bmk(a, b, d, c, cfg: TileConfig, recorder) -> None:
-    """D = C + sum_s A[s] @ B[s]^T, split over s into ranges reduced in order by the last range to finish."""
-    from .kernels import _bmn_bnk_mn_gemm_impl
+def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
+    """D = C + sum_s A[s] @ B[s]^T, the batch split into ``plan.splits`` ranges whose FP32 partials are summed in
+    range order (see BmkPlan)."""
+    from .kernels import REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL, _bmk_reduce_partials, _bmn_bnk_mn_gemm_impl
+    cfg = plan.tile
     s, m, k = a.shape
     n = b.size(1)
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles = _cdiv(m, bm) * _cdiv(n, bn)
-    wanted = max(1, min(s, (BMK_PROGRAMS_PER_SM * _num_sms()) // tiles))
-    splits = _cdiv(s, _cdiv(s, wanted))  # no empty range
-    ws, counters = split_k_buffers(d, splits, tiles, splits * m * n, recorder)
+    splits = _cdiv(s, _cdiv(s, max(1, min(s, plan.splits))))  # no empty range
+    reduce = REDUCE_NONE if splits == 1 else REDUCE_PARALLEL if plan.reduce == "parallel" else REDUCE_SERIAL
+    device = d.device.index or 0
+    if reduce == REDUCE_PARALLEL:
+        # Kept per stream (the next call's GEMM kernel runs after this call's reduction): a replay allocates nothing.
+        ws = stream_workspace(d, splits * tiles * bm * bn)
+        if recorder is not None:
+            recorder.persistent.append(ws)
+        counters = ws  # unused
+    else:
+        ws, counters = split_k_buffers(d, splits, tiles, splits * m * n, recorder)
     c_arg = c if c is not None else d
     a_desc = _desc3(a, (1, bm, bk))
     d_desc, c_desc, d_tma, c_tma = _out_descs(d.unsqueeze(0), None if c is None else c.unsqueeze(0), bm, bn,
                                               a_desc)
+    if reduce == REDUCE_PARALLEL:
+        d_tma = c_tma = False  # (the GEMM kernel stores no D: the reduction does, through pointers)
     args = (a_desc, _desc3(b, (1, bn, bk)), d_desc, c_desc, d, c_arg, ws, counters, s, m, n, k, splits,
             d.stride(0), c_arg.stride(0) if c is not None else 0, bm, bn, bk, cfg.num_stages, c is not None, d_tma,
-            c_tma)
+            c_tma, reduce)
     launch(_bmn_bnk_mn_gemm_impl, (tiles * splits, 1, 1), args, name="bmn_bnk_mn_gemm_impl",
-           config_key=(cfg, c is not None, d_tma, c_tma, d.dtype), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-           device_index=d.device.index or 0, record=_record(recorder))
+           config_key=(cfg, c is not None, d_tma, c_tma, d.dtype, reduce), num_warps=cfg.num_warps,
+           num_stages=cfg.num_stages, device_index=device, record=_record(recorder))
+    if reduce == REDUCE_PARALLEL:
+        rm = plan.reduce_rows or _reduce_rows(tiles, bm)
+        args = (ws, d, c_arg, m, n, splits, d.stride(0), c_arg.stride(0) if c is not None else 0, bm, bn, rm,
+                c is not None)
+        launch(_bmk_reduce_partials, (tiles * 2 * (bm // rm), 1, 1), args, name="bmk_reduce_partials",
+               config_key=(bm, bn, rm, c is not None, d.dtype), num_warps=BMK_REDUCE_WARPS, num_stages=1,
+               device_index=device, record=_record(recorder))
+
+
+def _reduce_rows(tiles: int, bm: int) -> int:
+    """Rows per program of the parallel reduction: the most (longer rows of loads per program) that still give
+    every SM BMK_REDUCE_PROGRAMS_PER_SM programs; at least 2."""
+    rows = 16
+    while rows > 2 and tiles * 2 * (bm // rows) < BMK_REDUCE_PROGRAMS_PER_SM * _num_sms():
+        rows //= 2
+    return min(rows, bm)
 
 
 def _cublas_bh(eq: Equation, a, b, d, c):
@@ -212,7 +321,7 @@ def _cublas_bh(eq: Equation, a, b, d, c):
 
 
 @replayable("einsum")
-def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | None = None, recorder=None):
+def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | None = None, recorder=None):
     if d.numel() == 0:
         return None
     eq = Equation.parse(expr)
@@ -224,7 +333,8 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | None = None, 
             return None
         if not (_tma_ready(a) and _tma_ready(b)):
             return NotImplemented
-        _launch_bmk(a, b, d, c, config or bmk_config(m, n), recorder)
+        plan = config if isinstance(config, BmkPlan) else bmk_plan(s, m, n, k, config)
+        _launch_bmk(a, b, d, c, plan, recorder)
         return None
     if use_cublaslt:
         return _cublas_bh(eq, a, b, d, c)

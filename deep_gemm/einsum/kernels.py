@@ -12,9 +12,11 @@ dim in memory.
   reordering: the result is the same FP32 sum as cuBLAS's batched GEMM (torch.einsum), which DeepGEMM's test
   compares against at calc_diff < 1e-10, i.e. almost bit for bit.
 * ``_bmn_bnk_mn_gemm_impl`` (BF16, ``bmk,bnk->mn``): D = C + sum_s A[s] @ B[s]^T. The batch is split into ranges
-  (one program per (tile, range)); each writes its FP32 partial to a workspace and the last to arrive at the tile's
-  counter sums the partials in range order and stores: deterministic (bit-identical from run to run), unlike
-  atomics. The counter is reset by that program, so counters are kept zeroed between calls (``_triton/scratch``).
+  (one program per (range, tile)); each writes its FP32 partial to a workspace, and the partials are summed in
+  range order: deterministic (bit-identical from run to run), unlike atomics. REDUCE_PARALLEL: by
+  ``_bmk_reduce_partials``, a second launch whose programs each own a few rows of a tile; REDUCE_SERIAL: by the
+  last range to arrive at the tile's counter, which resets it (counters are kept zeroed between calls,
+  ``_triton/scratch``).
 * ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/kernels/fp8_gemm.py``): every
   128-K block is one ``tl.dot`` into a fresh FP32 tile, promoted into the FP32 accumulator with its scales (A per
   row, B per 128-block or per row); K-major operands only (FP8 wgmma), the launcher copies MN-major ones.
@@ -157,20 +159,35 @@ def _sum_partials(ws_ptr, splits, off_m, off_n, M, N, BM: tl.constexpr, BN: tl.c
     return total
 
 
+# How the ranges of a split batch are combined (the launcher's BmkPlan.reduce, a constexpr of the kernel).
+REDUCE_NONE, REDUCE_SERIAL, REDUCE_PARALLEL = 0, 1, 2
+
+
+@triton.jit
+def _publish_tile_partial(part, ws_ptr, slot, BM: tl.constexpr, BN: tl.constexpr):
+    """A whole [BM, BN] partial into its own contiguous slot of the workspace (no masks: out-of-range rows and
+    columns hold the zeros TMA filled in)."""
+    offs = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+    tl.store(ws_ptr + slot * (BM * BN) + offs, part)
+
+
 @triton.jit(do_not_specialize=["S", "M", "N", "K", "SPLITS", "stride_dm", "stride_cm"],
             do_not_specialize_on_alignment=["d_ptr", "c_ptr", "ws_ptr", "counter_ptr"])
 def _bmn_bnk_mn_gemm_impl(
         a_desc, b_desc,  # BF16 A [S, M, K], B [S, N, K], blocks [1, BM, BK] and [1, BN, BK]
         d_desc, c_desc,  # D and C as [1, M, N], blocks [1, BM, BN] (used when D_TMA / C_TMA)
         d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
-        ws_ptr, counter_ptr,  # FP32 partials [SPLITS, M, N] and one int32 arrival counter per tile (SPLITS > 1)
+        ws_ptr, counter_ptr,  # FP32 partials and (REDUCE_SERIAL) one int32 arrival counter per tile
         S, M, N, K, SPLITS, stride_dm, stride_cm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr, HAS_C: tl.constexpr,
-        D_TMA: tl.constexpr, C_TMA: tl.constexpr):
+        D_TMA: tl.constexpr, C_TMA: tl.constexpr, REDUCE: tl.constexpr):
+    # Program pid = split * tiles + tile: the tiles of one batch range are neighbours in launch order, so they run
+    # together and the A (B) blocks they share come from L2 instead of DRAM once per tile.
     pid = tl.program_id(0)
-    split = pid % SPLITS
-    tile = pid // SPLITS
     num_n_blocks = tl.cdiv(N, BN)
+    num_tiles = tl.cdiv(M, BM) * num_n_blocks
+    split = pid // num_tiles
+    tile = pid % num_tiles
     off_m = (tile // num_n_blocks) * BM
     off_n = (tile % num_n_blocks) * BN
     num_kb = tl.cdiv(K, BK)
@@ -186,9 +203,14 @@ def _bmn_bnk_mn_gemm_impl(
         b = b_desc.load([s, off_n, k]).reshape(BN, BK).T
         acc = tl.dot(a, b, acc)
 
-    if SPLITS == 1:
+    if REDUCE == 0:
         _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, 0, off_m, off_n, M, N, 0, stride_dm, 0, stride_cm, BM, BN,
                     HAS_C, D_TMA, C_TMA)
+    elif REDUCE == 2:
+        # Partials only: _bmk_reduce_partials (a second launch) sums them, spread over many programs.
+        left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+        _publish_tile_partial(left, ws_ptr, 2 * pid, BM, BN // 2)
+        _publish_tile_partial(right, ws_ptr, 2 * pid + 1, BM, BN // 2)
     else:
         # Publish this range's partial (two column halves: fewer live addresses); the last range to arrive at the
         # tile's counter sums every partial in range order, stores, and resets the counter.
@@ -205,6 +227,58 @@ def _bmn_bnk_mn_gemm_impl(
             _store_tile(total, d_desc, c_desc, d_ptr, c_ptr, 0, off_m, off_n, M, N, 0, stride_dm, 0, stride_cm, BM,
                         BN, HAS_C, D_TMA, C_TMA)
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit(do_not_specialize=["M", "N", "SPLITS", "stride_dm", "stride_cm"],
+            do_not_specialize_on_alignment=["ws_ptr", "d_ptr", "c_ptr"])
+def _bmk_reduce_partials(
+        ws_ptr,  # FP32 partials of _bmn_bnk_mn_gemm_impl (REDUCE_PARALLEL): slot (split * tiles + tile) * 2 + half
+        d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
+        M, N, SPLITS, stride_dm, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, RM: tl.constexpr, HAS_C: tl.constexpr):
+    """D = C + sum_r partial[r], each program owning RM rows of one half tile (BN/2 columns) and summing the
+    partials of every range for them in range order r = 0, 1, ...: the same bits on every call, whatever the
+    order in which the ranges finished. Eight partials are loaded before they are added (in order), so that
+    several loads are in flight."""
+    HALF: tl.constexpr = BN // 2
+    CHUNKS: tl.constexpr = BM // RM
+    pid = tl.program_id(0)
+    num_n_blocks = tl.cdiv(N, BN)
+    num_tiles = tl.cdiv(M, BM) * num_n_blocks
+    chunk = pid % CHUNKS
+    half = (pid // CHUNKS) % 2
+    tile = pid // (2 * CHUNKS)
+    rows = chunk * RM + tl.arange(0, RM)
+    cols = tl.arange(0, HALF)
+    in_slot = rows[:, None] * HALF + cols[None, :]
+    slot_stride = num_tiles * 2 * (BM * HALF)  # one range to the next
+    first = ws_ptr + (tile * 2 + half) * (BM * HALF) + in_slot
+    total = tl.full((RM, HALF), -0.0, dtype=tl.float32)  # -0.0: the exact additive identity
+    step = slot_stride.to(tl.int64)
+    for r0 in range(0, SPLITS, 8):
+        at = first + r0 * step
+        p0 = tl.load(at, cache_modifier=".cg")
+        p1 = tl.load(at + 1 * step, mask=r0 + 1 < SPLITS, other=-0.0, cache_modifier=".cg")
+        p2 = tl.load(at + 2 * step, mask=r0 + 2 < SPLITS, other=-0.0, cache_modifier=".cg")
+        p3 = tl.load(at + 3 * step, mask=r0 + 3 < SPLITS, other=-0.0, cache_modifier=".cg")
+        p4 = tl.load(at + 4 * step, mask=r0 + 4 < SPLITS, other=-0.0, cache_modifier=".cg")
+        p5 = tl.load(at + 5 * step, mask=r0 + 5 < SPLITS, other=-0.0, cache_modifier=".cg")
+        p6 = tl.load(at + 6 * step, mask=r0 + 6 < SPLITS, other=-0.0, cache_modifier=".cg")
+        p7 = tl.load(at + 7 * step, mask=r0 + 7 < SPLITS, other=-0.0, cache_modifier=".cg")
+        total = total + p0
+        total = total + p1
+        total = total + p2
+        total = total + p3
+        total = total + p4
+        total = total + p5
+        total = total + p6
+        total = total + p7
+    offs_m = (tile // num_n_blocks) * BM + rows
+    offs_n = (tile % num_n_blocks) * BN + half * HALF + cols
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    if HAS_C:
+        total += tl.load(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :], total.to(d_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=["G", "M", "N", "K", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k", "stride_sfb_g",

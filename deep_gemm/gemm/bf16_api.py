@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import torch
 
 from .._ops.errors import fail
+from .._ops.library import eager_ops
 
 __all__ = [
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
@@ -23,7 +24,7 @@ __all__ = [
     "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
 ]
 
-_ops = torch.ops.deep_gemm
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
 
 # layout -> (text, A as given, B as given, how a caller holding A [M,K] and B [N,K] passes them)
 _LAYOUTS = {

@@ -15,6 +15,8 @@ call shape replays its recorded launch without planning.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from .._triton.launch import FastDescriptor, descriptor, interpreting, launch
@@ -121,16 +123,19 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
     m, n, split = call.m, call.n, cfg.split_k
     a_desc = _operand_desc(a, a_k_major, cfg.block_m, cfg.block_k)
     b_desc = _operand_desc(b, b_k_major, cfg.block_n, cfg.block_k)
-    ws, counters = split_k_buffers(d, split, -(-m // cfg.block_m) * -(-n // cfg.block_n), split * m * n, recorder)
+    # Split tiles (from cfg.split_from on) each get a counter and split_k FP32 tile slots of workspace.
+    split_tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n) - cfg.split_from
+    ws, counters = split_k_buffers(d, split, split_tiles, split_tiles * split * cfg.block_m * cfg.block_n, recorder)
     d_desc = _desc(d, cfg.block_m, cfg.block_n) if p.d_tma else a_desc
     c_arg = c if c is not None else d
     stride_cm = c.stride(-2) if c is not None else 0
     args = (a_desc, b_desc, d, c_arg, d_desc, layout if layout is not None else d, ws, counters,
             m, n, call.k, call.num_groups, a_group_m, b_group_n, b_group_k, stride_dg, d.stride(-2), stride_cg,
-            stride_cm, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages, split,
-            call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major)
-    config_key = (cfg, p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps, call.has_c,
-                  d.dtype, a_k_major, b_k_major)
+            stride_cm, cfg.split_from, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages,
+            split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major)
+    # (split_from is a runtime argument: one binary serves every value)
+    config_key = (replace(cfg, split_from=0), p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps,
+                  call.has_c, d.dtype, a_k_major, b_k_major)
     from .kernels.bf16_gemm import _bf16_gemm_kernel
     launch(_bf16_gemm_kernel, (p.grid, 1, 1), args, name="bf16_gemm", config_key=config_key,
            num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=d.device.index or 0,

@@ -11,9 +11,10 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from .._ops.errors import fail
+from .._ops.library import eager_ops
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
-_ops = torch.ops.deep_gemm
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
 
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
@@ -28,6 +29,8 @@ __all__ = [
 
 def unpack_pair(name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:
     """(data, scale) from any length-2 sequence, as DeepGEMM's bindings accept."""
+    if type(pair) is tuple and len(pair) == 2:  # the common form, tested first (host time per call)
+        return pair
     if isinstance(pair, torch.Tensor) or not hasattr(pair, "__len__") or len(pair) != 2:
         fail(f"{name}: expected a (data, scale) pair, got {type(pair).__name__}")
     return pair[0], pair[1]

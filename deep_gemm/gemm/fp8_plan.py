@@ -82,9 +82,24 @@ TAIL_WAVE_WIDTHS = (16, 32)
 # K-grouped nt calls hand the warp-specialised kernel A and B as they come (each group's [M, K_g] / [N, K_g] block
 # in turn; the producer builds the group's TMA descriptors on the device) instead of concatenating the blocks into
 # one [rows, sum K] matrix per operand first: that copy moves sum K x (M + N) bytes twice per call, ~10 % of the
-# call at DeepGEMM's K-grouped shapes. Off until measured on the GPU (scripts/gpu/moe.sh times both);
-# Fp8Overrides.k_grouped_device_descriptors forces either.
-K_GROUPED_DEVICE_DESCRIPTORS = False
+# call at DeepGEMM's K-grouped shapes. H200 2026-12-02 (bench_fp8_gemm --tables moe, two runs of the same day, same
+# process and timer as the copying path): 6.6-9.3 % faster on all three of DeepGEMM's K-grouped rows (4 x 4096 x
+# 7168 x 34304: 2468 -> 2305 us; 8 x 4096 x 7168 x 34048: 2577 -> 2415 us; 16 x 7168 x 2048 x 34688: 1529 -> 1399
+# us), the same calc_diff (8.1e-9); compute-sanitizer memcheck clean (scripts/gpu/sanitize/fp8.py,
+# k_grouped_nt_ws_device_descriptors). So on by default wherever _group_blocks_in_place allows it (nt, the
+# warp-specialised kernel, contiguous 16-byte aligned storage); Fp8Overrides.k_grouped_device_descriptors forces
+# either (tests/test_fp8_gemm_gpu.py checks both give bit-identical results).
+K_GROUPED_DEVICE_DESCRIPTORS = True
+# Psum and masked layouts on the warp-specialised kernel: how a tile finds its group. False: _tile_info's scan over
+# every group's rows on every tile (vector loads, a scan and four cross-warp reductions, twice per tile in each
+# consumer with the next tile's scales prefetched, once in the producer). True: DeepGEMM's walk (its scheduler's
+# MGroupedContiguousWithPsumLayout / MGroupedMasked paths), the current group carried from tile to tile, the layout
+# read only when a tile passes into the next group (fp8_gemm_ws._walk), which also lets masked layouts prefetch the
+# next tile's first scales. Why it should matter: our psum rows ran ~9 % slower than the same shapes with expert
+# ids (one scalar load per tile) on the same plan (H200 2026-12-02, bench_fp8_gemm --tables moe: 1024-1124 vs
+# 1140-1233 TFLOPS), and one extra scan per tile measured 3.5-5.3 % at 32 masked groups (_next_first_scales).
+# Off until measured on the GPU (research/sweeps/sweep_moe_schedule.py); Fp8Overrides.tile_walk forces either.
+TILE_WALK = False
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -107,6 +122,8 @@ class Fp8Overrides:
     # K-grouped nt on the warp-specialised kernel: descriptors over each group's A and B blocks built on the device
     # instead of one concatenating copy of A and B per call (K_GROUPED_DEVICE_DESCRIPTORS)
     k_grouped_device_descriptors: bool | None = None
+    # Psum / masked layouts on the warp-specialised kernel: find tiles by the carried walk (TILE_WALK)
+    tile_walk: bool | None = None
 
     def __post_init__(self):
         if self.ws_mode is not None and self.ws_mode not in WS_MODES:
@@ -160,6 +177,7 @@ class WsPlan:
     d_tma: bool
     c_tma: bool
     register_budgets: tuple  # candidates in order, or one forced budget
+    walk: bool = False  # psum / masked: tiles found by the carried walk (TILE_WALK), not the per-tile scan
 
 
 @dataclass(frozen=True)
@@ -461,7 +479,10 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
     c_tma = c_tma and waves == 2 and d_tma
     budgets = (overrides.regs,) if overrides.regs is not None else WS_REGISTER_BUDGETS
-    return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets)
+    walk = (TILE_WALK if overrides.tile_walk is None else overrides.tile_walk) and split == 1 and grouping in (
+        GROUPING["m_psum"], GROUPING["masked"])
+    return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
+                  walk)
 
 
 def grouping_of(kind: str, use_psum_layout: bool = False) -> int:

@@ -12,6 +12,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
+from .._ops.library import eager_ops
 from . import checks
 
 __all__ = [
@@ -21,7 +22,7 @@ __all__ = [
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
 ]
 
-_ops = torch.ops.deep_gemm
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
 
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,

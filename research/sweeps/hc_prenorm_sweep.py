@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmar
 
 from harness import KernelTimer  # noqa: E402
 
-ROWS = [(8192, 24, 28672, None), (4096, 24, 7168, None), (4096, 24, 28672, 16), (137, 24, 28672, None),
+ROWS = [(8192, 24, 28672, None), (8192, 24, 7168, None), (4096, 24, 7168, None), (137, 24, 7168, 16), (4096, 24, 28672, 16), (137, 24, 28672, None),
         (13, 24, 28672, None), (13, 24, 7168, 16), (1, 24, 7168, None)]
 
 
@@ -34,6 +34,19 @@ def variants(base, m, splits):
             red = base.red_chunk if base.sub > 1 else max(1, min(16, 16384 // (base.block_m * base.block_n)))
             out.append((f"sub{sub}-st{stages}", dataclasses.replace(base, sub=sub, stages=stages,
                                                                     red_chunk=red if sub > 1 else 1)))
+    if m >= 4096:
+        # Taller row blocks: B (FP32, padded to BN rows) is re-read from L2 once per row block, as many bytes as
+        # a 64-row A block at BN = 32, so BM = 128 halves the SM-side load traffic per byte of A.
+        for sub in (1, 2, 4):
+            for stages, warps in ((4, 8), (8, 8), (4, 4)):
+                red = max(1, min(16, 8192 // (128 * base.block_n)))
+                out.append((f"bm128-w{warps}-sub{sub}-st{stages}",
+                            dataclasses.replace(base, block_m=128, sub=sub, stages=stages, num_warps=warps,
+                                                red_chunk=red if sub > 1 else 1)))
+    if m < 4096 and splits > 1:
+        # Latency-bound rows (a few K blocks per program): does a shallower pipeline start the MMAs sooner?
+        for stages in (2, 3, 4):
+            out.append((f"st{stages}", dataclasses.replace(base, stages=stages)))
     return out
 
 

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# einsum / fp8_einsum / cuBLASLt wrappers on the GPU (issue 15, items 3 and 4). Expected wall time: ~3.5 min warm
-# (Triton and DeepGEMM JIT caches carried), at most 6.3 min cold (the step limits add up to 375 s: run with
-# FAMILY_TIMEOUT=380; about 15 Triton configs compile on first use, DeepGEMM JIT-compiles its einsum kernels).
-# Each step has its own time limit; a failing step never stops the next.
-# EINSUM_PARTS="pytest dgtest bench sweep" picks steps (sweep: every tile config on DeepGEMM's rows, off by default).
+# einsum / fp8_einsum / cuBLASLt wrappers on the GPU (issue 15, items 3 and 4). Expected wall time: ~4 min warm
+# (Triton and DeepGEMM JIT caches carried), at most 9.3 min cold (the step limits add up to 555 s: run with
+# FAMILY_TIMEOUT=560; about 40 Triton configs compile on first use, most of them in the sweep, and DeepGEMM
+# JIT-compiles its einsum kernels). Each step has its own time limit; a failing step never stops the next.
+# EINSUM_PARTS="pytest dgtest bench sweep" picks steps (the default: all four). The sweep times the bmk batch splits
+# (BmkPlan: splits x parallel / serial reduction x reduction rows, with the model's prediction beside each) on
+# DeepGEMM's bmk rows, then every BF16 bh tile config on b=128 / 4096 rows (the planned one marked "(plan)").
 # Writes $OUT/einsum/: summary.txt, pytest.log, dg_ours.log / dg_dg.log (DeepGEMM's tests/test_einsum.py and
 # test_bf16.py:test_cublaslt_gemm against this package with SHIM=0, and test_einsum.py against DeepGEMM, one
-# timer) + dg_compare.txt, bench_{ours,dg}/ + bench_compare.md (DeepGEMM time / ours per row).
+# timer) + dg_compare.txt, bench_{ours,dg}/ + bench_compare.md (DeepGEMM time / ours per row), sweep.log.
+# Note: DeepGEMM's own test times 'bmk,bnk->mn' by the kernel name bmn_bnk_mn_gemm_impl only, so in dg_ours.log it
+# leaves out our second launch (bmk_reduce_partials); bench_einsum.py (bench_compare.md) counts every kernel.
 set -uo pipefail
 D=$OUT/einsum; mkdir -p "$D"
-PARTS=${EINSUM_PARTS:-pytest dgtest bench}
+PARTS=${EINSUM_PARTS:-pytest dgtest bench sweep}
 FAMILY=einsum
 source scripts/gpu/steps.sh
 
@@ -40,8 +44,8 @@ if has bench; then
   cat "$D/bench_compare.log"; grep "cublaslt_gemm_nt" "$D/bench_ours.log"
 fi
 if has sweep; then
-  step sweep 150 env PYTHONPATH=$PWD python3 benchmarks/bench_einsum.py --tables none --sweep --reps 8 \
+  step sweep 180 env PYTHONPATH=$PWD python3 benchmarks/bench_einsum.py --tables none --sweep --reps 8 \
     --out "$D/sweep" > "$D/sweep.log" 2>&1
-  grep "~ sweep" "$D/sweep.log"
+  grep -E "~ sweep|Error|error" "$D/sweep.log" | cut -c1-160
 fi
 cat "$D/summary.txt"

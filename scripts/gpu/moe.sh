@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # MoE FP8 batch (issue 18), run from the repository root by scripts/gpu/all.sh with OUT set; writes $OUT/moe/.
-#   FAMILIES=moe FAMILY_TIMEOUT=600 bash scripts/gpu/all.sh
-# Expected wall time with warm caches (.cache carried): ~5 min (DeepGEMM JIT-compiling new shapes adds more; every
-# step has its own timeout, worst case ~9 min); a failure never stops the rest. In order of importance:
-#   1. GPU tests: FP8 grouped / psum / masked / K-grouped tests, warp-specialised variants (~60 s)
-#   2. the MoE benchmark rows, ours and DeepGEMM in the same call, same timer (benchmarks/bench_fp8_gemm.py
-#      --tables moe: psum with and without zero padding, expert ids, masked, masked decode through psum, K-grouped
-#      nt; ours also with K-grouped blocks read in place) (~2 x 60 s)
-#   3. DeepGEMM's tests/test_fp8_fp4.py grouped functions against ours (SHIM=0) and against DeepGEMM (<= 6 x 60 s)
-#   4. host time per call, both packages (~2 x 20 s)
-# MOE_SANITIZE=1 also runs scripts/gpu/sanitize.sh (~3 min more). MOE_DG_FUNCS overrides step 3's functions.
+#   FAMILIES=moe FAMILY_TIMEOUT=420 bash scripts/gpu/all.sh
+# Expected wall time, warm caches (.cache carried, DeepGEMM's JIT cache in .cache/dg-jit): ~4-5 min; every step has
+# its own limit (worst case ~7 min). The first run after a change to kernels/fp8_gemm_ws.py recompiles every
+# warp-specialised variant (Triton's cache is keyed by the source): step 1 compiles the MoE ones in 8 threads, so
+# the later steps find them built. A failure never stops the rest. In order:
+#   1. the scheduling sweep (research/sweeps/sweep_moe_schedule.py): DeepGEMM's psum, masked-through-psum and
+#      masked rows, each with the shipped plan, the carried tile walk, 16-row rasters and 128 x 192 tiles, and the
+#      expert-id layout; correctness checked per variant; one line per variant, a geomean per layout (<= 150 s)
+#   2. the same-call yardstick: DeepGEMM's own tests/test_fp8_fp4.py MoE functions (contiguous: psum and expert
+#      ids; masked: masked and through psum; K-grouped) against ours (SHIM=0) and then against DeepGEMM, one timer
+#      (run_dg_tests.py), every MOE_STRIDE-th row (default 2: 8 + 16 + 3 rows), paired by compare_perf_lines.py
+#      (DeepGEMM time / ours, > 1: ours faster); each side of each function capped at MOE_DG_LIMIT s (45)
+#   3. the GPU tests of the walk (tests/test_fp8_moe_walk_gpu.py: walk vs scan bit-identical, empty groups) (<= 120 s)
+# MOE_FULL=1 adds the FP8 grouped GPU tests, the bench_fp8_gemm --tables moe pair and host times per call (~4 min);
+# MOE_SANITIZE=1 scripts/gpu/sanitize.sh (~3 min). MOE_DG_FUNCS overrides step 2's functions.
 set -uo pipefail
 D=${OUT:?set OUT}/moe
 mkdir -p "$D"
@@ -17,55 +22,75 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 DGENV="PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6"
 have_dg() { [ -d .dg/DeepGEMM ] && ls .dg/DeepGEMM/deep_gemm/_C*.so > /dev/null 2>&1; }
 step() { echo "== $1 ($(date +%T))"; }
+DGT=scripts/dg; [ -f "$DGT/compare_perf_lines.py" ] || DGT=.dg/tools
 
-step "1. GPU tests"
-timeout 150 python3 -m pytest tests/test_fp8_gemm_gpu.py -q -p no:cacheprovider \
-  -k "psum or m_grouped or masked or k_grouped or backend_is_triton or warp_specialised_variants and 129" \
-  > "$D/pytest.log" 2>&1
-echo "pytest exit $?: $(tail -n 1 "$D/pytest.log")"
-grep -E "^(FAILED|ERROR)" "$D/pytest.log" | head -20
+step "1. scheduling sweep (ours, same process, same timer)"
+timeout 150 python3 research/sweeps/sweep_moe_schedule.py --out "$D/sweep" > "$D/sweep.log" 2>&1
+echo "sweep exit $?"
+grep -E "^ (>|!)|best|geomean|^ (psum|masked)|compiled|WRONG|DIFFERENT|Error" "$D/sweep.log" | tail -n 60
 
-step "2. MoE benchmark rows, ours and DeepGEMM"
-timeout 150 python3 benchmarks/bench_fp8_gemm.py --tables moe --out "$D/bench_ours" > "$D/bench_ours.log" 2>&1
-echo "ours exit $?"; grep -E "^ > |Error|error" "$D/bench_ours.log" | head -30
-if have_dg; then
-  timeout 150 env $DGENV python3 benchmarks/bench_fp8_gemm.py --tables moe --out "$D/bench_dg" > "$D/bench_dg.log" 2>&1
-  echo "DeepGEMM exit $?"; grep -E "Error|error" "$D/bench_dg.log" | head -5
-  python3 benchmarks/compare_providers.py "$D/bench_ours/bench_fp8_moe.json" "$D/bench_dg/bench_fp8_moe.json" \
-    --out "$D/bench_compare.md" 2>&1 | tail -n 30
-else
-  echo "DeepGEMM not built here (.dg/DeepGEMM/deep_gemm/_C*.so missing): no side-by-side"
-fi
-
-step "3. DeepGEMM's grouped FP8 tests, ours (SHIM=0) and DeepGEMM"
-FUNCS=${MOE_DG_FUNCS:-"test_fp8_fp4:test_m_grouped_gemm_contiguous test_fp8_fp4:test_m_grouped_gemm_masked test_fp8_fp4:test_k_grouped_gemm_contiguous"}
+step "2. DeepGEMM's MoE tests, ours (SHIM=0) then DeepGEMM, same timer"
+T=test_fp8_fp4
+ALL="$T:test_m_grouped_gemm_contiguous $T:test_m_grouped_gemm_masked $T:test_k_grouped_gemm_contiguous"
+FUNCS=${MOE_DG_FUNCS:-$ALL}
+LIMIT=${MOE_DG_LIMIT:-45}
 if [ -d .dg/DeepGEMM/tests ]; then
   for f in $FUNCS; do
     name=${f#*:}
-    SHIM=0 RUN_REPS=4 timeout 60 python3 .dg/tools/run_dg_tests.py .dg/DeepGEMM/tests "$f" > "$D/dg_tests_ours_$name.log" 2>&1
-    echo "ours $name: exit $?; $(grep -cE "PASS" "$D/dg_tests_ours_$name.log") PASS, $(grep -cE "FAIL" "$D/dg_tests_ours_$name.log") FAIL"
-    grep -E "FAIL|Error" "$D/dg_tests_ours_$name.log" | head -5
+    start=$(date +%s)
+    SHIM=0 RUN_REPS=4 ROW_STRIDE=${MOE_STRIDE:-2} timeout "$LIMIT" \
+      python3 scripts/gpu/run_dg_rows.py .dg/DeepGEMM/tests "$f" > "$D/dg_tests_ours_$name.log" 2>&1
+    echo "ours $name: exit $? in $(( $(date +%s) - start )) s;" \
+      "$(grep -c '> Perf' "$D/dg_tests_ours_$name.log") rows"
+    grep -E "### (PASS|FAIL)|Error|SHIMMED \[\"" "$D/dg_tests_ours_$name.log" | head -5
+    if have_dg; then
+      start=$(date +%s)
+      SHIM=0 RUN_REPS=4 ROW_STRIDE=${MOE_STRIDE:-2} timeout "$LIMIT" env $DGENV \
+        python3 scripts/gpu/run_dg_rows.py .dg/DeepGEMM/tests "$f" > "$D/dg_tests_dg_$name.log" 2>&1
+      echo "DeepGEMM $name: exit $? in $(( $(date +%s) - start )) s;" \
+        "$(grep -c '> Perf' "$D/dg_tests_dg_$name.log") rows"
+      # (a DeepGEMM side that imported this repository's package would make the pairing meaningless)
+      grep -h "run_dg_rows: deep_gemm from" "$D/dg_tests_ours_$name.log" "$D/dg_tests_dg_$name.log"
+      python3 "$DGT/compare_perf_lines.py" "$D/dg_tests_ours_$name.log" "$D/dg_tests_dg_$name.log" \
+        > "$D/dg_compare_$name.txt" 2>&1
+      cat "$D/dg_compare_$name.txt"
+    fi
   done
-  if have_dg; then
-    for f in $FUNCS; do
-      name=${f#*:}
-      SHIM=0 RUN_REPS=4 timeout 60 env $DGENV python3 .dg/tools/run_dg_tests.py .dg/DeepGEMM/tests "$f" > "$D/dg_tests_dg_$name.log" 2>&1
-      echo "DeepGEMM $name: exit $?"
-      python3 .dg/tools/compare_perf_lines.py "$D/dg_tests_ours_$name.log" "$D/dg_tests_dg_$name.log" > "$D/dg_compare_$name.txt" 2>&1
-      grep GEOMEAN "$D/dg_compare_$name.txt"
-    done
-  fi
+  have_dg || echo "DeepGEMM not built here (.dg/DeepGEMM/deep_gemm/_C*.so missing): our side only"
 else
-  echo "no .dg/DeepGEMM/tests here"
+  echo "no .dg/DeepGEMM/tests here (carry .dg)"
 fi
 
-step "4. host time per call"
-timeout 60 python3 benchmarks/host_overhead.py --out "$D/host_ours" > "$D/host_ours.log" 2>&1
-have_dg && timeout 60 env $DGENV python3 benchmarks/host_overhead.py --out "$D/host_dg" > "$D/host_dg.log" 2>&1
-paste <(grep -E "us/call|ERR" "$D/host_ours.log") <(grep -E "us/call|ERR" "$D/host_dg.log" 2>/dev/null | awk '{print "| DeepGEMM", $(NF-1)}')
+step "3. GPU tests of the carried tile walk"
+timeout 120 python3 -m pytest tests/test_fp8_moe_walk_gpu.py -q -p no:cacheprovider > "$D/pytest_walk.log" 2>&1
+echo "pytest exit $?: $(tail -n 1 "$D/pytest_walk.log")"
+grep -E "^(FAILED|ERROR)" "$D/pytest_walk.log" | head -20
+
+if [ "${MOE_FULL:-0}" = 1 ]; then
+  step "4. FP8 grouped GPU tests"
+  timeout 150 python3 -m pytest tests/test_fp8_gemm_gpu.py -q -p no:cacheprovider \
+    -k "psum or m_grouped or masked or k_grouped or backend_is_triton" > "$D/pytest.log" 2>&1
+  echo "pytest exit $?: $(tail -n 1 "$D/pytest.log")"
+  grep -E "^(FAILED|ERROR)" "$D/pytest.log" | head -20
+  step "5. MoE benchmark rows, ours and DeepGEMM"
+  timeout 120 python3 benchmarks/bench_fp8_gemm.py --tables moe --out "$D/bench_ours" > "$D/bench_ours.log" 2>&1
+  echo "ours exit $?"
+  if have_dg; then
+    timeout 120 env $DGENV python3 benchmarks/bench_fp8_gemm.py --tables moe --out "$D/bench_dg" \
+      > "$D/bench_dg.log" 2>&1
+    echo "DeepGEMM exit $?"
+    python3 benchmarks/compare_providers.py "$D/bench_ours/bench_fp8_moe.json" "$D/bench_dg/bench_fp8_moe.json" \
+      --out "$D/bench_compare.md" 2>&1 | tail -n 30
+  fi
+  step "6. host time per call"
+  timeout 60 python3 benchmarks/host_overhead.py --out "$D/host_ours" > "$D/host_ours.log" 2>&1
+  have_dg && timeout 60 env $DGENV python3 benchmarks/host_overhead.py --out "$D/host_dg" > "$D/host_dg.log" 2>&1
+  paste <(grep -E "us/call|ERR" "$D/host_ours.log") \
+    <(grep -E "us/call|ERR" "$D/host_dg.log" 2>/dev/null | awk '{print "| DeepGEMM", $(NF-1)}')
+fi
 
 if [ "${MOE_SANITIZE:-0}" = 1 ]; then
-  step "5. compute-sanitizer"
+  step "compute-sanitizer"
   SANITIZE_ONLY=fp8/ bash scripts/gpu/sanitize.sh
   cp -r "$OUT/sanitize" "$D/" 2>/dev/null
 fi

@@ -17,9 +17,13 @@ with a_row = group * A_GROUP_M + off_m and b_row = expert * B_GROUP_N + off_n, b
 a K block that crosses into the next group's rows is avoided by the plan (BK divides such a K).
 
 Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py):
-  DENSE      one problem; optionally split along K (SPLIT_K > 1): every split writes an FP32 partial to a workspace
-             and the last split to arrive at the tile's counter sums them in split order (deterministic) and runs
-             the epilogue, then resets the counter (``_triton/scratch.py``).
+  DENSE      one problem; optionally split along K (SPLIT_K > 1) from tile SPLIT_FROM on: tiles before it run
+             whole, each later tile is SPLIT_K work items (one K range each). SPLIT_FROM = 0 splits every tile; a
+             SPLIT_FROM that is a multiple of the grid splits only the last, partial wave of tiles, so its pieces
+             fill the SMs the whole tiles would leave idle (wave quantisation). Every piece writes an FP32 partial
+             to its slot of a tile-major workspace [(tile - SPLIT_FROM) * SPLIT_K + split, BM, BN] and the last
+             piece to arrive at the tile's counter sums them in split order (deterministic), runs the epilogue and
+             resets the counter (``_triton/scratch.py``).
   M_IDS      M-grouped contiguous, expert id per row (-1 = padding: the tile is skipped and its rows written as 0).
   M_PSUM     M-grouped contiguous, cumulative group ends; group g's rows start at align(end[g-1], PSUM_ALIGN).
              Gap rows are zeroed (ZERO_GAPS) or left untouched.
@@ -85,16 +89,17 @@ def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_sto
 # Runtime ints and pointers are not specialised on (value 1, divisibility, alignment), so one compiled binary per
 # config serves every call (host time, see _triton/launch.py).
 @triton.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
-                               "stride_dm", "stride_cg", "stride_cm"],
+                               "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM"],
             do_not_specialize_on_alignment=["d_ptr", "c_ptr", "layout_ptr", "ws_ptr", "counter_ptr"])
 def _bf16_gemm_kernel(
         a_desc, b_desc,  # BF16, as in memory (see the module docstring)
         d_ptr, c_ptr,  # output [G?, M, N] (BF16/FP32), optional accumulator of the same shape
         d_desc,  # TMA descriptor over D [M, N] when D_TMA (else unused)
         layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED)
-        ws_ptr, counter_ptr,  # split-K FP32 workspace [SPLIT_K, M, N] and int32 per-tile arrival counters
+        ws_ptr, counter_ptr,  # split-K FP32 workspace [split tiles * SPLIT_K, BM, BN], int32 counter per split tile
         M, N, K, NUM_GROUPS, A_GROUP_M, B_GROUP_N, B_GROUP_K,
         stride_dg, stride_dm, stride_cg, stride_cm,
+        SPLIT_FROM,  # DENSE with SPLIT_K > 1: the first tile that is split (0: every tile)
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
         PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
@@ -116,7 +121,7 @@ def _bf16_gemm_kernel(
         k_starts = tl.cumsum(ks, axis=0) - ks
         num_tiles = NUM_GROUPS * num_m_blocks * num_n_blocks
     else:
-        num_tiles = num_m_blocks * num_n_blocks * SPLIT_K
+        num_tiles = SPLIT_FROM + (num_m_blocks * num_n_blocks - SPLIT_FROM) * SPLIT_K  # work items
 
     for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
         group = 0
@@ -137,12 +142,20 @@ def _bf16_gemm_kernel(
             k_start = tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0)
             kb_end = tl.sum(tl.where(g_idx == group, ks, 0), axis=0) // BK  # (BK divides every K_g: the plan)
         else:
-            split = tile % SPLIT_K
-            pid_m, pid_n = _tile_coords(tile // SPLIT_K, num_m_blocks, num_n_blocks, GROUP_M)
+            mn_tile = tile
+            if SPLIT_K > 1:  # (tensors before the runtime branch below reassigns them)
+                split = tile * 0
+                kb_begin = tile * 0
+                kb_end = kb_begin + num_kb
+                if tile >= SPLIT_FROM:
+                    piece = tile - SPLIT_FROM
+                    mn_tile = SPLIT_FROM + piece // SPLIT_K
+                    split = piece % SPLIT_K
+                    kb_per_split = tl.cdiv(num_kb, SPLIT_K)
+                    kb_begin = split * kb_per_split
+                    kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
+            pid_m, pid_n = _tile_coords(mn_tile, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
-            kb_per_split = tl.cdiv(num_kb, SPLIT_K)
-            kb_begin = split * kb_per_split
-            kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
         off_m = pid_m * BM
         off_n = pid_n * BN
         offs_m = off_m + tl.arange(0, BM)
@@ -184,18 +197,23 @@ def _bf16_gemm_kernel(
         if SPLIT_K == 1:
             _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                         stride_cm, HAS_C, D_TMA)
+        elif tile < SPLIT_FROM:  # a whole tile before the split ones
+            _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                        stride_cm, HAS_C, D_TMA)
         else:
-            # Split-K: publish this split's partial; the last split to arrive reduces (in split order) and stores.
-            mask = row_store[:, None] & (offs_n < N)[None, :]
-            ws_tile = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
-            tl.store(ws_tile + split * M * N, acc, mask=mask)
+            # Split-K: publish this piece's partial in the tile's workspace slots (whole tiles: no masks); the last
+            # piece to arrive reduces them in split order (the same sum every call) and stores.
+            slot = (mn_tile - SPLIT_FROM).to(tl.int64) * SPLIT_K
+            local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+            ws_tile = ws_ptr + slot * (BM * BN) + local
+            tl.store(ws_tile + split * (BM * BN), acc)
             tl.debug_barrier()
-            counter = counter_ptr + tile // SPLIT_K
+            counter = counter_ptr + (mn_tile - SPLIT_FROM)
             arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
             if arrived == SPLIT_K - 1:
                 total = tl.zeros((BM, BN), dtype=tl.float32)
                 for s in range(SPLIT_K):
-                    total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+                    total += tl.load(ws_tile + s * (BM * BN), cache_modifier=".cg")
                 _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                             stride_cm, HAS_C, D_TMA)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")

@@ -178,6 +178,60 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 
 
 @gluon.jit
+def _group_at(layout_ptr, g, M, GROUPING: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+    """(rows, first row) of group g from scalar loads: _group_rows for one group (0 <= g < NUM_GROUPS)."""
+    if GROUPING == MASKED:
+        rows = gl.load(layout_ptr + g)
+        start = rows * 0
+    else:
+        end = gl.minimum(gl.maximum(gl.load(layout_ptr + g), 0), M)
+        prev = gl.minimum(gl.maximum(gl.load(layout_ptr + gl.maximum(g - 1, 0)), 0), M) * (g > 0).to(gl.int32)
+        start = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        rows = gl.maximum(end - start, 0)
+    return rows, start
+
+
+@gluon.jit
+def _walk_start(tile):
+    """The walk's carried state before group 0 (_walk): (group, the group's first tile)."""
+    zero = tile * 0
+    return zero - 1, zero
+
+
+@gluon.jit
+def _walk(tile, g, g_first, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr,
+          GROUPING: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+    """(group, its first tile, its rows, its first row) of `tile` (M_PSUM / MASKED, Fp8Overrides.tile_walk), from the
+    carried (group, first tile) of the CTA's previous tile: DeepGEMM's scheduler, which carries the current group
+    from tile to tile and reads the layout again only for it (scalar loads, cache hits) and for each group a tile
+    passes into, instead of _tile_info's scan over every group's rows on every tile (vector loads, a scan and four
+    cross-warp reductions). A CTA's tiles only increase, so the walk only moves forward. Only the group and its
+    first tile are carried (two registers: more live state spilled inside the K loops, sm_90a). Stops at the last
+    group (a tile past every group's tiles is never computed)."""
+    num_n_blocks = gl.cdiv(N, BN)
+    g_rows, g_start = _group_at(layout_ptr, gl.maximum(g, 0), M, GROUPING, PSUM_ALIGN)
+    g_tiles = gl.cdiv(g_rows, BM) * num_n_blocks * (g >= 0).to(gl.int32)
+    while (tile >= g_first + g_tiles) & (g + 1 < NUM_GROUPS):
+        g_first = g_first + g_tiles
+        g = g + 1
+        g_rows, g_start = _group_at(layout_ptr, g, M, GROUPING, PSUM_ALIGN)
+        g_tiles = gl.cdiv(g_rows, BM) * num_n_blocks
+    return g, g_first, g_rows, g_start
+
+
+@gluon.jit
+def _walk_info(tile, g, g_first, g_rows, g_start, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr,
+               GROUPING: gl.constexpr):
+    """_tile_info's (group, expert, off_m, off_n, m_limit, row_end) of `tile` from the walk's state (_walk)."""
+    pid_m, pid_n = _swizzle(tile - g_first, gl.cdiv(g_rows, BM), gl.cdiv(N, BN), GROUP_M)
+    m_limit = g_start + g_rows
+    row_end = m_limit
+    if GROUPING == M_PSUM:
+        row_end = M + tile * 0
+    return g, g, g_start + pid_m * BM, pid_n * BN, m_limit, row_end
+
+
+@gluon.jit
 def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
               VEC: gl.constexpr, split=0, SPLIT_K: gl.constexpr = 1):
     """(first K block, number of K blocks) of a work unit: all of K, split `split`'s share of it (SPLIT_K > 1:
@@ -206,7 +260,8 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
               BM: gl.constexpr, BN: gl.constexpr, NARROW: gl.constexpr, TILE_N: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr,
-              SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, a_flat, b_flat, KG_DESC: gl.constexpr):
+              SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, a_flat, b_flat, KG_DESC: gl.constexpr,
+              WALK: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
     SFA_VEC: gl.constexpr = gl.BlockedLayout([BM // 32], [32], [1], [0])
@@ -216,9 +271,17 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
     # Work units: output tiles, each SPLIT_K times (one unit per tile and K split).
     num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC, PSUM_ALIGN) * SPLIT_K
     it = 0
+    if WALK:
+        w_g, w_first = _walk_start(gl.program_id(0))
     for unit in range(gl.program_id(0), num_units, NUM_SMS):
-        group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-            unit // SPLIT_K, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        if WALK:
+            w_g, w_first, w_rows, w_start = _walk(unit, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N,
+                                                  GROUPING, PSUM_ALIGN)
+            group, expert, off_m, off_n, m_limit, row_end = _walk_info(unit, w_g, w_first, w_rows, w_start, M, N, BM,
+                                                                       TILE_N, GROUP_M, GROUPING)
+        else:
+            group, expert, off_m, off_n, m_limit, row_end = _tile_info(
+                unit // SPLIT_K, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, unit % SPLIT_K, SPLIT_K)
         if expert >= 0:
             a_row = off_m
@@ -442,12 +505,39 @@ def _next_first_scales(sfa_ptr, sfb_ptr, unit, num_units, layout_ptr, M, N, NUM_
     group, expert, off_m, off_n, m_limit, row_end = _tile_info(
         gl.maximum(gl.minimum(unit, num_units - 1), 0), layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M,
         GROUPING, G_PAD, PSUM_ALIGN, VEC)
+    return _tile_first_scales(sfa_ptr, sfb_ptr, group, expert, off_m, off_n, m_limit, unit < num_units, N,
+                              stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n, BN, A_ROW0, WAVE_N, ROWS)
+
+
+@gluon.jit
+def _tile_first_scales(sfa_ptr, sfb_ptr, group, expert, off_m, off_n, m_limit, valid, N, stride_sfa_g, stride_sfa_m,
+                       stride_sfb_g, stride_sfb_n, BN: gl.constexpr, A_ROW0: gl.constexpr, WAVE_N: gl.constexpr,
+                       ROWS: gl.constexpr):
+    """_first_block_scales of the tile at (group, expert, off_m, off_n) (zeros unless `valid` and it has rows)."""
     rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
     sfa_rows = sfa_ptr + group * stride_sfa_g + rows * stride_sfa_m
     sfb_col = sfb_ptr + expert * stride_sfb_g + (off_n // 128) * stride_sfb_n
     return _first_block_scales(sfa_rows, sfa_rows + WG_ROWS * stride_sfa_m, sfb_col, sfb_col + stride_sfb_n,
-                               rows < m_limit, rows + WG_ROWS < m_limit, (unit < num_units) & (expert >= 0),
-                               off_n + BN < N, WAVE_N)
+                               rows < m_limit, rows + WG_ROWS < m_limit, valid & (expert >= 0), off_n + BN < N,
+                               WAVE_N)
+
+
+@gluon.jit
+def _walk_first_scales(sfa_ptr, sfb_ptr, unit, num_units, g, g_first, layout_ptr, M, N, NUM_GROUPS, stride_sfa_g,
+                       stride_sfa_m, stride_sfb_g, stride_sfb_n, BM: gl.constexpr, BN: gl.constexpr,
+                       TILE_N: gl.constexpr, GROUP_M: gl.constexpr, GROUPING: gl.constexpr,
+                       PSUM_ALIGN: gl.constexpr, A_ROW0: gl.constexpr, WAVE_N: gl.constexpr, ROWS: gl.constexpr):
+    """_next_first_scales by the walk: (the walk's state moved on to `unit`, the unit's first-block scales). The
+    loop's top then finds that tile's group where the walk stopped."""
+    u = gl.maximum(gl.minimum(unit, num_units - 1), 0)
+    g, g_first, g_rows, g_start = _walk(u, g, g_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING,
+                                        PSUM_ALIGN)
+    group, expert, off_m, off_n, m_limit, row_end = _walk_info(u, g, g_first, g_rows, g_start, M, N, BM, TILE_N,
+                                                               GROUP_M, GROUPING)
+    sa0, sb0, x1 = _tile_first_scales(sfa_ptr, sfb_ptr, group, expert, off_m, off_n, m_limit, unit < num_units, N,
+                                      stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n, BN, A_ROW0, WAVE_N,
+                                      ROWS)
+    return g, g_first, sa0, sb0, x1
 
 
 @gluon.jit
@@ -671,7 +761,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
               ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
-              SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr):
+              SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr, WALK: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -685,8 +775,17 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
     tiles_done = 0  # parity of this warpgroup's C-load barriers (C_TMA: each wave's is used once per tile)
     # Two-wave 1D2D tiles of 2-D layouts load a tile's first-block scales before the previous tile's epilogue
     # (_next_first_scales); the first tile's here.
+    # (Masked layouts with the walk (WALK) would find the next tile cheaply, but the prefetched scales live across
+    # the epilogue: 24 -> 80 spilled bytes at the budget it builds best with, some inside the K loop, sm_90a.)
     PREFETCH_FIRST: gl.constexpr = WAVES == 2 and not SPLIT and not SFB_SMEM and GROUPING != MASKED
-    if PREFETCH_FIRST:
+    if WALK:
+        w_g, w_first = _walk_start(gl.program_id(0))
+    if PREFETCH_FIRST and WALK:
+        w_g, w_first, f_sa0, f_sb0, f_x1 = _walk_first_scales(
+            sfa_ptr, sfb_ptr, gl.program_id(0), num_units, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, stride_sfa_g,
+            stride_sfa_m, stride_sfb_g, stride_sfb_n, BM, BN, TILE_N, GROUP_M, GROUPING, PSUM_ALIGN, A_ROW0, WAVE_N,
+            ROWS)
+    elif PREFETCH_FIRST:
         f_sa0, f_sb0, f_x1 = _next_first_scales(sfa_ptr, sfb_ptr, gl.program_id(0), num_units, layout_ptr, M, N,
                                                 NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n,
                                                 BM, BN, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, A_ROW0, WAVE_N,
@@ -694,8 +793,14 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
     for unit in range(gl.program_id(0), num_units, NUM_SMS):
         tile = unit // SPLIT_K
         split = unit % SPLIT_K
-        group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-            tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        if WALK:
+            w_g, w_first, w_rows, w_start = _walk(tile, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N,
+                                                  GROUPING, PSUM_ALIGN)
+            group, expert, off_m, off_n, m_limit, row_end = _walk_info(tile, w_g, w_first, w_rows, w_start, M, N, BM,
+                                                                       TILE_N, GROUP_M, GROUPING)
+        else:
+            group, expert, off_m, off_n, m_limit, row_end = _tile_info(
+                tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, split, SPLIT_K)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
@@ -766,7 +871,12 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                         a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                         wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, f_sa0, f_sb0, f_x1, A_ROW0, BN, STAGES,
                         WAVE_N, MMA)
-            if PREFETCH_FIRST:
+            if PREFETCH_FIRST and WALK:  # the walk moves on to the next tile now; the loop's top finds it there
+                w_g, w_first, f_sa0, f_sb0, f_x1 = _walk_first_scales(
+                    sfa_ptr, sfb_ptr, unit + NUM_SMS, num_units, w_g, w_first, layout_ptr, M, N, NUM_GROUPS,
+                    stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n, BM, BN, TILE_N, GROUP_M, GROUPING,
+                    PSUM_ALIGN, A_ROW0, WAVE_N, ROWS)
+            elif PREFETCH_FIRST:
                 f_sa0, f_sb0, f_x1 = _next_first_scales(sfa_ptr, sfb_ptr, unit + NUM_SMS, num_units, layout_ptr, M,
                                                         N, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfb_g,
                                                         stride_sfb_n, BM, BN, TILE_N, GROUP_M, GROUPING, G_PAD,
@@ -804,7 +914,8 @@ def _fp8_gemm_ws_kernel(
         ZERO_GAPS: gl.constexpr, B_PER_ROW: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
         WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr, C_TMA: gl.constexpr,
         SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-        KG_DESC: gl.constexpr = False):  # K-grouped: A and B as per-group blocks, descriptors built per tile
+        KG_DESC: gl.constexpr = False,  # K-grouped: A and B as per-group blocks, descriptors built per tile
+        WALK: gl.constexpr = False):  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -816,6 +927,8 @@ def _fp8_gemm_ws_kernel(
     if GROUPING == K_GROUPED:
         gl.static_assert(SFB_SMEM and D_TMA, "K-grouped layouts run 1D1D two-wave tiles stored by TMA")
     gl.static_assert(not KG_DESC or (GROUPING == K_GROUPED and SPLIT_K == 1), "per-group descriptors: K-grouped")
+    gl.static_assert(not WALK or ((GROUPING == M_PSUM or GROUPING == MASKED) and SPLIT_K == 1),
+                     "the carried walk: psum and masked layouts")
     gl.static_assert(not C_TMA or (HAS_C and D_TMA), "C by TMA goes with D by TMA")
     gl.static_assert(not SCALES_SMEM or (WAVES == 1 and not B_PER_ROW), "staged 1D2D scales: one-wave tiles")
     gl.static_assert(SPLIT_K == 1 or (WAVES == 1 and GROUPING == DENSE and not B_PER_ROW and not HAS_C and D_TMA),
@@ -872,16 +985,16 @@ def _fp8_gemm_ws_kernel(
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
                      layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
                      GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr,
-                     KG_DESC)),
+                     KG_DESC, WALK)),
     ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

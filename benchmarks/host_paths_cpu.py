@@ -1,0 +1,183 @@
+"""Host time per call of the public entry points, on CPU with the GPU stubbed out: the dispatcher path against the
+eager path (``_ops/library.eager_op``), per op of ``benchmarks/host_overhead.py``'s slow list.
+
+    python benchmarks/host_paths_cpu.py [--number N] [--rounds R] [--profile NAME]
+
+Tensors live on the CPU; every launcher runs its real host code (configs, plans, replay, descriptor cache) down to
+the compiled kernel's C launcher, which is a do-nothing stand-in (``host_replay_cpu.stub_gpu``, generalised to any
+kernel), so the numbers are the Python work per call. Columns (us per call, best of interleaved rounds):
+
+* ``kernel``      binder + memoised check + launcher: the op's CUDA kernel as the dispatcher runs it;
+* ``dispatcher``  the same kernel called through a ``torch.ops`` op of the same schema (what every call cost before
+                  the eager path; the dispatcher's own share is ``dispatcher - kernel``);
+* ``eager``       ``eager_op(name)`` with the same arguments (its CUDA test passes CPU tensors here, see below);
+* ``public``      the public function (``deep_gemm.<name>``), which now takes the eager path;
+* ``public_before`` the public function as it was (``public - eager + dispatcher``).
+
+The eager path's eligibility test asks ``x.is_cuda``; for CPU tensors this script swaps in the same function with
+the test inverted (same cost). ``--profile NAME`` prints a cProfile of the public call of one case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import inspect
+import os
+import pstats
+import sys
+import timeit
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+os.environ.pop("TRITON_INTERPRET", None)
+
+from types import SimpleNamespace  # noqa: E402
+
+from triton.runtime import driver as triton_driver  # noqa: E402
+
+import deep_gemm  # noqa: E402
+import deep_gemm._triton.launch as launch_mod  # noqa: E402
+from deep_gemm import runtime  # noqa: E402
+from deep_gemm._ops import library  # noqa: E402
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+from launch_fakes import fake_compiled  # noqa: E402
+
+# Plausible per-descriptor metadata (the stand-in encoder only hashes it).
+_META = {"swizzle": 3, "elem_size": 1, "elem_type": 0, "block_size": [128, 128], "fp4_padded": False}
+
+
+def stub_gpu() -> None:
+    """Every launch layer believes it runs on a GPU whose C launcher and descriptor encoder do nothing."""
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("deep_gemm"):
+            if getattr(mod, "interpreting", None) is launch_mod.interpreting:
+                mod.interpreting = lambda: False
+            if getattr(mod, "get_num_sms", None) is runtime.get_num_sms:
+                mod.get_num_sms = lambda: 132
+    launch_mod.interpreting = lambda: False
+    torch.cuda.current_device = lambda: 0
+    torch._C._cuda_getCurrentRawStream = lambda index: 0
+    launch_mod._ensure_context = lambda index: None
+    c_launch = "".format  # a C callable that takes any arguments and does nothing
+
+    def get_or_compile(key, build):
+        entry = runtime.KERNEL_CACHE._entries.get(key)
+        if entry is None:
+            kernel = dict(zip(build.__code__.co_freevars, [c.cell_contents for c in build.__closure__]))["kernel"]
+            meta = {name: _META for name in kernel.arg_names if name.endswith("desc")}
+            entry = runtime.KERNEL_CACHE._entries[key] = fake_compiled(kernel.arg_names, meta, c_launch)
+        return entry
+    runtime.KERNEL_CACHE.get_or_compile = get_or_compile
+    tensor_map = object()
+    triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map))
+    # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor).
+    source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
+    exec(compile(source, library.__file__, "exec"), library.__dict__)
+
+
+def cases() -> dict:
+    """(public call, op name, flat op arguments) per case: the slow list of the host-time issues (16, 18)."""
+    m, n, k = 16, 256, 512
+    a = per_token_cast_to_fp8(torch.randn(m, k), use_ue8m0=False)
+    a_mn = (a[0], deep_gemm.get_mn_major_tma_aligned_tensor(a[1]))
+    b = per_block_cast_to_fp8(torch.randn(n, k), use_ue8m0=False)
+    d = torch.empty(m, n, dtype=torch.bfloat16)
+    g, t = 4, 64
+    ag = per_token_cast_to_fp8(torch.randn(g * t, k), use_ue8m0=False)
+    ag = (ag[0].view(g, t, k), ag[1].view(g, t, k // 128))
+    ag_mn = (ag[0], deep_gemm.get_mn_major_tma_aligned_tensor(ag[1]))
+    sf_vllm = torch.empty_strided((g, t, k // 128), (t * (k // 128), 1, t))
+    sf_vllm.copy_(ag[1])
+    bq = [per_block_cast_to_fp8(torch.randn(n, k), use_ue8m0=False) for _ in range(g)]
+    bg = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
+    dg = torch.empty(g, t, n, dtype=torch.bfloat16)
+    masked_m = torch.full((g,), 16, dtype=torch.int32)
+    ac = per_token_cast_to_fp8(torch.randn(g * 128, k), use_ue8m0=False)
+    dc = torch.empty(g * 128, n, dtype=torch.bfloat16)
+    ends = torch.tensor([100, 228, 300, 500], dtype=torch.int32)
+    x = torch.randn(m, k, dtype=torch.bfloat16)
+    w = torch.randn(n, k, dtype=torch.bfloat16)
+    hx, hw = torch.randn(m, 1024, dtype=torch.bfloat16), torch.randn(24, 1024)
+    hd, hs = torch.empty(m, 24), torch.empty(m)
+    return {
+        "tf32_hc_prenorm_gemm": (lambda: deep_gemm.tf32_hc_prenorm_gemm(hx, hw, hd, hs),
+                                 "tf32_hc_prenorm_gemm", (hx, hw, hd, hs, None)),
+        "m_grouped_fp8_gemm_nt_masked (MN-major sfa)":
+            (lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked(ag_mn, bg, dg, masked_m, 16),
+             "m_grouped_fp8_gemm_nt_masked", (*ag_mn, *bg, dg, masked_m, 16, None, None, None, "nk", False)),
+        "m_grouped_fp8_gemm_nt_masked (vLLM sfa)":
+            (lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked((ag[0], sf_vllm), bg, dg, masked_m, 16),
+             "m_grouped_fp8_gemm_nt_masked", (ag[0], sf_vllm, *bg, dg, masked_m, 16, None, None, None, "nk", False)),
+        "fp8_gemm_nt (K-major sfa)": (lambda: deep_gemm.fp8_gemm_nt(a, b, d), "fp8_gemm_nt", (*a, *b, d)),
+        "fp8_gemm_nt (MN-major sfa)": (lambda: deep_gemm.fp8_gemm_nt(a_mn, b, d), "fp8_gemm_nt", (*a_mn, *b, d)),
+        "m_grouped_fp8_gemm_nt_contiguous (psum)":
+            (lambda: deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, bg, dc, ends, use_psum_layout=True),
+             "m_grouped_fp8_gemm_nt_contiguous",
+             (*ac, *bg, dc, ends, None, None, None, "nk", False, True, True, None)),
+        "bf16_gemm_nt": (lambda: deep_gemm.bf16_gemm_nt(x, w, d), "bf16_gemm_nt", (x, w, d)),
+    }
+
+
+_SCRATCH = torch.library.Library("deep_gemm_host_bench", "DEF")
+
+
+def dispatcher_op(name: str):
+    """A torch.ops op of ``name``'s schema whose CPU kernel is ``name``'s CUDA kernel (binder, check, launcher)."""
+    schema = library.SCHEMAS[library.ALIASES.get(name, name)]
+    op_name = schema.split("(", 1)[0]
+    if not hasattr(torch.ops.deep_gemm_host_bench, op_name):
+        kernels = library.kernels_of(name)
+        _SCRATCH.define(schema)
+
+        def cuda_kernel(*args, **kwargs):
+            full = kernels.binder(args, kwargs)
+            return kernels.run_cuda(full, kernels.checked(full))
+        _SCRATCH.impl(op_name, cuda_kernel, "CPU")
+    return getattr(torch.ops.deep_gemm_host_bench, op_name).default
+
+
+def best_us(stmts: dict, number: int, rounds: int) -> dict:
+    timers = {label: timeit.Timer(fn) for label, fn in stmts.items()}
+    best = dict.fromkeys(stmts, float("inf"))
+    for _ in range(rounds):
+        for label, timer in timers.items():
+            best[label] = min(best[label], timer.timeit(number) / number * 1e6)
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--number", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--profile")
+    args = parser.parse_args()
+    stub_gpu()
+    print(f"deep_gemm from {os.path.dirname(deep_gemm.__file__)}")
+    print(f"{'case':46s} {'kernel':>7s} {'dispatch':>8s} {'eager':>7s} {'public':>7s} {'before':>7s}  us/call")
+    for label, (public, name, flat) in cases().items():
+        kernels = library.kernels_of(name)
+        op = dispatcher_op(name)
+        eager = library.eager_op(name)
+
+        def kernel_path():
+            full = kernels.binder(flat, {})
+            return kernels.run_cuda(full, kernels.checked(full))
+        for fn in (kernel_path, lambda: op(*flat), lambda: eager(*flat), public):
+            fn(), fn()  # compile stand-ins, record plans
+        if args.profile and args.profile in label:
+            prof = cProfile.Profile()
+            prof.runcall(lambda: [public() for _ in range(20000)])
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        t = best_us({"kernel": kernel_path, "dispatcher": lambda: op(*flat), "eager": lambda: eager(*flat),
+                     "public": public}, args.number, args.rounds)
+        before = t["public"] - t["eager"] + t["dispatcher"]
+        print(f"{label:46s} {t['kernel']:7.2f} {t['dispatcher']:8.2f} {t['eager']:7.2f} {t['public']:7.2f} "
+              f"{before:7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

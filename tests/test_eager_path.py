@@ -1,0 +1,200 @@
+"""The eager path (``_ops/library.eager_op``): public wrappers call an op's CUDA kernel without the dispatcher for
+plain eager calls, and hand everything else to the dispatcher op.
+
+On CPU the eager path's CUDA test is inverted (``cpu_as_cuda``: the same function with ``x.is_cuda`` negated), so
+the CPU tensors of these tests take the path the GPU's CUDA tensors take; the kernel behind it is the op's CUDA
+kernel (the Triton launcher, in the interpreter). Checked: it is taken exactly when the call is plain; it gives the
+dispatcher path's results and errors (nothing written before an error); new data at the same metadata is honoured;
+concurrent calls; torch.compile, FakeTensorMode and torch function/dispatch modes go through the op.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import deep_gemm
+from deep_gemm._ops import library
+from deep_gemm._ops.errors import DeepGEMMError
+
+M, N, K = 5, 8, 128
+
+
+@pytest.fixture
+def cpu_as_cuda(monkeypatch):
+    """Make CPU tensors eligible for the eager path and count the calls that took it."""
+    if torch.cuda.is_available():
+        pytest.skip("CPU tensors through the CUDA kernel need the interpreter (test_eager_path_gpu.py covers GPUs)")
+    source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
+    namespace = dict(library.__dict__)
+    exec(compile(source, library.__file__, "exec"), namespace)
+    monkeypatch.setattr(library, "_eager_signature", namespace["_eager_signature"])
+    kernels = library.kernels_of("tf32_hc_prenorm_gemm")
+    taken = []
+    run_cuda = kernels.run_cuda
+
+    def counting(full, token):
+        taken.append(token)
+        return run_cuda(full, token)
+    monkeypatch.setattr(kernels, "run_cuda", counting)
+    return taken
+
+
+def _hc_inputs(seed: int = 0, m: int = M):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(N, K, generator=g)
+    return a, b, torch.full((m, N), 7.0), torch.full((m,), 7.0)
+
+
+def _launcher_result(a, b, num_splits=None):
+    """What the op's CUDA kernel computes for these inputs (the dispatcher's CPU kernel is the reference)."""
+    d = torch.empty(M, N) if num_splits is None else torch.empty(num_splits, M, N)
+    s = torch.empty(M) if num_splits is None else torch.empty(num_splits, M)
+    library.run_launcher("tf32_hc_prenorm_gemm", a, b, d, s, num_splits)
+    return d, s
+
+
+def test_eager_signature_is_the_memo_signature(cpu_as_cuda):
+    a, b, d, s = _hc_inputs()
+    for args in [(a, b, d, s, None), (a, b, d, s, 3), (a[1:], b, d[1:], s[1:], None), (a, [1, 2], 2.5, "nk", True)]:
+        assert library._eager_signature(args) == library._signature(args)
+
+
+def test_eager_path_taken_and_equal_to_the_cuda_kernel(cpu_as_cuda):
+    a, b, d, s = _hc_inputs()
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    assert len(cpu_as_cuda) == 1
+    want_d, want_s = _launcher_result(a, b)
+    assert torch.equal(d, want_d) and torch.equal(s, want_s)
+    d3, s3 = torch.empty(2, M, N), torch.empty(2, M)
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d3, s3, num_splits=2)
+    want_d3, want_s3 = _launcher_result(a, b, 2)
+    assert len(cpu_as_cuda) == 2 and torch.equal(d3, want_d3) and torch.equal(s3, want_s3)
+
+
+def test_new_data_at_the_same_metadata(cpu_as_cuda):
+    """The second call shares the first's signature token (and any plan) but must compute on its own tensors."""
+    first, second = _hc_inputs(1), _hc_inputs(2)
+    deep_gemm.tf32_hc_prenorm_gemm(*first)
+    deep_gemm.tf32_hc_prenorm_gemm(*second)
+    assert len(cpu_as_cuda) == 2 and cpu_as_cuda[0] == cpu_as_cuda[1] is not None
+    for a, b, d, s in (first, second):
+        want_d, want_s = _launcher_result(a, b)
+        assert torch.equal(d, want_d) and torch.equal(s, want_s)
+
+
+@pytest.mark.parametrize("bad", ["dtype", "shape", "splits"])
+def test_same_errors_as_the_dispatcher_and_nothing_written(cpu_as_cuda, bad):
+    a, b, d, s = _hc_inputs()
+    num_splits = None
+    if bad == "dtype":
+        b = b.double()
+    elif bad == "shape":
+        d = torch.full((M, N + 8), 7.0)
+    else:
+        num_splits = 0
+    with pytest.raises(DeepGEMMError) as via_dispatcher:
+        torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default(a, b, d, s, num_splits)
+    with pytest.raises(DeepGEMMError) as via_eager:
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s, num_splits)
+    assert str(via_eager.value) == str(via_dispatcher.value)
+    assert len(cpu_as_cuda) == 0  # the check raised before the kernel ran
+    assert bool((d == 7.0).all()) and bool((s == 7.0).all())
+
+
+def test_falls_back_to_the_dispatcher(cpu_as_cuda, monkeypatch):
+    a, b, d, s = _hc_inputs()
+    want_d, want_s = d.clone(), s.clone()
+    torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default(a, b, want_d, want_s, None)  # the CPU reference
+
+    class Passing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    class Counting(TorchDispatchMode):
+        ops: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    with Counting():
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    assert "deep_gemm.tf32_hc_prenorm_gemm.default" in Counting.ops
+    b_grad = b.clone().requires_grad_(True)
+    deep_gemm.tf32_hc_prenorm_gemm(a, b_grad, d, s)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    monkeypatch.setattr(library, "_is_compiling", lambda: True)
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    assert cpu_as_cuda == []  # every call above went through the dispatcher (whose CPU kernel is the reference)
+    assert torch.equal(d, want_d) and torch.equal(s, want_s)
+    monkeypatch.undo()
+    with torch.no_grad():  # requires_grad without grad mode: plain
+        deep_gemm.tf32_hc_prenorm_gemm(a, b_grad, d, s)
+
+
+def test_fake_tensors_and_compile_go_through_the_op():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K)
+        d, s = torch.empty(M, N), torch.empty(M)
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)  # the fake kernel: check only
+        with pytest.raises(DeepGEMMError):
+            deep_gemm.tf32_hc_prenorm_gemm(a, b, torch.empty(M, N + 8), s)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    @torch.compile(backend=backend, fullgraph=True)
+    def step(a, b, d, s):
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+        return d.sum() + s.sum()
+
+    a, b, d, s = _hc_inputs()
+    step(a, b, d, s)
+    assert len(graphs) == 1 and "deep_gemm.tf32_hc_prenorm_gemm.default" in graphs[0]
+
+
+def test_threads(cpu_as_cuda):
+    inputs = [_hc_inputs(10 + i) for i in range(4)]
+    wants = [_launcher_result(a, b) for a, b, _, _ in inputs]
+    errors = []
+
+    def worker(i):
+        try:
+            a, b, d, s = inputs[i]
+            for _ in range(2):
+                deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(cpu_as_cuda) == 8
+    for (_, _, d, s), (want_d, want_s) in zip(inputs, wants):
+        assert torch.equal(d, want_d) and torch.equal(s, want_s)
+
+
+def test_every_public_wrapper_uses_the_eager_path():
+    """The families' wrappers reach the ops through ``eager_ops`` (one mechanism), not ``torch.ops`` directly."""
+    from deep_gemm.einsum import api as einsum_api
+    from deep_gemm.gemm import bf16_api, fp8_api
+    from deep_gemm.hyperconnection import api as hc_api
+    from deep_gemm.layout import api as layout_api
+    for module in (fp8_api, bf16_api, hc_api, einsum_api, layout_api):
+        assert module._ops is library.eager_ops, module.__name__
+    assert library.eager_ops.fp8_gemm_nt.default.op is torch.ops.deep_gemm.fp8_gemm_nt.default
