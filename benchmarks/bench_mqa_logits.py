@@ -181,8 +181,7 @@ def _sweep_prefill(reps, results, run_launcher, PrefillConfig):  # noqa: N803
 
 def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa: N803
     paged_cfgs = [PagedConfig(), grid_config, PagedConfig(num_stages=4), PagedConfig(num_stages=7),
-                  PagedConfig(programs_per_sm=2), PagedConfig(programs_per_sm=2, num_stages=8),
-                  PagedConfig(programs_per_sm=1, num_stages=10)]
+                  PagedConfig(programs_per_sm=2), PagedConfig(programs_per_sm=1, num_stages=10)]
     num_sms = deep_gemm.get_num_sms()
     for batch, next_n, h, d, avg in (PAGED[0], PAGED[3], PAGED[5]):
         q, cache, w, lens2d, table, max_len, lens = paged_inputs(batch, next_n, h, d, avg)

@@ -106,14 +106,14 @@ def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warp
                                    "stride_page", "stride_w", "stride_out", "per_sm"]})
     constexprs = dict(H=h, D=d, ROWS=rows, ATOM_ROWS=atom_rows, BLOCK_KV=block_kv,
                       NUM_STAGES=stages, KV_TMA=tma, IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean,
-                      TAIL_BLOCK=256)
+                      TAIL_BLOCK=256, ATOM_CHUNK=64)
     return _compile(fn, sig, constexprs, warps, stages)
 
 
 PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict(clean=True, ctx_2d=False),
                        dict(stages=3), dict(stages=6), dict(h=32), dict(h=32, rows=1, atom_rows=1), dict(tma=False),
-                       dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"), dict(fp4=True, stages=2),
-                       dict(fp4=True, d=64, rows=1, atom_rows=1, block_kv=32, stages=2)]
+                       dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"), dict(fp4=True, stages=1),
+                       dict(fp4=True, d=64, rows=1, atom_rows=1, block_kv=32, stages=1)]
 
 if __name__ == "__main__":  # the persistent paged kernel (the default paged path)
     for cfg in PERSISTENT_VARIANTS:

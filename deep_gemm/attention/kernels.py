@@ -311,6 +311,64 @@ def _paged_schedule_kernel(ctx_ptr, out_ptr, batch, next_n, num_sms, atoms,
     tl.store(out_ptr + sm * 2 + 1, tl.zeros([SMS_PAD], dtype=tl.int32), mask=last)
 
 
+@triton.jit
+def _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D: tl.constexpr):
+    """256-token splits of each atom's sequence (its last row's context), 0 where not ok."""
+    seq = atom // atoms
+    if CTX_2D:
+        last = tl.load(ctx_ptr + seq * next_n + next_n - 1, mask=ok, other=0)
+    else:
+        last = tl.load(ctx_ptr + seq, mask=ok, other=0)
+    return tl.where(ok, tl.cdiv(tl.maximum(last, 0), SPLIT_KV), 0)
+
+
+@triton.jit
+def _lane_of_entry(meta_ptr, ctx_ptr, sm, lane, per_sm, batch, next_n, atoms, CTX_2D: tl.constexpr,
+                   CHUNK: tl.constexpr):
+    """(first atom, first split, end atom, end split) of lane ``lane``'s part of schedule entry ``sm``: the entry's
+    n items (atom, split) in order, lane j taking items [n * j // per_sm, n * (j + 1) // per_sm). The end is the
+    next part's start (the entry's end for the last lane), in the schedule's own form, so consecutive lanes and
+    entries tile the work list exactly. Two passes over the entry's atoms, CHUNK at a time."""
+    a_begin = tl.load(meta_ptr + sm * 2)
+    c_begin = tl.load(meta_ptr + sm * 2 + 1)
+    a_end = tl.load(meta_ptr + sm * 2 + 2)
+    c_end = tl.load(meta_ptr + sm * 2 + 3)
+    a_stop = tl.minimum(tl.where(c_end > 0, a_end + 1, a_end), batch * atoms)
+    items = 0
+    for a0 in range(a_begin, a_stop, CHUNK):
+        atom = a0 + tl.arange(0, CHUNK)
+        ok = atom < a_stop
+        splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
+        lo = tl.where(atom == a_begin, c_begin, 0)
+        hi = tl.where(atom == a_end, c_end, splits)
+        items += tl.sum(tl.where(ok, tl.maximum(hi - lo, 0), 0), axis=0)
+    first = items * lane // per_sm
+    stop = items * (lane + 1) // per_sm
+    la_begin, lc_begin, la_end, lc_end = a_end, c_end, a_end, c_end  # items past the end: the entry's end
+    before = 0
+    for a0 in range(a_begin, a_stop, CHUNK):
+        atom = a0 + tl.arange(0, CHUNK)
+        ok = atom < a_stop
+        splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
+        lo = tl.where(atom == a_begin, c_begin, 0)
+        hi = tl.where(atom == a_end, c_end, splits)
+        count = tl.where(ok, tl.maximum(hi - lo, 0), 0)
+        ends = before + tl.cumsum(count, axis=0)
+        starts = ends - count
+        hit_first = (starts <= first) & (first < ends)
+        hit_stop = (starts <= stop) & (stop < ends)
+        la_begin = tl.where(tl.sum(hit_first.to(tl.int32), axis=0) > 0, tl.max(tl.where(hit_first, atom, -1), axis=0),
+                            la_begin)
+        lc_begin = tl.where(tl.sum(hit_first.to(tl.int32), axis=0) > 0,
+                            tl.max(tl.where(hit_first, lo + first - starts, -1), axis=0), lc_begin)
+        la_end = tl.where(tl.sum(hit_stop.to(tl.int32), axis=0) > 0, tl.max(tl.where(hit_stop, atom, -1), axis=0),
+                          la_end)
+        lc_end = tl.where(tl.sum(hit_stop.to(tl.int32), axis=0) > 0,
+                          tl.max(tl.where(hit_stop, lo + stop - starts, -1), axis=0), lc_end)
+        before += tl.sum(count, axis=0)
+    return la_begin, lc_begin, la_end, lc_end
+
+
 # ---- paged decode, persistent over the per-SM schedule -----------------------------------------------------------
 
 @triton.jit(do_not_specialize=["batch", "next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt", "stride_page",
@@ -326,13 +384,16 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         per_sm,  # lanes per schedule entry (a runtime value: one binary whatever fits on an SM)
         H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, ATOM_ROWS: tl.constexpr, BLOCK_KV: tl.constexpr,
         NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
-        FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr):
+        FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr,
+        ATOM_CHUNK: tl.constexpr):
     """Program pid = s * per_sm + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
     split) from row s of the schedule to row s + 1, which the metadata op made equal in number for every entry, so
     ragged contexts still give every program the same page count (+-1 per atom). An atom is ATOM_ROWS query rows of
-    one sequence (DeepGEMM's: 2 when next_n >= 2, else 1), padded to ROWS for a 16-column dot. Within an atom's
-    part, lane j takes pages p0 + j, p0 + j + per_sm, ...: one pipelined loop per atom part with the Q tile and
-    weights of the atom in registers, the page ids and pages prefetched NUM_STAGES - 1 iterations ahead.
+    one sequence (DeepGEMM's: 2 when next_n >= 2, else 1), padded to ROWS for a 16-column dot. Lane j takes the
+    j-th of per_sm equal contiguous parts of its entry's items (``_lane_of_entry``), so each lane switches atoms
+    (reloading Q, draining its pipeline) a per_sm-th as often as if the lanes interleaved pages: one pipelined loop
+    per atom part with the Q tile and weights of the atom in registers, page ids and pages prefetched
+    NUM_STAGES - 1 iterations ahead.
 
     Pages per atom: those of its longest row's context (DeepGEMM counts the last row's; they agree when the last row
     is the longest, as lengths of consecutive draft tokens are; a sequence whose last row is empty gets no pages
@@ -366,10 +427,8 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                 t = t0 + tl.arange(0, TAIL_BLOCK)
                 tl.store(out_rows[None, :] + t[:, None], neg_inf, mask=(t < max_ctx)[:, None] & row_ok[None, :])
 
-    a_begin = tl.load(meta_ptr + sm * 2)
-    c_begin = tl.load(meta_ptr + sm * 2 + 1)
-    a_end = tl.load(meta_ptr + sm * 2 + 2)
-    c_end = tl.load(meta_ptr + sm * 2 + 3)
+    a_begin, c_begin, a_end, c_end = _lane_of_entry(meta_ptr, ctx_ptr, sm, lane, per_sm, batch, next_n, atoms,
+                                                    CTX_2D, ATOM_CHUNK)
     a_stop = tl.minimum(tl.where(c_end > 0, a_end + 1, a_end), batch * atoms)
     tokens = tl.arange(0, BLOCK_KV)
     cols = tl.arange(0, BN)
@@ -390,7 +449,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         c_hi = tl.where(a == a_end, c_end, splits)
         # The atom's last part also takes the pages of rows longer than the last row (see the docstring).
         t_hi = tl.where(c_hi >= splits, computed, tl.minimum(c_hi * SPLIT_KV, computed))
-        p_lo = c_lo * SPLIT_PAGES + lane
+        p_lo = c_lo * SPLIT_PAGES
         p_hi = tl.cdiv(t_hi, BLOCK_KV)
         if p_hi > p_lo:
             col_row = r0 + cols // H
@@ -410,7 +469,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                                  other=0.0)
             q_t = tl.trans(q_tile)
             out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
-            for p in tl.range(p_lo, p_hi, per_sm, num_stages=NUM_STAGES):
+            for p in tl.range(p_lo, p_hi, num_stages=NUM_STAGES):
                 page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
                 page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never OOB
                 page_bytes = page.to(tl.int64) * stride_page

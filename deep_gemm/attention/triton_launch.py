@@ -71,8 +71,10 @@ class PagedConfig:
 
 # The grid kernel's tile before the persistent kernel became the default (kept for comparison and as a fallback).
 PAGED_GRID_CONFIG = PagedConfig(PAGED_TOKENS_PER_PROGRAM, 4, 3, persistent=False)
-# Persistent kernel: tokens per store step of its clean pass.
+# Persistent kernel: tokens per store step of its clean pass; atoms per step of the walk that cuts a schedule
+# entry into its lanes' parts.
 PAGED_TAIL_BLOCK = 256
+PAGED_ATOM_CHUNK = 64
 # Registers and shared memory of one SM on sm_90 (programs_per_sm is capped by what fits at once: a program that
 # has to wait for a free slot would run its whole share after the others, doubling the time).
 SM_REGISTERS = 65536
@@ -297,8 +299,9 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
     values, scales, kv_desc, kv_tma = _paged_cache_views(kv_cache, head_dim, is_fp4)
     context_2d = context_lens.dim() == 2
     entries = schedule_meta.size(0) - 1
-    # sm_90a: 5 stages give 3 KV pages in flight per program at 168 registers; FP4 unpacking spills above 2.
-    stages = min(cfg.num_stages, 2) if is_fp4 else cfg.num_stages
+    # sm_90a: 5 stages give 3 KV pages in flight per program at 168 registers. FP4 unpacking (H=64, D=128) spills
+    # at 2 stages: FP4 runs unpipelined, 3 programs per SM overlapping each other's loads.
+    stages = 1 if is_fp4 else cfg.num_stages
 
     def make_args(per_sm):
         return (q, q_sf if q_sf is not None else q, kv_desc, values, scales, weights, context_lens, block_table,
@@ -306,7 +309,7 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
                 batch, next_n, max_context_len, block_table.size(1), num_blocks, block_table.stride(0),
                 kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
                 num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
-                not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK)
+                not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK, PAGED_ATOM_CHUNK)
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
                   bool(clean_logits), out.dtype, weights.dtype)
