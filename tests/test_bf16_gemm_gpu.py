@@ -304,7 +304,7 @@ def test_eight_threads_compile_and_run():
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (4096, 576, 7168, 128), (300, 1000, 200, 256),
                                       (129, 24576, 1536, 128), (4096, 7168, 2048, 256)])
 def test_warp_specialised_opt_in(layout, m, n, k, bn):
-    """The opt-in Gluon kernel (Bf16Overrides(ws=True)) on 128-row tiles: every majorness, M/N/K tails."""
+    """The Gluon WS kernel forced (Bf16Overrides(ws=True)) on 128-row tiles: every majorness, M/N/K tails."""
     a_mk, b_nk = _rand(m, k), _rand(n, k)
     a, b = _given(layout, a_mk, b_nk)
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
@@ -322,7 +322,7 @@ def test_warp_specialised_opt_in(layout, m, n, k, bn):
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("ms,n,k,bn", [([8192, 0, 8000, 3], 4096, 4096, 256), ([300, 5000, 1], 7168, 3072, 128)])
 def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
-    """The opt-in Gluon kernel on M-grouped contiguous layouts: empty groups, padding rows, gap rows zeroed."""
+    """The Gluon WS kernel forced on M-grouped contiguous layouts: empty groups, padding rows, gap rows zeroed."""
     a, b, grouped, ref, starts = _contiguous(len(ms), ms, n, k, psum=psum)
     b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn)
@@ -342,7 +342,7 @@ def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
 @pytest.mark.parametrize("c_kind", ["d", "distinct"])
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (300, 1000, 200, 128), (4096, 7168, 2048, 128)])
 def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
-    """The opt-in Gluon kernel with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
+    """The Gluon WS kernel forced, with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
     from deep_gemm.gemm import bf16_plan, bf16_triton
     if out == torch.float32 and bn == 256:
         bn = 128

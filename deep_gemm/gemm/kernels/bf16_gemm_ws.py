@@ -1,6 +1,7 @@
 """Warp-specialised BF16 GEMM (Gluon, SM90) for dense and M-grouped contiguous layouts (expert ids, psum with zeroed
-gaps), opt-in (``DG_BF16_WS=1`` or ``Bf16Overrides(ws=True)``): DeepGEMM's producer/consumer structure for what the
-``tl.*`` kernel (bf16_gemm.py) runs with its loads and MMAs in the same warps.
+gaps), chosen per call by bf16_plan (``DG_BF16_WS`` / ``Bf16Overrides(ws=...)`` force it): DeepGEMM's
+producer/consumer structure for what the ``tl.*`` kernel (bf16_gemm.py) runs with its loads and MMAs in the same
+warps.
 
 Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ... in grouped order):
   producer   1 warp: for every (tile, K block) waits for a free stage, then TMA-loads the A tile ([BM, BK] K-major
