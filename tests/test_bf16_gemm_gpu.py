@@ -195,15 +195,16 @@ def test_k_grouped(g, m, n, k_per):
 @pytest.mark.parametrize("m,n,k", [(4096, 2112, 7168), (4096, 576, 7168), (4095, 600, 1000), (300, 1000, 64)])
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_last_wave_split(m, n, k, accumulate):
-    """Split-K of the tiles past the whole waves (Bf16Config.split_from): the plan's own choice and forced ones
-    (split_from past the tiles, pieces of no K block); the same bits on every call."""
+    """Split-K of the tiles past the whole waves (Bf16Config.split_from): the plan's own choice (4096 x 2112: the WS
+    kernel's whole waves, then the tl.* kernel's pieces), without the WS kernel, and forced ones (split_from past
+    the tiles, every tile split); the same bits on every call."""
     from deep_gemm.gemm.bf16_plan import Bf16Config
     a, b = _rand(m, k), _rand(n, k)
     c = _rand(m, n) * 8 if accumulate else None
     ref = _ref(a, b, c)
     tiles = -(-m // 128) * -(-n // 128)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    overs = [Bf16Overrides(ws=False)] + [Bf16Overrides(config=Bf16Config(128, 128, 64, 4, 8, split_k=s, split_from=f))
+    overs = [Bf16Overrides(), Bf16Overrides(ws=False)] + [Bf16Overrides(config=Bf16Config(128, 128, 64, 4, 8, split_k=s, split_from=f))
                                          for s, f in ((4, tiles // sms * sms), (16, tiles + 5), (3, 0))]
     for over in overs:
         outs = []
