@@ -189,11 +189,13 @@ def _sweep_variants(m, n, k, sms, device="cuda"):
     if m >= 128:
         out += [("ws-128x256", O(ws=True, block_m=128, block_n=256, split_k=1)),
                 ("ws-128x128", O(ws=True, block_m=128, block_n=128, split_k=1))]
+    tiles = -(-m // 128) * -(-n // 128)
+    if m >= 4096 and tiles % sms and sms < tiles <= 5 * sms:
+        out += [("ws-whole-waves+tl-tail", O(ws_tail=True)), ("plan-no-ws-tail", O(ws_tail=False))]
     configs = []
     if m >= 4096:
         configs += [C(128, 256, 64, 3, 8), C(128, 128, 64, 5, 8)]
-        tiles = -(-m // 128) * -(-n // 128)
-        if tiles % sms and sms < tiles <= 4 * sms:
+        if tiles % sms and sms < tiles <= 5 * sms:
             configs += [C(128, 128, 64, 5, 8, split_k=s, split_from=tiles // sms * sms) for s in (2, 4, 8)]
         if n <= 2112:
             configs += [C(128, 64, 64, 8, 8), C(128, 64, 64, 8, 4)]

@@ -118,6 +118,9 @@ class Bf16Overrides:
     d_tma: bool | None = None
     # The warp-specialised kernel: True = wherever it covers the call, False = never, None = DEFAULT_WS_MODE.
     ws: bool | None = None
+    # Its whole waves + the tl.* kernel's split last wave ("ws_tail"): True = wherever it covers the call (even with
+    # ws=True), False = never, None = where the model prices it lowest ("auto" mode).
+    ws_tail: bool | None = None
 
 
 NO_OVERRIDES = Bf16Overrides()
@@ -331,12 +334,13 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
                 best = (cost, cfg, True, "ws")
             # Its whole waves, then the tl.* kernel for the last wave's tiles split along K (dense, no C: a split
             # 128 x 128 tile with C spills). "auto" only: "on" is the WS kernel alone (an A/B of the kernels).
-            if bn == 128 and call.grouping == GROUPING["dense"] and overrides.split_k is None and mode == "auto":
+            tail_ok = overrides.ws_tail or (overrides.ws_tail is None and mode == "auto")
+            if bn == 128 and call.grouping == GROUPING["dense"] and overrides.split_k is None and tail_ok:
                 for split, split_from in _splits(call, 128, 128):
                     tail = _config(call, 128, 128, 8, 64, split, True, split_from) if split_from else None
                     if tail is None:
                         continue
-                    cost = _cost(call, tail, "ws_tail") * weight
+                    cost = _cost(call, tail, "ws_tail") * (1e-6 if overrides.ws_tail else weight)
                     if cost < best[0]:
                         best = (cost, tail, True, "ws_tail")
     if best is None:
