@@ -9,7 +9,8 @@ call with one timer (benchmarks/harness.py):
     PYTHONPATH=$PWD/.dg/DeepGEMM python benchmarks/bench_bf16_gemm.py --out $OUT/dg
     python benchmarks/compare_providers.py $OUT/ours/bench_bf16_gemm.json $OUT/dg/bench_bf16_gemm.json
 
-``--tables sweep`` (this package only) times forced tile configs on the M = 4096 rows, to tune bf16_plan.
+``--tables sweep`` (this package only) times forced plan choices (tile, kernel, split, ring) on the dense rows of
+``--ms``, to tune bf16_plan.
 """
 
 from __future__ import annotations
@@ -171,35 +172,81 @@ def bench_k_grouped(timer, results):
                2 * sum(ks) * (m + n) + 2 * 4 * g * m * n, diff)
 
 
-def bench_sweep(timer, results):
-    """Forced tile configs on the M = 4096 dense rows (this package only): which tile the plan should pick."""
+def _sweep_variants(m, n, k, sms, device="cuda"):
+    """(name, Bf16Overrides) to time on one dense row: the plan's choice, the plan without the WS kernel, the plan's
+    tile with the old 6-stage ring, the WS kernel's two tiles, and per M the candidates the plan weighs (whole
+    tiles, last-wave split-K, split-K of M = 128 rows, deeper rings)."""
+    from dataclasses import replace
+
+    from deep_gemm.gemm import bf16_plan, bf16_triton
+    from deep_gemm.gemm.bf16_plan import Bf16Config as C
+    from deep_gemm.gemm.bf16_plan import Bf16Overrides as O
+    d = torch.empty(m, n, device=device, dtype=BF16)
+    chosen = bf16_plan.plan(bf16_triton._call(0, m, n, k, 1, d, None, True, True, True))
+    out = [("plan", O()), ("plan-tl", O(ws=False))]
+    if chosen is not None and chosen.kernel == "tl" and chosen.config.num_stages > 6:
+        out.append(("plan-stages6", O(config=replace(chosen.config, num_stages=6))))
+    if m >= 128:
+        out += [("ws-128x256", O(ws=True, block_m=128, block_n=256, split_k=1)),
+                ("ws-128x128", O(ws=True, block_m=128, block_n=128, split_k=1))]
+    tiles = -(-m // 128) * -(-n // 128)
+    if m >= 4096 and tiles % sms and sms < tiles <= 5 * sms:
+        out += [("ws-whole-waves+tl-tail", O(ws_tail=True)), ("plan-no-ws-tail", O(ws_tail=False))]
+    configs = []
+    if m >= 4096:
+        configs += [C(128, 256, 64, 3, 8), C(128, 128, 64, 5, 8)]
+        if tiles % sms and sms < tiles <= 5 * sms:
+            configs += [C(128, 128, 64, 5, 8, split_k=s, split_from=tiles // sms * sms) for s in (2, 4, 8)]
+        if n <= 2112:
+            configs += [C(128, 64, 64, 8, 8), C(128, 64, 64, 8, 4)]
+    elif m >= 128:
+        configs += [C(64, 64, 64, 6, 4), C(64, 64, 64, 12, 4), C(64, 64, 64, 12, 4, split_k=2),
+                    C(64, 128, 64, 6, 4), C(64, 128, 64, 8, 4), C(64, 128, 64, 8, 4, split_k=2),
+                    C(128, 128, 64, 5, 8, split_k=4), C(128, 128, 64, 5, 8, split_k=8)]
+    else:
+        configs += [C(16, 32, 128, 6, 4), C(16, 32, 128, 12, 4), C(16, 64, 128, 6, 4), C(16, 64, 128, 10, 4),
+                    C(16, 32, 128, 12, 4, split_k=2), C(16, 64, 128, 10, 4, split_k=2)]
+    for cfg in configs:
+        name = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}s{cfg.num_stages}w{cfg.num_warps}"
+        name += f"-split{cfg.split_k}" + (f"from{cfg.split_from}" if cfg.split_from else "") if cfg.split_k > 1 else ""
+        out.append((name, O(config=cfg, ws=False)))
+    return out
+
+
+# The rows furthest from DeepGEMM first (a sweep cut by its time limit keeps what it measured).
+_WORST = [(4096, 576, 7168), (4096, 2112, 7168), (128, 4096, 7168), (128, 2112, 7168), (128, 576, 7168),
+          (4096, 32768, 512)]
+SWEEP_ROWS = _WORST + [r for r in ([(4096, n, k) for n, k in DENSE_NK] + [(128, n, k) for n, k in DENSE_NK]
+                                   + [(1, n, k) for n, k in ((2112, 7168), (576, 7168), (4096, 7168), (32768, 512),
+                                                             (24576, 1536))]) if r not in _WORST]
+
+
+def bench_sweep(timer, results, ms):
+    """Forced plan choices on the dense rows (this package only): which tile, kernel, split and ring each row
+    should get (bf16_plan's cost model is fitted to these)."""
     from deep_gemm._ops.library import run_launcher
-    from deep_gemm.gemm.bf16_plan import Bf16Config, Bf16Overrides
-    print("\n== sweep (forced configs, M = 4096; -ws: the warp-specialised kernel) ==")
-    configs = [Bf16Config(128, 256, 64, 3, 8), Bf16Config(256, 128, 64, 3, 8), Bf16Config(128, 128, 64, 4, 8),
-               Bf16Config(128, 128, 64, 5, 8), Bf16Config(128, 256, 64, 4, 8, group_m=16),
-               Bf16Config(128, 128, 64, 4, 4), Bf16Config(64, 256, 64, 4, 4)]
-    variants = [(cfg, None) for cfg in configs] + [(Bf16Config(128, 256, 64, 3, 4), True),
-                                                   (Bf16Config(128, 128, 64, 6, 4), True)]
-    for n, k in DENSE_NK:
-        a = torch.randn(4096, k, device="cuda", dtype=BF16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print("\n== sweep (forced plan choices on the dense rows) ==")
+    for m, n, k in SWEEP_ROWS:
+        if m not in ms:
+            continue
+        a = torch.randn(m, k, device="cuda", dtype=BF16)
         b = torch.randn(n, k, device="cuda", dtype=BF16)
         ref = ref_nt(a, b)
-        for cfg, ws in variants:
-            d = torch.empty(4096, n, device="cuda", dtype=BF16)
-            over = dict(overrides=Bf16Overrides(config=cfg, ws=ws))
+        for name, over in _sweep_variants(m, n, k, sms):
+            d = torch.empty(m, n, device="cuda", dtype=BF16)
+            kw = dict(overrides=over)
             try:
-                if run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=over) is NotImplemented:
+                if run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=kw) is NotImplemented:
+                    print(f" > sweep {m}x{n}x{k} {name}: not covered")
                     continue
                 diff = calc_diff(d, ref)
-                us = timer(lambda: run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=over))
+                us = timer(lambda: run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=kw))
             except Exception as exc:  # noqa: BLE001  (a config that fails to compile is reported, not fatal)
-                print(f" > sweep {n}x{k} {cfg}: {type(exc).__name__}: {str(exc)[:200]}")
+                print(f" > sweep {m}x{n}x{k} {name}: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
-            name = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}s{cfg.num_stages}w{cfg.num_warps}g{cfg.group_m}"
-            name += "-ws" if ws else ""
-            record(results, dict(table="sweep", m=4096, n=n, k=k, config=name), us, 2 * 4096 * n * k,
-                   2 * (4096 * k + n * k + 4096 * n), diff)
+            record(results, dict(table="sweep", m=m, n=n, k=k, config=name), us, 2 * m * n * k,
+                   2 * (m * k + n * k) + m * n * 2, diff)
 
 
 def summarize(results):
@@ -244,7 +291,7 @@ def main():
             elif table == "k_grouped":
                 bench_k_grouped(timer, results)
             elif table == "sweep" and provider() == "deep_gemm":
-                bench_sweep(timer, results)
+                bench_sweep(timer, results, [int(x) for x in args.ms.split(",")])
         except Exception as exc:  # noqa: BLE001  (one table's failure must not lose the others)
             print(f"table {table} FAILED: {type(exc).__name__}: {exc}", flush=True)
     write_results(args.out, "bench_bf16_gemm", results, _extra(summarize(results)))

@@ -207,7 +207,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
            "c_ptr": f"*{out}", "d_desc": f"tensordesc<{out}{[bm, bn]}>" if d_tma else f"tensordesc<bf16{a_block}>",
            "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
-                                   "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM"]})
+                                   "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM", "FIRST_ITEM"]})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
                       GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, HAS_C=has_c, D_TMA=d_tma,
                       A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major)
@@ -238,6 +238,7 @@ BF16_CONFIGS = [
     dict(bm=64, bn=64, warps=4, stages=12), dict(bm=64, bn=64, warps=4, stages=12, split=2),
     dict(bm=64, bn=128, warps=4, stages=8), dict(bm=64, bn=128, warps=4, stages=8, split=2),
     dict(bm=16, bn=32, bk=128, warps=4, stages=12, split=2), dict(bm=16, bn=64, bk=128, warps=4, stages=10),
+    dict(bm=128, bn=128, warps=8, stages=6, split=2, out="fp32", d_tma=False),
 ]
 
 
@@ -263,13 +264,13 @@ if __name__ == "__main__" and "--bf16" in sys.argv:
 
 def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, has_c=False,
                          out="bfloat16", consumer_regs=232, producer_regs=40):
-    """The opt-in warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config."""
+    """The warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config."""
     from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
     from triton.experimental.gluon._runtime import GluonASTSource
     sig = {"a_desc": gluon_desc_sig([128, bk] if a_k_major else [bk, 128], "bfloat16"),
            "b_desc": gluon_desc_sig([bn, bk] if b_k_major else [bk, bn], "bfloat16"),
            "d_desc": gluon_desc_sig([64, bn], out), "c_desc": gluon_desc_sig([64, bn], out), "layout_ptr": "*i32"}
-    sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K"]})
+    sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"]})
     constexprs = dict(BM=128, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
                       B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c,
                       CONSUMER_REGS=consumer_regs,

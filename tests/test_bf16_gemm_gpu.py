@@ -195,15 +195,16 @@ def test_k_grouped(g, m, n, k_per):
 @pytest.mark.parametrize("m,n,k", [(4096, 2112, 7168), (4096, 576, 7168), (4095, 600, 1000), (300, 1000, 64)])
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_last_wave_split(m, n, k, accumulate):
-    """Split-K of the tiles past the whole waves (Bf16Config.split_from): the plan's own choice and forced ones
-    (split_from past the tiles, pieces of no K block); the same bits on every call."""
+    """Split-K of the tiles past the whole waves (Bf16Config.split_from): the plan's own choice (4096 x 2112: the WS
+    kernel's whole waves, then the tl.* kernel's pieces), without the WS kernel, and forced ones (split_from past
+    the tiles, every tile split); the same bits on every call."""
     from deep_gemm.gemm.bf16_plan import Bf16Config
     a, b = _rand(m, k), _rand(n, k)
     c = _rand(m, n) * 8 if accumulate else None
     ref = _ref(a, b, c)
     tiles = -(-m // 128) * -(-n // 128)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    overs = [Bf16Overrides(ws=False)] + [Bf16Overrides(config=Bf16Config(128, 128, 64, 4, 8, split_k=s, split_from=f))
+    overs = [Bf16Overrides(), Bf16Overrides(ws=False)] + [Bf16Overrides(config=Bf16Config(128, 128, 64, 4, 8, split_k=s, split_from=f))
                                          for s, f in ((4, tiles // sms * sms), (16, tiles + 5), (3, 0))]
     for over in overs:
         outs = []
@@ -304,7 +305,7 @@ def test_eight_threads_compile_and_run():
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (4096, 576, 7168, 128), (300, 1000, 200, 256),
                                       (129, 24576, 1536, 128), (4096, 7168, 2048, 256)])
 def test_warp_specialised_opt_in(layout, m, n, k, bn):
-    """The opt-in Gluon kernel (Bf16Overrides(ws=True)) on 128-row tiles: every majorness, M/N/K tails."""
+    """The Gluon WS kernel forced (Bf16Overrides(ws=True)) on 128-row tiles: every majorness, M/N/K tails."""
     a_mk, b_nk = _rand(m, k), _rand(n, k)
     a, b = _given(layout, a_mk, b_nk)
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
@@ -322,7 +323,7 @@ def test_warp_specialised_opt_in(layout, m, n, k, bn):
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("ms,n,k,bn", [([8192, 0, 8000, 3], 4096, 4096, 256), ([300, 5000, 1], 7168, 3072, 128)])
 def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
-    """The opt-in Gluon kernel on M-grouped contiguous layouts: empty groups, padding rows, gap rows zeroed."""
+    """The Gluon WS kernel forced on M-grouped contiguous layouts: empty groups, padding rows, gap rows zeroed."""
     a, b, grouped, ref, starts = _contiguous(len(ms), ms, n, k, psum=psum)
     b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn)
@@ -342,7 +343,7 @@ def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
 @pytest.mark.parametrize("c_kind", ["d", "distinct"])
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (300, 1000, 200, 128), (4096, 7168, 2048, 128)])
 def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
-    """The opt-in Gluon kernel with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
+    """The Gluon WS kernel forced, with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
     from deep_gemm.gemm import bf16_plan, bf16_triton
     if out == torch.float32 and bn == 256:
         bn = 128

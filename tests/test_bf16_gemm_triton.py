@@ -330,6 +330,14 @@ def test_plan_chooses_the_warp_specialised_kernel_where_it_measured_faster(monke
     assert bf16_plan.plan(call(m=1)).kernel == "tl"
     assert bf16_plan.plan(call(n=4096), Bf16Overrides(ws=False)).kernel == "tl"
     assert bf16_plan.plan(call("m_psum", m=32768, n=4096, k=4096, groups=8), Bf16Overrides(ws=True)).kernel == "ws"
+    # 4096 x 2112: the WS kernel's 4 whole waves of 128 x 128 tiles, then the tl.* kernel's pieces of the other 16.
+    both = bf16_plan.plan(call())
+    assert both.kernel == "ws_tail" and both.config.split_from == 4 * 132 and both.config.split_k > 1
+    assert both.ws_config.block_n == both.config.block_n == 128 and both.ws_config.num_stages >= 3
+    assert bf16_plan.plan(call(), Bf16Overrides(split_k=1)).kernel == "ws"
+    assert bf16_plan.plan(call(), Bf16Overrides(ws_tail=False)).kernel != "ws_tail"
+    forced = bf16_plan.plan(call(n=576), Bf16Overrides(ws_tail=True))
+    assert forced.kernel == "ws_tail" and forced.config.split_from == 132
     monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "off")
     assert bf16_plan.plan(call(n=4096)).kernel == "tl"
     monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "on")

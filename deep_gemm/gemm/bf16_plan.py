@@ -47,6 +47,8 @@ SPLIT_OVERHEAD_S = 1.5e-6  # the last split's arrival, atomics and counter reset
 # The last piece of a split tile reads every partial back (plain loads, one tile at a time) and each piece writes its
 # own: FP32 tile bytes at about this rate per program.
 PARTIAL_BYTES_PER_S = 100e9
+# A second launch on the stream (the split pieces after the WS kernel's whole waves): its start and pipeline fill.
+SECOND_LAUNCH_S = 3e-6
 MAX_SPLIT_K = 16
 MIN_K_BLOCKS_PER_SPLIT = 4
 # Largest tile whose epilogue may touch memory through pointers: a 128 x 256 tile's pointer store, or its C load
@@ -116,6 +118,9 @@ class Bf16Overrides:
     d_tma: bool | None = None
     # The warp-specialised kernel: True = wherever it covers the call, False = never, None = DEFAULT_WS_MODE.
     ws: bool | None = None
+    # Its whole waves + the tl.* kernel's split last wave ("ws_tail"): True = wherever it covers the call (even with
+    # ws=True), False = never, None = where the model prices it lowest ("auto" mode).
+    ws_tail: bool | None = None
 
 
 NO_OVERRIDES = Bf16Overrides()
@@ -127,7 +132,11 @@ class Bf16Plan:
     grid: int  # programs (persistent: each walks work items grid apart)
     d_tma: bool
     g_pad: int  # power of two >= the group count (the kernel's per-group vectors)
-    kernel: str = "tl"  # "tl" (kernels/bf16_gemm.py) or "ws" (kernels/bf16_gemm_ws.py; config.num_stages is its ring)
+    # "tl" (kernels/bf16_gemm.py), "ws" (kernels/bf16_gemm_ws.py; config.num_stages is its ring) or "ws_tail": the
+    # WS kernel (ws_config) runs the whole waves, tiles [0, config.split_from), then the tl.* kernel only the split
+    # pieces of the tiles after them (config).
+    kernel: str = "tl"
+    ws_config: Bf16Config | None = None
 
 
 def next_pow2(x: int) -> int:
@@ -193,18 +202,22 @@ def _cost(call: Bf16Call, cfg: Bf16Config, kernel: str = "tl") -> float:
         eff = WS_TILE_EFFICIENCY[(bm, bn)]
     else:
         eff = TILE_EFFICIENCY.get((bm, bn, cfg.num_warps), SMALL_M_EFFICIENCY) if bm >= 64 else SMALL_M_EFFICIENCY
-    stream_rate = cfg.num_stages * (bm + bn) * bk * 2 / STREAM_LATENCY_S
     a_rows = min(bm, max(1, rows if call.grouping == GROUPING["dense"] else bm))  # (TMA reads no row past M)
 
-    def tile_time(k_len):
+    def tile_time(k_len, eff=eff, stages=cfg.num_stages):
         compute = 2.0 * bm * bn * k_len / (PEAK_FLOPS_PER_SM * eff)
-        stream = (a_rows + bn) * k_len * 2.0 / stream_rate
+        stream = (a_rows + bn) * k_len * 2.0 / (stages * (bm + bn) * bk * 2 / STREAM_LATENCY_S)
         return max(compute, stream)
 
     k_blocks = _cdiv(int(call.k / groups_k), bk)
     rounds = _cdiv(whole, call.num_sms)
-    body = rounds * tile_time(k_blocks * bk)
     overheads = 0.0
+    if kernel == "ws_tail":  # the whole waves in the WS kernel (its ring), then a second launch for the pieces
+        ws = _ws_config(call, bn, bk)
+        body = rounds * tile_time(k_blocks * bk, WS_TILE_EFFICIENCY[(bm, bn)], ws.num_stages)
+        overheads += SECOND_LAUNCH_S
+    else:
+        body = rounds * tile_time(k_blocks * bk)
     if pieces:
         partial = bm * bn * 4.0 / PARTIAL_BYTES_PER_S
         piece_rounds = _cdiv(pieces, call.num_sms)
@@ -315,9 +328,21 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
                 continue
             # "auto": the deeper ring streams better than the tl.* pipeline at equal modelled time (measured on the
             # HBM-bound 128 x 24576 x 1536: 30.6 us against 32.6); "on": any tile it covers beats tl.*.
-            cost = _cost(call, cfg, "ws") * (0.98 if mode == "auto" else 1e-3)
+            weight = 0.98 if mode == "auto" else 1e-3
+            cost = _cost(call, cfg, "ws") * weight
             if best is None or cost < best[0]:
                 best = (cost, cfg, True, "ws")
+            # Its whole waves, then the tl.* kernel for the last wave's tiles split along K (dense, no C: a split
+            # 128 x 128 tile with C spills). "auto" only: "on" is the WS kernel alone (an A/B of the kernels).
+            tail_ok = overrides.ws_tail or (overrides.ws_tail is None and mode == "auto")
+            if bn == 128 and call.grouping == GROUPING["dense"] and overrides.split_k is None and tail_ok:
+                for split, split_from in _splits(call, 128, 128):
+                    tail = _config(call, 128, 128, 8, 64, split, True, split_from) if split_from else None
+                    if tail is None:
+                        continue
+                    cost = _cost(call, tail, "ws_tail") * (1e-6 if overrides.ws_tail else weight)
+                    if cost < best[0]:
+                        best = (cost, tail, True, "ws_tail")
     if best is None:
         if overrides.block_m is not None or overrides.block_n is not None:
             # An override outside the candidate list: take it as given (4 warps below 128 rows, else 8).
@@ -354,6 +379,10 @@ def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, kernel: str = "tl") ->
     if kernel == "ws":
         tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n)
         return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, next_pow2(call.num_groups), "ws")
+    if kernel == "ws_tail":  # (grid: the tl.* launch of the pieces; the WS launch runs the whole waves on every SM)
+        pieces = (_cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n) - cfg.split_from) * cfg.split_k
+        return Bf16Plan(cfg, max(1, min(pieces, call.num_sms)), d_tma, next_pow2(call.num_groups), "ws_tail",
+                        _ws_config(call, cfg.block_n, cfg.block_k))
     if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]):
         grid = call.num_sms  # the tile count is known on the device only (masked) or may be large
         if call.grouping == GROUPING["k_grouped"]:

@@ -117,8 +117,14 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
              b_group_k=0, stride_dg=0, stride_cg=0, recorder=None) -> None:
     """Launch plan ``p``: ``a`` / ``b`` are the operands' 2-D matrices as in memory (see kernels/bf16_gemm.py)."""
     if p.kernel == "ws":
-        _execute_ws(p, call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k, recorder)
+        _execute_ws(p.config, p.grid, -(-call.m // p.config.block_m) * -(-call.n // p.config.block_n), call, a,
+                    a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k, recorder)
         return
+    first_item = 0
+    if p.kernel == "ws_tail":  # the whole waves in the WS kernel, then only the split pieces below
+        first_item = p.config.split_from
+        _execute_ws(p.ws_config, call.num_sms, first_item, call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n,
+                    b_group_k, recorder)
     cfg = p.config
     m, n, split = call.m, call.n, cfg.split_k
     a_desc = _operand_desc(a, a_k_major, cfg.block_m, cfg.block_k)
@@ -131,7 +137,7 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
     stride_cm = c.stride(-2) if c is not None else 0
     args = (a_desc, b_desc, d, c_arg, d_desc, layout if layout is not None else d, ws, counters,
             m, n, call.k, call.num_groups, a_group_m, b_group_n, b_group_k, stride_dg, d.stride(-2), stride_cg,
-            stride_cm, cfg.split_from, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages,
+            stride_cm, cfg.split_from, first_item, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages,
             split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major)
     # (split_from is a runtime argument: one binary serves every value)
     config_key = (replace(cfg, split_from=0), p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps,
@@ -142,11 +148,11 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
            record=recorder.launches if recorder is not None else None)
 
 
-def _execute_ws(p: Bf16Plan, call: Bf16Call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k,
-                recorder) -> None:
-    """Launch the warp-specialised kernel (dense or M-grouped; D stored and C loaded by TMA in 64-row slabs)."""
+def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n,
+                b_group_k, recorder) -> None:
+    """Launch the warp-specialised kernel on the first ``num_tiles`` tiles (dense or M-grouped; D stored and C
+    loaded by TMA in 64-row slabs)."""
     from .kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel
-    cfg = p.config
 
     def gluon_desc(x, block_rows, block_cols):
         rows, cols = x.shape
@@ -157,13 +163,14 @@ def _execute_ws(p: Bf16Plan, call: Bf16Call, a, a_k_major, b, b_k_major, d, c, l
     d_desc = gluon_desc(d, 64, cfg.block_n)
     c_desc = gluon_desc(c, 64, cfg.block_n) if c is not None and c is not d else d_desc
     consumer_regs, producer_regs = bf16_plan.WS_REGISTERS
+    g_pad = bf16_plan.next_pow2(call.num_groups)
     args = (a_desc, b_desc, d_desc, c_desc, layout if layout is not None else d, call.m, call.n, call.k,
-            call.num_groups, b_group_n, b_group_k, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.group_m,
-            p.grid, a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, call.has_c, consumer_regs,
-            producer_regs)
-    config_key = (cfg, p.grid, a_k_major, b_k_major, call.grouping, p.g_pad, call.psum_align, call.has_c, d.dtype,
+            call.num_groups, b_group_n, b_group_k, num_tiles, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages,
+            cfg.group_m, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align, call.has_c,
+            consumer_regs, producer_regs)
+    config_key = (cfg, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align, call.has_c, d.dtype,
                   consumer_regs, producer_regs)
-    launch(_bf16_gemm_ws_kernel, (p.grid, 1, 1), args, name="bf16_gemm_ws", config_key=config_key, num_warps=4,
+    launch(_bf16_gemm_ws_kernel, (grid, 1, 1), args, name="bf16_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
 

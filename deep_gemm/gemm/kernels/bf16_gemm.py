@@ -23,7 +23,8 @@ Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py)
              fill the SMs the whole tiles would leave idle (wave quantisation). Every piece writes an FP32 partial
              to its slot of a tile-major workspace [(tile - SPLIT_FROM) * SPLIT_K + split, BM, BN] and the last
              piece to arrive at the tile's counter sums them in split order (deterministic), runs the epilogue and
-             resets the counter (``_triton/scratch.py``).
+             resets the counter (``_triton/scratch.py``). FIRST_ITEM = SPLIT_FROM runs only the split pieces: the
+             whole tiles before them ran in the warp-specialised kernel (bf16_gemm_ws.py, NUM_TILES = SPLIT_FROM).
   M_IDS      M-grouped contiguous, expert id per row (-1 = padding: the tile is skipped and its rows written as 0).
   M_PSUM     M-grouped contiguous, cumulative group ends; group g's rows start at align(end[g-1], PSUM_ALIGN).
              Gap rows are zeroed (ZERO_GAPS) or left untouched.
@@ -89,7 +90,7 @@ def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_sto
 # Runtime ints and pointers are not specialised on (value 1, divisibility, alignment), so one compiled binary per
 # config serves every call (host time, see _triton/launch.py).
 @triton.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
-                               "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM"],
+                               "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM", "FIRST_ITEM"],
             do_not_specialize_on_alignment=["d_ptr", "c_ptr", "layout_ptr", "ws_ptr", "counter_ptr"])
 def _bf16_gemm_kernel(
         a_desc, b_desc,  # BF16, as in memory (see the module docstring)
@@ -100,6 +101,7 @@ def _bf16_gemm_kernel(
         M, N, K, NUM_GROUPS, A_GROUP_M, B_GROUP_N, B_GROUP_K,
         stride_dg, stride_dm, stride_cg, stride_cm,
         SPLIT_FROM,  # DENSE with SPLIT_K > 1: the first tile that is split (0: every tile)
+        FIRST_ITEM,  # DENSE: the first work item to run (SPLIT_FROM: the whole tiles ran in another launch)
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
         PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
@@ -123,7 +125,7 @@ def _bf16_gemm_kernel(
     else:
         num_tiles = SPLIT_FROM + (num_m_blocks * num_n_blocks - SPLIT_FROM) * SPLIT_K  # work items
 
-    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
+    for tile in tl.range(FIRST_ITEM + pid, num_tiles, NUM_PROGRAMS):
         group = 0
         split = 0
         kb_begin = 0

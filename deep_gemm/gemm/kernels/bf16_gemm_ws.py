@@ -1,6 +1,7 @@
 """Warp-specialised BF16 GEMM (Gluon, SM90) for dense and M-grouped contiguous layouts (expert ids, psum with zeroed
-gaps), opt-in (``DG_BF16_WS=1`` or ``Bf16Overrides(ws=True)``): DeepGEMM's producer/consumer structure for what the
-``tl.*`` kernel (bf16_gemm.py) runs with its loads and MMAs in the same warps.
+gaps), chosen per call by bf16_plan (``DG_BF16_WS`` / ``Bf16Overrides(ws=...)`` force it): DeepGEMM's
+producer/consumer structure for what the ``tl.*`` kernel (bf16_gemm.py) runs with its loads and MMAs in the same
+warps.
 
 Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ... in grouped order):
   producer   1 warp: for every (tile, K block) waits for a free stage, then TMA-loads the A tile ([BM, BK] K-major
@@ -65,6 +66,7 @@ def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: g
 
 @gluon.jit
 def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,
+              NUM_TILES,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr):
@@ -74,7 +76,7 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K,
     num_n_blocks = gl.cdiv(N, BN)
     num_kb = gl.cdiv(K, BK)
     it = 0
-    for tile in range(gl.program_id(0), num_m_blocks * num_n_blocks, NUM_SMS):
+    for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
         pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
@@ -99,7 +101,7 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K,
 
 
 @gluon.jit
-def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layout_ptr, M, N, K, NUM_GROUPS,
+def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layout_ptr, M, N, K, NUM_GROUPS, NUM_TILES,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, WG: gl.constexpr):
@@ -112,7 +114,7 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layou
     num_kb = gl.cdiv(K, BK)
     it = 0
     tiles_done = 0  # phase of this warpgroup's C barrier
-    for tile in range(gl.program_id(0), num_m_blocks * num_n_blocks, NUM_SMS):
+    for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
         pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
@@ -158,7 +160,7 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layou
     tma.store_wait(pendings=0)
 
 
-@gluon.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K"],
+@gluon.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"],
            do_not_specialize_on_alignment=["layout_ptr"])
 def _bf16_gemm_ws_kernel(
         a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense)
@@ -166,6 +168,7 @@ def _bf16_gemm_ws_kernel(
         c_desc,  # C with D's shape, dtype and block (HAS_C; else unused)
         layout_ptr,  # int32 expert id per row (M_IDS) or cumulative group ends (M_PSUM); unused for DENSE
         M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
+        NUM_TILES,  # tiles to run, a prefix of the grouped order (all of them, or the whole waves before a split tail)
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
         G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, CONSUMER_REGS: gl.constexpr,
@@ -187,12 +190,12 @@ def _bf16_gemm_ws_kernel(
     fence_async_shared()
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_bufs.index(0), c_bars.index(0), layout_ptr, M, N,
-                     K, NUM_GROUPS, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
+                     K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
                      PSUM_ALIGN, HAS_C, 0)),
         (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_bufs.index(1), c_bars.index(1), layout_ptr, M, N,
-                     K, NUM_GROUPS, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
+                     K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
                      PSUM_ALIGN, HAS_C, 1)),
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS, B_GROUP_N,
-                     B_GROUP_K, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
+                     B_GROUP_K, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
                      PSUM_ALIGN)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])

@@ -46,6 +46,40 @@ def _dense(layout, m, n, k, out=BF16, accumulate=False, split=None):
     return run
 
 
+def _dense_tail_split(m, n, k, accumulate=False):
+    """Split-K of the tiles past split_from only (the plan's last-wave split), forced on small sizes."""
+    from deep_gemm.gemm.bf16_plan import Bf16Config
+
+    def run():
+        a, b = _rand(m, k), _rand(n, k)
+        d = _rand(m, n)
+        c = d if accumulate else None
+        ref = a.float() @ b.float().T + (d.float() if accumulate else 0)
+        cfg = Bf16Config(64, 64, 64, 4, 4, split_k=3, split_from=5)
+        over = Bf16Overrides(config=cfg, ws=False)
+        if run_launcher("bf16_gemm_nt", a, b, d, c, "nk", launcher_kwargs=dict(overrides=over)) is NotImplemented:
+            raise AssertionError("the launcher declined the call")
+        torch.cuda.synchronize()
+        _expect(d, ref, f"bf16_gemm_nt tail split {m}x{n}x{k}")
+    return run
+
+
+def _dense_ws_tail(m, n, k):
+    """The WS kernel's whole waves, then the tl.* kernel's split pieces of the last wave (two launches)."""
+    def run():
+        a, b = _rand(m, k), _rand(n, k)
+        d = _rand(m, n)
+        over = Bf16Overrides(ws_tail=True)
+        call = bf16_triton._call(0, m, n, k, 1, d, None, True, True, True)
+        if bf16_plan.plan(call, over).kernel != "ws_tail":
+            raise AssertionError("the plan did not pick the WS + split-tail path")
+        if run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=dict(overrides=over)) is NotImplemented:
+            raise AssertionError("the launcher declined the call")
+        torch.cuda.synchronize()
+        _expect(d, a.float() @ b.float().T, f"bf16_gemm_nt ws_tail {m}x{n}x{k}")
+    return run
+
+
 def _forced_ws(op, m, n, d, c, over):
     """Fail unless the plan for this call runs the warp-specialised kernel (the path the case names)."""
     call = bf16_triton._call(0 if op.startswith("bf16") else 1, m, n, 1, 1, d, c, True, True, True)
@@ -134,6 +168,9 @@ CASES = [
     ("dense_nt_1x40x1000_fp32_acc", _dense("nt", 1, 40, 1000, torch.float32, True)),
     ("dense_nn_129x136x72_acc", _dense("nn", 129, 136, 72, BF16, True)),
     ("dense_nt_5x200x4096_split4", _dense("nt", 5, 200, 4096, split=4)),
+    ("dense_nt_200x300x520_tail_split", _dense_tail_split(200, 300, 520)),
+    ("dense_nt_130x136x200_tail_split_acc", _dense_tail_split(130, 136, 200, True)),
+    ("dense_nt_2048x1152x1024_ws_tail", _dense_ws_tail(2048, 1152, 1024)),
     ("m_grouped_nt_ids", _contiguous("nt", False)),
     ("m_grouped_nn_psum", _contiguous("nn", True)),
     ("m_grouped_nt_ids_ws", _contiguous("nt", False, ws=True)),
