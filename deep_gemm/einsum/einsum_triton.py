@@ -67,10 +67,15 @@ BH_NARROW = TileConfig(128, 64, 64, 4, 6)
 # Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
-# Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
+# Configs only for plain BF16 outputs (BH_WIDE: 256-wide or 256-high tiles, or too many stages for FP32 / C
+# epilogue tiles; see bh_config).
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3, persistent=True), TileConfig(128, 256, 64, 8, 3),
            TileConfig(64, 256, 64, 4, 3), TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True),
-           TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True))
+           TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True),
+           # 256 rows (two 128-row halves per warpgroup): B's tile read once per 256 rows of A (short K, small N)
+           TileConfig(256, 128, 64, 8, 3, persistent=True, flatten=True),
+           # four stages across tiles: with an FP32 D and C staged for TMA it would need 256 KB
+           TileConfig(128, 128, 64, 8, 4, persistent=True, flatten=True))
 BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K, BH_NARROW, TileConfig(64, 128, 64, 4, 6),
                         TileConfig(128, 128, 64, 8, 4, persistent=True), TileConfig(128, 128, 64, 8, 4),
                         TileConfig(64, 128, 64, 4, 3),
@@ -353,7 +358,7 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
     c3 = None if c is None else c.permute(eq.perm_out)
     plain = d.dtype == torch.bfloat16 and c is None and _tma_ready(d3)
     cfg = config or bh_config(g, m, n, k, plain)
-    if (cfg.block_n > 128 or cfg.d_halves) and not plain:
+    if cfg in BH_WIDE and not plain:
         return NotImplemented  # (a pinned config without room for this epilogue)
     _launch_bh(a3, b3, b_k_major, d3, c3, cfg, recorder)
     return None
