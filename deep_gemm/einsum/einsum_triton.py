@@ -30,7 +30,7 @@ import torch
 
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
-from .._triton.scratch import split_k_buffers, stream_workspace
+from .._triton.scratch import split_k_buffers
 from ..gemm.operands import FP8, resolve_recipe
 from ..runtime import get_num_sms
 from .checks import NO_CUBLASLT_EXPRESSION, Equation
@@ -264,10 +264,12 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     reduce = REDUCE_NONE if splits == 1 else REDUCE_PARALLEL if plan.reduce == "parallel" else REDUCE_SERIAL
     device = d.device.index or 0
     if reduce == REDUCE_PARALLEL:
-        # Kept per stream (the next call's GEMM kernel runs after this call's reduction): a replay allocates nothing.
-        ws = stream_workspace(d, splits * tiles * bm * bn)
+        # Fresh per call (a replay allocates it again), not the kept per-stream workspace: the partials live across
+        # two launches, and another thread's launch on the same stream could land between them and overwrite a
+        # shared buffer. The caching allocator hands this memory out again only in stream order.
+        ws = torch.empty(splits * tiles * bm * bn, dtype=torch.float32, device=d.device)
         if recorder is not None:
-            recorder.persistent.append(ws)
+            recorder.scratch.append(ws)
         counters = ws  # unused
     else:
         ws, counters = split_k_buffers(d, splits, tiles, splits * m * n, recorder)
