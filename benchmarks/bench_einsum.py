@@ -163,7 +163,7 @@ def sweep(timer):
         tiles = -(-m // auto.tile.block_m) * -(-n // auto.tile.block_n)
         wave = max(1, min(s, et._num_sms() // tiles))
         plans = [auto] + [et.BmkPlan(auto.tile, x, reduce) for x in sorted({wave, wave // 2, wave // 4, auto.splits})
-                          for reduce in ("parallel", "serial") if x >= 1 and (x, reduce) != (auto.splits, "parallel")]
+                          for reduce in ("parallel", "serial") if x >= 1 and (x, reduce) != (auto.splits, auto.reduce)]
         plans += [et.BmkPlan(auto.tile, auto.splits, "parallel", rm) for rm in (2, 8, 16)]
         for plan in plans:
             def run(plan=plan):

@@ -142,42 +142,50 @@ def bmk_config(m: int, n: int) -> TileConfig:
     return BMK_CONFIGS[1] if m <= 64 else BMK_CONFIGS[0]
 
 
-def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str = "parallel") -> BmkPlan:
-    """The batch split with about the least modelled time (``bmk_time_us``), at most one wave of programs
-    (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile))."""
+def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str | None = None) -> BmkPlan:
+    """The batch split and reduction with about the least modelled time (``bmk_time_us``), at most one wave of
+    programs (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile)); ``reduce`` pins the reduction."""
     tile = tile or bmk_config(m, n)
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     wave = BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * _num_sms()
-    times = {x: bmk_time_us(s, m, n, k, tile, x) for x in range(1, max(1, min(s, wave // tiles)) + 1)}
+    times = {(x, r): bmk_time_us(s, m, n, k, tile, x, r) for x in range(1, max(1, min(s, wave // tiles)) + 1)
+             for r in ((reduce,) if reduce else ("parallel", "serial"))}
     # The most ranges within BMK_TIME_SLACK of the best: where DRAM bounds the time, more programs in flight cost
     # little (a larger reduction) and guard against a per-program rate below the model's.
     fastest = min(times.values())
-    splits = max(x for x, t in times.items() if t <= fastest * BMK_TIME_SLACK)
+    splits, reduce = max((key for key, t in times.items() if t <= fastest * BMK_TIME_SLACK),
+                         key=lambda key: (key[0], -times[key]))
     return BmkPlan(tile, splits, reduce)
 
 
 # The bytes/latency model of a bmk split (H200; constants to be refitted from benchmarks/bench_einsum.py --sweep):
 # operand bytes stream from DRAM once (the tiles of a range run side by side and share A or B through L2) at
 # BMK_DRAM_GBPS, but no faster than each program streams its range at BMK_PROGRAM_GBPS (a few stages in flight per
-# SM); a split adds the parallel reduction: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8 loads
-# in flight per element) and the partials written and read at BMK_L2_GBPS.
+# SM). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8
+# loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials written, then
+# one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS.
 BMK_DRAM_GBPS = 3500.0
 BMK_PROGRAM_GBPS = 100.0
 BMK_PIPELINE_FILL_US = 1.0
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
 BMK_L2_GBPS = 6000.0
+BMK_SERIAL_GBPS = 150.0
 BMK_TIME_SLACK = 1.03
 
 
-def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int) -> float:
+def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int, reduce: str = "parallel") -> float:
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     dram = s * (m + n) * k * 2
     per_program = _cdiv(s, splits) * (tile.block_m + tile.block_n) * k * 2
     t = max(dram / BMK_DRAM_GBPS, per_program / BMK_PROGRAM_GBPS) / 1e3 + BMK_PIPELINE_FILL_US
     if splits > 1:
-        partials = splits * tiles * tile.block_m * tile.block_n * 4
-        t += BMK_REDUCE_LAUNCH_US + _cdiv(splits, 8) * BMK_L2_ROUND_TRIP_US + 2 * partials / BMK_L2_GBPS / 1e3
+        tile_bytes = tile.block_m * tile.block_n * 4
+        partials = splits * tiles * tile_bytes
+        if reduce == "parallel":
+            t += BMK_REDUCE_LAUNCH_US + _cdiv(splits, 8) * BMK_L2_ROUND_TRIP_US + 2 * partials / BMK_L2_GBPS / 1e3
+        else:
+            t += partials / BMK_L2_GBPS / 1e3 + splits * tile_bytes / BMK_SERIAL_GBPS / 1e3
     return t
 
 
