@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import KernelTimer, geomean, provider, write_results  # noqa: E402
 
 import deep_gemm  # noqa: E402
-from deep_gemm.testing import calc_diff  # noqa: E402
+from deep_gemm.testing import calc_diff  # noqa: E402  (float(...) below: DeepGEMM's returns a tensor, not JSON)
 
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
 BH_SHAPES = [(128, 512, 128), (8, 4096, 1024)]  # (h, r, d)
@@ -50,7 +50,7 @@ def bench_bh(timer, rows):
             for b in BH_BATCHES:
                 x, y, z = bh_inputs(expr, b, h, r, d)
                 deep_gemm.einsum(expr, x, y, z)
-                diff = calc_diff(z, torch.einsum(expr, x, y))
+                diff = float(calc_diff(z, torch.einsum(expr, x, y)))
                 t = timer(lambda: deep_gemm.einsum(expr, x, y, z))
                 t_torch = timer(lambda: torch.einsum(expr, x, y))
                 t_cublaslt = timer(lambda: deep_gemm.einsum(expr, x, y, z, use_cublaslt=True))
@@ -72,7 +72,7 @@ def bench_bmk(timer, rows):
         b = torch.randn((s, n, k), dtype=BF16, device="cuda")
         d = torch.zeros((m, n), device="cuda")
         deep_gemm.einsum("bmk,bnk->mn", a, b, d, c=d)
-        diff = calc_diff(d, torch.bmm(a.float(), b.float().mT).sum(0))
+        diff = float(calc_diff(d, torch.bmm(a.float(), b.float().mT).sum(0)))
         t = timer(lambda: deep_gemm.einsum("bmk,bnk->mn", a, b, d, c=d))
         gbytes = (a.numel() + b.numel()) * 2 / 1e9 + d.numel() * 8 / 1e9
         rows.append(dict(table="einsum_bmk", s=s, m=m, n=n, k=k, us=t, tflops=2 * s * m * n * k / t / 1e6,
@@ -97,7 +97,7 @@ def bench_fp8(timer, rows):
     for b in FP8_BATCHES:
         x, y, xq, yq, z = fp8_inputs(b, h, r, d)
         deep_gemm.fp8_einsum("bhr,hdr->bhd", xq, yq, z)
-        diff = calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y))
+        diff = float(calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)))
         t = timer(lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", xq, yq, z))
         flops = 2 * b * h * r * d
         rows.append(dict(table="fp8_einsum", expr="bhr,hdr->bhd", b=b, h=h, r=r, d=d, us=t, tflops=flops / t / 1e6,
@@ -163,7 +163,7 @@ def sweep(timer):
         tiles = -(-m // auto.tile.block_m) * -(-n // auto.tile.block_n)
         wave = max(1, min(s, et._num_sms() // tiles))
         plans = [auto] + [et.BmkPlan(auto.tile, x, reduce) for x in sorted({wave, wave // 2, wave // 4, auto.splits})
-                          for reduce in ("parallel", "serial") if x >= 1 and (x, reduce) != (auto.splits, "parallel")]
+                          for reduce in ("parallel", "serial") if x >= 1 and (x, reduce) != (auto.splits, auto.reduce)]
         plans += [et.BmkPlan(auto.tile, auto.splits, "parallel", rm) for rm in (2, 8, 16)]
         for plan in plans:
             def run(plan=plan):
@@ -173,7 +173,7 @@ def sweep(timer):
             except Exception as error:  # noqa: BLE001
                 print(f" ~ sweep bmk s={s} m={m} n={n} k={k} {plan}: failed {str(error).splitlines()[0][:80]}")
                 continue
-            diff = calc_diff(d, ref)
+            diff = float(calc_diff(d, ref))
             found[f"bmk s={s} m={m} n={n} k={k} {plan}"] = t
             model = et.bmk_time_us(s, m, n, k, plan.tile, plan.splits)
             print(f" ~ sweep bmk s={s:5d} m={m} n={n} k={k} {str(plan):44s}{' (plan)' if plan is auto else ''} "
@@ -194,7 +194,7 @@ def sweep(timer):
                 except Exception as error:  # noqa: BLE001
                     print(f" ~ sweep {expr} b={b_size} h={h} {cfg}: failed {str(error).splitlines()[0][:80]}")
                     continue
-                diff = calc_diff(z, ref)
+                diff = float(calc_diff(z, ref))
                 found[f"{expr} b={b_size} h={h} r={r} d={d} {cfg}"] = t
                 print(f" ~ sweep {expr} b={b_size:4d} h={h:3d} r={r} d={d} {str(cfg):36s}"
                       f"{' (plan)' if cfg == planned else '       '} {t:8.1f} us "
@@ -214,7 +214,7 @@ def sweep(timer):
                 print(f" ~ sweep fp8 b={b_size} {cfg}: failed {str(error).splitlines()[0][:80]}")
                 continue
             found[f"fp8 bhr,hdr->bhd b={b_size} h={h} {cfg}"] = t
-            diff = calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y))
+            diff = float(calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)))
             print(f" ~ sweep fp8 b={b_size:4d} {str(cfg):32s}{' (plan)' if cfg == planned else '       '} {t:8.1f} us "
                   f"{2 * b_size * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     return found

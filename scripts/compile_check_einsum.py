@@ -104,6 +104,8 @@ def main() -> int:
         for reduce, name in ((1, "serial"), (2, "parallel")):
             ok &= report(f"bmk {cfg} split, {name} reduction, fp32 + C",
                          compile_bmk(cfg, has_c=True, d_tma=reduce == 1, reduce=reduce))
+            ok &= report(f"bmk {cfg} split, {name} reduction, bf16", compile_bmk(cfg, out="bf16", reduce=reduce,
+                                                                                 d_tma=reduce == 1))
         for rm in (2, 4, 16):
             ok &= report(f"bmk reduction {cfg} rows {rm} fp32 + C", compile_bmk_reduce(cfg, rm, has_c=True))
         ok &= report(f"bmk reduction {cfg} rows 8 bf16", compile_bmk_reduce(cfg, 8, out="bf16"))

@@ -215,6 +215,35 @@ def test_eight_threads_first_compile_included():
     assert not errors, errors
 
 
+def test_eight_threads_bmk_on_one_stream():
+    # The batch split's partials live across two launches: threads sharing the default stream must not share them.
+    errors = []
+    a = torch.randn((129, 128, 128), dtype=BF16, device="cuda")
+    b = torch.randn((129, 384, 128), dtype=BF16, device="cuda")
+    ref = torch.bmm(a.double(), b.double().mT).sum(0)
+    expected = torch.empty((128, 384), device="cuda")
+    deep_gemm.einsum("bmk,bnk->mn", a, b, expected)
+
+    def work(scale: float):
+        try:
+            for _ in range(5):
+                d = torch.empty((128, 384), device="cuda")
+                deep_gemm.einsum("bmk,bnk->mn", a * scale, b, d)
+                torch.cuda.synchronize()
+                assert calc_diff(d / scale, ref) < 1e-5
+                if scale == 1.0:
+                    assert_bitwise_equal(d, expected, "a thread's result")
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(1.0 if i % 2 else 2.0 ** (i - 4),)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 def test_second_call_replays_a_recorded_launch():
     x, y = _bh_operands("bhr,hdr->bhd", 64, 4, 256, 128)
     z = torch.empty((64, 4, 128), device="cuda", dtype=BF16)

@@ -140,6 +140,9 @@ def test_bmk_plan_rules():
         assert et.bmk_plan(3, 128, 128, 64).splits == 1  # 3 K steps in all: no split
         assert et.bmk_plan(4096, 2048, 2048, 128).splits == 1  # 256 tiles fill the SMs alone
         assert et.bmk_plan(4096, 64, 128, 128).tile is et.BMK_CONFIGS[1]
+        # 64 tiles: two ranges; the last to arrive sums two partials faster than a second launch would start.
+        assert et.bmk_plan(512, 1024, 1024, 128) == et.BmkPlan(tile, 2, "serial")
+        assert et.bmk_plan(512, 1024, 1024, 128, reduce="parallel") == et.BmkPlan(tile, 2, "parallel")
         times = [et.bmk_time_us(129, 128, 384, 128, tile, x) for x in (1, 22, 44)]
         assert times[1] < times[2] < times[0]
         assert et._reduce_rows(3, 128) == 4  # 3 tiles x 2 halves x 32 chunks = 192 programs, at least one per SM

@@ -30,7 +30,7 @@ import torch
 
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
-from .._triton.scratch import split_k_buffers, stream_workspace
+from .._triton.scratch import split_k_buffers
 from ..gemm.operands import FP8, resolve_recipe
 from ..runtime import get_num_sms
 from .checks import NO_CUBLASLT_EXPRESSION, Equation
@@ -67,10 +67,15 @@ BH_NARROW = TileConfig(128, 64, 64, 4, 6)
 # Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
-# Configs with 256-wide tiles (BH_WIDE) only for plain BF16 outputs (see bh_config).
+# Configs only for plain BF16 outputs (BH_WIDE: 256-wide or 256-high tiles, or too many stages for FP32 / C
+# epilogue tiles; see bh_config).
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3, persistent=True), TileConfig(128, 256, 64, 8, 3),
            TileConfig(64, 256, 64, 4, 3), TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True),
-           TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True))
+           TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True),
+           # 256 rows (two 128-row halves per warpgroup): B's tile read once per 256 rows of A (short K, small N)
+           TileConfig(256, 128, 64, 8, 3, persistent=True, flatten=True),
+           # four stages across tiles: with an FP32 D and C staged for TMA it would need 256 KB
+           TileConfig(128, 128, 64, 8, 4, persistent=True, flatten=True))
 BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K, BH_NARROW, TileConfig(64, 128, 64, 4, 6),
                         TileConfig(128, 128, 64, 8, 4, persistent=True), TileConfig(128, 128, 64, 8, 4),
                         TileConfig(64, 128, 64, 4, 3),
@@ -137,42 +142,50 @@ def bmk_config(m: int, n: int) -> TileConfig:
     return BMK_CONFIGS[1] if m <= 64 else BMK_CONFIGS[0]
 
 
-def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str = "parallel") -> BmkPlan:
-    """The batch split with about the least modelled time (``bmk_time_us``), at most one wave of programs
-    (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile))."""
+def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str | None = None) -> BmkPlan:
+    """The batch split and reduction with about the least modelled time (``bmk_time_us``), at most one wave of
+    programs (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile)); ``reduce`` pins the reduction."""
     tile = tile or bmk_config(m, n)
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     wave = BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * _num_sms()
-    times = {x: bmk_time_us(s, m, n, k, tile, x) for x in range(1, max(1, min(s, wave // tiles)) + 1)}
+    times = {(x, r): bmk_time_us(s, m, n, k, tile, x, r) for x in range(1, max(1, min(s, wave // tiles)) + 1)
+             for r in ((reduce,) if reduce else ("parallel", "serial"))}
     # The most ranges within BMK_TIME_SLACK of the best: where DRAM bounds the time, more programs in flight cost
     # little (a larger reduction) and guard against a per-program rate below the model's.
     fastest = min(times.values())
-    splits = max(x for x, t in times.items() if t <= fastest * BMK_TIME_SLACK)
+    splits, reduce = max((key for key, t in times.items() if t <= fastest * BMK_TIME_SLACK),
+                         key=lambda key: (key[0], -times[key]))
     return BmkPlan(tile, splits, reduce)
 
 
 # The bytes/latency model of a bmk split (H200; constants to be refitted from benchmarks/bench_einsum.py --sweep):
 # operand bytes stream from DRAM once (the tiles of a range run side by side and share A or B through L2) at
 # BMK_DRAM_GBPS, but no faster than each program streams its range at BMK_PROGRAM_GBPS (a few stages in flight per
-# SM); a split adds the parallel reduction: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8 loads
-# in flight per element) and the partials written and read at BMK_L2_GBPS.
+# SM). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8
+# loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials written, then
+# one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS.
 BMK_DRAM_GBPS = 3500.0
 BMK_PROGRAM_GBPS = 100.0
 BMK_PIPELINE_FILL_US = 1.0
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
 BMK_L2_GBPS = 6000.0
+BMK_SERIAL_GBPS = 150.0
 BMK_TIME_SLACK = 1.03
 
 
-def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int) -> float:
+def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int, reduce: str = "parallel") -> float:
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     dram = s * (m + n) * k * 2
     per_program = _cdiv(s, splits) * (tile.block_m + tile.block_n) * k * 2
     t = max(dram / BMK_DRAM_GBPS, per_program / BMK_PROGRAM_GBPS) / 1e3 + BMK_PIPELINE_FILL_US
     if splits > 1:
-        partials = splits * tiles * tile.block_m * tile.block_n * 4
-        t += BMK_REDUCE_LAUNCH_US + _cdiv(splits, 8) * BMK_L2_ROUND_TRIP_US + 2 * partials / BMK_L2_GBPS / 1e3
+        tile_bytes = tile.block_m * tile.block_n * 4
+        partials = splits * tiles * tile_bytes
+        if reduce == "parallel":
+            t += BMK_REDUCE_LAUNCH_US + _cdiv(splits, 8) * BMK_L2_ROUND_TRIP_US + 2 * partials / BMK_L2_GBPS / 1e3
+        else:
+            t += partials / BMK_L2_GBPS / 1e3 + splits * tile_bytes / BMK_SERIAL_GBPS / 1e3
     return t
 
 
@@ -259,10 +272,12 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     reduce = REDUCE_NONE if splits == 1 else REDUCE_PARALLEL if plan.reduce == "parallel" else REDUCE_SERIAL
     device = d.device.index or 0
     if reduce == REDUCE_PARALLEL:
-        # Kept per stream (the next call's GEMM kernel runs after this call's reduction): a replay allocates nothing.
-        ws = stream_workspace(d, splits * tiles * bm * bn)
+        # Fresh per call (a replay allocates it again), not the kept per-stream workspace: the partials live across
+        # two launches, and another thread's launch on the same stream could land between them and overwrite a
+        # shared buffer. The caching allocator hands this memory out again only in stream order.
+        ws = torch.empty(splits * tiles * bm * bn, dtype=torch.float32, device=d.device)
         if recorder is not None:
-            recorder.persistent.append(ws)
+            recorder.scratch.append(ws)
         counters = ws  # unused
     else:
         ws, counters = split_k_buffers(d, splits, tiles, splits * m * n, recorder)
@@ -353,7 +368,7 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
     c3 = None if c is None else c.permute(eq.perm_out)
     plain = d.dtype == torch.bfloat16 and c is None and _tma_ready(d3)
     cfg = config or bh_config(g, m, n, k, plain)
-    if (cfg.block_n > 128 or cfg.d_halves) and not plain:
+    if cfg in BH_WIDE and not plain:
         return NotImplemented  # (a pinned config without room for this epilogue)
     _launch_bh(a3, b3, b_k_major, d3, c3, cfg, recorder)
     return None
