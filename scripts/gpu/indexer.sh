@@ -23,6 +23,9 @@ HAVE_DG=0; ls .dg/DeepGEMM/deep_gemm/_C*.so > /dev/null 2>&1 && HAVE_DG=1
 CASES=${DG_CASES:-4}; [ "${FULL:-0}" = 1 ] && CASES=1000
 QUICK="--quick"; [ "${FULL:-0}" = 1 ] && QUICK=""
 SWEEP_ARG=""; [ "${SWEEP:-0}" = 1 ] && SWEEP_ARG="--sweep"
+# INDEXER_PARTS picks steps (default: all): pytest dgtest bench sweep host small.
+PARTS=" ${INDEXER_PARTS:-pytest dgtest bench sweep host small} "
+has() { [[ "$PARTS" == *" $1 "* ]]; }
 summary() { echo "$1: exit $2 in $3 s" | tee -a "$D/summary.txt"; }
 step() {  # step NAME TIMEOUT COMMAND...
   local name=$1 limit=$2; shift 2
@@ -34,11 +37,11 @@ step() {  # step NAME TIMEOUT COMMAND...
 }
 
 # 1. Our GPU tests (correctness first: every later number is meaningless if these fail).
-step pytest_gpu 150 python3 -m pytest tests/test_attention_triton.py -q -p no:cacheprovider -m gpu -rfE
+has pytest && step pytest_gpu 150 python3 -m pytest tests/test_attention_triton.py -q -p no:cacheprovider -m gpu -rfE
 tail -n 15 "$D/pytest_gpu.log"
 
 # 2. DeepGEMM's own test file, ours then DeepGEMM (prefill and paged functions; skip-head-mid is an FP8 GEMM).
-for fn in test_mqa_logits test_paged_mqa_logits; do
+has dgtest && for fn in test_mqa_logits test_paged_mqa_logits; do
   step "dg_test_ours_$fn" 50 env SHIM=0 DG_MQA_NUM_CASES=$CASES python3 scripts/dg/run_dg_tests.py .dg/DeepGEMM/tests "test_attention:$fn"
   SELF=${DG_SELF:-1}; [ "$fn" = test_mqa_logits ] && [ "$SELF" != all ] && SELF=0
   [ $HAVE_DG = 1 ] && [ "$SELF" != 0 ] && step "dg_test_dg_$fn" 55 env $DGENV SHIM=0 DG_MQA_NUM_CASES=$CASES python3 scripts/dg/run_dg_tests.py .dg/DeepGEMM/tests "test_attention:$fn"
@@ -49,25 +52,25 @@ done
 grep -h "### \|RESULTS" "$D"/dg_test_*.log
 
 # 3. Benchmark, both packages, same timer; paired by compare_providers.
-step bench_ours 60 python3 benchmarks/bench_mqa_logits.py $QUICK $SWEEP_ARG --out "$D/ours"
-[ $HAVE_DG = 1 ] && step bench_dg 45 env $DGENV python3 benchmarks/bench_mqa_logits.py $QUICK --out "$D/dg"
+has bench && step bench_ours 60 python3 benchmarks/bench_mqa_logits.py $QUICK $SWEEP_ARG --out "$D/ours"
+has bench && [ $HAVE_DG = 1 ] && step bench_dg 45 env $DGENV python3 benchmarks/bench_mqa_logits.py $QUICK --out "$D/dg"
 grep -h " > " "$D/bench_ours.log" "$D/bench_dg.log" 2>/dev/null
 [ -f "$D/dg/bench_mqa_logits.json" ] && python3 benchmarks/compare_providers.py "$D/ours/bench_mqa_logits.json" \
   "$D/dg/bench_mqa_logits.json" | tee "$D/compare.md"
 
 # 3b. Persistent vs grid paged kernel (and variants), one process, same timer.
-[ "${SWEEP:-}" != 0 ] && step bench_sweep_paged 75 python3 benchmarks/bench_mqa_logits.py --tables none --sweep-paged \
+has sweep && [ "${SWEEP:-}" != 0 ] && step bench_sweep_paged 75 python3 benchmarks/bench_mqa_logits.py --tables none --sweep-paged \
   --out "$D/sweep"
 grep -h "sweep paged" "$D/bench_sweep_paged.log" 2>/dev/null
 
 # 4. Host time per call.
-step host_ours 15 python3 benchmarks/host_overhead.py --only mqa --out "$D/host_ours"
-[ $HAVE_DG = 1 ] && step host_dg 15 env $DGENV python3 benchmarks/host_overhead.py --only mqa --out "$D/host_dg"
+has host && step host_ours 15 python3 benchmarks/host_overhead.py --only mqa --out "$D/host_ours"
+has host && [ $HAVE_DG = 1 ] && step host_dg 15 env $DGENV python3 benchmarks/host_overhead.py --only mqa --out "$D/host_dg"
 grep -h "HOST" "$D"/host_*.log
 
 # 5. The small odd-shape cases of the same test file (interpreter cases on CPU) on the GPU's compiled kernels: ragged
 #    and inverted windows, misaligned operands (pointer loads), padded pages, 1-D context_lens, FP4, schedule.
-step pytest_small_cases_on_gpu 60 python3 -m pytest tests/test_attention_triton.py -q -p no:cacheprovider -m "not gpu" -rfE
+has small && step pytest_small_cases_on_gpu 60 python3 -m pytest tests/test_attention_triton.py -q -p no:cacheprovider -m "not gpu" -rfE
 tail -n 8 "$D/pytest_small_cases_on_gpu.log"
 
 echo "---- summary (non-zero exit = failed or timed out: see the step's log)"
