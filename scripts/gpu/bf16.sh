@@ -22,7 +22,8 @@ if has pytest; then
 fi
 if has bench; then
   step bench_ours 90 env PYTHONPATH=$PWD python3 benchmarks/bench_bf16_gemm.py --out "$D/bench_ours" > "$D/bench_ours.log" 2>&1
-  [ -d .dg/DeepGEMM ] && step bench_dg 200 env $DGENV python3 benchmarks/bench_bf16_gemm.py --out "$D/bench_dg" > "$D/bench_dg.log" 2>&1
+  # BF16_DG=0: ours only (pair with an earlier call's DeepGEMM side, and say so)
+  [ -d .dg/DeepGEMM ] && [ "${BF16_DG:-1}" = 1 ] && step bench_dg 200 env $DGENV python3 benchmarks/bench_bf16_gemm.py --out "$D/bench_dg" > "$D/bench_dg.log" 2>&1
   python3 benchmarks/compare_providers.py "$D/bench_ours/bench_bf16_gemm.json" "$D/bench_dg/bench_bf16_gemm.json" \
     --out "$D/bench_compare.md" > "$D/bench_compare.log" 2>&1
   tail -n 12 "$D/bench_compare.log"; grep -A8 "== summary" "$D/bench_ours.log"
