@@ -330,9 +330,10 @@ def family_of(name: str) -> str:
 
 # ---- The eager path: public wrappers calling an op's CUDA kernel without the dispatcher ---------------------------
 #
-# A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel (KERNEL-NOTES section 7),
-# a third of DeepGEMM's whole host time per call. A plain eager call on CUDA tensors gains nothing from it: the
-# dispatcher would pick the CUDA kernel registered above, which is a Python function. ``eager_op`` calls that same
+# A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel (H200 host, 2026-11;
+# ``benchmarks/host_paths_cpu.py`` measures it per op), a third of DeepGEMM's whole host time per call. A plain
+# eager call on CUDA tensors gains nothing from it: the dispatcher would pick the CUDA kernel registered above, which
+# is a Python function. ``eager_op`` calls that same
 # function (binder, memoised check, launcher or reference: ``OpKernels.run_cuda``) directly, and hands every call it
 # cannot prove plain to the dispatcher op, so the op stays THE path for everything that needs the dispatcher:
 #
