@@ -198,3 +198,9 @@ def test_every_public_wrapper_uses_the_eager_path():
     for module in (fp8_api, bf16_api, hc_api, einsum_api, layout_api):
         assert module._ops is library.eager_ops, module.__name__
     assert library.eager_ops.fp8_gemm_nt.default.op is torch.ops.deep_gemm.fp8_gemm_nt.default
+
+
+def test_eager_path_can_be_turned_off(monkeypatch):
+    """DG_NO_EAGER_PATH=1 (read at import) makes eager_op hand out the dispatcher op itself."""
+    monkeypatch.setattr(library, "_EAGER_PATH", False)
+    assert library.eager_op("tf32_hc_prenorm_gemm") is torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default

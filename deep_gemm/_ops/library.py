@@ -392,6 +392,9 @@ def _modes_active() -> bool:
 
 
 _NO_KWARGS: dict = {}
+# DG_NO_EAGER_PATH=1 (read at import): the public functions call the dispatcher ops themselves (A/B host-time runs,
+# or a way around the eager path should it ever misbehave).
+_EAGER_PATH = os.environ.get("DG_NO_EAGER_PATH", "0") in ("", "0")
 
 
 def eager_op(name: str) -> Callable[..., Any]:
@@ -399,6 +402,8 @@ def eager_op(name: str) -> Callable[..., Any]:
     with the same arguments, results and errors, which skips the dispatcher for plain eager calls on CUDA tensors
     (see the comment above). Kernels are looked up on the first call (families register on import)."""
     op = getattr(torch.ops.deep_gemm, name).default
+    if not _EAGER_PATH:
+        return op
     canonical = ALIASES.get(name, name)
     resolved: list = []
 
