@@ -340,7 +340,8 @@ def family_of(name: str) -> str:
 # * torch.compile / torch.export tracing (``torch.compiler.is_compiling()``, tested first so that Dynamo, which
 #   folds it to True, traces only the dispatcher call);
 # * an active TorchDispatchMode (FakeTensorMode, proxy tracing, functionalisation, debug modes), TorchFunctionMode,
-#   functorch transform (vmap, grad) or the autograd profiler (which records dispatcher ops by name);
+#   functorch transform (vmap, grad), the autograd profiler (which records dispatcher ops by name) or a
+#   torch.jit.trace (which records dispatcher ops);
 # * any tensor argument that is not a plain ``torch.Tensor`` (or ``nn.Parameter``, which disables
 #   ``__torch_function__``) on CUDA, or that requires grad while grad mode is on (the autograd fallback);
 # * calls with no tensor at all (the dispatcher's error path) and ops without tensor arguments.
@@ -358,6 +359,7 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
 _functorch_active = torch._C._are_functorch_transforms_active
 _profiling = torch.autograd._profiler_enabled
+_jit_tracing = torch._C._get_tracing_state
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 
@@ -388,7 +390,7 @@ def _eager_signature(args: tuple):
 
 
 def _modes_active() -> bool:
-    return bool(_dispatch_modes() or _function_modes() or _functorch_active() or _profiling())
+    return bool(_dispatch_modes() or _function_modes() or _functorch_active() or _profiling() or _jit_tracing())
 
 
 _NO_KWARGS: dict = {}
@@ -410,7 +412,7 @@ def eager_op(name: str) -> Callable[..., Any]:
     def call(*args, **kwargs):
         # (_modes_active, inlined: every call pays these tests)
         if kwargs or _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_active() \
-                or _profiling():
+                or _profiling() or _jit_tracing():
             return op(*args, **kwargs)
         if not resolved:
             resolved.append(_KERNELS.get(canonical))
