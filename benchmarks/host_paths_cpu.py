@@ -26,12 +26,16 @@ import inspect
 import os
 import pstats
 import sys
+import time
 import timeit
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+# --root DIR: time the deep_gemm of another checkout (e.g. the commit before the eager path; public column only).
+_HERE = os.path.dirname(__file__)
+_ROOT = sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else os.path.join(_HERE, "..")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, _ROOT)
 
 os.environ.pop("TRITON_INTERPRET", None)
 
@@ -75,8 +79,9 @@ def stub_gpu() -> None:
     tensor_map = object()
     triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map))
     # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor).
-    source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
-    exec(compile(source, library.__file__, "exec"), library.__dict__)
+    if hasattr(library, "_eager_signature"):
+        source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
+        exec(compile(source, library.__file__, "exec"), library.__dict__)
 
 
 def cases() -> dict:
@@ -131,17 +136,23 @@ def dispatcher_op(name: str):
     op_name = schema.split("(", 1)[0]
     if not hasattr(torch.ops.deep_gemm_host_bench, op_name):
         kernels = library.kernels_of(name)
+        binder = library._Binder(schema)  # (these three calls exist in checkouts before the eager path too)
+        launcher = kernels.triton_fn()
         _SCRATCH.define(schema)
 
-        def cuda_kernel(*args, **kwargs):
-            full = kernels.binder(args, kwargs)
-            return kernels.run_cuda(full, kernels.checked(full))
+        def cuda_kernel(*args, **kwargs):  # the op's CUDA kernel (_ops/library.register), for a Triton launcher
+            full = binder(args, kwargs)
+            token = kernels.checked(full)
+            out = launcher(*full, signature=token) if getattr(launcher, "accepts_signature", False) \
+                else launcher(*full)
+            return kernels.reference(*full) if out is NotImplemented else out
         _SCRATCH.impl(op_name, cuda_kernel, "CPU")
     return getattr(torch.ops.deep_gemm_host_bench, op_name).default
 
 
 def best_us(stmts: dict, number: int, rounds: int) -> dict:
-    timers = {label: timeit.Timer(fn) for label, fn in stmts.items()}
+    # CPU time of this thread: a busy host (other processes) disturbs it less than wall time.
+    timers = {label: timeit.Timer(fn, timer=time.thread_time) for label, fn in stmts.items()}
     best = dict.fromkeys(stmts, float("inf"))
     for _ in range(rounds):
         for label, timer in timers.items():
@@ -154,9 +165,20 @@ def main():
     parser.add_argument("--number", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--profile")
+    parser.add_argument("--root", help="the checkout whose deep_gemm to time (default: this one)")
     args = parser.parse_args()
     stub_gpu()
     print(f"deep_gemm from {os.path.dirname(deep_gemm.__file__)}")
+    if not hasattr(library, "eager_op"):
+        # A checkout without the eager path: its public functions would reach the CPU reference through the
+        # dispatcher, so time what they reach on CUDA: the dispatcher op running the CUDA kernel (the public
+        # function's own unpacking, ~1 us here, comes on top).
+        for label, (_, name, flat) in cases().items():
+            op = dispatcher_op(name)
+            op(*flat), op(*flat)
+            t = best_us({"d": lambda: op(*flat)}, args.number, args.rounds)["d"]
+            print(f"{label:46s} dispatcher {t:7.2f} us/call", flush=True)
+        return
     print(f"{'case':46s} {'kernel':>7s} {'dispatch':>8s} {'eager':>7s} {'public':>7s} {'before':>7s}  us/call")
     for label, (public, name, flat) in cases().items():
         kernels = library.kernels_of(name)

@@ -198,3 +198,22 @@ def test_every_public_wrapper_uses_the_eager_path():
     for module in (fp8_api, bf16_api, hc_api, einsum_api, layout_api):
         assert module._ops is library.eager_ops, module.__name__
     assert library.eager_ops.fp8_gemm_nt.default.op is torch.ops.deep_gemm.fp8_gemm_nt.default
+
+
+def test_eager_path_can_be_turned_off(monkeypatch):
+    """DG_NO_EAGER_PATH=1 (read at import) makes eager_op hand out the dispatcher op itself."""
+    monkeypatch.setattr(library, "_EAGER_PATH", False)
+    assert library.eager_op("tf32_hc_prenorm_gemm") is torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default
+
+
+def test_jit_trace_records_the_op(cpu_as_cuda):
+    """torch.jit.trace records dispatcher ops: a traced call must go through the op (and appear in the graph)."""
+    a, b, d, s = _hc_inputs()
+
+    def step(a, b, d, s):
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+        return s + 0
+
+    traced = torch.jit.trace(step, (a, b, d, s), check_trace=False)
+    assert cpu_as_cuda == []
+    assert "deep_gemm::tf32_hc_prenorm_gemm" in str(traced.graph)

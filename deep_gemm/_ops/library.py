@@ -330,16 +330,18 @@ def family_of(name: str) -> str:
 
 # ---- The eager path: public wrappers calling an op's CUDA kernel without the dispatcher ---------------------------
 #
-# A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel (KERNEL-NOTES section 7),
-# a third of DeepGEMM's whole host time per call. A plain eager call on CUDA tensors gains nothing from it: the
-# dispatcher would pick the CUDA kernel registered above, which is a Python function. ``eager_op`` calls that same
+# A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel (H200 host, 2026-11;
+# ``benchmarks/host_paths_cpu.py`` measures it per op), a third of DeepGEMM's whole host time per call. A plain
+# eager call on CUDA tensors gains nothing from it: the dispatcher would pick the CUDA kernel registered above, which
+# is a Python function. ``eager_op`` calls that same
 # function (binder, memoised check, launcher or reference: ``OpKernels.run_cuda``) directly, and hands every call it
 # cannot prove plain to the dispatcher op, so the op stays THE path for everything that needs the dispatcher:
 #
 # * torch.compile / torch.export tracing (``torch.compiler.is_compiling()``, tested first so that Dynamo, which
 #   folds it to True, traces only the dispatcher call);
 # * an active TorchDispatchMode (FakeTensorMode, proxy tracing, functionalisation, debug modes), TorchFunctionMode,
-#   functorch transform (vmap, grad) or the autograd profiler (which records dispatcher ops by name);
+#   functorch transform (vmap, grad), the autograd profiler (which records dispatcher ops by name) or a
+#   torch.jit.trace (which records dispatcher ops);
 # * any tensor argument that is not a plain ``torch.Tensor`` (or ``nn.Parameter``, which disables
 #   ``__torch_function__``) on CUDA, or that requires grad while grad mode is on (the autograd fallback);
 # * calls with no tensor at all (the dispatcher's error path) and ops without tensor arguments.
@@ -357,6 +359,7 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
 _functorch_active = torch._C._are_functorch_transforms_active
 _profiling = torch.autograd._profiler_enabled
+_jit_tracing = torch._C._get_tracing_state
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 
@@ -387,10 +390,13 @@ def _eager_signature(args: tuple):
 
 
 def _modes_active() -> bool:
-    return bool(_dispatch_modes() or _function_modes() or _functorch_active() or _profiling())
+    return bool(_dispatch_modes() or _function_modes() or _functorch_active() or _profiling() or _jit_tracing())
 
 
 _NO_KWARGS: dict = {}
+# DG_NO_EAGER_PATH=1 (read at import): the public functions call the dispatcher ops themselves (A/B host-time runs,
+# or a way around the eager path should it ever misbehave).
+_EAGER_PATH = os.environ.get("DG_NO_EAGER_PATH", "0") in ("", "0")
 
 
 def eager_op(name: str) -> Callable[..., Any]:
@@ -398,13 +404,15 @@ def eager_op(name: str) -> Callable[..., Any]:
     with the same arguments, results and errors, which skips the dispatcher for plain eager calls on CUDA tensors
     (see the comment above). Kernels are looked up on the first call (families register on import)."""
     op = getattr(torch.ops.deep_gemm, name).default
+    if not _EAGER_PATH:
+        return op
     canonical = ALIASES.get(name, name)
     resolved: list = []
 
     def call(*args, **kwargs):
         # (_modes_active, inlined: every call pays these tests)
         if kwargs or _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_active() \
-                or _profiling():
+                or _profiling() or _jit_tracing():
             return op(*args, **kwargs)
         if not resolved:
             resolved.append(_KERNELS.get(canonical))

@@ -526,7 +526,7 @@ class _DirectReplay:
     descriptors over them (cached by address and layout) and the per-call buffers change."""
 
     __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "view_words",
-                 "view_tma_words", "scratch_bytes")
+                 "view_tma_words", "scratch_bytes", "kept")
 
     @classmethod
     def of(cls, plan: LaunchPlan, args: Sequence[Any]) -> _DirectReplay | None:
@@ -569,13 +569,20 @@ class _DirectReplay:
         for word in [w[0] for w in replay.tensor_words + replay.tma_words + replay.fresh_words + replay.view_words
                      + replay.view_tma_words]:
             replay.words[word] = None
+        # Buffers the plan keeps (e.g. split-K counters) go in as addresses (see ``run``), held alive by the plan.
+        replay.kept = [w for w in replay.words if isinstance(w, torch.Tensor)]
+        replay.words = [w.data_ptr() if isinstance(w, torch.Tensor) else w for w in replay.words]
         return replay
 
     def run(self, inputs: Sequence[Any]) -> None:
         words = self.words.copy()
         words[_STREAM_WORD] = torch._C._cuda_getCurrentRawStream(self.device_index)
+        # Tensors go in as addresses: Triton's C launcher takes an int as a device pointer as it is, where for a
+        # tensor it calls data_ptr() and then asks the driver whether that address is device memory
+        # (cuPointerGetAttribute, one driver call per pointer argument per launch: triton 3.6 driver.py getPointer).
+        # The op's check already established that these are CUDA tensors of the launch's device.
         for word, j in self.tensor_words:
-            words[word] = inputs[j]
+            words[word] = inputs[j].data_ptr()
         for word, j, layout in self.tma_words:  # tma_descriptor(), inlined: this loop is the hottest of a replay
             data_ptr = inputs[j].data_ptr()
             tensor_map = _TMA_DESCRIPTORS.get((data_ptr, layout))

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Host time per call (issues 16 and 18): the eager path of the public functions (_ops/library.eager_op) against the
-# dispatcher op and against DeepGEMM, one device call. Expected wall time: ~3 min warm, ~5 min cold (the GPU tests
+# dispatcher op and against DeepGEMM, one device call. Expected wall time: ~3.5 min warm, ~5.5 min cold (the GPU tests
 # compile the HC, FP8 dense/masked and BF16 kernels once). Run as FAMILIES=host (FAMILY_TIMEOUT=360).
 #   1. tests/test_eager_path_gpu.py: eager == dispatcher bit for bit, new tensors, CUDA graphs, threads, errors, compile
 #   2. DeepGEMM's test_hyperconnection.py against ours (SHIM=0): its calls now take the eager path
-#   3. benchmarks/host_overhead.py for ours (public functions and the same calls through torch.ops) and DeepGEMM
+#   3. benchmarks/host_overhead.py for ours (public functions and the same calls through torch.ops), DeepGEMM, and
+#      ours with DG_NO_EAGER_PATH=1 (the public functions through the dispatcher: the before numbers)
 #   4. benchmarks/host_paths_cpu.py on this host's CPU (GPU stubbed): the Python share per layer at this host's speed
 # Writes $OUT/host/. No `set -e`: every step runs and reports.
 set -uo pipefail
@@ -24,7 +25,11 @@ if has host; then
     > "$D/host_ours.log" 2>&1
   [ -d .dg/DeepGEMM ] && step "host_overhead DeepGEMM" 120 env $DGENV python3 benchmarks/host_overhead.py \
     --out "$D/host_dg" > "$D/host_dg.log" 2>&1
+  # The public functions as they were (every call through the dispatcher op): the before column, same run.
+  step "host_overhead ours, DG_NO_EAGER_PATH=1" 90 env DG_NO_EAGER_PATH=1 PYTHONPATH=$PWD python3 \
+    benchmarks/host_overhead.py --out "$D/host_ours_no_eager" > "$D/host_ours_no_eager.log" 2>&1
   echo "--- ours"; grep "us/call" "$D/host_ours.log"
+  echo "--- ours, DG_NO_EAGER_PATH=1"; grep "us/call" "$D/host_ours_no_eager.log"
   echo "--- DeepGEMM"; grep "us/call" "$D/host_dg.log" 2>/dev/null
 fi
 
