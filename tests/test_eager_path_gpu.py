@@ -178,3 +178,57 @@ def test_compile_goes_through_the_op():
     torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default(a, b, d2, s2, None)
     torch.cuda.synchronize()
     assert torch.equal(d, d2) and torch.equal(out, s2 * 2)
+
+
+def _cuda(t):
+    return t.cuda() if isinstance(t, torch.Tensor) else t
+
+
+def _same_logits(eager, op, valid, clean):
+    """Bit-equal inside ``valid``; -inf outside in both when the call cleaned (raw calls leave it unwritten)."""
+    assert torch.equal(eager[valid], op[valid])
+    if clean:
+        assert bool((eager[~valid] == float("-inf")).all()) and bool((op[~valid] == float("-inf")).all())
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_eager_indexer_equals_dispatcher(clean):
+    """The indexer's public functions (prefill, metadata, paged decode) on the eager path: the dispatcher op's logits
+    bit for bit, for new tensors at the same metadata (the 2nd seed replays the 1st's plan)."""
+    from test_attention import MqaCase, PagedCase, make_mqa, make_paged
+    ops = torch.ops.deep_gemm
+    for seed in range(2):
+        torch.manual_seed(seed)
+        s, sk = 37, 300
+        (q, _, kv, kv_sf, w, ks, ke), _ = make_mqa(MqaCase(s, sk, 64, 128))
+        col = torch.arange(sk)[None, :]
+        valid = ((col >= ks[:, None]) & (col < ke[:, None])).cuda()
+        q, kv, kv_sf, w, ks, ke = map(_cuda, (q, kv, kv_sf, w, ks, ke))
+        eager = deep_gemm.fp8_mqa_logits(q, (kv, kv_sf), w, ks, ke, clean_logits=clean)
+        op = ops.fp8_mqa_logits.default(q, kv, kv_sf, w, ks, ke, clean, 0)
+        torch.cuda.synchronize()
+        _same_logits(eager, op, valid, clean)
+
+        (q, _, kv_cache, weights, lens, table, _, max_len), _ = make_paged(PagedCase(5, 2, 64, 128))
+        valid = (torch.arange(max_len)[None, :] < lens.reshape(-1, 1)).cuda()
+        q, kv_cache, weights, lens, table = map(_cuda, (q, kv_cache, weights, lens, table))
+        num_sms = deep_gemm.get_num_sms()
+        meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms)
+        assert torch.equal(meta, ops.get_paged_mqa_logits_metadata.default(lens, 64, num_sms, None))
+        eager = deep_gemm.fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, meta, max_len, clean_logits=clean)
+        op = ops.fp8_paged_mqa_logits.default(q, kv_cache, weights, lens, table, meta, max_len, clean, None)
+        torch.cuda.synchronize()
+        _same_logits(eager, op, valid, clean)
+
+
+def test_eager_is_taken_for_the_paged_indexer(monkeypatch):
+    from test_attention import PagedCase, make_paged
+    kernels = library.kernels_of("fp8_paged_mqa_logits")
+    taken = []
+    run_cuda = kernels.run_cuda
+    monkeypatch.setattr(kernels, "run_cuda", lambda full, token: taken.append(token) or run_cuda(full, token))
+    (q, _, kv_cache, weights, lens, table, _, max_len), _ = make_paged(PagedCase(3, 1, 32, 64))
+    q, kv_cache, weights, lens, table = map(_cuda, (q, kv_cache, weights, lens, table))
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    deep_gemm.fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, meta, max_len)
+    assert len(taken) == 1 and taken[0] is not None

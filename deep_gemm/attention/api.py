@@ -11,6 +11,8 @@ from typing import Optional, Sequence
 
 import torch
 
+from .._ops.library import eager_ops
+
 from ..gemm.fp8_api import unpack_pair
 
 __all__ = [
@@ -21,7 +23,7 @@ __all__ = [
     "fp8_paged_mqa_logits",
 ]
 
-_ops = torch.ops.deep_gemm
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
 QPair = Sequence[Optional[torch.Tensor]]
 
 
