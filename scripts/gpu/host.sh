@@ -9,7 +9,7 @@
 #   4. benchmarks/host_paths_cpu.py on this host's CPU (GPU stubbed): the Python share per layer at this host's speed
 # Writes $OUT/host/. No `set -e`: every step runs and reports.
 set -uo pipefail
-FAMILY=host; D=$OUT/host; PARTS="tests dg host layers"; mkdir -p "$D"
+FAMILY=host; D=$OUT/host; PARTS=${HOST_PARTS:-tests dg host layers}; mkdir -p "$D"
 source scripts/gpu/steps.sh
 
 has tests && step "pytest eager path (gpu)" 240 env PYTHONPATH=$PWD python3 -m pytest tests/test_eager_path_gpu.py \
