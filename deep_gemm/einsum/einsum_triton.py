@@ -24,6 +24,7 @@ Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_plan`` / ``fp8_con
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -148,7 +149,10 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
     tile = tile or bmk_config(m, n)
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     wave = BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * _num_sms()
-    times = {(x, r): bmk_time_us(s, m, n, k, tile, x, r) for x in range(1, max(1, min(s, wave // tiles)) + 1)
+    # Only the fewest ranges for each batch entries per range: more ranges of the same length add reduction only
+    # (and _launch_bmk launches that count anyway).
+    counts = sorted({_cdiv(s, _cdiv(s, x)) for x in range(1, max(1, min(s, wave // tiles)) + 1)})
+    times = {(x, r): bmk_time_us(s, m, n, k, tile, x, r) for x in counts
              for r in ((reduce,) if reduce else ("parallel", "serial"))}
     # The most ranges within BMK_TIME_SLACK of the best: where DRAM bounds the time, more programs in flight cost
     # little (a larger reduction) and guard against a per-program rate below the model's.
@@ -160,8 +164,11 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
 
 # The bytes/latency model of a bmk split (H200; constants to be refitted from benchmarks/bench_einsum.py --sweep):
 # operand bytes stream from DRAM once (the tiles of a range run side by side and share A or B through L2) at
-# BMK_DRAM_GBPS, but no faster than each program streams its range at BMK_PROGRAM_GBPS (a few stages in flight per
-# SM). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8
+# BMK_DRAM_GBPS, and each program streams its range at BMK_PROGRAM_GBPS (a few stages in flight per SM); the two
+# times combine as a root sum of squares, not a max: where they are close, neither hides the other (measured
+# 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: s=129 m=384 n=128 k=384 ran 24.8 us with
+# 43 ranges, 28.7 us with 22, where the max model had 22 faster; s=129 m=256 n=256 k=256: 33 ranges 19.7 us, 22
+# ranges 21.3 us). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8
 # loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials written, then
 # one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS.
 BMK_DRAM_GBPS = 3500.0
@@ -178,7 +185,7 @@ def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int, r
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     dram = s * (m + n) * k * 2
     per_program = _cdiv(s, splits) * (tile.block_m + tile.block_n) * k * 2
-    t = max(dram / BMK_DRAM_GBPS, per_program / BMK_PROGRAM_GBPS) / 1e3 + BMK_PIPELINE_FILL_US
+    t = math.hypot(dram / BMK_DRAM_GBPS, per_program / BMK_PROGRAM_GBPS) / 1e3 + BMK_PIPELINE_FILL_US
     if splits > 1:
         tile_bytes = tile.block_m * tile.block_n * 4
         partials = splits * tiles * tile_bytes
