@@ -241,7 +241,13 @@ def test_tile_config_rules():
     try:
         et = einsum_triton
         # DeepGEMM's rows: memory-bound short K -> one pipeline across tiles; long K, wide N -> 128x256 tiles.
-        assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K
+        # (256-row tiles for plain BF16 outputs: the fastest measured 2026-12-02, research/results/
+        # 2026-12-02-h200-s23-call2/einsum/sweep.log, on both b=4096 h=128 rows; 128 rows otherwise)
+        assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K_TALL
+        assert et.bh_config(128, 4096, 512, 128, True) is et.BH_SHORT_K_TALL
+        assert et.bh_config(128, 4096, 128, 512, False) is et.BH_SHORT_K
+        assert et.BH_SHORT_K_TALL in et.BH_WIDE and et.BH_LARGE in et.BH_WIDE
+        assert et.BH_LARGE.flatten and et.BH_LARGE.d_halves and et.BH_LARGE.num_stages == 4
         assert et.bh_config(8, 4096, 1024, 4096, True) is et.BH_LARGE
         assert et.bh_config(8, 4096, 1024, 4096, False) is et.BH_MEDIUM  # FP32 out or C: no room for 128x256
         assert et.bh_config(8, 32, 1024, 4096, True) is et.BH_SMALL_M_NARROW  # 64 tiles of 128 columns: too few

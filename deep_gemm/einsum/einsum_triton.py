@@ -55,8 +55,11 @@ class TileConfig:
 
 
 # BF16 batched (bh*) configs: 128x256 for large compute-bound problems, 128x128 otherwise, 64-row tiles for small M.
-# 128x256 stores D in two halves, so that a fourth stage fits (224 KB of shared memory).
-BH_LARGE = TileConfig(128, 256, 64, 8, 4, persistent=True, d_halves=True)
+# 128x256 stores D in two halves, so that a fourth stage fits (224 KB of shared memory), and runs one pipeline
+# across tiles (measured 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log, against the same
+# tile without flatten: bhd,hdr->bhr b=4096 h=8 r=4096 d=1024 376.8 vs 405.2 us; bhr,hdr->bhd b=4096 h=8 349.2 vs
+# 358.7 us; bhd,hdr->bhr b=128 h=8 26.8 vs 27.1 us).
+BH_LARGE = TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True)
 BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
 BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
 # Small M with too few 128-column tiles to occupy the SMs (e.g. 4 tokens x 8 heads x 1024 columns): 64 columns.
@@ -67,14 +70,19 @@ BH_SMALL_M_NARROW = TileConfig(64, 64, 64, 4, 6)
 BH_NARROW = TileConfig(128, 64, 64, 4, 6)
 # Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
+# The same with 256 rows (plain BF16 outputs, M >= 256): B's tile read once per 256 rows of A (measured 2026-12-02,
+# research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: b=4096 h=128 r=512 d=128, bhr,hdr->bhd 197.9 vs
+# 214.9 us, bhd,hdr->bhr 230.0 vs 252.4 us).
+BH_SHORT_K_TALL = TileConfig(256, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
 # Configs only for plain BF16 outputs (BH_WIDE: 256-wide or 256-high tiles, or too many stages for FP32 / C
 # epilogue tiles; see bh_config).
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3, persistent=True), TileConfig(128, 256, 64, 8, 3),
            TileConfig(64, 256, 64, 4, 3), TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True),
-           TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True),
+           # the 128x256 tile of the sweeps before 2026-12-02 (one pipeline per tile)
+           TileConfig(128, 256, 64, 8, 4, persistent=True, d_halves=True),
            # 256 rows (two 128-row halves per warpgroup): B's tile read once per 256 rows of A (short K, small N)
-           TileConfig(256, 128, 64, 8, 3, persistent=True, flatten=True),
+           BH_SHORT_K_TALL,
            # four stages across tiles: with an FP32 D and C staged for TMA it would need 256 KB
            TileConfig(128, 128, 64, 8, 4, persistent=True, flatten=True))
 BH_CONFIGS = BH_WIDE + (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW, BH_SHORT_K, BH_NARROW, TileConfig(64, 128, 64, 4, 6),
@@ -114,7 +122,7 @@ def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfi
     if 2 * g * _cdiv(m, 128) * _cdiv(n, 128) <= _num_sms():
         return BH_NARROW
     if k <= SHORT_K and g * _cdiv(m, 128) * _cdiv(n, 128) >= 2 * _num_sms():
-        return BH_SHORT_K
+        return BH_SHORT_K_TALL if plain_bf16_out and m >= 256 else BH_SHORT_K
     return BH_MEDIUM
 
 
