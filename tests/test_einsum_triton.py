@@ -258,7 +258,7 @@ def test_tile_config_rules():
         assert et.bh_config(8, 128, 1024, 4096, False) is et.BH_NARROW
         assert et.bh_config(8, 128, 4096, 1024, True) is et.BH_LARGE
         assert et.bh_config(128, 128, 128, 512, True) is et.BH_MEDIUM  # 128 tiles: one wave already
-        assert et.fp8_config(8, 128, 1024) is et.FP8_NARROW  # DeepGEMM's FP8 row at b = 128
+        assert et.fp8_config(8, 128, 1024) is et.FP8_SMALL_M_NARROW  # DeepGEMM's FP8 row at b = 128 (measured)
         assert et.fp8_config(8, 4096, 1024) is et.FP8_CONFIGS[0]
         assert et.fp8_config(8, 32, 1024) is et.FP8_SMALL_M_NARROW
         assert et.fp8_config(128, 32, 1024) is et.FP8_CONFIGS[1]
