@@ -381,6 +381,9 @@ def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
         p = bf16_plan.plan(call(m=m, n=32768, k=512))
         assert p.kernel == "ws" and (p.config.block_m, p.config.block_n, p.config.num_stages) == (128, 128, 6), p
     assert bf16_plan.plan(call(n=24576, k=1536)).config.block_n == 256
+    # Fewer than a wave of 128 x 128 tiles: the cost model's choice, as before (unmeasured there).
+    few = bf16_plan.plan(call(m=128, n=2112, k=512))
+    assert few.kernel == "tl" and few.config.block_m == 64, few
     # Forced choices still reach the wide tile on short K (the sweep's A/B).
     forced = bf16_plan.plan(call(n=32768, k=512), Bf16Overrides(ws=True, block_m=128, block_n=256, split_k=1))
     assert forced.kernel == "ws" and forced.config.block_n == 256

@@ -75,7 +75,8 @@ WS_MAX_STAGES = 8
 # 2026-12-02-h200-s23-call2/bf16/sweep.log: 4096 x 32768 x 512 205.2 us against 212.4 / 214.2; 128 x 32768 x 512
 # 16.0 against 16.5 / 16.6), and the tl.* kernel the model would take instead is slower still (4096 x 32768 x 512:
 # 264.1); from K = 1536 on the wide tile wins (4096 x 24576 x 1536: 401.5 against 410.3). So "auto" runs dense
-# short-K calls on the WS kernel's 128 x 128 tile wherever it covers them.
+# short-K calls of at least a wave of 128 x 128 tiles (the measured rows have 2-62 waves) on the WS kernel's 128 x 128
+# tile wherever it covers them; fewer tiles stay with the cost model (64-row and split tiles fill more SMs).
 SHORT_K_WS_NARROW = 512
 WS_REGISTERS = (232, 40)  # setmaxnreg per consumer warpgroup / producer warp (compiles without spills at 128 x 256)
 
@@ -335,7 +336,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
             and overrides.block_m in (None, 128) and d_tma_ok:
         bk = _block_k(call, 64)
         short_k = (mode == "auto" and call.grouping == GROUPING["dense"] and overrides.block_n is None
-                   and call.k <= SHORT_K_WS_NARROW)
+                   and call.k <= SHORT_K_WS_NARROW and _tiles(call, 128, 128) >= call.num_sms)
         for bn in (256, 128):
             if bk is None or (overrides.block_n is not None and bn != overrides.block_n) or not _fits(call, 128):
                 continue
