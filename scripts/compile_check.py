@@ -238,6 +238,8 @@ BF16_CONFIGS = [
     dict(bm=64, bn=64, warps=4, stages=12), dict(bm=64, bn=64, warps=4, stages=12, split=2),
     dict(bm=64, bn=128, warps=4, stages=8), dict(bm=64, bn=128, warps=4, stages=8, split=2),
     dict(bm=16, bn=32, bk=128, warps=4, stages=12, split=2), dict(bm=16, bn=64, bk=128, warps=4, stages=10),
+    # Dense decode rows (measured 2026-12-02): 16 x 64 on the 6-stage ring, an unsplit 16 x 32 on the deep one.
+    dict(bm=16, bn=64, bk=128, warps=4, stages=6), dict(bm=16, bn=32, bk=128, warps=4, stages=12),
     dict(bm=128, bn=128, warps=8, stages=6, split=2, out="fp32", d_tma=False),
 ]
 

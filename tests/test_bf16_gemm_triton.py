@@ -358,3 +358,32 @@ def test_plan_warp_specialised_only_where_it_covers():
         cfg = p.config
         smem = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * 2 + 2 * 64 * cfg.block_n * out_bytes
         assert cfg.num_stages >= 3 and smem <= 232448 - 2048
+
+
+def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
+    # Measured 2026-12-02 (research/results/2026-12-02-h200-s23-call2/bf16/sweep.log and the first call's bench):
+    # dense decode tiles keep the 6-stage ring (split or 16 x 64 tiles), an unsplit 16 x 32 tile the deep one.
+    pinned = {(2112, 7168): Bf16Config(16, 32, 128, 6, 4, 2), (576, 7168): Bf16Config(16, 32, 128, 6, 4, 8),
+              (7168, 16384): Bf16Config(16, 64, 128, 6, 4), (7168, 2048): Bf16Config(16, 64, 128, 6, 4),
+              (4096, 7168): Bf16Config(16, 32, 128, 12, 4), (24576, 1536): Bf16Config(16, 128, 128, 6, 4)}
+    for (n, k), cfg in pinned.items():
+        p = bf16_plan.plan(call(m=1, n=n, k=k))
+        assert p.kernel == "tl" and p.config == cfg, (n, k, p)
+    # M = 128 keeps its deep rings (128 x 2112 x 7168: 17.1 us at 12 stages against 21.8 at 6).
+    assert bf16_plan.plan(call(m=128)).config == Bf16Config(64, 64, 64, 12, 4, 2)
+    # Masked decode tiles are left as they were (no measured difference).
+    masked = bf16_plan.plan(call("masked", m=4096, n=4096, k=7168, groups=6, expected_m=20))
+    mc = masked.config
+    assert mc.block_m == 32 and mc.num_stages == bf16_plan._stages(mc.block_m, mc.block_n, mc.block_k, 0)
+    # Dense K <= 512 of 128+ rows: the WS kernel's 128 x 128 tile (4096 x 32768 x 512: 205.2 us against 212.4 on
+    # 128 x 256 and 264.1 on tl.*); from K = 1536 on, its 128 x 256 tile.
+    for m in (128, 4096):
+        p = bf16_plan.plan(call(m=m, n=32768, k=512))
+        assert p.kernel == "ws" and (p.config.block_m, p.config.block_n, p.config.num_stages) == (128, 128, 6), p
+    assert bf16_plan.plan(call(n=24576, k=1536)).config.block_n == 256
+    # Fewer than a wave of 128 x 128 tiles: the cost model's choice, as before (unmeasured there).
+    few = bf16_plan.plan(call(m=128, n=2112, k=512))
+    assert few.kernel == "tl" and few.config.block_m == 64, few
+    # Forced choices still reach the wide tile on short K (the sweep's A/B).
+    forced = bf16_plan.plan(call(n=32768, k=512), Bf16Overrides(ws=True, block_m=128, block_n=256, split_k=1))
+    assert forced.kernel == "ws" and forced.config.block_n == 256

@@ -24,6 +24,12 @@ GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 # Shared memory a config may use (sm_90a opt-in limit 227 KB, less Triton's barriers and reduction scratch).
 SMEM_BYTES = 220 * 1024
 MAX_STAGES = 12  # (streaming-bound tiles at M <= 128 want many K blocks in flight: STREAM_LATENCY_S)
+# Dense decode tiles (BM < 64) keep the 6-stage ring except an unsplit 16 x 32 tile: measured 2026-12-02 on the H200
+# (research/results/2026-12-02-h200-s23-call2/bf16/sweep.log, and the first call's bench with 6 stages against the
+# second's with the deep ring): 1 x 2112 x 7168 (16x32, split 2) 14.8 us at 6 stages against 15.4 at 12;
+# 1 x 576 x 7168 (16x32, split 8) 12.2 against 12.8; 1 x 7168 x 16384 (16x64) 65.7 against 69.8 at 10;
+# 1 x 7168 x 2048 (16x64) 12.9 against 13.7; only 1 x 4096 x 7168 (16x32, unsplit) kept 12: 23.7 against 24.1.
+DECODE_STAGES = 6
 # The H200's dense BF16 tensor-core peak per SM (989 TFLOPS / 132 SMs) and the fraction of it a tile's K loop reaches
 # per tile shape (BM, BN, warps). The 128-row entries are fitted to the same-call bench on the H200
 # (research/results/2026-12-02-h200-s23-call1/bf16: time per wave of tiles at M = 4096, K = 7168); the narrower ones
@@ -65,6 +71,13 @@ GROUP_M = 8
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_BF16_WS", "auto"), "auto")
 WS_SMEM_BYTES = 225 * 1024
 WS_MAX_STAGES = 8
+# At K <= 512 the WS kernel's 128 x 128 tile beats its 128 x 256 one (measured 2026-12-02, research/results/
+# 2026-12-02-h200-s23-call2/bf16/sweep.log: 4096 x 32768 x 512 205.2 us against 212.4 / 214.2; 128 x 32768 x 512
+# 16.0 against 16.5 / 16.6), and the tl.* kernel the model would take instead is slower still (4096 x 32768 x 512:
+# 264.1); from K = 1536 on the wide tile wins (4096 x 24576 x 1536: 401.5 against 410.3). So "auto" runs dense
+# short-K calls of at least a wave of 128 x 128 tiles (the measured rows have 2-62 waves) on the WS kernel's 128 x 128
+# tile wherever it covers them; fewer tiles stay with the cost model (64-row and split tiles fill more SMs).
+SHORT_K_WS_NARROW = 512
 WS_REGISTERS = (232, 40)  # setmaxnreg per consumer warpgroup / producer warp (compiles without spills at 128 x 256)
 
 
@@ -247,6 +260,8 @@ def _config(call: Bf16Call, bm: int, bn: int, warps: int, bk_pref: int, split: i
         return None  # (C's pointer load in both epilogues of a split 128 x 128 tile spills: compile_check --bf16)
     epilogue = bm * bn * call.out_bytes if d_tma else 0
     stages = _stages(bm, bn, bk, epilogue)
+    if bm < 64 and call.grouping == GROUPING["dense"] and (split > 1 or bn > 32):
+        stages = min(stages, DECODE_STAGES)
     if stages < 2:
         return None
     return Bf16Config(bm, bn, bk, stages, warps, split, GROUP_M, split_from if split > 1 else 0)
@@ -320,8 +335,12 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
     if (mode == "on" or (mode == "auto" and auto_ws)) and call.m >= 128 and overrides.split_k in (None, 1) \
             and overrides.block_m in (None, 128) and d_tma_ok:
         bk = _block_k(call, 64)
+        short_k = (mode == "auto" and call.grouping == GROUPING["dense"] and overrides.block_n is None
+                   and call.k <= SHORT_K_WS_NARROW and _tiles(call, 128, 128) >= call.num_sms)
         for bn in (256, 128):
             if bk is None or (overrides.block_n is not None and bn != overrides.block_n) or not _fits(call, 128):
+                continue
+            if bn == 256 and short_k:
                 continue
             cfg = _ws_config(call, bn, bk)
             if cfg.num_stages < 3 or not _ws_covers(call, cfg, True):
@@ -329,7 +348,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
             # "auto": the deeper ring streams better than the tl.* pipeline at equal modelled time (measured on the
             # HBM-bound 128 x 24576 x 1536: 30.6 us against 32.6); "on": any tile it covers beats tl.*.
             weight = 0.98 if mode == "auto" else 1e-3
-            cost = _cost(call, cfg, "ws") * weight
+            cost = _cost(call, cfg, "ws") * (1e-3 if short_k else weight)
             if best is None or cost < best[0]:
                 best = (cost, cfg, True, "ws")
             # Its whole waves, then the tl.* kernel for the last wave's tiles split along K (dense, no C: a split

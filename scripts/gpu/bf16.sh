@@ -9,6 +9,8 @@
 # Writes $OUT/bf16/: pytest.log; bench_{ours,dg}/ and bench_compare.md (DeepGEMM time / ours, one timer); sweep/
 # (forced plan choices per dense row: plan, plan-tl, WS tiles, whole / last-wave-split / split tiles, rings) with
 # sweep.log; optional bench_ours_ws/, dg_{ours,dg}.log, host_*; summary.txt (each step's exit status and time).
+# BF16_K: a pytest -k expression for the pytest step (a short re-run); BF16_DG_JSON: an earlier call's DeepGEMM
+# bench JSON to compare against when this call does not run DeepGEMM (BF16_DG=0).
 set -uo pipefail
 D=$OUT/bf16; mkdir -p "$D"
 PARTS=${BF16_PARTS:-pytest bench sweep}
@@ -17,14 +19,16 @@ source scripts/gpu/steps.sh
 
 if has pytest; then
   step pytest 180 env PYTHONPATH=$PWD python3 -m pytest tests/test_bf16_gemm_gpu.py tests/test_bf16_gemm_triton.py \
-    -q -p no:cacheprovider -rf > "$D/pytest.log" 2>&1
+    -q -p no:cacheprovider -rf ${BF16_K:+-k "$BF16_K"} > "$D/pytest.log" 2>&1
   tail -n 15 "$D/pytest.log"
 fi
 if has bench; then
   step bench_ours 90 env PYTHONPATH=$PWD python3 benchmarks/bench_bf16_gemm.py --out "$D/bench_ours" > "$D/bench_ours.log" 2>&1
   # BF16_DG=0: ours only (pair with an earlier call's DeepGEMM side, and say so)
   [ -d .dg/DeepGEMM ] && [ "${BF16_DG:-1}" = 1 ] && step bench_dg 200 env $DGENV python3 benchmarks/bench_bf16_gemm.py --out "$D/bench_dg" > "$D/bench_dg.log" 2>&1
-  python3 benchmarks/compare_providers.py "$D/bench_ours/bench_bf16_gemm.json" "$D/bench_dg/bench_bf16_gemm.json" \
+  DGJSON=$D/bench_dg/bench_bf16_gemm.json
+  [ -f "$DGJSON" ] || DGJSON=${BF16_DG_JSON:-$DGJSON}
+  python3 benchmarks/compare_providers.py "$D/bench_ours/bench_bf16_gemm.json" "$DGJSON" \
     --out "$D/bench_compare.md" > "$D/bench_compare.log" 2>&1
   tail -n 12 "$D/bench_compare.log"; grep -A8 "== summary" "$D/bench_ours.log"
   grep -E "m=4096, n=2112, k=7168" "$D/bench_compare.md"
