@@ -417,7 +417,8 @@ def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
     args = (q, cache, w, lens, table, meta, max_len, True, None)
     default = launcher(*args)
     grid = launcher(*args, config=triton_launch.PAGED_GRID_CONFIG)
-    one_lane = launcher(*args, config=triton_launch.PagedConfig(programs_per_sm=1))
+    default_cfg = triton_launch.paged_default_config(next_n, h, 128, 64, False)  # the same stages, 1 lane
+    one_lane = launcher(*args, config=dataclasses.replace(default_cfg, programs_per_sm=1))
     valid = grid != NEG_INF
     assert torch.equal(default == NEG_INF, ~valid)
     assert calc_diff(default[valid].double(), grid[valid].double()) < 1e-6
