@@ -111,6 +111,7 @@ def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warp
 
 
 PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict(clean=True, ctx_2d=False),
+                       dict(stages=7), dict(stages=7, clean=True), dict(stages=7, clean=True, ctx_2d=False),
                        dict(stages=3), dict(stages=6), dict(h=32), dict(h=32, rows=1, atom_rows=1), dict(tma=False),
                        dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"), dict(fp4=True, stages=1),
                        dict(fp4=True, d=64, rows=1, atom_rows=1, block_kv=32, stages=1)]

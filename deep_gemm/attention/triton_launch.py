@@ -69,6 +69,21 @@ class PagedConfig:
     programs_per_sm: int = 4
 
 
+# Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): 7 stages,
+# measured 2026-12-02 on the H200 (research/results/2026-12-02-h200-s23-call2/indexer/bench_sweep_paged.log):
+# 700.1 us vs 713.4 us at 5 stages (BSZ=256, NextN=2, L=65536) and 1438.8 vs 1460.2 us (BSZ=4096, NextN=2,
+# L=8192); with next_n=1 (64 columns) 5 stages stay ahead (84.9 vs 86.8 us, BSZ=256, L=8192). Other shapes keep
+# the 5 stages nothing else was measured against.
+PAGED_ROW_PAIR_STAGES = 7
+
+
+def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: int, is_fp4: bool) -> "PagedConfig":
+    """The paged kernel's tile when the caller passes none (see PAGED_ROW_PAIR_STAGES for the measurements)."""
+    if next_n >= 2 and num_heads == 64 and head_dim == 128 and block_kv == 64 and not is_fp4:
+        return PagedConfig(num_stages=PAGED_ROW_PAIR_STAGES)
+    return PagedConfig()
+
+
 # The grid kernel's tile before the persistent kernel became the default (kept for comparison and as a fallback).
 PAGED_GRID_CONFIG = PagedConfig(PAGED_TOKENS_PER_PROGRAM, 4, 3, persistent=False)
 # Persistent kernel: tokens per store step of its clean pass; atoms per step of the walk that cuts a schedule
@@ -212,6 +227,15 @@ def paged_rows_per_program(next_n: int, num_heads: int) -> int:
     return max(rows, ceil_div(MIN_DOT_N, num_heads))
 
 
+def schedule_matches_persistent_atoms(context_lens: torch.Tensor, next_n: int) -> bool:
+    """Whether the schedule built from ``context_lens`` counts the atoms the persistent kernel walks. 1-D lengths
+    carry no next_n: their schedule has one atom per sequence (reference.get_paged_mqa_logits_metadata_reference),
+    while the kernel's atoms are row pairs, ceil(next_n / 2) per sequence; they agree only for next_n <= 2. Otherwise
+    the grid kernel, which ignores the schedule, runs (with the persistent kernel, the sequences past the schedule's
+    atom count were left unwritten: GPU test of 2026-12-02, 1-D lengths with next_n=3)."""
+    return context_lens.dim() == 2 or ref.atoms_per_sequence(next_n) == 1
+
+
 def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta,
                                     max_context_len, clean_logits, logits_dtype, indices, *,
                                     config: PagedConfig | None = None, record: list | None = None):
@@ -228,8 +252,8 @@ def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, bl
         return out
     from .kernels import _fp8_paged_mqa_logits_kernel
 
-    cfg = config or PagedConfig()
-    if cfg.persistent and SPLIT_KV % block_kv == 0:
+    cfg = config or paged_default_config(next_n, num_heads, head_dim, block_kv, is_fp4)
+    if cfg.persistent and SPLIT_KV % block_kv == 0 and schedule_matches_persistent_atoms(context_lens, next_n):
         return _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta,
                                  max_context_len, clean_logits, out, cfg, record)
     if cfg.persistent:
