@@ -366,3 +366,18 @@ def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
         assert not p_scan.ws.walk and p_default.ws.walk == (fp8_plan.TILE_WALK and kind in ("m_psum", "masked"))
         # the walk changes nothing else of the plan
         assert p_walk.grid == p_scan.grid and p_walk.ws.tile_n == p_scan.ws.tile_n
+
+
+def test_masked_decode_walk_case_reaches_the_ws_kernel():
+    """tests/test_fp8_moe_walk_gpu.py::test_masked_walk_matches_scan's 33-group, 20-rows-per-group case: the plan runs
+    the tl.* kernel's 64-row tiles there (no walk: no warp-specialised launch to spy on, GPU 2026-12-02), so the test
+    forces the 128 x 128 config, which the plan runs on the warp-specialised kernel with the walk it asks for."""
+    from deep_gemm.gemm import fp8_configs
+    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    call = Fp8Call(GROUPING["masked"], 128, 7168, 256, 33, 132, expected_m=20)
+    fields = dict(ws_mode="on", regs=(232, 40), waves=2, wave_n=True)
+    assert plan(call, Fp8Overrides(tile_walk=True, **fields)).kernel == "tl"
+    forced = dict(fields, config=fp8_configs._config(128, 128, 1))
+    for walk in (True, False):
+        p = plan(call, Fp8Overrides(tile_walk=walk, **forced))
+        assert p.kernel == "ws" and p.ws.walk == walk and p.ws.tile_n == 256
