@@ -351,18 +351,42 @@ def test_psum_layout_is_stored_by_tma_with_or_without_zero_padding():
 def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
     """Fp8Overrides.tile_walk asks the warp-specialised kernel for the carried tile walk (fp8_gemm_ws._walk); the
     plan gives it to psum and masked layouts (the only ones whose tiles are enumerated per group) and to no other,
-    and the default stays the per-tile scan (fp8_plan.TILE_WALK) until the GPU sweep measures it."""
+    and the default is fp8_plan.TILE_WALK's per layout (the walk on psum contiguous only, as measured 2026-12-02;
+    the decode form and masked layouts keep the scan)."""
     from deep_gemm.gemm import fp8_plan
     from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
     walk, scan = Fp8Overrides(tile_walk=True), Fp8Overrides(tile_walk=False)
     calls = {"m_psum": Fp8Call(GROUPING["m_psum"], 4 * 8192, 7168, 3072, 4, 132),
+             "m_psum_decode": Fp8Call(GROUPING["m_psum"], 32 * 1024, 7168, 3072, 32, 132, expected_m=192),
              "masked": Fp8Call(GROUPING["masked"], 1024, 4096, 4096, 6, 132, expected_m=1024),
              "m_ids": Fp8Call(GROUPING["m_ids"], 4 * 8192, 7168, 3072, 4, 132),
              "dense": Fp8Call(GROUPING["dense"], 4096, 7168, 2048, 1, 132)}
     for kind, call in calls.items():
         p_walk, p_scan, p_default = plan(call, walk), plan(call, scan), plan(call)
         assert p_walk.kernel == p_scan.kernel == "ws"
-        assert p_walk.ws.walk == (kind in ("m_psum", "masked"))
-        assert not p_scan.ws.walk and p_default.ws.walk == (fp8_plan.TILE_WALK and kind in ("m_psum", "masked"))
+        assert p_walk.ws.walk == (kind in fp8_plan.TILE_WALK)
+        assert not p_scan.ws.walk
+        assert p_default.ws.walk == (fp8_plan.TILE_WALK.get(kind, False) and p_default.ws.waves == 2)
         # the walk changes nothing else of the plan
         assert p_walk.grid == p_scan.grid and p_walk.ws.tile_n == p_scan.ws.tile_n
+    # the measured decision: psum contiguous walks (two-wave tiles), its decode form and masked layouts scan
+    assert plan(calls["m_psum"]).ws.walk and plan(calls["m_psum"]).ws.waves == 2
+    assert not plan(calls["m_psum_decode"]).ws.walk and not plan(calls["masked"]).ws.walk
+    # a psum call on one-wave tiles (too few tiles for two waves) keeps the scan by default
+    small = Fp8Call(GROUPING["m_psum"], 2 * 128, 576, 7168, 2, 132)
+    assert plan(small).ws.waves == 1 and not plan(small).ws.walk and plan(small, walk).ws.walk
+
+
+def test_masked_decode_walk_case_reaches_the_ws_kernel():
+    """tests/test_fp8_moe_walk_gpu.py::test_masked_walk_matches_scan's 33-group, 20-rows-per-group case: the plan runs
+    the tl.* kernel's 64-row tiles there (no walk: no warp-specialised launch to spy on, GPU 2026-12-02), so the test
+    forces the 128 x 128 config, which the plan runs on the warp-specialised kernel with the walk it asks for."""
+    from deep_gemm.gemm import fp8_configs
+    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    call = Fp8Call(GROUPING["masked"], 128, 7168, 256, 33, 132, expected_m=20)
+    fields = dict(ws_mode="on", regs=(232, 40), waves=2, wave_n=True)
+    assert plan(call, Fp8Overrides(tile_walk=True, **fields)).kernel == "tl"
+    forced = dict(fields, config=fp8_configs._config(128, 128, 1))
+    for walk in (True, False):
+        p = plan(call, Fp8Overrides(tile_walk=walk, **forced))
+        assert p.kernel == "ws" and p.ws.walk == walk and p.ws.tile_n == 256

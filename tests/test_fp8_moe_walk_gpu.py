@@ -82,9 +82,21 @@ def test_psum_decode_form_walk(monkeypatch, expected_m):
     assert d[align(stops[-1], 128):].isnan().all()
 
 
+# (g, m_per, max_m, n, k, force_128): at 20 expected rows per group the plan runs the tl.* kernel's 64-row tiles (no
+# walk there), so that case forces the 128 x 128 config to reach the warp-specialised kernel (CPU check:
+# tests/test_fp8_configs.py::test_masked_decode_walk_case_reaches_the_ws_kernel).
+MASKED_CASES = [(8, 192, 1024, 512, 1024, False), (33, 20, 128, 7168, 256, True)]
+
+
+def masked_walk_overrides(walk, variant, force_128):
+    """The overrides of test_masked_walk_matches_scan (shared with its CPU plan check)."""
+    from deep_gemm.gemm import fp8_configs
+    return _overrides(walk, **variant, **(dict(config=fp8_configs._config(128, 128, 1)) if force_128 else {}))
+
+
 @pytest.mark.parametrize("variant", [dict(waves=2, wave_n=True)])
-@pytest.mark.parametrize("g,m_per,max_m,n,k", [(8, 192, 1024, 512, 1024), (33, 20, 128, 7168, 256)])
-def test_masked_walk_matches_scan(monkeypatch, variant, g, m_per, max_m, n, k):
+@pytest.mark.parametrize("g,m_per,max_m,n,k,force_128", MASKED_CASES)
+def test_masked_walk_matches_scan(monkeypatch, variant, g, m_per, max_m, n, k, force_128):
     calls = _spy_ws_launches(monkeypatch)
     random.seed(3)
     masked = [min(max_m, int(m_per * random.uniform(0.0, 1.5))) for _ in range(g)]
@@ -97,7 +109,7 @@ def test_masked_walk_matches_scan(monkeypatch, variant, g, m_per, max_m, n, k):
     for walk in (True, False):
         d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm, m_per,
-                   overrides=_overrides(walk, **variant))
+                   overrides=masked_walk_overrides(walk, variant, force_128))
         outs.append(d)
     assert _walked(calls) == [True, False]
     _check_masked(a, b, outs[0], masked)

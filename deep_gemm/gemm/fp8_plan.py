@@ -98,8 +98,12 @@ K_GROUPED_DEVICE_DESCRIPTORS = True
 # next tile's first scales. Why it should matter: our psum rows ran ~9 % slower than the same shapes with expert
 # ids (one scalar load per tile) on the same plan (H200 2026-12-02, bench_fp8_gemm --tables moe: 1024-1124 vs
 # 1140-1233 TFLOPS), and one extra scan per tile measured 3.5-5.3 % at 32 masked groups (_next_first_scales).
-# Off until measured on the GPU (research/sweeps/sweep_moe_schedule.py); Fp8Overrides.tile_walk forces either.
-TILE_WALK = False
+# Per layout (tile_walk_layout), on only where the GPU measured it (research/sweeps/sweep_moe_schedule.py, H200,
+# measured 2026-12-02, research/results/2026-12-02-h200-s23-call2/moe/sweep.log): psum contiguous G=8 M=33464
+# N=4096 K=2048, plan 549.5 / 550.1 us, walk 522.9 / 524.9 us (+4.9 %, bit-identical; that run's row labelled K=4096
+# timed the same K=2048 tensors, a harness bug fixed since). The decode form (expected_m_for_psum_layout) and masked
+# layouts stay on the scan until a valid sweep row measures them. Fp8Overrides.tile_walk forces either.
+TILE_WALK = {"m_psum": True, "m_psum_decode": False, "masked": False}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -479,10 +483,20 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     # C by TMA on two-wave tiles (the one-wave consumer has the registers for C's pointers).
     c_tma = c_tma and waves == 2 and d_tma
     budgets = (overrides.regs,) if overrides.regs is not None else WS_REGISTER_BUDGETS
-    walk = (TILE_WALK if overrides.tile_walk is None else overrides.tile_walk) and split == 1 and grouping in (
-        GROUPING["m_psum"], GROUPING["masked"])
+    layout = tile_walk_layout(call)
+    # (by default two-wave tiles only: the one-wave kernel's walk has no GPU test yet)
+    default_walk = layout is not None and TILE_WALK[layout] and waves == 2
+    walk = (default_walk if overrides.tile_walk is None else overrides.tile_walk) and split == 1 and (
+        layout is not None)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
                   walk)
+
+
+def tile_walk_layout(call: Fp8Call) -> str | None:
+    """The TILE_WALK key of a call (None: a layout without per-group tile enumeration, so no walk)."""
+    if call.grouping == GROUPING["m_psum"]:
+        return "m_psum_decode" if call.expected_m > 0 else "m_psum"
+    return "masked" if call.grouping == GROUPING["masked"] else None
 
 
 def grouping_of(kind: str, use_psum_layout: bool = False) -> int:

@@ -64,6 +64,8 @@ VARIANTS = {
     "walk_n192": dict(tile_walk=True, waves=2, wave_n=True, narrow=64),
     "walk_n256": dict(tile_walk=True, waves=2, wave_n=True, narrow=128),
 }
+# The H200's dense FP8 tensor-core peak (1979 TFLOPS): a row above it is a harness bug (the timed call or the FLOPs)
+PEAK_TFLOPS = 1979
 MASKED_VARIANTS = ["plan", "walk", "walk_gm16"]  # (masked layouts have no split tiles)
 
 
@@ -89,75 +91,86 @@ def _segments(ms, alignment):
 
 
 def psum_rows(variants):
-    """DeepGEMM's psum contiguous rows (bench MOE_CONTIGUOUS): (name, flops, {variant: call}, check)."""
+    """DeepGEMM's psum contiguous rows (bench MOE_CONTIGUOUS): (name, flops, {variant: call}, check, valid)."""
     alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    # One function call per row: its calls and checks close over that row's tensors. (The 2026-12-02 GPU run built
+    # the closures in this generator's own loop, so every row timed the LAST row's tensors: G=4 rows raised
+    # DeepGEMMError, every decode row timed ~104 us and every masked row ~93 us.)
     for g, per_group, n, k in bench.MOE_CONTIGUOUS:
-        random.seed(0)
-        ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
-        starts, ends, rows = _segments(ms, alignment)
-        a = per_token_cast_to_fp8(torch.randn(rows, k, device=DEVICE, dtype=torch.bfloat16), use_ue8m0=False)
-        b = _weights(g, n, k)
-        psum = torch.tensor(ends, dtype=torch.int32, device=DEVICE)
-        ids = torch.full((rows,), -1, dtype=torch.int32, device=DEVICE)
-        for i, (s, e) in enumerate(zip(starts, ends)):
-            ids[s:e] = i
-        d = torch.empty(rows, n, device=DEVICE, dtype=torch.bfloat16)
+        yield _psum_row(variants, alignment, g, per_group, n, k)
 
-        def call(ov, layout=psum, psum_layout=True):
-            # (ensure_zero_padding=False: DeepGEMM's SM90 test rows)
-            return lambda: run_launcher("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, layout,
-                                        use_psum_layout=psum_layout, ensure_zero_padding=not psum_layout,
-                                        launcher_kwargs=_kwargs(ov))
-        calls = {v: call(overrides(v, "psum")) for v in variants}
-        calls["ids"] = call(None, ids, False)
 
-        def check():
-            return max(bench._group_diff(d[s:e], (a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]))
-                       for i, (s, e) in enumerate(zip(starts, ends)) if i in (0, g - 1) and e > s)
-        valid = lambda: torch.cat([d[s:e] for s, e in zip(starts, ends)])  # noqa: E731  (the groups' rows)
-        yield f"psum G={g} M={sum(ms)} N={n} K={k}", 2 * sum(ms) * n * k, calls, check, valid
+def _psum_row(variants, alignment, g, per_group, n, k):
+    random.seed(0)
+    ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
+    starts, ends, rows = _segments(ms, alignment)
+    a = per_token_cast_to_fp8(torch.randn(rows, k, device=DEVICE, dtype=torch.bfloat16), use_ue8m0=False)
+    b = _weights(g, n, k)
+    psum = torch.tensor(ends, dtype=torch.int32, device=DEVICE)
+    ids = torch.full((rows,), -1, dtype=torch.int32, device=DEVICE)
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        ids[s:e] = i
+    d = torch.empty(rows, n, device=DEVICE, dtype=torch.bfloat16)
+
+    def call(ov, layout=psum, psum_layout=True):
+        # (ensure_zero_padding=False: DeepGEMM's SM90 test rows)
+        return lambda: run_launcher("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, layout,
+                                    use_psum_layout=psum_layout, ensure_zero_padding=not psum_layout,
+                                    launcher_kwargs=_kwargs(ov))
+    calls = {v: call(overrides(v, "psum")) for v in variants}
+    calls["ids"] = call(None, ids, False)
+
+    def check():
+        return max(bench._group_diff(d[s:e], (a[0][s:e], a[1][s:e]), (b[0][i], b[1][i]))
+                   for i, (s, e) in enumerate(zip(starts, ends)) if i in (0, g - 1) and e > s)
+    valid = lambda: torch.cat([d[s:e] for s, e in zip(starts, ends)])  # noqa: E731  (the groups' rows)
+    return f"psum G={g} M={sum(ms)} N={n} K={k}", 2 * sum(ms) * n * k, calls, check, valid
 
 
 def masked_rows(variants, decode: bool):
     """DeepGEMM's masked rows (bench MOE_MASKED), masked (decode=False) or through the psum layout (decode=True)."""
     max_m, alignment = shapes.MASKED_MAX_M, deep_gemm.get_mk_alignment_for_contiguous_layout()
     for g, expected_m, n, k in bench.MOE_MASKED:
-        random.seed(0)
-        masked = [int(expected_m * random.uniform(0.7, 1.3)) for _ in range(g)]
-        a = per_token_cast_to_fp8(torch.randn(g * max_m, k, device=DEVICE, dtype=torch.bfloat16), use_ue8m0=False)
-        b = _weights(g, n, k)
-        hint = int(expected_m * 1.2)
-        starts, ends, _ = _segments(masked, alignment)
-        if decode:
-            psum = torch.tensor(ends, dtype=torch.int32, device=DEVICE)
-            d = torch.empty(g * max_m, n, device=DEVICE, dtype=torch.bfloat16)
+        yield _masked_row(variants, decode, max_m, alignment, g, expected_m, n, k)  # (one call per row: psum_rows)
 
-            def call(ov):
-                return lambda: run_launcher("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, psum,
-                                            use_psum_layout=True, expected_m_for_psum_layout=hint,
-                                            launcher_kwargs=_kwargs(ov))
 
-            def rows_of(i):
-                return d[starts[i]:ends[i]], (a[0][starts[i]:ends[i]], a[1][starts[i]:ends[i]])
-            valid = lambda: torch.cat([d[s:e] for s, e in zip(starts, ends)])  # noqa: E731
-        else:
-            a3 = (a[0].view(g, max_m, k), a[1].view(g, max_m, -1))
-            mm = torch.tensor(masked, dtype=torch.int32, device=DEVICE)
-            d = torch.empty(g, max_m, n, device=DEVICE, dtype=torch.bfloat16)
+def _masked_row(variants, decode, max_m, alignment, g, expected_m, n, k):
+    random.seed(0)
+    masked = [int(expected_m * random.uniform(0.7, 1.3)) for _ in range(g)]
+    a = per_token_cast_to_fp8(torch.randn(g * max_m, k, device=DEVICE, dtype=torch.bfloat16), use_ue8m0=False)
+    b = _weights(g, n, k)
+    hint = int(expected_m * 1.2)
+    starts, ends, _ = _segments(masked, alignment)
+    if decode:
+        psum = torch.tensor(ends, dtype=torch.int32, device=DEVICE)
+        d = torch.empty(g * max_m, n, device=DEVICE, dtype=torch.bfloat16)
 
-            def call(ov):
-                return lambda: run_launcher("m_grouped_fp8_gemm_nt_masked", a3[0], a3[1], b[0], b[1], d, mm, hint,
-                                            launcher_kwargs=_kwargs(ov))
+        def call(ov):
+            return lambda: run_launcher("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, psum,
+                                        use_psum_layout=True, expected_m_for_psum_layout=hint,
+                                        launcher_kwargs=_kwargs(ov))
 
-            def rows_of(i):
-                return d[i, :masked[i]], (a3[0][i, :masked[i]], a3[1][i, :masked[i]])
-            valid = lambda: torch.cat([d[i, :m] for i, m in enumerate(masked)])  # noqa: E731
-        calls = {v: call(overrides(v, "psum" if decode else "masked")) for v in variants}
+        def rows_of(i):
+            return d[starts[i]:ends[i]], (a[0][starts[i]:ends[i]], a[1][starts[i]:ends[i]])
+        valid = lambda: torch.cat([d[s:e] for s, e in zip(starts, ends)])  # noqa: E731
+    else:
+        a3 = (a[0].view(g, max_m, k), a[1].view(g, max_m, -1))
+        mm = torch.tensor(masked, dtype=torch.int32, device=DEVICE)
+        d = torch.empty(g, max_m, n, device=DEVICE, dtype=torch.bfloat16)
 
-        def check():
-            return max(bench._group_diff(*rows_of(i), (b[0][i], b[1][i])) for i in (0, g - 1) if masked[i])
-        form = "psum_decode" if decode else "masked"
-        yield (f"{form} G={g} m={expected_m} N={n} K={k}", 2 * sum(masked) * n * k, calls, check, valid)
+        def call(ov):
+            return lambda: run_launcher("m_grouped_fp8_gemm_nt_masked", a3[0], a3[1], b[0], b[1], d, mm, hint,
+                                        launcher_kwargs=_kwargs(ov))
+
+        def rows_of(i):
+            return d[i, :masked[i]], (a3[0][i, :masked[i]], a3[1][i, :masked[i]])
+        valid = lambda: torch.cat([d[i, :m] for i, m in enumerate(masked)])  # noqa: E731
+    calls = {v: call(overrides(v, "psum" if decode else "masked")) for v in variants}
+
+    def check():
+        return max(bench._group_diff(*rows_of(i), (b[0][i], b[1][i])) for i in (0, g - 1) if masked[i])
+    form = "psum_decode" if decode else "masked"
+    return f"{form} G={g} m={expected_m} N={n} K={k}", 2 * sum(masked) * n * k, calls, check, valid
 
 
 def _wall_timer(fn):
@@ -179,8 +192,9 @@ def main():
     parser.add_argument("--smoke", action="store_true", help="tiny rows (a check of this script, e.g. on CPU)")
     args = parser.parse_args()
     if args.smoke:
-        bench.MOE_CONTIGUOUS[:] = [(3, 100, 256, 256)]
-        bench.MOE_MASKED[:] = [(3, 20, 256, 256)]
+        # two rows per table, of different group counts and sizes: a row that ran another row's tensors raises
+        bench.MOE_CONTIGUOUS[:] = [(3, 100, 256, 256), (2, 60, 128, 384)]
+        bench.MOE_MASKED[:] = [(3, 20, 256, 256), (2, 40, 128, 384)]
         shapes.MASKED_MAX_M = 128
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -227,6 +241,8 @@ def main():
             times[v] = us
             results.append(dict(row=name, variant=v, us=us, tflops=flops / us / 1e6, diff=diff, bitwise_same=same))
             flag = "" if diff < bench.CORRECTNESS_LIMIT else "  WRONG"
+            if DEVICE == "cuda" and flops / us / 1e6 > PEAK_TFLOPS:
+                flag += "  IMPLAUSIBLE (above the FP8 peak: the timed call or the FLOP count is wrong)"
             print(f" > {name:36s} {v:10s} {us:8.1f} us {flops / us / 1e6:6.0f} TFLOPS diff {diff:.1e}"
                   f"{'' if same is None else ' same' if same else ' DIFFERENT'}{flag}", flush=True)
         if "plan" in times:

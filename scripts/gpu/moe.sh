@@ -23,7 +23,8 @@ mkdir -p "$D"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 DGENV="PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6"
 have_dg() { [ -d .dg/DeepGEMM ] && ls .dg/DeepGEMM/deep_gemm/_C*.so > /dev/null 2>&1; }
-# MOE_PARTS picks steps 1-3 (default: all three): sweep dg walk.
+# MOE_PARTS picks steps 1-3 (default: all three): sweep dg walk; "rerun" (not a default part, ~1-2 min) re-runs the
+# GPU tests that the 2026-12-02 changes touch (the masked walk test, psum on the default plan, now with the walk).
 PARTS=" ${MOE_PARTS:-sweep dg walk} "
 has() { [[ "$PARTS" == *" $1 "* ]]; }
 step() { echo "== $1 ($(date +%T))"; }
@@ -77,6 +78,15 @@ step "3. GPU tests of the carried tile walk"
 timeout 150 python3 -m pytest tests/test_fp8_moe_walk_gpu.py -q -p no:cacheprovider > "$D/pytest_walk.log" 2>&1
 echo "pytest exit $?: $(tail -n 1 "$D/pytest_walk.log")"
 grep -E "^(FAILED|ERROR)" "$D/pytest_walk.log" | head -20
+
+fi
+
+if has rerun; then  # (MOE_PARTS=rerun: not in the default parts)
+step "re-run: the fixed masked walk test; psum on the default plan, which now walks (fp8_plan.TILE_WALK)"
+timeout 150 python3 -m pytest tests/test_fp8_moe_walk_gpu.py tests/test_fp8_gemm_gpu.py -q -p no:cacheprovider \
+  -k "masked_walk_matches_scan or psum_tiles_stay_inside or contiguous_with_empty_groups" > "$D/pytest_rerun.log" 2>&1
+echo "pytest exit $?: $(tail -n 1 "$D/pytest_rerun.log")"
+grep -E "^(FAILED|ERROR)" "$D/pytest_rerun.log" | head -20
 
 fi
 
