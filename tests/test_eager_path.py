@@ -206,6 +206,8 @@ def test_eager_path_can_be_turned_off(monkeypatch):
     assert library.eager_op("tf32_hc_prenorm_gemm") is torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default
 
 
+# torch.jit.trace is deprecated but still what older integrations call: the test uses it on purpose.
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
 def test_jit_trace_records_the_op(cpu_as_cuda):
     """torch.jit.trace records dispatcher ops: a traced call must go through the op (and appear in the graph)."""
     a, b, d, s = _hc_inputs()
