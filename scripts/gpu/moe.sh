@@ -15,6 +15,11 @@
 #      (DeepGEMM time / ours, > 1: ours faster); each side of each function capped at MOE_DG_LIMIT s (45)
 #   3. the GPU tests of the walk (tests/test_fp8_moe_walk_gpu.py: walk vs scan bit-identical, empty groups; ~18
 #      kernel builds cold) (<= 150 s)
+# MOE_PARTS=dense (not a default part; e.g. MOE_PARTS="dense" or "sweep dg walk dense"): the dense FP8 levers of
+#   issue 18 (research/sweeps/sweep_fp8_configs.py: M=4096 1D2D tiles / ring depth / register budgets, the 1D1D
+#   wgrad budgets and its row tail's split-K configs), each variant checked then timed, after DeepGEMM's own
+#   bench_fp8_gemm.py --quick --tables dense,1d1d run for the same-run ratio; ~3 min warm, ~6-7 min cold (every
+#   forced warp-specialised variant is a build of its own, 8 threads), capped at MOE_DENSE_LIMIT s (420) + 150.
 # MOE_FULL=1 adds the FP8 grouped GPU tests, the bench_fp8_gemm --tables moe pair and host times per call (~4 min);
 # MOE_SANITIZE=1 scripts/gpu/sanitize.sh (~3 min). MOE_DG_FUNCS overrides step 2's functions.
 set -uo pipefail
@@ -87,6 +92,26 @@ timeout 150 python3 -m pytest tests/test_fp8_moe_walk_gpu.py tests/test_fp8_gemm
   -k "masked_walk_matches_scan or psum_tiles_stay_inside or contiguous_with_empty_groups" > "$D/pytest_rerun.log" 2>&1
 echo "pytest exit $?: $(tail -n 1 "$D/pytest_rerun.log")"
 grep -E "^(FAILED|ERROR)" "$D/pytest_rerun.log" | head -20
+
+fi
+
+if has dense; then  # (MOE_PARTS=dense: not in the default parts)
+step "dense FP8 levers (issue 18): DeepGEMM's dense rows, then every forced variant of ours, same timer"
+if have_dg; then
+  start=$(date +%s)
+  timeout 150 env $DGENV python3 benchmarks/bench_fp8_gemm.py --quick --tables dense,1d1d --out "$D/dense_dg" \
+    > "$D/dense_dg.log" 2>&1
+  # (exit != 0 after the rows is expected on DeepGEMM: the bench's metadata asks our package's backends())
+  echo "DeepGEMM dense bench: exit $? in $(( $(date +%s) - start )) s; $(grep -c '> M=' "$D/dense_dg.log") rows"
+else
+  echo "DeepGEMM not built here: ratios are to benchmarks/shapes.py's 2026-11-29 DeepGEMM figures"
+fi
+start=$(date +%s)
+# (SIGINT at the limit: the sweep still writes its JSON, its summary and its verdict)
+timeout -s INT "${MOE_DENSE_LIMIT:-420}" python3 research/sweeps/sweep_fp8_configs.py --out "$D/dense" \
+  --dg-log "$D/dense_dg.log" > "$D/dense_sweep.log" 2>&1
+echo "dense sweep exit $? in $(( $(date +%s) - start )) s"
+grep -E "^ !|^geomean|^best|^built|VERDICT|Error" "$D/dense_sweep.log" | tail -n 80
 
 fi
 
