@@ -9,11 +9,12 @@ Sections (``--only``):
   ``plan`` is the shipped plan; ``tl`` the tl.* kernel; ``m256-s3`` / ``m256-s4`` DeepGEMM's 256 x 128 tile (two
   waves stacked along M) without its 2-CTA A multicast, which Triton 3.6 cannot lower (session 12's PTX-hook
   multicast was dropped: research/results/fp8-sessions.md), timed again as the control for that lever on today's
-  kernel; ``n256-s3`` / ``n256-s4`` the 128 x 256 tile; ``n192`` the split 128 x 192 tile; ``n256-r224`` /
-  ``n256-r240`` the other register budgets (since session 13 the dense build spills 64 bytes at the first budget,
-  232: WS_REGISTER_BUDGETS' note; the plan picks the first that does not spill).
+  kernel; ``n256-s3`` / ``n256-s4`` the 128 x 256 tile (4 stages is the most that fits: ws_stages); ``n192`` the
+  split 128 x 192 tile; ``n256-r232`` / ``-r224`` / ``-r240`` each register budget (since session 13 the dense
+  build spills 64 / 16 / 216 bytes at them, WS_REGISTER_BUDGETS' note, and the plan takes the one that spills least;
+  the budgets were last timed against each other in session 11, before those spills).
 * ``wgrad``: DeepGEMM's 1D1D weight-gradient rows (DENSE_1D1D_DG_TFLOPS; FP32 out accumulated into C; 0.79x at
-  2112x4096x7168): ``plan``, ``tl``, the three register budgets and a 3-stage ring.
+  2112x4096x7168): ``plan``, ``tl``, the three register budgets.
 * ``wgrad_tail``: 2112x4096x7168 with the main launch on the shipped 128 x 256 plan and its 64-row tail
   (fp8_plan.row_tail) on each of a few tl.* split-K configs (``Fp8Overrides.config`` reaches only the tail's own
   plan): the tail is ~23 us of ~168 us, and only the heuristic's 64 x 64 split 4 was ever timed. (A stream-K split
@@ -28,7 +29,7 @@ M=128 / M=1 split-K, operand sharing, tail tiles; module globals) are in its git
 ``--dg-log`` takes DeepGEMM's run of ``benchmarks/bench_fp8_gemm.py --tables dense,1d1d`` in the same device call
 (same timer, separate process: both packages are named deep_gemm) for the ratio column; without it the ratio is to
 DeepGEMM's 2026-11-29 figure in shapes.py. ``--smoke``: tiny rows on CPU under TRITON_INTERPRET (the interpreter runs
-the tl.* kernel for every variant: a check of this script, not of the variants).
+the tl.* kernel for every variant: a check of this script and of the tail configs' legality, not of the variants).
 
     python research/sweeps/sweep_fp8_configs.py [--out DIR] [--only dense4096,wgrad,wgrad_tail] [--variants a,b]
         [--dg-log dg_bench.log] [--smoke]
@@ -80,6 +81,7 @@ DENSE_VARIANTS = {
     "n256-s3": _ws(waves=2, wave_n=True, narrow=128, stages=3),
     "n256-s4": _ws(waves=2, wave_n=True, narrow=128, stages=4),
     "n192": _ws(waves=2, wave_n=True, narrow=64),
+    "n256-r232": _ws(waves=2, wave_n=True, narrow=128, regs=(232, 40)),
     "n256-r224": _ws(waves=2, wave_n=True, narrow=128, regs=(224, 56)),
     "n256-r240": _ws(waves=2, wave_n=True, narrow=128, regs=(240, 32)),
 }
@@ -92,8 +94,8 @@ WGRAD_VARIANTS = {
     "r232": Fp8Overrides(regs=(232, 40)),
     "r224": Fp8Overrides(regs=(224, 56)),
     "r240": Fp8Overrides(regs=(240, 32)),
-    "s3": Fp8Overrides(stages=3),
 }
+# (No ring-depth variant: 3 stages is the most that fits next to the FP32 epilogue of a 128 x 256 tile, ws_stages.)
 WGRAD_TAIL_SHAPE = (2112, 4096, 7168)
 # tl.* split-K configs for the 64-row tail: (BM, BN, split); (64, 64, 4) is the heuristic's.
 TAIL_CONFIGS = [(64, 64, 4), (64, 64, 2), (64, 64, 8), (64, 128, 4), (64, 128, 8), (128, 128, 4)]
@@ -135,6 +137,11 @@ class Row:
 
     def call(self, variant, ov, tail_config=None):
         d, (a, sfa), (b, sfb) = self.out(variant), self.a, self.b
+        if tail_config is not None and DEVICE == "cpu":
+            # (the interpreter has no row tail: the smoke run checks the tail's configs on the whole small call)
+            tail_ov = Fp8Overrides(config=tail_config)
+            return lambda: run_launcher("fp8_gemm_nt", a, sfa, b, sfb, d, c=d, recipe=[1, 1, 128],
+                                        launcher_kwargs=dict(overrides=tail_ov))
         if tail_config is not None:
             # the main launch on the heuristic's 128 x 128 config (config=, as autotuning runs a trial), the tail
             # planned with Fp8Overrides.config (fp8_triton._launch_dense recurses with the overrides)
@@ -284,8 +291,7 @@ def main():
         # odd M and N (partial tiles), two K blocks and more; 1D1D M=200 is 2 row blocks (a tail on the GPU)
         dense_rows = [("dense4096", 200, 320, 256, False), ("dense4096", 96, 128, 384, False)]
         wgrad_rows = [("wgrad", 200, 256, 256, True)]
-        tail_rows = [("wgrad_tail", 200, 256, 256, True)]
-        tail_configs = tail_configs[:2]
+        tail_rows = [("wgrad_tail", 64, 256, 1024, True)]  # (64 rows: the GPU's tail of 2112x4096x7168)
     timer = _wall_timer if DEVICE == "cpu" else __import__("harness").KernelTimer(reps=args.reps)
     threads = 1 if DEVICE == "cpu" else args.threads
     dg_log = dg_times(args.dg_log)

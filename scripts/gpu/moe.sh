@@ -19,7 +19,8 @@
 #   issue 18 (research/sweeps/sweep_fp8_configs.py: M=4096 1D2D tiles / ring depth / register budgets, the 1D1D
 #   wgrad budgets and its row tail's split-K configs), each variant checked then timed, after DeepGEMM's own
 #   bench_fp8_gemm.py --quick --tables dense,1d1d run for the same-run ratio; ~3 min warm, ~6-7 min cold (every
-#   forced warp-specialised variant is a build of its own, 8 threads), capped at MOE_DENSE_LIMIT s (420) + 150.
+#   forced warp-specialised variant is a build of its own, 8 threads), capped at MOE_DENSE_LIMIT s (420) + 150;
+#   MOE_DENSE_ONLY picks its sections (default dense4096,wgrad,wgrad_tail; e.g. wgrad,wgrad_tail first).
 # MOE_FULL=1 adds the FP8 grouped GPU tests, the bench_fp8_gemm --tables moe pair and host times per call (~4 min);
 # MOE_SANITIZE=1 scripts/gpu/sanitize.sh (~3 min). MOE_DG_FUNCS overrides step 2's functions.
 set -uo pipefail
@@ -101,7 +102,7 @@ if have_dg; then
   start=$(date +%s)
   timeout 150 env $DGENV python3 benchmarks/bench_fp8_gemm.py --quick --tables dense,1d1d --out "$D/dense_dg" \
     > "$D/dense_dg.log" 2>&1
-  # (exit != 0 after the rows is expected on DeepGEMM: the bench's metadata asks our package's backends())
+  # (the sweep reads only its ' > M=' rows: a non-zero exit after them, e.g. from the metadata, is harmless)
   echo "DeepGEMM dense bench: exit $? in $(( $(date +%s) - start )) s; $(grep -c '> M=' "$D/dense_dg.log") rows"
 else
   echo "DeepGEMM not built here: ratios are to benchmarks/shapes.py's 2026-11-29 DeepGEMM figures"
@@ -109,6 +110,7 @@ fi
 start=$(date +%s)
 # (SIGINT at the limit: the sweep still writes its JSON, its summary and its verdict)
 timeout -s INT "${MOE_DENSE_LIMIT:-420}" python3 research/sweeps/sweep_fp8_configs.py --out "$D/dense" \
+  --only "${MOE_DENSE_ONLY:-dense4096,wgrad,wgrad_tail}" \
   --dg-log "$D/dense_dg.log" > "$D/dense_sweep.log" 2>&1
 echo "dense sweep exit $? in $(( $(date +%s) - start )) s"
 grep -E "^ !|^geomean|^best|^built|VERDICT|Error" "$D/dense_sweep.log" | tail -n 80
