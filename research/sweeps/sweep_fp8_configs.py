@@ -12,7 +12,8 @@ Sections (``--only``):
   kernel; ``n256-s3`` / ``n256-s4`` the 128 x 256 tile (4 stages is the most that fits: ws_stages); ``n192`` the
   split 128 x 192 tile; ``n256-r232`` / ``-r224`` / ``-r240`` each register budget (since session 13 the dense
   build spills 64 / 16 / 216 bytes at them, WS_REGISTER_BUDGETS' note, and the plan takes the one that spills least;
-  the budgets were last timed against each other in session 11, before those spills).
+  the budgets were last timed against each other in session 11, before those spills; every forced variant compiles
+  for sm_90a: research/probes/dense_variant_spills.py, results/2026-12-02-cpu-dense-variant-spills.log).
 * ``wgrad``: DeepGEMM's 1D1D weight-gradient rows (DENSE_1D1D_DG_TFLOPS; FP32 out accumulated into C; 0.79x at
   2112x4096x7168): ``plan``, ``tl``, the three register budgets.
 * ``wgrad_tail``: 2112x4096x7168 with the main launch on the shipped 128 x 256 plan and its 64-row tail

@@ -109,7 +109,7 @@ else
 fi
 start=$(date +%s)
 # (SIGINT at the limit: the sweep still writes its JSON, its summary and its verdict)
-timeout -s INT "${MOE_DENSE_LIMIT:-420}" python3 research/sweeps/sweep_fp8_configs.py --out "$D/dense" \
+timeout -s INT -k 30 "${MOE_DENSE_LIMIT:-420}" python3 research/sweeps/sweep_fp8_configs.py --out "$D/dense" \
   --only "${MOE_DENSE_ONLY:-dense4096,wgrad,wgrad_tail}" \
   --dg-log "$D/dense_dg.log" > "$D/dense_sweep.log" 2>&1
 echo "dense sweep exit $? in $(( $(date +%s) - start )) s"
