@@ -53,6 +53,7 @@ SMALL_TILE_EFFICIENCY = 0.6
 # (The `sweep_fp8_configs.py` sections cited in this file, `--only k_grouped`, `one_wave_scales`, `ws_split_k`,
 # `tail_tiles`, ..., are in that script's git history before 2026-12-02; their logs are the
 # `research/results/2026-11-30-h200-sweep-*` files. The current script times the open dense levers.)
+
 # Dense 64 < M <= 128 where the launcher can run split-K on the warp-specialised one-wave kernel
 # (``Fp8GemmProblem.one_wave_split_k``): one 128-row tile per column block, split so that the CTAs fill at least
 # this share of the SMs in one round (H200 2026-11-30, session 10, `sweep_fp8_configs.py --only ws_split_k`, against

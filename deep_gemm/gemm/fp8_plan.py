@@ -25,6 +25,7 @@ GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 # (The `sweep_fp8_configs.py` sections cited in this file, `--only k_grouped`, `one_wave_scales`, `ws_split_k`,
 # `tail_tiles`, ..., are in that script's git history before 2026-12-02; their logs are the
 # `research/results/2026-11-30-h200-sweep-*` files. The current script times the open dense levers.)
+
 # Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it measured faster), "on" (wherever it
 # is legal), "off" (never). H200 2026-11-30 vs the tl.* kernel: two-wave tiles (ws_waves) 1.3-2.1x on every dense
 # M=4096 and M-grouped contiguous DeepSeek shape; the one-wave kernel 1.05-1.50x at dense K <= 2048 but 0.82-0.90x
