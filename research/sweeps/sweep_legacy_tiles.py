@@ -9,7 +9,7 @@ only). One line per (row, tile), then the best tile per row and the geomean of e
 Kernels are compiled first in parallel threads (Triton's first compile is thread-safe), so the sweep spends its
 time measuring; lines are flushed as they come, so a run cut short by a timeout still has its rows.
 
-    python research/sweeps/sweep_legacy_tiles.py [--only m_nt,m_nn,m_afused,k_a,k_b] [--tiles 128x128x64/w8/s3,...]
+    python research/sweeps/sweep_legacy_tiles.py [--only k_b,m_nn,m_nt,k_a,m_afused] [--tiles 128x128x64/w8/s3,...]
                                                  [--groups 4,8] [--reps 10] [--out results.json]
     python research/sweeps/sweep_legacy_tiles.py --smoke     # CPU: Triton interpreter, tiny shapes, wall-clock
 """
@@ -171,7 +171,9 @@ def wall_timer(fn) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes (tests this script)")
-    parser.add_argument("--only", default="m_nt,m_nn,m_afused,k_b,k_a")
+    # test_legacy's perf lines first (K-grouped TN with the B gather, M-grouped NN and NT), so that a run cut short by
+    # its time limit has them.
+    parser.add_argument("--only", default="k_b,m_nn,m_nt,k_a,m_afused")
     parser.add_argument("--tiles", default="", help="comma-separated tile labels to keep (default: all candidates)")
     parser.add_argument("--groups", default="4,8,16")
     parser.add_argument("--reps", type=int, default=10)
@@ -252,6 +254,9 @@ def main() -> int:
             speed = base[1] / best[1] if base and base[1] == base[1] else float("nan")
             print(f"BEST {label:47s} tile={best[0].label():22s} {best[1]:9.1f} us ({speed:.2f}x today's "
                   f"{tiles[kind][0].label()})", flush=True)
+        if args.out:  # after every row: a run cut short keeps what it measured
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=1)
 
     # Geomean speed-up of each tile over today's, per kind (rows where both were timed).
     for kind in kinds:
@@ -262,9 +267,6 @@ def main() -> int:
             if ratios:
                 g = math.exp(sum(map(math.log, ratios)) / len(ratios))
                 print(f"GEOMEAN {kind:9s} tile={tile.label():22s} {g:.3f}x today's over {len(ratios)} rows", flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
     return 0 if all(r["ok"] for r in results) and results else 1
 
 
