@@ -10,7 +10,7 @@ Kernels are compiled first in parallel threads (Triton's first compile is thread
 time measuring; lines are flushed as they come, so a run cut short by a timeout still has its rows.
 
     python research/sweeps/sweep_legacy_tiles.py [--only k_b,m_nn,m_nt,k_a,m_afused] [--tiles 128x128x64/w8/s3,...]
-                                                 [--groups 4,8] [--reps 10] [--out results.json]
+                                                 [--groups 4,8] [--reps 10] [--out results.json] [--budget-s 380]
     python research/sweeps/sweep_legacy_tiles.py --smoke     # CPU: Triton interpreter, tiny shapes, wall-clock
 """
 
@@ -178,7 +178,10 @@ def main() -> int:
     parser.add_argument("--groups", default="4,8,16")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out", default="")
+    parser.add_argument("--budget-s", type=float, default=0.0,
+                        help="start no new row after this many seconds (0: no limit); the summary still prints")
     args = parser.parse_args()
+    started = time.time()
     device = "cpu" if args.smoke else "cuda"
     kinds = args.only.split(",")
     groups_filter = {int(g) for g in args.groups.split(",")}
@@ -226,6 +229,9 @@ def main() -> int:
 
     results = []
     for spec in specs:
+        if args.budget_s and time.time() - started > args.budget_s:
+            print(f"# budget of {args.budget_s:.0f} s spent: rows from {spec} on were not run", flush=True)
+            break
         kind, label, launch, prepare, out, ref, flops = build(spec)
         per_row = []
         for tile in tiles[kind]:

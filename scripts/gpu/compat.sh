@@ -9,8 +9,9 @@
 #      (same timer) for the perf lines;
 #   4. python -m deep_gemm on the GPU;
 #   5. only with LEGACY_SWEEP=1 (default off): research/sweeps/sweep_legacy_tiles.py, the legacy kernels' candidate
-#      tiles timed on test_legacy's rows (default arguments: the 4-group rows, ~3 minutes warm, ~4 cold; limit
-#      LEGACY_SWEEP_TIMEOUT, 420 s; LEGACY_SWEEP_ARGS="--groups 4,8,16" for every row, ~7 minutes).
+#      tiles timed on test_legacy's rows (default arguments: the 4-group rows, 228 (row, tile) timings and 69
+#      compiles, ~2-3 minutes warm, ~4-5 cold; limit LEGACY_SWEEP_TIMEOUT, 420 s, and the sweep starts no row
+#      after 375 s so its summary still prints; LEGACY_SWEEP_ARGS="--groups 4,8,16" for every row, ~7 minutes).
 #      LEGACY_SWEEP=only runs the sweep alone (no DeepGEMM needed):
 #        DG=0 FAMILIES=compat FAMILY_TIMEOUT=480 LEGACY_SWEEP=only bash scripts/gpu/all.sh
 # Every step runs whatever the earlier ones did; the failed steps are listed at the end.
@@ -36,7 +37,8 @@ step() {  # step NAME TIMEOUT COMMAND...
 legacy_sweep() {
   # shellcheck disable=SC2086
   step legacy_tile_sweep "${LEGACY_SWEEP_TIMEOUT:-420}" python3 research/sweeps/sweep_legacy_tiles.py \
-    ${LEGACY_SWEEP_ARGS:---groups 4} --out "$OUT_DIR/legacy_tile_sweep.json"
+    ${LEGACY_SWEEP_ARGS:---groups 4} --budget-s $(( ${LEGACY_SWEEP_TIMEOUT:-420} - 45 )) \
+    --out "$OUT_DIR/legacy_tile_sweep.json"
   grep -h "^BEST\|^GEOMEAN\|^BAD\|^FAIL\|^COMPILE-FAIL\|^#" "$OUT_DIR/legacy_tile_sweep.log" \
     > "$OUT_DIR/legacy_tile_sweep_summary.txt" 2>/dev/null
 }
