@@ -1,9 +1,17 @@
 """Compile deep_gemm.legacy's Triton kernels for sm_90a without a GPU and report shared memory, registers and
-spills (run without TRITON_INTERPRET): ``python scripts/compile_check_legacy.py``."""
+spills (run without TRITON_INTERPRET): ``python scripts/compile_check_legacy.py``.
+
+``--candidates`` compiles instead every candidate tile of research/sweeps/sweep_legacy_tiles.py (M-grouped plain
+and A-fused with a bf16 output; K-grouped A- and B-fused with an fp32 output accumulated, what test_legacy times)
+and prints, per tile, the worst registers / spills over its kernels: a tile that spills belongs in the sweep's
+SPILLING set."""
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -18,7 +26,8 @@ from deep_gemm.legacy import api, kernels  # noqa: E402
 SMEM_LIMIT = 227 * 1024
 
 
-def compile_kernel(fn, pointers: dict, ints: list, constexprs: dict):
+def compile_kernel(fn, pointers: dict, ints: list, constexprs: dict, num_warps: int = api.NUM_WARPS,
+                   num_stages: int = api.NUM_STAGES):
     sig = dict(pointers)
     sig.update({name: "i32" for name in ints})
     sig.update({name: "constexpr" for name in constexprs})
@@ -28,7 +37,7 @@ def compile_kernel(fn, pointers: dict, ints: list, constexprs: dict):
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
                     attrs=attrs)
-    return triton.compile(src, target=SM90, options={"num_warps": api.NUM_WARPS, "num_stages": api.NUM_STAGES})
+    return triton.compile(src, target=SM90, options={"num_warps": num_warps, "num_stages": num_stages})
 
 
 def main() -> int:
@@ -38,12 +47,14 @@ def main() -> int:
     k_ints = ["M", "N", "stride_ak", "stride_bk", "stride_dg", "stride_dm"]
     cases = []
     for block_m in sorted({api.M_GROUPED_MAX_BLOCK_M, 64, 32, 16}, reverse=True):
-        cases.append((kernels.m_grouped_bf16_gemm_contiguous_tl_impl,
-                      dict(a_ptr="*bf16", b_ptr="*bf16", d_ptr="*bf16", m_indices_ptr="*i32"), m_ints,
-                      dict(tiles, BLOCK_M=block_m)))
-        cases.append((kernels.a_fused_m_grouped_bf16_gemm_contiguous_tl_impl,
-                      dict(a_ptr="*bf16", b_ptr="*bf16", d_ptr="*bf16", m_indices_ptr="*i32", row_indices_ptr="*i32"),
-                      m_ints, dict(tiles, BLOCK_M=block_m)))
+        for unit in B_UNIT_STRIDES:  # NT and NN launches (B's unit stride is a constexpr 1 there)
+            ints = [i for i in m_ints if i != unit]
+            cases.append((kernels.m_grouped_bf16_gemm_contiguous_tl_impl,
+                          dict(a_ptr="*bf16", b_ptr="*bf16", d_ptr="*bf16", m_indices_ptr="*i32"), ints,
+                          dict(tiles, BLOCK_M=block_m, **{unit: 1})))
+            cases.append((kernels.a_fused_m_grouped_bf16_gemm_contiguous_tl_impl,
+                          dict(a_ptr="*bf16", b_ptr="*bf16", d_ptr="*bf16", m_indices_ptr="*i32",
+                               row_indices_ptr="*i32"), ints, dict(tiles, BLOCK_M=block_m, **{unit: 1})))
     for fn in (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl,
                kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl):
         for out in ("fp32", "bf16"):
@@ -58,11 +69,75 @@ def main() -> int:
         smem = ck.metadata.shared
         ok = spills == 0 and smem <= SMEM_LIMIT
         bad += not ok
-        label = {k: v for k, v in constexprs.items() if k in ("BLOCK_M", "ACC")}
+        label = {k: v for k, v in constexprs.items() if k in ("BLOCK_M", "ACC", "stride_bk", "stride_bn")}
         print(f"{'ok ' if ok else 'BAD'} {fn.__name__} {label} d={pointers['d_ptr']} smem={smem} spills={spills} "
               f"{resource_usage(ck.asm['cubin'])}")
     return 1 if bad else 0
 
 
+M_POINTERS = dict(a_ptr="*bf16", b_ptr="*bf16", d_ptr="*bf16", m_indices_ptr="*i32")
+M_INTS = ["M", "N", "K", "stride_am", "stride_bg", "stride_bn", "stride_bk", "stride_dm"]
+K_POINTERS = dict(a_ptr="*bf16", b_ptr="*bf16", d_ptr="*fp32", k_indices_ptr="*i32", k_start_ptr="*i32",
+                  k_end_ptr="*i32")
+K_INTS = ["M", "N", "stride_ak", "stride_bk", "stride_dg", "stride_dm"]
+# A launch passes B's unit stride as the literal 1, which Triton 3.6 specialises into a constexpr: stride_bk for
+# NT (B K-major), stride_bn for NN (B N-major). Compiled as a divisible-by-16 int instead, the B loads would not be
+# vectorised along the contiguous dimension and the register counts would not be the launch's.
+B_UNIT_STRIDES = ("stride_bk", "stride_bn")
+
+
+def _sweep_module():
+    path = os.path.join(os.path.dirname(__file__), "..", "research", "sweeps", "sweep_legacy_tiles.py")
+    spec = importlib.util.spec_from_file_location("sweep_legacy_tiles", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_candidates() -> int:
+    """Every candidate tile of the sweep; 1 if any spills or overflows shared memory."""
+    sweep = _sweep_module()
+    spilling = []
+    for family, tiles in sweep.all_candidates().items():
+        for tile in tiles:
+            if family == "m":
+                block_m = min(tile.block_m, api.M_GROUPED_MAX_BLOCK_M)  # capped by the 128 alignment
+                cases = [(fn, pointers, [i for i in M_INTS if i != unit], {unit: 1})
+                         for fn, pointers in ((kernels.m_grouped_bf16_gemm_contiguous_tl_impl, M_POINTERS),
+                                              (kernels.a_fused_m_grouped_bf16_gemm_contiguous_tl_impl,
+                                               dict(M_POINTERS, row_indices_ptr="*i32")))
+                         for unit in B_UNIT_STRIDES]
+                extra = {}
+            else:
+                block_m = tile.block_m
+                cases = [(kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl, K_POINTERS, K_INTS, {}),
+                         (kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl, K_POINTERS, K_INTS, {})]
+                extra = {"ACC": True}
+            constexprs = dict(DOT_FP32=False, BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, **extra)
+            worst_regs, worst_spills, worst_smem, spilled = 0, 0, 0, []
+            for fn, pointers, ints, unit in cases:
+                ck = compile_kernel(fn, pointers, ints, dict(constexprs, **unit), tile.num_warps, tile.num_stages)
+                regs = re.search(r"REG:(\d+)", resource_usage(ck.asm["cubin"]))
+                worst_regs = max(worst_regs, int(regs.group(1)) if regs else -1)
+                spills = spilled_bytes(ck.asm["cubin"])
+                worst_spills = max(worst_spills, spills)
+                worst_smem = max(worst_smem, ck.metadata.shared)
+                if spills:
+                    layout = {"stride_bk": "nt", "stride_bn": "nn"}.get(next(iter(unit), ""), "")
+                    name = fn.__name__.replace("_bf16_gemm_contiguous_tl_impl", "")
+                    spilled.append(f"{name}/{layout}" if layout else name)
+            ok = worst_spills == 0 and worst_smem <= SMEM_LIMIT
+            if not ok:
+                spilling.append((family, tile.label()))
+            where = f" in {', '.join(spilled)}" if spilled else ""
+            print(f"{'ok ' if ok else 'BAD'} {family}-grouped tile={tile.label():22s} regs={worst_regs} "
+                  f"spills={worst_spills} smem={worst_smem}{where}", flush=True)
+    print(f"spilling or over shared memory (the sweep's SPILLING): {spilling}")
+    return 1 if spilling else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--candidates", action="store_true",
+                        help="compile research/sweeps/sweep_legacy_tiles.py's candidate tiles instead")
+    sys.exit(check_candidates() if parser.parse_args().candidates else main())

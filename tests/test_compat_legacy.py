@@ -12,7 +12,9 @@ import torch
 import deep_gemm
 from deep_gemm import legacy
 from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.legacy import api as legacy_api
 from deep_gemm.legacy import reference
+from deep_gemm.legacy.tiles import LegacyTile
 from deep_gemm.testing import calc_diff
 
 BF16 = torch.bfloat16
@@ -120,6 +122,51 @@ def test_k_grouped_matches_definition(fused, acc, alignment):
     d_ref = d0.clone()
     reference.k_grouped(a, b, d_ref, k_indices, k_start, k_end, acc, gather_a=fused == "a")
     assert calc_diff(d_ref, want) < 1e-6
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+def test_m_grouped_non_default_tile_matches_definition(layout, alignment):
+    """The internal helper with another tile (what research/sweeps/sweep_legacy_tiles.py times) gives the
+    definition's result; a block_m above the alignment is capped to it (16 here would also be legal)."""
+    torch.manual_seed(5)
+    n, k, segments = 40, 72, (20, 37)
+    m_indices = _m_layout(segments, alignment)
+    m = m_indices.numel()
+    b_nk = torch.randn(len(segments), n, k, dtype=BF16)
+    b = b_nk if layout == "nt" else b_nk.mT.contiguous().mT
+    a = torch.randn(m + 3, k, dtype=BF16)
+    row_indices = torch.randperm(m + 3)[:m].int()
+    d = torch.full((m, n), float("nan"), dtype=BF16)
+    tile = LegacyTile(block_m=256, block_n=16, block_k=32, num_warps=4, num_stages=2)
+    legacy_api._m_grouped(a, b, d, m_indices, row_indices, tile)
+    want = _expected_m([a[i] for i in row_indices.tolist()], b_nk, m_indices)
+    assert not d.isnan().any()
+    assert calc_diff(d, want) < 1e-5
+
+
+def test_k_grouped_non_default_tile_matches_definition(alignment):
+    torch.manual_seed(6)
+    m, n, group_ks = 24, 40, (40, 0, 56)
+    k = 96
+    k_start, k_end = _k_handle(group_ks, k)
+    k_indices = torch.randperm(k).int()
+    a, b = torch.randn(k, m, dtype=BF16), torch.randn(k, n, dtype=BF16)
+    d0 = torch.randn(len(group_ks), m, n)
+    d = d0.clone()
+    tile = LegacyTile(block_m=16, block_n=32, block_k=32, num_warps=4, num_stages=2)
+    legacy_api._k_grouped(a, b, d, (k_indices, k_start, k_end), True, gather_a=False, tile=tile)
+    want = d0.double().clone()
+    reference.k_grouped(a, b, want, k_indices, k_start, k_end, True, gather_a=False)
+    assert calc_diff(d, want) < 1e-6
+    assert torch.equal(d[1], d0[1])  # the empty group is left as it was (acc)
+
+
+def test_legacy_tile_rejects_bad_values():
+    with pytest.raises(ValueError, match="block_n: expected a power of two"):
+        LegacyTile(block_m=128, block_n=96, block_k=64, num_warps=8, num_stages=3)
+    with pytest.raises(ValueError, match="num_stages: expected a positive int"):
+        LegacyTile(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=0)
+    assert LegacyTile(128, 256, 64, 8, 3).smem_bytes() == (128 + 256) * 64 * 2 * 3
 
 
 def test_bad_arguments_raise_deepgemm_error(alignment):

@@ -18,6 +18,7 @@ import torch
 
 from .._ops.errors import fail, require
 from . import reference
+from .tiles import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
 
 __all__ = [
     "m_grouped_bf16_gemm_nt_contiguous_tl", "m_grouped_bf16_gemm_nn_contiguous_tl",
@@ -25,11 +26,11 @@ __all__ = [
     "a_fused_k_grouped_bf16_gemm_tn_contiguous_tl", "b_fused_k_grouped_bf16_gemm_tn_contiguous_tl",
 ]
 
-# Tiles (scripts/compile_check_legacy.py: pipelined, no spills on sm_90a at 8 warps). M-grouped BLOCK_M must divide
-# the contiguous-layout alignment (a tile reads its expert from its first row).
-BLOCK_N, BLOCK_K, NUM_WARPS, NUM_STAGES = 128, 64, 8, 3
-M_GROUPED_MAX_BLOCK_M = 128
-K_GROUPED_BLOCK_M, K_GROUPED_BLOCK_N = 128, 128
+# The default tiles (tiles.py). The names below are today's values, kept for scripts that read them.
+BLOCK_N, BLOCK_K = M_GROUPED_TILE.block_n, M_GROUPED_TILE.block_k
+NUM_WARPS, NUM_STAGES = M_GROUPED_TILE.num_warps, M_GROUPED_TILE.num_stages
+M_GROUPED_MAX_BLOCK_M = M_GROUPED_TILE.block_m
+K_GROUPED_BLOCK_M, K_GROUPED_BLOCK_N = K_GROUPED_TILE.block_m, K_GROUPED_TILE.block_n
 
 
 def _interpreting() -> bool:
@@ -61,16 +62,17 @@ def _same_device(**tensors: torch.Tensor) -> None:
         require(device == first, f"{name}: expected device {first}, got {device}")
 
 
-def _block_m() -> int:
+def _block_m(max_block_m: int = M_GROUPED_TILE.block_m) -> int:
     from ..config import get_mk_alignment_for_contiguous_layout
     alignment = get_mk_alignment_for_contiguous_layout()
     block = alignment & -alignment  # largest power of two dividing the alignment
-    return max(16, min(M_GROUPED_MAX_BLOCK_M, block))
+    return max(16, min(max_block_m, block))
 
 
 def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor,
-               row_indices: torch.Tensor | None) -> None:
-    """b: [G, N, K] view (K-major for nt, N-major for nn)."""
+               row_indices: torch.Tensor | None, tile: LegacyTile = M_GROUPED_TILE) -> None:
+    """b: [G, N, K] view (K-major for nt, N-major for nn). tile: the launch's tile (its block_m is an upper
+    bound, see tiles.py)."""
     _bf16("a", a, 2)
     _bf16("b", b, 3)
     _bf16("d", d, 2)
@@ -98,10 +100,10 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
         reference.m_grouped(a, b, d, m_indices, row_indices)
         return
     from . import kernels
-    block_m = _block_m()
-    grid = (triton_cdiv(m, block_m) * triton_cdiv(n, BLOCK_N),)
-    common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,
-                  num_stages=NUM_STAGES)
+    block_m = _block_m(tile.block_m)
+    grid = (triton_cdiv(m, block_m) * triton_cdiv(n, tile.block_n),)
+    common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
+                  num_warps=tile.num_warps, num_stages=tile.num_stages)
     strides = (a.stride(0), b.stride(0), b.stride(1), b.stride(2), d.stride(0))
     if row_indices is None:
         kernels.m_grouped_bf16_gemm_contiguous_tl_impl[grid](a, b, d, m_indices, m, n, k, *strides, **common)
@@ -158,7 +160,8 @@ def a_fused_m_grouped_bf16_gemm_nn_contiguous_tl(a: torch.Tensor, b: torch.Tenso
     _m_grouped(a, b.mT, d, m_indices, row_indices)
 
 
-def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: bool, gather_a: bool) -> None:
+def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: bool, gather_a: bool,
+               tile: LegacyTile = K_GROUPED_TILE) -> None:
     if not isinstance(handle, (tuple, list)) or len(handle) != 3:
         fail(f"handle: expected a (k_indices, k_start, k_end) triple, got {type(handle).__name__}")
     k_indices, k_start, k_end = handle
@@ -188,11 +191,10 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     from . import kernels
     kernel = (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl if gather_a
               else kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl)
-    grid = (triton_cdiv(m, K_GROUPED_BLOCK_M) * triton_cdiv(n, K_GROUPED_BLOCK_N), groups)
+    grid = (triton_cdiv(m, tile.block_m) * triton_cdiv(n, tile.block_n), groups)
     kernel[grid](a, b, d, k_indices, k_start, k_end, m, n, a.stride(0), b.stride(0), d.stride(0), d.stride(1),
-                 ACC=bool(acc), DOT_FP32=_interpreting(), BLOCK_M=K_GROUPED_BLOCK_M, BLOCK_N=K_GROUPED_BLOCK_N,
-                 BLOCK_K=BLOCK_K,
-                 num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+                 ACC=bool(acc), DOT_FP32=_interpreting(), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+                 BLOCK_K=tile.block_k, num_warps=tile.num_warps, num_stages=tile.num_stages)
 
 
 def a_fused_k_grouped_bf16_gemm_tn_contiguous_tl(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,

@@ -7,7 +7,13 @@
 #   3. DeepGEMM's own tests that use utils/legacy against our package (SHIM=0): test_layout, test_legacy,
 #      test_lazy_init, and the import lines of every DeepGEMM test file; then test_legacy against DeepGEMM itself
 #      (same timer) for the perf lines;
-#   4. python -m deep_gemm on the GPU.
+#   4. python -m deep_gemm on the GPU;
+#   5. only with LEGACY_SWEEP=1 (default off): research/sweeps/sweep_legacy_tiles.py, the legacy kernels' candidate
+#      tiles timed on test_legacy's rows (default arguments: the 4-group rows, 228 (row, tile) timings and 69
+#      compiles, ~2-3 minutes warm, ~4-5 cold; limit LEGACY_SWEEP_TIMEOUT, 420 s, and the sweep starts no row
+#      after 375 s so its summary still prints; LEGACY_SWEEP_ARGS="--groups 4,8,16" for every row, ~7 minutes).
+#      LEGACY_SWEEP=only runs the sweep alone (no DeepGEMM needed):
+#        DG=0 FAMILIES=compat FAMILY_TIMEOUT=480 LEGACY_SWEEP=only bash scripts/gpu/all.sh
 # Every step runs whatever the earlier ones did; the failed steps are listed at the end.
 set -uo pipefail
 OUT_DIR=${OUT:?set OUT}/compat
@@ -26,6 +32,21 @@ step() {  # step NAME TIMEOUT COMMAND...
   [ $rc -ne 0 ] && FAILED+=("$name")
   tail -n 3 "$OUT_DIR/$name.log"
 }
+
+# The legacy tile sweep: one line per (row, tile), BEST per row, GEOMEAN per tile; JSON and a summary beside it.
+legacy_sweep() {
+  # shellcheck disable=SC2086
+  step legacy_tile_sweep "${LEGACY_SWEEP_TIMEOUT:-420}" python3 research/sweeps/sweep_legacy_tiles.py \
+    ${LEGACY_SWEEP_ARGS:---groups 4} --budget-s $(( ${LEGACY_SWEEP_TIMEOUT:-420} - 45 )) \
+    --out "$OUT_DIR/legacy_tile_sweep.json"
+  grep -h "^BEST\|^GEOMEAN\|^BAD\|^FAIL\|^COMPILE-FAIL\|^#" "$OUT_DIR/legacy_tile_sweep.log" \
+    > "$OUT_DIR/legacy_tile_sweep_summary.txt" 2>/dev/null
+}
+if [ "${LEGACY_SWEEP:-0}" = "only" ]; then
+  legacy_sweep
+  echo "failed steps: ${FAILED[*]:-none}" | tee -a "$OUT_DIR/summary.txt"
+  exit 0
+fi
 
 # 1. Our tests on the GPU (the dist test is CPU-only and slow: deselected).
 step pytest_compat 180 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
@@ -92,5 +113,8 @@ print('forked child ran CUDA after import deep_gemm')
 
 # 4. The demo on the GPU.
 step demo 90 python3 -m deep_gemm
+
+# 5. The legacy tile sweep (opt-in).
+[ "${LEGACY_SWEEP:-0}" = "1" ] && legacy_sweep
 
 echo "failed steps: ${FAILED[*]:-none}" | tee -a "$OUT_DIR/summary.txt"
