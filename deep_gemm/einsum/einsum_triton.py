@@ -32,7 +32,7 @@ import torch
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
 from .._triton.scratch import split_k_buffers
-from ..gemm.operands import FP8, resolve_recipe
+from ..gemm.operands import FP8, resolve_recipe, write_without_product
 from ..runtime import get_num_sms
 from .checks import NO_CUBLASLT_EXPRESSION, Equation
 
@@ -242,14 +242,6 @@ def _grid(cfg: TileConfig, tiles: int) -> int:
     return min(tiles, _num_sms()) if cfg.persistent else tiles
 
 
-def _write_without_product(d: torch.Tensor, c) -> None:
-    """An empty contraction: d = c (or zeros)."""
-    if c is None:
-        d.zero_()
-    elif c is not d:
-        d.copy_(c)
-
-
 def _record(recorder):
     return recorder.launches if recorder is not None else None
 
@@ -362,7 +354,7 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
         s, m, k = a.shape
         n = b.size(1)
         if s == 0 or k == 0:
-            _write_without_product(d, c)
+            write_without_product(d, c)
             return None
         if not (_tma_ready(a) and _tma_ready(b)):
             return NotImplemented
@@ -378,7 +370,7 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
     d3 = d.permute(eq.perm_out)
     g, m, k = a3.shape
     if k == 0:
-        _write_without_product(d, c)
+        write_without_product(d, c)
         return None
     if not (_tma_ready(a3) and _tma_ready(b3)):
         return NotImplemented
@@ -461,7 +453,7 @@ def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None 
     g, m, k = a3.shape
     n = b3.size(1)
     if k == 0:
-        _write_without_product(d, c)
+        write_without_product(d, c)
         return None
     if not (_tma_ready(a3) and _tma_ready(b3)):
         return NotImplemented

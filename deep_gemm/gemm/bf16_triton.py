@@ -25,7 +25,7 @@ from .._triton.scratch import split_k_buffers
 from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import bf16_plan
 from .bf16_plan import GROUPING, NO_OVERRIDES, Bf16Call, Bf16Overrides, Bf16Plan
-from .operands import to_nt
+from .operands import to_nt, write_without_product
 
 TMA_BYTES = 16
 PLAN_OF_CALL = ConfigCache()
@@ -103,14 +103,6 @@ def _rows_view(d: torch.Tensor):
     ok = ((d.size(0) <= 1 or (d.stride(0) * elem) % TMA_BYTES == 0) and (d.storage_offset() * elem) % TMA_BYTES == 0
           and d.size(1) * elem >= TMA_BYTES)
     return d if ok else None
-
-
-def _write_without_product(d, c) -> None:
-    """K == 0: d = c (or zeros)."""
-    if c is None:
-        d.zero_()
-    elif c is not d:
-        d.copy_(c)
 
 
 def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, layout, a_group_m=0, b_group_n=0,
@@ -207,7 +199,7 @@ def _dense(layout: str):
         if m == 0 or n == 0:
             return None
         if k == 0:
-            _write_without_product(d, c)
+            write_without_product(d, c)
             return None
         a_mat, a_k_major = _matrix(a_nt)
         b_mat, b_k_major = _matrix(b_nt)
@@ -301,7 +293,7 @@ def k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, compil
     if m == 0 or n == 0:
         return None
     if sum(ks) == 0:
-        _write_without_product(d, c)
+        write_without_product(d, c)
         return None
     a_mat, a_k_major = _matrix(a.t())  # [sum K, M] MN-major: held as itself
     b_mat, b_k_major = _matrix(b.t())

@@ -27,7 +27,7 @@ from . import fp8_autotune
 from . import fp8_configs as configs
 from . import fp8_plan
 from .fp8_plan import GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, next_pow2, ws_register_budget
-from .operands import FP8, resolve_recipe, to_nt
+from .operands import FP8, resolve_recipe, to_nt, write_without_product
 
 # Plans resolved per (call, overrides): the heuristic's, or (opt-in) autotuning's tile config and what follows.
 PLAN_OF_CALL = ConfigCache()
@@ -256,14 +256,6 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
            record=recorder.launches if recorder is not None else None)
 
 
-def _write_without_product(d, c) -> None:
-    """K == 0: d = c (or zeros)."""
-    if c is None:
-        d.zero_()
-    elif c is not d:
-        d.copy_(c)
-
-
 # Dense calls whose metadata signature was seen before replay a recorded launch (_triton/plans.py): keyed by the
 # signature the op's check was memoised under (_ops/library.py) plus the call's overrides.
 PLANS = PlanCache()
@@ -307,7 +299,7 @@ def _launch_dense(a, sfa, b, sfb, d, c, b_per_row: bool, head=(0, 0, 0), overrid
     if m == 0 or n == 0:
         return None
     if k == 0:
-        _write_without_product(d, c)
+        write_without_product(d, c)
         return None
     call = dense_call(m, n, k, d, c, b_per_row, head)
     if config is not None:  # an autotuning trial
@@ -436,7 +428,7 @@ def _k_grouped(layout: str):
         if m == 0 or n == 0:
             return None
         if sum(ks) == 0:
-            _write_without_product(d, c)
+            write_without_product(d, c)
             return None
         call = call_of(GROUPING["k_grouped"], m, n, sum(ks), num_groups, d, c, True)
         p = _plan_for(call, overrides)

@@ -187,6 +187,15 @@ def dequantize(data: torch.Tensor, sf: torch.Tensor, gran: tuple[int, int]) -> t
     return values * _expand(sf, values.size(-2), values.size(-1), *gran)
 
 
+def write_without_product(d: torch.Tensor, c: torch.Tensor | None) -> None:
+    """An empty contraction (K == 0): d = c, or zeros without C (c may be d). Every family's launcher ends here
+    instead of launching a kernel with no K blocks."""
+    if c is None:
+        d.zero_()
+    elif c is not d:
+        d.copy_(c)
+
+
 def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None) -> None:
     """d = (c + acc) cast to d's dtype; c is read before d is written, so c may be d."""
     if c is not None:
