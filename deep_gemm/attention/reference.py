@@ -65,6 +65,19 @@ def new_paged_mqa_logits(rows: int, max_context_len: int, dtype: torch.dtype, de
     return _logits_view(rows, max_context_len, rows, row_stride, dtype, device)
 
 
+def paged_logits_output(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, max_context_len: int,
+                        logits_dtype: torch.dtype) -> tuple[torch.Tensor, bool]:
+    """The paged op's output (``new_paged_mqa_logits``) and whether it is already final: empty, or all -inf because
+    no page can hold a valid token (no pages, or an empty block table). Every backend starts here."""
+    out = new_paged_mqa_logits(q.size(0) * q.size(1), max_context_len, logits_dtype, q.device)
+    if out.numel() == 0:
+        return out, True
+    if kv_cache.size(0) == 0 or block_table.size(1) == 0:
+        out.fill_(float("-inf"))
+        return out, True
+    return out, False
+
+
 def new_paged_mqa_logits_metadata(num_sms: int, device: torch.device) -> torch.Tensor:
     return torch.empty((num_sms + 1, 2), dtype=torch.int32, device=device)
 
@@ -189,14 +202,11 @@ def fp8_fp4_paged_mqa_logits_reference(q, q_sf, kv_cache, weights, context_lens,
                                        max_context_len, clean_logits, logits_dtype, indices):
     batch, next_n, num_heads = q.size(0), q.size(1), q.size(2)
     is_fp4 = q.dtype == FP4_PACKED
-    out = new_paged_mqa_logits(batch * next_n, max_context_len, logits_dtype, q.device)
-    if out.numel() == 0:
+    out, final = paged_logits_output(q, kv_cache, block_table, max_context_len, logits_dtype)
+    if final:
         return out
     num_blocks, block_kv = kv_cache.size(0), kv_cache.size(1)
     max_blocks = block_table.size(1)
-    if num_blocks == 0 or max_blocks == 0:  # no page can hold a valid token
-        out.fill_(float("-inf"))
-        return out
 
     q_values = _query_values(q, q_sf)
     head_dim = q_values.size(-1)

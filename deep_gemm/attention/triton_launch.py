@@ -242,14 +242,11 @@ def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, bl
     batch, next_n, num_heads = q.size(0), q.size(1), q.size(2)
     is_fp4 = q.dtype == FP4_PACKED
     head_dim = q.size(3) * (2 if is_fp4 else 1)
-    out = ref.new_paged_mqa_logits(batch * next_n, max_context_len, logits_dtype, q.device)
-    if out.numel() == 0:
+    out, final = ref.paged_logits_output(q, kv_cache, block_table, max_context_len, logits_dtype)
+    if final:
         return out
     num_blocks, block_kv = kv_cache.size(0), kv_cache.size(1)
     max_blocks = block_table.size(1)
-    if num_blocks == 0 or max_blocks == 0:  # no page can hold a valid token
-        out.fill_(float("-inf"))
-        return out
     from .kernels import _fp8_paged_mqa_logits_kernel
 
     cfg = config or paged_default_config(next_n, num_heads, head_dim, block_kv, is_fp4)
