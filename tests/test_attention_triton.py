@@ -19,7 +19,7 @@ from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
 from tolerances import TOLERANCES  # noqa: E402
 from test_attention import (NEG_INF, SCHEDULE_CASES, MqaCase, PagedCase, assert_logits_close, make_mqa, make_paged,
-                            oracle_mqa, oracle_paged, oracle_schedule)
+                            num_sms_8, oracle_mqa, oracle_paged, oracle_schedule)  # noqa: F401 (num_sms_8: fixture)
 
 ops = torch.ops.deep_gemm
 FP8 = torch.float8_e4m3fn
@@ -172,14 +172,6 @@ def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
 
 
 # ---- paged (interpreter) ---------------------------------------------------------------------------------------
-
-@pytest.fixture
-def num_sms_8():
-    previous = runtime.get_num_sms()
-    runtime.set_num_sms(8)
-    yield 8
-    runtime.set_num_sms(previous)
-
 
 @pytest.mark.parametrize("lens,next_n,num_sms", SCHEDULE_CASES, ids=[f"case{i}" for i in range(len(SCHEDULE_CASES))])
 def test_schedule_kernel_matches_python_walk(lens, next_n, num_sms):
