@@ -170,7 +170,7 @@ class OpKernels:
         """What the op's CUDA kernel does once the check has passed (``token`` from ``checked``): the Triton
         launcher (with the token where it keeps per-signature plans), or the reference where there is none or it
         declines the arguments. The dispatcher's CUDA kernel and the eager path (``eager_op``) both end here."""
-        fn = None if _FORCE_REFERENCE else self.triton
+        fn = self.triton_fn()
         if fn is not None:
             out = fn(*full, signature=token) if getattr(fn, "accepts_signature", False) else fn(*full)
             if out is not NotImplemented:
