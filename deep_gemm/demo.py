@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 import deep_gemm
+from deep_gemm.attention.reference import pack_paged_kv_cache
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
@@ -154,23 +155,13 @@ def _cases(device: str) -> list[Case]:
 
     # Paged indexer: a KV cache of 64-token pages, each page [64 x 128 FP8 values | 64 x 4 bytes of FP32 scales].
     block, pdim, lens = 64, 128, [150, 9]
-    pages_per_seq = [-(-n // block) for n in lens]
-    storage = torch.zeros(sum(pages_per_seq), block * (pdim + 4), dtype=torch.uint8)
-    table = torch.zeros(len(lens), max(pages_per_seq), dtype=torch.int32)
-    keys, page = [], 0
-    for i, n in enumerate(lens):
-        vals = torch.randn(n, pdim, generator=g).to(torch.float8_e4m3fn)
-        scl = torch.rand(n, generator=g) + 0.5
-        keys.append(vals.double() * scl.double()[:, None])
-        for p in range(pages_per_seq[i]):
-            table[i, p] = page
-            tok = slice(p * block, min((p + 1) * block, n))
-            cnt = tok.stop - tok.start
-            storage[page, :cnt * pdim] = vals[tok].view(torch.uint8).reshape(-1)
-            storage[page, block * pdim:block * pdim + cnt * 4] = scl[tok].view(torch.uint8).reshape(-1)
-            page += 1
-    kv_cache = storage.view(-1, block, 1, pdim + 4).to(device)
-    table = table.to(device)
+    vals, scls = [], []
+    for n in lens:
+        vals.append(torch.randn(n, pdim, generator=g).to(torch.float8_e4m3fn))
+        scls.append(torch.rand(n, generator=g) + 0.5)
+    keys = [v.double() * s.double()[:, None] for v, s in zip(vals, scls)]
+    kv_cache, table = pack_paged_kv_cache(vals, scls, block)
+    kv_cache, table = kv_cache.to(device), table.to(device)
     context_lens = torch.tensor(lens, dtype=torch.int32, device=device)[:, None].contiguous()  # [B, next_n = 1]
     pq = randn(len(lens), 1, 32, pdim).to(torch.float8_e4m3fn)
     pw = randn(len(lens), 32, dtype=torch.float32)

@@ -349,6 +349,25 @@ def make_paged(case: PagedCase, max_context_len: int = 300):
     return (q, q_sf, kv_cache, weights, context_lens, block_table, meta, max_context_len), (q64, keys)
 
 
+def test_pack_paged_kv_cache_round_trips_through_the_byte_views():
+    """The demo's and client tests' cache packer writes what the reference reads: tokens in page order, values then
+    scales per page, zeroed tails and spare pages, the block table naming consecutive pages."""
+    from deep_gemm.attention.reference import decode_kv_tokens, pack_paged_kv_cache, paged_kv_bytes
+    lens, block_kv, d = (70, 5, 0, 64), 32, 16
+    values = [torch.randn(n, d).to(FP8) for n in lens]
+    scales = [torch.rand(n) + 0.25 for n in lens]
+    kv_cache, table = pack_paged_kv_cache(values, scales, block_kv, spare_pages=2)
+    assert kv_cache.shape == (3 + 1 + 0 + 2 + 2, block_kv, 1, d + 4) and kv_cache.dtype == torch.uint8
+    assert table.tolist() == [[0, 1, 2], [3, 0, 0], [0, 0, 0], [4, 5, 0]]
+    page_values, page_scales = paged_kv_bytes(kv_cache, d, False)
+    for b, n in enumerate(lens):
+        tokens = torch.arange(n)
+        pages = table[b][tokens // block_kv].long()
+        got = decode_kv_tokens(page_values[pages, tokens % block_kv], page_scales[pages, tokens % block_kv], False)
+        assert torch.equal(got, values[b].float() * scales[b][:, None])
+    assert not kv_cache[6:].any()  # spare pages stay zero
+
+
 def oracle_paged(q64, keys, weights, context_lens, max_context_len) -> torch.Tensor:
     batch, next_n = context_lens.shape
     out = torch.full((batch * next_n, max_context_len), NEG_INF, dtype=torch.float64)

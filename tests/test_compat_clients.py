@@ -17,6 +17,7 @@ import torch
 import deep_gemm
 from deep_gemm import runtime
 from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.attention.reference import pack_paged_kv_cache
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
@@ -255,21 +256,12 @@ def test_fp8_mqa_logits_with_2d_kv_scale(device):
 def _paged_inputs(context_lens_1d: bool, batch=2, h=32, d=128, block=64, max_len=200):
     torch.manual_seed(5)
     lens = torch.tensor([70, 5], dtype=I32)[:batch]
-    pages = [-(-int(n) // block) for n in lens]
-    storage = torch.zeros(sum(pages) + 1, block * (d + 4), dtype=torch.uint8)
-    block_table = torch.zeros(batch, max(pages), dtype=I32)
-    keys, page = [], 0
-    for b, n in enumerate(lens.tolist()):
-        values, scales = torch.randn(n, d).to(FP8), torch.rand(n) + 0.25
-        keys.append(values.double() * scales.double()[:, None])
-        for p in range(pages[b]):
-            block_table[b, p] = page
-            tok = slice(p * block, min((p + 1) * block, n))
-            cnt = tok.stop - tok.start
-            storage[page, :cnt * d] = values[tok].view(torch.uint8).reshape(-1)
-            storage[page, block * d:block * d + cnt * 4] = scales[tok].view(torch.uint8).reshape(-1)
-            page += 1
-    kv_cache = storage.view(-1, block, 1, d + 4)
+    values, scales = [], []
+    for n in lens.tolist():
+        values.append(torch.randn(n, d).to(FP8))
+        scales.append(torch.rand(n) + 0.25)
+    keys = [v.double() * s.double()[:, None] for v, s in zip(values, scales)]
+    kv_cache, block_table = pack_paged_kv_cache(values, scales, block, spare_pages=1)
     q = torch.randn(batch, 1, h, d).to(FP8)
     weights = torch.randn(batch, h)
     want = torch.full((batch, max_len), float("-inf"), dtype=torch.float64)

@@ -190,6 +190,28 @@ def paged_kv_bytes(kv_cache: torch.Tensor, head_dim: int, is_fp4: bool) -> tuple
     return values, scales
 
 
+def pack_paged_kv_cache(values: list[torch.Tensor], scales: list[torch.Tensor], block_kv: int,
+                        spare_pages: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse of ``paged_kv_bytes`` for FP8 keys (demos and tests): sequence ``b``'s FP8 values [n_b, D] and
+    FP32 scales [n_b] written into consecutive zeroed pages, plus ``spare_pages`` unused ones. Returns the cache
+    uint8 [pages, block_kv, 1, D + 4] and the block table int32 [B, max pages per sequence] (unused entries 0)."""
+    head_dim = values[0].size(1) if values else 0
+    pages_per_seq = [-(-v.size(0) // block_kv) for v in values]
+    storage = torch.zeros(sum(pages_per_seq) + spare_pages, block_kv * (head_dim + KV_SCALE_BYTES), dtype=torch.uint8)
+    block_table = torch.zeros(len(values), max(pages_per_seq, default=0), dtype=torch.int32)
+    page = 0
+    for b, (vals, scl) in enumerate(zip(values, scales)):
+        for p in range(pages_per_seq[b]):
+            block_table[b, p] = page
+            tokens = slice(p * block_kv, min((p + 1) * block_kv, vals.size(0)))
+            count = tokens.stop - tokens.start
+            storage[page, :count * head_dim] = vals[tokens].view(torch.uint8).reshape(-1)
+            storage[page, block_kv * head_dim:block_kv * head_dim + count * KV_SCALE_BYTES] = \
+                scl[tokens].view(torch.uint8).reshape(-1)
+            page += 1
+    return storage.view(-1, block_kv, 1, head_dim + KV_SCALE_BYTES), block_table
+
+
 def decode_kv_tokens(values: torch.Tensor, scales: torch.Tensor, is_fp4: bool) -> torch.Tensor:
     """Gathered token bytes [..., value_bytes] and scale bytes [..., 4] -> FP32 keys [..., D] (value times scale)."""
     scales = scales.contiguous()
