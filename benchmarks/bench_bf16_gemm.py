@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import KernelTimer, geomean, provider, write_results  # noqa: E402
+from harness import KernelTimer, calc_diff, geomean, provider, write_results  # noqa: E402
 
 BF16 = torch.bfloat16
 LIMIT = 1e-5  # DeepGEMM's calc_diff bar for BF16 GEMMs
@@ -38,12 +38,6 @@ MASKED = [(32, 192), (6, 1024), (32, 20), (6, 20)]
 MASKED_MAX_M = 4096
 K_GROUPED = [(4, 4096, 7168, 8192), (4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (8, 7168, 2048, 4096),
              (16, 4096, 7168, 2048), (16, 7168, 2048, 2048)]
-
-
-def calc_diff(x, y) -> float:
-    x, y = x.double(), y.double()
-    denominator = (x * x + y * y).sum()
-    return 0.0 if denominator == 0 else float(1 - 2 * (x * y).sum() / denominator)
 
 
 def ref_nt(a, b):

@@ -21,13 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import KernelTimer, write_results  # noqa: E402
-
-
-def _calc_diff(x, y):
-    x, y = x.double(), y.double()
-    denominator = (x * x + y * y).sum()
-    return float(1 - 2 * (x * y).sum() / denominator) if denominator else 0.0
+from harness import KernelTimer, calc_diff, write_results  # noqa: E402
 
 
 def hc_rows(timer, rows, table):
@@ -45,8 +39,8 @@ def hc_rows(timer, rows, table):
             deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s, num_splits=num_splits)
         call()
         fd, fs = (d, s) if num_splits is None else (d.sum(0), s.sum(0))
-        diff = max(_calc_diff(fd, a.float() @ b.T), _calc_diff(fs, a.float().square().sum(-1)))
-        diff64 = _calc_diff(fd, a.double() @ b.double().T)
+        diff = max(calc_diff(fd, a.float() @ b.T), calc_diff(fs, a.float().square().sum(-1)))
+        diff64 = calc_diff(fd, a.double() @ b.double().T)
         us = timer(call)
         nbytes = sum(t.numel() * t.element_size() for t in (a, b, d, s))
         row = dict(table=table, m=m, n=n, k=k, splits=num_splits or 0, us=us, gbps=nbytes / us / 1e3,

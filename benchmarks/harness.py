@@ -63,6 +63,14 @@ def provider() -> str:
     return "deep_gemm" if hasattr(deep_gemm, "backends") else "DeepGEMM"
 
 
+def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
+    """DeepGEMM's accuracy measure as a float, 0 for two all-zero tensors. The benchmarks run under either package,
+    and DeepGEMM's ``deep_gemm.testing.calc_diff`` returns a tensor (not JSON) and divides by zero there."""
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    return 0.0 if denominator == 0 else float(1 - 2 * (x * y).sum() / denominator)
+
+
 def geomean(xs) -> float:
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
