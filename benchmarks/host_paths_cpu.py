@@ -108,6 +108,7 @@ def cases() -> dict:
     w = torch.randn(n, k, dtype=torch.bfloat16)
     hx, hw = torch.randn(m, 1024, dtype=torch.bfloat16), torch.randn(24, 1024)
     hd, hs = torch.empty(m, 24), torch.empty(m)
+    sf = torch.randn(m, k // 128).abs()
     return {
         "tf32_hc_prenorm_gemm": (lambda: deep_gemm.tf32_hc_prenorm_gemm(hx, hw, hd, hs),
                                  "tf32_hc_prenorm_gemm", (hx, hw, hd, hs, None)),
@@ -124,6 +125,31 @@ def cases() -> dict:
              "m_grouped_fp8_gemm_nt_contiguous",
              (*ac, *bg, dc, ends, None, None, None, "nk", False, True, True, None)),
         "bf16_gemm_nt": (lambda: deep_gemm.bf16_gemm_nt(x, w, d), "bf16_gemm_nt", (x, w, d)),
+        "transform_sf_into_required_layout": (lambda: deep_gemm.transform_sf_into_required_layout(sf, m, k, (1, 128)),
+                                              "transform_sf_into_required_layout",
+                                              (sf, m, k, [1, 128], None, None, False, None)),
+        **indexer_cases(),
+    }
+
+
+def indexer_cases() -> dict:
+    """benchmarks/host_overhead.py's indexer cases (prefill logits without the clean pass, the paged schedule)."""
+    fp8 = torch.float8_e4m3fn
+    s, sk, h, d = 128, 1024, 64, 128
+    q = torch.randn(s, h, d).to(fp8)
+    kv = (torch.randn(sk, d).to(fp8), torch.rand(sk))
+    w = torch.randn(s, h)
+    ks = torch.zeros(s, dtype=torch.int32)
+    ke = torch.arange(sk - s + 1, sk + 1, dtype=torch.int32)
+    batch, next_n, block_kv, pages = 64, 2, 64, 16
+    lens = torch.full((batch, next_n), pages * block_kv - 7, dtype=torch.int32)
+    return {
+        "fp8_mqa_logits (compressed)":
+            (lambda: deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=False, max_seqlen_k=sk),
+             "fp8_mqa_logits", (q, *kv, w, ks, ke, False, sk)),
+        "get_paged_mqa_logits_metadata":
+            (lambda: deep_gemm.get_paged_mqa_logits_metadata(lens, block_kv, 132),
+             "get_paged_mqa_logits_metadata", (lens, block_kv, 132, None)),
     }
 
 

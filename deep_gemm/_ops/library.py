@@ -453,3 +453,24 @@ class _EagerPacket:
 
 
 eager_ops = _EagerNamespace()
+
+
+def eager_checked(name: str, args: tuple):
+    """What ``eager_op(name)(*args)`` would run, up to the launch: ``(kernels, full, token)`` once the memoised check
+    passed (it raises the op's ``DeepGEMMError`` otherwise), or None when the call must go through the dispatcher op
+    (tracing, modes, tensors that are not plain CUDA tensors, keyword-free calls only). For public wrappers that
+    decide something per signature before launching (e.g. returning their input as is): they can key that decision
+    on the token (equal tokens, equal signatures; tokens are never reused) and then call
+    ``kernels.run_cuda(full, token)``, instead of running the op's check themselves on every call."""
+    if not _EAGER_PATH or _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_active() \
+            or _profiling() or _jit_tracing():
+        return None
+    kernels = _KERNELS.get(ALIASES.get(name, name))
+    if kernels is None or kernels.binder is None:
+        return None
+    full = kernels.binder(args, _NO_KWARGS)
+    sig = _eager_signature(full)
+    if sig is None:
+        return None
+    token = kernels._passed.get(sig)
+    return kernels, full, token if token is not None else kernels.token(sig, full)

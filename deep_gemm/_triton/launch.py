@@ -484,7 +484,9 @@ class LaunchPlan:
         for pos, shape, dtype, device in self.fresh_slots:
             args[pos] = torch.empty(shape, dtype=dtype, device=device)
         for pos, view in self.view_slots:
-            args[pos] = view.tensor(inputs)
+            # A tensor argument is a kernel pointer: the C launcher takes an int as the device pointer (getPointer
+            # in triton 3.6's driver.py; the direct replay does the same), which saves building the view tensor.
+            args[pos] = view.ptr(inputs)
         for pos, view, shape, strides, block, gluon in self.view_desc_slots:
             args[pos] = FastDescriptor(view.tensor(inputs), shape, strides, block, gluon)
         launch_compiled(self.compiled, self.grid, args, self.device_index)

@@ -182,15 +182,22 @@ class _AllocatingReplay:
     """What a call with one metadata signature did: the output's allocation and its launches (``LaunchPlan``s whose
     inputs are the call's tensors plus the output), replayed for the next call with that signature."""
 
-    __slots__ = ("numel", "shape", "stride", "dtype", "device", "plans")
+    __slots__ = ("numel", "shape", "stride", "dtype", "device", "plans", "exact")
 
     def __init__(self, out: torch.Tensor, plans: list):
         self.numel = out.untyped_storage().nbytes() // out.element_size()
         self.shape, self.stride, self.dtype, self.device = tuple(out.shape), out.stride(), out.dtype, out.device
         self.plans = plans
+        # Whether torch.empty_strided (one call) allocates exactly that storage (its size: the last element reached
+        # by the strides, plus one); outputs in a padded buffer keep the two-call form.
+        self.exact = 0 < self.numel == 1 + sum((size - 1) * stride for size, stride in zip(self.shape, self.stride)) \
+            and min(self.shape, default=1) > 0
 
     def run(self, inputs: tuple) -> torch.Tensor:
-        out = torch.empty(self.numel, dtype=self.dtype, device=self.device).as_strided(self.shape, self.stride)
+        if self.exact:
+            out = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
+        else:
+            out = torch.empty(self.numel, dtype=self.dtype, device=self.device).as_strided(self.shape, self.stride)
         inputs = inputs + (out,)
         for plan in self.plans:
             plan.run(inputs)
@@ -208,7 +215,7 @@ def replayable_allocating(launcher):
     def run(*args, signature=None, **launcher_kwargs):
         if signature is None or launcher_kwargs:
             return launcher(*args, **launcher_kwargs)
-        inputs = tuple(a for a in args if isinstance(a, torch.Tensor))
+        inputs = tuple([a for a in args if isinstance(a, torch.Tensor)])  # (a list builds faster than a genexpr)
         key = (signature, aliasing(inputs))
         replay = plans.get(key)
         if replay is not None:

@@ -6,6 +6,11 @@ without ``psum_layout`` (with it: the reference), ``get_k_grouped_mn_major_tma_a
 ``transform_sf_into_required_layout``'s MN-major rules (FP32 and packed int32); its (128, 128) rule keeps the
 input's layout and is a plain copy (the reference). The public API returns the input itself where it is already in
 the required layout (``api.py``), so these run only when something has to move.
+
+The launchers taking ``record=`` are wrapped in ``_triton/plans.replayable_allocating`` (``ops.py``): the first call
+with a metadata signature computes the geometry and the launch and records it; later calls with that signature
+allocate the same output and replay the launch (no geometry, view or grid logic per call). Calls that make no
+launch (empty outputs, grids past CUDA's limits) record nothing and always take this full path.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ def _device_index(t: torch.Tensor) -> int:
     return t.device.index or 0
 
 
-def _mn_major_copy(sf: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def _mn_major_copy(sf: torch.Tensor, out: torch.Tensor, record: list | None = None) -> torch.Tensor:
     """out (MN-major, freshly allocated, same shape) <- sf, bit-exact, 4-byte elements moved as int32."""
     from .kernels import _mn_major_copy_kernel
     if out.numel() == 0:
@@ -57,15 +62,15 @@ def _mn_major_copy(sf: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
             BLOCK_MN, BLOCK_COLS, c_unit, r_unit)
     launch(_mn_major_copy_kernel, grid, args, name="layout_mn_major_copy",
            config_key=(BLOCK_MN, BLOCK_COLS, c_unit, r_unit),
-           num_warps=NUM_WARPS, device_index=_device_index(sf))
+           num_warps=NUM_WARPS, device_index=_device_index(sf), record=record)
     return out
 
 
-def get_mn_major_tma_aligned_tensor(sf):
-    return _mn_major_copy(sf, allocate(checks.geometry_get_mn_major_tma_aligned_tensor(sf), sf.device))
+def get_mn_major_tma_aligned_tensor(sf, *, record: list | None = None):
+    return _mn_major_copy(sf, allocate(checks.geometry_get_mn_major_tma_aligned_tensor(sf), sf.device), record)
 
 
-def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout):
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout, *, record: list | None = None):
     from .kernels import _pack_ue8m0_kernel
     if psum_layout is not None:
         return NotImplemented  # rows outside the psum groups: the reference zeroes them
@@ -84,7 +89,7 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout):
             BLOCK_MN, BLOCK_COLS, c_unit, r_unit)
     launch(_pack_ue8m0_kernel, grid, args, name="layout_pack_ue8m0",
            config_key=(BLOCK_MN, BLOCK_COLS, c_unit, r_unit),
-           num_warps=NUM_WARPS, device_index=_device_index(sf))
+           num_warps=NUM_WARPS, device_index=_device_index(sf), record=record)
     return out
 
 
@@ -109,10 +114,11 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, k
     return out
 
 
-def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, psum_layout):
+def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, psum_layout, *,
+                                      record: list | None = None):
     geometry = checks.geometry_transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa,
                                                                  disable_ue8m0_cast, psum_layout)
     out = allocate(geometry, sf.device)
     if out.dim() >= 2 and out.size(-2) > 1 and out.stride(-2) != 1:
         return NotImplemented  # the (128, 128) rule keeps a K-major layout: a plain copy (the reference)
-    return _mn_major_copy(sf, out)
+    return _mn_major_copy(sf, out, record)

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from .._ops.library import register
+from .._triton.plans import replayable_allocating
 from . import checks
 from . import layout_triton as _LAUNCHERS  # (imports no Triton at import time)
 from . import reference as ref
 
 
+# Launchers that make at most one launch into a fresh output and take ``record=``: replayed per signature.
+_REPLAYED = ("get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+             "transform_sf_into_required_layout")
+
+
 def _triton(name: str):
-    return getattr(_LAUNCHERS, name) if _LAUNCHERS is not None else None
+    if _LAUNCHERS is None:
+        return None
+    launcher = getattr(_LAUNCHERS, name)
+    return replayable_allocating(launcher) if name in _REPLAYED else launcher
 
 
 def _fake_of(geometry_of):

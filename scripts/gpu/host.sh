@@ -2,7 +2,9 @@
 # Host time per call (issues 16 and 18): the eager path of the public functions (_ops/library.eager_op) against the
 # dispatcher op and against DeepGEMM, one device call. Expected wall time: ~3.5 min warm, ~5.5 min cold (the GPU tests
 # compile the HC, FP8 dense/masked and BF16 kernels once). Run as FAMILIES=host (FAMILY_TIMEOUT=360).
-#   1. tests/test_eager_path_gpu.py: eager == dispatcher bit for bit, new tensors, CUDA graphs, threads, errors, compile
+#   1. tests/test_eager_path_gpu.py: eager == dispatcher bit for bit, new tensors, CUDA graphs, threads, errors, compile;
+#      tests/test_layout_host_path_gpu.py + test_layout_gpu.py: replayed layout launches (views passed as addresses,
+#      one-call allocations) and the public layout functions' per-signature as-is decision, bit for bit (~20 s)
 #   2. DeepGEMM's test_hyperconnection.py against ours (SHIM=0): its calls now take the eager path
 #   3. benchmarks/host_overhead.py for ours (public functions and the same calls through torch.ops), DeepGEMM, and
 #      ours with DG_NO_EAGER_PATH=1 (the public functions through the dispatcher: the before numbers)
@@ -13,7 +15,8 @@ FAMILY=host; D=$OUT/host; PARTS=${HOST_PARTS:-tests dg host layers}; mkdir -p "$
 source scripts/gpu/steps.sh
 
 has tests && step "pytest eager path (gpu)" 240 env PYTHONPATH=$PWD python3 -m pytest tests/test_eager_path_gpu.py \
-  tests/test_eager_path.py -q -p no:cacheprovider -rf > "$D/pytest_gpu.log" 2>&1
+  tests/test_eager_path.py tests/test_layout_host_path_gpu.py tests/test_layout_gpu.py tests/test_layout_host_path.py \
+  -q -p no:cacheprovider -rf > "$D/pytest_gpu.log" 2>&1
 tail -n 15 "$D/pytest_gpu.log"
 
 has dg && step "DeepGEMM test_hyperconnection vs ours (SHIM=0)" 120 env SHIM=0 PYTHONPATH=$PWD python3 \
@@ -35,4 +38,4 @@ fi
 
 has layers && step "host_paths_cpu (GPU stubbed)" 90 env PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES= python3 \
   benchmarks/host_paths_cpu.py --number 2000 --rounds 10 > "$D/host_paths_cpu.log" 2>&1
-cat "$D/host_paths_cpu.log" 2>/dev/null | tail -n 9
+cat "$D/host_paths_cpu.log" 2>/dev/null | tail -n 12
