@@ -7,10 +7,18 @@ decides the speed is how many SMs stream A at once and how deep each one's pipel
 * one row block of BM rows per program (BM 16 / 32 / 64 by M: small M wastes no MMA rows; BM = 64 is one wgmma);
 * output splits (the caller's ``num_splits``, else 1) x row blocks = tiles. Where the tiles do not give every SM
   ``PROGRAMS_PER_SM`` programs (decode sizes, e.g. M = 13 has one row block: DeepGEMM runs it on one SM; M = 8192
-  has 128 row blocks for 132 SMs), each tile's K range is cut again into ``sub`` sub-splits of at least
-  ``MIN_K_BLOCKS_PER_SUB`` blocks, reduced on the device by the last to arrive in at most
-  ``MAX_REDUCTION_ROUNDS`` rounds of ``red_chunk`` loads;
-* stages fill the shared memory one program per SM may use, or half of it when several programs share an SM.
+  has 128 row blocks for 132 SMs), each tile's K range is cut again into at most ``MAX_SUB`` sub-splits of at
+  least ``MIN_K_BLOCKS_PER_SUB`` blocks, reduced on the device by the last to arrive in rounds of ``red_chunk``
+  loads;
+* a program that streams at most ``SHORT_LOOP_K_BLOCKS`` K blocks (every decode-sized call, and DeepGEMM's
+  ``num_splits=16`` rows below M = 4096) runs ``SHORT_LOOP_STAGES`` stages; longer loops fill the shared memory one
+  program per SM may use, or half of it when several programs share an SM.
+
+The numbers come from the H200 sweeps of ``research/sweeps/hc_prenorm_sweep.py`` (session 24; logs under
+``research/results/2026-12-02-h200-s24-call2/``): on DeepGEMM's rows with a few K blocks per program, 4 stages beat
+the 12 the budget allows by 10-20 % (5.7 -> 4.7 us at M = 13, K = 7168, 16 splits: a deep pipeline's prologue and
+barrier set-up are paid for loads a short loop never issues), and ~7 K blocks per sub-split, at most 32 sub-splits,
+beat both fewer (less bandwidth) and more (a longer last-arriver reduction).
 """
 
 from __future__ import annotations
@@ -20,8 +28,13 @@ from dataclasses import dataclass
 from .checks import BLOCK_K
 
 # Fewest K blocks a sub-split streams: below this the sub-split's fixed costs (pipeline fill, its share of the
-# last-arriver reduction) outweigh the bandwidth it adds.
-MIN_K_BLOCKS_PER_SUB = 8
+# last-arriver reduction) outweigh the bandwidth it adds; and the most sub-splits per tile (the last arriver reads
+# every partial: 64 cost more than they add at M = 13, K = 28672).
+MIN_K_BLOCKS_PER_SUB = 7
+MAX_SUB = 32
+# K blocks per program up to which the loop is latency-bound and runs SHORT_LOOP_STAGES stages.
+SHORT_LOOP_K_BLOCKS = 16
+SHORT_LOOP_STAGES = 4
 # Shared memory per SM usable by one program (H100/H200: 227 KB per block opt-in), less room for the epilogue.
 SMEM_ONE_PROGRAM = 200 * 1024
 # ... and per program when two share an SM (more programs than SMs).
@@ -31,11 +44,9 @@ MIN_STAGES, MAX_STAGES = 2, 12
 # is waited for before the next block's operands are read).
 PROGRAMS_PER_SM = 2
 # Partial-tile elements the last arriver loads at once (4 warps: 64 FP32 registers per thread, which keeps the
-# [64, 32] reduction config at ~150 registers, two programs per SM; 16384 took it to 255), and how
-# many rounds of such loads the reduction may take (each round costs about one L2 latency).
+# [64, 32] reduction config at ~150 registers, two programs per SM; 16384 took it to 255).
 REDUCTION_TILE_ELEMS = 8192
 MAX_RED_CHUNK = 16
-MAX_REDUCTION_ROUNDS = 4
 # The widest B tile: the sub-split reduction of a [64, 128] tile spills, so N > 64 runs without sub-splits.
 MAX_BLOCK_N_WITH_SUB = 64
 # Grid x dimension limit (programs in one launch).
@@ -74,14 +85,13 @@ def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
     red_chunk = max(1, min(MAX_RED_CHUNK, REDUCTION_TILE_ELEMS // (bm * bn)))
     sub = 1
     if tiles < PROGRAMS_PER_SM * num_sms and bn <= MAX_BLOCK_N_WITH_SUB:
-        sub = max(1, min(PROGRAMS_PER_SM * num_sms // tiles, (num_kb // splits) // MIN_K_BLOCKS_PER_SUB,
-                         MAX_REDUCTION_ROUNDS * red_chunk))
+        sub = max(1, min(PROGRAMS_PER_SM * num_sms // tiles, (num_kb // splits) // MIN_K_BLOCKS_PER_SUB, MAX_SUB))
     programs = tiles * sub
     stage_bytes = bm * BLOCK_K * 2 + bn * BLOCK_K * 4
     budget = SMEM_ONE_PROGRAM if programs <= num_sms else SMEM_TWO_PROGRAMS
-    # (not capped by the K blocks a program streams: fewer distinct configs to compile, and a short loop only
-    # predicates its extra prologue loads off)
     stages = max(MIN_STAGES, min(MAX_STAGES, budget // stage_bytes))
+    if -(-num_kb // (splits * sub)) <= SHORT_LOOP_K_BLOCKS:
+        stages = min(stages, SHORT_LOOP_STAGES)
     # (one chunk size per tile shape, not per call: loads past SUB are masked off, and fewer variants compile)
     red_chunk = red_chunk if sub > 1 else 1
     return HcConfig(bm, bn, stages, sub, red_chunk)

@@ -24,9 +24,11 @@ from .reference import allocate
 # Tile of the copy and pack kernels: 64 MN rows (the output's contiguous dim: 256-byte stores) x 32 columns.
 BLOCK_MN = 64
 BLOCK_COLS = 32
-# K-grouped pack: 16 packed rows x 128 MN columns (the contiguous dim of both sides).
-BLOCK_PACKED_ROWS = 16
-BLOCK_K_GROUPED_MN = 128
+# K-grouped pack: 1 packed row x 1024 MN columns (the contiguous dim of both sides). On the H200 (session 24 sweep,
+# research/sweeps/layout_k_grouped_sweep.py) one long row per program moved 1.2-1.9 TB/s on DeepGEMM's test_layout
+# rows, 16 x 128 only 0.5-0.7 TB/s (4.0-5.6 us against 8.3-16.3).
+BLOCK_PACKED_ROWS = 1
+BLOCK_K_GROUPED_MN = 1024
 NUM_WARPS = 4
 # CUDA's limit on the y and z grid dimensions.
 MAX_GRID_YZ = 65535
