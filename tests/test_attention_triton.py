@@ -277,6 +277,38 @@ def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
         assert torch.equal(out[valid], outs[0][valid])
 
 
+# The persistent kernel's register levers (PagedConfig): each must place -inf exactly as the default does and match
+# the oracle; shapes they do not apply to (one-row atoms, FP4, H < 16) fall back to the one-dot kernel.
+PAGED_REGISTER_VARIANTS = [
+    triton_launch.PagedConfig(aligned_q_loads=True),
+    triton_launch.PagedConfig(row_dots=True),
+    triton_launch.PagedConfig(row_dots=True, aligned_q_loads=True, num_stages=7),
+]
+
+
+@pytest.mark.parametrize("variant", PAGED_REGISTER_VARIANTS, ids=lambda c: f"rowdots{int(c.row_dots)}"
+                         f"-alignq{int(c.aligned_q_loads)}-s{c.num_stages}")
+@pytest.mark.parametrize("case", [PagedCase(5, 2, 64, 32), PagedCase(4, 3, 16, 32), PagedCase(3, 4, 32, 64),
+                                  PagedCase(3, 1, 8, 64)], ids=str)
+def test_persistent_paged_register_variants_match_default(case, variant, num_sms_8):
+    """Row dots and vector Q loads: clean and raw, the oracle's values and -inf placement, and within rounding of the
+    default kernel (row dots sum each row's heads in another order). next_n=3: the second row of the last atom is
+    masked; misaligned Q: the vector loads are not used and the result is the same."""
+    args, (q64, keys) = make_paged(case)
+    q, q_sf, kv_cache, weights, context_lens, block_table, meta, max_len = args
+    want = oracle_paged(q64, keys, weights, context_lens, max_len)
+    valid = want != NEG_INF
+    for clean in (True, False):
+        default = run_launcher("fp8_fp4_paged_mqa_logits", *args, clean, torch.float32, None)
+        for q_in in (q, misaligned_copy(q)):
+            out = run_launcher("fp8_fp4_paged_mqa_logits", q_in, q_sf, kv_cache, weights, context_lens, block_table,
+                               meta, max_len, clean, torch.float32, None, config=variant)
+            assert_kernel_logits_close(out, want, check_mask=clean)
+            if clean:  # (raw: only the valid logits are written)
+                assert torch.equal(out == NEG_INF, default == NEG_INF)
+            assert calc_diff(out[valid].double(), default[valid].double()) < 1e-9
+
+
 # ---- GPU (through the dispatcher) ------------------------------------------------------------------------------
 
 def _gpu_prefill_inputs(s, sk, h, d, causal=True, cp=False, seed=0):
