@@ -450,6 +450,26 @@ def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", PAGED_REGISTER_VARIANTS + [
+    triton_launch.PagedConfig(num_stages=7, aligned_q_loads=True, max_registers=128),
+    triton_launch.PagedConfig(num_warps=8, num_stages=10, aligned_q_loads=True)], ids=str)
+@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 32, 3000), (7, 3, 64, 20000)])
+def test_gpu_paged_register_variants_agree(batch, next_n, h, avg, variant):
+    """The register levers of PagedConfig at decode sizes: the default's -inf placement with clean_logits, its values
+    up to the order of the head sums, and bitwise repeatable."""
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    launcher = kernels_of("fp8_paged_mqa_logits").triton
+    args = (q, cache, w, lens, table, meta, max_len, True, None)
+    default = launcher(*args)
+    out = launcher(*args, config=variant)
+    valid = default != NEG_INF
+    assert torch.equal(out == NEG_INF, ~valid)
+    assert calc_diff(out[valid].double(), default[valid].double()) < 1e-9
+    assert_bitwise_equal(launcher(*args, config=variant), out, "re-run")
+
+
+@pytest.mark.gpu
 def test_gpu_paged_decode_step_in_a_cuda_graph():
     q, cache, w, lens, table, max_len = _gpu_paged_inputs(32, 2, 64, 128, 4096)
     num_sms = deep_gemm.get_num_sms()
