@@ -180,13 +180,25 @@ def _sweep_prefill(reps, results, run_launcher, PrefillConfig):  # noqa: N803
 
 
 def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa: N803
-    paged_cfgs = [PagedConfig(), grid_config, PagedConfig(num_stages=4), PagedConfig(num_stages=7),
+    """None: the launcher's default for the shape (paged_default_config), timed first for the ratios."""
+    paged_cfgs = [None, PagedConfig(), grid_config, PagedConfig(num_stages=4), PagedConfig(num_stages=7),
                   PagedConfig(programs_per_sm=2), PagedConfig(programs_per_sm=1, num_stages=10)]
+    # Issue 17's register levers (scripts/compile_check_indexer.py --only-persistent has their sm_90a registers):
+    # 16-byte Q loads (159 registers, still 3 programs per SM), the same capped at 128 (spills, 4 per SM), one dot
+    # per query row (<= 128, 4 per SM; 9+ stages no longer fit 4 in shared memory), 8 warps (2 per SM).
+    paged_cfgs += [PagedConfig(num_stages=7, aligned_q_loads=True),
+                   PagedConfig(num_stages=7, aligned_q_loads=True, max_registers=128),
+                   PagedConfig(num_stages=7, row_dots=True, aligned_q_loads=True),
+                   PagedConfig(num_stages=5, row_dots=True, aligned_q_loads=True),
+                   PagedConfig(num_stages=7, row_dots=True),
+                   PagedConfig(num_warps=8, num_stages=7, aligned_q_loads=True),
+                   PagedConfig(num_warps=8, num_stages=10, aligned_q_loads=True)]
     num_sms = deep_gemm.get_num_sms()
     for batch, next_n, h, d, avg in (PAGED[0], PAGED[3], PAGED[5]):
         q, cache, w, lens2d, table, max_len, lens = paged_inputs(batch, next_n, h, d, avg)
         meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
         total_bytes = nbytes(q, w) + int(lens.sum()) * (d + 4 + next_n * 4)
+        default_us = None
         for cfg in paged_cfgs:
             try:
                 t = kernel_times_by_name(lambda: run_launcher("fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d,
@@ -197,10 +209,13 @@ def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa
                 print(f" > sweep paged {cfg}: ERR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                 continue
             gbps = total_bytes / (t * 1e-6) / 1e9
-            print(f" > sweep paged BSZ={batch} NextN={next_n} L={avg} {cfg}: {gbps:5.0f} GB/s, {t:7.1f} us",
-                  flush=True)
-            results.append(dict(table="sweep_paged", batch=batch, next_n=next_n, avg_ctx=avg, cfg=str(cfg),
-                                us=round(t, 2), gbps=round(gbps, 1)))
+            default_us = t if cfg is None else default_us
+            speedup = default_us / t if default_us else float("nan")
+            print(f" > sweep paged BSZ={batch} NextN={next_n} L={avg} {cfg or 'default'}: {gbps:5.0f} GB/s, "
+                  f"{t:7.1f} us, {speedup:5.3f}x default", flush=True)
+            results.append(dict(table="sweep_paged", batch=batch, next_n=next_n, avg_ctx=avg,
+                                cfg=str(cfg or "default"), us=round(t, 2), gbps=round(gbps, 1),
+                                vs_default=round(speedup, 4)))
         del q, cache, w, lens2d, table, meta
         torch.cuda.empty_cache()
 

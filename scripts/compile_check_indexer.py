@@ -19,11 +19,14 @@ from triton.compiler import ASTSource  # noqa: E402
 from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
 
 
-def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int):
+def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: int | None = None):
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+    options = {"num_warps": warps, "num_stages": stages}
+    if maxnreg is not None:
+        options["maxnreg"] = maxnreg
+    return triton.compile(src, target=SM90, options=options)
 
 
 def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32",
@@ -95,7 +98,8 @@ if __name__ == "__main__" and "--only-persistent" not in sys.argv:
 
 
 def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warps=4, stages=5, fp4=False,
-                             tma=True, clean=False, ctx_2d=True, out="fp32"):
+                             tma=True, clean=False, ctx_2d=True, out="fp32", q_align=1, row_dots=False,
+                             maxnreg=None):
     from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_persistent_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
@@ -106,8 +110,8 @@ def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warp
                                    "stride_page", "stride_w", "stride_out", "per_sm"]})
     constexprs = dict(H=h, D=d, ROWS=rows, ATOM_ROWS=atom_rows, BLOCK_KV=block_kv,
                       NUM_STAGES=stages, KV_TMA=tma, IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean,
-                      TAIL_BLOCK=256, ATOM_CHUNK=64)
-    return _compile(fn, sig, constexprs, warps, stages)
+                      TAIL_BLOCK=256, ATOM_CHUNK=64, Q_ALIGN=q_align, ROW_DOTS=row_dots)
+    return _compile(fn, sig, constexprs, warps, stages, maxnreg)
 
 
 PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict(clean=True, ctx_2d=False),
@@ -115,7 +119,15 @@ PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict
                        dict(stages=3), dict(stages=6), dict(h=32), dict(h=32, rows=1, atom_rows=1), dict(tma=False),
                        dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"), dict(fp4=True, stages=1),
                        dict(fp4=True, d=64, rows=1, atom_rows=1, block_kv=32, stages=1)]
+# The register levers of PagedConfig (issue 17): 16-byte Q loads (q_align=16), one dot per row (row_dots), a ptxas
+# cap (maxnreg), 8 warps; <= 128 registers at 4 warps lets 4 programs share an SM (65536 registers).
+PERSISTENT_REGISTER_VARIANTS = [
+    dict(stages=7, q_align=16), dict(stages=7, q_align=16, maxnreg=128), dict(stages=7, row_dots=True),
+    dict(stages=7, row_dots=True, q_align=16), dict(stages=5, row_dots=True, q_align=16),
+    dict(stages=7, row_dots=True, q_align=16, clean=True, ctx_2d=False),
+    dict(stages=7, row_dots=True, q_align=16, out="bf16"), dict(h=32, stages=7, row_dots=True, q_align=16),
+    dict(stages=7, q_align=16, warps=8), dict(stages=7, row_dots=True, q_align=16, warps=8)]
 
 if __name__ == "__main__":  # the persistent paged kernel (the default paged path)
-    for cfg in PERSISTENT_VARIANTS:
+    for cfg in PERSISTENT_VARIANTS + PERSISTENT_REGISTER_VARIANTS:
         report("paged_persistent", cfg, compile_paged_persistent(**cfg), "--ttgir" in sys.argv)

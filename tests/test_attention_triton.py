@@ -277,6 +277,38 @@ def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
         assert torch.equal(out[valid], outs[0][valid])
 
 
+# The persistent kernel's register levers (PagedConfig): each must place -inf exactly as the default does and match
+# the oracle; shapes they do not apply to (one-row atoms, FP4, H < 16) fall back to the one-dot kernel.
+PAGED_REGISTER_VARIANTS = [
+    triton_launch.PagedConfig(aligned_q_loads=True),
+    triton_launch.PagedConfig(row_dots=True),
+    triton_launch.PagedConfig(row_dots=True, aligned_q_loads=True, num_stages=7),
+]
+
+
+@pytest.mark.parametrize("variant", PAGED_REGISTER_VARIANTS, ids=lambda c: f"rowdots{int(c.row_dots)}"
+                         f"-alignq{int(c.aligned_q_loads)}-s{c.num_stages}")
+@pytest.mark.parametrize("case", [PagedCase(5, 2, 64, 32), PagedCase(4, 3, 16, 32), PagedCase(3, 4, 32, 64),
+                                  PagedCase(3, 1, 8, 64)], ids=str)
+def test_persistent_paged_register_variants_match_default(case, variant, num_sms_8):
+    """Row dots and vector Q loads: clean and raw, the oracle's values and -inf placement, and within rounding of the
+    default kernel (row dots sum each row's heads in another order). next_n=3: the second row of the last atom is
+    masked; misaligned Q: the vector loads are not used and the result is the same."""
+    args, (q64, keys) = make_paged(case)
+    q, q_sf, kv_cache, weights, context_lens, block_table, meta, max_len = args
+    want = oracle_paged(q64, keys, weights, context_lens, max_len)
+    valid = want != NEG_INF
+    for clean in (True, False):
+        default = run_launcher("fp8_fp4_paged_mqa_logits", *args, clean, torch.float32, None)
+        for q_in in (q, misaligned_copy(q)):
+            out = run_launcher("fp8_fp4_paged_mqa_logits", q_in, q_sf, kv_cache, weights, context_lens, block_table,
+                               meta, max_len, clean, torch.float32, None, config=variant)
+            assert_kernel_logits_close(out, want, check_mask=clean)
+            if clean:  # (raw: only the valid logits are written)
+                assert torch.equal(out == NEG_INF, default == NEG_INF)
+            assert calc_diff(out[valid].double(), default[valid].double()) < 1e-9
+
+
 # ---- GPU (through the dispatcher) ------------------------------------------------------------------------------
 
 def _gpu_prefill_inputs(s, sk, h, d, causal=True, cp=False, seed=0):
@@ -415,6 +447,26 @@ def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
     assert torch.equal(default == NEG_INF, ~valid)
     assert calc_diff(default[valid].double(), grid[valid].double()) < 1e-6
     assert_bitwise_equal(one_lane, default, "lanes")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", PAGED_REGISTER_VARIANTS + [
+    triton_launch.PagedConfig(num_stages=7, aligned_q_loads=True, max_registers=128),
+    triton_launch.PagedConfig(num_warps=8, num_stages=10, aligned_q_loads=True)], ids=str)
+@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 32, 3000), (7, 3, 64, 20000)])
+def test_gpu_paged_register_variants_agree(batch, next_n, h, avg, variant):
+    """The register levers of PagedConfig at decode sizes: the default's -inf placement with clean_logits, its values
+    up to the order of the head sums, and bitwise repeatable."""
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    launcher = kernels_of("fp8_paged_mqa_logits").triton
+    args = (q, cache, w, lens, table, meta, max_len, True, None)
+    default = launcher(*args)
+    out = launcher(*args, config=variant)
+    valid = default != NEG_INF
+    assert torch.equal(out == NEG_INF, ~valid)
+    assert calc_diff(out[valid].double(), default[valid].double()) < 1e-9
+    assert_bitwise_equal(launcher(*args, config=variant), out, "re-run")
 
 
 @pytest.mark.gpu

@@ -47,9 +47,11 @@ def _type_key(args: Sequence[Any]) -> bool:
 
 
 def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str, config_key: tuple,
-           num_warps: int, num_stages: int = 1, device_index: int = 0, record: list | None = None) -> None:
+           num_warps: int, num_stages: int = 1, device_index: int = 0, record: list | None = None,
+           max_registers: int | None = None) -> None:
     """Launch ``kernel`` with all its arguments (constexprs included, in signature order) on the current stream.
-    With ``record`` (a list), the compiled kernel, grid and arguments are appended to it (see ``LaunchPlan``)."""
+    With ``record`` (a list), the compiled kernel, grid and arguments are appended to it (see ``LaunchPlan``).
+    ``max_registers``: ptxas's per-thread register cap (Triton's ``maxnreg``; None: ptxas decides)."""
     if interpreting():
         with _INTERPRETER_LOCK:
             kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
@@ -59,26 +61,29 @@ def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str
         # The dispatcher sets no device guard for Python kernels: compile and launch on the tensors' device.
         with torch.cuda.device(device_index):
             return launch(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
-                          num_stages=num_stages, device_index=device_index, record=record)
+                          num_stages=num_stages, device_index=device_index, record=record,
+                          max_registers=max_registers)
     _ensure_context(current)
     compiled = compiled_kernel(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
-                               num_stages=num_stages, device_index=device_index)
+                               num_stages=num_stages, device_index=device_index, max_registers=max_registers)
     launch_compiled(compiled, grid, args, device_index)
     if record is not None:
         record.append((compiled, grid, tuple(args), device_index))
 
 
 def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str, config_key: tuple,
-                    num_warps: int, num_stages: int = 1, device_index: int = 0):
+                    num_warps: int, num_stages: int = 1, device_index: int = 0, max_registers: int | None = None):
     """The compiled (and loaded) binary ``launch`` runs for these arguments on the current device, from the cache or
     built now. Its ``n_spills`` (local memory words per thread) is known once it is loaded."""
     pdl = get_pdl()
-    key = (name, device_index, config_key, num_warps, num_stages, pdl, _type_key(args))
+    key = (name, device_index, config_key, num_warps, num_stages, pdl, _type_key(args), max_registers)
     compiled = KERNEL_CACHE.get(key)
     if compiled is None:
         def build():
             compile_args = [a.to_triton() if isinstance(a, FastDescriptor) else a for a in args]
-            ck = kernel.warmup(*compile_args, grid=grid, num_warps=num_warps, num_stages=num_stages, launch_pdl=pdl)
+            cap = {} if max_registers is None else {"maxnreg": max_registers}
+            ck = kernel.warmup(*compile_args, grid=grid, num_warps=num_warps, num_stages=num_stages, launch_pdl=pdl,
+                               **cap)
             if hasattr(ck, "result"):  # asynchronous compilation mode
                 ck = ck.result()
             ck._init_handles()  # load the binary now, not inside a later (possibly captured) launch

@@ -51,6 +51,25 @@ def _unpack_fp4(packed, sf, ROWS: tl.constexpr, D: tl.constexpr):
 
 
 @triton.jit
+def _load_fp8_rows(ptr, rows, ok, D: tl.constexpr, ALIGN: tl.constexpr):
+    """Rows ``rows`` (int64 [R]) of a row-major FP8 [*, D] tensor as [R, D], zero where not ``ok``. ALIGN: a byte
+    multiple every row's address is known to have (the launcher checks it). Unknown (1), each thread loads one byte
+    per instruction into a register of its own; 16 lets it load 16 bytes at once (sm_90a, a 128 x 128 Q tile at 4
+    warps: 8 loads instead of 128, and no longer the persistent paged kernel's register peak)."""
+    ptrs = ptr + rows[:, None] * D + tl.arange(0, D)[None, :]
+    if ALIGN > 1:
+        ptrs = tl.multiple_of(ptrs, [1, ALIGN])
+    return tl.load(ptrs, mask=ok[:, None], other=0.0)
+
+
+@triton.jit
+def _row_logits(kv, q_t, weights):
+    """One query row against a page: [BLOCK_KV, D] keys, [D, H] queries, [H] weights -> [BLOCK_KV]:
+    sum_h weights[h] * relu(kv . q_t[:, h]) (the key scale not applied)."""
+    return tl.sum(tl.maximum(tl.dot(kv, q_t), 0.0) * weights[None, :], axis=1)
+
+
+@triton.jit
 def _head_weighted_sum(scores, weights, BLOCK_KV: tl.constexpr, ROWS: tl.constexpr, H: tl.constexpr):
     """[BLOCK_KV, ROWS * H] scores -> [BLOCK_KV, ROWS]: sum_h weights[r, h] * relu(scores[:, r * H + h])."""
     weighted = tl.maximum(scores, 0.0) * weights[None, :]
@@ -385,7 +404,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, ATOM_ROWS: tl.constexpr, BLOCK_KV: tl.constexpr,
         NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
         FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr,
-        ATOM_CHUNK: tl.constexpr):
+        ATOM_CHUNK: tl.constexpr, Q_ALIGN: tl.constexpr, ROW_DOTS: tl.constexpr):
     """Program pid = s * per_sm + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
     split) from row s of the schedule to row s + 1, which the metadata op made equal in number for every entry, so
     ragged contexts still give every program the same page count (+-1 per atom). An atom is ATOM_ROWS query rows of
@@ -399,7 +418,11 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     is the longest, as lengths of consecutive draft tokens are; a sequence whose last row is empty gets no pages
     when the schedule skips it, as in DeepGEMM), at most max_blocks. With CLEAN, every token past
     those pages (up to max_ctx) is written -inf first, in a pass spread over all programs; tokens inside them past a
-    row's context get -inf in the page loop. Each output element is written by one program: bitwise repeatable."""
+    row's context get -inf in the page loop. Each output element is written by one program: bitwise repeatable.
+
+    ROW_DOTS (FP8, ROWS == 2): one [BLOCK_KV, H] dot per row of the atom instead of one [BLOCK_KV, 2 * H] dot, each
+    reduced over its heads before the next is issued, so one row's FP32 scores are live at a time (sm_90a, H=64,
+    BLOCK_KV=64, 4 warps: 32 accumulator registers per thread instead of 64). Q_ALIGN: see ``_load_fp8_rows``."""
     BN: tl.constexpr = ROWS * H
     VALUE_BYTES: tl.constexpr = D // 2 if IS_FP4 else D
     SPLIT_PAGES: tl.constexpr = SPLIT_KV // BLOCK_KV
@@ -452,22 +475,31 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         p_lo = c_lo * SPLIT_PAGES
         p_hi = tl.cdiv(t_hi, BLOCK_KV)
         if p_hi > p_lo:
-            col_row = r0 + cols // H
-            col_ok = ((cols // H) < ATOM_ROWS) & (col_row < next_n)
-            q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
-            weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
-                              other=0.0).to(tl.float32)
-            if IS_FP4:
-                packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
-                                 mask=col_ok[:, None], other=0)
-                q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
-                q_tile = _unpack_fp4(packed, q_sf, BN, D)
-                if FP4_DOT_BF16:
-                    q_tile = q_tile.to(tl.bfloat16)
+            if ROW_DOTS:
+                tl.static_assert(ROWS == 2 and not IS_FP4, "ROW_DOTS: FP8 atoms of two rows")
+                heads = tl.arange(0, H)
+                row0 = (b * next_n + r0).to(tl.int64)
+                second_ok = (heads < H) & (ATOM_ROWS > 1) & (r0 + 1 < next_n)
+                q0_t = tl.trans(_load_fp8_rows(q_ptr, row0 * H + heads, heads < H, D, Q_ALIGN))
+                q1_t = tl.trans(_load_fp8_rows(q_ptr, (row0 + 1) * H + heads, second_ok, D, Q_ALIGN))
+                w0 = tl.load(w_ptr + row0 * stride_w + heads).to(tl.float32)
+                w1 = tl.load(w_ptr + (row0 + 1) * stride_w + heads, mask=second_ok, other=0.0).to(tl.float32)
             else:
-                q_tile = tl.load(q_ptr + q_rows[:, None] * D + tl.arange(0, D)[None, :], mask=col_ok[:, None],
-                                 other=0.0)
-            q_t = tl.trans(q_tile)
+                col_row = r0 + cols // H
+                col_ok = ((cols // H) < ATOM_ROWS) & (col_row < next_n)
+                q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
+                weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
+                                  other=0.0).to(tl.float32)
+                if IS_FP4:
+                    packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
+                                     mask=col_ok[:, None], other=0)
+                    q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
+                    q_tile = _unpack_fp4(packed, q_sf, BN, D)
+                    if FP4_DOT_BF16:
+                        q_tile = q_tile.to(tl.bfloat16)
+                else:
+                    q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
+                q_t = tl.trans(q_tile)
             out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
             for p in tl.range(p_lo, p_hi, num_stages=NUM_STAGES):
                 page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
@@ -488,7 +520,10 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                         kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
                     # The key's (positive) scale commutes with the relu: applied once per token after the head
                     # sum, as DeepGEMM does, instead of once per (token, head).
-                    logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
+                    if ROW_DOTS:
+                        logits = tl.join(_row_logits(kv, q0_t, w0), _row_logits(kv, q1_t, w1))
+                    else:
+                        logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
                     logits = logits * tl.load(kv_sf_ptr + scale_at)[:, None]
                 t = p * BLOCK_KV + tokens
                 logits = tl.where(t[:, None] < ctx[None, :], logits, float("-inf"))

@@ -60,13 +60,23 @@ class PagedConfig:
     schedule (``schedule_meta``) walk its equal shares of the work, ``num_stages`` pipeline stages over pages
     (``tokens_per_program`` unused). ``persistent=False``: the grid kernel, one program per ``tokens_per_program``
     tokens of one sequence's rows, the schedule unused. Passed as the launchers' ``config=`` so one process can time
-    both."""
+    both.
+
+    Register levers of the persistent kernel (issue 17: at 168 registers per thread only 3 programs of 4 warps fit
+    an SM; the compiled counts, sm_90a, are in ``scripts/compile_check_indexer.py --only-persistent``):
+    ``aligned_q_loads`` loads Q in 16-byte vectors when its address allows (the byte-wise load of the 128 x 128 Q
+    tile was the kernel's register peak); ``row_dots`` runs one dot per query row of an FP8 two-row atom, so one
+    row's scores are live at a time (<= 128 registers: 4 programs per SM); ``max_registers`` caps ptxas (spilling
+    what does not fit). The defaults leave all three off until they are timed."""
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
     num_warps: int = 4
     num_stages: int = 5
     persistent: bool = True
     programs_per_sm: int = 4
+    aligned_q_loads: bool = False
+    row_dots: bool = False
+    max_registers: int | None = None
 
 
 # Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): 7 stages,
@@ -300,6 +310,13 @@ def _paged_cache_views(kv_cache, head_dim, is_fp4):
     return values, scales, kv_desc, kv_tma
 
 
+def q_row_alignment(q: torch.Tensor) -> int:
+    """Bytes every Q row's address is a multiple of, as the persistent kernel's ``Q_ALIGN`` wants it: 16 when the
+    first row is 16-byte aligned and rows are a multiple of 16 bytes long (Q is contiguous), else 1 (unknown)."""
+    row_bytes = q.size(-1) * q.element_size()
+    return TMA_ALIGN if _aligned(q) and row_bytes % TMA_ALIGN == 0 else 1
+
+
 def resident_programs(compiled, num_warps: int, wanted: int) -> int:
     """Programs of a compiled kernel that fit on one SM at once (registers, shared memory), at most ``wanted``."""
     regs = max(1, compiled.n_regs) * 32 * num_warps
@@ -323,6 +340,9 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
     # sm_90a: 5 stages give 3 KV pages in flight per program at 168 registers. FP4 unpacking (H=64, D=128) spills
     # at 2 stages: FP4 runs unpipelined, 3 programs per SM overlapping each other's loads.
     stages = 1 if is_fp4 else cfg.num_stages
+    q_align = q_row_alignment(q) if cfg.aligned_q_loads or cfg.row_dots else 1
+    # Row dots need two-row FP8 atoms, each row a dot of N = H >= MIN_DOT_N; other shapes keep the one dot.
+    row_dots = cfg.row_dots and rows == 2 and not is_fp4 and num_heads >= MIN_DOT_N
 
     def make_args(per_sm):
         return (q, q_sf if q_sf is not None else q, kv_desc, values, scales, weights, context_lens, block_table,
@@ -330,19 +350,21 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
                 batch, next_n, max_context_len, block_table.size(1), num_blocks, block_table.stride(0),
                 kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
                 num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
-                not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK, PAGED_ATOM_CHUNK)
+                not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK, PAGED_ATOM_CHUNK, q_align,
+                row_dots)
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
-                  bool(clean_logits), out.dtype, weights.dtype)
+                  bool(clean_logits), out.dtype, weights.dtype, q_align, row_dots)
     per_sm = cfg.programs_per_sm
     if not interpreting():  # as many lanes per schedule entry as fit on an SM together
         compiled = compiled_kernel(kernel, (entries * per_sm, 1, 1), make_args(per_sm),
                                    name="fp8_paged_mqa_logits_persistent", config_key=config_key,
-                                   num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out))
+                                   num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out),
+                                   max_registers=cfg.max_registers)
         per_sm = resident_programs(compiled, cfg.num_warps, per_sm)
     launch(kernel, (entries * per_sm, 1, 1), make_args(per_sm), name="fp8_paged_mqa_logits_persistent",
            config_key=config_key, num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out),
-           record=record)
+           record=record, max_registers=cfg.max_registers)
     return out
 
 
