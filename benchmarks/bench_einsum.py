@@ -67,7 +67,7 @@ def bench_bh(timer, rows):
 
 
 def bench_bmk(timer, rows):
-    for s, m, n, k in BMK_SHAPES:
+    for s, m, n, k in (BMK_SHAPES if "bmk" in parts else ()):
         a = torch.randn((s, m, k), dtype=BF16, device="cuda")
         b = torch.randn((s, n, k), dtype=BF16, device="cuda")
         d = torch.zeros((m, n), device="cuda")
@@ -147,14 +147,15 @@ def bench_cublaslt(timer, rows):
                   f"{t_direct / t:.3f}x) | host {h:5.1f} us/call (torch direct {h_direct:5.1f})", flush=True)
 
 
-def sweep(timer):
-    """Every tile config of the launchers on DeepGEMM's einsum rows (this package only)."""
+def sweep(timer, parts=("bmk", "bh", "fp8")):
+    """Every tile config of the launchers on DeepGEMM's einsum rows (this package only); ``parts`` picks the
+    expression families."""
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.einsum import einsum_triton as et
     found = {}
     # bmk,bnk->mn first (the largest gap): the planned split and its neighbours, both reductions; the model's
     # prediction beside each (einsum_triton.bmk_time_us) to refit its constants.
-    for s, m, n, k in BMK_SHAPES:
+    for s, m, n, k in (BMK_SHAPES if "bmk" in parts else ()):
         a = torch.randn((s, m, k), dtype=BF16, device="cuda")
         b = torch.randn((s, n, k), dtype=BF16, device="cuda")
         d = torch.zeros((m, n), device="cuda")
@@ -165,6 +166,15 @@ def sweep(timer):
         plans = [auto] + [et.BmkPlan(auto.tile, x, reduce) for x in sorted({wave, wave // 2, wave // 4, auto.splits})
                           for reduce in ("parallel", "serial") if x >= 1 and (x, reduce) != (auto.splits, auto.reduce)]
         plans += [et.BmkPlan(auto.tile, auto.splits, "parallel", rm) for rm in (2, 8, 16)]
+        # The other tile: 64 x 128 halves the rows per program and fits two programs per SM (BMK_PROGRAMS_PER_SM),
+        # so the same wave needs half the batch ranges (and half the partials to reduce).
+        for tile in et.BMK_CONFIGS:
+            if tile != auto.tile:
+                tiles_alt = -(-m // tile.block_m) * -(-n // tile.block_n)
+                wave_alt = et.BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * et._num_sms()
+                for x in sorted({max(1, min(s, wave_alt // tiles_alt)), max(1, wave_alt // tiles_alt // 2),
+                                 auto.splits}):
+                    plans.append(et.BmkPlan(tile, x, "parallel"))
         for plan in plans:
             def run(plan=plan):
                 run_launcher("einsum", "bmk,bnk->mn", a, b, d, launcher_kwargs=dict(config=plan))
@@ -180,7 +190,8 @@ def sweep(timer):
                   f"{t:8.1f} us (model {model:6.1f}) {(a.numel() + b.numel()) * 2 / t / 1e3:5.0f} GB/s "
                   f"diff {diff:.1e}", flush=True)
         del a, b
-    for b_size, h, r, d in [(128, 8, 4096, 1024), (4096, 8, 4096, 1024), (4096, 128, 512, 128)]:
+    for b_size, h, r, d in ([(128, 8, 4096, 1024), (4096, 8, 4096, 1024), (4096, 128, 512, 128)]
+                            if "bh" in parts else []):
         for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
             x, y, z = bh_inputs(expr, b_size, h, r, d)
             ref = torch.einsum(expr, x, y)
@@ -200,7 +211,7 @@ def sweep(timer):
                       f"{' (plan)' if cfg == planned else '       '} {t:8.1f} us "
                       f"{2 * b_size * h * r * d / t / 1e6:5.0f} TFLOPS diff {diff:.1e}", flush=True)
     h, r, d = 8, 4096, 1024
-    for b_size in FP8_BATCHES:
+    for b_size in (FP8_BATCHES if "fp8" in parts else ()):
         x, y, xq, yq, z = fp8_inputs(b_size, h, r, d)
         planned = et.fp8_config(h, b_size, d) if et._fp8_route(h, b_size) == "batched" else "per_entry"
         for cfg in et.FP8_CONFIGS + ("per_entry",):
@@ -225,6 +236,7 @@ def main():
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tables", default="einsum_bh,einsum_bmk,fp8_einsum,cublaslt")
     p.add_argument("--sweep", action="store_true")
+    p.add_argument("--sweep-parts", default="bmk,bh,fp8", help="the sweep's expression families")
     p.add_argument("--reps", type=int, default=10)
     args = p.parse_args()
     torch.manual_seed(0)
@@ -240,7 +252,7 @@ def main():
                 print(f"table {name} FAILED: {type(error).__name__}: {str(error)[:300]}", flush=True)
     extra = {}
     if args.sweep and provider() == "deep_gemm":
-        extra["sweep_us"] = sweep(timer)
+        extra["sweep_us"] = sweep(timer, tuple(args.sweep_parts.split(",")))
     for table in sorted({r["table"] for r in rows}):
         print(f"{table}: geomean TFLOPS {geomean([r.get('tflops') for r in rows if r['table'] == table]):.0f}")
     write_results(args.out, "bench_einsum", rows, extra)

@@ -64,6 +64,9 @@ def variants(base, m, splits):
         for sub in (1, 2):
             for stages in (4, 6, 8):
                 add(f"sub{sub}-st{stages}", sub=sub, stages=stages)
+        # Shorter row blocks: M = 8192 at BM = 32 is 256 programs (two per SM) without a device reduction.
+        for stages in (4, 6, 8):
+            add(f"bm32-sub1-st{stages}", block_m=32, sub=1, stages=stages)
     return out
 
 
@@ -72,10 +75,13 @@ def main():
     from deep_gemm.hyperconnection import hc_triton
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="research/results")
+    parser.add_argument("--tall-only", action="store_true", help="only the rows with M >= 4096")
     args = parser.parse_args()
     timer = KernelTimer(reps=10)
     results = []
     for m, n, k, num_splits in ROWS:
+        if args.tall_only and m < 4096:
+            continue
         a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         b = torch.randn(n, k, device="cuda")
         lead = () if num_splits is None else (num_splits,)

@@ -8,15 +8,16 @@ import torch
 
 import deep_gemm
 from deep_gemm._ops.library import kernels_of, run_launcher
+from deep_gemm.attention.triton_launch import PagedConfig
 from deep_gemm.testing import calc_diff
 
 FP8 = torch.float8_e4m3fn
 NEG_INF = float("-inf")
 
 
-def _launch(op: str, *args):
+def _launch(op: str, *args, **launcher_kwargs):
     """The op's Triton launcher (its check first); a declined launch is a failure, not a silent reference run."""
-    out = run_launcher(op, *args)
+    out = run_launcher(op, *args, launcher_kwargs=launcher_kwargs) if launcher_kwargs else run_launcher(op, *args)
     if out is NotImplemented:
         raise RuntimeError(f"the Triton launcher of {op} declined")
     return out
@@ -61,7 +62,7 @@ def _prefill(misaligned: bool, compressed: bool):
     return run
 
 
-def _paged(next_n: int, one_dim: bool, page_pad: int):
+def _paged(next_n: int, one_dim: bool, page_pad: int, config=None):
     def run():
         batch, h, d, block_kv = 5, 64, 128, 64
         lens = torch.tensor([1, 63, 64, 200, 333][:batch], device="cuda", dtype=torch.int32)
@@ -81,7 +82,8 @@ def _paged(next_n: int, one_dim: bool, page_pad: int):
                                                                           None)
         if not torch.equal(meta, want_meta):
             raise AssertionError("paged schedule differs from the reference")
-        out = _launch("fp8_paged_mqa_logits", q, cache, w, context, table, meta, 350, True, None)
+        kwargs = {} if config is None else {"config": config}
+        out = _launch("fp8_paged_mqa_logits", q, cache, w, context, table, meta, 350, True, None, **kwargs)
         want = kernels_of("fp8_paged_mqa_logits").reference(q, cache, w, context, table, meta, 350, True, None)
         _compare(out, want, True, "paged")
         torch.cuda.synchronize()
@@ -95,4 +97,9 @@ CASES = [
     ("paged_next_n1", _paged(1, False, 0)),
     ("paged_next_n2_pointer_loads", _paged(2, False, 4)),  # page stride not a multiple of 16: no TMA
     ("paged_1d_context_lens", _paged(2, True, 0)),
+    # The register levers (row dots, 16-byte Q loads, 7 stages), timed as candidates for the default.
+    ("paged_next_n2_register_levers", _paged(2, False, 0, PagedConfig(num_stages=7, row_dots=True,
+                                                                      aligned_q_loads=True))),
+    ("paged_next_n2_maxnreg_128", _paged(2, False, 0, PagedConfig(num_stages=7, aligned_q_loads=True,
+                                                                  max_registers=128))),
 ]
