@@ -10,7 +10,7 @@ call with one timer (benchmarks/harness.py):
     python benchmarks/compare_providers.py $OUT/ours/bench_bf16_gemm.json $OUT/dg/bench_bf16_gemm.json
 
 ``--tables sweep`` (this package only) times forced plan choices (tile, kernel, split, ring) on the dense rows of
-``--ms``, to tune bf16_plan.
+``--ms`` (``--rows 4096x576x7168,128x576x7168``: only those rows), to tune bf16_plan.
 """
 
 from __future__ import annotations
@@ -193,6 +193,11 @@ def _sweep_variants(m, n, k, sms, device="cuda"):
             configs += [C(128, 128, 64, 5, 8, split_k=s, split_from=tiles // sms * sms) for s in (2, 4, 8)]
         if n <= 2112:
             configs += [C(128, 64, 64, 8, 8), C(128, 64, 64, 8, 4)]
+        # Tiles with tail columns (Bf16Config.block_n_tail): 128 + 16 = 144 tiles N = 576 in one wave of 128 tiles
+        # (DeepGEMM's 128 x 144); 128 + 64 = 192 tiles N = 2112 exactly (352 tiles, 2.7 waves, against 4.1 of
+        # 128 x 128); N = 7168 (K = 2048) is the control, where 128 x 128 tiles already fit.
+        configs += [C(128, 128, 64, 5, 8, block_n_tail=16), C(128, 128, 64, 4, 8, block_n_tail=16),
+                    C(128, 128, 64, 4, 8, block_n_tail=64)]
     elif m >= 128:
         configs += [C(64, 64, 64, 6, 4), C(64, 64, 64, 12, 4), C(64, 64, 64, 12, 4, split_k=2),
                     C(64, 128, 64, 6, 4), C(64, 128, 64, 8, 4), C(64, 128, 64, 8, 4, split_k=2),
@@ -200,8 +205,15 @@ def _sweep_variants(m, n, k, sms, device="cuda"):
     else:
         configs += [C(16, 32, 128, 6, 4), C(16, 32, 128, 12, 4), C(16, 64, 128, 6, 4), C(16, 64, 128, 10, 4),
                     C(16, 32, 128, 12, 4, split_k=2), C(16, 64, 128, 10, 4, split_k=2)]
+    if n == 576 and m <= 128:
+        # N = 576 streams 8.3 MB of B from few tiles (M = 128 on 64 x 64: 18; 64 x 128: 10): more K pieces per
+        # tile put more SMs on the stream.
+        configs += [C(64, bn, 64, stages, 4, split_k=s) for bn, stages in ((64, 12), (128, 8)) for s in (3, 4, 6, 8)]
+        if m < 64:
+            configs += [C(16, bn, 128, 6, 4, split_k=s) for bn in (32, 64) for s in (3, 4, 6, 8)]
     for cfg in configs:
-        name = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}s{cfg.num_stages}w{cfg.num_warps}"
+        tail = f"+{cfg.block_n_tail}" if cfg.block_n_tail else ""
+        name = f"{cfg.block_m}x{cfg.block_n}{tail}x{cfg.block_k}s{cfg.num_stages}w{cfg.num_warps}"
         name += f"-split{cfg.split_k}" + (f"from{cfg.split_from}" if cfg.split_from else "") if cfg.split_k > 1 else ""
         out.append((name, O(config=cfg, ws=False)))
     return out
@@ -215,14 +227,15 @@ SWEEP_ROWS = _WORST + [r for r in ([(4096, n, k) for n, k in DENSE_NK] + [(128, 
                                                              (24576, 1536))]) if r not in _WORST]
 
 
-def bench_sweep(timer, results, ms):
+def bench_sweep(timer, results, ms, rows=None):
     """Forced plan choices on the dense rows (this package only): which tile, kernel, split and ring each row
-    should get (bf16_plan's cost model is fitted to these)."""
+    should get (bf16_plan's cost model is fitted to these). ``rows``: only these (m, n, k) (None: every row of
+    ``ms``)."""
     from deep_gemm._ops.library import run_launcher
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print("\n== sweep (forced plan choices on the dense rows) ==")
     for m, n, k in SWEEP_ROWS:
-        if m not in ms:
+        if m not in ms or (rows is not None and (m, n, k) not in rows):
             continue
         a = torch.randn(m, k, device="cuda", dtype=BF16)
         b = torch.randn(n, k, device="cuda", dtype=BF16)
@@ -266,6 +279,7 @@ def main():
     parser.add_argument("--tables", default="dense,contiguous,masked,k_grouped")
     parser.add_argument("--ms", default="1,128,4096", help="dense M values")
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--rows", default="", help="sweep only these rows, MxNxK comma-separated (default: all)")
     args = parser.parse_args()
     global _OUT_DIR
     _OUT_DIR = args.out
@@ -285,7 +299,8 @@ def main():
             elif table == "k_grouped":
                 bench_k_grouped(timer, results)
             elif table == "sweep" and provider() == "deep_gemm":
-                bench_sweep(timer, results, [int(x) for x in args.ms.split(",")])
+                rows = [tuple(int(x) for x in r.split("x")) for r in args.rows.split(",")] if args.rows else None
+                bench_sweep(timer, results, [int(x) for x in args.ms.split(",")], rows)
         except Exception as exc:  # noqa: BLE001  (one table's failure must not lose the others)
             print(f"table {table} FAILED: {type(exc).__name__}: {exc}", flush=True)
     write_results(args.out, "bench_bf16_gemm", results, _extra(summarize(results)))

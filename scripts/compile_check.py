@@ -197,20 +197,23 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
 
 
 def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
-                      a_k_major=True, b_k_major=True):
+                      a_k_major=True, b_k_major=True, tail=0):
     """The BF16 GEMM kernel (kernels/bf16_gemm.py) for one config, as bf16_triton._execute launches it."""
     from deep_gemm.gemm.kernels.bf16_gemm import _bf16_gemm_kernel as fn
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     a_block = [bm, bk] if a_k_major else [bk, bm]
     b_block = [bn, bk] if b_k_major else [bk, bn]
-    sig = {"a_desc": f"tensordesc<bf16{a_block}>", "b_desc": f"tensordesc<bf16{b_block}>", "d_ptr": f"*{out}",
-           "c_ptr": f"*{out}", "d_desc": f"tensordesc<{out}{[bm, bn]}>" if d_tma else f"tensordesc<bf16{a_block}>",
-           "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
+    b2_block = ([tail, bk] if b_k_major else [bk, tail]) if tail else b_block
+    d_sig = f"tensordesc<{out}{[bm, bn]}>" if d_tma else f"tensordesc<bf16{a_block}>"
+    d2_sig = f"tensordesc<{out}{[bm, tail]}>" if tail and d_tma else d_sig
+    sig = {"a_desc": f"tensordesc<bf16{a_block}>", "b_desc": f"tensordesc<bf16{b_block}>",
+           "b2_desc": f"tensordesc<bf16{b2_block}>", "d_ptr": f"*{out}", "c_ptr": f"*{out}", "d_desc": d_sig,
+           "d2_desc": d2_sig, "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
                                    "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM", "FIRST_ITEM"]})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
                       GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, HAS_C=has_c, D_TMA=d_tma,
-                      A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major)
+                      A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
@@ -241,6 +244,9 @@ BF16_CONFIGS = [
     # Dense decode rows (measured 2026-12-02): 16 x 64 on the 6-stage ring, an unsplit 16 x 32 on the deep one.
     dict(bm=16, bn=64, bk=128, warps=4, stages=6), dict(bm=16, bn=32, bk=128, warps=4, stages=12),
     dict(bm=128, bn=128, warps=8, stages=6, split=2, out="fp32", d_tma=False),
+    # Opt-in 128 x (128 + 16) tiles (N = 576 in 4 tile columns; Bf16Config.block_n_tail), TMA and pointer stores.
+    dict(bm=128, bn=128, warps=8, stages=5, tail=16), dict(bm=128, bn=128, warps=8, stages=5, tail=16, d_tma=False),
+    dict(bm=128, bn=128, warps=8, stages=5, tail=16, a_k_major=False, b_k_major=False),
 ]
 
 

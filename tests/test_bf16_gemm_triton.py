@@ -5,6 +5,8 @@ result against a float64 truth computed by broadcasting. The launcher must not d
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -129,6 +131,29 @@ def test_dense_tail_split_is_deterministic_and_zero_sizes_write_nothing():
         before = d.clone()
         run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=Bf16Overrides(config=cfg))
         assert torch.equal(d, before)
+
+
+@pytest.mark.parametrize("cfg,m,n,k", [(Bf16Config(16, 32, 16, 2, 4, block_n_tail=16), 37, 130, 72),
+                                       (Bf16Config(128, 128, 64, 3, 8, block_n_tail=16), 130, 300, 136)],
+                         ids=["16x(32+16)", "128x(128+16)"])
+def test_dense_tile_with_tail_columns(cfg, m, n, k):
+    # Tiles BN + tail wide (a width no register tensor has) on sizes that end mid-tile and mid-tail, every operand
+    # majorness, BF16 (TMA store) and FP32 out.
+    for a_order, b_order, out_dtype in (("row", "row", BF16), ("col", "col", torch.float32), ("row", "col", BF16)):
+        a, b, d, c, truth = dense_case("nt", m, n, k, out_dtype, "none", a_order, b_order)
+        run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=Bf16Overrides(config=cfg))
+        assert_close(d, truth, f"{cfg} {a_order}/{b_order} {out_dtype}")
+
+
+def test_plan_covers_tail_columns_only_dense_unsplit_without_c():
+    wide = Bf16Config(128, 128, 64, 5, 8, block_n_tail=16)
+    p = bf16_plan.plan(call(m=4096, n=576), Bf16Overrides(config=wide, ws=True))
+    assert p.kernel == "tl" and p.config == wide and p.grid == 128  # 32 x 4 tiles: one wave
+    with_c = Bf16Call(0, 4096, 576, 7168, 1, 132, True, 2, True, True, True)
+    assert bf16_plan.plan(with_c, Bf16Overrides(config=wide)) is None
+    assert bf16_plan.plan(call(m=128, n=576), Bf16Overrides(config=replace(wide, split_k=2))) is None
+    assert bf16_plan.plan(call("m_ids", m=8192, groups=4), Bf16Overrides(config=wide)) is None
+    assert bf16_plan.plan(call(), Bf16Overrides(config=replace(wide, block_n_tail=24))) is None
 
 
 # ---- M-grouped contiguous ----------------------------------------------------------------------------------------

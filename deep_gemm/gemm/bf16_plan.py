@@ -108,7 +108,9 @@ class Bf16Call:
 @dataclass(frozen=True)
 class Bf16Config:
     """``split_k`` > 1 (dense): tiles from ``split_from`` on run as ``split_k`` K ranges each (0: every tile; a
-    multiple of the grid: only the tiles of the last, partial wave)."""
+    multiple of the grid: only the tiles of the last, partial wave). ``block_n_tail`` > 0 (opt-in, dense, unsplit,
+    no C): each tile is ``block_n + block_n_tail`` columns wide, the tail in a second accumulator (register tensors
+    are powers of two): 128 + 16 = 144 covers N = 576 in 4 tile columns, 4096 x 576 in one wave of 128 tiles."""
 
     block_m: int
     block_n: int
@@ -118,6 +120,12 @@ class Bf16Config:
     split_k: int = 1
     group_m: int = GROUP_M
     split_from: int = 0
+    block_n_tail: int = 0
+
+    @property
+    def tile_n(self) -> int:
+        """Columns of D one tile covers."""
+        return self.block_n + self.block_n_tail
 
 
 @dataclass(frozen=True)
@@ -306,7 +314,9 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
             return None
         if cfg.split_k > 1 and call.grouping != GROUPING["dense"]:
             return None
-        d_tma = d_tma_ok and _stages(cfg.block_m, cfg.block_n, cfg.block_k, cfg.block_m * cfg.block_n
+        if cfg.block_n_tail and not _tail_covers(call, cfg):
+            return None
+        d_tma = d_tma_ok and _stages(cfg.block_m, cfg.tile_n, cfg.block_k, cfg.block_m * cfg.tile_n
                                      * call.out_bytes) >= 2
         if mode == "on" and _ws_covers(call, cfg, d_tma):
             return _finish(call, _ws_config(call, cfg.block_n, cfg.block_k), True, "ws")
@@ -384,6 +394,14 @@ def _forced_splits(call: Bf16Call, split: int):
     return ((split, 0),)
 
 
+def _tail_covers(call: Bf16Call, cfg: Bf16Config) -> bool:
+    """A tile with a tail accumulator (forced configs only): dense, unsplit, no C, a power-of-two tail of at least
+    one 16-column MMA."""
+    tail = cfg.block_n_tail
+    return (call.grouping == GROUPING["dense"] and cfg.split_k == 1 and not call.has_c and tail >= 16
+            and tail & (tail - 1) == 0)
+
+
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
     """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole)
     on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D: 128 x 128, its staging buffers)."""
@@ -391,7 +409,7 @@ def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
     c_ok = not call.has_c or (call.c_tma and call.grouping == GROUPING["dense"])
     width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
     return (call.grouping in layouts and call.zero_gaps and c_ok and d_tma and not call.interpreting
-            and cfg.split_k == 1 and cfg.block_m == 128 and width_ok)
+            and cfg.split_k == 1 and cfg.block_m == 128 and width_ok and cfg.block_n_tail == 0)
 
 
 def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, kernel: str = "tl") -> Bf16Plan:
@@ -407,7 +425,7 @@ def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, kernel: str = "tl") ->
         if call.grouping == GROUPING["k_grouped"]:
             grid = min(grid, call.num_groups * _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n))
     else:
-        tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n)
+        tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.tile_n)
         if cfg.split_k > 1:
             whole = min(cfg.split_from, tiles)
             if whole != cfg.split_from:

@@ -122,15 +122,21 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
     a_desc = _operand_desc(a, a_k_major, cfg.block_m, cfg.block_k)
     b_desc = _operand_desc(b, b_k_major, cfg.block_n, cfg.block_k)
     # Split tiles (from cfg.split_from on) each get a counter and split_k FP32 tile slots of workspace.
-    split_tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n) - cfg.split_from
+    split_tiles = -(-m // cfg.block_m) * -(-n // cfg.tile_n) - cfg.split_from
     ws, counters = split_k_buffers(d, split, split_tiles, split_tiles * split * cfg.block_m * cfg.block_n, recorder)
     d_desc = _desc(d, cfg.block_m, cfg.block_n) if p.d_tma else a_desc
+    # A tile's tail columns (cfg.block_n_tail): their own B and D blocks (see kernels/bf16_gemm.py).
+    b2_desc, d2_desc = b_desc, d_desc
+    if cfg.block_n_tail:
+        b2_desc = _operand_desc(b, b_k_major, cfg.block_n_tail, cfg.block_k)
+        d2_desc = _desc(d, cfg.block_m, cfg.block_n_tail) if p.d_tma else a_desc
     c_arg = c if c is not None else d
     stride_cm = c.stride(-2) if c is not None else 0
-    args = (a_desc, b_desc, d, c_arg, d_desc, layout if layout is not None else d, ws, counters,
+    args = (a_desc, b_desc, b2_desc, d, c_arg, d_desc, d2_desc, layout if layout is not None else d, ws, counters,
             m, n, call.k, call.num_groups, a_group_m, b_group_n, b_group_k, stride_dg, d.stride(-2), stride_cg,
             stride_cm, cfg.split_from, first_item, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages,
-            split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major)
+            split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major,
+            cfg.block_n_tail)
     # (split_from is a runtime argument: one binary serves every value)
     config_key = (replace(cfg, split_from=0), p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps,
                   call.has_c, d.dtype, a_k_major, b_k_major)

@@ -16,6 +16,10 @@ with a_row = group * A_GROUP_M + off_m and b_row = expert * B_GROUP_N + off_n, b
 [G, K, N] B is [G*K, N] with B_GROUP_K = K). TMA zero-fills reads past the matrix, so M/N/K tails need no masks;
 a K block that crosses into the next group's rows is avoided by the plan (BK divides such a K).
 
+A tile may be BN + BN_TAIL columns wide (dense, unsplit, no C; forced configs only, bf16_plan.Bf16Config): register
+tensors must have power-of-two shapes, so the tail columns get their own B tiles (b2_desc), accumulator (a second
+MMA on the same A tile) and store (d2_desc). 128 + 16 = 144 columns tile N = 576 exactly (DeepGEMM's 128 x 144).
+
 Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py):
   DENSE      one problem; optionally split along K (SPLIT_K > 1) from tile SPLIT_FROM on: tiles before it run
              whole, each later tile is SPLIT_K work items (one K range each). SPLIT_FROM = 0 splits every tile; a
@@ -53,22 +57,48 @@ def _tile_coords(tile, num_m_blocks, num_n_blocks, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _load_a(a_desc, a_row, k, A_K_MAJOR: tl.constexpr):
+    """A's [BM, BK] tile at K offset k (row a_row)."""
+    if A_K_MAJOR:
+        return a_desc.load([a_row, k])
+    else:
+        return a_desc.load([k, a_row]).T
+
+
+@triton.jit
+def _load_b(b_desc, b_row, k, B_K_MAJOR: tl.constexpr):
+    """B's [BK, BN] tile (the block shape of b_desc) at K offset k (row b_row)."""
+    if B_K_MAJOR:
+        return b_desc.load([b_row, k]).T
+    else:
+        return b_desc.load([k, b_row])
+
+
+@triton.jit
 def _mainloop(a_desc, b_desc, a_row, a_k, b_row, b_k, kb_begin, kb_end, BM: tl.constexpr, BN: tl.constexpr,
               BK: tl.constexpr, NUM_STAGES: tl.constexpr, A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr):
     """FP32 accumulator of one tile over K blocks [kb_begin, kb_end)."""
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for kb in tl.range(kb_begin, kb_end, num_stages=NUM_STAGES):
         k = kb * BK
-        if A_K_MAJOR:
-            a = a_desc.load([a_row, a_k + k])
-        else:
-            a = a_desc.load([a_k + k, a_row]).T
-        if B_K_MAJOR:
-            b = b_desc.load([b_row, b_k + k]).T
-        else:
-            b = b_desc.load([b_k + k, b_row])
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(_load_a(a_desc, a_row, a_k + k, A_K_MAJOR), _load_b(b_desc, b_row, b_k + k, B_K_MAJOR), acc)
     return acc
+
+
+@triton.jit
+def _mainloop_tail(a_desc, b_desc, b2_desc, a_row, b_row, kb_end, BM: tl.constexpr, BN: tl.constexpr,
+                   BN_TAIL: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr, A_K_MAJOR: tl.constexpr,
+                   B_K_MAJOR: tl.constexpr):
+    """The two FP32 accumulators of a BN + BN_TAIL wide dense tile: columns [0, BN) from b_desc's tile at b_row,
+    [BN, BN + BN_TAIL) from b2_desc's at b_row + BN, both MMAs on the same A tile."""
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc_tail = tl.zeros((BM, BN_TAIL), dtype=tl.float32)
+    for kb in tl.range(0, kb_end, num_stages=NUM_STAGES):
+        k = kb * BK
+        a = _load_a(a_desc, a_row, k, A_K_MAJOR)
+        acc = tl.dot(a, _load_b(b_desc, b_row, k, B_K_MAJOR), acc)
+        acc_tail = tl.dot(a, _load_b(b2_desc, b_row + BN, k, B_K_MAJOR), acc_tail)
+    return acc, acc_tail
 
 
 @triton.jit
@@ -94,8 +124,10 @@ def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_sto
             do_not_specialize_on_alignment=["d_ptr", "c_ptr", "layout_ptr", "ws_ptr", "counter_ptr"])
 def _bf16_gemm_kernel(
         a_desc, b_desc,  # BF16, as in memory (see the module docstring)
+        b2_desc,  # BN_TAIL > 0: B's [BN_TAIL, BK] (or [BK, BN_TAIL]) tail tiles (else unused)
         d_ptr, c_ptr,  # output [G?, M, N] (BF16/FP32), optional accumulator of the same shape
         d_desc,  # TMA descriptor over D [M, N] when D_TMA (else unused)
+        d2_desc,  # BN_TAIL > 0 and D_TMA: D's [BM, BN_TAIL] tail tiles (else unused)
         layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED)
         ws_ptr, counter_ptr,  # split-K FP32 workspace [split tiles * SPLIT_K, BM, BN], int32 counter per split tile
         M, N, K, NUM_GROUPS, A_GROUP_M, B_GROUP_N, B_GROUP_K,
@@ -105,10 +137,12 @@ def _bf16_gemm_kernel(
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
         PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
-        A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr):
+        A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr, BN_TAIL: tl.constexpr):
+    tl.static_assert(BN_TAIL == 0 or (GROUPING == DENSE and SPLIT_K == 1 and not HAS_C),
+                     "a tail accumulator: dense, unsplit, no C")
     pid = tl.program_id(0)
     num_m_blocks = tl.cdiv(M, BM)
-    num_n_blocks = tl.cdiv(N, BN)
+    num_n_blocks = tl.cdiv(N, BN + BN_TAIL)
     num_kb = tl.cdiv(K, BK)
 
     if GROUPING == MASKED:
@@ -159,7 +193,7 @@ def _bf16_gemm_kernel(
             pid_m, pid_n = _tile_coords(mn_tile, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
         off_m = pid_m * BM
-        off_n = pid_n * BN
+        off_n = pid_n * (BN + BN_TAIL)
         offs_m = off_m + tl.arange(0, BM)
         offs_n = off_n + tl.arange(0, BN)
 
@@ -187,7 +221,12 @@ def _bf16_gemm_kernel(
             expert = group
 
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        if expert >= 0:
+        if BN_TAIL > 0:  # (dense: the tail's columns are stored here, the first BN below as any tile's)
+            acc, acc_tail = _mainloop_tail(a_desc, b_desc, b2_desc, off_m, off_n, num_kb, BM, BN, BN_TAIL, BK,
+                                           NUM_STAGES, A_K_MAJOR, B_K_MAJOR)
+            _store_tile(acc_tail, d_ptr, d2_desc, c_ptr, off_m, off_n + BN, offs_m,
+                        off_n + BN + tl.arange(0, BN_TAIL), row_store, N, stride_dm, stride_cm, False, D_TMA)
+        elif expert >= 0:
             acc = _mainloop(a_desc, b_desc, group * A_GROUP_M + off_m, k_start, expert * B_GROUP_N + off_n,
                             expert * B_GROUP_K + k_start, kb_begin, kb_end, BM, BN, BK, NUM_STAGES, A_K_MAJOR,
                             B_K_MAJOR)
