@@ -22,6 +22,8 @@ P2=$!
 SANITIZE_ONLY="hc/ layout indexer/paged" SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=150 OUT=$OUT \
   bash scripts/gpu/sanitize.sh > $OUT/sanitize.log 2>&1
 wait $P1; t "pytest a exit $?: $(tail -n1 $OUT/pytest_a.log)"
+timeout 120 python3 -m pytest tests/test_bf16_gemm_triton.py -q -p no:cacheprovider -rf -k "tail_columns or forced_tiles" \
+  > $OUT/pytest_bf16_tail.log 2>&1; t "pytest bf16 tail exit $?: $(tail -n1 $OUT/pytest_bf16_tail.log)"
 wait $P2; t "pytest paged: $(tail -n2 $OUT/pytest_paged.log | tr '\n' ' ')"
 t "sanitize: $(grep -E '^(memcheck|synccheck):' $OUT/sanitize.log | tr '\n' ' ')"
 timeout 120 env SHIM=0 python3 scripts/dg/run_dg_tests.py .dg/DeepGEMM/tests test_hyperconnection \
