@@ -664,8 +664,10 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
     assert [triton_launch.schedule_matches_persistent_atoms(lens_1d, n) for n in (1, 2, 3, 4)] == \
            [True, True, False, False]
     assert triton_launch.schedule_matches_persistent_atoms(lens_2d, 3)
-    default = triton_launch.PagedConfig()
-    assert triton_launch.paged_default_config(2, 64, 128, 64, False).num_stages == triton_launch.PAGED_ROW_PAIR_STAGES
-    assert triton_launch.paged_default_config(4, 64, 128, 64, False).num_stages == triton_launch.PAGED_ROW_PAIR_STAGES
+    default = triton_launch.PagedConfig(aligned_q_loads=True)
+    for next_n in (2, 4):
+        row_pairs = triton_launch.paged_default_config(next_n, 64, 128, 64, False)
+        assert row_pairs.num_stages == triton_launch.PAGED_ROW_PAIR_STAGES
+        assert row_pairs.max_registers == triton_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
     for args in [(1, 64, 128, 64, False), (2, 32, 128, 64, False), (2, 64, 128, 32, False), (2, 64, 128, 64, True)]:
         assert triton_launch.paged_default_config(*args) == default, args

@@ -388,7 +388,9 @@ def test_plan_warp_specialised_only_where_it_covers():
 def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
     # Measured 2026-12-02 (research/results/2026-12-02-h200-s23-call2/bf16/sweep.log and the first call's bench):
     # dense decode tiles keep the 6-stage ring (split or 16 x 64 tiles), an unsplit 16 x 32 tile the deep one.
-    pinned = {(2112, 7168): Bf16Config(16, 32, 128, 6, 4, 2), (576, 7168): Bf16Config(16, 32, 128, 6, 4, 8),
+    # 1 x 576 x 7168: split 6 (108 pieces, one round: 7.9 us) since session 24 (split 8, 144 pieces: 12.1 us;
+    # research/results/2026-12-02-h200-s24-call3/bf16_sweep.log).
+    pinned = {(2112, 7168): Bf16Config(16, 32, 128, 6, 4, 2), (576, 7168): Bf16Config(16, 32, 128, 6, 4, 6),
               (7168, 16384): Bf16Config(16, 64, 128, 6, 4), (7168, 2048): Bf16Config(16, 64, 128, 6, 4),
               (4096, 7168): Bf16Config(16, 32, 128, 12, 4), (24576, 1536): Bf16Config(16, 128, 128, 6, 4)}
     for (n, k), cfg in pinned.items():
@@ -396,6 +398,8 @@ def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
         assert p.kernel == "tl" and p.config == cfg, (n, k, p)
     # M = 128 keeps its deep rings (128 x 2112 x 7168: 17.1 us at 12 stages against 21.8 at 6).
     assert bf16_plan.plan(call(m=128)).config == Bf16Config(64, 64, 64, 12, 4, 2)
+    # 128 x 576 x 7168: split pieces of at least MIN_PIECE_DEPTHS rings (split 3: 12.8 us; split 4: 15.8).
+    assert bf16_plan.plan(call(m=128, n=576, k=7168)).config == Bf16Config(64, 64, 64, 12, 4, 3)
     # Masked decode tiles are left as they were (no measured difference).
     masked = bf16_plan.plan(call("masked", m=4096, n=4096, k=7168, groups=6, expected_m=20))
     mc = masked.config

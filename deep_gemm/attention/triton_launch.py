@@ -85,13 +85,21 @@ class PagedConfig:
 # L=8192); with next_n=1 (64 columns) 5 stages stay ahead (84.9 vs 86.8 us, BSZ=256, L=8192). Other shapes keep
 # the 5 stages nothing else was measured against.
 PAGED_ROW_PAIR_STAGES = 7
+# The same shape's register cap, and 16-byte Q loads everywhere (session 24, H200, one process,
+# research/results/2026-12-02-h200-s24-call3/paged_sweep.log): capping ptxas at 128 registers (4 programs of 4 warps
+# per SM instead of 3, 40 bytes spilled outside the page loop) ran 661.3 against 692.8 us (BSZ=256, NextN=2,
+# L=65536) and 1350.2 against 1418.0 us (BSZ=4096, NextN=2, L=8192), ahead of the row-dot lever (671.6 / 1362.9);
+# the aligned Q load alone is never slower (+0-2 %; next_n=1 at 5 stages 83.2 against 85.0 us).
+PAGED_ROW_PAIR_MAX_REGISTERS = 128
 
 
 def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: int, is_fp4: bool) -> "PagedConfig":
-    """The paged kernel's tile when the caller passes none (see PAGED_ROW_PAIR_STAGES for the measurements)."""
+    """The paged kernel's tile when the caller passes none (see PAGED_ROW_PAIR_STAGES and
+    PAGED_ROW_PAIR_MAX_REGISTERS for the measurements)."""
     if next_n >= 2 and num_heads == 64 and head_dim == 128 and block_kv == 64 and not is_fp4:
-        return PagedConfig(num_stages=PAGED_ROW_PAIR_STAGES)
-    return PagedConfig()
+        return PagedConfig(num_stages=PAGED_ROW_PAIR_STAGES, aligned_q_loads=True,
+                           max_registers=PAGED_ROW_PAIR_MAX_REGISTERS)
+    return PagedConfig(aligned_q_loads=True)
 
 
 # The grid kernel's tile before the persistent kernel became the default (kept for comparison and as a fallback).

@@ -147,14 +147,22 @@ class BmkPlan:
         return f"{self.tile} splits={self.splits} {self.reduce}{f' rm={self.reduce_rows}' if self.reduce_rows else ''}"
 
 
-def bmk_config(m: int, n: int) -> TileConfig:
-    return BMK_CONFIGS[1] if m <= 64 else BMK_CONFIGS[0]
+# Batch x K below which a bmk reduction is short enough to be latency-bound: there the 64 x 128 tile (two programs
+# per SM, half the batch ranges for the same wave) was 2-9 % faster than 128 x 128 on DeepGEMM's s = 129 rows
+# (H200, session 24: 12.1 / 19.1 / 24.4 us against 13.3 / 19.7 / 24.7), while the long s = 4096 rows were split
+# (m = 128: 128 x 128 14 % faster; m = 256, 384: 64 x 128 1-2 % faster).
+BMK_SHORT_REDUCTION = 65536
+
+
+def bmk_config(m: int, n: int, s: int = 0, k: int = 0) -> TileConfig:
+    """The bmk tile: 64 x 128 for short M or a short batch x K reduction, else 128 x 128."""
+    return BMK_CONFIGS[1] if m <= 64 or 0 < s * k < BMK_SHORT_REDUCTION else BMK_CONFIGS[0]
 
 
 def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str | None = None) -> BmkPlan:
     """The batch split and reduction with about the least modelled time (``bmk_time_us``), at most one wave of
     programs (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile)); ``reduce`` pins the reduction."""
-    tile = tile or bmk_config(m, n)
+    tile = tile or bmk_config(m, n, s, k)
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     wave = BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * _num_sms()
     # Only the fewest ranges for each batch entries per range: more ranges of the same length add reduction only
@@ -180,12 +188,17 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
 # loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials written, then
 # one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS.
 BMK_DRAM_GBPS = 3500.0
-BMK_PROGRAM_GBPS = 100.0
+# Per program, by tile (BM, BN): 128 x 128 runs one program per SM, 64 x 128 two, which share the SM's load rate
+# (the 64 x 128 rate fitted in session 24 to the s = 129 rows of research/results/2026-12-02-h200-s24-call3/
+# einsum_sweep.log, within 0.5 us of all six timed splits).
+BMK_PROGRAM_GBPS = {(128, 128): 100.0, (64, 128): 70.0}
 BMK_PIPELINE_FILL_US = 1.0
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
 BMK_L2_GBPS = 6000.0
-BMK_SERIAL_GBPS = 150.0
+# (refit in session 24: the serial reduction cost 13-24 us more than the parallel one for 0.7-1.4 MB of partials
+# on the s = 129 rows, ~55 GB/s, research/results/2026-12-02-h200-s24-call3/einsum_sweep.log)
+BMK_SERIAL_GBPS = 55.0
 BMK_TIME_SLACK = 1.03
 
 
@@ -193,7 +206,8 @@ def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int, r
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     dram = s * (m + n) * k * 2
     per_program = _cdiv(s, splits) * (tile.block_m + tile.block_n) * k * 2
-    t = math.hypot(dram / BMK_DRAM_GBPS, per_program / BMK_PROGRAM_GBPS) / 1e3 + BMK_PIPELINE_FILL_US
+    program_gbps = BMK_PROGRAM_GBPS.get((tile.block_m, tile.block_n), BMK_PROGRAM_GBPS[128, 128])
+    t = math.hypot(dram / BMK_DRAM_GBPS, per_program / program_gbps) / 1e3 + BMK_PIPELINE_FILL_US
     if splits > 1:
         tile_bytes = tile.block_m * tile.block_n * 4
         partials = splits * tiles * tile_bytes

@@ -57,6 +57,11 @@ PARTIAL_BYTES_PER_S = 100e9
 SECOND_LAUNCH_S = 3e-6
 MAX_SPLIT_K = 16
 MIN_K_BLOCKS_PER_SPLIT = 4
+# A split piece of a tile of 64 or more rows streams at least this many pipeline depths of K blocks: shorter pieces
+# ran slower than the model prices them (128 x 576 x 7168, H200, session 24, research/results/2026-12-02-h200-s24-
+# call3/bf16_sweep.log: 64 x 64 x 12 stages at split 3 / 4 / 6 12.8 / 15.8 / 18.7 us; 64 x 128 x 8 stages at split
+# 4 / 6 / 8 12.2 / 12.6 / 13.6 us).
+MIN_PIECE_DEPTHS = 3
 # Largest tile whose epilogue may touch memory through pointers: a 128 x 256 tile's pointer store, or its C load
 # (offsets and masks per element next to the 128-register accumulator), spills at 8 warps
 # (scripts/compile_check.py --bf16): wider tiles need a TMA store and no C. Split-K partials are pointer stores too.
@@ -283,10 +288,13 @@ def _splits(call: Bf16Call, bm: int, bn: int):
         return
     tiles = _cdiv(call.m, bm) * _cdiv(call.n, bn)
     k_blocks = _cdiv(call.k, 64)
-    s = 2
-    while s <= MAX_SPLIT_K and tiles * s <= 2 * call.num_sms and k_blocks >= MIN_K_BLOCKS_PER_SPLIT * s:
+    # Every split count whose pieces fit one round of programs (a second round of a few pieces doubled the time:
+    # 1 x 576 x 7168 on 16 x 32 tiles, 144 pieces on 132 SMs, 12.1 us against 7.9 at 108 pieces; H200, session 24,
+    # research/results/2026-12-02-h200-s24-call3/bf16_sweep.log), not only powers of two.
+    for s in range(2, MAX_SPLIT_K + 1):
+        if tiles * s > call.num_sms or k_blocks < MIN_K_BLOCKS_PER_SPLIT * s:
+            break
         yield s, 0
-        s *= 2
     waves, tail = divmod(tiles, call.num_sms)
     if waves and tail and bm >= 64:
         for s in range(2, MAX_SPLIT_K + 1):
@@ -333,7 +341,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
         for split, split_from in splits:
             for d_tma in ((True, False) if d_tma_ok else (False,)):
                 cfg = _config(call, bm, bn, warps, bk_pref, split, d_tma, split_from)
-                if cfg is None:
+                if cfg is None or _piece_too_short(call, cfg):
                     continue
                 # TMA stores cost a little shared memory and save the pointer epilogue: prefer them on ties.
                 cost = _cost(call, cfg) * (1.0 if d_tma else 1.02)
@@ -386,6 +394,11 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
             return None if cfg is None else _finish(call, cfg, False)
         return None
     return _finish(call, best[1], best[2], best[3])
+
+
+def _piece_too_short(call: Bf16Call, cfg: Bf16Config) -> bool:
+    return (cfg.split_k > 1 and cfg.block_m >= 64
+            and _cdiv(_cdiv(call.k, cfg.block_k), cfg.split_k) < MIN_PIECE_DEPTHS * cfg.num_stages)
 
 
 def _forced_splits(call: Bf16Call, split: int):
