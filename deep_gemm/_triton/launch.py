@@ -331,9 +331,13 @@ def _remember_direct(runner, direct: _DirectLauncher | None) -> None:
 
 def _inspect(runner) -> _DirectLauncher | None:
     """Find the C launcher inside Triton's wrapper, or None when the launcher is not the one this module knows:
-    another Triton version, a launcher that is not Triton's CudaLauncher, no tensor-descriptor argument (the
-    launcher is then the C function itself and Triton's path is already direct), or a wrapper other than
-    ``wrap_handle_tensordesc``'s (recognised by its code object, so its closure holds what we read from it)."""
+    another Triton version, a launcher that is not Triton's CudaLauncher, or a wrapper other than
+    ``wrap_handle_tensordesc``'s (recognised by its code object, so its closure holds what we read from it).
+
+    A kernel without tensor-descriptor arguments has no wrapper: Triton's ``launch`` is then the C function itself
+    (not Python code), and its direct launcher has no descriptors. Launching it directly still pays: a replay
+    passes tensors as addresses, which spares the C launcher a ``data_ptr()`` call and a driver query
+    (``cuPointerGetAttribute``) per pointer argument, and spares Python ``launch_compiled``'s per-call work."""
     try:
         import triton
         from triton.backends.nvidia import driver as nvidia
@@ -344,7 +348,10 @@ def _inspect(runner) -> _DirectLauncher | None:
     if getattr(nvidia, "_BASE_ARGS_FORMAT_LEN", None) != _HEAD_WORDS:
         return None
     wrapper = runner.launch
-    if getattr(wrapper, "__code__", None) is not _wrapper_code(nvidia):
+    code = getattr(wrapper, "__code__", None)
+    if code is None and callable(wrapper):  # (the compiled C launcher, unwrapped: no descriptor argument)
+        return _DirectLauncher(wrapper, ())
+    if code is not _wrapper_code(nvidia):
         return None
     try:
         cells = {name: cell.cell_contents for name, cell in zip(wrapper.__code__.co_freevars, wrapper.__closure__)}
