@@ -170,8 +170,8 @@ class OpKernels:
         """What the op's CUDA kernel does once the check has passed (``token`` from ``checked``): the Triton
         launcher (with the token where it keeps per-signature plans), or the reference where there is none or it
         declines the arguments. The dispatcher's CUDA kernel and the eager path (``eager_op``) both end here."""
-        fn = self.triton_fn()
-        if fn is not None:
+        fn = self.triton  # (triton_fn(), inlined: every eager call comes here)
+        if fn is not None and not _FORCE_REFERENCE:
             out = fn(*full, signature=token) if getattr(fn, "accepts_signature", False) else fn(*full)
             if out is not NotImplemented:
                 return out
@@ -415,11 +415,13 @@ def eager_op(name: str) -> Callable[..., Any]:
                 or _profiling() or _jit_tracing():
             return op(*args, **kwargs)
         if not resolved:
-            resolved.append(_KERNELS.get(canonical))
-        kernels = resolved[0]
-        if kernels is None or kernels.binder is None:
+            kernels = _KERNELS.get(canonical)
+            resolved.extend((kernels, kernels.binder if kernels is not None else None))
+        kernels, binder = resolved
+        if binder is None:
             return op(*args)
-        full = kernels.binder(args, _NO_KWARGS)
+        # (the binder's first case, inlined: the public wrappers pass every argument or a prefix)
+        full = args if len(args) == len(binder.names) else args + binder.defaults[len(args):]
         sig = _eager_signature(full)
         if sig is None:
             return op(*args)
