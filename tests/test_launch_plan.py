@@ -155,3 +155,35 @@ def test_knob_changes_invalidate_memoised_signatures():
     before = kernels.checked(full)
     deep_gemm.set_pdl(deep_gemm.get_pdl())
     assert kernels.checked(full) != before
+
+
+
+def test_replays_pick_each_tokens_tensors_by_position(stubbed_gpu):
+    """plans.replayable picks a replay's inputs by the positions its signature token fixes (plans.tensor_taker): a
+    token whose optional argument is a tensor, and one whose is None, each get their own positions and plans, and a
+    replay hands the kernel the new call's tensors."""
+    from deep_gemm._triton.plans import replayable, tensor_taker
+
+    assert tensor_taker((1, torch.empty(1), None, "x", torch.empty(2)))((0, "a", 1, 2, "b")) == ("a", "b")
+    assert tensor_taker((None, torch.empty(1)))(("x", "y")) == ("y",)
+    assert tensor_taker((None, 3))((1, 2)) == ()
+    fresh = []
+
+    def launcher(x, c, n, *, recorder=None):
+        fresh.append(c is None)
+        args = (x, c if c is not None else x, n)
+        launch_mod.launch(None, (1, 1, 1), args, name="probe", config_key=(c is None,), num_warps=4,
+                          record=recorder.launches)
+
+    run = replayable("probe")(launcher)
+    x, c = torch.empty(4), torch.empty(4)
+    run(x, None, 3, signature="no c")  # records
+    run(x, c, 3, signature="with c")  # records: a tensor where the first token had None
+    assert len(run.plans) == 2 and fresh == [True, False]
+    x2, c2 = torch.empty(4), torch.empty(4)
+    run(x2, None, 3, signature="no c")  # replays
+    assert stubbed_gpu[-1][1][0] is x2 and stubbed_gpu[-1][1][1] is x2
+    run(x2, c2, 3, signature="with c")  # replays
+    assert len(run.plans) == 2 and fresh == [True, False]  # no launcher call: both replayed
+    got = stubbed_gpu[-1][1]
+    assert got[0] is x2 and got[1] is c2 and got[2] == 3
