@@ -159,14 +159,14 @@ def test_knob_changes_invalidate_memoised_signatures():
 
 
 def test_replays_pick_each_tokens_tensors_by_position(stubbed_gpu):
-    """plans.replayable picks a replay's inputs by the positions its signature token fixes (plans.tensor_taker): a
+    """plans.replayable picks a replay's inputs by the positions its signature token fixes (plans.TensorPicker): a
     token whose optional argument is a tensor, and one whose is None, each get their own positions and plans, and a
     replay hands the kernel the new call's tensors."""
-    from deep_gemm._triton.plans import replayable, tensor_taker
+    from deep_gemm._triton.plans import TensorPicker, replayable
 
-    assert tensor_taker((1, torch.empty(1), None, "x", torch.empty(2)))((0, "a", 1, 2, "b")) == ("a", "b")
-    assert tensor_taker((None, torch.empty(1)))(("x", "y")) == ("y",)
-    assert tensor_taker((None, 3))((1, 2)) == ()
+    assert TensorPicker((1, torch.empty(1), None, "x", torch.empty(2))).take((0, "a", 1, 2, "b")) == ("a", "b")
+    assert TensorPicker((None, torch.empty(1))).take(("x", "y")) == ("y",)
+    assert TensorPicker((None, 3)).take((1, 2)) == ()
     fresh = []
 
     def launcher(x, c, n, *, recorder=None):
@@ -187,3 +187,17 @@ def test_replays_pick_each_tokens_tensors_by_position(stubbed_gpu):
     assert len(run.plans) == 2 and fresh == [True, False]  # no launcher call: both replayed
     got = stubbed_gpu[-1][1]
     assert got[0] is x2 and got[1] is c2 and got[2] == 3
+
+
+def test_only_alike_tensors_are_tested_for_aliasing():
+    """A token whose tensors all differ in shape, strides, dtype or device cannot see one object twice (equal tokens,
+    equal metadata), so its replays skip ``aliasing``; alike tensors keep the test, and aliased calls get plans
+    of their own."""
+    from deep_gemm._triton.plans import TensorPicker
+
+    a, b = torch.empty(4, 8), torch.empty(8, 4)
+    assert not TensorPicker((a, b, None, 3)).may_alias
+    assert not TensorPicker((a, a.t().contiguous().t(), a.to(torch.bfloat16))).may_alias  # (strides, dtype)
+    c = torch.empty(4, 8)
+    assert TensorPicker((a, b, c)).may_alias  # a and c are alike: they may be one object at another call
+    assert TensorPicker((a, b, a)).may_alias

@@ -32,20 +32,40 @@ class Recorder:
         self.launches, self.scratch, self.persistent = [], [], []
 
 
-def tensor_taker(args: Sequence[Any]) -> Callable[[Sequence[Any]], tuple]:
-    """A function picking ``args``' tensors (in order) out of any argument tuple with the same positions of tensors.
+class TensorPicker:
+    """How a launcher called with one signature token finds its inputs: ``take(args)`` picks the tensors (in order)
+    by the positions the token's signature fixes (a tensor and None or a plain value key differently), and
+    ``may_alias`` says whether two of them could be one object.
 
-    A launcher called with a signature token uses one per token: the token's signature fixes which positions hold a
-    tensor (a tensor and None or a plain value key differently), so a replay picks its inputs by position instead
-    of testing every argument (``isinstance`` against ``torch.Tensor`` costs ~80 ns per non-tensor argument: ~1 us
-    per call for the grouped GEMMs' twelve arguments, CPU host 2026-12)."""
-    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-    if len(positions) >= 2:
-        return itemgetter(*positions)
-    if positions:
-        i = positions[0]
-        return lambda a: (a[i],)
-    return lambda a: ()
+    Picking by position spares a replay testing every argument (``isinstance`` against ``torch.Tensor`` costs ~80
+    ns per non-tensor argument: ~1 us for the grouped GEMMs' twelve arguments, CPU host 2026-12). One object has
+    one shape, strides, dtype and device, and equal tokens mean equal ones: tensors that differ in these at the
+    first call with a token differ at every call with it, so only a token with two alike tensors pays for
+    ``aliasing`` (most ops' tensors all differ: operands, scales and outputs of other shapes or dtypes)."""
+
+    __slots__ = ("take", "may_alias")
+
+    def __init__(self, args: Sequence[Any]):
+        positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        if len(positions) >= 2:
+            self.take = itemgetter(*positions)
+        elif positions:
+            i = positions[0]
+            self.take = lambda a: (a[i],)
+        else:
+            self.take = lambda a: ()
+        metadata = {(tuple(args[i].shape), args[i].stride(), args[i].dtype, args[i].device) for i in positions}
+        self.may_alias = len(metadata) < len(positions)
+
+
+def _picker(pickers: dict, signature, args: Sequence[Any]) -> TensorPicker:
+    """The ``TensorPicker`` of a signature token, made at its first call (bounded like the plans)."""
+    picker = pickers.get(signature)
+    if picker is None:
+        if len(pickers) >= PLAN_LIMIT:
+            pickers.clear()
+        picker = pickers[signature] = TensorPicker(args)
+    return picker
 
 
 def aliasing(inputs: Sequence[Any]) -> tuple | None:
@@ -169,21 +189,20 @@ def replayable(name: str):
 
         plans = cache._plans
 
-        takers: dict = {}  # signature token -> tensor_taker
+        pickers: dict = {}  # signature token -> TensorPicker
 
         def run(*args, signature=None, **launcher_kwargs):
             key = None
             if signature is not None:
-                take = takers.get(signature)
-                if take is None:
-                    if len(takers) >= PLAN_LIMIT:
-                        takers.clear()
-                    take = takers[signature] = tensor_taker(args)
-                inputs = take(args)
+                picker = pickers.get(signature)
+                if picker is None:
+                    picker = _picker(pickers, signature, args)
+                inputs = picker.take(args)
                 anchor = inputs[0]
+                alias = aliasing(inputs) if picker.may_alias else None
                 # PlanCache.key and .replay, inlined: this is every replayed call's path.
-                key = (name, *sorted(launcher_kwargs.items()), signature, aliasing(inputs), stream_of(anchor)) \
-                    if launcher_kwargs else (name, signature, aliasing(inputs), stream_of(anchor))
+                key = (name, *sorted(launcher_kwargs.items()), signature, alias, stream_of(anchor)) \
+                    if launcher_kwargs else (name, signature, alias, stream_of(anchor))
                 plan = plans.get(key)
                 if plan is not None and not (plan.keeps_buffers and capturing(anchor)):
                     plan.run(inputs)
@@ -238,18 +257,16 @@ def replayable_allocating(launcher):
     configs) take the full path. Its launches must hold no split-K counters (plans are not keyed by stream; the
     indexer kernels, its users, keep none)."""
     plans: dict = {}
-    takers: dict = {}  # signature token -> tensor_taker (see replayable)
+    pickers: dict = {}  # signature token -> TensorPicker (see replayable)
 
     def run(*args, signature=None, **launcher_kwargs):
         if signature is None or launcher_kwargs:
             return launcher(*args, **launcher_kwargs)
-        take = takers.get(signature)
-        if take is None:
-            if len(takers) >= PLAN_LIMIT:
-                takers.clear()
-            take = takers[signature] = tensor_taker(args)
-        inputs = take(args)
-        key = (signature, aliasing(inputs))
+        picker = pickers.get(signature)
+        if picker is None:
+            picker = _picker(pickers, signature, args)
+        inputs = picker.take(args)
+        key = (signature, aliasing(inputs) if picker.may_alias else None)
         replay = plans.get(key)
         if replay is not None:
             return replay.run(inputs)
