@@ -201,3 +201,27 @@ def test_only_alike_tensors_are_tested_for_aliasing():
     c = torch.empty(4, 8)
     assert TensorPicker((a, b, c)).may_alias  # a and c are alike: they may be one object at another call
     assert TensorPicker((a, b, a)).may_alias
+
+
+def test_run_cuda_calls_replayable_launchers_positionally(stubbed_gpu, monkeypatch):
+    """OpKernels.run_cuda hands a token to a replayable launcher's ``call(full, token)`` (no keyword or argument
+    packs); a call without a token (arguments that cannot be keyed) still takes ``launcher(*full, signature=None)``,
+    the full path, which records nothing."""
+    from deep_gemm._triton.plans import replayable
+
+    seen = []
+
+    def launcher(x, n, *, recorder=None):
+        seen.append(recorder is not None)
+        launch_mod.launch(None, (1, 1, 1), (x, n), name="probe", config_key=(), num_warps=4,
+                          record=recorder.launches if recorder is not None else None)
+
+    run = replayable("probe")(launcher)
+    kernels = library.OpKernels("probe", check=lambda *a: None, reference=lambda *a: "reference", triton=run)
+    assert kernels._call == (run, run.call)
+    x = torch.empty(4)
+    kernels.run_cuda((x, 3), None)
+    assert seen == [False] and len(run.plans) == 0
+    kernels.run_cuda((x, 3), "token")  # records
+    kernels.run_cuda((torch.empty(4), 3), "token")  # replays
+    assert seen == [False, True] and len(run.plans) == 1 and len(stubbed_gpu) == 3

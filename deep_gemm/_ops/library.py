@@ -139,6 +139,14 @@ class OpKernels:
     # The schema binder of an op registered with tensor arguments (``register``); None for the others, which the
     # eager path always hands to the dispatcher.
     binder: Any = field(default=None, repr=False)
+    # (launcher, its ``call(full, token)``) for launchers of ``_triton/plans.replayable``: run_cuda calls it for a
+    # token, sparing the keyword and argument packs of ``launcher(*full, signature=token)``.
+    _call: tuple = field(default=(None, None), repr=False)
+
+    def __post_init__(self):
+        call = getattr(self.triton, "call", None)
+        if call is not None and getattr(self.triton, "accepts_signature", False):
+            self._call = (self.triton, call)
 
     def checked(self, full: tuple):
         """Run the check unless these arguments' metadata signature already passed it (see CHECK_MEMO_LIMIT).
@@ -172,7 +180,11 @@ class OpKernels:
         declines the arguments. The dispatcher's CUDA kernel and the eager path (``eager_op``) both end here."""
         fn = self.triton  # (triton_fn(), inlined: every eager call comes here)
         if fn is not None and not _FORCE_REFERENCE:
-            out = fn(*full, signature=token) if getattr(fn, "accepts_signature", False) else fn(*full)
+            launcher, call = self._call
+            if token is not None and fn is launcher:
+                out = call(full, token)
+            else:
+                out = fn(*full, signature=token) if getattr(fn, "accepts_signature", False) else fn(*full)
             if out is not NotImplemented:
                 return out
         return self.reference(*full)

@@ -176,7 +176,8 @@ def replayable(name: str):
     """Give a launcher the per-signature replay fast path: ``launcher(*args, recorder=..., **launcher_kwargs)``
     becomes ``run(*args, signature=None, **launcher_kwargs)``, which replays the launch recorded by an earlier call
     with the same signature token and the same launcher keyword arguments (e.g. overrides), or runs the launcher
-    and records its launch.
+    and records its launch. ``run.call(args, signature)`` is ``run(*args, signature=signature)`` for a token (not
+    None) and no keyword arguments: what the op's CUDA kernel calls (``_ops/library.OpKernels.run_cuda``).
 
     The inputs a plan fills in per call are the call's tensor arguments; tensors the launcher derives from them
     without copying (reshapes, transposes, slices) are re-derived (``launch._View``). A call is recorded only when
@@ -191,7 +192,27 @@ def replayable(name: str):
 
         pickers: dict = {}  # signature token -> TensorPicker
 
+        def call(args: tuple, signature):
+            """``run(*args, signature=signature)`` with ``signature`` not None, its arguments as one tuple: the op's
+            CUDA kernel's path (``OpKernels.run_cuda``), without building keyword and argument packs."""
+            picker = pickers.get(signature)
+            if picker is None:
+                picker = _picker(pickers, signature, args)
+            inputs = picker.take(args)
+            anchor = inputs[0]
+            # PlanCache.key and .replay, inlined (stream_of and capturing too): this is every replayed call's path.
+            cuda = anchor.is_cuda
+            key = (name, signature, aliasing(inputs) if picker.may_alias else None,
+                   torch._C._cuda_getCurrentRawStream(anchor.get_device()) if cuda else None)
+            plan = plans.get(key)
+            if plan is not None and not (plan.keeps_buffers and cuda and torch._C._cuda_isCurrentStreamCapturing()):
+                plan.run(inputs)
+                return None
+            return launch_and_record(args, inputs, anchor, key, {})
+
         def run(*args, signature=None, **launcher_kwargs):
+            if signature is not None and not launcher_kwargs:
+                return call(args, signature)
             key = None
             if signature is not None:
                 picker = pickers.get(signature)
@@ -199,10 +220,8 @@ def replayable(name: str):
                     picker = _picker(pickers, signature, args)
                 inputs = picker.take(args)
                 anchor = inputs[0]
-                alias = aliasing(inputs) if picker.may_alias else None
-                # PlanCache.key and .replay, inlined: this is every replayed call's path.
-                key = (name, *sorted(launcher_kwargs.items()), signature, alias, stream_of(anchor)) \
-                    if launcher_kwargs else (name, signature, alias, stream_of(anchor))
+                key = (name, *sorted(launcher_kwargs.items()), signature,
+                       aliasing(inputs) if picker.may_alias else None, stream_of(anchor))
                 plan = plans.get(key)
                 if plan is not None and not (plan.keeps_buffers and capturing(anchor)):
                     plan.run(inputs)
@@ -210,6 +229,9 @@ def replayable(name: str):
             else:
                 inputs = tuple([a for a in args if isinstance(a, torch.Tensor)])  # (a list: faster than a genexpr)
                 anchor = inputs[0]
+            return launch_and_record(args, inputs, anchor, key, launcher_kwargs)
+
+        def launch_and_record(args, inputs, anchor, key, launcher_kwargs):
             recorder = Recorder() if key is not None else None
             result = launcher(*args, recorder=recorder, **launcher_kwargs)
             if result is not NotImplemented:
@@ -219,6 +241,7 @@ def replayable(name: str):
         run.__name__ = run.__qualname__ = name
         run.__doc__ = launcher.__doc__
         run.accepts_signature = True
+        run.call = call
         run.plans = cache
         return run
     return wrap
@@ -262,6 +285,10 @@ def replayable_allocating(launcher):
     def run(*args, signature=None, **launcher_kwargs):
         if signature is None or launcher_kwargs:
             return launcher(*args, **launcher_kwargs)
+        return call(args, signature)
+
+    def call(args: tuple, signature):
+        """``run(*args, signature=signature)`` with ``signature`` not None (see ``replayable``'s ``call``)."""
         picker = pickers.get(signature)
         if picker is None:
             picker = _picker(pickers, signature, args)
@@ -283,5 +310,6 @@ def replayable_allocating(launcher):
     run.__name__ = run.__qualname__ = launcher.__name__
     run.__doc__ = launcher.__doc__
     run.accepts_signature = True
+    run.call = call
     run.plans = plans
     return run
