@@ -79,10 +79,13 @@ def stub_gpu() -> None:
     runtime.KERNEL_CACHE.get_or_compile = get_or_compile
     tensor_map = object()
     triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map))
-    # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor).
+    # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor): in the generic signature and in
+    # the generated per-op ones (made at each op's first call, after this).
     if hasattr(library, "_eager_signature"):
         source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
         exec(compile(source, library.__file__, "exec"), library.__dict__)
+    if hasattr(library, "_EAGER_DEVICE_TEST"):
+        library._EAGER_DEVICE_TEST = "is_cpu"
 
 
 def cases() -> dict:
