@@ -77,8 +77,9 @@ def test_generated_signatures_are_the_eager_signature(cpu_as_cuda, monkeypatch):
     masked = library._specialised_eager_signature(masked_kinds)
     fp8 = library._specialised_eager_signature(library.kernels_of("fp8_gemm_nt").binder.kinds)
     g = torch.empty(2, 16, 128).to(torch.float8_e4m3fn)
-    masked_args = (g, torch.empty(2, 16, 1), g[:, :8], torch.empty(2, 1, 1), torch.empty(2, 16, 8, dtype=torch.bfloat16),
-                   torch.empty(2, dtype=torch.int32), 4, None, None, None, "nk", False)
+    masked_args = (g, torch.empty(2, 16, 1), g[:, :8], torch.empty(2, 1, 1),
+                   torch.empty(2, 16, 8, dtype=torch.bfloat16), torch.empty(2, dtype=torch.int32), 4, None, None, None,
+                   "nk", False)
     w = torch.empty(4, 128, requires_grad=True)
     cases = [(hc, (a, b, d, s, None)), (hc, (a, b, d, s, 3)), (hc, (a[1:], b, d[1:], s[1:], None)),
              (hc, (a, b, d, s)), (hc, (a, [1, 2], 2.5, "nk", True)), (hc, (a, b, None, s, None)),
