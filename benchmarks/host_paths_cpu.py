@@ -74,14 +74,18 @@ def stub_gpu() -> None:
             kernel = dict(zip(build.__code__.co_freevars, [c.cell_contents for c in build.__closure__]))["kernel"]
             meta = {name: _META for name in kernel.arg_names if name.endswith("desc")}
             entry = runtime.KERNEL_CACHE._entries[key] = fake_compiled(kernel.arg_names, meta, c_launch)
+            entry.n_regs, entry.metadata.shared = 128, 64 * 1024  # (what occupancy decisions read)
         return entry
     runtime.KERNEL_CACHE.get_or_compile = get_or_compile
     tensor_map = object()
     triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map))
-    # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor).
+    # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor): in the generic signature and in
+    # the generated per-op ones (made at each op's first call, after this).
     if hasattr(library, "_eager_signature"):
         source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
         exec(compile(source, library.__file__, "exec"), library.__dict__)
+    if hasattr(library, "_EAGER_DEVICE_TEST"):
+        library._EAGER_DEVICE_TEST = "is_cpu"
 
 
 def cases() -> dict:
@@ -133,7 +137,8 @@ def cases() -> dict:
 
 
 def indexer_cases() -> dict:
-    """benchmarks/host_overhead.py's indexer cases (prefill logits without the clean pass, the paged schedule)."""
+    """benchmarks/host_overhead.py's indexer cases (prefill logits without the clean pass, the paged schedule, a
+    paged decode step)."""
     fp8 = torch.float8_e4m3fn
     s, sk, h, d = 128, 1024, 64, 128
     q = torch.randn(s, h, d).to(fp8)
@@ -143,6 +148,12 @@ def indexer_cases() -> dict:
     ke = torch.arange(sk - s + 1, sk + 1, dtype=torch.int32)
     batch, next_n, block_kv, pages = 64, 2, 64, 16
     lens = torch.full((batch, next_n), pages * block_kv - 7, dtype=torch.int32)
+    pq = torch.randn(batch, next_n, h, d).to(fp8)
+    cache = torch.randint(0, 100, (batch * pages, block_kv, 1, d + 4), dtype=torch.uint8)
+    pw = torch.randn(batch * next_n, h)
+    table = torch.arange(batch * pages, dtype=torch.int32).view(batch, pages)
+    meta = torch.zeros(132 + 1, 2, dtype=torch.int32)  # (its values are never read on the host)
+    max_len = pages * block_kv
     return {
         "fp8_mqa_logits (compressed)":
             (lambda: deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=False, max_seqlen_k=sk),
@@ -150,6 +161,9 @@ def indexer_cases() -> dict:
         "get_paged_mqa_logits_metadata":
             (lambda: deep_gemm.get_paged_mqa_logits_metadata(lens, block_kv, 132),
              "get_paged_mqa_logits_metadata", (lens, block_kv, 132, None)),
+        "fp8_paged_mqa_logits":
+            (lambda: deep_gemm.fp8_paged_mqa_logits(pq, cache, pw, lens, table, meta, max_len),
+             "fp8_paged_mqa_logits", (pq, cache, pw, lens, table, meta, max_len, False, None)),
     }
 
 

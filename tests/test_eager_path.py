@@ -66,6 +66,33 @@ def test_eager_signature_is_the_memo_signature(cpu_as_cuda):
         assert library._eager_signature(args) == library._signature(args)
 
 
+def test_generated_signatures_are_the_eager_signature(cpu_as_cuda, monkeypatch):
+    """Each op's generated signature (library._specialised_eager_signature) gives ``_eager_signature``'s key: on its
+    fast case (here with the device test inverted, as cpu_as_cuda inverts the generic one) and on every call it
+    hands to the generic function (lists, a given optional tensor, other devices, wrong types, other lengths)."""
+    monkeypatch.setattr(library, "_EAGER_DEVICE_TEST", "is_cpu")
+    a, b, d, s = _hc_inputs()
+    hc = library._specialised_eager_signature(library.kernels_of("tf32_hc_prenorm_gemm").binder.kinds)
+    masked_kinds = library.kernels_of("m_grouped_fp8_gemm_nt_masked").binder.kinds
+    masked = library._specialised_eager_signature(masked_kinds)
+    fp8 = library._specialised_eager_signature(library.kernels_of("fp8_gemm_nt").binder.kinds)
+    g = torch.empty(2, 16, 128).to(torch.float8_e4m3fn)
+    masked_args = (g, torch.empty(2, 16, 1), g[:, :8], torch.empty(2, 1, 1),
+                   torch.empty(2, 16, 8, dtype=torch.bfloat16), torch.empty(2, dtype=torch.int32), 4, None, None, None,
+                   "nk", False)
+    w = torch.empty(4, 128, requires_grad=True)
+    cases = [(hc, (a, b, d, s, None)), (hc, (a, b, d, s, 3)), (hc, (a[1:], b, d[1:], s[1:], None)),
+             (hc, (a, b, d, s)), (hc, (a, [1, 2], 2.5, "nk", True)), (hc, (a, b, None, s, None)),
+             (hc, (a, w, d, s, None)), (hc, (a.to("meta"), b, d, s, None)),
+             (masked, masked_args), (masked, masked_args[:7] + ([1, 128, 128], None, None, "nk", False)),
+             (fp8, (g[0], torch.empty(16, 1), g[1], torch.empty(1, 1), d, None, None, None, None, "nk", False)),
+             (fp8, (g[0], torch.empty(16, 1), g[1], torch.empty(1, 1), d, d, None, None, None, "nk", False))]
+    for fn, args in cases:
+        assert fn(args) == library._eager_signature(args)
+    with torch.no_grad():
+        assert hc((a, w, d, s, None)) == library._eager_signature((a, w, d, s, None)) is not None
+
+
 def test_eager_path_taken_and_equal_to_the_cuda_kernel(cpu_as_cuda):
     a, b, d, s = _hc_inputs()
     deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)

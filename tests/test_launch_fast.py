@@ -303,12 +303,24 @@ def test_other_triton_versions_take_tritons_path(fake_gpu, monkeypatch):
     assert launch_mod._inspect(compiled.run) is None
 
 
-def test_kernels_without_descriptors_take_tritons_path(fake_gpu):
+def test_kernels_without_descriptors_launch_directly_and_replay_addresses(fake_gpu):
+    """Triton leaves the C launcher of a kernel without descriptor arguments unwrapped: launches call it with
+    Triton's words, and a replayed plan passes its tensors as addresses (no data_ptr() call and driver pointer query
+    per argument in the C launcher)."""
     c_launch = RecordingCLauncher()
-    compiled = fake_compiled(["x_ptr", "M"], {}, c_launch)
-    assert compiled.run.launch is c_launch  # Triton does not wrap it: its path is direct already
-    launch_mod.launch_compiled(compiled, GRID, [torch.empty(4), 7], 0)
-    assert launch_mod._direct_launcher(compiled.run) is None and len(c_launch.calls) == 1
+    compiled = fake_compiled(["x_ptr", "y_ptr", "M"], {}, c_launch)
+    assert compiled.run.launch is c_launch  # Triton does not wrap it
+    x, y = torch.empty(4), torch.empty(8)
+    args = [x, y, 7]
+    launch_mod.launch_compiled(compiled, GRID, args, 0)
+    direct = launch_mod._direct_launcher(compiled.run)
+    assert direct is not None and direct.verified and direct.descriptors == ()
+    _same_words(c_launch.calls[0], _tritons_words(compiled, args))
+    plan = launch_mod.LaunchPlan.from_record([(compiled, GRID, tuple(args), 0)], (x, y))
+    assert plan.direct is not None
+    x2, y2 = torch.empty(4), torch.empty(8)
+    plan.run((x2, y2))
+    assert c_launch.calls[-1] == tuple(_addresses(_tritons_words(compiled, [x2, y2, 7])))
 
 
 def test_a_launcher_that_is_not_tritons_takes_its_own_path(fake_gpu):

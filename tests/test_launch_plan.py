@@ -155,3 +155,73 @@ def test_knob_changes_invalidate_memoised_signatures():
     before = kernels.checked(full)
     deep_gemm.set_pdl(deep_gemm.get_pdl())
     assert kernels.checked(full) != before
+
+
+
+def test_replays_pick_each_tokens_tensors_by_position(stubbed_gpu):
+    """plans.replayable picks a replay's inputs by the positions its signature token fixes (plans.TensorPicker): a
+    token whose optional argument is a tensor, and one whose is None, each get their own positions and plans, and a
+    replay hands the kernel the new call's tensors."""
+    from deep_gemm._triton.plans import TensorPicker, replayable
+
+    assert TensorPicker((1, torch.empty(1), None, "x", torch.empty(2))).take((0, "a", 1, 2, "b")) == ("a", "b")
+    assert TensorPicker((None, torch.empty(1))).take(("x", "y")) == ("y",)
+    assert TensorPicker((None, 3)).take((1, 2)) == ()
+    fresh = []
+
+    def launcher(x, c, n, *, recorder=None):
+        fresh.append(c is None)
+        args = (x, c if c is not None else x, n)
+        launch_mod.launch(None, (1, 1, 1), args, name="probe", config_key=(c is None,), num_warps=4,
+                          record=recorder.launches)
+
+    run = replayable("probe")(launcher)
+    x, c = torch.empty(4), torch.empty(4)
+    run(x, None, 3, signature="no c")  # records
+    run(x, c, 3, signature="with c")  # records: a tensor where the first token had None
+    assert len(run.plans) == 2 and fresh == [True, False]
+    x2, c2 = torch.empty(4), torch.empty(4)
+    run(x2, None, 3, signature="no c")  # replays
+    assert stubbed_gpu[-1][1][0] is x2 and stubbed_gpu[-1][1][1] is x2
+    run(x2, c2, 3, signature="with c")  # replays
+    assert len(run.plans) == 2 and fresh == [True, False]  # no launcher call: both replayed
+    got = stubbed_gpu[-1][1]
+    assert got[0] is x2 and got[1] is c2 and got[2] == 3
+
+
+def test_only_alike_tensors_are_tested_for_aliasing():
+    """A token whose tensors all differ in shape, strides, dtype or device cannot see one object twice (equal tokens,
+    equal metadata), so its replays skip ``aliasing``; alike tensors keep the test, and aliased calls get plans
+    of their own."""
+    from deep_gemm._triton.plans import TensorPicker
+
+    a, b = torch.empty(4, 8), torch.empty(8, 4)
+    assert not TensorPicker((a, b, None, 3)).may_alias
+    assert not TensorPicker((a, a.t().contiguous().t(), a.to(torch.bfloat16))).may_alias  # (strides, dtype)
+    c = torch.empty(4, 8)
+    assert TensorPicker((a, b, c)).may_alias  # a and c are alike: they may be one object at another call
+    assert TensorPicker((a, b, a)).may_alias
+
+
+def test_run_cuda_calls_replayable_launchers_positionally(stubbed_gpu, monkeypatch):
+    """OpKernels.run_cuda hands a token to a replayable launcher's ``call(full, token)`` (no keyword or argument
+    packs); a call without a token (arguments that cannot be keyed) still takes ``launcher(*full, signature=None)``,
+    the full path, which records nothing."""
+    from deep_gemm._triton.plans import replayable
+
+    seen = []
+
+    def launcher(x, n, *, recorder=None):
+        seen.append(recorder is not None)
+        launch_mod.launch(None, (1, 1, 1), (x, n), name="probe", config_key=(), num_warps=4,
+                          record=recorder.launches if recorder is not None else None)
+
+    run = replayable("probe")(launcher)
+    kernels = library.OpKernels("probe", check=lambda *a: None, reference=lambda *a: "reference", triton=run)
+    assert kernels._call == (run, run.call)
+    x = torch.empty(4)
+    kernels.run_cuda((x, 3), None)
+    assert seen == [False] and len(run.plans) == 0
+    kernels.run_cuda((x, 3), "token")  # records
+    kernels.run_cuda((torch.empty(4), 3), "token")  # replays
+    assert seen == [False, True] and len(run.plans) == 1 and len(stubbed_gpu) == 3

@@ -336,9 +336,13 @@ def _remember_direct(runner, direct: _DirectLauncher | None) -> None:
 
 def _inspect(runner) -> _DirectLauncher | None:
     """Find the C launcher inside Triton's wrapper, or None when the launcher is not the one this module knows:
-    another Triton version, a launcher that is not Triton's CudaLauncher, no tensor-descriptor argument (the
-    launcher is then the C function itself and Triton's path is already direct), or a wrapper other than
-    ``wrap_handle_tensordesc``'s (recognised by its code object, so its closure holds what we read from it)."""
+    another Triton version, a launcher that is not Triton's CudaLauncher, or a wrapper other than
+    ``wrap_handle_tensordesc``'s (recognised by its code object, so its closure holds what we read from it).
+
+    A kernel without tensor-descriptor arguments has no wrapper: Triton's ``launch`` is then the C function itself
+    (not Python code), and its direct launcher has no descriptors. Launching it directly still pays: a replay
+    passes tensors as addresses, which spares the C launcher a ``data_ptr()`` call and a driver query
+    (``cuPointerGetAttribute``) per pointer argument, and spares Python ``launch_compiled``'s per-call work."""
     try:
         import triton
         from triton.backends.nvidia import driver as nvidia
@@ -349,7 +353,10 @@ def _inspect(runner) -> _DirectLauncher | None:
     if getattr(nvidia, "_BASE_ARGS_FORMAT_LEN", None) != _HEAD_WORDS:
         return None
     wrapper = runner.launch
-    if getattr(wrapper, "__code__", None) is not _wrapper_code(nvidia):
+    code = getattr(wrapper, "__code__", None)
+    if code is None and callable(wrapper):  # (the compiled C launcher, unwrapped: no descriptor argument)
+        return _DirectLauncher(wrapper, ())
+    if code is not _wrapper_code(nvidia):
         return None
     try:
         cells = {name: cell.cell_contents for name, cell in zip(wrapper.__code__.co_freevars, wrapper.__closure__)}
@@ -532,13 +539,17 @@ class _DirectReplay:
     """A plan's launch as the C launcher's flat argument list: per call only the stream, the tensors, the encoded
     descriptors over them (cached by address and layout) and the per-call buffers change."""
 
-    __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "view_words",
-                 "view_tma_words", "scratch_bytes", "kept")
+    __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "scratch_bytes",
+                 "kept")
 
     @classmethod
     def of(cls, plan: LaunchPlan, args: Sequence[Any]) -> _DirectReplay | None:
         """The direct replay of a just-recorded plan, or None where its kernel does not launch directly (or has not
-        yet passed ``_verify``, which its recording launch runs)."""
+        yet passed ``_verify``, which its recording launch runs).
+
+        An input and a view the launcher derived from one (``_View``) are the same thing to a replay: the address of
+        input ``j`` plus a fixed byte distance (0 for the input itself), so each kind of word is one loop of
+        ``(word, j, byte_delta, ...)`` entries."""
         runner = getattr(plan.compiled, "run", None)
         direct = _direct_launcher(runner) if runner is not None else None
         if direct is None or not direct.verified:
@@ -550,31 +561,23 @@ class _DirectReplay:
         replay.words = direct.flatten(head, args, plan.device_index)
         starts = direct.word_starts(args, plan.device_index)
         meta_at = dict(direct.descriptors)
-        replay.tensor_words = [(starts[pos], j) for pos, j in plan.tensor_slots]
+        replay.tensor_words = [(starts[pos], j, 0) for pos, j in plan.tensor_slots]
+        replay.tensor_words += [(starts[pos], view.j, view.byte_delta) for pos, view in plan.view_slots]
         replay.tma_words = []
-        for pos, j, *_ in plan.desc_slots:
+        descriptors = [(pos, j, 0) for pos, j, *_ in plan.desc_slots]
+        descriptors += [(pos, view.j, view.byte_delta) for pos, view, *_ in plan.view_desc_slots]
+        for pos, j, delta in descriptors:
             meta = meta_at.get(pos, _NOT_A_DESCRIPTOR)
             if meta is _NOT_A_DESCRIPTOR:
                 return None  # a FastDescriptor where the kernel takes something else: let Triton report it
             if meta is None:
-                replay.tensor_words.append((starts[pos], j))  # the descriptor's words start with its base tensor
+                replay.tensor_words.append((starts[pos], j, delta))  # the descriptor's words start with its base
             else:
                 # Same signature, same descriptor shape, strides and block: the recorded layout holds for replays.
-                replay.tma_words.append((starts[pos], j, _descriptor_layout(args[pos], meta, plan.device_index)))
+                replay.tma_words.append((starts[pos], j, delta, _descriptor_layout(args[pos], meta,
+                                                                                   plan.device_index)))
         replay.fresh_words = [(starts[pos], shape, dtype, device) for pos, shape, dtype, device in plan.fresh_slots]
-        replay.view_words = [(starts[pos], view) for pos, view in plan.view_slots]
-        replay.view_tma_words = []
-        for pos, view, *_ in plan.view_desc_slots:
-            meta = meta_at.get(pos, _NOT_A_DESCRIPTOR)
-            if meta is _NOT_A_DESCRIPTOR:
-                return None
-            if meta is None:
-                replay.view_words.append((starts[pos], view))  # (the descriptor's words start with its base)
-            else:
-                replay.view_tma_words.append((starts[pos], view, _descriptor_layout(args[pos], meta,
-                                                                                    plan.device_index)))
-        for word in [w[0] for w in replay.tensor_words + replay.tma_words + replay.fresh_words + replay.view_words
-                     + replay.view_tma_words]:
+        for word in [w[0] for w in replay.tensor_words + replay.tma_words + replay.fresh_words]:
             replay.words[word] = None
         # Buffers the plan keeps (e.g. split-K counters) go in as addresses (see ``run``), held alive by the plan.
         replay.kept = [w for w in replay.words if isinstance(w, torch.Tensor)]
@@ -588,20 +591,14 @@ class _DirectReplay:
         # tensor it calls data_ptr() and then asks the driver whether that address is device memory
         # (cuPointerGetAttribute, one driver call per pointer argument per launch: triton 3.6 driver.py getPointer).
         # The op's check already established that these are CUDA tensors of the launch's device.
-        for word, j in self.tensor_words:
-            words[word] = inputs[j].data_ptr()
-        for word, j, layout in self.tma_words:  # tma_descriptor(), inlined: this loop is the hottest of a replay
-            data_ptr = inputs[j].data_ptr()
+        for word, j, delta in self.tensor_words:
+            words[word] = inputs[j].data_ptr() + delta
+        for word, j, delta, layout in self.tma_words:  # tma_descriptor(), inlined: the hottest loop of a replay
+            data_ptr = inputs[j].data_ptr() + delta
             tensor_map = _TMA_DESCRIPTORS.get((data_ptr, layout))
             words[word] = tensor_map if tensor_map is not None else _encode_tma_descriptor(data_ptr, layout)
         for word, shape, dtype, device in self.fresh_words:
             words[word] = torch.empty(shape, dtype=dtype, device=device)
-        for word, view in self.view_words:  # (the C launcher takes an int as a device pointer)
-            words[word] = view.ptr(inputs)
-        for word, view, layout in self.view_tma_words:
-            data_ptr = view.ptr(inputs)
-            tensor_map = _TMA_DESCRIPTORS.get((data_ptr, layout))
-            words[word] = tensor_map if tensor_map is not None else _encode_tma_descriptor(data_ptr, layout)
         if self.scratch_bytes:
             words[_SCRATCH_WORD] = torch.empty(self.scratch_bytes, dtype=torch.uint8,
                                                device=f"cuda:{self.device_index}")

@@ -10,6 +10,7 @@ what the signature cannot see (which arguments are the same tensor, the stream) 
 from __future__ import annotations
 
 import threading
+from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 import torch
@@ -29,6 +30,42 @@ class Recorder:
 
     def __init__(self):
         self.launches, self.scratch, self.persistent = [], [], []
+
+
+class TensorPicker:
+    """How a launcher called with one signature token finds its inputs: ``take(args)`` picks the tensors (in order)
+    by the positions the token's signature fixes (a tensor and None or a plain value key differently), and
+    ``may_alias`` says whether two of them could be one object.
+
+    Picking by position spares a replay testing every argument (``isinstance`` against ``torch.Tensor`` costs ~80
+    ns per non-tensor argument: ~1 us for the grouped GEMMs' twelve arguments, CPU host 2026-12). One object has
+    one shape, strides, dtype and device, and equal tokens mean equal ones: tensors that differ in these at the
+    first call with a token differ at every call with it, so only a token with two alike tensors pays for
+    ``aliasing`` (most ops' tensors all differ: operands, scales and outputs of other shapes or dtypes)."""
+
+    __slots__ = ("take", "may_alias")
+
+    def __init__(self, args: Sequence[Any]):
+        positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        if len(positions) >= 2:
+            self.take = itemgetter(*positions)
+        elif positions:
+            i = positions[0]
+            self.take = lambda a: (a[i],)
+        else:
+            self.take = lambda a: ()
+        metadata = {(tuple(args[i].shape), args[i].stride(), args[i].dtype, args[i].device) for i in positions}
+        self.may_alias = len(metadata) < len(positions)
+
+
+def _picker(pickers: dict, signature, args: Sequence[Any]) -> TensorPicker:
+    """The ``TensorPicker`` of a signature token, made at its first call (bounded like the plans)."""
+    picker = pickers.get(signature)
+    if picker is None:
+        if len(pickers) >= PLAN_LIMIT:
+            pickers.clear()
+        picker = pickers[signature] = TensorPicker(args)
+    return picker
 
 
 def aliasing(inputs: Sequence[Any]) -> tuple | None:
@@ -139,7 +176,8 @@ def replayable(name: str):
     """Give a launcher the per-signature replay fast path: ``launcher(*args, recorder=..., **launcher_kwargs)``
     becomes ``run(*args, signature=None, **launcher_kwargs)``, which replays the launch recorded by an earlier call
     with the same signature token and the same launcher keyword arguments (e.g. overrides), or runs the launcher
-    and records its launch.
+    and records its launch. ``run.call(args, signature)`` is ``run(*args, signature=signature)`` for a token (not
+    None) and no keyword arguments: what the op's CUDA kernel calls (``_ops/library.OpKernels.run_cuda``).
 
     The inputs a plan fills in per call are the call's tensor arguments; tensors the launcher derives from them
     without copying (reshapes, transposes, slices) are re-derived (``launch._View``). A call is recorded only when
@@ -152,18 +190,48 @@ def replayable(name: str):
 
         plans = cache._plans
 
-        def run(*args, signature=None, **launcher_kwargs):
-            inputs = tuple([a for a in args if isinstance(a, torch.Tensor)])  # (a list builds faster than a genexpr)
+        pickers: dict = {}  # signature token -> TensorPicker
+
+        def call(args: tuple, signature):
+            """``run(*args, signature=signature)`` with ``signature`` not None, its arguments as one tuple: the op's
+            CUDA kernel's path (``OpKernels.run_cuda``), without building keyword and argument packs."""
+            picker = pickers.get(signature)
+            if picker is None:
+                picker = _picker(pickers, signature, args)
+            inputs = picker.take(args)
             anchor = inputs[0]
+            # PlanCache.key and .replay, inlined (stream_of and capturing too): this is every replayed call's path.
+            cuda = anchor.is_cuda
+            key = (name, signature, aliasing(inputs) if picker.may_alias else None,
+                   torch._C._cuda_getCurrentRawStream(anchor.get_device()) if cuda else None)
+            plan = plans.get(key)
+            if plan is not None and not (plan.keeps_buffers and cuda and torch._C._cuda_isCurrentStreamCapturing()):
+                plan.run(inputs)
+                return None
+            return launch_and_record(args, inputs, anchor, key, {})
+
+        def run(*args, signature=None, **launcher_kwargs):
+            if signature is not None and not launcher_kwargs:
+                return call(args, signature)
             key = None
             if signature is not None:
-                # PlanCache.key and .replay, inlined: this is every replayed call's path.
-                key = (name, *sorted(launcher_kwargs.items()), signature, aliasing(inputs), stream_of(anchor)) \
-                    if launcher_kwargs else (name, signature, aliasing(inputs), stream_of(anchor))
+                picker = pickers.get(signature)
+                if picker is None:
+                    picker = _picker(pickers, signature, args)
+                inputs = picker.take(args)
+                anchor = inputs[0]
+                key = (name, *sorted(launcher_kwargs.items()), signature,
+                       aliasing(inputs) if picker.may_alias else None, stream_of(anchor))
                 plan = plans.get(key)
                 if plan is not None and not (plan.keeps_buffers and capturing(anchor)):
                     plan.run(inputs)
                     return None
+            else:
+                inputs = tuple([a for a in args if isinstance(a, torch.Tensor)])  # (a list: faster than a genexpr)
+                anchor = inputs[0]
+            return launch_and_record(args, inputs, anchor, key, launcher_kwargs)
+
+        def launch_and_record(args, inputs, anchor, key, launcher_kwargs):
             recorder = Recorder() if key is not None else None
             result = launcher(*args, recorder=recorder, **launcher_kwargs)
             if result is not NotImplemented:
@@ -173,6 +241,7 @@ def replayable(name: str):
         run.__name__ = run.__qualname__ = name
         run.__doc__ = launcher.__doc__
         run.accepts_signature = True
+        run.call = call
         run.plans = cache
         return run
     return wrap
@@ -211,12 +280,20 @@ def replayable_allocating(launcher):
     configs) take the full path. Its launches must hold no split-K counters (plans are not keyed by stream; the
     indexer kernels, its users, keep none)."""
     plans: dict = {}
+    pickers: dict = {}  # signature token -> TensorPicker (see replayable)
 
     def run(*args, signature=None, **launcher_kwargs):
         if signature is None or launcher_kwargs:
             return launcher(*args, **launcher_kwargs)
-        inputs = tuple([a for a in args if isinstance(a, torch.Tensor)])  # (a list builds faster than a genexpr)
-        key = (signature, aliasing(inputs))
+        return call(args, signature)
+
+    def call(args: tuple, signature):
+        """``run(*args, signature=signature)`` with ``signature`` not None (see ``replayable``'s ``call``)."""
+        picker = pickers.get(signature)
+        if picker is None:
+            picker = _picker(pickers, signature, args)
+        inputs = picker.take(args)
+        key = (signature, aliasing(inputs) if picker.may_alias else None)
         replay = plans.get(key)
         if replay is not None:
             return replay.run(inputs)
@@ -233,5 +310,6 @@ def replayable_allocating(launcher):
     run.__name__ = run.__qualname__ = launcher.__name__
     run.__doc__ = launcher.__doc__
     run.accepts_signature = True
+    run.call = call
     run.plans = plans
     return run

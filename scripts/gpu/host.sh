@@ -38,4 +38,4 @@ fi
 
 has layers && step "host_paths_cpu (GPU stubbed)" 90 env PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES= python3 \
   benchmarks/host_paths_cpu.py --number 2000 --rounds 10 > "$D/host_paths_cpu.log" 2>&1
-cat "$D/host_paths_cpu.log" 2>/dev/null | tail -n 12
+cat "$D/host_paths_cpu.log" 2>/dev/null | tail -n 14
