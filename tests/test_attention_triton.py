@@ -535,7 +535,8 @@ def stubbed_launches(monkeypatch):
     calls = []
     compiled = {}
 
-    def fake_launch(kernel, grid, args, *, name, config_key, num_warps, num_stages=1, device_index=0, record=None):
+    def fake_launch(kernel, grid, args, *, name, config_key, num_warps, num_stages=1, device_index=0, record=None,
+                    max_registers=None):
         ck = compiled.setdefault((name, config_key), _Compiled())
         calls.append((name, ck, grid, list(args)))
         if record is not None:

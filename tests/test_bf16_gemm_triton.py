@@ -400,6 +400,9 @@ def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
     assert bf16_plan.plan(call(m=128)).config == Bf16Config(64, 64, 64, 12, 4, 2)
     # 128 x 576 x 7168: split pieces of at least MIN_PIECE_DEPTHS rings (split 3: 12.8 us; split 4: 15.8).
     assert bf16_plan.plan(call(m=128, n=576, k=7168)).config == Bf16Config(64, 64, 64, 12, 4, 3)
+    # ... a rule of the heuristic: a forced split count is taken as given.
+    forced = bf16_plan.plan(call(m=64, n=576, k=7168), Bf16Overrides(split_k=8))
+    assert forced is not None and forced.config.split_k == 8
     # Masked decode tiles are left as they were (no measured difference).
     masked = bf16_plan.plan(call("masked", m=4096, n=4096, k=7168, groups=6, expected_m=20))
     mc = masked.config

@@ -341,7 +341,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
         for split, split_from in splits:
             for d_tma in ((True, False) if d_tma_ok else (False,)):
                 cfg = _config(call, bm, bn, warps, bk_pref, split, d_tma, split_from)
-                if cfg is None or _piece_too_short(call, cfg):
+                if cfg is None or (overrides.split_k is None and _piece_too_short(call, cfg)):
                     continue
                 # TMA stores cost a little shared memory and save the pointer epilogue: prefer them on ties.
                 cost = _cost(call, cfg) * (1.0 if d_tma else 1.02)
