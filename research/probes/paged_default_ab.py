@@ -39,5 +39,34 @@ def main():
               f"(runs: {[round(x, 1) for v in times.values() for x in v]})", flush=True)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and not os.environ.get("PUBLIC_VS_LAUNCHER"):
     main()
+
+
+def public_vs_launcher():
+    """The public op against its launcher with the default and with the session-24 config passed explicitly, and the
+    registers of every compiled paged kernel (does the public path run the default config?)."""
+    from deep_gemm._triton.launch import KERNEL_CACHE
+    num_sms = deep_gemm.get_num_sms()
+    batch, next_n, h, d, avg = PAGED_QUICK[1]
+    q, cache, w, lens2d, table, max_len, _ = paged_inputs(batch, next_n, h, d, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
+    calls = {
+        "public": lambda: deep_gemm.fp8_fp4_paged_mqa_logits((q, None), cache, w, lens2d, table, meta, max_len,
+                                                             clean_logits=False, logits_dtype=torch.float32),
+        "launcher default": lambda: run_launcher("fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d, table, meta,
+                                                 max_len, False, torch.float32, None),
+        "launcher s24 config": lambda: run_launcher(
+            "fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d, table, meta, max_len, False, torch.float32, None,
+            launcher_kwargs=dict(config=paged_default_config(next_n, h, d, BLOCK_KV, False)))}
+    for _ in range(2):
+        for name, fn in calls.items():
+            t = kernel_times_by_name(fn, ("paged_mqa_logits",), reps=10)["paged_mqa_logits"]
+            print(f"{name}: {t:.1f} us", flush=True)
+    for key, ck in list(KERNEL_CACHE._entries.items()):
+        if "paged" in str(key[0]):
+            print(key[0], "warps/stages/pdl/i64/maxnreg", key[3:], "regs", getattr(ck, "n_regs", "?"), flush=True)
+
+
+if __name__ == "__main__" and os.environ.get("PUBLIC_VS_LAUNCHER"):
+    public_vs_launcher()
