@@ -10,7 +10,6 @@ concurrent calls; torch.compile, FakeTensorMode and torch function/dispatch mode
 
 from __future__ import annotations
 
-import inspect
 import threading
 
 import pytest
@@ -21,28 +20,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import deep_gemm
 from deep_gemm._ops import library
 from deep_gemm._ops.errors import DeepGEMMError
+from eager_harness import count_eager_calls
 
 M, N, K = 5, 8, 128
 
 
 @pytest.fixture
 def cpu_as_cuda(monkeypatch):
-    """Make CPU tensors eligible for the eager path and count the calls that took it."""
-    if torch.cuda.is_available():
-        pytest.skip("CPU tensors through the CUDA kernel need the interpreter (test_eager_path_gpu.py covers GPUs)")
-    source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
-    namespace = dict(library.__dict__)
-    exec(compile(source, library.__file__, "exec"), namespace)
-    monkeypatch.setattr(library, "_eager_signature", namespace["_eager_signature"])
-    kernels = library.kernels_of("tf32_hc_prenorm_gemm")
-    taken = []
-    run_cuda = kernels.run_cuda
-
-    def counting(full, token):
-        taken.append(token)
-        return run_cuda(full, token)
-    monkeypatch.setattr(kernels, "run_cuda", counting)
-    return taken
+    """Make CPU tensors eligible for the eager path and count the calls that took it (eager_harness.py)."""
+    return count_eager_calls(monkeypatch, "tf32_hc_prenorm_gemm")
 
 
 def _hc_inputs(seed: int = 0, m: int = M):

@@ -8,7 +8,6 @@ still go through the op; with the GPU stubbed, a replayed launch passes the kern
 
 from __future__ import annotations
 
-import inspect
 from types import SimpleNamespace
 
 import pytest
@@ -20,28 +19,15 @@ import deep_gemm._triton.plans as plans_mod
 from deep_gemm._ops import library
 from deep_gemm._ops.errors import DeepGEMMError
 from deep_gemm.layout import reference as ref
+from eager_harness import count_eager_calls
 
 NAME = "transform_sf_into_required_layout"
 
 
 @pytest.fixture
 def cpu_as_cuda(monkeypatch):
-    """CPU tensors take the eager path; returns the tokens of the calls that reached the op's CUDA kernel."""
-    if torch.cuda.is_available():
-        pytest.skip("CPU tensors through the CUDA kernel need the interpreter")
-    source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
-    namespace = dict(library.__dict__)
-    exec(compile(source, library.__file__, "exec"), namespace)
-    monkeypatch.setattr(library, "_eager_signature", namespace["_eager_signature"])
-    kernels = library.kernels_of(NAME)
-    taken = []
-    run_cuda = kernels.run_cuda
-
-    def counting(full, token):
-        taken.append(token)
-        return run_cuda(full, token)
-    monkeypatch.setattr(kernels, "run_cuda", counting)
-    return taken
+    """Make CPU tensors eligible for the eager path and count the calls that took it (eager_harness.py)."""
+    return count_eager_calls(monkeypatch, NAME)
 
 
 def _reference(sf, mn, k, recipe, groups=None, is_sfa=None):
