@@ -50,9 +50,16 @@ def fp8_operands(m, n, k, per_row_b=False):
     return (a[0], sfa), b
 
 
+def _dequantize(data, sf, gran):
+    """FP32 values of an FP8 operand [MN, K] with FP32 scales of (gran_mn, gran_k) blocks. Plain torch: the bench also
+    runs under DeepGEMM, whose package has none of ours (session 24's first call failed importing it)."""
+    mn, k = data.shape
+    scales = sf.float().repeat_interleave(gran[0], dim=0)[:mn].repeat_interleave(gran[1], dim=1)[:, :k]
+    return data.float() * scales
+
+
 def reference(a, b, gran_b):
-    from deep_gemm.gemm.operands import dequantize
-    return dequantize(a[0], a[1], (1, 128)) @ dequantize(b[0], b[1], gran_b).T
+    return _dequantize(a[0], a[1], (1, 128)) @ _dequantize(b[0], b[1], gran_b).T
 
 
 def torch_blockwise(a, b, m):
@@ -237,10 +244,16 @@ def k_grouped_operands(g, m, n, k_per_group):
 
 
 def k_grouped_reference(a, b, ks, layout, g, m, n):
-    """The K-grouped product ([G, M, N] FP32) of k_grouped_operands' data from the dequantised operands."""
-    from deep_gemm.gemm.fp8_reference import make_k_grouped_reference
-    expected = torch.zeros(g, m, n, device="cuda")
-    make_k_grouped_reference("tn")(a[0], a[1], b[0], b[1], expected, ks, layout, None, [1, 1, 128], "mn", False)
+    """The K-grouped product ([G, M, N] FP32) of k_grouped_operands' data from the dequantised operands: group i takes
+    the next ks[i] rows of A [sum K, M] and B [sum K, N] (scales per 128 of them). Plain torch, as ``reference``."""
+    expected = torch.zeros(g, m, n, device=a[0].device)
+    start = 0
+    for i, k in enumerate(ks):
+        rows = slice(start, start + k)
+        a_i = _dequantize(a[0][rows].T, a[1][start // 128:(start + k) // 128].T, (1, 128))
+        b_i = _dequantize(b[0][rows].T, b[1][start // 128:(start + k) // 128].T, (1, 128))
+        expected[i] = a_i @ b_i.T
+        start += k
     return expected
 
 
