@@ -186,6 +186,11 @@ def _sweep_variants(m, n, k, sms, device="cuda"):
     tiles = -(-m // 128) * -(-n // 128)
     if m >= 4096 and tiles % sms and sms < tiles <= 5 * sms:
         out += [("ws-whole-waves+tl-tail", O(ws_tail=True)), ("plan-no-ws-tail", O(ws_tail=False))]
+    if m >= 4096:
+        # The WS kernel's tiles with tail columns (TAIL_N; its ring is bf16_plan._ws_config's, whatever the forced
+        # config's stages): 128 + 16 = DeepGEMM's 128 x 144 on N = 576 (one wave), 128 + 64 tiles N = 2112 exactly;
+        # N = 7168 is the control.
+        out += [(f"ws-128x128+{t}", O(ws=True, config=C(128, 128, 64, 5, 4, block_n_tail=t))) for t in (16, 32, 64)]
     configs = []
     if m >= 4096:
         configs += [C(128, 256, 64, 3, 8), C(128, 128, 64, 5, 8)]

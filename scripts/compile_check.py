@@ -271,16 +271,20 @@ if __name__ == "__main__" and "--bf16" in sys.argv:
 
 
 def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, has_c=False,
-                         out="bfloat16", consumer_regs=232, producer_regs=40):
-    """The warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config."""
+                         out="bfloat16", consumer_regs=232, producer_regs=40, tail=0):
+    """The warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config (``tail``: its TAIL_N columns,
+    B and D blocks of their own as bf16_triton._execute_ws passes them)."""
     from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
     from triton.experimental.gluon._runtime import GluonASTSource
+    b_block = [bn, bk] if b_k_major else [bk, bn]
+    b2_block = ([tail, bk] if b_k_major else [bk, tail]) if tail else b_block
     sig = {"a_desc": gluon_desc_sig([128, bk] if a_k_major else [bk, 128], "bfloat16"),
-           "b_desc": gluon_desc_sig([bn, bk] if b_k_major else [bk, bn], "bfloat16"),
-           "d_desc": gluon_desc_sig([64, bn], out), "c_desc": gluon_desc_sig([64, bn], out), "layout_ptr": "*i32"}
+           "b_desc": gluon_desc_sig(b_block, "bfloat16"), "b2_desc": gluon_desc_sig(b2_block, "bfloat16"),
+           "d_desc": gluon_desc_sig([64, bn], out), "d2_desc": gluon_desc_sig([64, tail or bn], out),
+           "c_desc": gluon_desc_sig([64, bn], out), "layout_ptr": "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"]})
     constexprs = dict(BM=128, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
-                      B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c,
+                      B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c, TAIL_N=tail,
                       CONSUMER_REGS=consumer_regs,
                       PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
@@ -292,7 +296,37 @@ BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, 
                    dict(bn=256, stages=3, a_k_major=False), dict(bn=256, stages=3, a_k_major=False, b_k_major=False),
                    dict(bn=256, stages=3, grouping=1), dict(bn=256, stages=3, grouping=2, b_k_major=False),
                    dict(bn=128, stages=6, grouping=2), dict(bn=256, stages=3, has_c=True),
-                   dict(bn=128, stages=4, has_c=True, out="float32", a_k_major=False, b_k_major=False)]
+                   dict(bn=128, stages=4, has_c=True, out="float32", a_k_major=False, b_k_major=False),
+                   # Tiles 128 + tail wide (bf16_plan._ws_config's rings: 5, 5 and 4 stages): 144 = N 576 / 4,
+                   # 192 = N 2112 / 11.
+                   dict(bn=128, stages=5, tail=16), dict(bn=128, stages=5, tail=32), dict(bn=128, stages=4, tail=64),
+                   dict(bn=128, stages=5, tail=16, a_k_major=False, b_k_major=False)]
+
+def partition_registers(cubin: bytes) -> list[tuple[int, int]]:
+    """(setmaxnreg budget, highest register used + 1) of each warp-specialised partition whose code follows its
+    budget: the SASS from one USETMAXREG to the next (stretches of a few instructions, the hand-overs, skipped).
+    An estimate from register names (R<n>), enough to see how far a consumer's accumulators are from its budget."""
+    import re
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([tool, "--dump-sass", f.name], capture_output=True, text=True).stdout
+    parts, current = [], None
+    for line in sass.splitlines():
+        budget = re.search(r"USETMAXREG\.\w+\.CTAPOOL(?: UP\d,)? (0x[0-9a-f]+)", line)
+        if budget:
+            if current and current[2] > 20:
+                parts.append((current[0], current[1]))
+            current = [int(budget.group(1), 16), 0, 0]
+        elif current is not None and "/*" in line:
+            regs = [int(r) for r in re.findall(r"\bR(\d+)\b", line.split(";")[0])]
+            current[1] = max([current[1]] + [r + 1 for r in regs])
+            current[2] += 1
+    if current and current[2] > 20:
+        parts.append((current[0], current[1]))
+    return parts
+
 
 if __name__ == "__main__" and "--bf16-ws" in sys.argv:
     for cfg in BF16_WS_CONFIGS:
@@ -304,4 +338,5 @@ if __name__ == "__main__" and "--bf16-ws" in sys.argv:
         info = ptxas_info(ck.asm["ptx"])
         print("bf16-ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]),
               sass_counts(ck.asm["cubin"], ("HGMMA", "UTMALDG", "UTMASTG", "LDL", "STL")),
-              "SERIALISED" if "C7514" in info else "", flush=True)
+              "SERIALISED" if "C7514" in info else "", "partitions (budget, used):",
+              partition_registers(ck.asm["cubin"]), flush=True)

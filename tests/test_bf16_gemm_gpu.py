@@ -319,6 +319,29 @@ def test_warp_specialised_opt_in(layout, m, n, k, bn):
         assert calc_diff(d, _ref(a_mk, b_nk)) < TOL
 
 
+@pytest.mark.parametrize("layout", ["nt", "tn"])
+@pytest.mark.parametrize("m,n,k,tail", [(4096, 576, 7168, 16), (4095, 576, 7168, 16), (300, 200, 208, 16),
+                                        (300, 200, 208, 64), (129, 2112, 7168, 64), (1000, 1000, 1000, 32)])
+def test_warp_specialised_tile_with_tail_columns(layout, m, n, k, tail):
+    """The Gluon WS kernel's 128 x (128 + tail) tile (TAIL_N), forced: M not a multiple of 128, N ending in the main
+    block, in the tail, or with a tail wholly past N (N = 200: the second 144-wide tile's tail starts at column 272);
+    K-major ("nt") and MN-major ("tn": A as [K, M], B as [K, N]) operands."""
+    from deep_gemm.gemm import bf16_plan, bf16_triton
+    from deep_gemm.gemm.bf16_plan import Bf16Config
+    a_mk, b_nk = _rand(m, k), _rand(n, k)
+    a, b = _given(layout, a_mk, b_nk)
+    over = Bf16Overrides(ws=True, config=Bf16Config(128, 128, 64, 5, 4, block_n_tail=tail))
+    call = bf16_triton._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
+                             layout[1] == "t", True)
+    p = bf16_plan.plan(call, over)
+    assert p.kernel == "ws" and p.config.block_n_tail == tail, p
+    for _ in range(2):  # the second call replays the recorded launch
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
+        run_forced(f"bf16_gemm_{layout}", a, b, d, None, "nk", overrides=over)
+        assert calc_diff(d, _ref(a_mk, b_nk)) < TOL
+        assert not d.isnan().any(), "every column of D is written (the tail slabs included)"
+
+
 @pytest.mark.parametrize("psum", [False, True])
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("ms,n,k,bn", [([8192, 0, 8000, 3], 4096, 4096, 256), ([300, 5000, 1], 7168, 3072, 128)])

@@ -147,13 +147,36 @@ def test_dense_tile_with_tail_columns(cfg, m, n, k):
 
 def test_plan_covers_tail_columns_only_dense_unsplit_without_c():
     wide = Bf16Config(128, 128, 64, 5, 8, block_n_tail=16)
-    p = bf16_plan.plan(call(m=4096, n=576), Bf16Overrides(config=wide, ws=True))
+    p = bf16_plan.plan(call(m=4096, n=576), Bf16Overrides(config=wide, ws=False))
     assert p.kernel == "tl" and p.config == wide and p.grid == 128  # 32 x 4 tiles: one wave
     with_c = Bf16Call(0, 4096, 576, 7168, 1, 132, True, 2, True, True, True)
     assert bf16_plan.plan(with_c, Bf16Overrides(config=wide)) is None
     assert bf16_plan.plan(call(m=128, n=576), Bf16Overrides(config=replace(wide, split_k=2))) is None
     assert bf16_plan.plan(call("m_ids", m=8192, groups=4), Bf16Overrides(config=wide)) is None
     assert bf16_plan.plan(call(), Bf16Overrides(config=replace(wide, block_n_tail=24))) is None
+
+
+@pytest.mark.parametrize("tail,n,stages,tiles", [(16, 576, 5, 32 * 4), (32, 200, 5, 32 * 2), (64, 2112, 4, 32 * 11)])
+def test_plan_forces_the_warp_specialised_tile_with_tail_columns(tail, n, stages, tiles):
+    # Bf16Overrides(ws=True) with a 128 x (128 + tail) config: the WS kernel (TAIL_N), its ring as deep as fits
+    # beside D's two [64, 128 + tail] staging buffers, one program per tile up to the SM count.
+    forced = Bf16Overrides(ws=True, config=Bf16Config(128, 128, 64, 5, 4, block_n_tail=tail))
+    p = bf16_plan.plan(call(m=4096, n=n), forced)
+    assert p.kernel == "ws" and p.d_tma and p.config.block_n_tail == tail and p.config.tile_n == 128 + tail
+    assert p.config.num_stages == stages and p.grid == min(tiles, 132)
+    per_stage, epilogue = (128 + 128 + tail) * 64 * 2, 2 * 64 * (128 + tail) * 2
+    assert stages * per_stage + epilogue <= bf16_plan.WS_SMEM_BYTES < (stages + 1) * per_stage + epilogue
+    # Where the WS kernel does not cover the tile, the forced config runs on the tl.* kernel as given (FP32 D, or
+    # a tail on a 64-wide tile), or nowhere (C, a grouped layout: _tail_covers).
+    fp32 = bf16_plan.plan(call(m=4096, n=n, out_bytes=4), forced)
+    assert fp32.kernel == "tl" and fp32.config == forced.config
+    narrow = Bf16Overrides(ws=True, config=Bf16Config(128, 64, 64, 5, 8, block_n_tail=tail))
+    assert bf16_plan.plan(call(m=4096, n=n), narrow).kernel == "tl"
+    with_c = Bf16Call(0, 4096, n, 7168, 1, 132, True, 2, True, True, True, c_tma=True)
+    assert bf16_plan.plan(with_c, forced) is None
+    assert bf16_plan.plan(call("m_ids", m=8192, n=n, groups=4), forced) is None
+    # The default plan never picks a tail (opt-in only).
+    assert bf16_plan.plan(call(m=4096, n=n)).config.block_n_tail == 0
 
 
 # ---- M-grouped contiguous ----------------------------------------------------------------------------------------

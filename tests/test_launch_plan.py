@@ -225,3 +225,83 @@ def test_run_cuda_calls_replayable_launchers_positionally(stubbed_gpu, monkeypat
     kernels.run_cuda((x, 3), "token")  # records
     kernels.run_cuda((torch.empty(4), 3), "token")  # replays
     assert seen == [False, True] and len(run.plans) == 1 and len(stubbed_gpu) == 3
+
+
+class _CudaLooking(torch.Tensor):
+    """A CPU tensor that reports itself as a CUDA tensor of device 0 (what the replay path reads of its anchor)."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @property
+    def is_cuda(self):
+        return True
+
+    def get_device(self):
+        return 0
+
+
+@pytest.fixture
+def fake_streams(monkeypatch):
+    """The current raw stream and whether it captures, as the test sets them; counts the capture queries."""
+    state = SimpleNamespace(stream=0, capturing=False, queries=0)
+
+    def is_capturing():
+        state.queries += 1
+        return state.capturing
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: state.stream, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", is_capturing, raising=False)
+    return state
+
+
+def test_capture_test_skips_the_legacy_default_stream(fake_streams):
+    """scratch.stream_capturing: CPU (None) and the legacy default stream (0, which no capture can include) are
+    answered without asking CUDA; any other stream asks."""
+    from deep_gemm._triton.scratch import LEGACY_DEFAULT_STREAM, capturing, stream_capturing
+
+    fake_streams.capturing = True
+    assert not stream_capturing(None) and not stream_capturing(LEGACY_DEFAULT_STREAM)
+    assert not capturing(torch.empty(1))  # a CPU tensor
+    assert not capturing(torch.empty(1).as_subclass(_CudaLooking))  # on the default stream
+    assert fake_streams.queries == 0
+    fake_streams.stream = 7
+    assert stream_capturing(7) and capturing(torch.empty(1).as_subclass(_CudaLooking))
+    fake_streams.capturing = False
+    assert not stream_capturing(7)
+    assert fake_streams.queries == 3
+
+
+@pytest.mark.parametrize("keyword", [False, True], ids=["call", "run with launcher keywords"])
+def test_plans_that_keep_buffers_replay_outside_captures_only(stubbed_gpu, fake_streams, keyword):
+    """A plan holding persistent buffers (split-K counters, the HC workspace) replays on the default stream without
+    a capture query; on another stream it asks on every replay, replays when not capturing, and when capturing runs
+    the launcher (fresh buffers, nothing recorded), so the captured graph never shares the stream's buffers."""
+    from deep_gemm._triton.plans import replayable
+
+    launches = []
+
+    def launcher(x, n, *, recorder=None, tag=None):
+        launches.append(fake_streams.capturing)
+        kept = torch.zeros(4)  # (stands for the per-stream counters)
+        if recorder is not None:
+            recorder.persistent.append(kept)
+        launch_mod.launch(None, (1, 1, 1), (x, kept, n), name="probe", config_key=(), num_warps=4,
+                          record=recorder.launches if recorder is not None else None)
+
+    run = replayable("probe")(launcher)
+    extra = {"tag": "t"} if keyword else {}
+
+    def call():
+        run(torch.empty(4).as_subclass(_CudaLooking), 3, signature="token", **extra)
+
+    call()  # records on the default stream
+    fake_streams.capturing = True  # (a capture elsewhere: the default stream is never part of it)
+    call()
+    assert launches == [False] and len(stubbed_gpu) == 2 and fake_streams.queries == 0
+    fake_streams.stream, fake_streams.capturing = 7, False
+    call()  # records for stream 7
+    call()  # replays after one query
+    assert launches == [False, False] and len(run.plans) == 2 and fake_streams.queries >= 1
+    queries = fake_streams.queries
+    fake_streams.capturing = True
+    call()  # captured: the launcher runs, and records nothing
+    assert launches == [False, False, True] and len(run.plans) == 2 and fake_streams.queries > queries

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .launch import LaunchPlan, interpreting
-from .scratch import capturing, stream_of
+from .scratch import capturing, stream_capturing, stream_of
 
 # Plans (and configs) kept per family before the cache is dropped and rebuilt: bounded memory for processes that see
 # many shapes; a dropped entry costs one full-path call.
@@ -200,12 +200,12 @@ def replayable(name: str):
                 picker = _picker(pickers, signature, args)
             inputs = picker.take(args)
             anchor = inputs[0]
-            # PlanCache.key and .replay, inlined (stream_of and capturing too): this is every replayed call's path.
-            cuda = anchor.is_cuda
-            key = (name, signature, aliasing(inputs) if picker.may_alias else None,
-                   torch._C._cuda_getCurrentRawStream(anchor.get_device()) if cuda else None)
+            # PlanCache.key and .replay, inlined (stream_of and stream_capturing too): every replayed call's path.
+            stream = torch._C._cuda_getCurrentRawStream(anchor.get_device()) if anchor.is_cuda else None
+            key = (name, signature, aliasing(inputs) if picker.may_alias else None, stream)
             plan = plans.get(key)
-            if plan is not None and not (plan.keeps_buffers and cuda and torch._C._cuda_isCurrentStreamCapturing()):
+            # (None and the legacy default stream, 0, are never captured: scratch.LEGACY_DEFAULT_STREAM)
+            if plan is not None and not (plan.keeps_buffers and stream and torch._C._cuda_isCurrentStreamCapturing()):
                 plan.run(inputs)
                 return None
             return launch_and_record(args, inputs, anchor, key, {})
@@ -220,10 +220,11 @@ def replayable(name: str):
                     picker = _picker(pickers, signature, args)
                 inputs = picker.take(args)
                 anchor = inputs[0]
+                stream = stream_of(anchor)
                 key = (name, *sorted(launcher_kwargs.items()), signature,
-                       aliasing(inputs) if picker.may_alias else None, stream_of(anchor))
+                       aliasing(inputs) if picker.may_alias else None, stream)
                 plan = plans.get(key)
-                if plan is not None and not (plan.keeps_buffers and capturing(anchor)):
+                if plan is not None and not (plan.keeps_buffers and stream_capturing(stream)):
                     plan.run(inputs)
                     return None
             else:

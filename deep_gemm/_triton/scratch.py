@@ -25,14 +25,29 @@ _COUNTERS: dict = {}
 _COUNTERS_LOCK = threading.Lock()
 
 
+# The raw handle of torch's default stream on every device (``torch.cuda.default_stream().cuda_stream``): the legacy
+# default stream to the C launchers, which launch on handle 0 without per-thread semantics. No graph capture can
+# include it: CUDA refuses to begin a capture on the legacy stream, torch.cuda.graph refuses the default stream, and a
+# launch on it while another stream captures runs eagerly (non-blocking capture streams, torch's) or fails, never
+# joins the capture. So the capture test, a CUDA runtime query on every replay of a plan that keeps buffers, is
+# answered without asking for launches on it: the eager default-stream call, the common one.
+LEGACY_DEFAULT_STREAM = 0
+
+
 def stream_of(t: torch.Tensor):
     """The raw current stream of t's device (what a launch for t runs on), None for CPU tensors."""
     return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else None
 
 
+def stream_capturing(stream) -> bool:
+    """Whether a launch on raw stream ``stream`` (``stream_of``'s value) would be captured into a CUDA graph: never
+    for None (CPU) and the legacy default stream (see ``LEGACY_DEFAULT_STREAM``), else CUDA is asked."""
+    return stream is not None and stream != LEGACY_DEFAULT_STREAM and torch._C._cuda_isCurrentStreamCapturing()
+
+
 def capturing(t: torch.Tensor) -> bool:
     """Whether the current stream of CUDA tensor t's device is capturing a graph (False for CPU tensors)."""
-    return t.is_cuda and torch._C._cuda_isCurrentStreamCapturing()
+    return stream_capturing(stream_of(t))
 
 
 def arrival_counters(d: torch.Tensor, count: int) -> torch.Tensor:

@@ -115,7 +115,8 @@ class Bf16Config:
     """``split_k`` > 1 (dense): tiles from ``split_from`` on run as ``split_k`` K ranges each (0: every tile; a
     multiple of the grid: only the tiles of the last, partial wave). ``block_n_tail`` > 0 (opt-in, dense, unsplit,
     no C): each tile is ``block_n + block_n_tail`` columns wide, the tail in a second accumulator (register tensors
-    are powers of two): 128 + 16 = 144 covers N = 576 in 4 tile columns, 4096 x 576 in one wave of 128 tiles."""
+    are powers of two): 128 + 16 = 144 covers N = 576 in 4 tile columns, 4096 x 576 in one wave of 128 tiles. Forced
+    with ``Bf16Overrides(ws=True)`` on a 128 x 128 tile (BF16 D), the WS kernel runs it (TAIL_N) on its own ring."""
 
     block_m: int
     block_n: int
@@ -306,9 +307,12 @@ def _ws_mode(overrides: Bf16Overrides) -> str:
     return DEFAULT_WS_MODE if overrides.ws is None else ("on" if overrides.ws else "off")
 
 
-def _ws_config(call: Bf16Call, bn: int, bk: int) -> Bf16Config:
-    ring = (WS_SMEM_BYTES - 2 * 64 * bn * call.out_bytes) // ((128 + bn) * bk * 2)
-    return Bf16Config(128, bn, bk, min(WS_MAX_STAGES, ring), 4, 1, GROUP_M)
+def _ws_config(call: Bf16Call, bn: int, bk: int, tail: int = 0) -> Bf16Config:
+    """The WS kernel's config: as deep a ring of A + B (+ tail B) stages as fits beside the two 64-row staging
+    buffers of D (128 + 16: 5 stages; 128 + 64: 4)."""
+    tile_n = bn + tail
+    ring = (WS_SMEM_BYTES - 2 * 64 * tile_n * call.out_bytes) // ((128 + tile_n) * bk * 2)
+    return Bf16Config(128, bn, bk, min(WS_MAX_STAGES, ring), 4, 1, GROUP_M, block_n_tail=tail)
 
 
 def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | None:
@@ -327,7 +331,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
         d_tma = d_tma_ok and _stages(cfg.block_m, cfg.tile_n, cfg.block_k, cfg.block_m * cfg.tile_n
                                      * call.out_bytes) >= 2
         if mode == "on" and _ws_covers(call, cfg, d_tma):
-            return _finish(call, _ws_config(call, cfg.block_n, cfg.block_k), True, "ws")
+            return _finish(call, _ws_config(call, cfg.block_n, cfg.block_k, cfg.block_n_tail), True, "ws")
         return _finish(call, cfg, d_tma)
     best = None
     for bm, bn, warps, bk_pref in _candidates(call):
@@ -417,17 +421,19 @@ def _tail_covers(call: Bf16Call, cfg: Bf16Config) -> bool:
 
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
     """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole)
-    on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D: 128 x 128, its staging buffers)."""
+    on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D: 128 x 128, its staging buffers); 128 x (128 + tail)
+    tiles (forced configs): dense, no C, BF16 D (_tail_covers)."""
     layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"])
     c_ok = not call.has_c or (call.c_tma and call.grouping == GROUPING["dense"])
     width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
+    tail_ok = cfg.block_n_tail == 0 or (cfg.block_n == 128 and call.out_bytes == 2 and _tail_covers(call, cfg))
     return (call.grouping in layouts and call.zero_gaps and c_ok and d_tma and not call.interpreting
-            and cfg.split_k == 1 and cfg.block_m == 128 and width_ok and cfg.block_n_tail == 0)
+            and cfg.split_k == 1 and cfg.block_m == 128 and width_ok and tail_ok)
 
 
 def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, kernel: str = "tl") -> Bf16Plan:
     if kernel == "ws":
-        tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n)
+        tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.tile_n)
         return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, next_pow2(call.num_groups), "ws")
     if kernel == "ws_tail":  # (grid: the tl.* launch of the pieces; the WS launch runs the whole waves on every SM)
         pieces = (_cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n) - cfg.split_from) * cfg.split_k

@@ -109,7 +109,7 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
              b_group_k=0, stride_dg=0, stride_cg=0, recorder=None) -> None:
     """Launch plan ``p``: ``a`` / ``b`` are the operands' 2-D matrices as in memory (see kernels/bf16_gemm.py)."""
     if p.kernel == "ws":
-        _execute_ws(p.config, p.grid, -(-call.m // p.config.block_m) * -(-call.n // p.config.block_n), call, a,
+        _execute_ws(p.config, p.grid, -(-call.m // p.config.block_m) * -(-call.n // p.config.tile_n), call, a,
                     a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k, recorder)
         return
     first_item = 0
@@ -149,7 +149,8 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
 def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n,
                 b_group_k, recorder) -> None:
     """Launch the warp-specialised kernel on the first ``num_tiles`` tiles (dense or M-grouped; D stored and C
-    loaded by TMA in 64-row slabs)."""
+    loaded by TMA in 64-row slabs; a tile's tail columns, cfg.block_n_tail, through B and D descriptors of their
+    own)."""
     from .kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel
 
     def gluon_desc(x, block_rows, block_cols):
@@ -160,12 +161,17 @@ def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b,
     b_desc = gluon_desc(b, cfg.block_n, cfg.block_k) if b_k_major else gluon_desc(b, cfg.block_k, cfg.block_n)
     d_desc = gluon_desc(d, 64, cfg.block_n)
     c_desc = gluon_desc(c, 64, cfg.block_n) if c is not None and c is not d else d_desc
+    tail = cfg.block_n_tail
+    b2_desc, d2_desc = b_desc, d_desc
+    if tail:
+        b2_desc = gluon_desc(b, tail, cfg.block_k) if b_k_major else gluon_desc(b, cfg.block_k, tail)
+        d2_desc = gluon_desc(d, 64, tail)
     consumer_regs, producer_regs = bf16_plan.WS_REGISTERS
     g_pad = bf16_plan.next_pow2(call.num_groups)
-    args = (a_desc, b_desc, d_desc, c_desc, layout if layout is not None else d, call.m, call.n, call.k,
-            call.num_groups, b_group_n, b_group_k, num_tiles, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages,
-            cfg.group_m, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align, call.has_c,
-            consumer_regs, producer_regs)
+    args = (a_desc, b_desc, b2_desc, d_desc, d2_desc, c_desc, layout if layout is not None else d, call.m, call.n,
+            call.k, call.num_groups, b_group_n, b_group_k, num_tiles, cfg.block_m, cfg.block_n, cfg.block_k,
+            cfg.num_stages, cfg.group_m, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align,
+            call.has_c, tail, consumer_regs, producer_regs)
     config_key = (cfg, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align, call.has_c, d.dtype,
                   consumer_regs, producer_regs)
     launch(_bf16_gemm_ws_kernel, (grid, 1, 1), args, name="bf16_gemm_ws", config_key=config_key, num_warps=4,

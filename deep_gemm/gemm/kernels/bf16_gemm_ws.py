@@ -16,6 +16,10 @@ Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ... in group
              HAS_C (dense): C's slab first arrives by TMA in that staging buffer (each thread reads back exactly
              the elements it then overwrites with D, so no barrier is needed between the two).
 MN-major operands are read as they are in memory: the wgmma takes the transposed shared-memory view.
+TAIL_N > 0 (dense, no C): a tile is BN + TAIL_N columns wide (128 + 16 = 144 covers N = 576 in 4 tile columns).
+Register tensors, shared buffers and TMA blocks must have power-of-two shapes, so the tail has its own B descriptor
+and ring (b2_desc: [TAIL_N, BK] per stage, behind the same `ready` barrier), its own wgmma on the same A slice into
+a second [64, TAIL_N] accumulator, and its own staging buffer and TMA store (d2_desc: [64, TAIL_N]).
 M-grouped tiles (GROUPING M_IDS / M_PSUM, as in bf16_gemm.py) lie in one expert's rows: the expert of an M_IDS tile
 is the id of its first row (segments start at multiples of the tile height; a tile of padding has id -1), that of
 an M_PSUM tile the group whose aligned start..end holds its first row. A tile without an expert loads nothing and
@@ -65,22 +69,24 @@ def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: g
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,
-              NUM_TILES,
+def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
+              B_GROUP_N, B_GROUP_K, NUM_TILES,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
-              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, TAIL_N: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    STAGE_BYTES: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    # (TMA counts a box's full bytes on the barrier, also where it reads past the matrix and zero-fills)
+    STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
+                                 + (b2_desc.block_type.nbytes if TAIL_N > 0 else 0))
     num_m_blocks = gl.cdiv(M, BM)
-    num_n_blocks = gl.cdiv(N, BN)
+    num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
     it = 0
     for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
         pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
-        b_row = gl.maximum(expert, 0) * B_GROUP_N + pid_n * BN
+        b_row = gl.maximum(expert, 0) * B_GROUP_N + pid_n * (BN + TAIL_N)
         b_k = gl.maximum(expert, 0) * B_GROUP_K
         tile_kb = gl.where(expert >= 0, num_kb, 0)
         for kb in range(tile_kb):
@@ -97,30 +103,44 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K,
                 tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
             else:
                 tma.async_copy_global_to_shared(b_desc, [b_k + kb * BK, b_row], bar, b_bufs.index(stage))
+            if TAIL_N > 0:  # (dense: the tail's B rows follow the tile's BN)
+                if B_K_MAJOR:
+                    tma.async_copy_global_to_shared(b2_desc, [b_row + BN, kb * BK], bar, b2_bufs.index(stage))
+                else:
+                    tma.async_copy_global_to_shared(b2_desc, [kb * BK, b_row + BN], bar, b2_bufs.index(stage))
             it += 1
 
 
 @gluon.jit
-def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layout_ptr, M, N, K, NUM_GROUPS, NUM_TILES,
+def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, layout_ptr, M,
+              N, K, NUM_GROUPS, NUM_TILES,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
-              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, WG: gl.constexpr):
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
+              WG: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     A_ROW0: gl.constexpr = WG * WG_ROWS
+    # wgmma groups one K block commits (the main MMA, and the tail's): waiting down to this many leaves only the
+    # current block's in flight.
+    MMAS_PER_BLOCK: gl.constexpr = 2 if TAIL_N > 0 else 1
     num_m_blocks = gl.cdiv(M, BM)
-    num_n_blocks = gl.cdiv(N, BN)
+    num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
     it = 0
     tiles_done = 0  # phase of this warpgroup's C barrier
     for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
         pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
-        off_n = pid_n * BN
+        off_n = pid_n * (BN + TAIL_N)
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         tile_kb = gl.where(expert >= 0, num_kb, 0)
         acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+        if TAIL_N > 0:  # (a constexpr branch: acc_tail exists, and is carried by the K loop, only with a tail)
+            MMA_TAIL: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                               instr_shape=[16, TAIL_N, 16])
+            acc_tail = gl.zeros([WG_ROWS, TAIL_N], gl.float32, layout=MMA_TAIL)
         for kb in range(tile_kb):
             stage = it % STAGES
             mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
@@ -133,11 +153,22 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layou
             else:
                 b = b_bufs.index(stage)
             acc = warpgroup_mma(a, b, acc, is_async=True)
-            # The previous block's wgmma has retired: its stage is free.
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            # The previous block's wgmmas have retired: its stage is free.
+            if TAIL_N > 0:
+                if B_K_MAJOR:
+                    b2 = b2_bufs.index(stage).permute((1, 0))
+                else:
+                    b2 = b2_bufs.index(stage)
+                acc_tail = warpgroup_mma(a, b2, acc_tail, is_async=True)
+                acc, acc_tail = warpgroup_mma_wait(num_outstanding=MMAS_PER_BLOCK, deps=(acc, acc_tail))
+            else:
+                acc = warpgroup_mma_wait(num_outstanding=MMAS_PER_BLOCK, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kb > 0)
             it += 1
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        if TAIL_N > 0:
+            acc, acc_tail = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc_tail))
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=tile_kb > 0)
         if GROUPING != DENSE:  # rows of padding (another id) or past the group's end are stored as zeros
             rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
@@ -147,7 +178,7 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layou
             else:
                 valid = (rows < row_end) & (expert >= 0)
             acc = gl.where(gl.expand_dims(valid, 1), acc, 0.0)
-        tma.store_wait(pendings=0)  # the staging buffer's previous store has been read out
+        tma.store_wait(pendings=0)  # the staging buffers' previous stores have been read out
         if HAS_C:
             mbarrier.expect(c_bar, c_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(c_desc, [off_m + A_ROW0, off_n], c_bar, c_smem)
@@ -155,8 +186,12 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layou
             acc = acc + c_smem.load(MMA).to(gl.float32)
         tiles_done += 1
         c_smem.store(acc.to(d_desc.dtype))
+        if TAIL_N > 0:
+            c2_smem.store(acc_tail.to(d2_desc.dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(d_desc, [off_m + A_ROW0, off_n], c_smem)
+        if TAIL_N > 0:  # (a tail wholly past N is clipped by TMA: nothing is written)
+            tma.async_copy_shared_to_global(d2_desc, [off_m + A_ROW0, off_n + BN], c2_smem)
     tma.store_wait(pendings=0)
 
 
@@ -164,38 +199,47 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_smem, c_bar, layou
            do_not_specialize_on_alignment=["layout_ptr"])
 def _bf16_gemm_ws_kernel(
         a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense)
+        b2_desc,  # TAIL_N > 0: B's tail tiles, block [TAIL_N, BK] or [BK, TAIL_N] (else unused)
         d_desc,  # D [M, N] (BF16 or FP32), block [64, BN]
+        d2_desc,  # TAIL_N > 0: D's tail slabs, block [64, TAIL_N] (else unused)
         c_desc,  # C with D's shape, dtype and block (HAS_C; else unused)
         layout_ptr,  # int32 expert id per row (M_IDS) or cumulative group ends (M_PSUM); unused for DENSE
         M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
         NUM_TILES,  # tiles to run, a prefix of the grouped order (all of them, or the whole waves before a split tail)
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
-        G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-        PRODUCER_REGS: gl.constexpr):
+        G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
+        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows")
     gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM, "dense and M-grouped layouts")
     gl.static_assert(not HAS_C or GROUPING == DENSE, "C accumulation: dense layouts")
+    gl.static_assert(TAIL_N == 0 or (GROUPING == DENSE and not HAS_C), "tail columns: dense, no C")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    b2_bufs = b_bufs
+    if TAIL_N > 0:
+        b2_bufs = gl.allocate_shared_memory(b2_desc.dtype, [STAGES] + b2_desc.block_type.shape, b2_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
     c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
+    c2_bufs = c_bufs
+    if TAIL_N > 0:
+        c2_bufs = gl.allocate_shared_memory(d2_desc.dtype, [2, WG_ROWS, TAIL_N], d2_desc.layout)
     c_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(c_bars.index(i), count=1)
     fence_async_shared()
     gl.warp_specialize([
-        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_bufs.index(0), c_bars.index(0), layout_ptr, M, N,
-                     K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
-                     PSUM_ALIGN, HAS_C, 0)),
-        (_consumer, (a_bufs, b_bufs, ready, empty, d_desc, c_desc, c_bufs.index(1), c_bars.index(1), layout_ptr, M, N,
-                     K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
-                     PSUM_ALIGN, HAS_C, 1)),
-        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS, B_GROUP_N,
-                     B_GROUP_K, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD,
-                     PSUM_ALIGN)),
+        (_consumer, (a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_bufs.index(0), c2_bufs.index(0),
+                     c_bars.index(0), layout_ptr, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS,
+                     A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 0)),
+        (_consumer, (a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_bufs.index(1), c2_bufs.index(1),
+                     c_bars.index(1), layout_ptr, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS,
+                     A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 1)),
+        (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
+                     B_GROUP_N, B_GROUP_K, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR,
+                     GROUPING, G_PAD, PSUM_ALIGN, TAIL_N)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
