@@ -192,11 +192,13 @@ def test_k_grouped(g, m, n, k_per):
     assert calc_diff(c, ref) < 1e-9
 
 
-@pytest.mark.parametrize("m,n,k", [(4096, 2112, 7168), (4096, 576, 7168), (4095, 600, 1000), (300, 1000, 64)])
+@pytest.mark.parametrize("m,n,k", [(4096, 2112, 7168), (4096, 2176, 7168), (4096, 576, 7168), (4095, 600, 1000),
+                                   (300, 1000, 64)])
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_last_wave_split(m, n, k, accumulate):
-    """Split-K of the tiles past the whole waves (Bf16Config.split_from): the plan's own choice (4096 x 2112: the WS
-    kernel's whole waves, then the tl.* kernel's pieces), without the WS kernel, and forced ones (split_from past
+    """Split-K of the tiles past the whole waves (Bf16Config.split_from): the plan's own choice (4096 x 2176: the WS
+    kernel's whole waves, then the tl.* kernel's pieces; 4096 x 2112 and x 576 without C: the WS kernel's
+    128 x (128 + tail) tile), without the WS kernel, and forced ones (split_from past
     the tiles, every tile split); the same bits on every call."""
     from deep_gemm.gemm.bf16_plan import Bf16Config
     a, b = _rand(m, k), _rand(n, k)

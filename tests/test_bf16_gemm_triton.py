@@ -175,8 +175,24 @@ def test_plan_forces_the_warp_specialised_tile_with_tail_columns(tail, n, stages
     with_c = Bf16Call(0, 4096, n, 7168, 1, 132, True, 2, True, True, True, c_tma=True)
     assert bf16_plan.plan(with_c, forced) is None
     assert bf16_plan.plan(call("m_ids", m=8192, n=n, groups=4), forced) is None
-    # The default plan never picks a tail (opt-in only).
-    assert bf16_plan.plan(call(m=4096, n=n)).config.block_n_tail == 0
+
+
+@pytest.mark.parametrize("m,n,tail", [(4096, 576, 16), (8192, 576, 16), (4096, 2112, 64), (4096, 200, 0),
+                                      (2048, 576, 0), (128, 576, 0), (4096, 7168, 0), (4096, 24576, 0)])
+def test_default_plan_takes_a_tail_only_where_it_fills_the_waves(m, n, tail):
+    # _wave_filling_tail: N a whole number of 128 + tail columns (never of 128: no tile reaches past N, so N = 200
+    # keeps the plain tiles) and the tiles filling >= 85 % of their waves (2048 x 576: 64 tiles of 132 SMs do not).
+    # 576 = 4 x 144 = 3 x 192: 144 (128 tiles, one wave) fills the SMs better than 192 (96 tiles).
+    p = bf16_plan.plan(call(m=m, n=n))
+    assert p.config.block_n_tail == tail and (p.kernel == "ws" or tail == 0), p
+    if tail:
+        assert p.config.block_n == 128 and p.config.split_k == 1 and p.grid == min(132, m // 128 * (n // (128 + tail)))
+        # Not with C, FP32 D, a forced width or a forced tl.* kernel.
+        with_c = Bf16Call(0, m, n, 7168, 1, 132, True, 2, True, True, True, c_tma=True)
+        assert bf16_plan.plan(with_c).config.block_n_tail == 0
+        assert bf16_plan.plan(call(m=m, n=n, out_bytes=4)).config.block_n_tail == 0
+        assert bf16_plan.plan(call(m=m, n=n), Bf16Overrides(block_n=128)).config.block_n_tail == 0
+        assert bf16_plan.plan(call(m=m, n=n), Bf16Overrides(ws=False)).config.block_n_tail == 0
 
 
 # ---- M-grouped contiguous ----------------------------------------------------------------------------------------
@@ -378,12 +394,14 @@ def test_plan_chooses_the_warp_specialised_kernel_where_it_measured_faster(monke
     assert bf16_plan.plan(call(m=1)).kernel == "tl"
     assert bf16_plan.plan(call(n=4096), Bf16Overrides(ws=False)).kernel == "tl"
     assert bf16_plan.plan(call("m_psum", m=32768, n=4096, k=4096, groups=8), Bf16Overrides(ws=True)).kernel == "ws"
-    # 4096 x 2112: the WS kernel's 4 whole waves of 128 x 128 tiles, then the tl.* kernel's pieces of the other 16.
-    both = bf16_plan.plan(call())
+    # 4096 x 2176 (17 tile columns): the WS kernel's 4 whole waves of 128 x 128 tiles, then the tl.* kernel's
+    # pieces of the other 16. (4096 x 2112 = 11 columns of 192: the WS kernel's 128 x (128 + 64) tile instead.)
+    assert bf16_plan.plan(call()).config.block_n_tail == 64
+    both = bf16_plan.plan(call(n=2176))
     assert both.kernel == "ws_tail" and both.config.split_from == 4 * 132 and both.config.split_k > 1
     assert both.ws_config.block_n == both.config.block_n == 128 and both.ws_config.num_stages >= 3
-    assert bf16_plan.plan(call(), Bf16Overrides(split_k=1)).kernel == "ws"
-    assert bf16_plan.plan(call(), Bf16Overrides(ws_tail=False)).kernel != "ws_tail"
+    assert bf16_plan.plan(call(n=2176), Bf16Overrides(split_k=1)).kernel == "ws"
+    assert bf16_plan.plan(call(n=2176), Bf16Overrides(ws_tail=False)).kernel != "ws_tail"
     forced = bf16_plan.plan(call(n=576), Bf16Overrides(ws_tail=True))
     assert forced.kernel == "ws_tail" and forced.config.split_from == 132
     monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "off")

@@ -113,10 +113,11 @@ class Bf16Call:
 @dataclass(frozen=True)
 class Bf16Config:
     """``split_k`` > 1 (dense): tiles from ``split_from`` on run as ``split_k`` K ranges each (0: every tile; a
-    multiple of the grid: only the tiles of the last, partial wave). ``block_n_tail`` > 0 (opt-in, dense, unsplit,
+    multiple of the grid: only the tiles of the last, partial wave). ``block_n_tail`` > 0 (dense, unsplit,
     no C): each tile is ``block_n + block_n_tail`` columns wide, the tail in a second accumulator (register tensors
-    are powers of two): 128 + 16 = 144 covers N = 576 in 4 tile columns, 4096 x 576 in one wave of 128 tiles. Forced
-    with ``Bf16Overrides(ws=True)`` on a 128 x 128 tile (BF16 D), the WS kernel runs it (TAIL_N) on its own ring."""
+    are powers of two): 128 + 16 = 144 covers N = 576 in 4 tile columns, 4096 x 576 in one wave of 128 tiles. The
+    WS kernel runs it (TAIL_N, on its own ring): by default where _wave_filling_tail finds a tail, or forced with
+    ``Bf16Overrides(ws=True)`` on a 128 x 128 tile (BF16 D)."""
 
     block_m: int
     block_n: int
@@ -384,6 +385,13 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
                     cost = _cost(call, tail, "ws_tail") * (1e-6 if overrides.ws_tail else weight)
                     if cost < best[0]:
                         best = (cost, tail, True, "ws_tail")
+        # A measured rule, not the cost model (it has no efficiency figure for the tail tiles): see WS_TAIL_WIDTHS.
+        tail_n = _wave_filling_tail(call) if mode == "auto" and overrides.block_n is None \
+            and overrides.ws_tail is None and _fits(call, 128) else 0
+        if tail_n and bk is not None:
+            cfg = _ws_config(call, 128, bk, tail_n)
+            if cfg.num_stages >= 3 and _ws_covers(call, cfg, True):
+                best = (0.0, cfg, True, "ws")
     if best is None:
         if overrides.block_m is not None or overrides.block_n is not None:
             # An override outside the candidate list: take it as given (4 warps below 128 rows, else 8).
@@ -400,6 +408,32 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
     return _finish(call, best[1], best[2], best[3])
 
 
+# Tail widths of the WS kernel's 128 x (128 + tail) tile the plan takes on its own (session 26, H200, one process,
+# research/results/2026-12-03-h200-s26-call1/bf16_sweep.log): 4096 x 576 x 7168 on 128 x 144 tiles (one wave of 128
+# tiles) 50.8 us against the cost model's choice 66.4 (DeepGEMM 45.5 in the same call); 4096 x 2112 x 7168 on
+# 128 x 192 tiles 171.5 against 177.9 (DeepGEMM 159.2). 4096 x 7168 x 2048 (N a multiple of 128) keeps its plan.
+WS_TAIL_WIDTHS = (16, 32, 64)
+# ... only where the tail tiles fill at least this share of a wave (both measured calls fill >= 89 % of their last).
+WS_TAIL_MIN_WAVE_FILL = 0.85
+
+
+def _wave_filling_tail(call: Bf16Call) -> int:
+    """The tail of the 128 x (128 + tail) WS tile for a dense BF16-out call without C whose N is a whole number of
+    such tiles but not of 128-column ones (so no tile has columns past N), when those tiles fill the SMs' waves
+    (WS_TAIL_MIN_WAVE_FILL); of several, the one that fills its waves best (ties: the wider tile). 0: none."""
+    if call.grouping != GROUPING["dense"] or call.has_c or call.out_bytes != 2 or call.n % 128 == 0:
+        return 0
+    best, best_fill = 0, WS_TAIL_MIN_WAVE_FILL
+    for tail in WS_TAIL_WIDTHS:
+        if call.n % (128 + tail):
+            continue
+        tiles = _cdiv(call.m, 128) * (call.n // (128 + tail))
+        fill = tiles / (_cdiv(tiles, call.num_sms) * call.num_sms)
+        if fill >= best_fill:
+            best, best_fill = tail, fill
+    return best
+
+
 def _piece_too_short(call: Bf16Call, cfg: Bf16Config) -> bool:
     return (cfg.split_k > 1 and cfg.block_m >= 64
             and _cdiv(_cdiv(call.k, cfg.block_k), cfg.split_k) < MIN_PIECE_DEPTHS * cfg.num_stages)
@@ -412,8 +446,8 @@ def _forced_splits(call: Bf16Call, split: int):
 
 
 def _tail_covers(call: Bf16Call, cfg: Bf16Config) -> bool:
-    """A tile with a tail accumulator (forced configs only): dense, unsplit, no C, a power-of-two tail of at least
-    one 16-column MMA."""
+    """A tile with a tail accumulator (forced configs, and the default where _wave_filling_tail finds one): dense,
+    unsplit, no C, a power-of-two tail of at least one 16-column MMA."""
     tail = cfg.block_n_tail
     return (call.grouping == GROUPING["dense"] and cfg.split_k == 1 and not call.has_c and tail >= 16
             and tail & (tail - 1) == 0)
@@ -422,7 +456,7 @@ def _tail_covers(call: Bf16Call, cfg: Bf16Config) -> bool:
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
     """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole)
     on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D: 128 x 128, its staging buffers); 128 x (128 + tail)
-    tiles (forced configs): dense, no C, BF16 D (_tail_covers)."""
+    tiles: dense, no C, BF16 D (_tail_covers)."""
     layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"])
     c_ok = not call.has_c or (call.c_tma and call.grouping == GROUPING["dense"])
     width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
