@@ -158,10 +158,14 @@ def sweep(reps, results, prefill=True, paged=True):
 
 
 def _sweep_prefill(reps, results, run_launcher, PrefillConfig):  # noqa: N803
-    prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 3), PrefillConfig(64, 4, 6), PrefillConfig(128, 8, 3),
-                    PrefillConfig(128, 4, 3), PrefillConfig(64, 8, 4, score_cols=256),
-                    PrefillConfig(128, 8, 3, score_cols=256)]
-    for s, sk, h, d, windows in (PREFILL[2], PREFILL[9]):
+    # The default tile, then its instruction levers (fma_relu, interior, a register cap) alone and together.
+    prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 4, fma_relu=True),
+                    PrefillConfig(64, 4, 4, interior=True), PrefillConfig(64, 4, 4, fma_relu=True, interior=True),
+                    PrefillConfig(64, 4, 3, fma_relu=True, interior=True),
+                    PrefillConfig(64, 4, 6, fma_relu=True, interior=True),
+                    PrefillConfig(64, 4, 4, fma_relu=True, interior=True, max_registers=128),
+                    PrefillConfig(128, 8, 3, fma_relu=True, interior=True)]
+    for s, sk, h, d, windows in PREFILL_QUICK + [PREFILL[9]]:
         q, kv, w, ks, ke = prefill_inputs(s, sk, h, d, windows)
         cost = int((ke - ks).clamp(min=0).sum())
         for cfg in prefill_cfgs:

@@ -30,7 +30,7 @@ def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: 
 
 
 def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32",
-                    cols=128):
+                    cols=128, fma_relu=False, interior=False, maxnreg=None):
     from deep_gemm.attention.kernels import _fp8_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_desc": f"tensordesc<fp8e4nv[{cols}, {d}]>" if tma else "*fp8e4nv",
@@ -40,8 +40,8 @@ def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=
            "out_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"]})
     constexprs = dict(H=h, D=d, BQ=cols // h, BLOCK_KV=block_kv, NUM_STAGES=stages, USE_TMA=tma, IS_FP4=fp4,
-                      FP4_DOT_BF16=True, COMPRESSED=compressed)
-    return _compile(fn, sig, constexprs, warps, stages)
+                      FP4_DOT_BF16=True, COMPRESSED=compressed, FMA_RELU=fma_relu, INTERIOR=interior)
+    return _compile(fn, sig, constexprs, warps, stages, maxnreg)
 
 
 def compile_clean(out="fp32"):
@@ -86,7 +86,10 @@ if __name__ == "__main__" and "--only-persistent" not in sys.argv:
                 dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
                 dict(compressed=True), dict(out="bf16"), dict(tma=False), dict(cols=256, warps=8),
                 dict(cols=256, warps=8, block_kv=128, stages=3),
-                dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2)]:
+                dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2),
+                dict(fma_relu=True), dict(interior=True), dict(fma_relu=True, interior=True),
+                dict(fma_relu=True, interior=True, maxnreg=128), dict(fma_relu=True, interior=True, compressed=True),
+                dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2)]:
         report("prefill", cfg, compile_prefill(**cfg), ttgir)
     for cfg in [dict(), dict(out="bf16")]:
         report("clean", cfg, compile_clean(**cfg), ttgir)

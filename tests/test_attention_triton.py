@@ -171,6 +171,36 @@ def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
         assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9, cfg
 
 
+@pytest.mark.parametrize("windows", ["causal", "chunks", "random", "splits"])
+@pytest.mark.parametrize("max_k", [0, 150])
+def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypatch, num_sms_8):
+    # fma_relu computes the same products ((s + |s|) * w/2 == max(s, 0) * w exactly) and interior only drops tests
+    # that hold inside every window: every output bit equals the default's. Windows: causal (the interior loop runs
+    # most blocks), context-parallel chunks starting mid-block, random (mostly no interior), and KV splits (parts end
+    # mid-window); odd S leaves a last query block with a query past S (no interior there).
+    s, sk, h, d = 9, 300, 32, 64
+    if windows == "splits":
+        monkeypatch.setattr(triton_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
+    args, _ = make_mqa(MqaCase(s, sk, h, d))
+    i = torch.arange(s, dtype=torch.int32)
+    ks, ke = {"causal": (torch.zeros(s, dtype=torch.int32), i + (sk - s)),
+              "chunks": (torch.full((s,), 37, dtype=torch.int32), i * 7 + 230),
+              "random": (args[5].cpu(), args[6].cpu()),
+              "splits": (torch.zeros(s, dtype=torch.int32), i + (sk - s))}[windows]
+    args = args[:5] + (to_device(ks), to_device(ke.to(torch.int32)))
+    clean = max_k == 0  # (every element then written: the kernel's in-window ones, the clean pass's -inf)
+    base = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32).cpu()
+    written = torch.ones_like(base, dtype=torch.bool)
+    if max_k:  # compressed: column c of row r is key ks[r] + c, written when that key is in the window
+        key = ks.long()[:, None] + torch.arange(max_k)[None, :]
+        written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
+    assert written.any()
+    for cfg in (triton_launch.PrefillConfig(fma_relu=True), triton_launch.PrefillConfig(interior=True),
+                triton_launch.PrefillConfig(fma_relu=True, interior=True)):
+        other = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32, config=cfg).cpu()
+        assert torch.equal(other[written], base[written]), cfg
+
+
 # ---- paged (interpreter) ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lens,next_n,num_sms", SCHEDULE_CASES, ids=[f"case{i}" for i in range(len(SCHEDULE_CASES))])

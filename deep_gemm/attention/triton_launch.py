@@ -46,12 +46,19 @@ def _next_pow2(x: int) -> int:
 @dataclass(frozen=True)
 class PrefillConfig:
     """Tile of the prefill kernel: BLOCK_KV keys per step, warps, pipeline stages, and the (query, head) columns of
-    a program (128: 128 / H queries, DeepGEMM's block; 256 halves the KV traffic through L2 per FLOP)."""
+    a program (128: 128 / H queries, DeepGEMM's block; 256 halves the KV traffic through L2 per FLOP).
+
+    Instruction levers (the kernel is issue-bound, see _fp8_mqa_logits_kernel): ``fma_relu`` moves the relu to the
+    FMA pipe (same products), ``interior`` runs the blocks inside every window without per-key tests,
+    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4)."""
 
     block_kv: int = 64
     num_warps: int = 4
     num_stages: int = 4
     score_cols: int = SCORE_COLS
+    fma_relu: bool = False
+    interior: bool = False
+    max_registers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -183,11 +190,12 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
     args = (q_desc, kv_desc, q_rows, q_sf_arg, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
             seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
             num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
-            compressed)
+            compressed, cfg.fma_relu, cfg.interior)
     config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype)
     splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q))
     launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits", config_key=config_key,
-           num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=_device_index(out), record=record)
+           num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=_device_index(out), record=record,
+           max_registers=cfg.max_registers)
     if clean_logits:
         clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
     return out
