@@ -50,15 +50,16 @@ def compile_layout():
     from deep_gemm.layout import kernels as k
     from deep_gemm.layout import layout_triton as lt
     ints = lambda *names: {n: "i32" for n in names}  # noqa: E731
-    for c_unit in (True, False):
-        yield f"mn_major_copy c_unit={c_unit}", _compile(k._mn_major_copy_kernel, {
+    for cols, c_unit in ((lt.BLOCK_COLS, True), (lt.BLOCK_COLS, False), (1, False), (4, True)):
+        br, bc = lt._tile(cols)
+        yield f"mn_major_copy {br}x{bc} c_unit={c_unit}", _compile(k._mn_major_copy_kernel, {
             "sf_ptr": "*i32", "out_ptr": "*i32",
             **ints("R", "C", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
-            dict(BR=lt.BLOCK_MN, BC=lt.BLOCK_COLS, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS)
-        yield f"pack_ue8m0 c_unit={c_unit}", _compile(k._pack_ue8m0_kernel, {
+            dict(BR=br, BC=bc, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS)
+        yield f"pack_ue8m0 {br}x{bc} c_unit={c_unit}", _compile(k._pack_ue8m0_kernel, {
             "sf_ptr": "*fp32", "out_ptr": "*i32",
             **ints("R", "SFK", "PACKED", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
-            dict(BR=lt.BLOCK_MN, BI=lt.BLOCK_COLS, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS)
+            dict(BR=br, BI=bc, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS)
     for psum in (False, True):
         yield f"k_grouped_pack psum={psum}", _compile(k._k_grouped_pack_kernel, {
             "sf_ptr": "*fp32", "layout_ptr": "*i32", "out_ptr": "*i32",
