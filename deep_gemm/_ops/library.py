@@ -589,15 +589,16 @@ def eager_op(name: str) -> Callable[..., Any]:
             return op(*args, **kwargs)
         if not resolved:
             kernels = _KERNELS.get(canonical)
-            binder = kernels.binder if kernels is not None else None
             # (one append of a tuple: concurrent first calls leave one or two equal entries, never a mix)
-            resolved.append((kernels, binder, _eager_token_of(kernels) if binder is not None else None))
-        kernels, binder, token_of = resolved[0]
+            resolved.append((kernels, kernels.binder if kernels is not None else None))
+        kernels, binder = resolved[0]
         if binder is None:
             return op(*args)
         # (the binder's first case, inlined: the public wrappers pass every argument or a prefix)
         full = args if len(args) == len(binder.names) else args + binder.defaults[len(args):]
-        token = token_of(full)
+        # (read per call, not kept here: tests regenerate it with their CPU stand-in and restore it after)
+        token_of = kernels.eager_token
+        token = token_of(full) if token_of is not None else _eager_token_of(kernels)(full)
         if token is None:
             return op(*args)
         return kernels.run_cuda(full, token)
