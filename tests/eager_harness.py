@@ -1,7 +1,8 @@
 """CPU tensors on the eager path (``_ops/library.eager_op``): the eager path takes only CUDA tensors, so these tests
-swap in the same ``_eager_signature`` with its CUDA test inverted and count the calls that reach the op's CUDA kernel
-(its Triton launcher, in the interpreter). Used by the eager-path tests of the families (``test_eager_path.py``,
-``test_layout_host_path.py``)."""
+swap in the same ``_eager_signature`` with its CUDA test inverted (and the generated per-op signatures and metadata
+guards with it) and count the calls that reach the op's CUDA kernel (its Triton launcher, in the interpreter). Used
+by the eager-path tests of the families (``test_eager_path.py``, ``test_layout_host_path.py``,
+``test_eager_guards.py``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ def count_eager_calls(monkeypatch, op_name: str) -> list:
     namespace = dict(library.__dict__)
     exec(compile(source, library.__file__, "exec"), namespace)
     monkeypatch.setattr(library, "_eager_signature", namespace["_eager_signature"])
+    # The generated per-op functions and the metadata guards they leave (library._remember) take CPU tensors too
+    # while the test runs; every op's are regenerated inside it and restored after it, so no CPU guard outlives it.
+    monkeypatch.setattr(library, "_EAGER_DEVICE_TEST", "is_cpu")
+    for each in library._KERNELS.values():
+        for attr, value in (("eager_signature", None), ("eager_token", None), ("recent", ()), ("_guards", {})):
+            monkeypatch.setattr(each, attr, value)
     kernels = library.kernels_of(op_name)
     taken = []
     run_cuda = kernels.run_cuda

@@ -166,6 +166,27 @@ def test_eager_is_taken_on_cuda(monkeypatch):
     assert len(taken) == 1 and taken[0] is not None
 
 
+def test_repeated_cuda_calls_take_the_metadata_guard(monkeypatch):
+    """On CUDA tensors the second call with the same metadata reuses the first's token through its guard
+    (``_ops/guards.py``) without building the signature, and gets the token the dispatcher path's memo gives."""
+    kernels = library.kernels_of("tf32_hc_prenorm_gemm")
+    built = []
+    slow_token = library._slow_token
+
+    def counting(kernels_, signature, full, probe):
+        built.append(kernels_.name)
+        return slow_token(kernels_, signature, full, probe)
+    monkeypatch.setattr(library, "_slow_token", counting)
+    taken = []
+    run_cuda = kernels.run_cuda
+    monkeypatch.setattr(kernels, "run_cuda", lambda full, token: taken.append(token) or run_cuda(full, token))
+    first, second = _hc(3), _hc(4)
+    deep_gemm.tf32_hc_prenorm_gemm(*first)
+    deep_gemm.tf32_hc_prenorm_gemm(*second)
+    assert built.count("tf32_hc_prenorm_gemm") <= 1  # (none when an earlier test left this signature's guard)
+    assert taken[0] == taken[1] == kernels.checked(kernels.binder((*second, None), {}))
+
+
 def test_compile_goes_through_the_op():
     a, b, d, s = _hc(2)
     d2, s2 = d.clone(), s.clone()

@@ -415,3 +415,31 @@ def test_binder_fills_defaults_with_and_without_keywords():
     assert positional[:5] == t and positional[5:] == binder.defaults[5:]
     assert binder(t, {"compiled_dims": "mn"})[9] == "mn"
     assert binder(t, {"compiled_dims": "mn"})[:9] == positional[:9]
+
+
+def test_direct_replay_allocates_global_scratch_per_call(fake_gpu, monkeypatch):
+    """Kernels with global scratch get a fresh buffer of grid * num_ctas * size bytes per replay (the generated
+    straight-line replay, ``_DirectReplay._straight_line``, as the recording launch)."""
+    c_launch = RecordingCLauncher()
+    names = ["a_desc", "x_ptr", "M", "b_desc", "y_ptr", "BLOCK"]
+    compiled = fake_compiled(names, dict(zip(["a_desc", "b_desc"], (FP8_TILE_META, BF16_TILE_META))), c_launch,
+                             global_scratch_size=256)
+    args, (a, x, b, y) = _arguments(0)
+    allocated = []
+    empty = torch.empty
+
+    def cpu_empty(*shape, dtype=None, device=None, **kwargs):
+        if device is not None and str(device).startswith("cuda"):
+            allocated.append((shape, dtype, str(device)))
+            device = "cpu"
+        return empty(*shape, dtype=dtype, device=device, **kwargs)
+    monkeypatch.setattr(torch, "empty", cpu_empty)
+    launch_mod.launch_compiled(compiled, GRID, args, 0)
+    plan = launch_mod.LaunchPlan.from_record([(compiled, GRID, tuple(args), 0)], (a, x, b, y))
+    assert plan.direct is not None and plan.direct.scratch_bytes == 3 * 256 * compiled.run.num_ctas
+    plan.run((a, x, b, y))
+    plan.run((a, x, b, y))
+    want = ((plan.direct.scratch_bytes,), torch.uint8, "cuda:0")
+    assert allocated == [want] * 3  # the recording launch, then each replay
+    first, second = c_launch.calls[-2][launch_mod._SCRATCH_WORD], c_launch.calls[-1][launch_mod._SCRATCH_WORD]
+    assert first is not second and first.numel() == plan.direct.scratch_bytes

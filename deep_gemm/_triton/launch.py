@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -540,7 +540,7 @@ class _DirectReplay:
     descriptors over them (cached by address and layout) and the per-call buffers change."""
 
     __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "scratch_bytes",
-                 "kept")
+                 "kept", "run")
 
     @classmethod
     def of(cls, plan: LaunchPlan, args: Sequence[Any]) -> _DirectReplay | None:
@@ -582,27 +582,41 @@ class _DirectReplay:
         # Buffers the plan keeps (e.g. split-K counters) go in as addresses (see ``run``), held alive by the plan.
         replay.kept = [w for w in replay.words if isinstance(w, torch.Tensor)]
         replay.words = [w.data_ptr() if isinstance(w, torch.Tensor) else w for w in replay.words]
+        replay.run = replay._straight_line()
         return replay
 
-    def run(self, inputs: Sequence[Any]) -> None:
-        words = self.words.copy()
-        words[_STREAM_WORD] = torch._C._cuda_getCurrentRawStream(self.device_index)
-        # Tensors go in as addresses: Triton's C launcher takes an int as a device pointer as it is, where for a
-        # tensor it calls data_ptr() and then asks the driver whether that address is device memory
-        # (cuPointerGetAttribute, one driver call per pointer argument per launch: triton 3.6 driver.py getPointer).
-        # The op's check already established that these are CUDA tensors of the launch's device.
-        for word, j, delta in self.tensor_words:
-            words[word] = inputs[j].data_ptr() + delta
-        for word, j, delta, layout in self.tma_words:  # tma_descriptor(), inlined: the hottest loop of a replay
-            data_ptr = inputs[j].data_ptr() + delta
-            tensor_map = _TMA_DESCRIPTORS.get((data_ptr, layout))
-            words[word] = tensor_map if tensor_map is not None else _encode_tma_descriptor(data_ptr, layout)
-        for word, shape, dtype, device in self.fresh_words:
-            words[word] = torch.empty(shape, dtype=dtype, device=device)
+    def _straight_line(self) -> Callable[[Sequence[Any]], None]:
+        """``run(inputs)``: launch for these inputs, generated for this plan as straight-line code (each word's
+        index, input and byte delta written in; ~25 % less host time than looping over the word lists, CPU host
+        2026-12). Per call: a copy of the words, the current stream, the inputs' addresses, the TMA maps over them
+        and the per-call buffers.
+
+        Tensors go in as addresses: Triton's C launcher takes an int as a device pointer as it is, where for a
+        tensor it calls data_ptr() and then asks the driver whether that address is device memory
+        (cuPointerGetAttribute, one driver call per pointer argument per launch: triton 3.6 driver.py getPointer).
+        The op's check already established that these are CUDA tensors of the launch's device."""
+        scope = {"torch": torch, "words_": self.words, "c_launch": self.c_launch, "maps": _TMA_DESCRIPTORS,
+                 "encode": _encode_tma_descriptor, "uint8": torch.uint8}
+
+        def address(j: int, delta: int) -> str:
+            return f"inputs[{j}].data_ptr()" + (f" + {delta}" if delta else "")
+        lines = ["def run(inputs):", "    words = words_.copy()",
+                 f"    words[{_STREAM_WORD}] = torch._C._cuda_getCurrentRawStream({self.device_index})"]
+        lines += [f"    words[{word}] = {address(j, delta)}" for word, j, delta in self.tensor_words]
+        for i, (word, j, delta, layout) in enumerate(self.tma_words):  # (tma_descriptor(), inlined)
+            scope[f"layout{i}"] = layout
+            lines += [f"    data_ptr = {address(j, delta)}",
+                      f"    tensor_map = maps.get((data_ptr, layout{i}))",
+                      f"    words[{word}] = tensor_map if tensor_map is not None else encode(data_ptr, layout{i})"]
+        for i, (word, shape, dtype, device) in enumerate(self.fresh_words):
+            scope[f"fresh{i}"] = (shape, dtype, device)
+            lines.append(f"    words[{word}] = torch.empty(fresh{i}[0], dtype=fresh{i}[1], device=fresh{i}[2])")
         if self.scratch_bytes:
-            words[_SCRATCH_WORD] = torch.empty(self.scratch_bytes, dtype=torch.uint8,
-                                               device=f"cuda:{self.device_index}")
-        self.c_launch(*words)
+            lines.append(f"    words[{_SCRATCH_WORD}] = torch.empty({self.scratch_bytes}, dtype=uint8, "
+                         f"device='cuda:{self.device_index}')")
+        lines.append("    c_launch(*words)")
+        exec(compile("\n".join(lines), "<direct replay>", "exec"), scope)
+        return scope["run"]
 
 
 _NOT_A_DESCRIPTOR = object()
