@@ -134,3 +134,23 @@ PERSISTENT_REGISTER_VARIANTS = [
 if __name__ == "__main__":  # the persistent paged kernel (the default paged path)
     for cfg in PERSISTENT_VARIANTS + PERSISTENT_REGISTER_VARIANTS:
         report("paged_persistent", cfg, compile_paged_persistent(**cfg), "--ttgir" in sys.argv)
+
+
+def compile_prefill_ws(h=64, d=128, stages=4, consumers=2, compressed=False, out="fp32", fma_relu=False,
+                       consumer_regs=None, producer_regs=None):
+    """The warp-specialised Gluon prefill kernel (attention/prefill_ws.py) as the launcher passes it."""
+    from deep_gemm.attention import triton_launch
+    from deep_gemm.attention.prefill_ws import _fp8_mqa_logits_ws_kernel as fn
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from compile_check import gluon_desc_sig
+    regs = triton_launch.prefill_ws_registers(consumers)
+    consumer_regs = regs[0] if consumer_regs is None else consumer_regs
+    producer_regs = regs[1] if producer_regs is None else producer_regs
+    sig = {"q_desc": gluon_desc_sig([128, d]), "kv_desc": gluon_desc_sig([64, d]), "kv_sf_ptr": "*fp32",
+           "w_ptr": "*fp32", "ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": f"*{out}"}
+    sig.update({n: "i32" for n in ["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"]})
+    constexprs = dict(H=h, BQ=128 // h, BLOCK_KV=64, STAGES=stages, CONSUMERS=consumers, COMPRESSED=compressed,
+                      FMA_RELU=fma_relu, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+    sig.update({k: "constexpr" for k in constexprs})
+    src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})

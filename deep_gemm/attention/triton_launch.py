@@ -390,3 +390,7 @@ def fp8_paged_mqa_logits_triton(q, kv_cache, weights, context_lens, block_table,
     return fp8_fp4_paged_mqa_logits_triton(q, None, kv_cache, weights, context_lens, block_table, schedule_meta,
                                            max_context_len, clean_logits, torch.float32, indices, config=config,
                                            record=record)
+
+
+def prefill_ws_registers(consumers: int) -> tuple[int, int]:
+    return (160, 40) if consumers == 2 else (112, 40)
