@@ -160,21 +160,29 @@ def compile_prefill_ws(h=64, d=128, stages=4, consumers=2, compressed=False, out
 
 
 # The WS kernel's variants (PrefillConfig(ws=True, ws_consumers=..., num_stages=...)): the H / D / output / mode
-# combinations the launcher sends to it, at 2 and 3 consumers; 4 consumers (not offered: it spills) for the record.
+# combinations the launcher sends to it, at 2 and 3 consumers; printed (not --json) for the record too: what it does
+# not take because it spills (4 consumers, H=8, H=16 at 3 consumers).
 PREFILL_WS_VARIANTS = [dict(), dict(stages=6), dict(consumers=3, stages=6), dict(consumers=3, stages=3),
-                       dict(h=32), dict(h=32, consumers=3, stages=6), dict(h=16, d=64), dict(h=128), dict(h=16, consumers=3, stages=6),
+                       dict(h=32), dict(h=32, consumers=3, stages=6), dict(h=16, d=64), dict(h=128),
                        dict(d=64), dict(d=32), dict(compressed=True), dict(consumers=3, stages=6, compressed=True),
                        dict(out="bf16"), dict(consumers=3, stages=6, out="bf16", compressed=True),
                        dict(weights="bf16"), dict(fma_relu=True), dict(consumers=3, stages=6, fma_relu=True)]
 
 
 def ws_facts(ck) -> dict:
-    """Registers at launch, spilled bytes, shared memory, SASS counts and the partitions' (budget, used)."""
+    """Registers at launch, spilled bytes, shared memory, SASS counts, the partitions' (budget, used), and the
+    mbarriers: init counts in order (Q ready / Q empty pairs, then ready / empty per stage) and whether every plain
+    arrive is predicated (one thread per partition: the Q-empty barrier counts one arrival per consumer)."""
+    import re
     from compile_check import partition_registers, spilled_bytes
     usage = resource_usage(ck.asm["cubin"])
+    ptx = ck.asm["ptx"]
+    inits = [int(n) for n in re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64\s+\[[^\]]+\],\s*(\d+);", ptx)]
+    arrives = re.findall(r"^\s*(@!?%p\d+\s+)?mbarrier\.arrive\.shared", ptx, re.M)
     return dict(regs=int(usage.split("REG:")[1].split()[0]), spill=spilled_bytes(ck.asm["cubin"]),
                 smem=ck.metadata.shared, sass=sass_counts(ck.asm["cubin"], ("QGMMA", "UTMALDG", "LDL", "STL")),
-                partitions=partition_registers(ck.asm["cubin"]))
+                partitions=partition_registers(ck.asm["cubin"]), barrier_inits=inits, arrive_sites=len(arrives),
+                arrives_predicated=all(arrives))
 
 
 if __name__ == "__main__" and "--ws" in sys.argv:
@@ -183,5 +191,5 @@ if __name__ == "__main__" and "--ws" in sys.argv:
         print(json.dumps({json.dumps(cfg, sort_keys=True): ws_facts(compile_prefill_ws(**cfg))
                           for cfg in PREFILL_WS_VARIANTS}))
     else:
-        for cfg in PREFILL_WS_VARIANTS + [dict(consumers=4, stages=8), dict(h=8, d=32)]:
+        for cfg in PREFILL_WS_VARIANTS + [dict(consumers=4, stages=8), dict(h=8, d=32), dict(h=16, consumers=3, stages=6)]:
             print("prefill_ws", cfg, ws_facts(compile_prefill_ws(**cfg)), flush=True)

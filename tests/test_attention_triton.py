@@ -16,6 +16,7 @@ from deep_gemm._ops.library import _Binder, backends, kernels_of
 from deep_gemm._ops.schemas import SCHEMAS
 from deep_gemm.attention import triton_launch
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
+from deep_gemm.utils.math import ceil_div
 
 from tolerances import TOLERANCES  # noqa: E402
 from test_attention import (NEG_INF, SCHEDULE_CASES, MqaCase, PagedCase, assert_logits_close, make_mqa, make_paged,
@@ -702,3 +703,82 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
         assert row_pairs.max_registers == triton_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
     for args in [(1, 64, 128, 64, False), (2, 32, 128, 64, False), (2, 64, 128, 32, False), (2, 64, 128, 64, True)]:
         assert triton_launch.paged_default_config(*args) == default, args
+
+
+# ---- warp-specialised prefill kernel: dispatch (CPU, launches stubbed) ---------------------------------------------
+
+def _ws_launches(calls, args, cfg, clean=False, max_k=0, dtype=torch.float32):
+    calls.clear()
+    triton_launch.fp8_fp4_mqa_logits_triton(*args, clean, max_k, dtype, config=cfg)
+    return [c for c in calls if c[0] != "clean_logits"]
+
+
+def test_prefill_ws_config_launches_the_gluon_kernel(stubbed_launches, num_sms_8):
+    """PrefillConfig(ws=True) launches the warp-specialised kernel (attention/prefill_ws.py) with Gluon descriptors
+    over Q [S * H, D] (block [128, D]) and KV (block [64, D]), one persistent CTA per SM (at most one per work item,
+    the tl.* kernel's query blocks x KV parts), a ring of num_stages rounded up to a multiple of the consumers.
+    Launches are stubbed: the Gluon kernel cannot run in the interpreter, so its numerics are tested on the GPU only
+    (test_gpu_prefill_ws_*)."""
+    from deep_gemm.attention.prefill_ws import _fp8_mqa_logits_ws_kernel as kernel
+    names = kernel.arg_names
+    case = MqaCase(9, 300, 64, 128)
+    args, _ = make_mqa(case)
+    for cfg, stages, consumers in [(triton_launch.PrefillConfig(ws=True), 4, 2),
+                                   (triton_launch.PrefillConfig(ws=True, ws_consumers=3), 6, 3),
+                                   (triton_launch.PrefillConfig(ws=True, ws_consumers=3, num_stages=3), 3, 3)]:
+        for max_k in (0, 120):
+            (name, _, grid, launched), = _ws_launches(stubbed_launches, args, cfg, max_k=max_k)
+            assert name == "fp8_mqa_logits_ws"
+            value = dict(zip(names, launched))
+            num_q_blocks = ceil_div(case.s, 2)
+            assert value["num_q_blocks"] == num_q_blocks and value["H"] == 64 and value["BQ"] == 2
+            assert grid == (min(num_q_blocks * value["splits"], 8), 1, 1)
+            assert value["splits"] == triton_launch.prefill_kv_splits(num_q_blocks, case.sk, 8)
+            assert (value["STAGES"], value["CONSUMERS"]) == (stages, consumers)
+            assert (value["CONSUMER_REGS"], value["PRODUCER_REGS"]) == triton_launch.PREFILL_WS_REGISTERS[consumers]
+            assert value["COMPRESSED"] == (max_k > 0) and value["max_k"] == max_k
+            q_desc, kv_desc = value["q_desc"], value["kv_desc"]
+            assert q_desc.gluon and tuple(q_desc.block_shape) == (128, 128) and tuple(q_desc.shape) == (9 * 64, 128)
+            assert kv_desc.gluon and tuple(kv_desc.block_shape) == (64, 128) and tuple(kv_desc.shape) == (300, 128)
+    # The clean pass still follows (-inf outside the windows; the WS kernel writes only the blocks it visits).
+    stubbed_launches.clear()
+    triton_launch.fp8_fp4_mqa_logits_triton(*args, True, 0, torch.float32, config=triton_launch.PrefillConfig(ws=True))
+    assert [c[0] for c in stubbed_launches] == ["fp8_mqa_logits_ws", "clean_logits"]
+
+
+def test_prefill_ws_config_falls_back_where_it_does_not_cover_the_call(stubbed_launches, num_sms_8):
+    """Calls the WS kernel does not cover run the tl.* kernel with the config's other fields (as a forced BF16 WS
+    kernel falls back in bf16_plan): FP4, misaligned Q, too few heads for the consumer count, an unchecked head
+    dimension, 128-key blocks. An unknown consumer count is an error, not a fallback."""
+    ws2, ws3 = triton_launch.PrefillConfig(ws=True), triton_launch.PrefillConfig(ws=True, ws_consumers=3)
+    fp8_args, _ = make_mqa(MqaCase(5, 70, 64, 64))
+    fp4_args, _ = make_mqa(MqaCase(5, 70, 32, 64, fp4=True))
+    q, q_sf, *rest = fp8_args
+    misaligned = (misaligned_copy(q), q_sf, *rest)
+    h16_args, _ = make_mqa(MqaCase(5, 70, 16, 64))
+    h8_args, _ = make_mqa(MqaCase(5, 70, 8, 32))
+    d16_args, _ = make_mqa(MqaCase(5, 70, 64, 16))
+    for args, cfg in [(fp4_args, ws2), (misaligned, ws2), (h8_args, ws2), (h16_args, ws3), (d16_args, ws2),
+                      (fp8_args, dataclasses.replace(ws2, block_kv=128, num_warps=8, num_stages=3))]:
+        (name, *_), = _ws_launches(stubbed_launches, args, cfg)
+        assert name == "fp8_mqa_logits", cfg
+    (name, *_), = _ws_launches(stubbed_launches, h16_args, ws2)
+    assert name == "fp8_mqa_logits_ws"
+    with pytest.raises(ValueError, match="ws_consumers"):
+        _ws_launches(stubbed_launches, fp8_args, triton_launch.PrefillConfig(ws=True, ws_consumers=4))
+
+
+def test_prefill_ws_config_in_the_interpreter_runs_the_tl_kernel():
+    """Under TRITON_INTERPRET the WS config runs the tl.* kernel (Gluon cannot be interpreted): same bits."""
+    args, oracle_inputs = make_mqa(MqaCase(6, 90, 32, 64))
+    want = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
+    got = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32,
+                       config=triton_launch.PrefillConfig(ws=True))
+    if not ON_GPU:
+        assert torch.equal(got, want)
+
+
+def test_prefill_ws_stages_are_a_multiple_of_the_consumers():
+    stages = [triton_launch.prefill_ws_stages(triton_launch.PrefillConfig(ws=True, ws_consumers=c, num_stages=n))
+              for c, n in [(2, 4), (2, 3), (3, 4), (3, 6), (3, 1), (2, 0)]]
+    assert stages == [4, 4, 6, 6, 3, 2]

@@ -163,7 +163,8 @@ def prefill_ws_covers(cfg: PrefillConfig, num_heads: int, head_dim: int, is_fp4:
         raise ValueError(f"PrefillConfig.ws_consumers must be one of {sorted(PREFILL_WS_REGISTERS)}, "
                          f"not {cfg.ws_consumers}")
     return (cfg.ws and not is_fp4 and use_tma and cfg.block_kv == 64 and cfg.score_cols == SCORE_COLS
-            and SCORE_COLS % num_heads == 0 and num_heads >= PREFILL_WS_MIN_HEADS[cfg.ws_consumers] and head_dim in PREFILL_WS_HEAD_DIMS and not interpreting())
+            and SCORE_COLS % num_heads == 0 and num_heads >= PREFILL_WS_MIN_HEADS[cfg.ws_consumers]
+            and head_dim in PREFILL_WS_HEAD_DIMS and not interpreting())
 
 
 def prefill_ws_stages(cfg: PrefillConfig) -> int:
