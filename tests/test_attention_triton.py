@@ -407,6 +407,112 @@ def test_gpu_prefill_64k_context_and_20_bitwise_reruns():
         assert_bitwise_equal(deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke), out, "re-run")
 
 
+# ---- warp-specialised prefill kernel (GPU) -----------------------------------------------------------------------
+
+GPU_WS_CONFIGS = [triton_launch.PrefillConfig(ws=True),
+                  triton_launch.PrefillConfig(ws=True, ws_consumers=3, num_stages=6),
+                  triton_launch.PrefillConfig(ws=True, fma_relu=True)]
+GPU_WS_CASES = [  # (S, SK, H, D, windows, logits dtype): odd S (a last query block past S), SK not a multiple of 64
+    (1, 100, 64, 128, "causal", torch.float32), (3, 129, 64, 128, "ragged", torch.float32),
+    (129, 1000, 64, 128, "causal", torch.float32), (129, 4099, 32, 128, "ragged", torch.float32),
+    (512, 4096, 64, 128, "cp", torch.float32), (300, 5000, 64, 64, "ragged", torch.bfloat16),
+    (257, 3000, 32, 64, "causal", torch.bfloat16), (64, 777, 16, 32, "ragged", torch.float32),
+    (200, 2048, 128, 128, "causal", torch.float32), (2048, 8192, 64, 128, "causal", torch.float32),
+]
+
+
+def _ws_windows(s, sk, kind, g):
+    """Windows of one kind; "ragged" mixes empty, inverted, negative-start and past-SK windows in with random ones."""
+    i = torch.arange(s, device="cuda")
+    if kind == "causal":
+        return torch.zeros(s, dtype=torch.int32, device="cuda"), (i + (sk - s) + 1).clamp(min=0).int()
+    if kind == "cp":
+        half, parts = s // 2, sk // s
+        ke = torch.cat([(parts // 3) * half + i[:half], (parts * 2 - 1 - parts // 3) * half + i[:s - half]]).int()
+        return torch.zeros(s, dtype=torch.int32, device="cuda"), ke
+    ks = torch.randint(-70, sk, (s,), device="cuda", generator=g)
+    ke = ks + torch.randint(-5, sk, (s,), device="cuda", generator=g)
+    ke = torch.where(i % 7 == 3, ks, ke)  # empty
+    ke = torch.where(i % 11 == 5, ke + sk, ke)  # past SK
+    return ks.int(), ke.int()
+
+
+def _ws_inputs(s, sk, h, d, kind, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(s, h, d, device="cuda", generator=g).to(FP8)
+    kv = torch.randn(sk, d, device="cuda", generator=g)
+    kv_sf = kv.abs().amax(dim=1).clamp(min=1e-4) / 448.0
+    w = torch.randn(s, h, device="cuda", generator=g)
+    ks, ke = _ws_windows(s, sk, kind, g)
+    return q, ((kv / kv_sf[:, None]).to(FP8), kv_sf), w, ks, ke
+
+
+def _prefill_with(cfg, q, kv, w, ks, ke, clean, max_k, dtype):
+    return triton_launch.fp8_fp4_mqa_logits_triton(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype,
+                                                   config=cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", GPU_WS_CONFIGS, ids=["c2", "c3", "c2-fmarelu"])
+@pytest.mark.parametrize("s,sk,h,d,kind,dtype", GPU_WS_CASES,
+                         ids=[f"s{s}-sk{sk}-h{h}-d{d}-{k}-{str(t)[6:]}" for s, sk, h, d, k, t in GPU_WS_CASES])
+def test_gpu_prefill_ws_matches_reference_and_tl_kernel(s, sk, h, d, kind, dtype, cfg):
+    """The WS kernel against the reference (clean and compressed) and bitwise against the tl.* kernel with the same
+    fma_relu (the same wgmma, layout, reduction order, scale and cast), twice (bitwise repeatable)."""
+    if h < triton_launch.PREFILL_WS_MIN_HEADS[cfg.ws_consumers]:
+        pytest.skip("the launcher sends this head count to the tl.* kernel (the WS kernel would spill)")
+    assert triton_launch.prefill_ws_covers(cfg, h, d, False, True)
+    q, kv, w, ks, ke = _ws_inputs(s, sk, h, d, kind)
+    tl_cfg = triton_launch.PrefillConfig(fma_relu=cfg.fma_relu)
+    out = _prefill_with(cfg, q, kv, w, ks, ke, True, 0, dtype)
+    want = _reference_prefill(q, kv, w, ks, ke, True, 0, dtype)
+    assert torch.equal(out == NEG_INF, want == NEG_INF), "-inf placement"
+    valid = want != NEG_INF
+    if valid.any():
+        assert calc_diff(out[valid].double(), want[valid].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
+    assert_bitwise_equal(out, _prefill_with(tl_cfg, q, kv, w, ks, ke, True, 0, dtype), "ws vs tl.*")
+    assert_bitwise_equal(out, _prefill_with(cfg, q, kv, w, ks, ke, True, 0, dtype), "re-run")
+    # Compressed: out[i, t] = logits[i, ks + t] for the keys inside the window and inside max_k columns.
+    max_k = max(1, int((ke.clamp(max=sk) - ks).max()))
+    comp = _prefill_with(cfg, q, kv, w, ks, ke, False, max_k, dtype)
+    comp_tl = _prefill_with(tl_cfg, q, kv, w, ks, ke, False, max_k, dtype)
+    want_c = _reference_prefill(q, kv, w, ks, ke, False, max_k, dtype)
+    key = ks.long()[:, None] + torch.arange(max_k, device="cuda")[None, :]
+    inside = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
+    if inside.any():
+        assert calc_diff(comp[inside].double(), want_c[inside].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
+        assert_bitwise_equal(comp[inside], comp_tl[inside], "compressed: ws vs tl.*")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_sms", [1, 5, 13])
+def test_gpu_prefill_ws_walks_every_item_with_few_ctas(num_sms):
+    """Few persistent CTAs (many snake rounds, KV splits whose parts end mid-window, Q buffers reused many times):
+    the same bits as the tl.* kernel, and empty windows everywhere give an all -inf clean output."""
+    q, kv, w, ks, ke = _ws_inputs(300, 3000, 64, 128, "ragged", seed=1)
+    previous = runtime.get_num_sms()
+    runtime.set_num_sms(num_sms)
+    try:
+        want = _prefill_with(triton_launch.PrefillConfig(), q, kv, w, ks, ke, True, 0, torch.float32)
+        for cfg in GPU_WS_CONFIGS[:2]:
+            assert_bitwise_equal(_prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32), want, str(cfg))
+            empty = _prefill_with(cfg, q, kv, w, ks, ks, True, 0, torch.float32)
+            assert (empty == NEG_INF).all()
+    finally:
+        runtime.set_num_sms(previous)
+
+
+@pytest.mark.gpu
+def test_gpu_prefill_ws_64k_context_and_bitwise_reruns():
+    q, kv, w, ks, ke = _gpu_prefill_inputs(256, 65536, 64, 128)
+    want = _prefill_with(triton_launch.PrefillConfig(), q, kv, w, ks, ke, True, 0, torch.float32)
+    for cfg in GPU_WS_CONFIGS[:2]:
+        out = _prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32)
+        assert_bitwise_equal(out, want, str(cfg))
+        for _ in range(5):
+            assert_bitwise_equal(_prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32), out, "re-run")
+
+
 def _gpu_paged_inputs(batch, next_n, h, d, avg_ctx, seed=0, one_dim=False):
     g = torch.Generator(device="cuda").manual_seed(seed)
     block_kv = 64
