@@ -191,5 +191,6 @@ if __name__ == "__main__" and "--ws" in sys.argv:
         print(json.dumps({json.dumps(cfg, sort_keys=True): ws_facts(compile_prefill_ws(**cfg))
                           for cfg in PREFILL_WS_VARIANTS}))
     else:
-        for cfg in PREFILL_WS_VARIANTS + [dict(consumers=4, stages=8), dict(h=8, d=32), dict(h=16, consumers=3, stages=6)]:
+        spilling = [dict(consumers=4, stages=8), dict(h=8, d=32), dict(h=16, consumers=3, stages=6)]
+        for cfg in PREFILL_WS_VARIANTS + spilling:
             print("prefill_ws", cfg, ws_facts(compile_prefill_ws(**cfg)), flush=True)

@@ -179,6 +179,8 @@ def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig
     an SM and one's head reduction overlaps another's MMA (DeepGEMM gets that overlap from 4 math warpgroups)."""
     if is_fp4:  # unpacking costs registers: fewer stages
         return PrefillConfig(block_kv=64, num_warps=4, num_stages=2)
+    # Proposed once the H200 has timed it (bench_mqa_logits.py --sweep): the WS kernel for FP8 (it falls back to this
+    # tile where prefill_ws_covers says no), e.g. ``return PrefillConfig(ws=True)`` (or the winning consumers/stages).
     return PrefillConfig()
 
 
