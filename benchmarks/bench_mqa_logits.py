@@ -165,7 +165,15 @@ def _sweep_prefill(reps, results, run_launcher, PrefillConfig):  # noqa: N803
                     PrefillConfig(64, 4, 6, fma_relu=True, interior=True),
                     PrefillConfig(64, 4, 4, fma_relu=True, interior=True, max_registers=128),
                     PrefillConfig(128, 8, 3, fma_relu=True, interior=True)]
-    for s, sk, h, d, windows in PREFILL_QUICK + [PREFILL[9]]:
+    # The warp-specialised Gluon kernel (attention/prefill_ws.py; persistent, one CTA per SM): 2 consumer warpgroups
+    # at 4 and 6 stages, 3 at 6 and 3, with and without fma_relu (its interior fast path is always on). Where the
+    # launcher does not cover a row (H=32 at 3 consumers is covered; H < 16 is not) the tl.* kernel runs instead.
+    prefill_cfgs += [PrefillConfig(ws=True), PrefillConfig(num_stages=6, ws=True),
+                     PrefillConfig(num_stages=6, ws=True, ws_consumers=3),
+                     PrefillConfig(num_stages=3, ws=True, ws_consumers=3),
+                     PrefillConfig(fma_relu=True, ws=True),
+                     PrefillConfig(num_stages=6, fma_relu=True, ws=True, ws_consumers=3)]
+    for s, sk, h, d, windows in PREFILL_QUICK + [PREFILL[7], PREFILL[9]]:
         q, kv, w, ks, ke = prefill_inputs(s, sk, h, d, windows)
         cost = int((ke - ks).clamp(min=0).sum())
         for cfg in prefill_cfgs:

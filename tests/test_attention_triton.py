@@ -16,6 +16,7 @@ from deep_gemm._ops.library import _Binder, backends, kernels_of
 from deep_gemm._ops.schemas import SCHEMAS
 from deep_gemm.attention import triton_launch
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
+from deep_gemm.utils.math import ceil_div
 
 from tolerances import TOLERANCES  # noqa: E402
 from test_attention import (NEG_INF, SCHEDULE_CASES, MqaCase, PagedCase, assert_logits_close, make_mqa, make_paged,
@@ -406,6 +407,112 @@ def test_gpu_prefill_64k_context_and_20_bitwise_reruns():
         assert_bitwise_equal(deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke), out, "re-run")
 
 
+# ---- warp-specialised prefill kernel (GPU) -----------------------------------------------------------------------
+
+GPU_WS_CONFIGS = [triton_launch.PrefillConfig(ws=True),
+                  triton_launch.PrefillConfig(ws=True, ws_consumers=3, num_stages=6),
+                  triton_launch.PrefillConfig(ws=True, fma_relu=True)]
+GPU_WS_CASES = [  # (S, SK, H, D, windows, logits dtype): odd S (a last query block past S), SK not a multiple of 64
+    (1, 100, 64, 128, "causal", torch.float32), (3, 129, 64, 128, "ragged", torch.float32),
+    (129, 1000, 64, 128, "causal", torch.float32), (129, 4099, 32, 128, "ragged", torch.float32),
+    (512, 4096, 64, 128, "cp", torch.float32), (300, 5000, 64, 64, "ragged", torch.bfloat16),
+    (257, 3000, 32, 64, "causal", torch.bfloat16), (64, 777, 16, 32, "ragged", torch.float32),
+    (200, 2048, 128, 128, "causal", torch.float32), (2048, 8192, 64, 128, "causal", torch.float32),
+]
+
+
+def _ws_windows(s, sk, kind, g):
+    """Windows of one kind; "ragged" mixes empty, inverted, negative-start and past-SK windows in with random ones."""
+    i = torch.arange(s, device="cuda")
+    if kind == "causal":
+        return torch.zeros(s, dtype=torch.int32, device="cuda"), (i + (sk - s) + 1).clamp(min=0).int()
+    if kind == "cp":
+        half, parts = s // 2, sk // s
+        ke = torch.cat([(parts // 3) * half + i[:half], (parts * 2 - 1 - parts // 3) * half + i[:s - half]]).int()
+        return torch.zeros(s, dtype=torch.int32, device="cuda"), ke
+    ks = torch.randint(-70, sk, (s,), device="cuda", generator=g)
+    ke = ks + torch.randint(-5, sk, (s,), device="cuda", generator=g)
+    ke = torch.where(i % 7 == 3, ks, ke)  # empty
+    ke = torch.where(i % 11 == 5, ke + sk, ke)  # past SK
+    return ks.int(), ke.int()
+
+
+def _ws_inputs(s, sk, h, d, kind, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(s, h, d, device="cuda", generator=g).to(FP8)
+    kv = torch.randn(sk, d, device="cuda", generator=g)
+    kv_sf = kv.abs().amax(dim=1).clamp(min=1e-4) / 448.0
+    w = torch.randn(s, h, device="cuda", generator=g)
+    ks, ke = _ws_windows(s, sk, kind, g)
+    return q, ((kv / kv_sf[:, None]).to(FP8), kv_sf), w, ks, ke
+
+
+def _prefill_with(cfg, q, kv, w, ks, ke, clean, max_k, dtype):
+    return triton_launch.fp8_fp4_mqa_logits_triton(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype,
+                                                   config=cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", GPU_WS_CONFIGS, ids=["c2", "c3", "c2-fmarelu"])
+@pytest.mark.parametrize("s,sk,h,d,kind,dtype", GPU_WS_CASES,
+                         ids=[f"s{s}-sk{sk}-h{h}-d{d}-{k}-{str(t)[6:]}" for s, sk, h, d, k, t in GPU_WS_CASES])
+def test_gpu_prefill_ws_matches_reference_and_tl_kernel(s, sk, h, d, kind, dtype, cfg):
+    """The WS kernel against the reference (clean and compressed) and bitwise against the tl.* kernel with the same
+    fma_relu (the same wgmma, layout, reduction order, scale and cast), twice (bitwise repeatable)."""
+    if h < triton_launch.PREFILL_WS_MIN_HEADS[cfg.ws_consumers]:
+        pytest.skip("the launcher sends this head count to the tl.* kernel (the WS kernel would spill)")
+    assert triton_launch.prefill_ws_covers(cfg, h, d, False, True)
+    q, kv, w, ks, ke = _ws_inputs(s, sk, h, d, kind)
+    tl_cfg = triton_launch.PrefillConfig(fma_relu=cfg.fma_relu)
+    out = _prefill_with(cfg, q, kv, w, ks, ke, True, 0, dtype)
+    want = _reference_prefill(q, kv, w, ks, ke, True, 0, dtype)
+    assert torch.equal(out == NEG_INF, want == NEG_INF), "-inf placement"
+    valid = want != NEG_INF
+    if valid.any():
+        assert calc_diff(out[valid].double(), want[valid].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
+    assert_bitwise_equal(out, _prefill_with(tl_cfg, q, kv, w, ks, ke, True, 0, dtype), "ws vs tl.*")
+    assert_bitwise_equal(out, _prefill_with(cfg, q, kv, w, ks, ke, True, 0, dtype), "re-run")
+    # Compressed: out[i, t] = logits[i, ks + t] for the keys inside the window and inside max_k columns.
+    max_k = max(1, int((ke.clamp(max=sk) - ks).max()))
+    comp = _prefill_with(cfg, q, kv, w, ks, ke, False, max_k, dtype)
+    comp_tl = _prefill_with(tl_cfg, q, kv, w, ks, ke, False, max_k, dtype)
+    want_c = _reference_prefill(q, kv, w, ks, ke, False, max_k, dtype)
+    key = ks.long()[:, None] + torch.arange(max_k, device="cuda")[None, :]
+    inside = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
+    if inside.any():
+        assert calc_diff(comp[inside].double(), want_c[inside].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
+        assert_bitwise_equal(comp[inside], comp_tl[inside], "compressed: ws vs tl.*")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_sms", [1, 5, 13])
+def test_gpu_prefill_ws_walks_every_item_with_few_ctas(num_sms):
+    """Few persistent CTAs (many snake rounds, KV splits whose parts end mid-window, Q buffers reused many times):
+    the same bits as the tl.* kernel, and empty windows everywhere give an all -inf clean output."""
+    q, kv, w, ks, ke = _ws_inputs(300, 3000, 64, 128, "ragged", seed=1)
+    previous = runtime.get_num_sms()
+    runtime.set_num_sms(num_sms)
+    try:
+        want = _prefill_with(triton_launch.PrefillConfig(), q, kv, w, ks, ke, True, 0, torch.float32)
+        for cfg in GPU_WS_CONFIGS[:2]:
+            assert_bitwise_equal(_prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32), want, str(cfg))
+            empty = _prefill_with(cfg, q, kv, w, ks, ks, True, 0, torch.float32)
+            assert (empty == NEG_INF).all()
+    finally:
+        runtime.set_num_sms(previous)
+
+
+@pytest.mark.gpu
+def test_gpu_prefill_ws_64k_context_and_bitwise_reruns():
+    q, kv, w, ks, ke = _gpu_prefill_inputs(256, 65536, 64, 128)
+    want = _prefill_with(triton_launch.PrefillConfig(), q, kv, w, ks, ke, True, 0, torch.float32)
+    for cfg in GPU_WS_CONFIGS[:2]:
+        out = _prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32)
+        assert_bitwise_equal(out, want, str(cfg))
+        for _ in range(5):
+            assert_bitwise_equal(_prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32), out, "re-run")
+
+
 def _gpu_paged_inputs(batch, next_n, h, d, avg_ctx, seed=0, one_dim=False):
     g = torch.Generator(device="cuda").manual_seed(seed)
     block_kv = 64
@@ -702,3 +809,82 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
         assert row_pairs.max_registers == triton_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
     for args in [(1, 64, 128, 64, False), (2, 32, 128, 64, False), (2, 64, 128, 32, False), (2, 64, 128, 64, True)]:
         assert triton_launch.paged_default_config(*args) == default, args
+
+
+# ---- warp-specialised prefill kernel: dispatch (CPU, launches stubbed) ---------------------------------------------
+
+def _ws_launches(calls, args, cfg, clean=False, max_k=0, dtype=torch.float32):
+    calls.clear()
+    triton_launch.fp8_fp4_mqa_logits_triton(*args, clean, max_k, dtype, config=cfg)
+    return [c for c in calls if c[0] != "clean_logits"]
+
+
+def test_prefill_ws_config_launches_the_gluon_kernel(stubbed_launches, num_sms_8):
+    """PrefillConfig(ws=True) launches the warp-specialised kernel (attention/prefill_ws.py) with Gluon descriptors
+    over Q [S * H, D] (block [128, D]) and KV (block [64, D]), one persistent CTA per SM (at most one per work item,
+    the tl.* kernel's query blocks x KV parts), a ring of num_stages rounded up to a multiple of the consumers.
+    Launches are stubbed: the Gluon kernel cannot run in the interpreter, so its numerics are tested on the GPU only
+    (test_gpu_prefill_ws_*)."""
+    from deep_gemm.attention.prefill_ws import _fp8_mqa_logits_ws_kernel as kernel
+    names = kernel.arg_names
+    case = MqaCase(9, 300, 64, 128)
+    args, _ = make_mqa(case)
+    for cfg, stages, consumers in [(triton_launch.PrefillConfig(ws=True), 4, 2),
+                                   (triton_launch.PrefillConfig(ws=True, ws_consumers=3), 6, 3),
+                                   (triton_launch.PrefillConfig(ws=True, ws_consumers=3, num_stages=3), 3, 3)]:
+        for max_k in (0, 120):
+            (name, _, grid, launched), = _ws_launches(stubbed_launches, args, cfg, max_k=max_k)
+            assert name == "fp8_mqa_logits_ws"
+            value = dict(zip(names, launched))
+            num_q_blocks = ceil_div(case.s, 2)
+            assert value["num_q_blocks"] == num_q_blocks and value["H"] == 64 and value["BQ"] == 2
+            assert grid == (min(num_q_blocks * value["splits"], 8), 1, 1)
+            assert value["splits"] == triton_launch.prefill_kv_splits(num_q_blocks, case.sk, 8)
+            assert (value["STAGES"], value["CONSUMERS"]) == (stages, consumers)
+            assert (value["CONSUMER_REGS"], value["PRODUCER_REGS"]) == triton_launch.PREFILL_WS_REGISTERS[consumers]
+            assert value["COMPRESSED"] == (max_k > 0) and value["max_k"] == max_k
+            q_desc, kv_desc = value["q_desc"], value["kv_desc"]
+            assert q_desc.gluon and tuple(q_desc.block_shape) == (128, 128) and tuple(q_desc.shape) == (9 * 64, 128)
+            assert kv_desc.gluon and tuple(kv_desc.block_shape) == (64, 128) and tuple(kv_desc.shape) == (300, 128)
+    # The clean pass still follows (-inf outside the windows; the WS kernel writes only the blocks it visits).
+    stubbed_launches.clear()
+    triton_launch.fp8_fp4_mqa_logits_triton(*args, True, 0, torch.float32, config=triton_launch.PrefillConfig(ws=True))
+    assert [c[0] for c in stubbed_launches] == ["fp8_mqa_logits_ws", "clean_logits"]
+
+
+def test_prefill_ws_config_falls_back_where_it_does_not_cover_the_call(stubbed_launches, num_sms_8):
+    """Calls the WS kernel does not cover run the tl.* kernel with the config's other fields (as a forced BF16 WS
+    kernel falls back in bf16_plan): FP4, misaligned Q, too few heads for the consumer count, an unchecked head
+    dimension, 128-key blocks. An unknown consumer count is an error, not a fallback."""
+    ws2, ws3 = triton_launch.PrefillConfig(ws=True), triton_launch.PrefillConfig(ws=True, ws_consumers=3)
+    fp8_args, _ = make_mqa(MqaCase(5, 70, 64, 64))
+    fp4_args, _ = make_mqa(MqaCase(5, 70, 32, 64, fp4=True))
+    q, q_sf, *rest = fp8_args
+    misaligned = (misaligned_copy(q), q_sf, *rest)
+    h16_args, _ = make_mqa(MqaCase(5, 70, 16, 64))
+    h8_args, _ = make_mqa(MqaCase(5, 70, 8, 32))
+    d16_args, _ = make_mqa(MqaCase(5, 70, 64, 16))
+    for args, cfg in [(fp4_args, ws2), (misaligned, ws2), (h8_args, ws2), (h16_args, ws3), (d16_args, ws2),
+                      (fp8_args, dataclasses.replace(ws2, block_kv=128, num_warps=8, num_stages=3))]:
+        (name, *_), = _ws_launches(stubbed_launches, args, cfg)
+        assert name == "fp8_mqa_logits", cfg
+    (name, *_), = _ws_launches(stubbed_launches, h16_args, ws2)
+    assert name == "fp8_mqa_logits_ws"
+    with pytest.raises(ValueError, match="ws_consumers"):
+        _ws_launches(stubbed_launches, fp8_args, triton_launch.PrefillConfig(ws=True, ws_consumers=4))
+
+
+def test_prefill_ws_config_in_the_interpreter_runs_the_tl_kernel():
+    """Under TRITON_INTERPRET the WS config runs the tl.* kernel (Gluon cannot be interpreted): same bits."""
+    args, oracle_inputs = make_mqa(MqaCase(6, 90, 32, 64))
+    want = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
+    got = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32,
+                       config=triton_launch.PrefillConfig(ws=True))
+    if not ON_GPU:
+        assert torch.equal(got, want)
+
+
+def test_prefill_ws_stages_are_a_multiple_of_the_consumers():
+    stages = [triton_launch.prefill_ws_stages(triton_launch.PrefillConfig(ws=True, ws_consumers=c, num_stages=n))
+              for c, n in [(2, 4), (2, 3), (3, 4), (3, 6), (3, 1), (2, 0)]]
+    assert stages == [4, 4, 6, 6, 3, 2]

@@ -50,7 +50,14 @@ class PrefillConfig:
 
     Instruction levers (the kernel is issue-bound, see _fp8_mqa_logits_kernel): ``fma_relu`` moves the relu to the
     FMA pipe (same products), ``interior`` runs the blocks inside every window without per-key tests,
-    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4)."""
+    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4).
+
+    ``ws=True``: the warp-specialised Gluon kernel (attention/prefill_ws.py: a TMA producer warp, ``ws_consumers``
+    math warpgroups taking alternate 64-key blocks, one persistent CTA per SM, a ring of ``num_stages`` KV stages
+    rounded up to a multiple of ``ws_consumers``; ``fma_relu`` applies, ``interior`` is built in) wherever it covers
+    the call (``prefill_ws_covers``: FP8, TMA-aligned Q and KV, 64-key blocks, 128 score columns, D 32/64/128, not
+    in the interpreter); elsewhere the ``tl.*`` kernel runs with the other fields, as the BF16 plan treats a forced
+    WS kernel it does not cover. Off by default until the H200 measures it."""
 
     block_kv: int = 64
     num_warps: int = 4
@@ -59,6 +66,8 @@ class PrefillConfig:
     fma_relu: bool = False
     interior: bool = False
     max_registers: int | None = None
+    ws: bool = False
+    ws_consumers: int = 2
 
 
 @dataclass(frozen=True)
@@ -134,12 +143,44 @@ def prefill_kv_splits(num_q_blocks: int, seq_len_kv: int, num_sms: int) -> int:
     return max(1, min(want, seq_len_kv // PREFILL_MIN_KEYS_PER_SPLIT, GRID_Y_LIMIT))
 
 
+# Warp-specialised prefill kernel: consumer warpgroup counts it is offered with, and setmaxnreg per consumer
+# warpgroup / producer warp for each (sm_90a, scripts/compile_check_indexer.py --ws: the kernel's 384 or 512 threads
+# share one SM's 65536 registers; the consumers' loop needs ~145, so 2 and 3 consumers compile without spills and 4
+# do not fit: 96 registers per thread at launch, 112-120 per consumer, 128-216 bytes spilled).
+PREFILL_WS_REGISTERS = {2: (168, 24), 3: (160, 32)}
+# Fewest heads per consumer count: fewer heads mean more queries per 128 columns, and their per-query window values
+# stay live in the loop: H=8 spills 176 bytes at 2 consumers, H=16 16 bytes at 3 (same script).
+PREFILL_WS_MIN_HEADS = {2: 16, 3: 32}
+# Head dimensions the WS kernel is compile-checked for (its Q tile [128, D] and KV blocks [64, D] in shared memory).
+PREFILL_WS_HEAD_DIMS = (32, 64, 128)
+
+
+def prefill_ws_covers(cfg: PrefillConfig, num_heads: int, head_dim: int, is_fp4: bool, use_tma: bool) -> bool:
+    """Whether ``cfg.ws`` runs the warp-specialised kernel for a call (else the tl.* kernel does): FP8 operands
+    behind TMA descriptors, one 64-row wgmma per block, 128 (query, head) columns, a checked head dimension, on the
+    GPU (Gluon kernels cannot run in the interpreter)."""
+    if cfg.ws_consumers not in PREFILL_WS_REGISTERS:
+        raise ValueError(f"PrefillConfig.ws_consumers must be one of {sorted(PREFILL_WS_REGISTERS)}, "
+                         f"not {cfg.ws_consumers}")
+    return (cfg.ws and not is_fp4 and use_tma and cfg.block_kv == 64 and cfg.score_cols == SCORE_COLS
+            and SCORE_COLS % num_heads == 0 and num_heads >= PREFILL_WS_MIN_HEADS[cfg.ws_consumers]
+            and head_dim in PREFILL_WS_HEAD_DIMS and not interpreting())
+
+
+def prefill_ws_stages(cfg: PrefillConfig) -> int:
+    """The WS kernel's KV ring depth: num_stages rounded up to a multiple of the consumer count (its barrier phases
+    rely on a stage's previous use being the same consumer's)."""
+    return ceil_div(max(cfg.num_stages, 1), cfg.ws_consumers) * cfg.ws_consumers
+
+
 def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig:
     """Default prefill tile. 64 keys x 128 (query, head) columns per warpgroup keeps the FP32 scores at 32
     registers per thread and the shared memory per program small (Q 16 KiB + 4 x 8 KiB), so several programs share
     an SM and one's head reduction overlaps another's MMA (DeepGEMM gets that overlap from 4 math warpgroups)."""
     if is_fp4:  # unpacking costs registers: fewer stages
         return PrefillConfig(block_kv=64, num_warps=4, num_stages=2)
+    # Proposed once the H200 has timed it (bench_mqa_logits.py --sweep): the WS kernel for FP8 (it falls back to this
+    # tile where prefill_ws_covers says no), e.g. ``return PrefillConfig(ws=True)`` (or the winning consumers/stages).
     return PrefillConfig()
 
 
@@ -180,13 +221,19 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
     q_rows = q.view(seq_len * num_heads, q.size(2))
     kv_sf = kv_sf.reshape(-1)
     use_tma = not is_fp4 and _aligned(q) and _aligned(kv)
+    compressed = max_seqlen_k > 0
+    if prefill_ws_covers(cfg, num_heads, head_dim, is_fp4, use_tma):
+        _prefill_ws(q_rows, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, max_seqlen_k, cfg,
+                    num_heads, head_dim, record)
+        if clean_logits:
+            clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
+        return out
     if use_tma:
         q_desc = descriptor(q_rows, (seq_len * num_heads, head_dim), (head_dim, 1), (cfg.score_cols, head_dim))
         kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim))
     else:
         q_desc, kv_desc = q_rows, kv
     q_sf_arg = q_sf.reshape(-1) if q_sf is not None else q_rows
-    compressed = max_seqlen_k > 0
     args = (q_desc, kv_desc, q_rows, q_sf_arg, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
             seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
             num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
@@ -199,6 +246,33 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
     if clean_logits:
         clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
     return out
+
+
+def _prefill_ws(q_rows, kv, kv_sf, weights, starts, ends, out, max_seqlen_k, cfg: PrefillConfig, num_heads: int,
+                head_dim: int, record):
+    """The warp-specialised kernel over the tl.* kernel's work items (query block x KV part, the same
+    ``prefill_kv_splits``), walked by one persistent CTA per SM."""
+    from .prefill_ws import _fp8_mqa_logits_ws_kernel
+
+    seq_len, seq_len_kv = out.size(0), kv.size(0)
+    block_q = SCORE_COLS // num_heads
+    num_q_blocks = ceil_div(seq_len, block_q)
+    num_sms = _num_sms(out)
+    splits = prefill_kv_splits(num_q_blocks, seq_len_kv, num_sms)
+    grid = max(1, min(num_q_blocks * splits, num_sms))
+    stages = prefill_ws_stages(cfg)
+    consumer_regs, producer_regs = PREFILL_WS_REGISTERS[cfg.ws_consumers]
+    q_desc = descriptor(q_rows, (q_rows.size(0), head_dim), (head_dim, 1), (SCORE_COLS, head_dim), gluon=True)
+    kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim), gluon=True)
+    compressed = max_seqlen_k > 0
+    args = (q_desc, kv_desc, kv_sf, weights, starts, ends, out,
+            seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks, splits,
+            num_heads, block_q, cfg.block_kv, stages, cfg.ws_consumers, compressed, cfg.fma_relu, consumer_regs,
+            producer_regs)
+    config_key = ("ws", cfg.ws_consumers, stages, cfg.fma_relu, num_heads, head_dim, compressed, out.dtype,
+                  weights.dtype)
+    launch(_fp8_mqa_logits_ws_kernel, (grid, 1, 1), args, name="fp8_mqa_logits_ws", config_key=config_key,
+           num_warps=4, num_stages=1, device_index=_device_index(out), record=record)
 
 
 def fp8_mqa_logits_triton(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k,
@@ -390,3 +464,4 @@ def fp8_paged_mqa_logits_triton(q, kv_cache, weights, context_lens, block_table,
     return fp8_fp4_paged_mqa_logits_triton(q, None, kv_cache, weights, context_lens, block_table, schedule_meta,
                                            max_context_len, clean_logits, torch.float32, indices, config=config,
                                            record=record)
+
