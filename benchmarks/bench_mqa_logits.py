@@ -240,6 +240,7 @@ def main():
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--sweep-paged", action="store_true", help="only the paged kernel configs of --sweep")
+    parser.add_argument("--sweep-prefill", action="store_true", help="only the prefill kernel configs of --sweep")
     args = parser.parse_args()
     torch.manual_seed(0)
     dtypes = (torch.float32,) if args.quick else (torch.float32, torch.bfloat16)
@@ -250,8 +251,8 @@ def main():
         run_prefill(PREFILL_QUICK if args.quick else PREFILL, dtypes, args.reps, results)
     if "paged" in tables:
         run_paged(PAGED_QUICK if args.quick else PAGED, dtypes, args.reps, results)
-    if (args.sweep or args.sweep_paged) and provider() == "deep_gemm":
-        sweep(args.reps, results, prefill=args.sweep, paged=True)
+    if (args.sweep or args.sweep_paged or args.sweep_prefill) and provider() == "deep_gemm":
+        sweep(args.reps, results, prefill=args.sweep or args.sweep_prefill, paged=not args.sweep_prefill)
     if args.out:
         write_results(args.out, "bench_mqa_logits", results)
 
