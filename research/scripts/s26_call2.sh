@@ -23,9 +23,9 @@ t "pytest host/layout exit $?: $(tail -n1 $L/pytest_host.log)"
 for who in ours dg noguards; do
   [ $(left 570) -lt 20 ] && break
   case $who in
-    ours) timeout 25 python3 benchmarks/host_overhead.py --rounds 5 > $L/host_$who.log 2>&1 ;;
-    dg) timeout 25 env $DGENV python3 benchmarks/host_overhead.py --rounds 5 > $L/host_$who.log 2>&1 ;;
-    noguards) DG_NO_SIGNATURE_GUARDS=1 timeout 25 python3 benchmarks/host_overhead.py --rounds 5 > $L/host_$who.log 2>&1 ;;
+    ours) timeout 70 python3 benchmarks/host_overhead.py --rounds 5 > $L/host_$who.log 2>&1 ;;
+    dg) timeout 45 env $DGENV python3 benchmarks/host_overhead.py --rounds 5 > $L/host_$who.log 2>&1 ;;
+    noguards) DG_NO_SIGNATURE_GUARDS=1 timeout 30 python3 benchmarks/host_overhead.py --rounds 5 > $L/host_$who.log 2>&1 ;;
   esac
   t "host $who exit $?"
 done
