@@ -119,6 +119,16 @@ def ws_grid(m: int, k: int, block_m: int, num_sms: int) -> int:
     return max(1, min(num_sms, pairs // WS_MIN_K_BLOCKS_PER_CTA))
 
 
+def ws_range(cta: int, grid: int, pairs: int) -> tuple[int, int]:
+    """[lo, hi) of CTA ``cta``'s (row block, K block) pairs (the kernel's ``_range_of``, for tests and tools)."""
+    return cta * pairs // grid, (cta + 1) * pairs // grid
+
+
+def ws_owner(x: int, grid: int, pairs: int) -> int:
+    """The CTA whose range holds pair ``x`` (the kernel's ``_owner``)."""
+    return ((x + 1) * grid - 1) // pairs
+
+
 def ws_config(m: int, n: int, k: int, num_sms: int, consumers: int = WS_CONSUMERS, stages: int = 0,
               grid: int = 0) -> HcConfig:
     """The warp-specialised kernel's config (stages 0: as many as WS_SMEM holds; grid 0: ``ws_grid``'s)."""

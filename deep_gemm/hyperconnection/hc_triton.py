@@ -107,7 +107,7 @@ def _execute_ws(a, b, d, sqr_sum, cfg: hc_plan.HcConfig, recorder) -> bool:
     n = b.size(0)
     assert d.dim() == 2 and cfg.block_n >= n and cfg.block_m == 64 * cfg.consumers, (d.shape, cfg)
     num_mb = -(-m // cfg.block_m)
-    grid = cfg.grid or min(_num_sms(), num_mb * (k // BLOCK_K))
+    grid = min(cfg.grid or _num_sms(), num_mb * (k // BLOCK_K))  # (a pinned config may come from a larger call)
     # Each CTA publishes at most two shared row blocks' partials per consumer warpgroup (kernels_ws.py).
     ws = stream_workspace(d, grid * 2 * cfg.consumers * (64 * cfg.block_n + 64))
     counters = arrival_counters(d, num_mb * cfg.consumers)
