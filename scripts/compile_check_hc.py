@@ -41,17 +41,18 @@ def compile_hc(bm, bn, stages, b_tma, reduce, red_chunk, warps=4):
                                                   REDUCE=reduce, RED_CHUNK=red_chunk), warps, stages)
 
 
-def compile_hc_ws(bm, bn, stages, consumers):
+def compile_hc_ws(bm, bn, stages, consumers, tail=0):
     """The warp-specialised kernel (kernels_ws.py) with the descriptors hc_triton._execute_ws passes."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from deep_gemm.hyperconnection import hc_plan
     from deep_gemm.hyperconnection.kernels_ws import _hc_prenorm_ws_kernel as fn
-    sig = {"a_desc": gluon_desc_sig([bm, 64], "bfloat16"), "b_desc": gluon_desc_sig([bn, 32], "float32"),
+    b_rows = hc_plan.next_pow2(bn + tail)
+    sig = {"a_desc": gluon_desc_sig([bm, 64], "bfloat16"), "b_desc": gluon_desc_sig([b_rows, 32], "float32"),
            "d_ptr": "*fp32", "sq_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_dm")})
     consumer_regs, producer_regs = hc_plan.WS_REGISTERS
-    constexprs = dict(BM=bm, BN=bn, STAGES=stages, CONSUMERS=consumers, CONSUMER_REGS=consumer_regs,
+    constexprs = dict(BM=bm, BN=bn, TAIL=tail, STAGES=stages, CONSUMERS=consumers, CONSUMER_REGS=consumer_regs,
                       PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})

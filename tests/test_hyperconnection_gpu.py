@@ -194,6 +194,8 @@ def test_cpp_dispatcher_caller_on_cuda(tmp_path):
 
 WS_SHAPES = [(m, n, k) for m in (1, 13, 137, 4096, 8192, 8191) for n in (8, 16, 24, 32)
              for k in (7168, 7680, 28672, 64, 192)]
+# (N that runs a tile plus a tail other than 24 = 16 + 8: 20 = 16 + 8, 40 = 32 + 8, 48 = 32 + 16; and 64)
+WS_SHAPES += [(13, 20, 192), (137, 40, 7168), (8191, 48, 7680), (4096, 64, 7168)]
 
 
 def _ws_run(a, b, d, s, cfg):
@@ -221,7 +223,8 @@ def test_ws_against_torch_tf32_and_tf32_product(tf32_matmul, m, n, k):
 
 
 WS_VARIANTS = [dict(consumers=2), dict(consumers=1), dict(consumers=2, stages=4), dict(consumers=1, stages=6),
-               dict(consumers=2, grid=128), dict(consumers=1, grid=128), dict(consumers=2, grid=7)]
+               dict(consumers=2, grid=128), dict(consumers=1, grid=128), dict(consumers=2, grid=7),
+               dict(consumers=2, tail=False), dict(consumers=1, tail=False)]
 
 
 @pytest.mark.parametrize("variant", WS_VARIANTS, ids=[str(v) for v in WS_VARIANTS])

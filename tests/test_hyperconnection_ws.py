@@ -117,14 +117,24 @@ def test_model_of_the_reduction_is_exact_and_order_free(m, k, bm, grid):
 def test_ws_plan(m, n, k):
     cfg = hc_plan.plan(m, n, k, 1, 132, ws_mode="on")
     assert cfg.kernel == "ws" and cfg.sub == 1 and cfg.block_m == 64 * cfg.consumers
-    assert cfg.block_n >= n and cfg.block_n == max(8, hc_plan.next_pow2(n))
-    stage = cfg.block_m * BLOCK_K * 2 + cfg.block_n * BLOCK_K * 4
+    assert cfg.block_n + cfg.block_n_tail >= n and (cfg.block_n, cfg.block_n_tail) == hc_plan.ws_tile_n(n, True)
+    stage = cfg.block_m * BLOCK_K * 2 + hc_plan.next_pow2(cfg.block_n + cfg.block_n_tail) * BLOCK_K * 4
     assert cfg.stages * stage <= hc_plan.WS_SMEM and (cfg.stages == hc_plan.WS_MAX_STAGES
                                                       or (cfg.stages + 1) * stage > hc_plan.WS_SMEM)
     pairs = -(-m // cfg.block_m) * (k // BLOCK_K)
     assert 1 <= cfg.grid <= min(132, pairs) and hc_plan.programs(m, 1, cfg) == cfg.grid
     if pairs >= 132 * hc_plan.WS_MIN_K_BLOCKS_PER_CTA:
         assert cfg.grid == 132
+
+
+@pytest.mark.parametrize("n,tile", [(8, (8, 0)), (16, (16, 0)), (20, (16, 8)), (24, (16, 8)), (32, (32, 0)),
+                                    (40, (32, 8)), (48, (32, 16)), (56, (64, 0)), (64, (64, 0)), (1, (8, 0))])
+def test_ws_tile_and_tail(n, tile):
+    """N = 24 runs as a 16-wide wgmma plus an 8-wide one (a quarter less MMA work than 32); powers of two and N
+    whose tail would not be narrower run one tile; without ``tail`` every N runs one power-of-two tile."""
+    assert hc_plan.ws_tile_n(n, True) == tile
+    assert hc_plan.ws_tile_n(n, False) == (max(8, hc_plan.next_pow2(n)), 0)
+    assert hc_plan.ws_config(8192, n, 7168, 132, tail=False).block_n_tail == 0
 
 
 def test_ws_modes_and_coverage():

@@ -73,6 +73,8 @@ WS_MAX_BLOCK_N = 64
 # consumer and producer partitions (the BF16 WS kernel's; the consumers use ~110).
 WS_CONSUMERS = 2
 WS_REGISTERS = (232, 40)
+# N that is not a power of two as a tile plus a narrower tail (ws_tile_n) in "auto" and "on".
+WS_TAIL = True
 # "auto" takes the WS kernel from this many rows on; 0 = never (the default until an H200 sweep confirms it).
 WS_AUTO_MIN_ROWS = 0
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_HC_WS", "auto"), "auto")
@@ -93,6 +95,7 @@ class HcConfig:
     kernel: str = "tl"  # "tl" (kernels.py) or "ws" (kernels_ws.py: stages = its ring, sub = red_chunk = 1)
     consumers: int = 1  # ws: consumer warpgroups (block_m = 64 * consumers)
     grid: int = 0  # ws: persistent CTAs (0: one per SM)
+    block_n_tail: int = 0  # ws: a second, narrower wgmma for columns block_n..block_n + tail (N = 24: 16 + 8)
 
     @property
     def reduce(self) -> bool:
@@ -110,7 +113,21 @@ def ws_covers(n: int, splits: int) -> bool:
 
 
 def ws_stages(block_m: int, block_n: int) -> int:
+    """Ring depth (block_n: B's box rows, the tile and its tail rounded up to a power of two)."""
     return max(MIN_STAGES, min(WS_MAX_STAGES, WS_SMEM // (block_m * BLOCK_K * 2 + block_n * BLOCK_K * 4)))
+
+
+def ws_tile_n(n: int, tail: bool) -> tuple[int, int]:
+    """(block_n, tail) of the WS kernel: one power-of-two tile, or with ``tail`` where N is not a power of two,
+    the largest power of two under N plus a power-of-two tail of 8+ columns, taken where it is narrower than
+    the one tile (24 = 16 + 8: wgmma's time scales with its N, so the MMA work drops by a quarter)."""
+    one = max(8, next_pow2(n))
+    if tail and n > 8 and n & (n - 1):
+        main = 1 << (n.bit_length() - 1)
+        rest = max(8, next_pow2(n - main))
+        if main + rest < one and rest < main:
+            return main, rest
+    return one, 0
 
 
 def ws_grid(m: int, k: int, block_m: int, num_sms: int) -> int:
@@ -130,11 +147,13 @@ def ws_owner(x: int, grid: int, pairs: int) -> int:
 
 
 def ws_config(m: int, n: int, k: int, num_sms: int, consumers: int = WS_CONSUMERS, stages: int = 0,
-              grid: int = 0) -> HcConfig:
-    """The warp-specialised kernel's config (stages 0: as many as WS_SMEM holds; grid 0: ``ws_grid``'s)."""
-    bm, bn = 64 * consumers, max(8, next_pow2(n))
-    return HcConfig(bm, bn, stages or ws_stages(bm, bn), 1, 1, 4, "ws", consumers,
-                    min(grid or ws_grid(m, k, bm, num_sms), -(-m // bm) * (k // BLOCK_K)))
+              grid: int = 0, tail: bool | None = None) -> HcConfig:
+    """The warp-specialised kernel's config (stages 0: as many as WS_SMEM holds; grid 0: ``ws_grid``'s; tail None:
+    WS_TAIL)."""
+    bm = 64 * consumers
+    bn, bn_tail = ws_tile_n(n, WS_TAIL if tail is None else tail)
+    return HcConfig(bm, bn, stages or ws_stages(bm, next_pow2(bn + bn_tail)), 1, 1, 4, "ws", consumers,
+                    min(grid or ws_grid(m, k, bm, num_sms), -(-m // bm) * (k // BLOCK_K)), bn_tail)
 
 
 def plan(m: int, n: int, k: int, splits: int, num_sms: int, ws_mode: str | None = None) -> HcConfig:
@@ -171,11 +190,12 @@ def programs(m: int, splits: int, cfg: HcConfig) -> int:
 def ws_compile_configs() -> list[dict]:
     """The warp-specialised kernel's configs the plan and the sweep's variants use (scripts/compile_check_hc.py)."""
     out = []
-    shapes = [(c, 0, bn) for c in (2, 1) for bn in (8, 16, 32, 64)]
-    shapes += [(c, st, 32) for c, stages in ((2, (4, 6)), (1, (6, 8))) for st in stages]  # (the sweep's variants)
-    for consumers, stages, bn in shapes:
-        c = ws_config(8192, bn, 28672, 132, consumers, stages)
-        d = dict(bm=c.block_m, bn=c.block_n, stages=c.stages, consumers=c.consumers)
+    shapes = [(c, 0, n, True) for c in (2, 1) for n in (8, 16, 24, 32, 64)] + [(c, 0, 24, False) for c in (2, 1)]
+    shapes += [(c, st, 24, tail) for c, stages in ((2, (4, 6)), (1, (6, 8))) for st in stages
+               for tail in (True, False)]  # (the sweep's variants)
+    for consumers, stages, n, tail in shapes:
+        c = ws_config(8192, n, 28672, 132, consumers, stages, tail=tail)
+        d = dict(bm=c.block_m, bn=c.block_n, tail=c.block_n_tail, stages=c.stages, consumers=c.consumers)
         if d not in out:
             out.append(d)
     return out

@@ -105,17 +105,18 @@ def _execute_ws(a, b, d, sqr_sum, cfg: hc_plan.HcConfig, recorder) -> bool:
         return False
     m, k = a.shape
     n = b.size(0)
-    assert d.dim() == 2 and cfg.block_n >= n and cfg.block_m == 64 * cfg.consumers, (d.shape, cfg)
+    assert d.dim() == 2 and cfg.block_n + cfg.block_n_tail >= n and cfg.block_m == 64 * cfg.consumers, (d.shape, cfg)
     num_mb = -(-m // cfg.block_m)
     grid = min(cfg.grid or _num_sms(), num_mb * (k // BLOCK_K))  # (a pinned config may come from a larger call)
     # Each CTA publishes at most two shared row blocks' partials per consumer warpgroup (kernels_ws.py).
-    ws = stream_workspace(d, grid * 2 * cfg.consumers * (64 * cfg.block_n + 64))
+    ws = stream_workspace(d, grid * 2 * cfg.consumers * (64 * (cfg.block_n + cfg.block_n_tail) + 64))
     counters = arrival_counters(d, num_mb * cfg.consumers)
     a_desc = FastDescriptor(a, (m, k), (a.stride(0) if m > 1 else k, 1), (cfg.block_m, BLOCK_K), gluon=True)
-    b_desc = Tf32RoundingDescriptor(b, (n, k), (b.stride(0), 1), (cfg.block_n, BLOCK_K // 2), gluon=True)
+    b_rows = hc_plan.next_pow2(cfg.block_n + cfg.block_n_tail)  # (rows past N: zero-filled by TMA)
+    b_desc = Tf32RoundingDescriptor(b, (n, k), (b.stride(0), 1), (b_rows, BLOCK_K // 2), gluon=True)
     consumer_regs, producer_regs = hc_plan.WS_REGISTERS
     args = (a_desc, b_desc, d, sqr_sum, ws, counters, m, n, k, d.stride(0) if m > 1 else n, cfg.block_m,
-            cfg.block_n, cfg.stages, cfg.consumers, consumer_regs, producer_regs)
+            cfg.block_n, cfg.block_n_tail, cfg.stages, cfg.consumers, consumer_regs, producer_regs)
     # (the grid is a runtime value of the kernel: one binary per tile and ring)
     key = (replace(cfg, grid=0), consumer_regs, producer_regs)
     device_index = d.device.index or 0

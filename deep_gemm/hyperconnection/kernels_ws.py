@@ -76,51 +76,82 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, K,
 
 
 @gluon.jit
-def _publish_or_reduce(acc, sq, ws_ptr, counter_ptr, cta, slot, mb, first_owner, last_owner, grid, total, nkb,
-                       TILE: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr, WG: gl.constexpr,
-                       MMA: gl.constexpr, ROWS: gl.constexpr):
-    """A piece of a row block shared by CTAs first_owner..last_owner: write this CTA's FP32 partial (acc, sq) to its
-    workspace slot, and if it is the last piece to arrive at the row block's counter, return (sum of all pieces in
-    CTA order, True) and reset the counter; else (acc, sq, False).
+def _sum_pieces(ws_ptr, at, first_owner, last_owner, mb, grid, total, nkb, zero,
+                TILE: gl.constexpr, CONSUMERS: gl.constexpr, WG: gl.constexpr):
+    """Sum of the pieces' partials at offsets ``at`` of their workspace tiles, in CTA order (``zero``: the
+    layout)."""
+    out = zero
+    for owner in range(first_owner, last_owner + 1):
+        owner_lo, owner_hi = _range_of(owner, grid, total)
+        owner_slot = (owner_lo // nkb != mb).to(gl.int32)  # (0 where the owner's range starts in this row block)
+        out += gl.load(ws_ptr + ((owner * 2 + owner_slot) * CONSUMERS + WG) * TILE + at, cache_modifier=".cg")
+    return out
+
+
+@gluon.jit
+def _publish_or_reduce(acc, acc_t, sq, ws_ptr, counter_ptr, cta, slot, mb, first_owner, last_owner, grid, total,
+                       nkb, TILE: gl.constexpr, BN: gl.constexpr, TAIL: gl.constexpr, CONSUMERS: gl.constexpr,
+                       WG: gl.constexpr, MMA: gl.constexpr, MMA_T: gl.constexpr, ROWS: gl.constexpr):
+    """A piece of a row block shared by CTAs first_owner..last_owner: write this CTA's FP32 partial (acc, the tail
+    columns' acc_t where TAIL > 0, sq) to its workspace slot, and if it is the last piece to arrive at the row
+    block's counter, return (the sums of all pieces in CTA order, True) and reset the counter; else (its own
+    partial, False).
 
     Slots: CTA c's first row block is its slot 0, any later (shared) one its slot 1 (a range holds at most two
-    shared row blocks: its first and its last), per consumer warpgroup: ws[((c * 2 + slot) * CONSUMERS + WG)].
-    Ordering as in the split-K reductions of the GEMMs: every thread's partial store, the partition's barrier, one
-    acquire-release atomic at GPU scope; the partials are read back through L2 (.cg)."""
+    shared row blocks: its first and its last), per consumer warpgroup: ws[((c * 2 + slot) * CONSUMERS + WG)], a
+    tile of [64, BN] acc, [64, TAIL] acc_t, [64] sq. Ordering as in the split-K reductions of the GEMMs: every
+    thread's partial store, the partition's barrier, one acquire-release atomic at GPU scope; the partials are read
+    back through L2 (.cg)."""
     r = gl.arange(0, WG_ROWS, layout=ROWS)
-    c = gl.arange(0, BN, layout=gl.SliceLayout(0, MMA))
-    offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(c, 0)
+    offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(gl.arange(0, BN, layout=gl.SliceLayout(0, MMA)), 0)
     own = ws_ptr + ((cta * 2 + slot) * CONSUMERS + WG) * TILE
     gl.store(own + offs, acc)
-    gl.store(own + WG_ROWS * BN + r, sq)
+    SQ_AT: gl.constexpr = WG_ROWS * (BN + TAIL)
+    gl.store(own + SQ_AT + r, sq)
+    if TAIL > 0:
+        r_t = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, MMA_T))
+        offs_t = WG_ROWS * BN + gl.expand_dims(r_t, 1) * TAIL + gl.expand_dims(
+            gl.arange(0, TAIL, layout=gl.SliceLayout(0, MMA_T)), 0)
+        gl.store(own + offs_t, acc_t)
     gl.thread_barrier()
     counter = counter_ptr + mb * CONSUMERS + WG
     arrived = gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     last = arrived == last_owner - first_owner
     if last:
-        d_sum = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-        sq_total = gl.zeros([WG_ROWS], gl.float32, layout=ROWS)
-        for owner in range(first_owner, last_owner + 1):
-            owner_lo, owner_hi = _range_of(owner, grid, total)
-            owner_slot = (owner_lo // nkb != mb).to(gl.int32)  # (0 where its range starts in this row block)
-            part = ws_ptr + ((owner * 2 + owner_slot) * CONSUMERS + WG) * TILE
-            d_sum += gl.load(part + offs, cache_modifier=".cg")
-            sq_total += gl.load(part + WG_ROWS * BN + r, cache_modifier=".cg")
-        acc = d_sum
-        sq = sq_total
+        acc = _sum_pieces(ws_ptr, offs, first_owner, last_owner, mb, grid, total, nkb, gl.zeros_like(acc), TILE,
+                          CONSUMERS, WG)
+        sq = _sum_pieces(ws_ptr, SQ_AT + r, first_owner, last_owner, mb, grid, total, nkb, gl.zeros_like(sq), TILE,
+                         CONSUMERS, WG)
+        if TAIL > 0:
+            acc_t = _sum_pieces(ws_ptr, offs_t, first_owner, last_owner, mb, grid, total, nkb, gl.zeros_like(acc_t),
+                                TILE, CONSUMERS, WG)
         gl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
-    return acc, sq, last
+    return acc, acc_t, sq, last
+
+
+@gluon.jit
+def _store(d_ptr, rows, row_ok, col0, N, stride_dm, acc, WIDTH: gl.constexpr, LAYOUT: gl.constexpr):
+    cols = col0 + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, LAYOUT))
+    rows = gl.convert_layout(rows, gl.SliceLayout(1, LAYOUT))
+    row_ok = gl.convert_layout(row_ok, gl.SliceLayout(1, LAYOUT))
+    gl.store(d_ptr + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0), acc,
+             mask=gl.expand_dims(row_ok, 1) & gl.expand_dims(cols < N, 0))
 
 
 @gluon.jit
 def _consumer(a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, M, N, K, stride_dm,
-              BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WG: gl.constexpr):
+              BM: gl.constexpr, BN: gl.constexpr, TAIL: gl.constexpr, STAGES: gl.constexpr,
+              CONSUMERS: gl.constexpr, WG: gl.constexpr):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 8])
     # wgmma's A operand in registers, 32-bit elements (k_width 1); the BF16 tile is loaded in the same layout.
     A_REGS: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
-    SQ_ROWS: gl.constexpr = gl.SliceLayout(1, A_REGS)
-    TILE: gl.constexpr = WG_ROWS * BN + WG_ROWS
+    # TAIL > 0: the columns BN..BN+TAIL (N = 24 as 16 + 8: a quarter less MMA work than a 32-wide tile) are a second
+    # wgmma on the same A registers, into an accumulator of their own (the same A layout under another parent).
+    MMA_T: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                    instr_shape=[16, TAIL if TAIL > 0 else BN, 8])
+    A_REGS_T: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA_T, k_width=1)
+    TILE: gl.constexpr = WG_ROWS * (BN + TAIL) + WG_ROWS
     A_ROW0: gl.constexpr = WG * WG_ROWS
     nkb = K // BK
     total = gl.cdiv(M, BM) * nkb
@@ -129,13 +160,14 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, 
     lo, hi = _range_of(cta, grid, total)
     mb_first = lo // nkb
     zero = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+    zero_t = gl.zeros([WG_ROWS, TAIL if TAIL > 0 else BN], gl.float32, layout=MMA_T)
     r = gl.arange(0, WG_ROWS, layout=ROWS)
-    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, MMA))
     it = 0
     for mb in range(mb_first, (hi - 1) // nkb + 1):
         kb_lo = gl.maximum(lo, mb * nkb)
         kb_hi = gl.minimum(hi, (mb + 1) * nkb)
-        acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+        acc = zero
+        acc_t = zero_t
         squares = gl.zeros([WG_ROWS, BK_HALF], gl.float32, layout=A_REGS)
         for _ in range(kb_lo, kb_hi):
             stage = it % STAGES
@@ -143,14 +175,27 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, 
             a_tile = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
             a0 = a_tile.slice(0, BK_HALF, dim=1).load(A_REGS).to(gl.float32)
             a1 = a_tile.slice(BK_HALF, BK_HALF, dim=1).load(A_REGS).to(gl.float32)
-            part = warpgroup_mma(a0, b_bufs.index(2 * stage).permute((1, 0)), zero, use_acc=False,
-                                 is_async=True)
-            part = warpgroup_mma(a1, b_bufs.index(2 * stage + 1).permute((1, 0)), part,
-                                 is_async=True)
-            # (the squares while the wgmmas run: they only read a0 and a1)
-            squares = gl.fma(a0, a0, squares)
-            squares = gl.fma(a1, a1, squares)
-            part, a0, a1 = warpgroup_mma_wait(num_outstanding=0, deps=(part, a0, a1))
+            b0 = b_bufs.index(2 * stage)
+            b1 = b_bufs.index(2 * stage + 1)
+            if TAIL > 0:
+                part = warpgroup_mma(a0, b0.slice(0, BN, dim=0).permute((1, 0)), zero, use_acc=False, is_async=True)
+                part = warpgroup_mma(a1, b1.slice(0, BN, dim=0).permute((1, 0)), part, is_async=True)
+                a0_t = gl.convert_layout(a0, A_REGS_T)  # (the same registers: a no-op)
+                a1_t = gl.convert_layout(a1, A_REGS_T)
+                part_t = warpgroup_mma(a0_t, b0.slice(BN, TAIL, dim=0).permute((1, 0)), zero_t, use_acc=False,
+                                       is_async=True)
+                part_t = warpgroup_mma(a1_t, b1.slice(BN, TAIL, dim=0).permute((1, 0)), part_t, is_async=True)
+                squares = gl.fma(a0, a0, squares)  # (the squares while the wgmmas run: they only read a0, a1)
+                squares = gl.fma(a1, a1, squares)
+                part, part_t, a0, a1, a0_t, a1_t = warpgroup_mma_wait(
+                    num_outstanding=0, deps=(part, part_t, a0, a1, a0_t, a1_t))
+                acc_t = acc_t + part_t
+            else:
+                part = warpgroup_mma(a0, b0.permute((1, 0)), zero, use_acc=False, is_async=True)
+                part = warpgroup_mma(a1, b1.permute((1, 0)), part, is_async=True)
+                squares = gl.fma(a0, a0, squares)
+                squares = gl.fma(a1, a1, squares)
+                part, a0, a1 = warpgroup_mma_wait(num_outstanding=0, deps=(part, a0, a1))
             mbarrier.arrive(empty.index(stage), count=1)
             acc = acc + part
             it += 1
@@ -160,13 +205,14 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, 
         if kb_hi - kb_lo < nkb:  # a piece of a row block other CTAs share
             first_owner = _owner(mb * nkb, grid, total)
             last_owner = _owner((mb + 1) * nkb - 1, grid, total)
-            acc, sq, store = _publish_or_reduce(acc, sq, ws_ptr, counter_ptr, cta, (mb != mb_first).to(gl.int32),
-                                                mb, first_owner, last_owner, grid, total, nkb, TILE, BN, CONSUMERS, WG,
-                                                MMA, ROWS)
+            acc, acc_t, sq, store = _publish_or_reduce(
+                acc, acc_t, sq, ws_ptr, counter_ptr, cta, (mb != mb_first).to(gl.int32), mb, first_owner,
+                last_owner, grid, total, nkb, TILE, BN, TAIL, CONSUMERS, WG, MMA, MMA_T, ROWS)
         if store:
             row_ok = rows < M
-            gl.store(d_ptr + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0), acc,
-                     mask=gl.expand_dims(row_ok, 1) & gl.expand_dims(cols < N, 0))
+            _store(d_ptr, rows, row_ok, 0, N, stride_dm, acc, BN, MMA)
+            if TAIL > 0:
+                _store(d_ptr, rows, row_ok, BN, N, stride_dm, acc_t, TAIL, MMA_T)
             gl.store(sq_ptr + rows, sq, mask=row_ok)
 
 
@@ -174,15 +220,17 @@ def _consumer(a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, 
            do_not_specialize_on_alignment=["d_ptr", "sq_ptr", "ws_ptr", "counter_ptr"])
 def _hc_prenorm_ws_kernel(
         a_desc,  # TMA over A [M, K] BF16, block [BM, 64]
-        b_desc,  # TMA over B [N, K] FP32 encoded as TFLOAT32 (rounds on load), block [BN, 32]
+        b_desc,  # TMA over B [N, K] FP32 encoded as TFLOAT32 (rounds on load), block [next_pow2(BN + TAIL), 32]
         d_ptr,  # FP32 [M, N], row stride stride_dm
         sq_ptr,  # FP32 [M]
-        ws_ptr,  # FP32 workspace [grid * 2 * CONSUMERS, 64 * BN + 64] (shared row blocks' partials)
+        ws_ptr,  # FP32 workspace [grid * 2 * CONSUMERS, 64 * (BN + TAIL) + 64] (shared row blocks' partials)
         counter_ptr,  # int32 arrival counters [cdiv(M, BM) * CONSUMERS], zero at rest
         M, N, K, stride_dm,
-        BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+        BM: gl.constexpr, BN: gl.constexpr, TAIL: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     gl.static_assert(BM == CONSUMERS * WG_ROWS, "one 64-row slab per consumer warpgroup")
+    gl.static_assert(b_desc.block_type.shape[0] >= BN + TAIL, "B's box covers the tile and its tail")
+    gl.static_assert(TAIL == 0 or (TAIL >= 8 and TAIL < BN), "a tail of 8+ columns (wgmma's N), narrower than BN")
     gl.static_assert(CONSUMERS == 1 or CONSUMERS == 2, "one or two consumer warpgroups")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [2 * STAGES] + b_desc.block_type.shape, b_desc.layout)
@@ -195,14 +243,14 @@ def _hc_prenorm_ws_kernel(
     if CONSUMERS == 2:
         gl.warp_specialize([
             (_consumer, (a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, M, N, K, stride_dm,
-                         BM, BN, STAGES, CONSUMERS, 0)),
+                         BM, BN, TAIL, STAGES, CONSUMERS, 0)),
             (_consumer, (a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, M, N, K, stride_dm,
-                         BM, BN, STAGES, CONSUMERS, 1)),
+                         BM, BN, TAIL, STAGES, CONSUMERS, 1)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, K, BM, BN, STAGES)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (a_bufs, b_bufs, ready, empty, d_ptr, sq_ptr, ws_ptr, counter_ptr, M, N, K, stride_dm,
-                         BM, BN, STAGES, CONSUMERS, 0)),
+                         BM, BN, TAIL, STAGES, CONSUMERS, 0)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, K, BM, BN, STAGES)),
         ], [1], [PRODUCER_REGS])

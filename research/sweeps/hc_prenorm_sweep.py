@@ -83,8 +83,9 @@ WS_ROWS = [(8192, 24, 28672, None), (8192, 24, 7680, None), (8192, 24, 7168, Non
 
 def ws_variants(base, m, n, k, splits, num_sms):
     """The plan's config, st5 (the best tl.* neighbour of session 24's sweep) and the WS kernel's configs: one or
-    two consumer warpgroups (BM 64 / 128), ring depths, and 128 CTAs (M = 8192: BM = 64 then has no shared row
-    blocks, BM = 128 exactly two CTAs per row block) against one per SM."""
+    two consumer warpgroups (BM 64 / 128), ring depths, 128 CTAs (M = 8192: BM = 64 then has no shared row
+    blocks, BM = 128 exactly two CTAs per row block) against one per SM, and N = 24 as one 32-wide wgmma
+    ("notail") against 16 + 8."""
     from deep_gemm.hyperconnection import hc_plan
     out = [("heuristic", base)]
     if splits > 1:
@@ -95,7 +96,8 @@ def ws_variants(base, m, n, k, splits, num_sms):
     for name, kw in (("ws-c2", {}), ("ws-c2-st4", dict(stages=4)), ("ws-c2-st6", dict(stages=6)),
                      ("ws-c1", dict(consumers=1)), ("ws-c1-st6", dict(consumers=1, stages=6)),
                      ("ws-c1-st8", dict(consumers=1, stages=8)), ("ws-c2-g128", dict(grid=128)),
-                     ("ws-c1-g128", dict(consumers=1, grid=128))):
+                     ("ws-c1-g128", dict(consumers=1, grid=128)), ("ws-c2-notail", dict(tail=False)),
+                     ("ws-c1-notail", dict(consumers=1, tail=False))):
         if short and name not in ("ws-c2", "ws-c1"):
             continue
         kw.setdefault("consumers", 2)
