@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import triton  # noqa: E402
-from compile_check import SM90, gluon_desc_sig, partition_registers, ptxas_info, resource_usage, sass_counts  # noqa: E402,E501
+from compile_check import (SM90, gluon_desc_sig, partition_registers, ptxas_info, resource_usage,  # noqa: E402
+                           sass_counts)
 from triton.compiler import ASTSource  # noqa: E402
 
 

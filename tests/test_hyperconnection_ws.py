@@ -3,7 +3,8 @@ dispatch, and a model of its work split (the (row block, K block) pairs cut into
 shared row blocks' partials in per-CTA slots, the last arriver's sum in CTA order).
 
 The kernel itself is Gluon, which the Triton interpreter cannot run: its numerics are tested on the GPU
-(tests/test_hyperconnection_gpu.py, ``-k test_ws``) and its sm_90a binaries by ``scripts/compile_check_hc.py --ws-only``.
+(tests/test_hyperconnection_gpu.py, ``-k test_ws``), its sm_90a binaries by
+``scripts/compile_check_hc.py --ws-only``.
 The model here reuses hc_plan.ws_range / ws_owner, which mirror the kernel's _range_of / _owner formula for formula.
 """
 
