@@ -25,7 +25,14 @@ Structure of a CTA:
              their squares to an FP32 register tile, runs the block's two K = 32 wgmmas into a fresh accumulator,
              then adds that to the row block's FP32 accumulator (per-block promotion as in kernels.py: wgmma's own
              accumulation over 28672 columns loses low bits) and releases the stage.
-Shared memory per stage: BM * 128 B of A + BN * 256 B of B (BM = 128, BN = 32: 24 KB; 8 stages = 192 KB).
+             TAIL > 0 (N not a power of two, e.g. 24 = BN 16 + TAIL 8): a second pair of wgmmas on the same A
+             registers computes the columns BN..BN+TAIL into an accumulator of their own. wgmma's time grows with
+             its N, and at M = 8192 the TF32 MMAs of a 32-wide padded tile are about half of the time budget of
+             3.8 TB/s (8192 x 32 x 28672 MACs at 512 per SM-cycle: ~60 us of ~124), so 16 + 8 leaves a quarter
+             of it to the memory stream.
+Shared memory per stage: BM * 128 B of A + B's box (next_pow2(BN + TAIL) rows of 256 B; rows past N are zero-filled
+by TMA, no memory traffic): BM = 128, N = 24: 16 + 8 KB; 8 stages = 192 KB.
+Numbers: none yet (written without a GPU, session 26); ``research/sweeps/hc_prenorm_sweep.py --ws`` times it.
 """
 
 from triton.experimental import gluon
