@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.hyperconnection import hc_triton
+from deep_gemm.hyperconnection import hc_plan, hc_triton
 from deep_gemm.hyperconnection.reference import round_to_tf32, split_k_blocks
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
@@ -188,3 +188,121 @@ def test_cpp_dispatcher_caller_on_cuda(tmp_path):
         assert torch.equal(d, d2) and torch.equal(s, s2), "the C++ caller must run the same kernel"
         fd, _ = _reduced(d, s, num_splits)
         assert calc_diff(fd, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
+
+
+# ---- the warp-specialised variant (kernels_ws.py; opt-in: DG_HC_WS=1 or a kernel="ws" config) ------------------
+
+WS_SHAPES = [(m, n, k) for m in (1, 13, 137, 4096, 8192, 8191) for n in (8, 16, 24, 32)
+             for k in (7168, 7680, 28672, 64, 192)]
+# (N that runs a tile plus a tail other than 24 = 16 + 8: 20 = 16 + 8, 40 = 32 + 8, 48 = 32 + 16; and 64)
+WS_SHAPES += [(13, 20, 192), (137, 40, 7168), (8191, 48, 7680), (4096, 64, 7168)]
+
+
+def _ws_run(a, b, d, s, cfg):
+    # Straight to the WS launch: it must run (the direct launch path is there on the H200), not fall back.
+    assert hc_triton._execute_ws(a, b, d, s, cfg, None), "the WS kernel declined (no direct launch path?)"
+
+
+@pytest.mark.parametrize("m,n,k", WS_SHAPES, ids=[f"m{m}-n{n}-k{k}" for m, n, k in WS_SHAPES])
+def test_ws_against_torch_tf32_and_tf32_product(tf32_matmul, m, n, k):
+    a, b, d, s = _inputs(m, n, k, None, seed=m + n + k)
+    cfg = hc_plan.ws_config(m, n, k, hc_triton._num_sms())
+    _ws_run(a, b, d, s, cfg)
+    assert not d.isnan().any() and not s.isnan().any()
+    assert calc_diff(d, a.float() @ b.T) < TOLERANCES["vs_torch_tf32"]
+    assert calc_diff(s, a.float().square().sum(-1)) < TOLERANCES["vs_torch_tf32"]
+    assert calc_diff(d, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
+    assert calc_diff(s, a.double().square().sum(-1)) < TOLERANCES["vs_tf32_product"]
+    # Bitwise repeatable: shared row blocks are summed in CTA order whoever arrives last.
+    first = (d.clone(), s.clone())
+    for _ in range(3 if m * k > 2**26 else 10):
+        d.fill_(float("nan"))
+        _ws_run(a, b, d, s, cfg)
+        assert_bitwise_equal(d, first[0], "d")
+        assert_bitwise_equal(s, first[1], "sqr_sum")
+
+
+WS_VARIANTS = [dict(consumers=2), dict(consumers=1), dict(consumers=2, stages=4), dict(consumers=1, stages=6),
+               dict(consumers=2, grid=128), dict(consumers=1, grid=128), dict(consumers=2, grid=7),
+               dict(consumers=2, tail=False), dict(consumers=1, tail=False)]
+
+
+@pytest.mark.parametrize("variant", WS_VARIANTS, ids=[str(v) for v in WS_VARIANTS])
+@pytest.mark.parametrize("m,k", [(8192, 28672), (8191, 7168), (137, 7680)])
+def test_ws_sweep_variants(m, k, variant):
+    """Every variant the sweep times (research/sweeps/hc_prenorm_sweep.py --ws) computes the op, repeatably."""
+    a, b, d, s = _inputs(m, 24, k, None)
+    cfg = hc_plan.ws_config(m, 24, k, hc_triton._num_sms(), **variant)
+    _ws_run(a, b, d, s, cfg)
+    assert calc_diff(d, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
+    assert calc_diff(s, a.double().square().sum(-1)) < TOLERANCES["vs_tf32_product"]
+    first = (d.clone(), s.clone())
+    for _ in range(3):
+        _ws_run(a, b, d, s, cfg)
+        assert_bitwise_equal(d, first[0], "d")
+        assert_bitwise_equal(s, first[1], "sqr_sum")
+
+
+@pytest.fixture
+def ws_on(monkeypatch):
+    """The plan in DG_HC_WS=1 mode (configs resolved afresh)."""
+    monkeypatch.setattr(hc_plan, "DEFAULT_WS_MODE", "on")
+    hc_triton.CONFIGS.clear()
+    yield
+    hc_triton.CONFIGS.clear()
+
+
+def test_ws_through_the_op_replay_and_padded_rows(ws_on):
+    """The public op in WS mode: the first call records, the second (new tensors) replays; a padded A row stride
+    and a D with padded rows (stride_dm > N) are honoured."""
+    m, n, k = 8191, 24, 7168
+    g = torch.Generator(device="cuda").manual_seed(3)
+    a_big = torch.randn(m, k + 64, device="cuda", generator=g).bfloat16()
+    a = a_big[:, :k]
+    b = torch.randn(n, k, device="cuda", generator=g)
+    d_big = torch.full((m, 32), float("nan"), device="cuda")
+    d = d_big[:, :n]
+    s = torch.full((m,), float("nan"), device="cuda")
+    assert hc_triton.config_of(m, n, k, 1).kernel == "ws"
+    plans = hc_triton.tf32_hc_prenorm_gemm.plans
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    before = len(plans)
+    assert calc_diff(d, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
+    assert d_big[:, n:].isnan().all(), "columns past N untouched"
+    a.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
+    d.fill_(float("nan"))
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    assert len(plans) == before
+    assert calc_diff(d, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
+    assert calc_diff(s, a.double().square().sum(-1)) < TOLERANCES["vs_tf32_product"]
+
+
+def test_ws_cuda_graph_capture_and_replay(ws_on):
+    a, b, d, s = _inputs(8192, 24, 7168, None)
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    for seed in range(3):
+        g = torch.Generator(device="cuda").manual_seed(100 + seed)
+        a.copy_(torch.randn(a.shape, device="cuda", generator=g).bfloat16())
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert calc_diff(d, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
+        assert calc_diff(s, a.double().square().sum(-1)) < TOLERANCES["vs_tf32_product"]
+
+
+def test_ws_concurrent_streams(ws_on):
+    """Two streams running the WS kernel at once (each stream has its own counters and workspace)."""
+    inputs = [_inputs(8191, 24, 7168, None, seed=i) for i in range(2)]
+    streams = [torch.cuda.Stream() for _ in inputs]
+    torch.cuda.synchronize()
+    for _ in range(10):
+        for (a, b, d, s), st in zip(inputs, streams):
+            with torch.cuda.stream(st):
+                deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+        torch.cuda.synchronize()
+        for a, b, d, s in inputs:
+            assert calc_diff(d, a.double() @ round_to_tf32(b).double().T) < TOLERANCES["vs_tf32_product"]
