@@ -146,34 +146,34 @@ def run_paged(cases, dtypes, reps, results):
         torch.cuda.empty_cache()
 
 
-def sweep(reps, results, prefill=True, paged=True):
+def sweep(reps, results, prefill=True, paged=True, every=False):
     """This package only: the prefill and paged kernels under a few configs (through the op's launcher). The paged
     configs compare the persistent kernel (the default) with the grid kernel (PAGED_GRID_CONFIG) in one process."""
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.attention.triton_launch import PAGED_GRID_CONFIG, PagedConfig, PrefillConfig
     if prefill:
-        _sweep_prefill(reps, results, run_launcher, PrefillConfig)
+        _sweep_prefill(reps, results, run_launcher, PrefillConfig, every)
     if paged:
         _sweep_paged(reps, results, run_launcher, PagedConfig, PAGED_GRID_CONFIG)
 
 
-def _sweep_prefill(reps, results, run_launcher, PrefillConfig):  # noqa: N803
-    # The default tile, then its instruction levers (fma_relu, interior, a register cap) alone and together.
-    prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 4, fma_relu=True),
-                    PrefillConfig(64, 4, 4, interior=True), PrefillConfig(64, 4, 4, fma_relu=True, interior=True),
-                    PrefillConfig(64, 4, 3, fma_relu=True, interior=True),
-                    PrefillConfig(64, 4, 6, fma_relu=True, interior=True),
-                    PrefillConfig(64, 4, 4, fma_relu=True, interior=True, max_registers=128),
-                    PrefillConfig(128, 8, 3, fma_relu=True, interior=True)]
-    # The warp-specialised Gluon kernel (attention/prefill_ws.py; persistent, one CTA per SM): 2 consumer warpgroups
-    # at 4 and 6 stages, 3 at 6 and 3, with and without fma_relu (its interior fast path is always on). Where the
-    # launcher does not cover a row (H=32 at 3 consumers is covered; H < 16 is not) the tl.* kernel runs instead.
-    prefill_cfgs += [PrefillConfig(ws=True), PrefillConfig(num_stages=6, ws=True),
-                     PrefillConfig(num_stages=6, ws=True, ws_consumers=3),
-                     PrefillConfig(num_stages=3, ws=True, ws_consumers=3),
-                     PrefillConfig(fma_relu=True, ws=True),
-                     PrefillConfig(num_stages=6, fma_relu=True, ws=True, ws_consumers=3)]
-    for s, sk, h, d, windows in PREFILL_QUICK + [PREFILL[7], PREFILL[9]]:
+def _sweep_prefill(reps, results, run_launcher, PrefillConfig, every=False):  # noqa: N803
+    # The default tile, its instruction levers (fma_relu, interior) together, and the warp-specialised Gluon kernel
+    # (attention/prefill_ws.py; persistent, one CTA per SM): 2 consumer warpgroups at 4 and 6 stages, 3 at 6, and
+    # with fma_relu (its interior fast path is always on). Where the launcher does not cover a row (H < 16) the tl.*
+    # kernel runs instead. --sweep-all adds the rest (stage counts, a register cap, 128-key blocks, 3 stages at 3).
+    prefill_cfgs = [PrefillConfig(64, 4, 4), PrefillConfig(64, 4, 4, fma_relu=True, interior=True),
+                    PrefillConfig(ws=True), PrefillConfig(num_stages=6, ws=True),
+                    PrefillConfig(num_stages=6, ws=True, ws_consumers=3), PrefillConfig(fma_relu=True, ws=True)]
+    if every:
+        prefill_cfgs += [PrefillConfig(64, 4, 4, fma_relu=True), PrefillConfig(64, 4, 4, interior=True),
+                         PrefillConfig(64, 4, 3, fma_relu=True, interior=True),
+                         PrefillConfig(64, 4, 6, fma_relu=True, interior=True),
+                         PrefillConfig(64, 4, 4, fma_relu=True, interior=True, max_registers=128),
+                         PrefillConfig(128, 8, 3, fma_relu=True, interior=True),
+                         PrefillConfig(num_stages=3, ws=True, ws_consumers=3),
+                         PrefillConfig(num_stages=6, fma_relu=True, ws=True, ws_consumers=3)]
+    for s, sk, h, d, windows in PREFILL_QUICK + [PREFILL[7]] + ([PREFILL[9]] if every else []):
         q, kv, w, ks, ke = prefill_inputs(s, sk, h, d, windows)
         cost = int((ke - ks).clamp(min=0).sum())
         for cfg in prefill_cfgs:
@@ -241,6 +241,7 @@ def main():
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--sweep-paged", action="store_true", help="only the paged kernel configs of --sweep")
     parser.add_argument("--sweep-prefill", action="store_true", help="only the prefill kernel configs of --sweep")
+    parser.add_argument("--sweep-all", action="store_true", help="every prefill config of the sweep, not the main ones")
     args = parser.parse_args()
     torch.manual_seed(0)
     dtypes = (torch.float32,) if args.quick else (torch.float32, torch.bfloat16)
@@ -252,7 +253,8 @@ def main():
     if "paged" in tables:
         run_paged(PAGED_QUICK if args.quick else PAGED, dtypes, args.reps, results)
     if (args.sweep or args.sweep_paged or args.sweep_prefill) and provider() == "deep_gemm":
-        sweep(args.reps, results, prefill=args.sweep or args.sweep_prefill, paged=not args.sweep_prefill)
+        sweep(args.reps, results, prefill=args.sweep or args.sweep_prefill, paged=not args.sweep_prefill,
+              every=args.sweep_all)
     if args.out:
         write_results(args.out, "bench_mqa_logits", results)
 
