@@ -188,11 +188,9 @@ def _fp8_mqa_logits_kernel(
     q_t = tl.trans(q_tile)
 
     out_rows = out_ptr + queries.to(tl.int64) * stride_out
-    # Blocks [in_lo, in_hi) (on the part's BLOCK_KV grid from lo) lie inside every query's window; without INTERIOR
-    # (or with a query past S) the range is empty and every block takes the masked loop.
-    in_lo = hi
-    in_hi = hi
     if INTERIOR:
+        # Blocks [in_lo, in_hi) (on the part's BLOCK_KV grid from lo) lie inside every query's window; with a query
+        # past S the range is empty and every block takes the tested loop.
         first = tl.max(tl.where(query_ok, ks, SK), axis=0)
         last = tl.minimum(tl.min(tl.where(query_ok, ke, 0), axis=0), hi)
         if COMPRESSED:
@@ -202,16 +200,20 @@ def _fp8_mqa_logits_kernel(
         if (in_hi <= in_lo) | (q0 + BQ > S):
             in_lo = hi
             in_hi = hi
-    for k0 in tl.range(in_lo, in_hi, BLOCK_KV, num_stages=NUM_STAGES):
-        _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK, max_k,
-                       D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, False)
-    # The other blocks, tested key by key: those before in_lo, then those from in_hi to hi.
-    before = tl.cdiv(tl.minimum(in_lo, hi) - lo, BLOCK_KV)
-    edge_blocks = before + tl.cdiv(hi - in_hi, BLOCK_KV)
-    for j in tl.range(0, edge_blocks, num_stages=NUM_STAGES):
-        k0 = tl.where(j < before, lo + j * BLOCK_KV, in_hi + (j - before) * BLOCK_KV)
-        _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK, max_k,
-                       D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True)
+        for k0 in tl.range(in_lo, in_hi, BLOCK_KV, num_stages=NUM_STAGES):
+            _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK,
+                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, False)
+        # The other blocks, tested key by key: those before in_lo, then those from in_hi to hi.
+        before = tl.cdiv(tl.minimum(in_lo, hi) - lo, BLOCK_KV)
+        edge_blocks = before + tl.cdiv(hi - in_hi, BLOCK_KV)
+        for j in tl.range(0, edge_blocks, num_stages=NUM_STAGES):
+            k0 = tl.where(j < before, lo + j * BLOCK_KV, in_hi + (j - before) * BLOCK_KV)
+            _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK,
+                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True)
+    else:
+        for k0 in tl.range(lo, hi, BLOCK_KV, num_stages=NUM_STAGES):
+            _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK,
+                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True)
 
 
 @triton.jit(do_not_specialize=["cols", "stride_out", "cols_per_program"],
