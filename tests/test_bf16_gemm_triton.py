@@ -193,6 +193,10 @@ def test_default_plan_takes_a_tail_only_where_it_fills_the_waves(m, n, tail):
         assert bf16_plan.plan(call(m=m, n=n, out_bytes=4)).config.block_n_tail == 0
         assert bf16_plan.plan(call(m=m, n=n), Bf16Overrides(block_n=128)).config.block_n_tail == 0
         assert bf16_plan.plan(call(m=m, n=n), Bf16Overrides(ws=False)).config.block_n_tail == 0
+        both_mn = Bf16Call(0, m, n, 7168, 1, 132, False, 2, False, False, True)
+        assert bf16_plan.plan(both_mn).config.block_n_tail == tail  # tn
+        mixed = Bf16Call(0, m, n, 7168, 1, 132, False, 2, True, False, True)
+        assert bf16_plan.plan(mixed).config.block_n_tail == 0  # nn
 
 
 # ---- M-grouped contiguous ----------------------------------------------------------------------------------------

@@ -418,10 +418,13 @@ WS_TAIL_MIN_WAVE_FILL = 0.85
 
 
 def _wave_filling_tail(call: Bf16Call) -> int:
-    """The tail of the 128 x (128 + tail) WS tile for a dense BF16-out call without C whose N is a whole number of
-    such tiles but not of 128-column ones (so no tile has columns past N), when those tiles fill the SMs' waves
-    (WS_TAIL_MIN_WAVE_FILL); of several, the one that fills its waves best (ties: the wider tile). 0: none."""
+    """The tail of the 128 x (128 + tail) WS tile for a dense BF16-out call without C, A and B both K-major (nt) or
+    both MN-major (tn), whose N is a whole number of such tiles but not of 128-column ones (so no tile has columns
+    past N), when those tiles fill the SMs' waves (WS_TAIL_MIN_WAVE_FILL); of several, the one that fills its waves
+    best (ties: the wider tile). 0: none."""
     if call.grouping != GROUPING["dense"] or call.has_c or call.out_bytes != 2 or call.n % 128 == 0:
+        return 0
+    if call.a_k_major != call.b_k_major:  # (nn / tt: the tail tile has not run on the H200 with mixed majors)
         return 0
     best, best_fill = 0, WS_TAIL_MIN_WAVE_FILL
     for tail in WS_TAIL_WIDTHS:
