@@ -5,7 +5,6 @@ shared memory and SASS counts per config, the cheap first check before spending 
     python scripts/compile_check_hc.py --ptx    # also print the TF32 MMA instructions found in the PTX
     python scripts/compile_check_hc.py --fallback   # also the pointer-B fallback variants (Triton != 3.6)
     python scripts/compile_check_hc.py --layout-only
-    python scripts/compile_check_hc.py --ws-only    # only the warp-specialised variant (kernels_ws.py, Gluon)
 
 Run without TRITON_INTERPRET. Reuses scripts/compile_check.py's helpers (resource_usage, sass_counts).
 """
@@ -20,8 +19,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import triton  # noqa: E402
-from compile_check import (SM90, gluon_desc_sig, partition_registers, ptxas_info, resource_usage,  # noqa: E402
-                           sass_counts)
+from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 
@@ -40,42 +38,6 @@ def compile_hc(bm, bn, stages, b_tma, reduce, red_chunk, warps=4):
     sig.update({n: "i32" for n in ("M", "N", "K", "NUM_SPLITS", "SUB", "stride_bn", "stride_dm", "stride_ds")})
     return _compile(_hc_prenorm_kernel, sig, dict(BM=bm, BN=bn, BK=64, NUM_STAGES=stages, B_TMA=b_tma,
                                                   REDUCE=reduce, RED_CHUNK=red_chunk), warps, stages)
-
-
-def compile_hc_ws(bm, bn, stages, consumers, tail=0):
-    """The warp-specialised kernel (kernels_ws.py) with the descriptors hc_triton._execute_ws passes."""
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    from deep_gemm.hyperconnection import hc_plan
-    from deep_gemm.hyperconnection.kernels_ws import _hc_prenorm_ws_kernel as fn
-    b_rows = hc_plan.next_pow2(bn + tail)
-    sig = {"a_desc": gluon_desc_sig([bm, 64], "bfloat16"), "b_desc": gluon_desc_sig([b_rows, 32], "float32"),
-           "d_ptr": "*fp32", "sq_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
-    sig.update({n: "i32" for n in ("M", "N", "K", "stride_dm")})
-    consumer_regs, producer_regs = hc_plan.WS_REGISTERS
-    constexprs = dict(BM=bm, BN=bn, TAIL=tail, STAGES=stages, CONSUMERS=consumers, CONSUMER_REGS=consumer_regs,
-                      PRODUCER_REGS=producer_regs)
-    sig.update({k: "constexpr" for k in constexprs})
-    src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
-
-
-def check_ws() -> int:
-    """Compile every WS config; a spill, a serialised wgmma (ptxas C7514) or more than 227 KB of shared memory
-    fails it. Prints the per-partition (setmaxnreg budget, registers used) estimate."""
-    from deep_gemm.hyperconnection import hc_plan
-    bad = 0
-    for cfg in hc_plan.ws_compile_configs():
-        ck = compile_hc_ws(**cfg)
-        cubin = ck.asm["cubin"]
-        usage = resource_usage(cubin)
-        counts = sass_counts(cubin, ("HGMMA", "LDS.U16", "UTMALDG", "LDL", "STL"))
-        serialised = "C7514" in ptxas_info(ck.asm["ptx"])
-        ok = not (counts["LDL"] or counts["STL"] or spills(usage) or serialised or ck.metadata.shared > 227 * 1024)
-        print("hc-ws", cfg, "smem", ck.metadata.shared, usage, counts, "SERIALISED" if serialised else "",
-              "partitions (budget, used):", partition_registers(cubin), "" if ok else "<-- BAD", flush=True)
-        bad += not ok
-    return bad
 
 
 def hc_configs():
@@ -111,10 +73,7 @@ def spills(usage: str) -> int:
 
 
 if __name__ == "__main__":
-    bad = 0 if "--layout-only" in sys.argv else check_ws()
-    if "--ws-only" in sys.argv:
-        print("FAIL" if bad else "OK", f"({bad} WS configs spill, serialise or overflow shared memory)")
-        sys.exit(1 if bad else 0)
+    bad = 0
     configs = [] if "--layout-only" in sys.argv else hc_configs()
     if "--fallback" not in sys.argv:
         configs = [c for c in configs if c["b_tma"]]

@@ -19,16 +19,10 @@ The numbers come from the H200 sweeps of ``research/sweeps/hc_prenorm_sweep.py``
 the 12 the budget allows by 10-20 % (5.7 -> 4.7 us at M = 13, K = 7168, 16 splits: a deep pipeline's prologue and
 barrier set-up are paid for loads a short loop never issues), and ~7 K blocks per sub-split, at most 32 sub-splits,
 beat both fewer (less bandwidth) and more (a longer last-arriver reduction).
-
-The warp-specialised variant (``kernels_ws.py``, Gluon; unsplit calls, N <= 64, Triton's direct launch path) is
-chosen by ``DG_HC_WS`` ("1": wherever it covers the call, "0": never, unset: "auto") or pinned per call (a config
-with ``kernel="ws"``, tests and sweeps). "auto" picks it for M >= ``WS_AUTO_MIN_ROWS`` rows, 0 = never: it has
-not been timed yet (session 26 wrote it without a GPU; ``research/sweeps/hc_prenorm_sweep.py --ws`` times it).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from .checks import BLOCK_K
@@ -58,27 +52,6 @@ MAX_BLOCK_N_WITH_SUB = 64
 # Grid x dimension limit (programs in one launch).
 MAX_PROGRAMS = 2**31 - 1
 
-# ---- the warp-specialised variant (kernels_ws.py) ----
-# One CTA per SM holds the ring: all of the 227 KB a block may opt into, less the barriers and convert_layout's
-# scratch of the epilogue. Stages: A [BM, 64] BF16 + B [BN, 64] FP32 (BM = 128, BN = 32: 24 KB, 8 stages; BM = 64:
-# 16 KB, 12 stages).
-WS_SMEM = 200 * 1024
-WS_MAX_STAGES = 12
-# Fewest K blocks per CTA: below this (small M) the pipeline fill and the shared row blocks' reductions (each piece
-# a 64 x BN partial, summed one after another by the last arriver) cost more than the SMs they add.
-WS_MIN_K_BLOCKS_PER_CTA = 32
-# Widest B tile (the acc, the partial of the block and the squares stay well under the consumers' registers).
-WS_MAX_BLOCK_N = 64
-# Consumer warpgroups per CTA in "auto" and "on" (2: BM = 128, both read one B tile), and setmaxnreg budgets of the
-# consumer and producer partitions (the BF16 WS kernel's; the consumers use ~110).
-WS_CONSUMERS = 2
-WS_REGISTERS = (232, 40)
-# N that is not a power of two as a tile plus a narrower tail (ws_tile_n) in "auto" and "on".
-WS_TAIL = True
-# "auto" takes the WS kernel from this many rows on; 0 = never (the default until an H200 sweep confirms it).
-WS_AUTO_MIN_ROWS = 0
-DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_HC_WS", "auto"), "auto")
-
 
 def next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
@@ -92,10 +65,6 @@ class HcConfig:
     sub: int  # programs per output split and row block (1: no device reduction)
     red_chunk: int  # sub-split partials summed per step of the reduction
     num_warps: int = 4
-    kernel: str = "tl"  # "tl" (kernels.py) or "ws" (kernels_ws.py: stages = its ring, sub = red_chunk = 1)
-    consumers: int = 1  # ws: consumer warpgroups (block_m = 64 * consumers)
-    grid: int = 0  # ws: persistent CTAs (0: one per SM)
-    block_n_tail: int = 0  # ws: a second, narrower wgmma for columns block_n..block_n + tail (N = 24: 16 + 8)
 
     @property
     def reduce(self) -> bool:
@@ -107,61 +76,8 @@ def block_m_for(m: int, bn: int = 32) -> int:
     return (16 if m <= 16 and bn <= 64 else 32) if m <= 32 else 64
 
 
-def ws_covers(n: int, splits: int) -> bool:
-    """Whether the warp-specialised kernel covers the call (its launcher also needs the direct launch path)."""
-    return splits == 1 and next_pow2(n) <= WS_MAX_BLOCK_N
-
-
-def ws_stages(block_m: int, block_n: int) -> int:
-    """Ring depth (block_n: B's box rows, the tile and its tail rounded up to a power of two)."""
-    return max(MIN_STAGES, min(WS_MAX_STAGES, WS_SMEM // (block_m * BLOCK_K * 2 + block_n * BLOCK_K * 4)))
-
-
-def ws_tile_n(n: int, tail: bool) -> tuple[int, int]:
-    """(block_n, tail) of the WS kernel: one power-of-two tile, or with ``tail`` where N is not a power of two,
-    the largest power of two under N plus a power-of-two tail of 8+ columns, taken where it is narrower than
-    the one tile (24 = 16 + 8: wgmma's time scales with its N, so the MMA work drops by a quarter)."""
-    one = max(8, next_pow2(n))
-    if tail and n > 8 and n & (n - 1):
-        main = 1 << (n.bit_length() - 1)
-        rest = max(8, next_pow2(n - main))
-        if main + rest < one and rest < main:
-            return main, rest
-    return one, 0
-
-
-def ws_grid(m: int, k: int, block_m: int, num_sms: int) -> int:
-    """CTAs: one per SM, fewer where each would stream under WS_MIN_K_BLOCKS_PER_CTA K blocks."""
-    pairs = -(-m // block_m) * (k // BLOCK_K)
-    return max(1, min(num_sms, pairs // WS_MIN_K_BLOCKS_PER_CTA))
-
-
-def ws_range(cta: int, grid: int, pairs: int) -> tuple[int, int]:
-    """[lo, hi) of CTA ``cta``'s (row block, K block) pairs (the kernel's ``_range_of``, for tests and tools)."""
-    return cta * pairs // grid, (cta + 1) * pairs // grid
-
-
-def ws_owner(x: int, grid: int, pairs: int) -> int:
-    """The CTA whose range holds pair ``x`` (the kernel's ``_owner``)."""
-    return ((x + 1) * grid - 1) // pairs
-
-
-def ws_config(m: int, n: int, k: int, num_sms: int, consumers: int = WS_CONSUMERS, stages: int = 0,
-              grid: int = 0, tail: bool | None = None) -> HcConfig:
-    """The warp-specialised kernel's config (stages 0: as many as WS_SMEM holds; grid 0: ``ws_grid``'s; tail None:
-    WS_TAIL)."""
-    bm = 64 * consumers
-    bn, bn_tail = ws_tile_n(n, WS_TAIL if tail is None else tail)
-    return HcConfig(bm, bn, stages or ws_stages(bm, next_pow2(bn + bn_tail)), 1, 1, 4, "ws", consumers,
-                    min(grid or ws_grid(m, k, bm, num_sms), -(-m // bm) * (k // BLOCK_K)), bn_tail)
-
-
-def plan(m: int, n: int, k: int, splits: int, num_sms: int, ws_mode: str | None = None) -> HcConfig:
-    """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs; ``ws_mode``
-    ("on" / "off" / "auto", None: ``DEFAULT_WS_MODE``) decides the warp-specialised kernel where it covers the call."""
-    mode = DEFAULT_WS_MODE if ws_mode is None else ws_mode
-    if ws_covers(n, splits) and (mode == "on" or (mode == "auto" and WS_AUTO_MIN_ROWS and m >= WS_AUTO_MIN_ROWS)):
-        return ws_config(m, n, k, num_sms)
+def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
+    """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs."""
     bn = max(16, next_pow2(n))
     bm = block_m_for(m, bn)
     num_kb = k // BLOCK_K
@@ -182,23 +98,7 @@ def plan(m: int, n: int, k: int, splits: int, num_sms: int, ws_mode: str | None 
 
 
 def programs(m: int, splits: int, cfg: HcConfig) -> int:
-    if cfg.kernel == "ws":
-        return cfg.grid
     return -(-m // cfg.block_m) * splits * cfg.sub
-
-
-def ws_compile_configs() -> list[dict]:
-    """The warp-specialised kernel's configs the plan and the sweep's variants use (scripts/compile_check_hc.py)."""
-    out = []
-    shapes = [(c, 0, n, True) for c in (2, 1) for n in (8, 16, 24, 32, 64)] + [(c, 0, 24, False) for c in (2, 1)]
-    shapes += [(c, st, 24, tail) for c, stages in ((2, (4, 6)), (1, (6, 8))) for st in stages
-               for tail in (True, False)]  # (the sweep's variants)
-    for consumers, stages, n, tail in shapes:
-        c = ws_config(8192, n, 28672, 132, consumers, stages, tail=tail)
-        d = dict(bm=c.block_m, bn=c.block_n, tail=c.block_n_tail, stages=c.stages, consumers=c.consumers)
-        if d not in out:
-            out.append(d)
-    return out
 
 
 def compile_configs() -> list[dict]:

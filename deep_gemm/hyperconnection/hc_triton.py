@@ -7,18 +7,12 @@ call costs the dispatcher, the memoised check and the C launcher).
 B reaches the tensor cores rounded to TF32: through a TMA map encoded as TFLOAT32 (``launch.Tf32RoundingDescriptor``)
 where the direct launch path is available (Triton 3.6), else through pointers with the rounding done in registers
 (interpreter, other Triton versions). Both round to nearest even.
-
-A ``kernel="ws"`` config (``hc_plan.ws_config``) runs the warp-specialised kernel (``kernels_ws.py``), whose B
-reaches wgmma from shared memory: it has no in-register rounding, so it runs only where the TFLOAT32 map does (the
-direct launch path); elsewhere (interpreter, other Triton versions) the call takes the tl.* plan's config.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from .._triton.launch import (FastDescriptor, Tf32RoundingDescriptor, compiled_kernel, descriptor,
-                              direct_launch_available, interpreting, launch)
+from .._triton.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, direct_launch_available,
+                              interpreting, launch)
 from .._triton.plans import ConfigCache, replayable
 from .._triton.scratch import arrival_counters, stream_workspace
 from ..runtime import get_num_sms
@@ -51,10 +45,6 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config:
         return None
     splits = 1 if num_splits is None else num_splits
     cfg = config if config is not None else config_of(m, n, k, splits)
-    if cfg.kernel == "ws":
-        if _execute_ws(a, b, d, sqr_sum, cfg, recorder):
-            return None
-        cfg = hc_plan.plan(m, n, k, splits, _num_sms(), ws_mode="off")
     programs = hc_plan.programs(m, splits, cfg)
     if programs > hc_plan.MAX_PROGRAMS:
         return NotImplemented  # more splits than one launch has programs: the reference writes them
@@ -91,41 +81,3 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config:
            record=recorder.launches if recorder is not None else None)
     return None
 
-
-
-def _ws_kernel():
-    from .kernels_ws import _hc_prenorm_ws_kernel
-    return _hc_prenorm_ws_kernel
-
-
-def _execute_ws(a, b, d, sqr_sum, cfg: hc_plan.HcConfig, recorder) -> bool:
-    """Launch the warp-specialised kernel (unsplit d [M, N]); False, launching nothing, where it cannot run: in the
-    interpreter, or where the TFLOAT32 map of B is not honoured (no direct launch path)."""
-    if interpreting():
-        return False
-    m, k = a.shape
-    n = b.size(0)
-    assert d.dim() == 2 and cfg.block_n + cfg.block_n_tail >= n and cfg.block_m == 64 * cfg.consumers, (d.shape, cfg)
-    num_mb = -(-m // cfg.block_m)
-    grid = min(cfg.grid or _num_sms(), num_mb * (k // BLOCK_K))  # (a pinned config may come from a larger call)
-    # Each CTA publishes at most two shared row blocks' partials per consumer warpgroup (kernels_ws.py).
-    ws = stream_workspace(d, grid * 2 * cfg.consumers * (64 * (cfg.block_n + cfg.block_n_tail) + 64))
-    counters = arrival_counters(d, num_mb * cfg.consumers)
-    a_desc = FastDescriptor(a, (m, k), (a.stride(0) if m > 1 else k, 1), (cfg.block_m, BLOCK_K), gluon=True)
-    b_rows = hc_plan.next_pow2(cfg.block_n + cfg.block_n_tail)  # (rows past N: zero-filled by TMA)
-    b_desc = Tf32RoundingDescriptor(b, (n, k), (b.stride(0), 1), (b_rows, BLOCK_K // 2), gluon=True)
-    consumer_regs, producer_regs = hc_plan.WS_REGISTERS
-    args = (a_desc, b_desc, d, sqr_sum, ws, counters, m, n, k, d.stride(0) if m > 1 else n, cfg.block_m,
-            cfg.block_n, cfg.block_n_tail, cfg.stages, cfg.consumers, consumer_regs, producer_regs)
-    # (the grid is a runtime value of the kernel: one binary per tile and ring)
-    key = (replace(cfg, grid=0), consumer_regs, producer_regs)
-    device_index = d.device.index or 0
-    compiled = compiled_kernel(_ws_kernel(), (grid, 1, 1), args, name="hc_prenorm_ws", config_key=key, num_warps=4,
-                               num_stages=1, device_index=device_index)
-    if not direct_launch_available(compiled):
-        return False
-    if recorder is not None:
-        recorder.persistent += [ws, counters]
-    launch(_ws_kernel(), (grid, 1, 1), args, name="hc_prenorm_ws", config_key=key, num_warps=4, num_stages=1,
-           device_index=device_index, record=recorder.launches if recorder is not None else None)
-    return True
