@@ -186,9 +186,10 @@ def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypat
     i = torch.arange(s, dtype=torch.int32)
     ks, ke = {"causal": (torch.zeros(s, dtype=torch.int32), i + (sk - s)),
               "chunks": (torch.full((s,), 37, dtype=torch.int32), i * 7 + 230),
-              "random": (args[5].cpu(), args[6].cpu()),
+              "random": (args[5], args[6]),
               "splits": (torch.zeros(s, dtype=torch.int32), i + (sk - s))}[windows]
-    args = args[:5] + (to_device(ks), to_device(ke.to(torch.int32)))
+    ks, ke = ks.cpu(), ke.cpu().to(torch.int32)
+    args = args[:5] + (ks, ke)  # (CPU tensors: run_launcher moves every argument to the GPU when there is one)
     clean = max_k == 0  # (every element then written: the kernel's in-window ones, the clean pass's -inf)
     base = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32).cpu()
     written = torch.ones_like(base, dtype=torch.bool)

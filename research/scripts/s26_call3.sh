@@ -1,33 +1,37 @@
 #!/usr/bin/env bash
-# Session 26, device call 3: the warp-specialised HC variant (its GPU tests, then its sweep against the plan on the
-# M = 8192 rows); the BF16 GEMM GPU tests under the new default tail tile and the dense M = 4096 rows of both
-# packages; the layout rows (narrow tiles) of both packages; the FP8 graph/thread tests under the eager guards.
-# Results under $OUT (one logs.tgz).
+# Session 26, device call 3 (two machine starts had failed, eating device time: what was planned as two calls
+# is one batch, most valuable first). 1) the new prefill kernels' GPU tests (the Gluon WS kernel, the tl.* kernel's
+# instruction levers; a barrier bug hangs, so every step is under a timeout), the prefill sweep of both kernels and
+# DeepGEMM's prefill rows in the same call; 2) the eager metadata guards, the layout narrow tiles and the BF16 default
+# tail tile under their GPU tests; host time for both packages; 3) the warp-specialised HC variant's tests and sweep
+# with what time is left. Results under $OUT (one logs.tgz).
 set -uo pipefail
 if [ -z "${S26_INNER:-}" ]; then  # the whole batch under one limit, so the logs are always packed and returned
-  S26_INNER=1 timeout -k 5 550 bash "$0"; echo "batch exit $?"
+  S26_INNER=1 timeout -k 5 555 bash "$0"; echo "batch exit $?"
   tar -czf $OUT/logs.tgz -C $OUT logs 2>/dev/null && rm -rf $OUT/logs; exit 0
 fi
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.cache/triton DG_JIT_CACHE_DIR=$PWD/.cache/dg-jit
 L=$OUT/logs; mkdir -p $L
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a $L/summary.txt; }
-left() { echo $(( ${1:-545} - ($(date +%s) - T0) )); }
+left() { echo $(( ${1:-550} - ($(date +%s) - T0) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > $L/env.txt
 bash scripts/gpu/setup_deepgemm.sh $L/dg-build.log > $L/dg-setup.log 2>&1; t "dg setup exit $?"
 DGENV="PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6"
-timeout 170 python3 -m pytest tests/test_hyperconnection_gpu.py -k test_ws -q -p no:cacheprovider -rf -x \
-  > $L/pytest_hc_ws.log 2>&1; t "pytest hc ws exit $?: $(tail -n1 $L/pytest_hc_ws.log)"
-timeout 130 python3 research/sweeps/hc_prenorm_sweep.py --ws --out $L/hc_ws > $L/hc_ws_sweep.log 2>&1
-t "hc ws sweep exit $?"
-timeout 90 python3 -m pytest tests/test_bf16_gemm_gpu.py -q -p no:cacheprovider -rf > $L/pytest_bf16.log 2>&1
-t "pytest bf16 exit $?: $(tail -n1 $L/pytest_bf16.log)"
-timeout 40 python3 benchmarks/bench_bf16_gemm.py --tables dense --ms 4096 --out $L/bf16_ours > $L/bf16_ours.log 2>&1
-t "bf16 ours exit $?"
-timeout 40 env $DGENV python3 benchmarks/bench_bf16_gemm.py --tables dense --ms 4096 --out $L/bf16_dg \
-  > $L/bf16_dg.log 2>&1; t "bf16 dg exit $?"
-timeout 40 python3 benchmarks/bench_hc_prenorm.py --tables layout --out $L/layout_ours > $L/layout_ours.log 2>&1
-t "layout ours exit $?"
-timeout 40 env $DGENV python3 benchmarks/bench_hc_prenorm.py --tables layout --out $L/layout_dg > $L/layout_dg.log 2>&1
-t "layout dg exit $?"
-L2=$(left); [ $L2 -gt 30 ] && { timeout $(( L2 - 5 )) python3 -m pytest tests/test_fp8_gemm_gpu.py -k "graph or thread" \
-  -q -p no:cacheprovider -rf > $L/pytest_fp8_graph.log 2>&1; t "pytest fp8 graph/thread exit $?: $(tail -n1 $L/pytest_fp8_graph.log)"; }
+# 1. prefill
+timeout 150 python3 -m pytest tests/test_attention_triton.py -q -p no:cacheprovider -rf -k "prefill" \
+  > $L/pytest_prefill.log 2>&1; t "pytest prefill exit $?: $(tail -n1 $L/pytest_prefill.log)"
+timeout 120 python3 benchmarks/bench_mqa_logits.py --tables prefill --quick --sweep-prefill --reps 8 \
+  --out $L/mqa_ours > $L/mqa_ours.log 2>&1; t "prefill sweep exit $?"
+timeout 45 env $DGENV python3 benchmarks/bench_mqa_logits.py --quick --tables prefill --out $L/mqa_dg \
+  > $L/mqa_dg.log 2>&1; t "dg prefill exit $?"
+# 2. eager guards, layout, BF16 default
+timeout 110 python3 -m pytest tests/test_eager_path_gpu.py tests/test_layout_host_path_gpu.py tests/test_layout_gpu.py \
+  tests/test_bf16_gemm_gpu.py -q -p no:cacheprovider -rf > $L/pytest_host.log 2>&1
+t "pytest eager/layout/bf16 exit $?: $(tail -n1 $L/pytest_host.log)"
+timeout 35 python3 benchmarks/host_overhead.py --rounds 5 > $L/host_ours.log 2>&1; t "host ours exit $?"
+timeout 30 env $DGENV python3 benchmarks/host_overhead.py --rounds 5 > $L/host_dg.log 2>&1; t "host dg exit $?"
+# 3. HC WS variant
+L2=$(left); [ $L2 -gt 40 ] && { timeout $(( L2 * 45 / 100 )) python3 -m pytest tests/test_hyperconnection_gpu.py \
+  -k test_ws -q -p no:cacheprovider -rf -x > $L/pytest_hc_ws.log 2>&1; t "pytest hc ws exit $?: $(tail -n1 $L/pytest_hc_ws.log)"; }
+L2=$(left); [ $L2 -gt 30 ] && { timeout $(( L2 - 3 )) python3 research/sweeps/hc_prenorm_sweep.py --ws --out $L/hc_ws \
+  > $L/hc_ws_sweep.log 2>&1; t "hc ws sweep exit $?"; }
