@@ -17,6 +17,7 @@ few tile configs on two shapes each (research: the defaults live in attention/tr
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
 import time
@@ -146,18 +147,18 @@ def run_paged(cases, dtypes, reps, results):
         torch.cuda.empty_cache()
 
 
-def sweep(reps, results, prefill=True, paged=True, every=False):
+def sweep(reps, results, prefill=True, paged=True, every=False, configs=None):
     """This package only: the prefill and paged kernels under a few configs (through the op's launcher). The paged
     configs compare the persistent kernel (the default) with the grid kernel (PAGED_GRID_CONFIG) in one process."""
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.attention.triton_launch import PAGED_GRID_CONFIG, PagedConfig, PrefillConfig
     if prefill:
-        _sweep_prefill(reps, results, run_launcher, PrefillConfig, every)
+        _sweep_prefill(reps, results, run_launcher, PrefillConfig, every, configs)
     if paged:
         _sweep_paged(reps, results, run_launcher, PagedConfig, PAGED_GRID_CONFIG)
 
 
-def _sweep_prefill(reps, results, run_launcher, PrefillConfig, every=False):  # noqa: N803
+def _sweep_prefill(reps, results, run_launcher, PrefillConfig, every=False, configs=None):  # noqa: N803
     # The default tile, its instruction levers (fma_relu, interior) together, and the warp-specialised Gluon kernel
     # (attention/prefill_ws.py; persistent, one CTA per SM): 2 consumer warpgroups at 4 and 6 stages, 3 at 6, and
     # with fma_relu (its interior fast path is always on). Where the launcher does not cover a row (H < 16) the tl.*
@@ -173,6 +174,8 @@ def _sweep_prefill(reps, results, run_launcher, PrefillConfig, every=False):  # 
                          PrefillConfig(128, 8, 3, fma_relu=True, interior=True),
                          PrefillConfig(num_stages=3, ws=True, ws_consumers=3),
                          PrefillConfig(num_stages=6, fma_relu=True, ws=True, ws_consumers=3)]
+    if configs is not None:  # (given: those alone, on every sweep row)
+        prefill_cfgs, every = [PrefillConfig(**kw) for kw in configs], True
     for s, sk, h, d, windows in PREFILL_QUICK + [PREFILL[7]] + ([PREFILL[9]] if every else []):
         q, kv, w, ks, ke = prefill_inputs(s, sk, h, d, windows)
         cost = int((ke - ks).clamp(min=0).sum())
@@ -242,6 +245,8 @@ def main():
     parser.add_argument("--sweep-paged", action="store_true", help="only the paged kernel configs of --sweep")
     parser.add_argument("--sweep-prefill", action="store_true", help="only the prefill kernel configs of --sweep")
     parser.add_argument("--sweep-all", action="store_true", help="every prefill config of the sweep, not the main ones")
+    parser.add_argument("--prefill-configs", help="the prefill sweep's configs instead of its own: a list of "
+                                                  "PrefillConfig keyword dicts, e.g. \"[{}, {'max_registers': 128}]\"")
     args = parser.parse_args()
     torch.manual_seed(0)
     dtypes = (torch.float32,) if args.quick else (torch.float32, torch.bfloat16)
@@ -253,8 +258,9 @@ def main():
     if "paged" in tables:
         run_paged(PAGED_QUICK if args.quick else PAGED, dtypes, args.reps, results)
     if (args.sweep or args.sweep_paged or args.sweep_prefill) and provider() == "deep_gemm":
+        configs = ast.literal_eval(args.prefill_configs) if args.prefill_configs else None
         sweep(args.reps, results, prefill=args.sweep or args.sweep_prefill, paged=not args.sweep_prefill,
-              every=args.sweep_all)
+              every=args.sweep_all, configs=configs)
     if args.out:
         write_results(args.out, "bench_mqa_logits", results)
 
