@@ -30,9 +30,12 @@ BLOCK_COLS = 32
 BLOCK_PACKED_ROWS = 1
 BLOCK_K_GROUPED_MN = 1024
 NUM_WARPS = 4
-# Narrow inputs (fewer columns than BLOCK_COLS, e.g. one scale column at K = 128) take a tile as narrow as they are
-# and up to this many MN rows, so a program moves a few hundred elements instead of 64 (DeepGEMM's test_layout rows
-# of 8192 x 1 columns were the only ones under 0.9x of it in session 24: 2.1 us against 1.8).
+# Narrow inputs (fewer than NARROW_COLS columns, e.g. one scale column at K = 128) take a tile as narrow as they are
+# and up to NARROW_MAX_ROWS MN rows, so a program moves a few hundred elements instead of 64. H200, session 26 (same
+# call as DeepGEMM, research/results/2026-12-03-h200-s26-call4/layout_compare.md): DeepGEMM's 8192 x 1-column rows
+# 1.4-1.5 us, 1.15-1.84x of DeepGEMM (session 24: 1.6-2.1 us, 0.85-0.96x). The same rule at 14 packed columns
+# (K = 7168) made the MN-contiguous pack slower (2.8 -> 3.6 us), so wider inputs keep the 64 x 32 tile.
+NARROW_COLS = 8
 NARROW_MAX_ROWS = 512
 # CUDA's limit on the y and z grid dimensions.
 MAX_GRID_YZ = 65535
@@ -51,9 +54,9 @@ def _device_index(t: torch.Tensor) -> int:
 
 
 def _tile(cols: int) -> tuple[int, int]:
-    """(MN rows, columns) of a program's tile for ``cols`` columns: BLOCK_MN x BLOCK_COLS, or for narrower inputs
+    """(MN rows, columns) of a program's tile for ``cols`` columns: BLOCK_MN x BLOCK_COLS, or below NARROW_COLS
     the next power of two >= cols wide and as many rows as keep BLOCK_MN * BLOCK_COLS elements (<= NARROW_MAX_ROWS)."""
-    if cols >= BLOCK_COLS:
+    if cols >= NARROW_COLS:
         return BLOCK_MN, BLOCK_COLS
     width = 1 << max(0, (cols - 1).bit_length())
     return min(NARROW_MAX_ROWS, BLOCK_MN * BLOCK_COLS // width), width
