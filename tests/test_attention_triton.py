@@ -889,3 +889,13 @@ def test_prefill_ws_stages_are_a_multiple_of_the_consumers():
     stages = [triton_launch.prefill_ws_stages(triton_launch.PrefillConfig(ws=True, ws_consumers=c, num_stages=n))
               for c, n in [(2, 4), (2, 3), (3, 4), (3, 6), (3, 1), (2, 0)]]
     assert stages == [4, 4, 6, 6, 3, 2]
+
+
+def test_prefill_default_config_follows_the_measured_levers():
+    # FP8 at H >= 32: the interior loop and the 128-register cap (triton_launch.PREFILL_MAX_REGISTERS' measurements);
+    # fewer heads keep the plain tile (not measured), FP4 its 2-stage tile; the WS kernel is never the default.
+    cfg = triton_launch.prefill_config(64, 128, False)
+    assert cfg.interior and cfg.max_registers == triton_launch.PREFILL_MAX_REGISTERS and not cfg.ws
+    assert not cfg.fma_relu and cfg == triton_launch.prefill_config(32, 32, False)
+    assert triton_launch.prefill_config(16, 64, False) == triton_launch.PrefillConfig()
+    assert triton_launch.prefill_config(64, 128, True).num_stages == 2 and not triton_launch.prefill_config(64, 128, True).interior

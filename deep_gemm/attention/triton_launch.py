@@ -179,9 +179,22 @@ def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig
     an SM and one's head reduction overlaps another's MMA (DeepGEMM gets that overlap from 4 math warpgroups)."""
     if is_fp4:  # unpacking costs registers: fewer stages
         return PrefillConfig(block_kv=64, num_warps=4, num_stages=2)
-    # Proposed once the H200 has timed it (bench_mqa_logits.py --sweep): the WS kernel for FP8 (it falls back to this
-    # tile where prefill_ws_covers says no), e.g. ``return PrefillConfig(ws=True)`` (or the winning consumers/stages).
+    if num_heads >= PREFILL_INTERIOR_MIN_HEADS:
+        return PrefillConfig(interior=True, max_registers=PREFILL_MAX_REGISTERS)
     return PrefillConfig()
+
+
+# FP8 prefill at H >= 32: the interior loop without per-key tests and a 128-register cap (4 programs of 4 warps per
+# SM instead of 3; ptxas spills 56 bytes, outside the loops' hot path). H200, one process (session 26 call 5,
+# research/results/2026-12-03-h200-s26-call5/prefill_regcap.log), against the old default: 2048 x 8192 causal
+# 287.7 -> 268.3 us, 2048 x 65536 causal 2380.2 -> 2249.4, 8192 x 65536 context-parallel 4846.7 -> 4630.5, H=32
+# 4096 x 65536 2579.6 -> 2379.8, H=32 D=32 953.9 -> 864.7 (-4.5 to -9.4 %); the cap alone was slower at H=32, the
+# interior loop alone gained 1-4 %. fma_relu with both measured the same within 1 % (not taken: the tl.* kernel
+# without the cap ran 12-19 % slower with it, call 4). The warp-specialised Gluon kernel (PrefillConfig(ws=True),
+# prefill_ws.py) at its best (3 consumer warpgroups, fma_relu, 6 stages; call 4) ran between 1.8 % faster and 10 %
+# slower than the old default and slower than this one on every row, so it stays opt-in.
+PREFILL_INTERIOR_MIN_HEADS = 32
+PREFILL_MAX_REGISTERS = 128
 
 
 def _num_sms(t: torch.Tensor) -> int:
