@@ -898,4 +898,5 @@ def test_prefill_default_config_follows_the_measured_levers():
     assert cfg.interior and cfg.max_registers == triton_launch.PREFILL_MAX_REGISTERS and not cfg.ws
     assert not cfg.fma_relu and cfg == triton_launch.prefill_config(32, 32, False)
     assert triton_launch.prefill_config(16, 64, False) == triton_launch.PrefillConfig()
-    assert triton_launch.prefill_config(64, 128, True).num_stages == 2 and not triton_launch.prefill_config(64, 128, True).interior
+    fp4 = triton_launch.prefill_config(64, 128, True)
+    assert fp4.num_stages == 2 and not fp4.interior
