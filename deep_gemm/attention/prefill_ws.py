@@ -2,6 +2,12 @@
 chosen by ``PrefillConfig(ws=True)`` (attention/triton_launch.py). Same work items (query block x KV part), windows
 and arithmetic as the ``tl.*`` kernel (kernels.py::_fp8_mqa_logits_kernel); what changes is who waits for what.
 
+Status (H200, session 26; benchmarks/results/2026-12-03-h200-session26.md): correct on the GPU tests, not the
+default: at its best (3 consumer warpgroups, fma_relu, 6 stages) it ran 1.8 % faster to 7 % slower than the tl.*
+kernel's old default and slower than the current one (interior loop + 128-register cap). The register file holds one
+CTA of it per SM, so its consumers get 168 registers and a fourth consumer spills; staging the weights in shared
+memory (~32 registers) is the next lever.
+
 Why: the ``tl.*`` kernel issues a block's wgmma, waits for it, then runs the head reduction in the same warps, so a
 program's tensor core idles during its epilogue and overlap only comes from the ~3 programs sharing an SM. Here the
 loads and the MMAs/epilogues live in different warps (DeepGEMM's structure for this op, written afresh):

@@ -191,7 +191,7 @@ def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig
 # 4096 x 65536 2579.6 -> 2379.8, H=32 D=32 953.9 -> 864.7 (-4.5 to -9.4 %); the cap alone was slower at H=32, the
 # interior loop alone gained 1-4 %. fma_relu with both measured the same within 1 % (not taken: the tl.* kernel
 # without the cap ran 12-19 % slower with it, call 4). The warp-specialised Gluon kernel (PrefillConfig(ws=True),
-# prefill_ws.py) at its best (3 consumer warpgroups, fma_relu, 6 stages; call 4) ran between 1.8 % faster and 10 %
+# prefill_ws.py) at its best (3 consumer warpgroups, fma_relu, 6 stages; call 4) ran between 1.8 % faster and 7 %
 # slower than the old default and slower than this one on every row, so it stays opt-in.
 PREFILL_INTERIOR_MIN_HEADS = 32
 PREFILL_MAX_REGISTERS = 128
