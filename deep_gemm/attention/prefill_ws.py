@@ -235,7 +235,8 @@ def _fp8_mqa_logits_ws_kernel(
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)  # one consumer per use of a stage
     fence_async_shared()
-    # (The partition lists are written out per consumer count: a JIT function cannot be bound to a name here.)
+    # (The partition lists are written out per consumer count: a JIT function cannot be bound to a name here, and
+    # Gluon 3.6 rejects argument tuples built from a shared one, e.g. `shared + (0,)`: tried in session 26.)
     if CONSUMERS == 2:
         gl.warp_specialize([
             (_consumer, (q_bufs, kv_bufs, q_ready, q_empty, ready, empty, kv_sf_ptr, w_ptr, ks_ptr, ke_ptr, out_ptr,
