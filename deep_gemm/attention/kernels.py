@@ -70,9 +70,15 @@ def _row_logits(kv, q_t, weights):
 
 
 @triton.jit
-def _head_weighted_sum(scores, weights, BLOCK_KV: tl.constexpr, ROWS: tl.constexpr, H: tl.constexpr):
-    """[BLOCK_KV, ROWS * H] scores -> [BLOCK_KV, ROWS]: sum_h weights[r, h] * relu(scores[:, r * H + h])."""
-    weighted = tl.maximum(scores, 0.0) * weights[None, :]
+def _head_weighted_sum(scores, weights, BLOCK_KV: tl.constexpr, ROWS: tl.constexpr, H: tl.constexpr,
+                       FMA_RELU: tl.constexpr = False):
+    """[BLOCK_KV, ROWS * H] scores -> [BLOCK_KV, ROWS]: sum_h weights[r, h] * relu(scores[:, r * H + h]).
+    FMA_RELU: the caller passes halved weights and the relu runs on the FMA pipe as (s + |s|) * (w / 2), the same
+    products as max(s, 0) * w (s + |s| is 2s or 0 exactly)."""
+    if FMA_RELU:
+        weighted = (scores + tl.abs(scores)) * weights[None, :]
+    else:
+        weighted = tl.maximum(scores, 0.0) * weights[None, :]
     return tl.sum(tl.reshape(weighted, [BLOCK_KV, ROWS, H]), axis=2)
 
 
@@ -101,10 +107,7 @@ def _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke,
         kv = tl.load(kv_ptr + keys[:, None].to(tl.int64) * D + tl.arange(0, D)[None, :],
                      mask=key_ok[:, None], other=0.0)
     scores = tl.dot(kv, q_t)  # [BLOCK_KV, BQ * H], FP32
-    if FMA_RELU:  # weights are halved by the caller: (s + |s|) * w / 2 == max(s, 0) * w, on the FMA pipe
-        logits = tl.sum(tl.reshape((scores + tl.abs(scores)) * weights[None, :], [BLOCK_KV, BQ, H]), axis=2)
-    else:
-        logits = _head_weighted_sum(scores, weights, BLOCK_KV, BQ, H)
+    logits = _head_weighted_sum(scores, weights, BLOCK_KV, BQ, H, FMA_RELU)  # (FMA_RELU: halved weights)
     if not IS_FP4:
         logits = logits * tl.load(kv_sf_ptr + keys, mask=key_ok, other=0.0)[:, None]
     if COMPRESSED:

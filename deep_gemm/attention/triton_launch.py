@@ -57,7 +57,7 @@ class PrefillConfig:
     rounded up to a multiple of ``ws_consumers``; ``fma_relu`` applies, ``interior`` is built in) wherever it covers
     the call (``prefill_ws_covers``: FP8, TMA-aligned Q and KV, 64-key blocks, 128 score columns, D 32/64/128, not
     in the interpreter); elsewhere the ``tl.*`` kernel runs with the other fields, as the BF16 plan treats a forced
-    WS kernel it does not cover. Off by default until the H200 measures it."""
+    WS kernel it does not cover. Opt-in: slower than the default on the H200 (see PREFILL_MAX_REGISTERS)."""
 
     block_kv: int = 64
     num_warps: int = 4
@@ -235,49 +235,42 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
     kv_sf = kv_sf.reshape(-1)
     use_tma = not is_fp4 and _aligned(q) and _aligned(kv)
     compressed = max_seqlen_k > 0
+    splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q))
     if prefill_ws_covers(cfg, num_heads, head_dim, is_fp4, use_tma):
         _prefill_ws(q_rows, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, max_seqlen_k, cfg,
-                    num_heads, head_dim, record)
-        if clean_logits:
-            clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
-        return out
-    if use_tma:
-        q_desc = descriptor(q_rows, (seq_len * num_heads, head_dim), (head_dim, 1), (cfg.score_cols, head_dim))
-        kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim))
+                    num_heads, head_dim, block_q, num_q_blocks, splits, compressed, record)
     else:
-        q_desc, kv_desc = q_rows, kv
-    q_sf_arg = q_sf.reshape(-1) if q_sf is not None else q_rows
-    args = (q_desc, kv_desc, q_rows, q_sf_arg, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
-            seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
-            num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
-            compressed, cfg.fma_relu, cfg.interior)
-    config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype)
-    splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q))
-    launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits", config_key=config_key,
-           num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=_device_index(out), record=record,
-           max_registers=cfg.max_registers)
+        if use_tma:
+            q_desc = descriptor(q_rows, (seq_len * num_heads, head_dim), (head_dim, 1), (cfg.score_cols, head_dim))
+            kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim))
+        else:
+            q_desc, kv_desc = q_rows, kv
+        q_sf_arg = q_sf.reshape(-1) if q_sf is not None else q_rows
+        args = (q_desc, kv_desc, q_rows, q_sf_arg, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
+                seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
+                num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
+                compressed, cfg.fma_relu, cfg.interior)
+        config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype)
+        launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits",
+               config_key=config_key, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+               device_index=_device_index(out), record=record, max_registers=cfg.max_registers)
     if clean_logits:
         clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
     return out
 
 
 def _prefill_ws(q_rows, kv, kv_sf, weights, starts, ends, out, max_seqlen_k, cfg: PrefillConfig, num_heads: int,
-                head_dim: int, record):
+                head_dim: int, block_q: int, num_q_blocks: int, splits: int, compressed: bool, record):
     """The warp-specialised kernel over the tl.* kernel's work items (query block x KV part, the same
     ``prefill_kv_splits``), walked by one persistent CTA per SM."""
     from .prefill_ws import _fp8_mqa_logits_ws_kernel
 
     seq_len, seq_len_kv = out.size(0), kv.size(0)
-    block_q = SCORE_COLS // num_heads
-    num_q_blocks = ceil_div(seq_len, block_q)
-    num_sms = _num_sms(out)
-    splits = prefill_kv_splits(num_q_blocks, seq_len_kv, num_sms)
-    grid = max(1, min(num_q_blocks * splits, num_sms))
+    grid = max(1, min(num_q_blocks * splits, _num_sms(out)))
     stages = prefill_ws_stages(cfg)
     consumer_regs, producer_regs = PREFILL_WS_REGISTERS[cfg.ws_consumers]
     q_desc = descriptor(q_rows, (q_rows.size(0), head_dim), (head_dim, 1), (SCORE_COLS, head_dim), gluon=True)
     kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim), gluon=True)
-    compressed = max_seqlen_k > 0
     args = (q_desc, kv_desc, kv_sf, weights, starts, ends, out,
             seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks, splits,
             num_heads, block_q, cfg.block_kv, stages, cfg.ws_consumers, compressed, cfg.fma_relu, consumer_regs,
@@ -477,4 +470,3 @@ def fp8_paged_mqa_logits_triton(q, kv_cache, weights, context_lens, block_table,
     return fp8_fp4_paged_mqa_logits_triton(q, None, kv_cache, weights, context_lens, block_table, schedule_meta,
                                            max_context_len, clean_logits, torch.float32, indices, config=config,
                                            record=record)
-
