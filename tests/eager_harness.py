@@ -11,6 +11,7 @@ import inspect
 import pytest
 import torch
 
+import deep_gemm
 from deep_gemm._ops import library
 
 
@@ -38,3 +39,22 @@ def count_eager_calls(monkeypatch, op_name: str) -> list:
         return run_cuda(full, token)
     monkeypatch.setattr(kernels, "run_cuda", counting)
     return taken
+
+
+def hc_compiled_graph(a, b, d, s) -> str:
+    """The one FX graph ``torch.compile(fullgraph=True)`` traces for a step calling the public
+    ``tf32_hc_prenorm_gemm`` (the eager path must leave the dispatcher op in it, never its own fast path)."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    @torch.compile(backend=backend, fullgraph=True)
+    def step(a, b, d, s):
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+        return d.sum() + s.sum()
+
+    step(a, b, d, s)
+    assert len(graphs) == 1
+    return graphs[0]

@@ -23,7 +23,7 @@ import deep_gemm
 from deep_gemm import runtime
 from deep_gemm._ops import guards, library
 from deep_gemm._ops.errors import DeepGEMMError
-from eager_harness import count_eager_calls
+from eager_harness import count_eager_calls, hc_compiled_graph
 
 NAME = "tf32_hc_prenorm_gemm"
 M, N, K = 5, 8, 128
@@ -211,19 +211,7 @@ def test_tracing_and_modes_go_through_the_op_after_a_guard(hc):
     deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
     deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
     assert len(hc.kernels.recent) == 1 and len(hc.taken) == 2
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(str(gm.graph))
-        return gm.forward
-
-    @torch.compile(backend=backend, fullgraph=True)
-    def step(a, b, d, s):
-        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
-        return d.sum() + s.sum()
-
-    step(a, b, d, s)
-    assert len(graphs) == 1 and "deep_gemm.tf32_hc_prenorm_gemm.default" in graphs[0]
+    assert "deep_gemm.tf32_hc_prenorm_gemm.default" in hc_compiled_graph(a, b, d, s)
 
     class Step(torch.nn.Module):
         def forward(self, a, b, d, s):
