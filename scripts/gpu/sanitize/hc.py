@@ -1,6 +1,6 @@
-"""Sanitizer cases of the HyperConnection prenorm GEMM and the layout kernels (see README.md in this folder): small odd
-shapes, each run through the Triton launcher (forced configs where the heuristic would pick another path) and
-checked against the torch reference."""
+"""Sanitizer cases of the HyperConnection prenorm GEMM (see README.md in this folder; the layout kernels' cases are
+in layout.py): small odd shapes, each run through the Triton launcher (forced configs where the heuristic would pick
+another path) and checked against the torch reference."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import torch
 from deep_gemm._ops.library import run_launcher
 from deep_gemm.hyperconnection import hc_plan
 from deep_gemm.hyperconnection.reference import round_to_tf32, split_k_blocks
-from deep_gemm.layout import reference as layout_ref
 from deep_gemm.testing import calc_diff
 
 BLOCK_K = 64
@@ -43,35 +42,10 @@ def _hc(m, n, k, num_splits, config=None):
     return case
 
 
-def _layout(op, make, reference):
-    def case():
-        args = make()
-        out = run_launcher(op, *args)
-        if out is NotImplemented:
-            raise RuntimeError("the Triton launcher declined")
-        want = reference(*args)
-        if out.stride() != want.stride() or not torch.equal(out.view(torch.int32), want.view(torch.int32)):
-            raise AssertionError(f"{op} differs from the reference")
-    return case
-
-
-def _pow2(*shape):
-    return torch.exp2(torch.randint(-20, 20, shape, device="cuda").float())
-
-
 CASES = [
     ("hc_m13_unsplit_sub_reduce", _hc(13, 24, 1088, None, hc_plan.HcConfig(16, 32, 3, 5, 4))),
     ("hc_m37_splits5_empty", _hc(37, 8, 256, 5)),
     ("hc_m70_n64_sub2", _hc(70, 64, 640, 2, hc_plan.HcConfig(64, 64, 3, 2, 1))),
     ("hc_m1_n128", _hc(1, 128, 448, None)),
     ("hc_m131_heuristic", _hc(131, 24, 7168, None)),
-    ("layout_mn_major_copy", _layout("get_mn_major_tma_aligned_tensor", lambda: (torch.randn(3, 67, 9, device="cuda"),),
-                                     layout_ref.get_mn_major_tma_aligned_tensor_reference)),
-    ("layout_pack_ue8m0", _layout("get_mn_major_tma_aligned_packed_ue8m0_tensor", lambda: (_pow2(67, 11), None),
-                                  layout_ref.get_mn_major_tma_aligned_packed_ue8m0_tensor_reference)),
-    ("layout_k_grouped_pack", _layout(
-        "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
-        lambda: (_pow2(19, 36), torch.tensor([640, 0, 1792], dtype=torch.int32, device="cuda"), [640, 0, 1792], 128,
-                 128, False),
-        layout_ref.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor_reference)),
 ]

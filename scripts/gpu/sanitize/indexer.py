@@ -39,7 +39,9 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _prefill(misaligned: bool, compressed: bool):
+def _prefill(misaligned: bool, compressed: bool, wide_windows: bool = False):
+    """wide_windows: every row sees keys [0, sk), so all key blocks but the partial last one take the kernel's
+    interior loop (the default at H >= 32), the rest its tested loop."""
     def run():
         s, sk, h, d = 37, 301, 32, 64
         q = torch.randn(s, h, d, device="cuda").to(FP8)
@@ -49,6 +51,8 @@ def _prefill(misaligned: bool, compressed: bool):
         w = torch.randn(s, h, device="cuda")
         ks = torch.randint(-5, sk, (s,), device="cuda", dtype=torch.int32)
         ke = (ks + torch.randint(-3, sk, (s,), device="cuda", dtype=torch.int32)).int()
+        if wide_windows:
+            ks, ke = torch.zeros_like(ks), torch.full_like(ke, sk)
         max_k = 320 if compressed else 0
         out = _launch("fp8_mqa_logits", q, kv, kv_sf, w, ks, ke, not compressed, max_k)
         want = kernels_of("fp8_mqa_logits").reference(q, kv, kv_sf, w, ks, ke, not compressed, max_k)
@@ -94,6 +98,7 @@ CASES = [
     ("prefill_tma_clean", _prefill(False, False)),
     ("prefill_pointer_loads_clean", _prefill(True, False)),
     ("prefill_compressed", _prefill(False, True)),
+    ("prefill_interior_wide_windows", _prefill(False, False, wide_windows=True)),
     ("paged_next_n1", _paged(1, False, 0)),
     ("paged_next_n2_pointer_loads", _paged(2, False, 4)),  # page stride not a multiple of 16: no TMA
     ("paged_1d_context_lens", _paged(2, True, 0)),
