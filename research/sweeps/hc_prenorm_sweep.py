@@ -22,7 +22,8 @@ from harness import KernelTimer  # noqa: E402
 ROWS = [(8192, 24, 28672, None), (8192, 24, 7680, None), (8192, 24, 7168, None), (4096, 24, 28672, 16),
         (13, 24, 7168, 16), (13, 24, 7680, 16), (13, 24, 28672, 16), (137, 24, 7168, 16), (137, 24, 7680, 16),
         (137, 24, 28672, 16), (137, 24, 28672, None), (13, 24, 28672, None), (13, 24, 7168, None),
-        (1, 24, 7168, None), (64, 24, 28672, None)]
+        (1, 24, 7168, None), (64, 24, 28672, None), (137, 24, 7168, None), (137, 24, 7680, None),
+        (13, 24, 7680, None), (64, 24, 7168, None)]
 
 
 def variants(base, m, splits):
@@ -55,6 +56,12 @@ def variants(base, m, splits):
     if m < 4096 and splits > 1:
         for sub in (2, 4):
             add(f"sub{sub}-st4", sub=sub, stages=4)
+    if 32 < m < 4096:
+        # Shorter row blocks at M = 137 (session 27): 9 or 5 row blocks instead of 3, so more programs stream A
+        # (the split rows there are ~5 us kernels of 7 K blocks per program, latency-bound).
+        for bm in (16, 32):
+            for stages in (3, 4, 6):
+                add(f"bm{bm}-st{stages}", block_m=bm, stages=stages)
     if m >= 4096:
         # Taller row blocks: B (FP32, padded to BN rows) is re-read from L2 once per row block, as many bytes as
         # a 64-row A block at BN = 32, so BM = 128 halves the SM-side load traffic per byte of A.
@@ -76,11 +83,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="research/results")
     parser.add_argument("--tall-only", action="store_true", help="only the rows with M >= 4096")
+    parser.add_argument("--short-only", action="store_true", help="only the rows with M < 4096")
     args = parser.parse_args()
     timer = KernelTimer(reps=10)
     results = []
     for m, n, k, num_splits in ROWS:
         if args.tall_only and m < 4096:
+            continue
+        if args.short_only and m >= 4096:
             continue
         a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         b = torch.randn(n, k, device="cuda")
