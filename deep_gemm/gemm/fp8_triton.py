@@ -243,7 +243,8 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
 
     def compiled(regs):
         return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform),
-                               name="fp8_gemm_ws", config_key=(*variant, regs), num_warps=4, num_stages=1, device_index=device_index)
+                               name="fp8_gemm_ws", config_key=(*variant, regs), num_warps=4, num_stages=1,
+                               device_index=device_index)
     if len(w.register_budgets) == 1:
         regs = w.register_budgets[0]
     else:
