@@ -83,9 +83,10 @@ if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
 
 
-def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False, **cfg):
-    """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True), and KG_DESC
-    (K-grouped per-group descriptors built on the device: A's and B's FP8 storage in ws_ptr / counter_ptr)."""
+def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False, uniform: bool = False, **cfg):
+    """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True), KG_DESC
+    (K-grouped per-group descriptors built on the device: A's and B's FP8 storage in ws_ptr / counter_ptr), WALK and
+    UNIFORM (Fp8Overrides.tile_walk / uniform_tiles)."""
     import compile_check
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     real = compile_check.triton.compile
@@ -99,6 +100,11 @@ def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False
             src.signature.update(KG_DESC="constexpr", WALK="constexpr")
             src.constants[(fn.arg_names.index("KG_DESC"),)] = False
             src.constants[(fn.arg_names.index("WALK"),)] = True
+        if uniform:  # psum / masked layout values marked warp-uniform (Fp8Overrides.uniform_tiles)
+            src.signature.update(KG_DESC="constexpr", WALK="constexpr", UNIFORM="constexpr")
+            src.constants[(fn.arg_names.index("KG_DESC"),)] = kg_desc
+            src.constants[(fn.arg_names.index("WALK"),)] = walk
+            src.constants[(fn.arg_names.index("UNIFORM"),)] = True
         return real(src, **kwargs)
     compile_check.triton.compile = with_zero_gaps
     try:

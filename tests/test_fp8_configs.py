@@ -390,3 +390,28 @@ def test_masked_decode_walk_case_reaches_the_ws_kernel():
     for walk in (True, False):
         p = plan(call, Fp8Overrides(tile_walk=walk, **forced))
         assert p.kernel == "ws" and p.ws.walk == walk and p.ws.tile_n == 256
+
+
+def test_uniform_tiles_is_planned_for_psum_and_masked_layouts_only():
+    """Fp8Overrides.uniform_tiles marks the layout's values warp-uniform in the warp-specialised kernel
+    (fp8_gemm_ws._warp_uniform); only psum and masked layouts read tile counts and groups from the layout, so no
+    other layout gets it, it combines with the walk or the scan, the default is fp8_plan.UNIFORM_TILES, and it
+    changes nothing else of the plan."""
+    from dataclasses import replace
+
+    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    calls = {"m_psum": Fp8Call(GROUPING["m_psum"], 8 * 4096, 4096, 2048, 8, 132, zero_gaps=False),
+             "m_psum_decode": Fp8Call(GROUPING["m_psum"], 6 * 4096, 4096, 4096, 6, 132, zero_gaps=False,
+                                      expected_m=1228),
+             "masked": Fp8Call(GROUPING["masked"], 4096, 4096, 4096, 6, 132, expected_m=1228),
+             "m_ids": Fp8Call(GROUPING["m_ids"], 8 * 4096, 4096, 2048, 8, 132),
+             "dense": Fp8Call(GROUPING["dense"], 4096, 7168, 2048, 1, 132)}
+    for kind, call in calls.items():
+        base = plan(call)
+        assert base.ws.uniform == (fp8_plan.UNIFORM_TILES and kind in fp8_plan.TILE_WALK)
+        for walk in (None, True, False):
+            on = plan(call, Fp8Overrides(uniform_tiles=True, tile_walk=walk))
+            off = plan(call, Fp8Overrides(uniform_tiles=False, tile_walk=walk))
+            assert on.ws.uniform == (kind in fp8_plan.TILE_WALK) and not off.ws.uniform
+            assert replace(on.ws, uniform=False) == off.ws and on.grid == off.grid and on.config == off.config

@@ -108,6 +108,18 @@ K_GROUPED_DEVICE_DESCRIPTORS = True
 # timed the same K=2048 tensors, a harness bug fixed since). The decode form (expected_m_for_psum_layout) and masked
 # layouts stay on the scan until a valid sweep row measures them. Fp8Overrides.tile_walk forces either.
 TILE_WALK = {"m_psum": True, "m_psum_decode": False, "masked": False}
+# Psum and masked layouts on the warp-specialised kernel: mark the values read from the layout (the tile count, the
+# tile's group, its rows and first row) warp-uniform for ptxas (fp8_gemm_ws._warp_uniform, one redux.sync each).
+# Unmarked, the device-computed tile count is a per-lane value as far as ptxas knows, so the persistent tile loop
+# it bounds is divergent and the K loops inside lose the uniform datapath: sm_90a, two-wave 128 x 256 psum (G_PAD 8,
+# no zeroed gaps), 270 / 271 instructions per K block and consumer with 32 R2UR and 0 uniform ops, against 232 / 231
+# with 56 uniform ops for the same tiles in the expert-id layout; marked, 236 / 234 (scan) or 240 / 237 (walk) with
+# 60-62 uniform ops, and the scan's build spills 8 bytes (none in a K loop) at (224, 56) where the unmarked walk's
+# spills 32 bytes at (240, 32), 4 of its loads inside a K loop; the decode form's split 128 x 192 scan build, 247 /
+# 242 with 32 R2UR and 40-80 bytes spilled, becomes 206 / 204 with none (research/probes/ws_uniform_ab.py --compile,
+# 2026-12-03).
+# Results are the same bits either way. Off until the GPU measures it; Fp8Overrides.uniform_tiles forces either.
+UNIFORM_TILES = False
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -132,6 +144,8 @@ class Fp8Overrides:
     k_grouped_device_descriptors: bool | None = None
     # Psum / masked layouts on the warp-specialised kernel: find tiles by the carried walk (TILE_WALK)
     tile_walk: bool | None = None
+    # Psum / masked layouts on the warp-specialised kernel: layout values marked warp-uniform (UNIFORM_TILES)
+    uniform_tiles: bool | None = None
 
     def __post_init__(self):
         if self.ws_mode is not None and self.ws_mode not in WS_MODES:
@@ -186,6 +200,7 @@ class WsPlan:
     c_tma: bool
     register_budgets: tuple  # candidates in order, or one forced budget
     walk: bool = False  # psum / masked: tiles found by the carried walk (TILE_WALK), not the per-tile scan
+    uniform: bool = False  # psum / masked: the layout's values marked warp-uniform (UNIFORM_TILES)
 
 
 @dataclass(frozen=True)
@@ -492,8 +507,9 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     default_walk = layout is not None and TILE_WALK[layout] and waves == 2
     walk = (default_walk if overrides.tile_walk is None else overrides.tile_walk) and split == 1 and (
         layout is not None)
+    uniform = (UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles) and layout is not None
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
-                  walk)
+                  walk, uniform)
 
 
 def tile_walk_layout(call: Fp8Call) -> str | None:

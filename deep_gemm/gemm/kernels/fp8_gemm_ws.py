@@ -56,6 +56,20 @@ def _add(a, b):
 
 
 @gluon.jit
+def _warp_uniform(x, UNIFORM: gl.constexpr):
+    """x, an int32 scalar all 32 lanes of the warp hold (and execute this with), marked warp-uniform for ptxas when
+    UNIFORM: redux.sync writes a uniform register (SASS REDUX), so what is computed from it can stay on the uniform
+    datapath. Without it, a value read from the layout (a load, or a cross-warp reduction through shared memory) is
+    per-lane as far as ptxas knows; as the persistent tile loop's bound (the psum / masked tile count) it makes the
+    whole loop divergent, and the K loops inside lose the uniform datapath: 32 R2UR moves and ~35 more instructions
+    per K block and consumer (two-wave 128 x 256 psum, sm_90a, research/probes/ws_uniform_ab.py --compile)."""
+    if UNIFORM:
+        x = gl.inline_asm_elementwise("redux.sync.max.u32 $0, $1, 0xffffffff;", "=r,r", [x], dtype=gl.int32,
+                                      is_pure=True, pack=1)
+    return x
+
+
+@gluon.jit
 def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
     per_group = GROUP_M * num_n_blocks
     first_m = (tile // per_group) * GROUP_M
@@ -123,11 +137,11 @@ def _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: gl.con
 
 @gluon.jit
 def _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr, GROUPING: gl.constexpr,
-               G_PAD: gl.constexpr, VEC: gl.constexpr, PSUM_ALIGN: gl.constexpr = 128):
+               G_PAD: gl.constexpr, VEC: gl.constexpr, PSUM_ALIGN: gl.constexpr = 128, UNIFORM: gl.constexpr = False):
     num_n_blocks = gl.cdiv(N, BN)
     if GROUPING == MASKED or GROUPING == M_PSUM:
         rows, starts = _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
-        total = gl.sum(gl.cdiv(rows, BM) * num_n_blocks, axis=0)
+        total = _warp_uniform(gl.sum(gl.cdiv(rows, BM) * num_n_blocks, axis=0), UNIFORM)
     elif GROUPING == K_GROUPED:
         total = NUM_GROUPS * gl.cdiv(M, BM) * num_n_blocks
     else:
@@ -137,7 +151,8 @@ def _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr,
 
 @gluon.jit
 def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr,
-               GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr):
+               GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr,
+               UNIFORM: gl.constexpr = False):
     """(group, expert, off_m, off_n, m_limit, row_end): expert < 0 means the tile has no valid row; rows
     [off_m, m_limit) of group `group` are the valid ones (hold a product), rows below row_end may be stored (M_PSUM:
     the padding rows of a group's last tile, up to the next group's aligned start; the others: m_limit)."""
@@ -153,11 +168,11 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
         rows, starts = _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         group_tiles = gl.cdiv(rows, BM) * num_n_blocks
         group_end = gl.associative_scan(group_tiles, 0, _add)
-        group = gl.sum((group_end <= tile).to(gl.int32), axis=0)
+        group = _warp_uniform(gl.sum((group_end <= tile).to(gl.int32), axis=0), UNIFORM)
         this = g_idx == group
-        local = tile - gl.sum(gl.where(this, group_end - group_tiles, 0), axis=0)
-        group_rows = gl.sum(gl.where(this, rows, 0), axis=0)
-        first_row = gl.sum(gl.where(this, starts, 0), axis=0)
+        local = _warp_uniform(tile - gl.sum(gl.where(this, group_end - group_tiles, 0), axis=0), UNIFORM)
+        group_rows = _warp_uniform(gl.sum(gl.where(this, rows, 0), axis=0), UNIFORM)
+        first_row = _warp_uniform(gl.sum(gl.where(this, starts, 0), axis=0), UNIFORM)
         m_limit = first_row + group_rows
         pid_m, pid_n = _swizzle(local, gl.cdiv(group_rows, BM), num_n_blocks, GROUP_M)
     elif GROUPING == K_GROUPED:  # every group's [M, N] output, one after the other
@@ -180,14 +195,15 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 
 
 @gluon.jit
-def _group_at(layout_ptr, g, M, GROUPING: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+def _group_at(layout_ptr, g, M, GROUPING: gl.constexpr, PSUM_ALIGN: gl.constexpr, UNIFORM: gl.constexpr = False):
     """(rows, first row) of group g from scalar loads: _group_rows for one group (0 <= g < NUM_GROUPS)."""
     if GROUPING == MASKED:
-        rows = gl.load(layout_ptr + g)
+        rows = _warp_uniform(gl.load(layout_ptr + g), UNIFORM)
         start = rows * 0
     else:
-        end = gl.minimum(gl.maximum(gl.load(layout_ptr + g), 0), M)
-        prev = gl.minimum(gl.maximum(gl.load(layout_ptr + gl.maximum(g - 1, 0)), 0), M) * (g > 0).to(gl.int32)
+        end = gl.minimum(gl.maximum(_warp_uniform(gl.load(layout_ptr + g), UNIFORM), 0), M)
+        prev = gl.minimum(gl.maximum(_warp_uniform(gl.load(layout_ptr + gl.maximum(g - 1, 0)), UNIFORM), 0), M) * (
+            g > 0).to(gl.int32)
         start = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
         rows = gl.maximum(end - start, 0)
     return rows, start
@@ -202,7 +218,7 @@ def _walk_start(tile):
 
 @gluon.jit
 def _walk(tile, g, g_first, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr,
-          GROUPING: gl.constexpr, PSUM_ALIGN: gl.constexpr):
+          GROUPING: gl.constexpr, PSUM_ALIGN: gl.constexpr, UNIFORM: gl.constexpr = False):
     """(group, its first tile, its rows, its first row) of `tile` (M_PSUM / MASKED, Fp8Overrides.tile_walk), from the
     carried (group, first tile) of the CTA's previous tile: DeepGEMM's scheduler, which carries the current group
     from tile to tile and reads the layout again only for it (scalar loads, cache hits) and for each group a tile
@@ -211,12 +227,12 @@ def _walk(tile, g, g_first, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: 
     first tile are carried (two registers: more live state spilled inside the K loops, sm_90a). Stops at the last
     group (a tile past every group's tiles is never computed)."""
     num_n_blocks = gl.cdiv(N, BN)
-    g_rows, g_start = _group_at(layout_ptr, gl.maximum(g, 0), M, GROUPING, PSUM_ALIGN)
+    g_rows, g_start = _group_at(layout_ptr, gl.maximum(g, 0), M, GROUPING, PSUM_ALIGN, UNIFORM)
     g_tiles = gl.cdiv(g_rows, BM) * num_n_blocks * (g >= 0).to(gl.int32)
     while (tile >= g_first + g_tiles) & (g + 1 < NUM_GROUPS):
         g_first = g_first + g_tiles
         g = g + 1
-        g_rows, g_start = _group_at(layout_ptr, g, M, GROUPING, PSUM_ALIGN)
+        g_rows, g_start = _group_at(layout_ptr, g, M, GROUPING, PSUM_ALIGN, UNIFORM)
         g_tiles = gl.cdiv(g_rows, BM) * num_n_blocks
     return g, g_first, g_rows, g_start
 
@@ -263,7 +279,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
               STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr,
               SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, a_flat, b_flat, KG_DESC: gl.constexpr,
-              WALK: gl.constexpr):
+              WALK: gl.constexpr, UNIFORM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
     SFA_VEC: gl.constexpr = gl.BlockedLayout([BM // 32], [32], [1], [0])
@@ -271,19 +287,21 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
     STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
                                  + (b2_desc.block_type.nbytes if SPLIT else 0))
     # Work units: output tiles, each SPLIT_K times (one unit per tile and K split).
-    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC, PSUM_ALIGN) * SPLIT_K
+    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC, PSUM_ALIGN,
+                           UNIFORM) * SPLIT_K
     it = 0
     if WALK:
         w_g, w_first = _walk_start(gl.program_id(0))
     for unit in range(gl.program_id(0), num_units, NUM_SMS):
         if WALK:
             w_g, w_first, w_rows, w_start = _walk(unit, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N,
-                                                  GROUPING, PSUM_ALIGN)
+                                                  GROUPING, PSUM_ALIGN, UNIFORM)
             group, expert, off_m, off_n, m_limit, row_end = _walk_info(unit, w_g, w_first, w_rows, w_start, M, N, BM,
                                                                        TILE_N, GROUP_M, GROUPING)
         else:
             group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-                unit // SPLIT_K, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+                unit // SPLIT_K, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC,
+                UNIFORM)
         kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, unit % SPLIT_K, SPLIT_K)
         if expert >= 0:
             a_row = off_m
@@ -497,7 +515,8 @@ def _first_block_scales(sfa_rows0, sfa_rows1, sfb_cols0, sfb_cols1, row_ok0, row
 def _next_first_scales(sfa_ptr, sfb_ptr, unit, num_units, layout_ptr, M, N, NUM_GROUPS, stride_sfa_g, stride_sfa_m,
                        stride_sfb_g, stride_sfb_n, BM: gl.constexpr, BN: gl.constexpr, TILE_N: gl.constexpr,
                        GROUP_M: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr,
-                       A_ROW0: gl.constexpr, WAVE_N: gl.constexpr, VEC: gl.constexpr, ROWS: gl.constexpr):
+                       A_ROW0: gl.constexpr, WAVE_N: gl.constexpr, VEC: gl.constexpr, ROWS: gl.constexpr,
+                       UNIFORM: gl.constexpr = False):
     """_first_block_scales of the warpgroup's work unit `unit` (zeros when there is none or it has no rows; the
     layout is read at a valid unit either way), loaded before the previous tile's epilogue, which hides their
     latency. Loaded at the tile's start instead, the first promotion waits for them. H200, M=4096, in-process A/B
@@ -506,7 +525,7 @@ def _next_first_scales(sfa_ptr, sfb_ptr, unit, num_units, layout_ptr, M, N, NUM_
     (3.5-5.3 % slower at 32 groups)."""
     group, expert, off_m, off_n, m_limit, row_end = _tile_info(
         gl.maximum(gl.minimum(unit, num_units - 1), 0), layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M,
-        GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
     return _tile_first_scales(sfa_ptr, sfb_ptr, group, expert, off_m, off_n, m_limit, unit < num_units, N,
                               stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n, BN, A_ROW0, WAVE_N, ROWS)
 
@@ -528,12 +547,13 @@ def _tile_first_scales(sfa_ptr, sfb_ptr, group, expert, off_m, off_n, m_limit, v
 def _walk_first_scales(sfa_ptr, sfb_ptr, unit, num_units, g, g_first, layout_ptr, M, N, NUM_GROUPS, stride_sfa_g,
                        stride_sfa_m, stride_sfb_g, stride_sfb_n, BM: gl.constexpr, BN: gl.constexpr,
                        TILE_N: gl.constexpr, GROUP_M: gl.constexpr, GROUPING: gl.constexpr,
-                       PSUM_ALIGN: gl.constexpr, A_ROW0: gl.constexpr, WAVE_N: gl.constexpr, ROWS: gl.constexpr):
+                       PSUM_ALIGN: gl.constexpr, A_ROW0: gl.constexpr, WAVE_N: gl.constexpr, ROWS: gl.constexpr,
+                       UNIFORM: gl.constexpr = False):
     """_next_first_scales by the walk: (the walk's state moved on to `unit`, the unit's first-block scales). The
     loop's top then finds that tile's group where the walk stopped."""
     u = gl.maximum(gl.minimum(unit, num_units - 1), 0)
     g, g_first, g_rows, g_start = _walk(u, g, g_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING,
-                                        PSUM_ALIGN)
+                                        PSUM_ALIGN, UNIFORM)
     group, expert, off_m, off_n, m_limit, row_end = _walk_info(u, g, g_first, g_rows, g_start, M, N, BM, TILE_N,
                                                                GROUP_M, GROUPING)
     sa0, sb0, x1 = _tile_first_scales(sfa_ptr, sfb_ptr, group, expert, off_m, off_n, m_limit, unit < num_units, N,
@@ -763,14 +783,16 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
               ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr,
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
-              SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr, WALK: gl.constexpr):
+              SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr, WALK: gl.constexpr,
+              UNIFORM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                    instr_shape=[16, NARROW, 32])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
-    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC, PSUM_ALIGN) * SPLIT_K
+    num_units = _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUPING, G_PAD, VEC, PSUM_ALIGN,
+                           UNIFORM) * SPLIT_K
     # This warpgroup's rows of the tile: the lower or upper half.
     A_ROW0: gl.constexpr = WG * (BM // 2)
     it = 0
@@ -786,23 +808,23 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
         w_g, w_first, f_sa0, f_sb0, f_x1 = _walk_first_scales(
             sfa_ptr, sfb_ptr, gl.program_id(0), num_units, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, stride_sfa_g,
             stride_sfa_m, stride_sfb_g, stride_sfb_n, BM, BN, TILE_N, GROUP_M, GROUPING, PSUM_ALIGN, A_ROW0, WAVE_N,
-            ROWS)
+            ROWS, UNIFORM)
     elif PREFETCH_FIRST:
         f_sa0, f_sb0, f_x1 = _next_first_scales(sfa_ptr, sfb_ptr, gl.program_id(0), num_units, layout_ptr, M, N,
                                                 NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n,
                                                 BM, BN, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, A_ROW0, WAVE_N,
-                                                VEC, ROWS)
+                                                VEC, ROWS, UNIFORM)
     for unit in range(gl.program_id(0), num_units, NUM_SMS):
         tile = unit // SPLIT_K
         split = unit % SPLIT_K
         if WALK:
             w_g, w_first, w_rows, w_start = _walk(tile, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N,
-                                                  GROUPING, PSUM_ALIGN)
+                                                  GROUPING, PSUM_ALIGN, UNIFORM)
             group, expert, off_m, off_n, m_limit, row_end = _walk_info(tile, w_g, w_first, w_rows, w_start, M, N, BM,
                                                                        TILE_N, GROUP_M, GROUPING)
         else:
             group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-                tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+                tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, split, SPLIT_K)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
@@ -877,12 +899,12 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                 w_g, w_first, f_sa0, f_sb0, f_x1 = _walk_first_scales(
                     sfa_ptr, sfb_ptr, unit + NUM_SMS, num_units, w_g, w_first, layout_ptr, M, N, NUM_GROUPS,
                     stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n, BM, BN, TILE_N, GROUP_M, GROUPING,
-                    PSUM_ALIGN, A_ROW0, WAVE_N, ROWS)
+                    PSUM_ALIGN, A_ROW0, WAVE_N, ROWS, UNIFORM)
             elif PREFETCH_FIRST:
                 f_sa0, f_sb0, f_x1 = _next_first_scales(sfa_ptr, sfb_ptr, unit + NUM_SMS, num_units, layout_ptr, M,
                                                         N, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfb_g,
                                                         stride_sfb_n, BM, BN, TILE_N, GROUP_M, GROUPING, G_PAD,
-                                                        PSUM_ALIGN, A_ROW0, WAVE_N, VEC, ROWS)
+                                                        PSUM_ALIGN, A_ROW0, WAVE_N, VEC, ROWS, UNIFORM)
             _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
                       c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
                       off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), tiles_done & 1, C_TMA)
@@ -917,7 +939,8 @@ def _fp8_gemm_ws_kernel(
         WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr, C_TMA: gl.constexpr,
         SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
         KG_DESC: gl.constexpr = False,  # K-grouped: A and B as per-group blocks, descriptors built per tile
-        WALK: gl.constexpr = False):  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
+        WALK: gl.constexpr = False,  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
+        UNIFORM: gl.constexpr = False):  # M_PSUM / MASKED: the layout's values marked warp-uniform (_warp_uniform)
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -987,16 +1010,16 @@ def _fp8_gemm_ws_kernel(
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK, UNIFORM)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
                      layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK, UNIFORM)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
                      GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr,
-                     KG_DESC, WALK)),
+                     KG_DESC, WALK, UNIFORM)),
     ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

@@ -1,0 +1,173 @@
+"""A/B of Fp8Overrides.uniform_tiles (fp8_gemm_ws._warp_uniform: the psum / masked layout's values marked
+warp-uniform, so the K loops keep ptxas's uniform datapath) on DeepGEMM's psum rows and masked-through-psum (decode)
+rows, against the shipped plan and the same psum problems in the expert-id layout, one process, one timer
+(harness.KernelTimer: kernels only, L2 flushed). Rows and tensors come from research/sweeps/sweep_moe_schedule.py
+(DeepGEMM's generators: sizes 0.7-1.3 x the expected rows, seed 0; ensure_zero_padding=False as on SM90).
+
+Variants (each checked against the dequantised reference; the uniform ones must be bit-identical to `plan`):
+  plan         the shipped plan (psum: the carried walk; decode: the per-tile scan, split 128 x 192 tiles at G=6 m=1024)
+  uni          uniform_tiles on the plan's own tile lookup
+  uni_scan     uniform_tiles with the per-tile scan (its sm_90a build spills least: 8 B, none in a K loop)
+  uni_walk     uniform_tiles with the walk
+  uni_n256     (decode rows) uniform_tiles, the scan, 128 x 256 tiles (the plan sizes decode rows by 1.2 x the
+               expected rows and picks 128 x 192 at G=6 m=1024 by a hair)
+  ids          (psum rows) the same problem in the expert-id layout on the shipped plan: the target
+
+    python research/probes/ws_uniform_ab.py [--rows psum,decode] [--reps 10]      (H200: ~2-4 min incl. compiles)
+    python research/probes/ws_uniform_ab.py --compile     (no GPU, no TRITON_INTERPRET: sm_90a K-loop facts)
+
+--compile: per variant and register budget, spilled bytes and, per innermost K loop (a backward branch around
+wgmmas), its instructions, LDL/STL, R2UR moves and uniform-datapath instructions.
+
+One line per row: each variant's us and plan / variant (> 1: faster than the plan), then the geomean per variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import math
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "sweeps"))
+
+import sweep_moe_schedule as sweep  # noqa: E402  (puts the repository and benchmarks/ first on sys.path)
+
+VARIANTS = {
+    "plan": None,
+    "uni": dict(uniform_tiles=True),
+    "uni_scan": dict(uniform_tiles=True, tile_walk=False),
+    "uni_walk": dict(uniform_tiles=True, tile_walk=True),
+    "uni_n256": dict(uniform_tiles=True, tile_walk=False, waves=2, wave_n=True, narrow=128),
+}
+PSUM_VARIANTS = ["plan", "uni", "uni_scan", "uni_walk"]
+DECODE_VARIANTS = ["plan", "uni", "uni_walk", "uni_n256"]
+# DeepGEMM's masked-through-psum rows (bench MOE_MASKED, MASKED_MAX_M rows per group), the worst (G=6 m=1024
+# N=4096 K=4096, 0.74x DeepGEMM in session 23) and its N=6144 K=7168 sibling added.
+DECODE_ROWS = [(32, 192, 6144, 7168), (32, 192, 4096, 4096), (6, 1024, 4096, 4096), (6, 1024, 6144, 7168),
+               (32, 20, 7168, 3072)]
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", default="psum,decode", help="comma-separated: psum, decode")
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--compile", action="store_true", help="sm_90a builds only (no GPU)")
+    args = parser.parse_args(argv)
+    args.rows = [r for r in args.rows.split(",") if r]
+    unknown = set(args.rows) - {"psum", "decode"}
+    if unknown:
+        parser.error(f"--rows: unknown {sorted(unknown)}")
+    return args
+
+
+# (name, compile_check_fp8.compile_ws arguments): the two-wave 128 x 256 tiles of the psum rows (G_PAD 8, gaps not
+# zeroed), the split 128 x 192 tiles of the worst decode row, and the expert-id build of the same tiles.
+COMPILE_VARIANTS = [
+    ("ids", dict(waves=2, wave_n=True, stages=4, grouping=1, g_pad=8)),
+    ("psum walk", dict(waves=2, wave_n=True, stages=4, grouping=2, zero_gaps=False, g_pad=8, walk=True)),
+    ("psum walk uniform", dict(waves=2, wave_n=True, stages=4, grouping=2, zero_gaps=False, g_pad=8, walk=True,
+                               uniform=True)),
+    ("psum scan", dict(waves=2, wave_n=True, stages=4, grouping=2, zero_gaps=False, g_pad=8)),
+    ("psum scan uniform", dict(waves=2, wave_n=True, stages=4, grouping=2, zero_gaps=False, g_pad=8, uniform=True)),
+    ("decode split scan", dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2, zero_gaps=False, g_pad=8)),
+    ("decode split scan uniform", dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2, zero_gaps=False,
+                                       g_pad=8, uniform=True)),
+]
+
+
+def compile_report():
+    for p in (os.path.join(HERE, "..", "..", "scripts"), HERE):
+        sys.path.insert(0, p)
+    from compile_check import spilled_bytes
+    from compile_check_fp8 import compile_ws
+    from ws_loop_spills import LINE, loop_spills, sass_of
+
+    from deep_gemm.gemm.fp8_plan import WS_REGISTER_BUDGETS, ws_register_budget
+    for name, cfg in COMPILE_VARIANTS:
+        spills = {}
+        for budget in WS_REGISTER_BUDGETS:
+            ck = compile_ws(consumer_regs=budget[0], producer_regs=budget[1], **cfg)
+            sass = sass_of(ck.asm["cubin"])
+            insts = [m.group(2) for m in LINE.finditer(sass)]
+            loops = loop_spills(sass)
+            inner = [lp for lp in loops if not any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
+            facts = []
+            for start, end, _, ldl, stl in inner:
+                body = insts[start:end + 1]
+                facts.append(f"{len(body)}i/{ldl}L/{stl}S/{sum('R2UR' in t for t in body)}r2ur/"
+                             f"{sum(t.split()[0].startswith('U') for t in body)}u")
+            spills[budget] = spilled_bytes(ck.asm["cubin"])
+            print(f"{name:28s} {budget} spilled {spills[budget]:4d} B  K loops {' '.join(facts)}", flush=True)
+        print(f"{name:28s} kept {ws_register_budget(lambda b: spills[b] // 4)}", flush=True)
+
+
+def tables(rows):
+    """[(name, flops, {variant: call}, check, valid)] of the requested rows (sweep_moe_schedule's row builders,
+    with this probe's variants)."""
+    sweep.VARIANTS.clear()
+    sweep.VARIANTS.update(VARIANTS)
+    out = []
+    if "psum" in rows:
+        out += list(sweep.psum_rows(PSUM_VARIANTS))
+    if "decode" in rows:
+        sweep.bench.MOE_MASKED[:] = DECODE_ROWS
+        out += list(sweep.masked_rows(DECODE_VARIANTS, True))
+    return out
+
+
+def main(argv=None):
+    args = parse(argv)
+    if args.compile:
+        compile_report()
+        return 0
+    import torch
+    torch.manual_seed(0)
+    rows = tables(args.rows)
+    timer = sweep.KernelTimer(reps=args.reps)
+    t0 = time.time()
+    errors = {}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:  # first calls: compiles and register-budget builds
+        futures = {pool.submit(fn): (name, v) for name, _, calls, _, _ in rows for v, fn in calls.items()}
+        for f in concurrent.futures.as_completed(futures):
+            if f.exception() is not None:
+                errors[futures[f]] = repr(f.exception())[:300]
+    torch.cuda.synchronize()
+    print(f"compiled in {time.time() - t0:.0f} s; {len(errors)} variant calls failed", flush=True)
+    for key, err in errors.items():
+        print(f" ! {key}: {err}")
+    ratios = {}
+    for name, flops, calls, check, valid in rows:
+        base, line = None, []
+        times = {}
+        for v, fn in calls.items():
+            if (name, v) in errors:
+                continue
+            fn()
+            diff = check()
+            out = valid().clone()
+            if v == "plan":
+                base = out
+            flag = "" if diff < sweep.bench.CORRECTNESS_LIMIT else "!WRONG"
+            if v not in ("plan", "ids") and base is not None and not torch.equal(out, base):
+                flag += "!DIFF"  # (uni_n256 changes the tile width: its bits may differ only by tile order: none)
+            times[v] = min(timer(fn), timer(fn))
+            line.append(f"{v} {times[v]:7.1f}{flag}")
+        rel = {v: times["plan"] / t for v, t in times.items() if "plan" in times}
+        for v, r in rel.items():
+            ratios.setdefault((name.split()[0], v), []).append(r)
+        print(f"{name:36s} " + "  ".join(line) + "  | plan/x: " + " ".join(f"{v} {r:.3f}" for v, r in rel.items()
+                                                                          if v != "plan"), flush=True)
+    print("geomean plan / variant:")
+    for (kind, v), rs in sorted(ratios.items()):
+        if v != "plan":
+            gm = math.exp(sum(map(math.log, rs)) / len(rs))
+            print(f"  {kind:12s} {v:9s} {gm:.3f}x over {len(rs)} rows (min {min(rs):.3f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
