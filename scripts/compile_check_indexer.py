@@ -5,7 +5,6 @@ shared memory, SASS counts and layout conversions per variant. Run without TRITO
     python scripts/compile_check_indexer.py --ttgir     # also count convert_layout ops in the TTGIR
     python scripts/compile_check_indexer.py --only-persistent   # only the persistent paged kernel's variants
     python scripts/compile_check_indexer.py --ws        # only the warp-specialised prefill kernel (--json: as JSON)
-    python scripts/compile_check_indexer.py --loops     # prefill key loops: SASS instructions and CTA barriers
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: 
 
 
 def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32",
-                    cols=128, fma_relu=False, interior=False, maxnreg=None, store_direct=False):
+                    cols=128, fma_relu=False, interior=False, maxnreg=None):
     from deep_gemm.attention.kernels import _fp8_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_desc": f"tensordesc<fp8e4nv[{cols}, {d}]>" if tma else "*fp8e4nv",
@@ -42,8 +41,7 @@ def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=
            "out_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"]})
     constexprs = dict(H=h, D=d, BQ=cols // h, BLOCK_KV=block_kv, NUM_STAGES=stages, USE_TMA=tma, IS_FP4=fp4,
-                      FP4_DOT_BF16=True, COMPRESSED=compressed, FMA_RELU=fma_relu, INTERIOR=interior,
-                      STORE_DIRECT=store_direct)
+                      FP4_DOT_BF16=True, COMPRESSED=compressed, FMA_RELU=fma_relu, INTERIOR=interior)
     return _compile(fn, sig, constexprs, warps, stages, maxnreg)
 
 
@@ -83,47 +81,6 @@ def report(name, cfg, ck, ttgir=False):
     print(line, flush=True)
 
 
-def loop_counts(cubin: bytes) -> list[dict]:
-    """SASS of each key loop (a backward branch over a wgmma; the mbarrier spin loops are left out): instructions,
-    CTA barriers (BAR.SYNC) and the opcodes the issue-bound loop spends its slots on."""
-    import re
-    import subprocess
-    import tempfile
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        sass = subprocess.run([tool, "--dump-sass", f.name], capture_output=True, text=True).stdout
-    code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", sass)]
-    loops = []
-    for addr, text in code:
-        branch = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", text)
-        if not branch or int(branch.group(1), 16) >= addr:
-            continue
-        ops = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for a, t in code if int(branch.group(1), 16) <= a <= addr]
-        wgmma = sum(o.startswith(("QGMMA", "HGMMA")) for o in ops)
-        if wgmma and len(ops) < 600:  # one key block's body (longer spans are prologue/epilogue branches)
-            loops.append(dict(n=len(ops), **{k: sum(o.startswith(k) for o in ops) for k in
-                                             ("BAR.SYNC", "STS", "LDS", "SHFL", "LDGSTS", "STG", "FMNMX", "FFMA",
-                                              "ISETP", "SEL", "R2UR")}))
-    return loops
-
-
-# Prefill variants whose key loops --loops reports (the defaults, then the store_direct lever on each).
-LOOP_VARIANTS = [dict(), dict(store_direct=True), dict(interior=True, maxnreg=128),
-                 dict(interior=True, maxnreg=128, store_direct=True),
-                 dict(interior=True, maxnreg=128, compressed=True),
-                 dict(interior=True, maxnreg=128, compressed=True, store_direct=True),
-                 dict(interior=True, maxnreg=128, out="bf16", store_direct=True),
-                 dict(interior=True, maxnreg=128, fma_relu=True, store_direct=True)]
-
-if __name__ == "__main__" and "--loops" in sys.argv:
-    for cfg in LOOP_VARIANTS:
-        ck = compile_prefill(**cfg)
-        print("prefill", cfg, resource_usage(ck.asm["cubin"]).split(" STACK")[0], loop_counts(ck.asm["cubin"]),
-              flush=True)
-    sys.exit(0)
-
 if __name__ == "__main__" and "--only-persistent" not in sys.argv and "--ws" not in sys.argv:
     ttgir = "--ttgir" in sys.argv
     for cfg in [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
@@ -133,9 +90,7 @@ if __name__ == "__main__" and "--only-persistent" not in sys.argv and "--ws" not
                 dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2),
                 dict(fma_relu=True), dict(interior=True), dict(fma_relu=True, interior=True),
                 dict(fma_relu=True, interior=True, maxnreg=128), dict(fma_relu=True, interior=True, compressed=True),
-                dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2),
-                dict(store_direct=True), dict(interior=True, maxnreg=128, store_direct=True),
-                dict(interior=True, maxnreg=128, store_direct=True, compressed=True, out="bf16")]:
+                dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2)]:
         report("prefill", cfg, compile_prefill(**cfg), ttgir)
     for cfg in [dict(), dict(out="bf16")]:
         report("clean", cfg, compile_clean(**cfg), ttgir)

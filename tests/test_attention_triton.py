@@ -178,8 +178,7 @@ def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypat
     # fma_relu computes the same products ((s + |s|) * w/2 == max(s, 0) * w exactly) and interior only drops tests
     # that hold inside every window: every output bit equals the default's. Windows: causal (the interior loop runs
     # most blocks), context-parallel chunks starting mid-block, random (mostly no interior), and KV splits (parts end
-    # mid-window); odd S leaves a last query block with a query past S (no interior there). store_direct stores the
-    # same values at the same addresses from another register layout (SK = 300: a partial last key block).
+    # mid-window); odd S leaves a last query block with a query past S (no interior there).
     s, sk, h, d = 9, 300, 32, 64
     if windows == "splits":
         monkeypatch.setattr(triton_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
@@ -199,36 +198,9 @@ def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypat
         written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
     assert written.any()
     for cfg in (triton_launch.PrefillConfig(fma_relu=True), triton_launch.PrefillConfig(interior=True),
-                triton_launch.PrefillConfig(fma_relu=True, interior=True), triton_launch.PrefillConfig(store_direct=True),
-                triton_launch.PrefillConfig(interior=True, max_registers=128, store_direct=True)):
+                triton_launch.PrefillConfig(fma_relu=True, interior=True)):
         other = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32, config=cfg).cpu()
         assert torch.equal(other[written], base[written]), cfg
-
-
-@pytest.mark.parametrize("max_k", [0, 70])
-def test_prefill_store_direct_bf16_logits_give_the_same_bits(max_k):
-    # BF16 logits at H = 64 (two queries per block): the cast and the -inf of the tested blocks go through the
-    # transposed store too. make_mqa's windows are random (some empty or past SK); SK = 130: a partial key block.
-    args, _ = make_mqa(MqaCase(5, 130, 64, 32, logits=torch.bfloat16))
-    clean = max_k == 0
-    base = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.bfloat16).cpu()
-    ks, ke = args[5].cpu().long(), args[6].cpu().long()
-    written = torch.ones_like(base, dtype=torch.bool)
-    if max_k:
-        key = ks[:, None] + torch.arange(max_k)[None, :]
-        written = (key >= ks.clamp(min=0)[:, None]) & (key < ke.clamp(max=130)[:, None])
-    for cfg in (triton_launch.PrefillConfig(store_direct=True),
-                triton_launch.PrefillConfig(interior=True, store_direct=True)):
-        other = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.bfloat16, config=cfg).cpu()
-        assert torch.equal(other[written].view(torch.int16), base[written].view(torch.int16)), cfg
-
-
-def test_prefill_config_store_direct_is_validated():
-    assert not triton_launch.PrefillConfig().store_direct  # opt-in: the default kernel is unchanged
-    assert triton_launch.PrefillConfig(store_direct=True).store_direct
-    for bad in (1, "yes", None):
-        with pytest.raises(ValueError, match="store_direct must be a bool"):
-            triton_launch.PrefillConfig(store_direct=bad)
 
 
 # ---- paged (interpreter) ---------------------------------------------------------------------------------------
@@ -448,26 +420,6 @@ GPU_WS_CASES = [  # (S, SK, H, D, windows, logits dtype): odd S (a last query bl
     (257, 3000, 32, 64, "causal", torch.bfloat16), (64, 777, 16, 32, "ragged", torch.float32),
     (200, 2048, 128, 128, "causal", torch.float32), (2048, 8192, 64, 128, "causal", torch.float32),
 ]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("s,sk,h,d,kind,dtype", GPU_WS_CASES,
-                         ids=[f"s{s}-sk{sk}-h{h}-d{d}-{k}-{str(t)[6:]}" for s, sk, h, d, k, t in GPU_WS_CASES])
-def test_gpu_prefill_store_direct_gives_the_default_bits(s, sk, h, d, kind, dtype):
-    """PrefillConfig(store_direct=True) on top of the default tile (interior loop and register cap at H >= 32) and
-    of the plain one: the same bits as the default, clean and compressed (inside the windows)."""
-    q, kv, w, ks, ke = _ws_inputs(s, sk, h, d, kind)
-    default = triton_launch.prefill_config(h, d, False)
-    variants = [dataclasses.replace(default, store_direct=True), triton_launch.PrefillConfig(store_direct=True)]
-    want = _prefill_with(default, q, kv, w, ks, ke, True, 0, dtype)
-    max_k = 300
-    want_c = _prefill_with(default, q, kv, w, ks, ke, False, max_k, dtype)
-    key = ks.long()[:, None] + torch.arange(max_k, device="cuda")[None, :]
-    inside = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
-    for cfg in variants:
-        assert_bitwise_equal(_prefill_with(cfg, q, kv, w, ks, ke, True, 0, dtype), want, str(cfg))
-        got_c = _prefill_with(cfg, q, kv, w, ks, ke, False, max_k, dtype)
-        assert torch.equal(got_c[inside], want_c[inside]), cfg
 
 
 def _ws_windows(s, sk, kind, g):

@@ -88,7 +88,7 @@ def _head_weighted_sum(scores, weights, BLOCK_KV: tl.constexpr, ROWS: tl.constex
 def _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK, max_k,
                    D: tl.constexpr, BQ: tl.constexpr, H: tl.constexpr, BLOCK_KV: tl.constexpr, USE_TMA: tl.constexpr,
                    IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, COMPRESSED: tl.constexpr,
-                   FMA_RELU: tl.constexpr, MASKED: tl.constexpr, STORE_DIRECT: tl.constexpr = False):
+                   FMA_RELU: tl.constexpr, MASKED: tl.constexpr):
     """Keys k0 .. k0 + BLOCK_KV against the program's BQ queries: logits stored. MASKED=False: the block lies inside
     every query's window, inside SK and (compressed) inside max_k columns, so no key or window test is made (the
     caller's interior range guarantees it)."""
@@ -114,8 +114,6 @@ def _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke,
         column = keys[:, None] - ks_raw[None, :]
     else:
         column = keys[:, None] + 0 * ks[None, :]
-    ptrs = out_rows[None, :] + column
-    mask = None
     if MASKED:
         inside = (keys[:, None] >= ks[None, :]) & (keys[:, None] < ke[None, :])
         logits = tl.where(inside, logits, float("-inf"))
@@ -123,16 +121,9 @@ def _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke,
             mask = inside & (column < max_k)
         else:
             mask = key_ok[:, None] & query_ok[None, :]
-    values = logits.to(out_rows.dtype.element_ty)
-    if STORE_DIRECT:
-        # Store [BQ, BLOCK_KV] with no contiguity claimed: the coalescing pass then spreads each warp's lanes over
-        # the (query, key) pairs of the warp's own 16 rows of the MMA tile (the rows its reduction left it), so the
-        # layout change before the store stays inside the warp (no CTA barrier); 64-byte row segments, merged in L2.
-        ptrs = tl.max_contiguous(tl.trans(ptrs), [1, 1])
-        values = tl.trans(values)
-        if MASKED:
-            mask = tl.trans(mask)
-    tl.store(ptrs, values, mask=mask)
+        tl.store(out_rows[None, :] + column, logits.to(out_rows.dtype.element_ty), mask=mask)
+    else:
+        tl.store(out_rows[None, :] + column, logits.to(out_rows.dtype.element_ty))
 
 
 @triton.jit(do_not_specialize=["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"],
@@ -147,7 +138,7 @@ def _fp8_mqa_logits_kernel(
         S, SK, stride_w, stride_out, max_k, num_q_blocks,
         H: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BLOCK_KV: tl.constexpr, NUM_STAGES: tl.constexpr,
         USE_TMA: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, COMPRESSED: tl.constexpr,
-        FMA_RELU: tl.constexpr = False, INTERIOR: tl.constexpr = False, STORE_DIRECT: tl.constexpr = False):
+        FMA_RELU: tl.constexpr = False, INTERIOR: tl.constexpr = False):
     """Program (p, c): the block of BQ = 128 / H queries num_q_blocks - 1 - p against part c of the KV blocks that
     meet some of its queries' windows (the parts split that range evenly, in BLOCK_KV steps, so short problems still
     fill the SMs; each output element is still written by one program).
@@ -159,9 +150,7 @@ def _fp8_mqa_logits_kernel(
     64-key block, the ALU pipe the busiest): FMA_RELU computes relu(s) * w as (s + |s|) * (w / 2) on the FMA pipe
     instead of a min/max on the ALU pipe (the same products: s + |s| is 2s or 0 exactly); INTERIOR runs the blocks
     inside every query's window in a second loop without key, window and column tests (causal prefill: all but the
-    last one or two blocks of a part); STORE_DIRECT stores the logits from a layout that only the warp's own lanes
-    exchange, instead of a coalescing conversion through shared memory between CTA barriers (sm_90a: 4 -> 3
-    bar.sync per key block, scripts/compile_check_indexer.py --loops)."""
+    last one or two blocks of a part)."""
     BN: tl.constexpr = BQ * H
     q_block = num_q_blocks - 1 - tl.program_id(0)
     q0 = q_block * BQ
@@ -216,21 +205,18 @@ def _fp8_mqa_logits_kernel(
             in_hi = hi
         for k0 in tl.range(in_lo, in_hi, BLOCK_KV, num_stages=NUM_STAGES):
             _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK,
-                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, False,
-                           STORE_DIRECT)
+                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, False)
         # The other blocks, tested key by key: those before in_lo, then those from in_hi to hi.
         before = tl.cdiv(tl.minimum(in_lo, hi) - lo, BLOCK_KV)
         edge_blocks = before + tl.cdiv(hi - in_hi, BLOCK_KV)
         for j in tl.range(0, edge_blocks, num_stages=NUM_STAGES):
             k0 = tl.where(j < before, lo + j * BLOCK_KV, in_hi + (j - before) * BLOCK_KV)
             _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK,
-                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True,
-                           STORE_DIRECT)
+                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True)
     else:
         for k0 in tl.range(lo, hi, BLOCK_KV, num_stages=NUM_STAGES):
             _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK,
-                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True,
-                           STORE_DIRECT)
+                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True)
 
 
 @triton.jit(do_not_specialize=["cols", "stride_out", "cols_per_program"],

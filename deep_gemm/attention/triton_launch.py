@@ -50,9 +50,7 @@ class PrefillConfig:
 
     Instruction levers (the kernel is issue-bound, see _fp8_mqa_logits_kernel): ``fma_relu`` moves the relu to the
     FMA pipe (same products), ``interior`` runs the blocks inside every window without per-key tests,
-    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4), ``store_direct``
-    stores the logits through a warp-local layout change instead of a CTA-wide one (one CTA barrier fewer per key
-    block; the same values in the same places, so every output bit is the default's; opt-in until timed).
+    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4).
 
     ``ws=True``: the warp-specialised Gluon kernel (attention/prefill_ws.py: a TMA producer warp, ``ws_consumers``
     math warpgroups taking alternate 64-key blocks, one persistent CTA per SM, a ring of ``num_stages`` KV stages
@@ -70,12 +68,6 @@ class PrefillConfig:
     max_registers: int | None = None
     ws: bool = False
     ws_consumers: int = 2
-    store_direct: bool = False
-
-    def __post_init__(self):
-        # A kernel constexpr: anything but a bool would compile (or cache) a variant nobody asked for.
-        if not isinstance(self.store_direct, bool):
-            raise ValueError(f"PrefillConfig.store_direct must be a bool, not {self.store_direct!r}")
 
 
 @dataclass(frozen=True)
@@ -257,7 +249,7 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
         args = (q_desc, kv_desc, q_rows, q_sf_arg, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
                 seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
                 num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
-                compressed, cfg.fma_relu, cfg.interior, cfg.store_direct)
+                compressed, cfg.fma_relu, cfg.interior)
         config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype)
         launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits",
                config_key=config_key, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
