@@ -351,8 +351,8 @@ def test_psum_layout_is_stored_by_tma_with_or_without_zero_padding():
 def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
     """Fp8Overrides.tile_walk asks the warp-specialised kernel for the carried tile walk (fp8_gemm_ws._walk); the
     plan gives it to psum and masked layouts (the only ones whose tiles are enumerated per group) and to no other,
-    and the default is fp8_plan.TILE_WALK's per layout (the walk on psum contiguous only, as measured 2026-12-02;
-    the decode form and masked layouts keep the scan)."""
+    and the default is fp8_plan.TILE_WALK's per layout (the walk on psum contiguous, measured 2026-12-02, and on its
+    decode form, measured 2026-12-03 with warp-uniform tiles; masked layouts keep the scan)."""
     from deep_gemm.gemm import fp8_plan
     from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
     walk, scan = Fp8Overrides(tile_walk=True), Fp8Overrides(tile_walk=False)
@@ -369,9 +369,10 @@ def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
         assert p_default.ws.walk == (fp8_plan.TILE_WALK.get(kind, False) and p_default.ws.waves == 2)
         # the walk changes nothing else of the plan
         assert p_walk.grid == p_scan.grid and p_walk.ws.tile_n == p_scan.ws.tile_n
-    # the measured decision: psum contiguous walks (two-wave tiles), its decode form and masked layouts scan
+    # the measured decision: psum contiguous and its decode form walk (two-wave tiles), masked layouts scan
     assert plan(calls["m_psum"]).ws.walk and plan(calls["m_psum"]).ws.waves == 2
-    assert not plan(calls["m_psum_decode"]).ws.walk and not plan(calls["masked"]).ws.walk
+    assert plan(calls["m_psum_decode"]).ws.walk and plan(calls["m_psum_decode"]).ws.waves == 2
+    assert not plan(calls["masked"]).ws.walk
     # a psum call on one-wave tiles (too few tiles for two waves) keeps the scan by default
     small = Fp8Call(GROUPING["m_psum"], 2 * 128, 576, 7168, 2, 132)
     assert plan(small).ws.waves == 1 and not plan(small).ws.walk and plan(small, walk).ws.walk

@@ -129,17 +129,31 @@ def test_plan_matches_sweep(m, k, splits):
 PLAN_CASES = list(itertools.product((1, 13, 137, 4096, 8192), (8, 24, 64, 128), (7168, 28672), (1, 16)))
 
 
+def test_unsplit_short_rows_take_16_row_blocks():
+    """The 2026-12-03 sweep: unsplit calls up to M = 160 stream A in 16-row blocks; DeepGEMM's 16-split rows at
+    M = 137 keep 64-row blocks (hc_plan.SHORT_ROWS_MAX_M)."""
+    for m in (1, 13, 32, 64, 137, 160):
+        assert hc_plan.plan(m, 24, 7168, 1, 132).block_m == 16
+    assert hc_plan.plan(137, 24, 7168, 16, 132).block_m == 64
+    assert hc_plan.plan(161, 24, 7168, 1, 132).block_m == 64
+    assert hc_plan.plan(137, 128, 7168, 1, 132).block_m == 64  # N > 64: 16-row blocks spill
+
+
 @pytest.mark.parametrize("m,n,k,splits", PLAN_CASES)
 def test_plan_rules(m, n, k, splits):
     cfg = hc_plan.plan(m, n, k, splits, 132)
     assert cfg.block_n >= n and cfg.block_n >= 16
-    assert cfg.block_m == hc_plan.block_m_for(m, cfg.block_n)
+    assert cfg.block_m == hc_plan.block_m_for(m, cfg.block_n, splits)
     stage_bytes = cfg.block_m * BLOCK_K * 2 + cfg.block_n * BLOCK_K * 4
     assert hc_plan.MIN_STAGES <= cfg.stages <= hc_plan.MAX_STAGES
     assert cfg.stages * stage_bytes <= hc_plan.SMEM_ONE_PROGRAM
     tiles = -(-m // cfg.block_m) * splits
     if cfg.sub > 1:
-        assert tiles * cfg.sub <= hc_plan.PROGRAMS_PER_SM * 132, "sub-splits only fill idle program slots"
+        fill = hc_plan.PROGRAMS_PER_SM * 132 // tiles
+        # sub-splits only fill idle program slots, rounded to whole reduction rounds above one round
+        assert cfg.sub <= max(fill, cfg.red_chunk * round(fill / cfg.red_chunk)), "sub-splits fill idle slots"
+        assert cfg.sub <= cfg.red_chunk or cfg.sub % cfg.red_chunk == 0 or cfg.sub == (k // BLOCK_K) // splits // \
+            hc_plan.MIN_K_BLOCKS_PER_SUB
         assert (k // BLOCK_K) // splits // cfg.sub >= hc_plan.MIN_K_BLOCKS_PER_SUB
         assert cfg.block_n <= hc_plan.MAX_BLOCK_N_WITH_SUB
         assert cfg.red_chunk * cfg.block_m * cfg.block_n <= hc_plan.REDUCTION_TILE_ELEMS or cfg.red_chunk == 1

@@ -105,9 +105,12 @@ K_GROUPED_DEVICE_DESCRIPTORS = True
 # Per layout (tile_walk_layout), on only where the GPU measured it (research/sweeps/sweep_moe_schedule.py, H200,
 # measured 2026-12-02, research/results/2026-12-02-h200-s23-call2/moe/sweep.log): psum contiguous G=8 M=33464
 # N=4096 K=2048, plan 549.5 / 550.1 us, walk 522.9 / 524.9 us (+4.9 %, bit-identical; that run's row labelled K=4096
-# timed the same K=2048 tensors, a harness bug fixed since). The decode form (expected_m_for_psum_layout) and masked
-# layouts stay on the scan until a valid sweep row measures them. Fp8Overrides.tile_walk forces either.
-TILE_WALK = {"m_psum": True, "m_psum_decode": False, "masked": False}
+# timed the same K=2048 tensors, a harness bug fixed since). The decode form (expected_m_for_psum_layout) walks since
+# its tiles are warp-uniform (UNIFORM_TILES): research/probes/ws_uniform_ab.py, H200 2026-12-03, five of DeepGEMM's
+# decode rows, the uniform walk 1.052x geomean over the uniform scan's 1.029x against the old plan (every row
+# faster: G=6 m=1024 N=4096 K=4096 232.9 -> 209.5 us). Masked layouts stay on the scan (not measured).
+# Fp8Overrides.tile_walk forces either.
+TILE_WALK = {"m_psum": True, "m_psum_decode": True, "masked": False}
 # Psum and masked layouts on the warp-specialised kernel: mark the values read from the layout (the tile count, the
 # tile's group, its rows and first row) warp-uniform for ptxas (fp8_gemm_ws._warp_uniform, one redux.sync each).
 # Unmarked, the device-computed tile count is a per-lane value as far as ptxas knows, so the persistent tile loop
@@ -118,8 +121,11 @@ TILE_WALK = {"m_psum": True, "m_psum_decode": False, "masked": False}
 # spills 32 bytes at (240, 32), 4 of its loads inside a K loop; the decode form's split 128 x 192 scan build, 247 /
 # 242 with 32 R2UR and 40-80 bytes spilled, becomes 206 / 204 with none (research/probes/ws_uniform_ab.py --compile,
 # 2026-12-03).
-# Results are the same bits either way. Off until the GPU measures it; Fp8Overrides.uniform_tiles forces either.
-UNIFORM_TILES = False
+# Results are the same bits either way (checked bit for bit on the GPU). On: H200 2026-12-03, one process
+# (research/results/2026-12-03-h200-s27-call2/ws_uniform_ab.log), DeepGEMM's four psum rows 1.053x geomean faster
+# (2773 -> 2515, 1343 -> 1298, 1009 -> 972, 532 -> 512 us; the expert-id layout of the same problems: 1.084x), the
+# five decode rows 1.029x (1.052x with the walk). Fp8Overrides.uniform_tiles forces either.
+UNIFORM_TILES = True
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 

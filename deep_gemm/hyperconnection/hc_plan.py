@@ -4,7 +4,8 @@
 The op is memory-bound on A (BF16 [M, K]); B (FP32 [N, K], N <= 128) is re-read from L2 by every row block. What
 decides the speed is how many SMs stream A at once and how deep each one's pipeline is:
 
-* one row block of BM rows per program (BM 16 / 32 / 64 by M: small M wastes no MMA rows; BM = 64 is one wgmma);
+* one row block of BM rows per program (BM 16 / 32 / 64 by M: small M wastes no MMA rows; BM = 64 is one wgmma;
+  unsplit calls up to SHORT_ROWS_MAX_M rows take BM = 16 so that more programs stream A);
 * output splits (the caller's ``num_splits``, else 1) x row blocks = tiles. Where the tiles do not give every SM
   ``PROGRAMS_PER_SM`` programs (decode sizes, e.g. M = 13 has one row block: DeepGEMM runs it on one SM; M = 8192
   has 128 row blocks for 132 SMs), each tile's K range is cut again into at most ``MAX_SUB`` sub-splits of at
@@ -49,6 +50,12 @@ REDUCTION_TILE_ELEMS = 8192
 MAX_RED_CHUNK = 16
 # The widest B tile: the sub-split reduction of a [64, 128] tile spills, so N > 64 runs without sub-splits.
 MAX_BLOCK_N_WITH_SUB = 64
+# Unsplit calls up to this M take 16-row blocks (more programs stream A, and a 16-row block runs mma.sync without
+# the 64-row wgmma's operand staging): H200 sweep, 2026-12-03 (research/results/2026-12-03-h200-s27-call2/
+# hc_sweep.log), against 64-row blocks: M = 137, K = 7168 10.5 -> 8.0 us, K = 7680 11.6 -> 9.4, K = 28672 17.7 ->
+# 14.3; M = 64, K = 7168 10.2 -> 7.3, K = 28672 17.2 -> 11.7 (32-row blocks: in between). With DeepGEMM's
+# num_splits = 16 the 64-row blocks stay: 16-row ones measured 2-20 % slower at M = 137.
+SHORT_ROWS_MAX_M = 160
 # Grid x dimension limit (programs in one launch).
 MAX_PROGRAMS = 2**31 - 1
 
@@ -71,21 +78,28 @@ class HcConfig:
         return self.sub > 1
 
 
-def block_m_for(m: int, bn: int = 32) -> int:
+def block_m_for(m: int, bn: int = 32, splits: int = 1) -> int:
     # (a [16, 128] tile spills on the mma.sync path: N > 64 starts at 32 rows)
-    return (16 if m <= 16 and bn <= 64 else 32) if m <= 32 else 64
+    if bn <= 64 and (m <= 16 or (splits == 1 and m <= SHORT_ROWS_MAX_M)):
+        return 16
+    return 32 if m <= 32 else 64
 
 
 def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
     """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs."""
     bn = max(16, next_pow2(n))
-    bm = block_m_for(m, bn)
+    bm = block_m_for(m, bn, splits)
     num_kb = k // BLOCK_K
     tiles = -(-m // bm) * splits
     red_chunk = max(1, min(MAX_RED_CHUNK, REDUCTION_TILE_ELEMS // (bm * bn)))
     sub = 1
     if tiles < PROGRAMS_PER_SM * num_sms and bn <= MAX_BLOCK_N_WITH_SUB:
-        sub = max(1, min(PROGRAMS_PER_SM * num_sms // tiles, (num_kb // splits) // MIN_K_BLOCKS_PER_SUB, MAX_SUB))
+        most = min((num_kb // splits) // MIN_K_BLOCKS_PER_SUB, MAX_SUB)
+        sub = max(1, min(PROGRAMS_PER_SM * num_sms // tiles, most))
+        if sub > red_chunk:
+            # whole reduction rounds: a last round of one partial costs a round trip to L2 (M = 13, K = 7680: 17
+            # sub-splits 8.3 us, 16 7.3, same sweep)
+            sub = min(most, red_chunk * round(sub / red_chunk))
     programs = tiles * sub
     stage_bytes = bm * BLOCK_K * 2 + bn * BLOCK_K * 4
     budget = SMEM_ONE_PROGRAM if programs <= num_sms else SMEM_TWO_PROGRAMS
