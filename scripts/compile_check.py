@@ -197,8 +197,9 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
 
 
 def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
-                      a_k_major=True, b_k_major=True, tail=0):
-    """The BF16 GEMM kernel (kernels/bf16_gemm.py) for one config, as bf16_triton._execute launches it."""
+                      a_k_major=True, b_k_major=True, tail=0, zero_gaps=True):
+    """The BF16 GEMM kernel (kernels/bf16_gemm.py) for one config, as bf16_triton._execute launches it (``zero_gaps``:
+    ZERO_GAPS, the psum layout's gap rows zeroed or left untouched)."""
     from deep_gemm.gemm.kernels.bf16_gemm import _bf16_gemm_kernel as fn
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     a_block = [bm, bk] if a_k_major else [bk, bm]
@@ -212,7 +213,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
                                    "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM", "FIRST_ITEM"]})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
-                      GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=True, HAS_C=has_c, D_TMA=d_tma,
+                      GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=zero_gaps, HAS_C=has_c, D_TMA=d_tma,
                       A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
@@ -231,6 +232,8 @@ BF16_CONFIGS = [
     dict(bm=16, bn=128, bk=128, warps=4, stages=6, has_c=True),
     dict(bm=128, bn=256, warps=8, stages=3, grouping=1), dict(bm=128, bn=256, warps=8, stages=3, grouping=2,
                                                               b_k_major=False),
+    # Psum with gaps left untouched (DeepGEMM's SM90 default): pointer stores, so 128 x 128.
+    dict(bm=128, bn=128, warps=8, stages=6, grouping=2, d_tma=False, zero_gaps=False),
     dict(bm=32, bn=128, bk=128, warps=4, stages=4, grouping=3, d_tma=False),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
@@ -271,9 +274,10 @@ if __name__ == "__main__" and "--bf16" in sys.argv:
 
 
 def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, has_c=False,
-                         out="bfloat16", consumer_regs=232, producer_regs=40, tail=0):
+                         out="bfloat16", consumer_regs=232, producer_regs=40, tail=0, zero_gaps=True, uniform=False):
     """The warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config (``tail``: its TAIL_N columns,
-    B and D blocks of their own as bf16_triton._execute_ws passes them)."""
+    B and D blocks of their own as bf16_triton._execute_ws passes them; ``zero_gaps`` / ``uniform``: its ZERO_GAPS
+    and UNIFORM, the psum layout's gap rows zeroed and its layout values marked warp-uniform)."""
     from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
     from triton.experimental.gluon._runtime import GluonASTSource
     b_block = [bn, bk] if b_k_major else [bk, bn]
@@ -281,12 +285,13 @@ def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True
     sig = {"a_desc": gluon_desc_sig([128, bk] if a_k_major else [bk, 128], "bfloat16"),
            "b_desc": gluon_desc_sig(b_block, "bfloat16"), "b2_desc": gluon_desc_sig(b2_block, "bfloat16"),
            "d_desc": gluon_desc_sig([64, bn], out), "d2_desc": gluon_desc_sig([64, tail or bn], out),
-           "c_desc": gluon_desc_sig([64, bn], out), "layout_ptr": "*i32"}
+           "c_desc": gluon_desc_sig([64, bn], out), "layout_ptr": "*i32",
+           "d_ptr": "*" + {"bfloat16": "bf16", "float32": "fp32"}[out], "stride_dm": "i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"]})
     constexprs = dict(BM=128, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
                       B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c, TAIL_N=tail,
                       CONSUMER_REGS=consumer_regs,
-                      PRODUCER_REGS=producer_regs)
+                      PRODUCER_REGS=producer_regs, ZERO_GAPS=zero_gaps, UNIFORM=uniform)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
@@ -300,7 +305,12 @@ BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, 
                    # Tiles 128 + tail wide (bf16_plan._ws_config's rings: 5, 5 and 4 stages): 144 = N 576 / 4,
                    # 192 = N 2112 / 11.
                    dict(bn=128, stages=5, tail=16), dict(bn=128, stages=5, tail=32), dict(bn=128, stages=4, tail=64),
-                   dict(bn=128, stages=5, tail=16, a_k_major=False, b_k_major=False)]
+                   dict(bn=128, stages=5, tail=16, a_k_major=False, b_k_major=False),
+                   # Psum with gaps left untouched (TMA for whole slabs, pointers for a group's end), its layout
+                   # values marked warp-uniform or not (Bf16Overrides.ws / uniform_tiles).
+                   dict(bn=256, stages=3, grouping=2, zero_gaps=False),
+                   dict(bn=256, stages=3, grouping=2, zero_gaps=False, uniform=True),
+                   dict(bn=128, stages=6, grouping=2, zero_gaps=False, uniform=True, b_k_major=False)]
 
 def partition_registers(cubin: bytes) -> list[tuple[int, int]]:
     """(setmaxnreg budget, highest register used + 1) of each warp-specialised partition whose code follows its

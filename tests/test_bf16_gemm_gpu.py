@@ -364,6 +364,36 @@ def test_warp_specialised_m_grouped_opt_in(layout, psum, ms, n, k, bn):
         assert torch.all(d[~valid] == 0), "padding and gap rows are stored as zeros"
 
 
+@pytest.mark.parametrize("uniform", [False, True])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("ms,spare,n,k,bn", [([100, 0, 8000, 3], 256, 576, 3072, 256),
+                                             ([300, 5000, 1], 0, 4096, 2048, 256),
+                                             ([256, 5000, 64], 128, 1000, 1024, 128)])
+def test_warp_specialised_psum_with_untouched_gaps(layout, uniform, ms, spare, n, k, bn):
+    """The Gluon WS kernel forced on the psum layout with gap rows left untouched (DeepGEMM's SM90 default): group
+    ends inside either 64-row slab of a tile, on a slab edge and on a tile edge, an empty group, ``spare`` rows of A
+    and D past every group (tiles without a group), N not a multiple of the tile. Every bit equals the default plan's
+    (the tl.* kernel: the same wgmma K order in FP32), gap rows keep their sentinel; with and without the layout's
+    values marked warp-uniform."""
+    a, b, ends, ref, starts = _contiguous(len(ms), ms, n, k, psum=True)
+    a = torch.cat([a, _rand(spare, k)])
+    b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
+    outs = []
+    for over in (Bf16Overrides(ws=False), Bf16Overrides(ws=True, block_n=bn, uniform_tiles=uniform)):
+        for _ in range(2):  # the second call replays the recorded launch
+            d = torch.full((a.size(0), n), 7.0, device="cuda", dtype=BF16)
+            run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b_arg, d, ends, "nk", True, False,
+                       overrides=over)
+        outs.append(d)
+    valid = torch.zeros(a.size(0), dtype=torch.bool, device="cuda")
+    for s, mg in zip(starts, ms):
+        valid[s:s + mg] = True
+        if mg:
+            assert calc_diff(outs[1][s:s + mg], ref[s:s + mg]) < TOL
+    assert torch.all(outs[1][~valid] == 7.0), "gap rows and rows past every group are left untouched"
+    assert torch.equal(outs[0], outs[1])
+
+
 @pytest.mark.parametrize("out", [BF16, torch.float32])
 @pytest.mark.parametrize("c_kind", ["d", "distinct"])
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (300, 1000, 200, 128), (4096, 7168, 2048, 128)])

@@ -430,6 +430,72 @@ def test_plan_warp_specialised_only_where_it_covers():
         assert cfg.num_stages >= 3 and smem <= 232448 - 2048
 
 
+def test_plan_runs_psum_with_untouched_gaps_on_the_warp_specialised_kernel_when_asked(monkeypatch):
+    """DeepGEMM's SM90 psum calls leave gap rows untouched: the WS kernel covers them where D's rows are TMA-aligned
+    (whole slabs by TMA, the slab holding a group's end by pointers), when forced (ws=True) or, once measured, by
+    default (AUTO_WS_PSUM); never where D may not be TMA-stored."""
+    untouched = call("m_psum", m=33464, n=4096, k=2048, groups=8, zero_gaps=False, d_aligned=True)
+    untouched = replace(untouched, d_tma=False)  # (as the launcher builds it: no whole-tile TMA store)
+    ws = Bf16Overrides(ws=True)
+    assert bf16_plan.plan(untouched).kernel == ("ws" if bf16_plan.AUTO_WS_PSUM else "tl")
+    forced = bf16_plan.plan(untouched, ws)
+    assert forced.kernel == "ws" and forced.config.block_n == 256 and forced.d_tma
+    assert bf16_plan.plan(replace(untouched, d_aligned=False), ws).kernel == "tl"
+    assert bf16_plan.plan(untouched, Bf16Overrides(ws=True, d_tma=False)).kernel == "tl"
+    assert bf16_plan.plan(replace(untouched, interpreting=True), ws).kernel == "tl"
+    monkeypatch.setattr(bf16_plan, "AUTO_WS_PSUM", True)
+    assert bf16_plan.plan(untouched).kernel == "ws"
+    monkeypatch.setattr(bf16_plan, "AUTO_WS_PSUM", False)
+    assert bf16_plan.plan(untouched).kernel == "tl"
+
+
+def test_uniform_tiles_is_planned_for_psum_on_the_warp_specialised_kernel_only():
+    """Bf16Overrides.uniform_tiles marks the psum layout's values warp-uniform in the WS kernel; no other layout or
+    kernel reads them, the default is bf16_plan.UNIFORM_TILES, and it changes nothing else of the plan."""
+    calls = {"psum untouched": replace(call("m_psum", m=33464, n=4096, k=2048, groups=8, zero_gaps=False,
+                                            d_aligned=True), d_tma=False),
+             "psum zeroed": call("m_psum", m=33464, n=4096, k=2048, groups=8),
+             "ids": call("m_ids", m=33464, n=4096, k=2048, groups=8), "dense": call(n=4096)}
+    for kind, c in calls.items():
+        for ws in (True, None):
+            base = bf16_plan.plan(c, Bf16Overrides(ws=ws))
+            on = bf16_plan.plan(c, Bf16Overrides(ws=ws, uniform_tiles=True))
+            off = bf16_plan.plan(c, Bf16Overrides(ws=ws, uniform_tiles=False))
+            psum_ws = kind.startswith("psum") and on.kernel == "ws"
+            assert base.uniform == (bf16_plan.UNIFORM_TILES and psum_ws)
+            assert on.uniform == psum_ws and not off.uniform
+            assert replace(on, uniform=False) == off, kind
+    with pytest.raises(ValueError, match="uniform_tiles"):
+        Bf16Overrides(uniform_tiles=1)
+    with pytest.raises(ValueError, match="ws"):
+        Bf16Overrides(ws="on")
+
+
+def test_untouched_gaps_and_uniform_tiles_reach_the_warp_specialised_kernel(monkeypatch):
+    """The launcher passes the call's gap rule (ZERO_GAPS) and the plan's uniform flag (UNIFORM) to the WS kernel,
+    with D's storage and row stride for the pointer store of the slabs holding a group's end; both in the compiled
+    kernel's key. (The launch itself is faked: the Gluon kernel does not run in the interpreter.)"""
+    from deep_gemm.gemm import bf16_triton
+    launches = []
+
+    def fake_launch(kernel, grid, args, *, config_key, **kwargs):
+        launches.append((dict(zip(kernel.arg_names, args)), config_key))
+    monkeypatch.setattr(bf16_triton, "launch", fake_launch)
+    monkeypatch.setattr(bf16_triton, "interpreting", lambda: False)
+    a, b, ids, ends, _, _ = contiguous_inputs([300, 0, 70], 256, 128, 128, "nt")
+    d = torch.full((a.size(0), 256), SENTINEL, dtype=BF16, device=DEVICE)
+    cases = [(ends, True, False, Bf16Overrides(ws=True, uniform_tiles=True), (False, True)),
+             (ends, True, False, Bf16Overrides(ws=True, uniform_tiles=False), (False, False)),
+             (ends, True, True, Bf16Overrides(ws=True, uniform_tiles=True), (True, True)),
+             (ids, False, False, Bf16Overrides(ws=True, uniform_tiles=True), (True, False))]
+    for layout, psum, zero_padding, over, (zero_gaps, uniform) in cases:
+        launches.clear()
+        bf16_triton.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, "nk", psum, zero_padding, overrides=over)
+        (args, key), = launches
+        assert (args["ZERO_GAPS"], args["UNIFORM"]) == (zero_gaps, uniform) and key[-2:] == (zero_gaps, uniform)
+        assert args["d_ptr"] is d and args["stride_dm"] == d.stride(0)
+
+
 def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
     # Measured 2026-12-02 (research/results/2026-12-02-h200-s23-call2/bf16/sweep.log and the first call's bench):
     # dense decode tiles keep the 6-stage ring (split or 16 x 64 tiles), an unsplit 16 x 32 tile the deep one.

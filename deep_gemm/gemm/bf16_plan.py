@@ -16,7 +16,7 @@ the machine.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import gcd
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
@@ -69,10 +69,11 @@ POINTER_EPILOGUE_MAX_TILE = 128 * 128
 GROUP_M = 8
 # The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) covers
 # dense calls (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA, without split-K. The plan prices it next
-# to the tl.* kernel ("auto") on dense and expert-id calls; on the psum layout it measured 1-7% slower than the tl.*
-# kernel on every row of the same-call bench (it is faster on the expert-id rows by 1-17%), so "auto" leaves psum to
-# tl.*. DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the call, "0" = never, unset =
-# "auto"; Bf16Overrides.ws (True / False) overrides it per call.
+# to the tl.* kernel ("auto") on dense and expert-id calls (faster on the expert-id rows of the same-call bench by
+# 1-17%). "auto" leaves psum to tl.* (AUTO_WS_PSUM): the bench's psum rows, 1-7% slower with DG_BF16_WS=1 in session
+# 23, ran the tl.* kernel in both runs (their gaps stay untouched, which the WS kernel did not cover then), so the WS
+# kernel has not been timed on them. DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the
+# call, "0" = never, unset = "auto"; Bf16Overrides.ws (True / False) overrides it per call.
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_BF16_WS", "auto"), "auto")
 WS_SMEM_BYTES = 225 * 1024
 WS_MAX_STAGES = 8
@@ -84,6 +85,21 @@ WS_MAX_STAGES = 8
 # tile wherever it covers them; fewer tiles stay with the cost model (64-row and split tiles fill more SMs).
 SHORT_K_WS_NARROW = 512
 WS_REGISTERS = (232, 40)  # setmaxnreg per consumer warpgroup / producer warp (compiles without spills at 128 x 256)
+# The psum layout on the WS kernel. DeepGEMM's SM90 psum calls leave gap rows untouched (ensure_zero_padding=False),
+# which a whole-tile TMA store cannot: so far they ran the tl.* kernel on 128 x 128 tiles with a pointer epilogue
+# (128 x 256 needs a TMA store), while the same problems in the expert-id layout run the WS kernel's 128 x 256 tiles:
+# 0.87-1.00x DeepGEMM against 0.97-1.02x (H200, same-call bench, K 2048-7168). The WS kernel now stores a psum slab
+# wholly inside its group by TMA and the slab holding the group's end by a masked pointer store (its ZERO_GAPS), so
+# it covers these calls; "auto" still leaves psum to tl.* (AUTO_WS_PSUM) until research/probes/bf16_psum_ab.py has
+# measured it. Bf16Overrides(ws=True) runs it.
+AUTO_WS_PSUM = False
+# ... and with the tile's expert and group end (reductions over the per-group vector of group ends) marked
+# warp-uniform for ptxas (kernels/uniform.py, one redux.sync each): unmarked, the K loops they bound lose the uniform
+# datapath, 80 instructions per K block and consumer with 16 R2UR and 0 uniform ops (producer 50), against 53 with
+# 36 uniform ops (producer 36) for the expert-id layout; marked, psum's are the expert-id layout's, 53 / 36 (sm_90a,
+# 128 x 256, 3 stages, research/probes/bf16_psum_ab.py --compile, 2026-12-03). The same bits either way.
+# Bf16Overrides.uniform_tiles forces either.
+UNIFORM_TILES = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +124,9 @@ class Bf16Call:
     zero_gaps: bool = True  # M-grouped psum: gap rows are zeroed (else left untouched)
     c_tma: bool = False  # C can be loaded by TMA through a descriptor of D's shape (C is D, or laid out like it)
     interpreting: bool = False
+    # D's rows can be TMA-stored (16-byte aligned rows and start) even where not every row may be written (d_tma):
+    # psum with gaps left untouched, whose WS kernel stores whole slabs by TMA
+    d_aligned: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,6 +168,15 @@ class Bf16Overrides:
     # Its whole waves + the tl.* kernel's split last wave ("ws_tail"): True = wherever it covers the call (even with
     # ws=True), False = never, None = where the model prices it lowest ("auto" mode).
     ws_tail: bool | None = None
+    # The psum layout on the WS kernel: its layout values marked warp-uniform (UNIFORM_TILES); None = the default.
+    uniform_tiles: bool | None = None
+
+    def __post_init__(self):
+        # Kernel constexprs: anything but a bool would compile (or cache) a variant nobody asked for.
+        for name in ("ws", "ws_tail", "uniform_tiles"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"Bf16Overrides.{name} must be None or a bool, not {value!r}")
 
 
 NO_OVERRIDES = Bf16Overrides()
@@ -165,6 +193,7 @@ class Bf16Plan:
     # pieces of the tiles after them (config).
     kernel: str = "tl"
     ws_config: Bf16Config | None = None
+    uniform: bool = False  # "ws" on the psum layout: its layout values marked warp-uniform (UNIFORM_TILES)
 
 
 def next_pow2(x: int) -> int:
@@ -319,7 +348,19 @@ def _ws_config(call: Bf16Call, bn: int, bk: int, tail: int = 0) -> Bf16Config:
 def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | None:
     """The call's plan, or None when no config covers it (an alignment no tile height divides, a K no K block
     divides, a split of a grouped call)."""
+    p = _plan(call, overrides)
+    if p is None or p.kernel != "ws" or call.grouping != GROUPING["m_psum"]:
+        return p
+    uniform = UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles
+    return replace(p, uniform=uniform)
+
+
+def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     d_tma_ok = call.d_tma if overrides.d_tma is None else (overrides.d_tma and call.d_tma)
+    # Psum with gaps left untouched: the WS kernel stores whole slabs by TMA, the slab holding a group's end by
+    # pointers (d_tma is off: a whole-tile TMA store would write the gap rows).
+    untouched_ok = (call.grouping == GROUPING["m_psum"] and not call.zero_gaps and call.d_aligned
+                    and overrides.d_tma is not False)
     mode = _ws_mode(overrides)
     if overrides.config is not None:
         cfg = overrides.config
@@ -331,7 +372,7 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
             return None
         d_tma = d_tma_ok and _stages(cfg.block_m, cfg.tile_n, cfg.block_k, cfg.block_m * cfg.tile_n
                                      * call.out_bytes) >= 2
-        if mode == "on" and _ws_covers(call, cfg, d_tma):
+        if mode == "on" and _ws_covers(call, cfg, d_tma or untouched_ok):
             return _finish(call, _ws_config(call, cfg.block_n, cfg.block_k, cfg.block_n_tail), True, "ws")
         return _finish(call, cfg, d_tma)
     best = None
@@ -354,9 +395,10 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
                     best = (cost, cfg, d_tma, "tl")
     # Both modes need a call of at least one tile of rows (decode rows keep their narrow tiles); "auto" prices the
     # WS kernel where it was measured: dense and expert-id calls.
-    auto_ws = call.grouping in (GROUPING["dense"], GROUPING["m_ids"])
+    auto_ws = call.grouping in (GROUPING["dense"], GROUPING["m_ids"]) or (
+        AUTO_WS_PSUM and call.grouping == GROUPING["m_psum"])
     if (mode == "on" or (mode == "auto" and auto_ws)) and call.m >= 128 and overrides.split_k in (None, 1) \
-            and overrides.block_m in (None, 128) and d_tma_ok:
+            and overrides.block_m in (None, 128) and (d_tma_ok or untouched_ok):
         bk = _block_k(call, 64)
         short_k = (mode == "auto" and call.grouping == GROUPING["dense"] and overrides.block_n is None
                    and call.k <= SHORT_K_WS_NARROW and _tiles(call, 128, 128) >= call.num_sms)
@@ -457,14 +499,15 @@ def _tail_covers(call: Bf16Call, cfg: Bf16Config) -> bool:
 
 
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
-    """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed: every tile stored whole)
-    on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D: 128 x 128, its staging buffers); 128 x (128 + tail)
-    tiles: dense, no C, BF16 D (_tail_covers)."""
+    """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed, or left untouched: the
+    slab holding a group's end stored by pointers) on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D:
+    128 x 128, its staging buffers); 128 x (128 + tail) tiles: dense, no C, BF16 D (_tail_covers)."""
     layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"])
     c_ok = not call.has_c or (call.c_tma and call.grouping == GROUPING["dense"])
     width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
     tail_ok = cfg.block_n_tail == 0 or (cfg.block_n == 128 and call.out_bytes == 2 and _tail_covers(call, cfg))
-    return (call.grouping in layouts and call.zero_gaps and c_ok and d_tma and not call.interpreting
+    gaps_ok = call.zero_gaps or (call.grouping == GROUPING["m_psum"] and call.d_aligned)
+    return (call.grouping in layouts and gaps_ok and c_ok and d_tma and not call.interpreting
             and cfg.split_k == 1 and cfg.block_m == 128 and width_ok and tail_ok)
 
 

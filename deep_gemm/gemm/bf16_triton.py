@@ -110,7 +110,7 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
     """Launch plan ``p``: ``a`` / ``b`` are the operands' 2-D matrices as in memory (see kernels/bf16_gemm.py)."""
     if p.kernel == "ws":
         _execute_ws(p.config, p.grid, -(-call.m // p.config.block_m) * -(-call.n // p.config.tile_n), call, a,
-                    a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k, recorder)
+                    a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k, recorder, p.uniform)
         return
     first_item = 0
     if p.kernel == "ws_tail":  # the whole waves in the WS kernel, then only the split pieces below
@@ -147,10 +147,10 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
 
 
 def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n,
-                b_group_k, recorder) -> None:
+                b_group_k, recorder, uniform: bool = False) -> None:
     """Launch the warp-specialised kernel on the first ``num_tiles`` tiles (dense or M-grouped; D stored and C
-    loaded by TMA in 64-row slabs; a tile's tail columns, cfg.block_n_tail, through B and D descriptors of their
-    own)."""
+    loaded by TMA in 64-row slabs, psum slabs holding a group's end by pointers where gaps stay untouched; a tile's
+    tail columns, cfg.block_n_tail, through B and D descriptors of their own; ``uniform``: Bf16Plan.uniform)."""
     from .kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel
 
     def gluon_desc(x, block_rows, block_cols):
@@ -168,12 +168,13 @@ def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b,
         d2_desc = gluon_desc(d, 64, tail)
     consumer_regs, producer_regs = bf16_plan.WS_REGISTERS
     g_pad = bf16_plan.next_pow2(call.num_groups)
-    args = (a_desc, b_desc, b2_desc, d_desc, d2_desc, c_desc, layout if layout is not None else d, call.m, call.n,
-            call.k, call.num_groups, b_group_n, b_group_k, num_tiles, cfg.block_m, cfg.block_n, cfg.block_k,
-            cfg.num_stages, cfg.group_m, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align,
-            call.has_c, tail, consumer_regs, producer_regs)
+    zero_gaps = call.zero_gaps or call.grouping != GROUPING["m_psum"]  # (the kernel's ZERO_GAPS: psum only)
+    args = (a_desc, b_desc, b2_desc, d_desc, d2_desc, c_desc, layout if layout is not None else d, d, d.stride(-2),
+            call.m, call.n, call.k, call.num_groups, b_group_n, b_group_k, num_tiles, cfg.block_m, cfg.block_n,
+            cfg.block_k, cfg.num_stages, cfg.group_m, grid, a_k_major, b_k_major, call.grouping, g_pad,
+            call.psum_align, call.has_c, tail, consumer_regs, producer_regs, zero_gaps, uniform)
     config_key = (cfg, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align, call.has_c, d.dtype,
-                  consumer_regs, producer_regs)
+                  consumer_regs, producer_regs, zero_gaps, uniform)
     launch(_bf16_gemm_ws_kernel, (grid, 1, 1), args, name="bf16_gemm_ws", config_key=config_key, num_warps=4,
            num_stages=1, device_index=d.device.index or 0,
            record=recorder.launches if recorder is not None else None)
@@ -181,9 +182,10 @@ def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b,
 
 def _call(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Tensor, c, a_k_major: bool,
           b_k_major: bool, d_tma: bool, psum_align: int = 128, expected_m: int = 0, k_divisor: int = 0,
-          zero_gaps: bool = True) -> Bf16Call:
+          zero_gaps: bool = True, d_aligned: bool = False) -> Bf16Call:
     return Bf16Call(grouping, m, n, k, num_groups, _num_sms(), c is not None, d.element_size(), a_k_major,
-                    b_k_major, d_tma, psum_align, expected_m, k_divisor, zero_gaps, _c_tma(c, d), interpreting())
+                    b_k_major, d_tma, psum_align, expected_m, k_divisor, zero_gaps, _c_tma(c, d), interpreting(),
+                    d_aligned)
 
 
 def _c_tma(c, d) -> bool:
@@ -253,9 +255,10 @@ def _m_grouped_contiguous(layout: str):
         b_mat, b_k_major, b_group_n, b_group_k = _stacked(b_nt)
         grouping = GROUPING["m_psum" if use_psum_layout else "m_ids"]
         zero_gaps = bool(ensure_zero_padding) or not use_psum_layout
-        call = _call(grouping, m, n, k, num_groups, d, None, a_k_major, b_k_major,
-                     zero_gaps and _rows_view(d) is not None, psum_align=get_mk_alignment_for_contiguous_layout(),
-                     k_divisor=0 if b_k_major else k, zero_gaps=zero_gaps)
+        d_aligned = _rows_view(d) is not None
+        call = _call(grouping, m, n, k, num_groups, d, None, a_k_major, b_k_major, zero_gaps and d_aligned,
+                     psum_align=get_mk_alignment_for_contiguous_layout(), k_divisor=0 if b_k_major else k,
+                     zero_gaps=zero_gaps, d_aligned=d_aligned)
         p = _plan_for(call, overrides)
         if p is None:
             return NotImplemented

@@ -23,7 +23,11 @@ a second [64, TAIL_N] accumulator, and its own staging buffer and TMA store (d2_
 M-grouped tiles (GROUPING M_IDS / M_PSUM, as in bf16_gemm.py) lie in one expert's rows: the expert of an M_IDS tile
 is the id of its first row (segments start at multiples of the tile height; a tile of padding has id -1), that of
 an M_PSUM tile the group whose aligned start..end holds its first row. A tile without an expert loads nothing and
-stores zeros; rows of another id (padding) or past the group's end are stored as zeros.
+stores zeros; rows of another id (padding) or past the group's end are stored as zeros. M_PSUM with gaps left
+untouched (not ZERO_GAPS): a slab wholly inside its group's rows is stored by TMA, the slab holding the group's end
+by a masked pointer store of its valid rows (d_ptr), and a slab or tile without valid rows stores nothing.
+UNIFORM (M_PSUM): the tile's expert and group end, reductions over the per-group vector, are marked warp-uniform
+(uniform.warp_uniform), so the K loops they bound keep ptxas's uniform datapath.
 """
 
 from triton.experimental import gluon
@@ -32,6 +36,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 from .groupings import DENSE, M_IDS, M_PSUM  # noqa: F401  (kernel globals)
+from .uniform import warp_uniform
 
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
 WG_ROWS = gl.constexpr(64)
@@ -50,8 +55,10 @@ def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
-                 PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr):
-    """(expert, end row of its group) of the tile starting at row off_m; expert -1: no valid row (dense: 0)."""
+                 PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr, UNIFORM: gl.constexpr):
+    """(expert, end row of its group) of the tile starting at row off_m; expert -1: no valid row (dense: 0).
+    UNIFORM: the M_PSUM values marked warp-uniform (unmarked, the K loop they bound runs 80 instead of 53
+    instructions per K block and consumer at 128 x 256, sm_90a, research/probes/bf16_psum_ab.py --compile)."""
     expert = off_m * 0
     row_end = off_m * 0
     if GROUPING == M_IDS:
@@ -63,8 +70,8 @@ def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: g
         prev = gl.load(layout_ptr + g_idx - 1, mask=g_ok & (g_idx > 0), other=0)
         starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
         inside = g_ok & (off_m >= starts) & (off_m < ends)
-        expert = gl.max(gl.where(inside, g_idx, -1), axis=0)
-        row_end = gl.sum(gl.where(g_idx == expert, ends, 0), axis=0)
+        expert = warp_uniform(gl.max(gl.where(inside, g_idx, -1), axis=0), UNIFORM)
+        row_end = warp_uniform(gl.sum(gl.where(g_idx == expert, ends, 0), axis=0), UNIFORM)
     return expert, row_end
 
 
@@ -73,7 +80,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
               B_GROUP_N, B_GROUP_K, NUM_TILES,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
-              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, TAIL_N: gl.constexpr):
+              G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, TAIL_N: gl.constexpr, UNIFORM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     # (TMA counts a box's full bytes on the barrier, also where it reads past the matrix and zero-fills)
     STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
@@ -85,7 +92,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
     for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
         pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
-        expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         b_row = gl.maximum(expert, 0) * B_GROUP_N + pid_n * (BN + TAIL_N)
         b_k = gl.maximum(expert, 0) * B_GROUP_K
         tile_kb = gl.where(expert >= 0, num_kb, 0)
@@ -112,15 +119,18 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
 
 
 @gluon.jit
-def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, layout_ptr, M,
-              N, K, NUM_GROUPS, NUM_TILES,
+def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, layout_ptr,
+              d_ptr, stride_dm, M, N, K, NUM_GROUPS, NUM_TILES,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
-              WG: gl.constexpr):
+              WG: gl.constexpr, ZERO_GAPS: gl.constexpr, UNIFORM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
+    COLS: gl.constexpr = gl.SliceLayout(0, MMA)
+    # M_PSUM with gaps left untouched: only the group's valid rows are stored (TMA for whole slabs).
+    UNTOUCHED: gl.constexpr = GROUPING == M_PSUM and not ZERO_GAPS
     A_ROW0: gl.constexpr = WG * WG_ROWS
     # wgmma groups one K block commits (the main MMA, and the tail's): waiting down to this many leaves only the
     # current block's in flight.
@@ -134,7 +144,7 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
         pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * (BN + TAIL_N)
-        expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
+        expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         tile_kb = gl.where(expert >= 0, num_kb, 0)
         acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
         if TAIL_N > 0:  # (a constexpr branch: acc_tail exists, and is carried by the K loop, only with a tail)
@@ -170,33 +180,47 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=tile_kb > 0)
-        if GROUPING != DENSE:  # rows of padding (another id) or past the group's end are stored as zeros
-            rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
-            if GROUPING == M_IDS:
-                ids = gl.load(layout_ptr + rows, mask=rows < M, other=-1)
-                valid = (ids == expert) & (expert >= 0)
-            else:
-                valid = (rows < row_end) & (expert >= 0)
-            acc = gl.where(gl.expand_dims(valid, 1), acc, 0.0)
-        tma.store_wait(pendings=0)  # the staging buffers' previous stores have been read out
-        if HAS_C:
-            mbarrier.expect(c_bar, c_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(c_desc, [off_m + A_ROW0, off_n], c_bar, c_smem)
-            mbarrier.wait(c_bar, tiles_done & 1)
-            acc = acc + c_smem.load(MMA).to(gl.float32)
-        tiles_done += 1
-        c_smem.store(acc.to(d_desc.dtype))
-        if TAIL_N > 0:
-            c2_smem.store(acc_tail.to(d2_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(d_desc, [off_m + A_ROW0, off_n], c_smem)
-        if TAIL_N > 0:  # (a tail wholly past N is clipped by TMA: nothing is written)
-            tma.async_copy_shared_to_global(d2_desc, [off_m + A_ROW0, off_n + BN], c2_smem)
+        if UNTOUCHED:
+            slab0 = off_m + A_ROW0
+            if (expert >= 0) & (slab0 + WG_ROWS <= row_end):  # every row of the slab is the group's: one TMA store
+                tma.store_wait(pendings=0)
+                c_smem.store(acc.to(d_desc.dtype))
+                fence_async_shared()
+                tma.async_copy_shared_to_global(d_desc, [slab0, off_n], c_smem)
+            elif (expert >= 0) & (slab0 < row_end):  # the slab holding the group's end: its valid rows only
+                rows = slab0 + gl.arange(0, WG_ROWS, layout=ROWS)
+                cols = off_n + gl.arange(0, BN, layout=COLS)
+                ptrs = d_ptr + gl.expand_dims(rows.to(gl.int64) * stride_dm, 1) + gl.expand_dims(cols, 0)
+                mask = gl.expand_dims((rows < row_end) & (rows < M), 1) & gl.expand_dims(cols < N, 0)
+                gl.store(ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
+        else:
+            if GROUPING != DENSE:  # rows of padding (another id) or past the group's end are stored as zeros
+                rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
+                if GROUPING == M_IDS:
+                    ids = gl.load(layout_ptr + rows, mask=rows < M, other=-1)
+                    valid = (ids == expert) & (expert >= 0)
+                else:
+                    valid = (rows < row_end) & (expert >= 0)
+                acc = gl.where(gl.expand_dims(valid, 1), acc, 0.0)
+            tma.store_wait(pendings=0)  # the staging buffers' previous stores have been read out
+            if HAS_C:
+                mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(c_desc, [off_m + A_ROW0, off_n], c_bar, c_smem)
+                mbarrier.wait(c_bar, tiles_done & 1)
+                acc = acc + c_smem.load(MMA).to(gl.float32)
+            tiles_done += 1
+            c_smem.store(acc.to(d_desc.dtype))
+            if TAIL_N > 0:
+                c2_smem.store(acc_tail.to(d2_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(d_desc, [off_m + A_ROW0, off_n], c_smem)
+            if TAIL_N > 0:  # (a tail wholly past N is clipped by TMA: nothing is written)
+                tma.async_copy_shared_to_global(d2_desc, [off_m + A_ROW0, off_n + BN], c2_smem)
     tma.store_wait(pendings=0)
 
 
-@gluon.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"],
-           do_not_specialize_on_alignment=["layout_ptr"])
+@gluon.jit(do_not_specialize=["stride_dm", "M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"],
+           do_not_specialize_on_alignment=["layout_ptr", "d_ptr"])
 def _bf16_gemm_ws_kernel(
         a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense)
         b2_desc,  # TAIL_N > 0: B's tail tiles, block [TAIL_N, BK] or [BK, TAIL_N] (else unused)
@@ -204,16 +228,20 @@ def _bf16_gemm_ws_kernel(
         d2_desc,  # TAIL_N > 0: D's tail slabs, block [64, TAIL_N] (else unused)
         c_desc,  # C with D's shape, dtype and block (HAS_C; else unused)
         layout_ptr,  # int32 expert id per row (M_IDS) or cumulative group ends (M_PSUM); unused for DENSE
+        d_ptr, stride_dm,  # D's storage and row stride (elements): M_PSUM, not ZERO_GAPS (else unused)
         M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
         NUM_TILES,  # tiles to run, a prefix of the grouped order (all of them, or the whole waves before a split tail)
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
         G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+        ZERO_GAPS: gl.constexpr = True,  # M_PSUM: gap rows stored as zeros (else left untouched)
+        UNIFORM: gl.constexpr = False):  # M_PSUM: the tile's expert and group end marked warp-uniform
     gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows")
     gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM, "dense and M-grouped layouts")
     gl.static_assert(not HAS_C or GROUPING == DENSE, "C accumulation: dense layouts")
     gl.static_assert(TAIL_N == 0 or (GROUPING == DENSE and not HAS_C), "tail columns: dense, no C")
+    gl.static_assert(ZERO_GAPS or GROUPING == M_PSUM, "gaps left untouched: the psum layout")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     b2_bufs = b_bufs
@@ -234,12 +262,14 @@ def _bf16_gemm_ws_kernel(
     fence_async_shared()
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_bufs.index(0), c2_bufs.index(0),
-                     c_bars.index(0), layout_ptr, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS,
-                     A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 0)),
+                     c_bars.index(0), layout_ptr, d_ptr, stride_dm, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES,
+                     GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 0, ZERO_GAPS,
+                     UNIFORM)),
         (_consumer, (a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_bufs.index(1), c2_bufs.index(1),
-                     c_bars.index(1), layout_ptr, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS,
-                     A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 1)),
+                     c_bars.index(1), layout_ptr, d_ptr, stride_dm, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES,
+                     GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 1, ZERO_GAPS,
+                     UNIFORM)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
                      B_GROUP_N, B_GROUP_K, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR,
-                     GROUPING, G_PAD, PSUM_ALIGN, TAIL_N)),
+                     GROUPING, G_PAD, PSUM_ALIGN, TAIL_N, UNIFORM)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
