@@ -104,7 +104,10 @@ def _dense_ws(m, n, k, bn, out=BF16, accumulate=False, layout="nt"):
     return run
 
 
-def _contiguous(layout, psum, ws=False):
+def _contiguous(layout, psum, ws=False, zero_gaps=True, uniform=None):
+    """zero_gaps=False: gap rows left untouched (DeepGEMM's SM90 default), which the WS kernel stores slab by slab
+    (TMA inside a group, masked pointer stores on the slab holding its end); uniform: the layout's values marked
+    warp-uniform (redux.sync)."""
     def run():
         ms, n, k, align = [37, 0, 130], 72, 192, 128  # (an MN-major B needs a K block dividing K)
         starts, total = [], 0
@@ -119,18 +122,22 @@ def _contiguous(layout, psum, ws=False):
         d = torch.full((total, n), 3.0, device="cuda", dtype=BF16)
         b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
         if ws:
-            over = Bf16Overrides(ws=True, block_m=128, block_n=128)
+            over = Bf16Overrides(ws=True, block_m=128, block_n=128, uniform_tiles=uniform)
             result = run_launcher(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b_arg, d, ends if psum else ids, "nk",
-                                  psum, True, launcher_kwargs=dict(overrides=over))
+                                  psum, zero_gaps, launcher_kwargs=dict(overrides=over))
             if result is NotImplemented:
                 raise AssertionError("the launcher declined the call")
         else:
             getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(a, b_arg, d, ends if psum else ids,
                                                                            use_psum_layout=psum)
         torch.cuda.synchronize()
+        valid = torch.zeros(total, dtype=torch.bool, device="cuda")
         for g, (s, mg) in enumerate(zip(starts, ms)):
+            valid[s:s + mg] = True
             if mg:
                 _expect(d[s:s + mg], a[s:s + mg].float() @ b[g].float().T, f"{layout} group {g}")
+        if not zero_gaps and not torch.all(d[~valid] == 3.0):
+            raise AssertionError("gap rows were written")
     return run
 
 
@@ -175,6 +182,7 @@ CASES = [
     ("m_grouped_nn_psum", _contiguous("nn", True)),
     ("m_grouped_nt_ids_ws", _contiguous("nt", False, ws=True)),
     ("m_grouped_nn_psum_ws", _contiguous("nn", True, ws=True)),
+    ("m_grouped_nt_psum_ws_untouched_gaps_uniform", _contiguous("nt", True, ws=True, zero_gaps=False, uniform=True)),
     ("dense_nt_ws_130x72x200_128x256", _dense_ws(130, 72, 200, 256)),
     ("dense_tn_ws_136x200x72_acc", _dense_ws(136, 200, 72, 128, accumulate=True, layout="tn")),
     ("dense_nn_ws_129x136x200_fp32_acc", _dense_ws(129, 136, 200, 128, torch.float32, True, layout="nn")),
