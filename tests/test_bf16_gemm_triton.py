@@ -445,6 +445,9 @@ def test_plan_runs_psum_with_untouched_gaps_on_the_warp_specialised_kernel_when_
     assert bf16_plan.plan(replace(untouched, interpreting=True), ws).kernel == "tl"
     monkeypatch.setattr(bf16_plan, "AUTO_WS_PSUM", True)
     assert bf16_plan.plan(untouched).kernel == "ws"
+    # zeroed gaps were not measured on the WS kernel: "auto" leaves them to tl.*
+    zeroed = call("m_psum", m=33464, n=4096, k=2048, groups=8, zero_gaps=True, d_aligned=True)
+    assert bf16_plan.plan(zeroed).kernel == "tl"
     monkeypatch.setattr(bf16_plan, "AUTO_WS_PSUM", False)
     assert bf16_plan.plan(untouched).kernel == "tl"
 

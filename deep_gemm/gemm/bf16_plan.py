@@ -70,9 +70,7 @@ GROUP_M = 8
 # The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) covers
 # dense calls (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA, without split-K. The plan prices it next
 # to the tl.* kernel ("auto") on dense and expert-id calls (faster on the expert-id rows of the same-call bench by
-# 1-17%). "auto" leaves psum to tl.* (AUTO_WS_PSUM): the bench's psum rows, 1-7% slower with DG_BF16_WS=1 in session
-# 23, ran the tl.* kernel in both runs (their gaps stay untouched, which the WS kernel did not cover then), so the WS
-# kernel has not been timed on them. DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the
+# 1-17%) and on psum calls with untouched gaps (AUTO_WS_PSUM, below). DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the
 # call, "0" = never, unset = "auto"; Bf16Overrides.ws (True / False) overrides it per call.
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_BF16_WS", "auto"), "auto")
 WS_SMEM_BYTES = 225 * 1024
@@ -90,16 +88,20 @@ WS_REGISTERS = (232, 40)  # setmaxnreg per consumer warpgroup / producer warp (c
 # (128 x 256 needs a TMA store), while the same problems in the expert-id layout run the WS kernel's 128 x 256 tiles:
 # 0.87-1.00x DeepGEMM against 0.97-1.02x (H200, same-call bench, K 2048-7168). The WS kernel now stores a psum slab
 # wholly inside its group by TMA and the slab holding the group's end by a masked pointer store (its ZERO_GAPS), so
-# it covers these calls; "auto" still leaves psum to tl.* (AUTO_WS_PSUM) until research/probes/bf16_psum_ab.py has
-# measured it. Bf16Overrides(ws=True) runs it.
-AUTO_WS_PSUM = False
+# it covers these calls. Measured (research/probes/bf16_psum_ab.py, H200 2026-12-03, one process, DeepGEMM's 8 psum
+# rows with untouched gaps, research/results/2026-12-03-h200-s27-call3/bf16_psum_ab.log): the WS kernel 1.205x
+# faster than the tl.* plan, 1.284x with warp-uniform tiles (UNIFORM_TILES: 4892 -> 3790 us at G=4 N=6144 K=7168,
+# 976 -> 741 at G=8 N=4096 K=2048), level with the expert-id layout of the same problems (0.99-1.07x of its time),
+# same bits as the tl.* plan. So "auto" prices it for psum with untouched gaps (AUTO_WS_PSUM); psum with zeroed gaps
+# (not measured) stays on tl.*. Bf16Overrides(ws=True / False) forces either.
+AUTO_WS_PSUM = True
 # ... and with the tile's expert and group end (reductions over the per-group vector of group ends) marked
 # warp-uniform for ptxas (kernels/uniform.py, one redux.sync each): unmarked, the K loops they bound lose the uniform
 # datapath, 80 instructions per K block and consumer with 16 R2UR and 0 uniform ops (producer 50), against 53 with
 # 36 uniform ops (producer 36) for the expert-id layout; marked, psum's are the expert-id layout's, 53 / 36 (sm_90a,
-# 128 x 256, 3 stages, research/probes/bf16_psum_ab.py --compile, 2026-12-03). The same bits either way.
-# Bf16Overrides.uniform_tiles forces either.
-UNIFORM_TILES = False
+# 128 x 256, 3 stages, research/probes/bf16_psum_ab.py --compile, 2026-12-03). The same bits either way; on by
+# default since the GPU run above (1.284x against 1.205x unmarked). Bf16Overrides.uniform_tiles forces either.
+UNIFORM_TILES = True
 
 
 @dataclass(frozen=True)
@@ -396,7 +398,7 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     # Both modes need a call of at least one tile of rows (decode rows keep their narrow tiles); "auto" prices the
     # WS kernel where it was measured: dense and expert-id calls.
     auto_ws = call.grouping in (GROUPING["dense"], GROUPING["m_ids"]) or (
-        AUTO_WS_PSUM and call.grouping == GROUPING["m_psum"])
+        AUTO_WS_PSUM and call.grouping == GROUPING["m_psum"] and not call.zero_gaps)
     if (mode == "on" or (mode == "auto" and auto_ws)) and call.m >= 128 and overrides.split_k in (None, 1) \
             and overrides.block_m in (None, 128) and (d_tma_ok or untouched_ok):
         bk = _block_k(call, 64)
