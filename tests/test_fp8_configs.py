@@ -416,3 +416,21 @@ def test_uniform_tiles_is_planned_for_psum_and_masked_layouts_only():
             off = plan(call, Fp8Overrides(uniform_tiles=False, tile_walk=walk))
             assert on.ws.uniform == (kind in fp8_plan.TILE_WALK) and not off.ws.uniform
             assert replace(on.ws, uniform=False) == off.ws and on.grid == off.grid and on.config == off.config
+
+
+def test_uniform_tiles_reaches_k_grouped_plans_off_by_default():
+    """K-grouped K ranges are read from the layout on the device (fp8_gemm_ws._k_blocks), so Fp8Overrides.uniform_tiles
+    also marks them warp-uniform; the K-grouped default is fp8_plan.UNIFORM_K_GROUPED (off until a GPU run measures
+    it), and the flag changes nothing else of the plan."""
+    from dataclasses import replace
+
+    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    for m, n in ((4096, 7168), (7168, 2048)):
+        call = Fp8Call(GROUPING["k_grouped"], m, n, 34304, 4, 132, b_per_row=True, has_c=True, out_bytes=4,
+                       c_tma=True)
+        base, on, off = plan(call), plan(call, Fp8Overrides(uniform_tiles=True)), plan(
+            call, Fp8Overrides(uniform_tiles=False))
+        assert base.kernel == on.kernel == "ws"
+        assert base.ws.uniform == fp8_plan.UNIFORM_K_GROUPED and on.ws.uniform and not off.ws.uniform
+        assert replace(on.ws, uniform=False) == off.ws and on.grid == off.grid and on.config == off.config

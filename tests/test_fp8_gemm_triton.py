@@ -166,3 +166,27 @@ def test_k_grouped(layout, accumulate):
         if kg:
             expected = expected + oracle_gemm(*qa[g], (1, 128), *qb[g], (1, 128))
         assert calc_diff(d[g], expected) < TOL
+
+
+@pytest.mark.parametrize("layout", ["nt", "tn"])
+def test_k_grouped_uniform_tiles_reach_the_warp_specialised_kernel(layout, monkeypatch):
+    """The plan's uniform flag (Fp8Overrides.uniform_tiles on a K-grouped call) is the WS kernel's UNIFORM, and is
+    in the compiled kernel's key. (The launch itself is faked: the Gluon kernel does not run in the interpreter.)"""
+    from deep_gemm.gemm import fp8_plan, fp8_triton
+    launches = []
+
+    def fake_launch(kernel, grid, args, *, config_key, **kwargs):
+        launches.append((dict(zip(kernel.arg_names, args)), config_key))
+    monkeypatch.setattr(fp8_triton, "launch", fake_launch)
+    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    ks, m, n = [256, 0, 128, 384], 256, 512
+    a, b, _, _ = k_grouped_inputs(layout, ks, m, n)
+    d = torch.zeros(len(ks), m, n)
+    op = getattr(fp8_triton, f"k_grouped_fp8_gemm_{layout}_contiguous")
+    for uniform, expected in ((None, fp8_plan.UNIFORM_K_GROUPED), (True, True), (False, False)):
+        launches.clear()
+        over = fp8_plan.Fp8Overrides(uniform_tiles=uniform, regs=(232, 40), ws_mode="on")
+        op(*a, *b, d, ks, torch.tensor(ks, dtype=torch.int32), d.clone(), None, None, False, overrides=over)
+        (args, key), = launches
+        assert args["GROUPING"] == fp8_plan.GROUPING["k_grouped"]
+        assert args["UNIFORM"] == expected and key[-2] == expected

@@ -126,6 +126,15 @@ TILE_WALK = {"m_psum": True, "m_psum_decode": True, "masked": False}
 # (2773 -> 2515, 1343 -> 1298, 1009 -> 972, 532 -> 512 us; the expert-id layout of the same problems: 1.084x), the
 # five decode rows 1.029x (1.052x with the walk). Fp8Overrides.uniform_tiles forces either.
 UNIFORM_TILES = True
+# K-grouped layouts on the warp-specialised kernel: mark a tile's K range (its group's first K block and block count,
+# two reductions over the K sizes read on the device, fp8_gemm_ws._k_blocks) warp-uniform, as UNIFORM_TILES does for
+# psum / masked tiles. Unmarked, the K loops they bound lose the uniform datapath: sm_90a, two-wave 128 x 256 1D1D
+# K-grouped (C and D by TMA), 412 / 414 instructions per K block and consumer with 32 R2UR and 0 uniform ops, the
+# producer's K loop 999 with 37 R2UR, 8 bytes spilled at (232, 40) (16 with per-group descriptors); marked, 375 /
+# 375 with 50 uniform ops, producer 853, nothing spilled, as the dense build of the same tile (373 / 373 with 48,
+# producer 852) (research/probes/ws_uniform_ab.py --compile --rows k_grouped, 2026-12-03). Same bits by
+# construction; off until the GPU measures it (research/pending/README.md). Fp8Overrides.uniform_tiles forces it.
+UNIFORM_K_GROUPED = False
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -150,7 +159,8 @@ class Fp8Overrides:
     k_grouped_device_descriptors: bool | None = None
     # Psum / masked layouts on the warp-specialised kernel: find tiles by the carried walk (TILE_WALK)
     tile_walk: bool | None = None
-    # Psum / masked layouts on the warp-specialised kernel: layout values marked warp-uniform (UNIFORM_TILES)
+    # Psum / masked / K-grouped layouts on the warp-specialised kernel: layout values marked warp-uniform
+    # (UNIFORM_TILES; K-grouped: UNIFORM_K_GROUPED)
     uniform_tiles: bool | None = None
 
     def __post_init__(self):
@@ -206,7 +216,8 @@ class WsPlan:
     c_tma: bool
     register_budgets: tuple  # candidates in order, or one forced budget
     walk: bool = False  # psum / masked: tiles found by the carried walk (TILE_WALK), not the per-tile scan
-    uniform: bool = False  # psum / masked: the layout's values marked warp-uniform (UNIFORM_TILES)
+    uniform: bool = False  # psum / masked / K-grouped: the layout's values marked warp-uniform (UNIFORM_TILES,
+    # UNIFORM_K_GROUPED)
 
 
 @dataclass(frozen=True)
@@ -513,7 +524,10 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     default_walk = layout is not None and TILE_WALK[layout] and waves == 2
     walk = (default_walk if overrides.tile_walk is None else overrides.tile_walk) and split == 1 and (
         layout is not None)
-    uniform = (UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles) and layout is not None
+    k_grouped = grouping == GROUPING["k_grouped"]  # (its K ranges come from the layout, not its tiles)
+    uniform = (UNIFORM_K_GROUPED if k_grouped else UNIFORM_TILES) if overrides.uniform_tiles is None else (
+        overrides.uniform_tiles)
+    uniform = uniform and (layout is not None or k_grouped)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
                   walk, uniform)
 

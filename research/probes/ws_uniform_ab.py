@@ -14,7 +14,13 @@ Variants (each checked against the dequantised reference; the uniform ones must 
   ids          (psum rows) the same problem in the expert-id layout on the shipped plan: the target
 
     python research/probes/ws_uniform_ab.py [--rows psum,decode] [--reps 10]      (H200: ~2-4 min incl. compiles)
-    python research/probes/ws_uniform_ab.py --compile     (no GPU, no TRITON_INTERPRET: sm_90a K-loop facts)
+    python research/probes/ws_uniform_ab.py --rows k_grouped      (H200: ~1-2 min: plan vs uni, bench K_GROUPED tn)
+    python research/probes/ws_uniform_ab.py --compile [--rows k_grouped]   (no GPU, no TRITON_INTERPRET: sm_90a
+                                                                            K-loop facts of those rows' builds)
+
+k_grouped rows: benchmarks/shapes.K_GROUPED through k_grouped_fp8_gemm_tn_contiguous (bench_fp8_gemm's operands,
+C a separate zero tensor so every call writes the same D); `uni` marks each tile's K range warp-uniform
+(fp8_plan.UNIFORM_K_GROUPED, off in the plan).
 
 --compile: per variant and register budget, spilled bytes and, per innermost K loop (a backward branch around
 wgmmas), its instructions, LDL/STL, R2UR moves and uniform-datapath instructions.
@@ -53,12 +59,12 @@ DECODE_ROWS = [(32, 192, 6144, 7168), (32, 192, 4096, 4096), (6, 1024, 4096, 409
 
 def parse(argv=None):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", default="psum,decode", help="comma-separated: psum, decode")
+    parser.add_argument("--rows", default="psum,decode", help="comma-separated: psum, decode, k_grouped")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="sm_90a builds only (no GPU)")
     args = parser.parse_args(argv)
     args.rows = [r for r in args.rows.split(",") if r]
-    unknown = set(args.rows) - {"psum", "decode"}
+    unknown = set(args.rows) - {"psum", "decode", "k_grouped"}
     if unknown:
         parser.error(f"--rows: unknown {sorted(unknown)}")
     return args
@@ -77,9 +83,19 @@ COMPILE_VARIANTS = [
     ("decode split scan uniform", dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2, zero_gaps=False,
                                        g_pad=8, uniform=True)),
 ]
+# K-grouped (the plan's two-wave 128 x 256 1D1D tiles, C and D by TMA; nt: per-group descriptors) and the dense
+# build of the same tile: the target.
+_KG = dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True, d_tma=True)
+K_GROUPED_COMPILE_VARIANTS = [
+    ("dense 1D1D", dict(_KG, grouping=0)),
+    ("k_grouped tn", dict(_KG, grouping=4)),
+    ("k_grouped tn uniform", dict(_KG, grouping=4, uniform=True)),
+    ("k_grouped nt desc", dict(_KG, grouping=4, kg_desc=True)),
+    ("k_grouped nt desc uniform", dict(_KG, grouping=4, kg_desc=True, uniform=True)),
+]
 
 
-def compile_report():
+def compile_report(rows):
     for p in (os.path.join(HERE, "..", "..", "scripts"), HERE):
         sys.path.insert(0, p)
     from compile_check import spilled_bytes
@@ -87,7 +103,9 @@ def compile_report():
     from ws_loop_spills import LINE, loop_spills, sass_of
 
     from deep_gemm.gemm.fp8_plan import WS_REGISTER_BUDGETS, ws_register_budget
-    for name, cfg in COMPILE_VARIANTS:
+    variants = (COMPILE_VARIANTS if {"psum", "decode"} & set(rows) else []) + (
+        K_GROUPED_COMPILE_VARIANTS if "k_grouped" in rows else [])
+    for name, cfg in variants:
         spills = {}
         for budget in WS_REGISTER_BUDGETS:
             ck = compile_ws(consumer_regs=budget[0], producer_regs=budget[1], **cfg)
@@ -116,13 +134,34 @@ def tables(rows):
     if "decode" in rows:
         sweep.bench.MOE_MASKED[:] = DECODE_ROWS
         out += list(sweep.masked_rows(DECODE_VARIANTS, True))
+    if "k_grouped" in rows:
+        out += [_k_grouped_row(*shape) for shape in sweep.bench.shapes.K_GROUPED]
     return out
+
+
+def _k_grouped_row(g, m, n, k_per_group):
+    """(name, flops, {plan, uni}, check, valid) of one K-grouped tn row (bench_fp8_gemm's operands)."""
+    import torch
+
+    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    bench = sweep.bench
+    ks, a, b, layout = bench.k_grouped_operands(g, m, n, k_per_group)
+    d = torch.empty(g, m, n, device="cuda")
+    c = torch.zeros(g, m, n, device="cuda")  # (D = C + A B: every call writes the same D)
+
+    def call(ov):
+        return lambda: sweep.run_launcher("k_grouped_fp8_gemm_tn_contiguous", a[0], a[1], b[0], b[1], d, ks, layout,
+                                          c=c, launcher_kwargs=sweep._kwargs(ov))
+    calls = {"plan": call(None), "uni": call(Fp8Overrides(uniform_tiles=True))}
+    expected = bench.k_grouped_reference(a, b, ks, layout, g, m, n)
+    return (f"k_grouped G={g} M={m} N={n} sumK={sum(ks)}", 2 * m * n * sum(ks), calls,
+            lambda: bench.calc_diff(d, expected), lambda: d)
 
 
 def main(argv=None):
     args = parse(argv)
     if args.compile:
-        compile_report()
+        compile_report(args.rows)
         return 0
     import torch
     torch.manual_seed(0)

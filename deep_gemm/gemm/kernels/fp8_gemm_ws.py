@@ -251,16 +251,19 @@ def _walk_info(tile, g, g_first, g_rows, g_start, M, N, BM: gl.constexpr, BN: gl
 
 @gluon.jit
 def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
-              VEC: gl.constexpr, split=0, SPLIT_K: gl.constexpr = 1):
+              VEC: gl.constexpr, split=0, SPLIT_K: gl.constexpr = 1, UNIFORM: gl.constexpr = False):
     """(first K block, number of K blocks) of a work unit: all of K, split `split`'s share of it (SPLIT_K > 1:
     cdiv(#blocks, SPLIT_K) blocks each, the last split the rest; the launcher keeps every split non-empty), or
     (K_GROUPED) its group's K_g columns of the concatenated K (K sizes in layout_ptr, multiples of BK; zero for an
-    empty group)."""
+    empty group). K_GROUPED's two reductions bound the K loops: marked warp-uniform with UNIFORM (_warp_uniform;
+    unmarked, 412 / 414 instructions per K block and consumer with 32 R2UR and 0 uniform ops against the dense
+    build's 373 with 48, two-wave 128 x 256 1D1D, sm_90a, research/probes/ws_uniform_ab.py --compile --rows
+    k_grouped)."""
     if GROUPING == K_GROUPED:
         g_idx = gl.arange(0, G_PAD, layout=VEC)
         ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        kb0 = gl.sum(gl.where(g_idx < group, ks, 0), axis=0) // BK
-        num_kb = gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK
+        kb0 = _warp_uniform(gl.sum(gl.where(g_idx < group, ks, 0), axis=0) // BK, UNIFORM)
+        num_kb = _warp_uniform(gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK, UNIFORM)
     elif SPLIT_K > 1:
         per_split = gl.cdiv(gl.cdiv(K, BK), SPLIT_K)
         kb0 = split * per_split
@@ -302,7 +305,8 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
             group, expert, off_m, off_n, m_limit, row_end = _tile_info(
                 unit // SPLIT_K, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC,
                 UNIFORM)
-        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, unit % SPLIT_K, SPLIT_K)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, unit % SPLIT_K, SPLIT_K,
+                               UNIFORM)
         if expert >= 0:
             a_row = off_m
             if GROUPING == MASKED:  # A is [G * Mmax, K]
@@ -825,7 +829,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
         else:
             group, expert, off_m, off_n, m_limit, row_end = _tile_info(
                 tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
-        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, split, SPLIT_K)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, split, SPLIT_K, UNIFORM)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
         # Row of this slab in the 2-D view of D the TMA descriptor covers ([G * M, N] for masked and K-grouped
@@ -940,7 +944,7 @@ def _fp8_gemm_ws_kernel(
         SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
         KG_DESC: gl.constexpr = False,  # K-grouped: A and B as per-group blocks, descriptors built per tile
         WALK: gl.constexpr = False,  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
-        UNIFORM: gl.constexpr = False):  # M_PSUM / MASKED: the layout's values marked warp-uniform (_warp_uniform)
+        UNIFORM: gl.constexpr = False):  # M_PSUM / MASKED / K_GROUPED: layout values marked warp-uniform
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
