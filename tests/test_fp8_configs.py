@@ -395,7 +395,7 @@ def test_masked_decode_walk_case_reaches_the_ws_kernel():
 
 def test_uniform_tiles_is_planned_for_psum_and_masked_layouts_only():
     """Fp8Overrides.uniform_tiles marks the layout's values warp-uniform in the warp-specialised kernel
-    (fp8_gemm_ws._warp_uniform); only psum and masked layouts read tile counts and groups from the layout, so no
+    (uniform.warp_uniform); only psum and masked layouts read tile counts and groups from the layout, so no
     other layout gets it, it combines with the walk or the scan, the default is fp8_plan.UNIFORM_TILES, and it
     changes nothing else of the plan."""
     from dataclasses import replace

@@ -61,7 +61,7 @@ _GL = types.SimpleNamespace(cdiv=lambda a, b: _I(-(-int(a) // int(b))), maximum=
 def walk(monkeypatch):
     """The kernel module's walk functions, callable on integers."""
     monkeypatch.setattr(ws, "gl", _GL)
-    for name in ("_group_at", "_walk_start", "_walk", "_walk_info", "_swizzle", "_warp_uniform"):
+    for name in ("_group_at", "_walk_start", "_walk", "_walk_info", "_swizzle", "warp_uniform"):
         monkeypatch.setattr(ws, name, getattr(ws, name).fn)
     return ws
 

@@ -112,7 +112,7 @@ K_GROUPED_DEVICE_DESCRIPTORS = True
 # Fp8Overrides.tile_walk forces either.
 TILE_WALK = {"m_psum": True, "m_psum_decode": True, "masked": False}
 # Psum and masked layouts on the warp-specialised kernel: mark the values read from the layout (the tile count, the
-# tile's group, its rows and first row) warp-uniform for ptxas (fp8_gemm_ws._warp_uniform, one redux.sync each).
+# tile's group, its rows and first row) warp-uniform for ptxas (uniform.warp_uniform, one redux.sync each).
 # Unmarked, the device-computed tile count is a per-lane value as far as ptxas knows, so the persistent tile loop
 # it bounds is divergent and the K loops inside lose the uniform datapath: sm_90a, two-wave 128 x 256 psum (G_PAD 8,
 # no zeroed gaps), 270 / 271 instructions per K block and consumer with 32 R2UR and 0 uniform ops, against 232 / 231

@@ -1,4 +1,4 @@
-"""A/B of Fp8Overrides.uniform_tiles (fp8_gemm_ws._warp_uniform: the psum / masked layout's values marked
+"""A/B of Fp8Overrides.uniform_tiles (kernels/uniform.warp_uniform: the psum / masked layout's values marked
 warp-uniform, so the K loops keep ptxas's uniform datapath) on DeepGEMM's psum rows and masked-through-psum (decode)
 rows, against the shipped plan and the same psum problems in the expert-id layout, one process, one timer
 (harness.KernelTimer: kernels only, L2 flushed). Rows and tensors come from research/sweeps/sweep_moe_schedule.py

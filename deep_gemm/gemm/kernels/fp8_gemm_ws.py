@@ -42,6 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+from .uniform import warp_uniform
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
 WG_ROWS = gl.constexpr(64)
 # Warps of the producer partition (gl.warp_specialize's worker_num_warps) and its threads: with staged scales every
@@ -53,20 +54,6 @@ PRODUCER_THREADS = gl.constexpr(32 * PRODUCER_WARPS.value)
 @gluon.jit
 def _add(a, b):
     return a + b
-
-
-@gluon.jit
-def _warp_uniform(x, UNIFORM: gl.constexpr):
-    """x, an int32 scalar all 32 lanes of the warp hold (and execute this with), marked warp-uniform for ptxas when
-    UNIFORM: redux.sync writes a uniform register (SASS REDUX), so what is computed from it can stay on the uniform
-    datapath. Without it, a value read from the layout (a load, or a cross-warp reduction through shared memory) is
-    per-lane as far as ptxas knows; as the persistent tile loop's bound (the psum / masked tile count) it makes the
-    whole loop divergent, and the K loops inside lose the uniform datapath: 32 R2UR moves and ~35 more instructions
-    per K block and consumer (two-wave 128 x 256 psum, sm_90a, research/probes/ws_uniform_ab.py --compile)."""
-    if UNIFORM:
-        x = gl.inline_asm_elementwise("redux.sync.max.u32 $0, $1, 0xffffffff;", "=r,r", [x], dtype=gl.int32,
-                                      is_pure=True, pack=1)
-    return x
 
 
 @gluon.jit
@@ -141,7 +128,7 @@ def _num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.constexpr,
     num_n_blocks = gl.cdiv(N, BN)
     if GROUPING == MASKED or GROUPING == M_PSUM:
         rows, starts = _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
-        total = _warp_uniform(gl.sum(gl.cdiv(rows, BM) * num_n_blocks, axis=0), UNIFORM)
+        total = warp_uniform(gl.sum(gl.cdiv(rows, BM) * num_n_blocks, axis=0), UNIFORM)
     elif GROUPING == K_GROUPED:
         total = NUM_GROUPS * gl.cdiv(M, BM) * num_n_blocks
     else:
@@ -168,11 +155,11 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
         rows, starts = _group_rows(layout_ptr, M, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC)
         group_tiles = gl.cdiv(rows, BM) * num_n_blocks
         group_end = gl.associative_scan(group_tiles, 0, _add)
-        group = _warp_uniform(gl.sum((group_end <= tile).to(gl.int32), axis=0), UNIFORM)
+        group = warp_uniform(gl.sum((group_end <= tile).to(gl.int32), axis=0), UNIFORM)
         this = g_idx == group
-        local = _warp_uniform(tile - gl.sum(gl.where(this, group_end - group_tiles, 0), axis=0), UNIFORM)
-        group_rows = _warp_uniform(gl.sum(gl.where(this, rows, 0), axis=0), UNIFORM)
-        first_row = _warp_uniform(gl.sum(gl.where(this, starts, 0), axis=0), UNIFORM)
+        local = warp_uniform(tile - gl.sum(gl.where(this, group_end - group_tiles, 0), axis=0), UNIFORM)
+        group_rows = warp_uniform(gl.sum(gl.where(this, rows, 0), axis=0), UNIFORM)
+        first_row = warp_uniform(gl.sum(gl.where(this, starts, 0), axis=0), UNIFORM)
         m_limit = first_row + group_rows
         pid_m, pid_n = _swizzle(local, gl.cdiv(group_rows, BM), num_n_blocks, GROUP_M)
     elif GROUPING == K_GROUPED:  # every group's [M, N] output, one after the other
@@ -198,11 +185,11 @@ def _tile_info(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, BN: gl.cons
 def _group_at(layout_ptr, g, M, GROUPING: gl.constexpr, PSUM_ALIGN: gl.constexpr, UNIFORM: gl.constexpr = False):
     """(rows, first row) of group g from scalar loads: _group_rows for one group (0 <= g < NUM_GROUPS)."""
     if GROUPING == MASKED:
-        rows = _warp_uniform(gl.load(layout_ptr + g), UNIFORM)
+        rows = warp_uniform(gl.load(layout_ptr + g), UNIFORM)
         start = rows * 0
     else:
-        end = gl.minimum(gl.maximum(_warp_uniform(gl.load(layout_ptr + g), UNIFORM), 0), M)
-        prev = gl.minimum(gl.maximum(_warp_uniform(gl.load(layout_ptr + gl.maximum(g - 1, 0)), UNIFORM), 0), M) * (
+        end = gl.minimum(gl.maximum(warp_uniform(gl.load(layout_ptr + g), UNIFORM), 0), M)
+        prev = gl.minimum(gl.maximum(warp_uniform(gl.load(layout_ptr + gl.maximum(g - 1, 0)), UNIFORM), 0), M) * (
             g > 0).to(gl.int32)
         start = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
         rows = gl.maximum(end - start, 0)
@@ -255,15 +242,15 @@ def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.c
     """(first K block, number of K blocks) of a work unit: all of K, split `split`'s share of it (SPLIT_K > 1:
     cdiv(#blocks, SPLIT_K) blocks each, the last split the rest; the launcher keeps every split non-empty), or
     (K_GROUPED) its group's K_g columns of the concatenated K (K sizes in layout_ptr, multiples of BK; zero for an
-    empty group). K_GROUPED's two reductions bound the K loops: marked warp-uniform with UNIFORM (_warp_uniform;
+    empty group). K_GROUPED's two reductions bound the K loops: marked warp-uniform with UNIFORM (uniform.warp_uniform;
     unmarked, 412 / 414 instructions per K block and consumer with 32 R2UR and 0 uniform ops against the dense
     build's 373 with 48, two-wave 128 x 256 1D1D, sm_90a, research/probes/ws_uniform_ab.py --compile --rows
     k_grouped)."""
     if GROUPING == K_GROUPED:
         g_idx = gl.arange(0, G_PAD, layout=VEC)
         ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        kb0 = _warp_uniform(gl.sum(gl.where(g_idx < group, ks, 0), axis=0) // BK, UNIFORM)
-        num_kb = _warp_uniform(gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK, UNIFORM)
+        kb0 = warp_uniform(gl.sum(gl.where(g_idx < group, ks, 0), axis=0) // BK, UNIFORM)
+        num_kb = warp_uniform(gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK, UNIFORM)
     elif SPLIT_K > 1:
         per_split = gl.cdiv(gl.cdiv(K, BK), SPLIT_K)
         kb0 = split * per_split
