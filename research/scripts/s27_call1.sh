@@ -7,16 +7,7 @@
 #   4. the paged interior patch (research/pending): its GPU tests, then --sweep-paged (interior rows vs defaults).
 # Results under $OUT (one logs.tgz).
 set -uo pipefail
-if [ -z "${S27_INNER:-}" ]; then  # the whole batch under one limit, so the logs are always packed and returned
-  S27_INNER=1 timeout -k 5 ${CALL_LIMIT:-540} bash "$0"; echo "batch exit $?"
-  tar -czf $OUT/logs.tgz -C $OUT logs 2>/dev/null && rm -rf $OUT/logs; exit 0
-fi
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.cache/triton DG_JIT_CACHE_DIR=$PWD/.cache/dg-jit
-L=$OUT/logs; mkdir -p $L
-T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a $L/summary.txt; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > $L/env.txt
-bash scripts/gpu/setup_deepgemm.sh $L/dg-build.log > $L/dg-setup.log 2>&1; t "dg setup exit $?"
-DGENV="PYTHONPATH=$PWD/.dg/DeepGEMM LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6"
+source research/scripts/device_call.sh "$0" 540  # (the batch under one limit, logs packed)
 OUT=$L SANITIZE_TIMEOUT=100 SANITIZE_TOOLS="memcheck synccheck" SANITIZE_ONLY="layout/ indexer/prefill hc/" \
   bash scripts/gpu/sanitize.sh > $L/sanitize.txt 2>&1; t "sanitize exit $?"; cat $L/sanitize.txt | tee -a $L/summary.txt
 timeout 100 env SHIM=0 python3 scripts/dg/run_dg_tests.py .dg/DeepGEMM/tests test_hyperconnection \

@@ -11,15 +11,7 @@
 #      above check their own results).
 # Results under $OUT (one logs.tgz).
 set -uo pipefail
-if [ -z "${S27_INNER:-}" ]; then
-  S27_INNER=1 timeout -k 5 ${CALL_LIMIT:-450} bash "$0"; echo "batch exit $?"
-  tar -czf $OUT/logs.tgz -C $OUT logs 2>/dev/null && rm -rf $OUT/logs; exit 0
-fi
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.cache/triton DG_JIT_CACHE_DIR=$PWD/.cache/dg-jit
-L=$OUT/logs; mkdir -p $L
-T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a $L/summary.txt; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > $L/env.txt
-bash scripts/gpu/setup_deepgemm.sh $L/dg-build.log > $L/dg-setup.log 2>&1; t "dg setup exit $?"
+source research/scripts/device_call.sh "$0" 450  # (the batch under one limit, logs packed)
 OUT=$L SANITIZE_TIMEOUT=75 SANITIZE_TOOLS="memcheck synccheck" \
   SANITIZE_ONLY="fp8/m_grouped_psum fp8/masked fp8/m_grouped_nn_psum hc/ bf16/m_grouped bf16/masked" \
   bash scripts/gpu/sanitize.sh > $L/sanitize.txt 2>&1; t "sanitize exit $?"; cat $L/sanitize.txt >> $L/summary.txt
