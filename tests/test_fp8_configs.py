@@ -418,10 +418,10 @@ def test_uniform_tiles_is_planned_for_psum_and_masked_layouts_only():
             assert replace(on.ws, uniform=False) == off.ws and on.grid == off.grid and on.config == off.config
 
 
-def test_uniform_tiles_reaches_k_grouped_plans_off_by_default():
+def test_uniform_tiles_reaches_k_grouped_plans_on_by_default():
     """K-grouped K ranges are read from the layout on the device (fp8_gemm_ws._k_blocks), so Fp8Overrides.uniform_tiles
-    also marks them warp-uniform; the K-grouped default is fp8_plan.UNIFORM_K_GROUPED (off until a GPU run measures
-    it), and the flag changes nothing else of the plan."""
+    also marks them warp-uniform; the K-grouped default is fp8_plan.UNIFORM_K_GROUPED (on since its GPU A/B), and the
+    flag changes nothing else of the plan."""
     from dataclasses import replace
 
     from deep_gemm.gemm import fp8_plan
@@ -432,5 +432,5 @@ def test_uniform_tiles_reaches_k_grouped_plans_off_by_default():
         base, on, off = plan(call), plan(call, Fp8Overrides(uniform_tiles=True)), plan(
             call, Fp8Overrides(uniform_tiles=False))
         assert base.kernel == on.kernel == "ws"
-        assert base.ws.uniform == fp8_plan.UNIFORM_K_GROUPED and on.ws.uniform and not off.ws.uniform
+        assert base.ws.uniform and fp8_plan.UNIFORM_K_GROUPED and on.ws.uniform and not off.ws.uniform
         assert replace(on.ws, uniform=False) == off.ws and on.grid == off.grid and on.config == off.config

@@ -133,8 +133,10 @@ UNIFORM_TILES = True
 # producer's K loop 999 with 37 R2UR, 8 bytes spilled at (232, 40) (16 with per-group descriptors); marked, 375 /
 # 375 with 50 uniform ops, producer 853, nothing spilled, as the dense build of the same tile (373 / 373 with 48,
 # producer 852) (research/probes/ws_uniform_ab.py --compile --rows k_grouped, 2026-12-03). Same bits by
-# construction; off until the GPU measures it (research/pending/README.md). Fp8Overrides.uniform_tiles forces it.
-UNIFORM_K_GROUPED = False
+# construction. Measured (research/probes/ws_uniform_ab.py --rows k_grouped, H200 2026-12-03, one process, three
+# benchmarks/shapes.K_GROUPED tn rows, research/results/2026-12-03-h200-s28-call1/kg_uniform_ab.log): 1.025x faster
+# geomean (2477 -> 2451, 2654 -> 2559, 1571 -> 1531 us), no row slower. Fp8Overrides.uniform_tiles forces either.
+UNIFORM_K_GROUPED = True
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
