@@ -517,7 +517,7 @@ def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
     # ... a rule of the heuristic: a forced split count is taken as given.
     forced = bf16_plan.plan(call(m=64, n=576, k=7168), Bf16Overrides(split_k=8))
     assert forced is not None and forced.config.split_k == 8
-    # Masked decode tiles are left as they were (no measured difference).
+    # Masked decode tiles: the measured 32-row tile at the plan's own stage count (MASKED_DECODE_TILE).
     masked = bf16_plan.plan(call("masked", m=4096, n=4096, k=7168, groups=6, expected_m=20))
     mc = masked.config
     assert mc.block_m == 32 and mc.num_stages == bf16_plan._stages(mc.block_m, mc.block_n, mc.block_k, 0)
@@ -533,3 +533,21 @@ def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
     # Forced choices still reach the wide tile on short K (the sweep's A/B).
     forced = bf16_plan.plan(call(n=32768, k=512), Bf16Overrides(ws=True, block_m=128, block_n=256, split_k=1))
     assert forced.kernel == "ws" and forced.config.block_n == 256
+
+
+@pytest.mark.parametrize("groups", [6, 32])
+@pytest.mark.parametrize("n, k", [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)])
+def test_plan_gives_masked_decode_rows_the_measured_32_row_tile(groups, n, k):
+    """bench_bf16_gemm's masked rows with 20 expected rows per group: the 32 x 128 tile (BK 128) was the fastest of
+    ten tl.* tiles on each (H200, research/results/2026-12-03-h200-s28-call2/bf16_masked_tiles.log), where the cost
+    model alone took 64 x 256 on six of the eight; 33 and 192 expected rows are past the rule."""
+    for expected in (20, 32):
+        cfg = bf16_plan.plan(call("masked", m=4096, n=n, k=k, groups=groups, expected_m=expected)).config
+        assert (cfg.block_m, cfg.block_n, cfg.block_k) == bf16_plan.MASKED_DECODE_TILE, (expected, cfg)
+    for expected in (33, 192):
+        assert bf16_plan._masked_decode_tile(call("masked", m=4096, n=n, k=k, groups=groups,
+                                                  expected_m=expected)) is None
+    # A forced tile is still taken as given.
+    forced = bf16_plan.plan(call("masked", m=4096, n=n, k=k, groups=groups, expected_m=20),
+                            Bf16Overrides(block_m=64, block_n=256))
+    assert (forced.config.block_m, forced.config.block_n) == (64, 256)

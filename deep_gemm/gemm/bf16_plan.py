@@ -393,6 +393,8 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
                     continue
                 # TMA stores cost a little shared memory and save the pointer epilogue: prefer them on ties.
                 cost = _cost(call, cfg) * (1.0 if d_tma else 1.02)
+                if _masked_decode_tile(call) == (bm, bn, bk_pref):
+                    cost *= MASKED_DECODE_PREFERENCE
                 if best is None or cost < best[0]:
                     best = (cost, cfg, d_tma, "tl")
     # Both modes need a call of at least one tile of rows (decode rows keep their narrow tiles); "auto" prices the
@@ -479,6 +481,25 @@ def _wave_filling_tail(call: Bf16Call) -> int:
         if fill >= best_fill:
             best, best_fill = tail, fill
     return best
+
+
+# Masked calls of at most MASKED_DECODE_MAX_M expected rows per group stream B and little else, and the cost model
+# prices every candidate tile within 2 % (all bound by HBM's unique bytes); measured, the 32 x 128 tile (BK 128, the
+# plan's 5 stages) was the fastest of ten tl.* tiles on all eight such rows of bench_bf16_gemm (H200, session 28,
+# research/probes/bf16_masked_tiles.py, research/results/2026-12-03-h200-s28-call2/bf16_masked_tiles.log): G = 6
+# m = 20 at N x K = 7168 x 3072 77.3 us against the model's 64 x 256 at 87.7, 6144 x 7168 153.8 against 164.6, the
+# G = 32 rows 1.015-1.039x faster, never slower. So the plan weights that tile in ahead of its near-ties (17-32
+# expected rows, where _candidates offers 32-row tiles; 16 and fewer take 16-row tiles: not measured).
+MASKED_DECODE_MAX_M = 32
+MASKED_DECODE_TILE = (32, 128, 128)  # (BM, BN, preferred BK): one of _candidates' decode tiles
+MASKED_DECODE_PREFERENCE = 0.9
+
+
+def _masked_decode_tile(call: Bf16Call):
+    """The measured tile of a masked decode call (MASKED_DECODE_TILE), or None for any other call."""
+    if call.grouping != GROUPING["masked"] or max(1, min(call.m, call.expected_m or call.m)) > MASKED_DECODE_MAX_M:
+        return None
+    return MASKED_DECODE_TILE
 
 
 def _piece_too_short(call: Bf16Call, cfg: Bf16Config) -> bool:
