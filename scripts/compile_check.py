@@ -238,6 +238,8 @@ BF16_CONFIGS = [
     dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
          b_k_major=False),
+    dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
+         b_k_major=False, uniform=True),
     # Split-K of the last wave (4096 x 2112 / 576) and of M = 128 rows; deep rings of streaming-bound tiles.
     dict(bm=128, bn=128, warps=8, stages=5, split=8), dict(bm=128, bn=128, warps=8, stages=5, split=4),
     dict(bm=64, bn=128, warps=4, stages=6, split=4, has_c=True, out="fp32"),
@@ -310,7 +312,11 @@ BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, 
                    # values marked warp-uniform or not (Bf16Overrides.ws / uniform_tiles).
                    dict(bn=256, stages=3, grouping=2, zero_gaps=False),
                    dict(bn=256, stages=3, grouping=2, zero_gaps=False, uniform=True),
-                   dict(bn=128, stages=6, grouping=2, zero_gaps=False, uniform=True, b_k_major=False)]
+                   dict(bn=128, stages=6, grouping=2, zero_gaps=False, uniform=True, b_k_major=False),
+                   # K-grouped (FP32 C and D over [G*M, N], MN-major A and B; bf16_plan's 5-stage ring).
+                   dict(bn=128, stages=5, grouping=4, has_c=True, out="float32", a_k_major=False, b_k_major=False,
+                        uniform=True),
+                   dict(bn=128, stages=5, grouping=4, out="float32", a_k_major=False, b_k_major=False)]
 
 def partition_registers(cubin: bytes) -> list[tuple[int, int]]:
     """(setmaxnreg budget, highest register used + 1) of each warp-specialised partition whose code follows its
