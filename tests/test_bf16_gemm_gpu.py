@@ -417,7 +417,7 @@ def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
 # and odd ones: M an odd multiple of 64 (the last tile's upper slab stores nothing), M and N not multiples of the tile,
 # one group, 16 groups, empty groups first, inside and last. (G, M, N, K per group, indices of empty groups)
 K_GROUPED_WS_CASES = [(4, 4096, 7168, 8192, (1,)), (8, 7168, 2048, 4096, ()), (16, 4096, 7168, 2048, (0, 7, 15)),
-                      (1, 256, 256, 512, ()), (1, 128, 128, 128, (0,)), (3, 192, 200, 384, (1,)),
+                      (1, 256, 256, 512, ()), (2, 128, 128, 128, (0,)), (3, 192, 200, 384, (1,)),
                       (2, 320, 1000, 1024, ()), (16, 128, 136, 128, (2, 3))]
 
 
