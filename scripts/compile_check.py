@@ -197,9 +197,9 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
 
 
 def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
-                      a_k_major=True, b_k_major=True, tail=0, zero_gaps=True):
+                      a_k_major=True, b_k_major=True, tail=0, zero_gaps=True, uniform=False):
     """The BF16 GEMM kernel (kernels/bf16_gemm.py) for one config, as bf16_triton._execute launches it (``zero_gaps``:
-    ZERO_GAPS, the psum layout's gap rows zeroed or left untouched)."""
+    ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped)."""
     from deep_gemm.gemm.kernels.bf16_gemm import _bf16_gemm_kernel as fn
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     a_block = [bm, bk] if a_k_major else [bk, bm]
@@ -214,7 +214,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
                                    "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM", "FIRST_ITEM"]})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
                       GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=zero_gaps, HAS_C=has_c, D_TMA=d_tma,
-                      A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail)
+                      A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail, UNIFORM=uniform)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
@@ -238,6 +238,8 @@ BF16_CONFIGS = [
     dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
          b_k_major=False),
+    dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
+         b_k_major=False, uniform=True),
     # Split-K of the last wave (4096 x 2112 / 576) and of M = 128 rows; deep rings of streaming-bound tiles.
     dict(bm=128, bn=128, warps=8, stages=5, split=8), dict(bm=128, bn=128, warps=8, stages=5, split=4),
     dict(bm=64, bn=128, warps=4, stages=6, split=4, has_c=True, out="fp32"),
@@ -310,7 +312,11 @@ BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, 
                    # values marked warp-uniform or not (Bf16Overrides.ws / uniform_tiles).
                    dict(bn=256, stages=3, grouping=2, zero_gaps=False),
                    dict(bn=256, stages=3, grouping=2, zero_gaps=False, uniform=True),
-                   dict(bn=128, stages=6, grouping=2, zero_gaps=False, uniform=True, b_k_major=False)]
+                   dict(bn=128, stages=6, grouping=2, zero_gaps=False, uniform=True, b_k_major=False),
+                   # K-grouped (FP32 C and D over [G*M, N], MN-major A and B; bf16_plan's 5-stage ring).
+                   dict(bn=128, stages=5, grouping=4, has_c=True, out="float32", a_k_major=False, b_k_major=False,
+                        uniform=True),
+                   dict(bn=128, stages=5, grouping=4, out="float32", a_k_major=False, b_k_major=False)]
 
 def partition_registers(cubin: bytes) -> list[tuple[int, int]]:
     """(setmaxnreg budget, highest register used + 1) of each warp-specialised partition whose code follows its

@@ -411,3 +411,123 @@ def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
     assert bf16_plan.plan(call, over).kernel == "ws"
     run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=over)
     assert calc_diff(d, ref) < (TOL if out == BF16 else 1e-9)
+
+
+# K-grouped on the WS kernel (Bf16Overrides(ws=True); bf16_plan.AUTO_WS_K_GROUPED): bench_bf16_gemm's K_GROUPED rows
+# and odd ones: M an odd multiple of 64 (the last tile's upper slab stores nothing), M and N not multiples of the tile,
+# one group, 16 groups, empty groups first, inside and last. (G, M, N, K per group, indices of empty groups)
+K_GROUPED_WS_CASES = [(4, 4096, 7168, 8192, (1,)), (8, 7168, 2048, 4096, ()), (16, 4096, 7168, 2048, (0, 7, 15)),
+                      (1, 256, 256, 512, ()), (2, 128, 128, 128, (0,)), (3, 192, 200, 384, (1,)),
+                      (2, 320, 1000, 1024, ()), (16, 128, 136, 128, (2, 3))]
+
+
+def _k_grouped_operands(g, m, n, k_per, empty):
+    ks = [0 if i in empty else (int(k_per * f) + 127) // 128 * 128 for i, f in enumerate(
+        torch.linspace(0.7, 1.3, g).tolist())]
+    a, b = _rand(sum(ks), m), _rand(sum(ks), n)
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    prod = torch.zeros(g, m, n, device="cuda")
+    start = 0
+    for i, kg in enumerate(ks):
+        if kg:
+            prod[i] = _ref(a[start:start + kg].T, b[start:start + kg].T)
+        start += kg
+    return ks, a, b, layout, prod
+
+
+def _spy_ws(monkeypatch):
+    """Counts the launcher's WS kernel launches (bf16_triton._execute_ws), so a test sees which kernel ran."""
+    from deep_gemm.gemm import bf16_triton
+    launches = []
+    real = bf16_triton._execute_ws
+
+    def spy(*args, **kwargs):
+        launches.append(args[0])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(bf16_triton, "_execute_ws", spy)
+    return launches
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+@pytest.mark.parametrize("c_kind", ["d", "none", "distinct"])
+@pytest.mark.parametrize("g,m,n,k_per,empty", K_GROUPED_WS_CASES)
+def test_k_grouped_warp_specialised(monkeypatch, g, m, n, k_per, empty, c_kind, uniform):
+    """K-grouped on the Gluon WS kernel: D = C + A_g^T B_g against an FP32 reference (calc_diff per group), empty
+    groups D[g] = C[g] exactly (zeros without C), the same bits on every call and with or without the warp-uniform
+    K range."""
+    launches = _spy_ws(monkeypatch)
+    ks, a, b, layout, prod = _k_grouped_operands(g, m, n, k_per, empty)
+    c0 = _rand(g, m, n, dtype=torch.float32)
+    over = Bf16Overrides(ws=True, uniform_tiles=uniform)
+    outs = []
+    for _ in range(2):
+        if c_kind == "d":
+            d = c0.clone()
+            c = d
+        else:
+            d = torch.full((g, m, n), float("nan"), device="cuda")
+            c = None if c_kind == "none" else c0
+        run_forced("k_grouped_bf16_gemm_tn_contiguous", a, b, d, ks, layout, c, "mn", False, overrides=over)
+        outs.append(d)
+    assert len(launches) == 2 and launches[0].block_n == 128, launches
+    base = torch.zeros_like(c0) if c_kind == "none" else c0
+    for i, kg in enumerate(ks):
+        if kg:
+            assert calc_diff(outs[0][i] - base[i], prod[i]) < TOL, (i, kg)
+            assert calc_diff(outs[0][i], prod[i] + base[i]) < TOL, (i, kg)
+        else:
+            assert torch.equal(outs[0][i], base[i]), f"empty group {i}: D = C (or zeros)"
+    assert torch.equal(outs[0], outs[1]), "the same bits on every call"
+
+
+@pytest.mark.parametrize("g,m,n,k_per,empty", [(3, 200, 136, 256, (1,)), (2, 96, 64, 128, ())])
+def test_k_grouped_warp_specialised_declines_to_tl(monkeypatch, g, m, n, k_per, empty):
+    """M not a multiple of 64 (a 64-row slab of [G*M, N] would straddle two groups): ws=True runs the tl.* kernel."""
+    launches = _spy_ws(monkeypatch)
+    ks, a, b, layout, prod = _k_grouped_operands(g, m, n, k_per, empty)
+    c = _rand(g, m, n, dtype=torch.float32)
+    ref = prod + c
+    run_forced("k_grouped_bf16_gemm_tn_contiguous", a, b, c, ks, layout, c, "mn", False,
+               overrides=Bf16Overrides(ws=True))
+    assert not launches
+    assert calc_diff(c, ref) < TOL
+
+
+@pytest.mark.parametrize("over", [Bf16Overrides(ws=False, uniform_tiles=True), Bf16Overrides(ws=False)])
+def test_k_grouped_tl_uniform_same_bits(over):
+    """The tl.* kernel's K-grouped K range marked warp-uniform or not: the same bits (and right)."""
+    ks, a, b, layout, prod = _k_grouped_operands(4, 512, 384, 1024, (2,))
+    c = _rand(4, 512, 384, dtype=torch.float32)
+    outs = []
+    for o in (Bf16Overrides(ws=False, uniform_tiles=False), over):
+        d = torch.full_like(c, float("nan"))
+        run_forced("k_grouped_bf16_gemm_tn_contiguous", a, b, d, ks, layout, c, "mn", False, overrides=o)
+        outs.append(d)
+    assert calc_diff(outs[1], prod + c) < TOL
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("c_kind", ["distinct", "none"])
+def test_k_grouped_warp_specialised_cuda_graph(monkeypatch, c_kind):
+    """K-grouped on the WS kernel captured in a CUDA graph: replays read the K sizes on the device and write the
+    eager call's bits."""
+    launches = _spy_ws(monkeypatch)
+    ks, a, b, layout, prod = _k_grouped_operands(8, 1024, 2048, 1024, (3,))
+    c = _rand(8, 1024, 2048, dtype=torch.float32) if c_kind == "distinct" else None
+    d = torch.empty(8, 1024, 2048, device="cuda")
+    over = Bf16Overrides(ws=True)
+
+    def call():
+        run_forced("k_grouped_bf16_gemm_tn_contiguous", a, b, d, ks, layout, c, "mn", False, overrides=over)
+    call()  # compile outside the capture
+    eager = d.clone()
+    assert calc_diff(eager, prod + (c if c is not None else 0)) < TOL
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(3):
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(d, eager)
+    assert launches

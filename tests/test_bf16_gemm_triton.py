@@ -430,6 +430,58 @@ def test_plan_warp_specialised_only_where_it_covers():
         assert cfg.num_stages >= 3 and smem <= 232448 - 2048
 
 
+# bench_bf16_gemm.K_GROUPED's rows (G, M, N, K per group): DeepGEMM's K-grouped shapes.
+K_GROUPED_ROWS = [(4, 4096, 7168, 8192), (4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (8, 7168, 2048, 4096),
+                  (16, 4096, 7168, 2048), (16, 7168, 2048, 2048)]
+
+
+def k_grouped_call(m=4096, n=7168, groups=4, k_per=8192, has_c=True, **kw):
+    """A K-grouped call as its launcher builds it: FP32 D, MN-major A and B, D and C TMA-aligned as [G*M, N]."""
+    facts = dict(k_divisor=128, d_aligned=True, c_tma=has_c)
+    facts.update(kw)
+    return Bf16Call(bf16_plan.GROUPING["k_grouped"], m, n, groups * k_per, groups, 132, has_c, 4, False, False, False,
+                    **facts)
+
+
+def test_plan_k_grouped_on_the_warp_specialised_kernel(monkeypatch):
+    ws = Bf16Overrides(ws=True)
+    c = k_grouped_call()
+    # Off by default (AUTO_WS_K_GROUPED): the tl.* kernel, its K range marked as UNIFORM_K_GROUPED_TL says.
+    monkeypatch.setattr(bf16_plan, "AUTO_WS_K_GROUPED", False)
+    p = bf16_plan.plan(c)
+    assert p.kernel == "tl" and p.uniform == bf16_plan.UNIFORM_K_GROUPED_TL and not p.d_tma
+    # Forced: 128 x 128 (FP32 D: a 128 x 256 tile's staging buffers leave too few stages), the ring as deep as fits
+    # beside two FP32 staging buffers, one program per SM over G * tiles, K range marked (UNIFORM_TILES).
+    p = bf16_plan.plan(c, ws)
+    assert p.kernel == "ws" and (p.config.block_m, p.config.block_n, p.config.block_k) == (128, 128, 64)
+    per_stage, staging = (128 + 128) * 64 * 2, 2 * 64 * 128 * 4
+    assert p.config.num_stages * per_stage + staging <= bf16_plan.WS_SMEM_BYTES
+    assert (p.config.num_stages + 1) * per_stage + staging > bf16_plan.WS_SMEM_BYTES
+    assert p.grid == 132 and p.uniform == bf16_plan.UNIFORM_TILES and p == bf16_plan.plan(c, ws)
+    assert bf16_plan.plan(k_grouped_call(m=128, n=256, groups=1), ws).grid == 2  # (1 group x 1 x 2 tiles)
+    assert not bf16_plan.plan(c, Bf16Overrides(ws=True, uniform_tiles=False)).uniform
+    assert bf16_plan.plan(c, Bf16Overrides(uniform_tiles=True)).uniform  # (tl.*: the warp-uniform K range)
+    assert bf16_plan.plan(k_grouped_call(m=192), ws).kernel == "ws"  # (the last tile's upper slab stores nothing)
+    assert bf16_plan.plan(k_grouped_call(has_c=False), ws).kernel == "ws"
+    # Where the WS kernel does not cover it, the tl.* kernel: a slab straddling two groups (M % 64), D's rows not
+    # TMA-aligned, C not laid out as D, the interpreter (no Gluon; nor inline assembly: never uniform), K sizes
+    # only a 32-row K block divides (its ring and K step are 64), tiles of 64 rows.
+    for odd in (k_grouped_call(m=200), k_grouped_call(m=96), k_grouped_call(d_aligned=False),
+                k_grouped_call(c_tma=False), k_grouped_call(interpreting=True)):
+        p = bf16_plan.plan(odd, ws)
+        assert p.kernel == "tl", odd
+    assert not bf16_plan.plan(k_grouped_call(interpreting=True), Bf16Overrides(ws=True, uniform_tiles=True)).uniform
+    assert bf16_plan.plan(k_grouped_call(m=64), ws).kernel == "tl"
+    assert bf16_plan.plan(c, Bf16Overrides(ws=False)).kernel == "tl"
+    # "auto" with AUTO_WS_K_GROUPED: every K-grouped bench row on the WS kernel, bit-for-bit the forced plan.
+    monkeypatch.setattr(bf16_plan, "AUTO_WS_K_GROUPED", True)
+    for g, m, n, k_per in K_GROUPED_ROWS:
+        row = k_grouped_call(m, n, g, k_per)
+        assert bf16_plan.plan(row) == bf16_plan.plan(row, ws), row
+        assert bf16_plan.plan(row).kernel == "ws"
+    assert bf16_plan.plan(c, Bf16Overrides(ws=False)).kernel == "tl"
+
+
 def test_plan_runs_psum_with_untouched_gaps_on_the_warp_specialised_kernel_when_asked(monkeypatch):
     """DeepGEMM's SM90 psum calls leave gap rows untouched: the WS kernel covers them where D's rows are TMA-aligned
     (whole slabs by TMA, the slab holding a group's end by pointers), when forced (ws=True) or, once measured, by

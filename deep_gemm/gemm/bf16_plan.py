@@ -70,7 +70,8 @@ GROUP_M = 8
 # The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) covers
 # dense calls (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA, without split-K. The plan prices it next
 # to the tl.* kernel ("auto") on dense and expert-id calls (faster on the expert-id rows of the same-call bench by
-# 1-17%) and on psum calls with untouched gaps (AUTO_WS_PSUM, below). DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the
+# 1-17%), on psum calls with untouched gaps (AUTO_WS_PSUM, below) and, opt-in, on K-grouped calls (AUTO_WS_K_GROUPED).
+# DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the
 # call, "0" = never, unset = "auto"; Bf16Overrides.ws (True / False) overrides it per call.
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_BF16_WS", "auto"), "auto")
 WS_SMEM_BYTES = 225 * 1024
@@ -102,6 +103,18 @@ AUTO_WS_PSUM = True
 # 128 x 256, 3 stages, research/probes/bf16_psum_ab.py --compile, 2026-12-03). The same bits either way; on by
 # default since the GPU run above (1.284x against 1.205x unmarked). Bf16Overrides.uniform_tiles forces either.
 UNIFORM_TILES = True
+# K-grouped calls (D, C FP32 [G, M, N]; A, B MN-major) on the WS kernel (its K_GROUPED grouping: D and C through
+# [G*M, N] TMA descriptors, so M % 64 == 0: a 64-row slab never straddles two groups; 128 x 128 tiles, as every FP32-D
+# WS call: a 128 x 256 tile's two FP32 staging buffers would leave 2 stages of ring). The tl.* kernel runs them at
+# 465-592 TFLOPS (H200, benchmarks/bench_bf16_gemm.py K_GROUPED rows) against 750-820 for the WS kernel on dense and
+# M-grouped calls. Off until the GPU has measured it (research/probes/bf16_kgrouped_ab.py); Bf16Overrides(ws=True)
+# forces it, DG_BF16_WS=1 too.
+AUTO_WS_K_GROUPED = False
+# The tl.* K-grouped build's K range marked warp-uniform (kernels/uniform.tl_warp_uniform): 119 SASS instructions per
+# K block with 30 R2UR and 3 uniform ops unmarked, 86 / 8 / 38 marked, the dense build's 87 / 8 / 39 (sm_90a, 128 x 128,
+# 5 stages, FP32 C; research/probes/bf16_kgrouped_ab.py --compile). Same bits by construction; off until measured.
+# Bf16Overrides.uniform_tiles forces either (the WS K-grouped build follows UNIFORM_TILES, as psum does).
+UNIFORM_K_GROUPED_TL = False
 
 
 @dataclass(frozen=True)
@@ -170,7 +183,8 @@ class Bf16Overrides:
     # Its whole waves + the tl.* kernel's split last wave ("ws_tail"): True = wherever it covers the call (even with
     # ws=True), False = never, None = where the model prices it lowest ("auto" mode).
     ws_tail: bool | None = None
-    # The psum layout on the WS kernel: its layout values marked warp-uniform (UNIFORM_TILES); None = the default.
+    # The psum and K-grouped layouts' values marked warp-uniform (WS: UNIFORM_TILES; K-grouped tl.*:
+    # UNIFORM_K_GROUPED_TL); None = the default.
     uniform_tiles: bool | None = None
 
     def __post_init__(self):
@@ -195,7 +209,7 @@ class Bf16Plan:
     # pieces of the tiles after them (config).
     kernel: str = "tl"
     ws_config: Bf16Config | None = None
-    uniform: bool = False  # "ws" on the psum layout: its layout values marked warp-uniform (UNIFORM_TILES)
+    uniform: bool = False  # psum on "ws", K-grouped: the layout values marked warp-uniform (UNIFORM_TILES, ...)
 
 
 def next_pow2(x: int) -> int:
@@ -351,7 +365,12 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
     """The call's plan, or None when no config covers it (an alignment no tile height divides, a K no K block
     divides, a split of a grouped call)."""
     p = _plan(call, overrides)
-    if p is None or p.kernel != "ws" or call.grouping != GROUPING["m_psum"]:
+    if p is None:
+        return p
+    if call.grouping == GROUPING["k_grouped"] and not call.interpreting:  # (no inline assembly when interpreting)
+        default = UNIFORM_TILES if p.kernel == "ws" else UNIFORM_K_GROUPED_TL
+        return replace(p, uniform=default if overrides.uniform_tiles is None else overrides.uniform_tiles)
+    if p.kernel != "ws" or call.grouping != GROUPING["m_psum"]:
         return p
     uniform = UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles
     return replace(p, uniform=uniform)
@@ -363,6 +382,9 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     # pointers (d_tma is off: a whole-tile TMA store would write the gap rows).
     untouched_ok = (call.grouping == GROUPING["m_psum"] and not call.zero_gaps and call.d_aligned
                     and overrides.d_tma is not False)
+    # K-grouped: D (and C) stored (loaded) by the WS kernel's TMA over [G*M, N] (_k_grouped_ws_ok); d_tma stays off
+    # for its tl.* plans (pointer epilogue).
+    kgrouped_ok = _k_grouped_ws_ok(call) and overrides.d_tma is not False
     mode = _ws_mode(overrides)
     if overrides.config is not None:
         cfg = overrides.config
@@ -374,7 +396,7 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
             return None
         d_tma = d_tma_ok and _stages(cfg.block_m, cfg.tile_n, cfg.block_k, cfg.block_m * cfg.tile_n
                                      * call.out_bytes) >= 2
-        if mode == "on" and _ws_covers(call, cfg, d_tma or untouched_ok):
+        if mode == "on" and _ws_covers(call, cfg, d_tma or untouched_ok or kgrouped_ok):
             return _finish(call, _ws_config(call, cfg.block_n, cfg.block_k, cfg.block_n_tail), True, "ws")
         return _finish(call, cfg, d_tma)
     best = None
@@ -400,9 +422,10 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     # Both modes need a call of at least one tile of rows (decode rows keep their narrow tiles); "auto" prices the
     # WS kernel where it was measured: dense and expert-id calls.
     auto_ws = call.grouping in (GROUPING["dense"], GROUPING["m_ids"]) or (
-        AUTO_WS_PSUM and call.grouping == GROUPING["m_psum"] and not call.zero_gaps)
+        AUTO_WS_PSUM and call.grouping == GROUPING["m_psum"] and not call.zero_gaps) or (
+        AUTO_WS_K_GROUPED and call.grouping == GROUPING["k_grouped"])
     if (mode == "on" or (mode == "auto" and auto_ws)) and call.m >= 128 and overrides.split_k in (None, 1) \
-            and overrides.block_m in (None, 128) and (d_tma_ok or untouched_ok):
+            and overrides.block_m in (None, 128) and (d_tma_ok or untouched_ok or kgrouped_ok):
         bk = _block_k(call, 64)
         short_k = (mode == "auto" and call.grouping == GROUPING["dense"] and overrides.block_n is None
                    and call.k <= SHORT_K_WS_NARROW and _tiles(call, 128, 128) >= call.num_sms)
@@ -521,12 +544,23 @@ def _tail_covers(call: Bf16Call, cfg: Bf16Config) -> bool:
             and tail & (tail - 1) == 0)
 
 
+def _k_grouped_ws_ok(call: Bf16Call) -> bool:
+    """A K-grouped call the WS kernel can store: D's [G*M, N] rows TMA-aligned (d_aligned), C (if any) loaded by TMA
+    through a descriptor of D's layout (c_tma), and M a multiple of the 64-row slab, so that no slab of the [G*M, N]
+    matrix holds two groups' rows (a slab past M stores nothing; M % 64 != 0: the tl.* kernel's pointer epilogue)."""
+    return (call.grouping == GROUPING["k_grouped"] and call.d_aligned and call.m % 64 == 0
+            and (not call.has_c or call.c_tma))
+
+
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
     """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed, or left untouched: the
     slab holding a group's end stored by pointers) on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D:
-    128 x 128, its staging buffers); 128 x (128 + tail) tiles: dense, no C, BF16 D (_tail_covers)."""
-    layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"])
-    c_ok = not call.has_c or (call.c_tma and call.grouping == GROUPING["dense"])
+    128 x 128, its staging buffers); 128 x (128 + tail) tiles: dense, no C, BF16 D (_tail_covers); K-grouped calls
+    where _k_grouped_ws_ok."""
+    layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["k_grouped"])
+    if call.grouping == GROUPING["k_grouped"] and not _k_grouped_ws_ok(call):
+        return False
+    c_ok = not call.has_c or (call.c_tma and call.grouping in (GROUPING["dense"], GROUPING["k_grouped"]))
     width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
     tail_ok = cfg.block_n_tail == 0 or (cfg.block_n == 128 and call.out_bytes == 2 and _tail_covers(call, cfg))
     gaps_ok = call.zero_gaps or (call.grouping == GROUPING["m_psum"] and call.d_aligned)
@@ -537,6 +571,8 @@ def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
 def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, kernel: str = "tl") -> Bf16Plan:
     if kernel == "ws":
         tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.tile_n)
+        if call.grouping == GROUPING["k_grouped"]:
+            tiles *= call.num_groups
         return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, next_pow2(call.num_groups), "ws")
     if kernel == "ws_tail":  # (grid: the tl.* launch of the pieces; the WS launch runs the whole waves on every SM)
         pieces = (_cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n) - cfg.split_from) * cfg.split_k

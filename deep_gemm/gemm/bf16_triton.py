@@ -109,8 +109,14 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
              b_group_k=0, stride_dg=0, stride_cg=0, recorder=None) -> None:
     """Launch plan ``p``: ``a`` / ``b`` are the operands' 2-D matrices as in memory (see kernels/bf16_gemm.py)."""
     if p.kernel == "ws":
-        _execute_ws(p.config, p.grid, -(-call.m // p.config.block_m) * -(-call.n // p.config.tile_n), call, a,
-                    a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k, recorder, p.uniform)
+        tiles = -(-call.m // p.config.block_m) * -(-call.n // p.config.tile_n)
+        if call.grouping == GROUPING["k_grouped"]:  # D and C [G, M, N] as [G*M, N] row matrices (contiguous: check)
+            tiles *= call.num_groups
+            flat = d.view(-1, call.n)
+            c = None if c is None else (flat if c is d else c.view(-1, call.n))
+            d = flat
+        _execute_ws(p.config, p.grid, tiles, call, a, a_k_major, b, b_k_major, d, c, layout, b_group_n, b_group_k,
+                    recorder, p.uniform)
         return
     first_item = 0
     if p.kernel == "ws_tail":  # the whole waves in the WS kernel, then only the split pieces below
@@ -136,10 +142,10 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
             m, n, call.k, call.num_groups, a_group_m, b_group_n, b_group_k, stride_dg, d.stride(-2), stride_cg,
             stride_cm, cfg.split_from, first_item, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages,
             split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major,
-            cfg.block_n_tail)
+            cfg.block_n_tail, p.uniform)
     # (split_from is a runtime argument: one binary serves every value)
     config_key = (replace(cfg, split_from=0), p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps,
-                  call.has_c, d.dtype, a_k_major, b_k_major)
+                  call.has_c, d.dtype, a_k_major, b_k_major, p.uniform)
     from .kernels.bf16_gemm import _bf16_gemm_kernel
     launch(_bf16_gemm_kernel, (p.grid, 1, 1), args, name="bf16_gemm", config_key=config_key,
            num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=d.device.index or 0,
@@ -314,8 +320,13 @@ def k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, compil
     b_mat, b_k_major = _matrix(b.t())
     if a_k_major or b_k_major:
         return NotImplemented  # (the check requires MN-major operands)
-    call = _call(GROUPING["k_grouped"], m, n, sum(ks), num_groups, d, c, False, False, False,
-                 k_divisor=bf16_plan.k_divisor_of(ks))
+    # The WS kernel stores D (loads C) through [G*M, N] TMA descriptors: 16-byte rows and start (D and C are
+    # contiguous: the check), C laid out as D.
+    d_aligned = _rows_view(d.view(-1, n)) is not None
+    c_tma = d_aligned and c is not None and (c is d or (c.stride() == d.stride() and _rows_view(c.view(-1, n))
+                                                        is not None))
+    call = replace(_call(GROUPING["k_grouped"], m, n, sum(ks), num_groups, d, c, False, False, False,
+                         k_divisor=bf16_plan.k_divisor_of(ks), d_aligned=d_aligned), c_tma=c_tma)
     p = _plan_for(call, overrides)
     if p is None:
         return NotImplemented

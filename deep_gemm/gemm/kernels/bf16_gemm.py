@@ -35,13 +35,17 @@ Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py)
   MASKED     A [G*Mmax, K]; group g has masked_m[g] valid rows, read on the device only: tiles are enumerated over
              groups through a prefix sum of per-group tile counts. Rows >= masked_m[g] are untouched.
   K_GROUPED  A [sum K, M], B [sum K, N]; group g owns K rows [k_start_g, k_start_g + K_g) (device prefix sum of the
-             K sizes in layout_ptr); D[g] = C[g] + A_g.T @ B_g. Empty groups still write C[g] (or zeros).
+             K sizes in layout_ptr); D[g] = C[g] + A_g.T @ B_g. Empty groups still write C[g] (or zeros). UNIFORM:
+             the tile's k_start and K block count (reductions over the loaded K sizes) marked warp-uniform
+             (uniform.tl_warp_uniform): unmarked, the K loop they bound loses ptxas's uniform datapath (119 SASS
+             instructions per K block against the dense build's 87: research/pending/README.md).
 """
 
 import triton
 import triton.language as tl
 
 from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+from .uniform import tl_warp_uniform
 
 
 @triton.jit
@@ -137,7 +141,8 @@ def _bf16_gemm_kernel(
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
         PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
-        A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr, BN_TAIL: tl.constexpr):
+        A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr, BN_TAIL: tl.constexpr,
+        UNIFORM: tl.constexpr = False):  # K_GROUPED: the tile's K range marked warp-uniform
     tl.static_assert(BN_TAIL == 0 or (GROUPING == DENSE and SPLIT_K == 1 and not HAS_C),
                      "a tail accumulator: dense, unsplit, no C")
     pid = tl.program_id(0)
@@ -175,8 +180,9 @@ def _bf16_gemm_kernel(
             group = tile // per_group
             pid_m, pid_n = _tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
-            k_start = tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0)
-            kb_end = tl.sum(tl.where(g_idx == group, ks, 0), axis=0) // BK  # (BK divides every K_g: the plan)
+            k_start = tl_warp_uniform(tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0), UNIFORM)
+            # (BK divides every K_g: the plan)
+            kb_end = tl_warp_uniform(tl.sum(tl.where(g_idx == group, ks, 0), axis=0) // BK, UNIFORM)
         else:
             mn_tile = tile
             if SPLIT_K > 1:  # (tensors before the runtime branch below reassigns them)

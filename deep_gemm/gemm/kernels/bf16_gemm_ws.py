@@ -1,5 +1,5 @@
-"""Warp-specialised BF16 GEMM (Gluon, SM90) for dense and M-grouped contiguous layouts (expert ids, psum with zeroed
-gaps), chosen per call by bf16_plan (``DG_BF16_WS`` / ``Bf16Overrides(ws=...)`` force it): DeepGEMM's
+"""Warp-specialised BF16 GEMM (Gluon, SM90) for dense, M-grouped contiguous (expert ids, psum) and K-grouped layouts,
+chosen per call by bf16_plan (``DG_BF16_WS`` / ``Bf16Overrides(ws=...)`` force it): DeepGEMM's
 producer/consumer structure for what the ``tl.*`` kernel (bf16_gemm.py) runs with its loads and MMAs in the same
 warps.
 
@@ -28,6 +28,13 @@ untouched (not ZERO_GAPS): a slab wholly inside its group's rows is stored by TM
 by a masked pointer store of its valid rows (d_ptr), and a slab or tile without valid rows stores nothing.
 UNIFORM (M_PSUM): the tile's expert and group end, reductions over the per-group vector, are marked warp-uniform
 (uniform.warp_uniform), so the K loops they bound keep ptxas's uniform datapath.
+K_GROUPED (A [sum K, M], B [sum K, N], both MN-major; D and C FP32 [G, M, N] as [G*M, N] row matrices): tiles are
+(group, pid_m, pid_n), group-major, grouped order within a group; a tile's K blocks are its group's rows
+[k_start, k_start + K_g) of A and B (K sizes in layout_ptr, read on the device; BK divides every K_g: the plan), its
+k_start and K_g marked warp-uniform with UNIFORM (_k_group). An empty group's tiles run no K block and store C (or
+zeros). The plan takes M % 64 == 0 only: a 64-row slab then lies wholly inside its group's rows or wholly past M,
+and the latter (the upper slab of the last tile row, M an odd multiple of 64) stores nothing, since its rows of the
+[G*M, N] matrix are the next group's.
 """
 
 from triton.experimental import gluon
@@ -35,7 +42,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from .groupings import DENSE, M_IDS, M_PSUM  # noqa: F401  (kernel globals)
+from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM  # noqa: F401  (kernel globals)
 from .uniform import warp_uniform
 
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
@@ -76,6 +83,26 @@ def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: g
 
 
 @gluon.jit
+def _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
+    """(group, pid_m, pid_n) of a K_GROUPED tile: groups run one after another, each one's tiles in grouped order."""
+    per_group = num_m_blocks * num_n_blocks
+    group = tile // per_group
+    pid_m, pid_n = _swizzle(tile - group * per_group, num_m_blocks, num_n_blocks, GROUP_M)
+    return group, pid_m, pid_n
+
+
+@gluon.jit
+def _k_group(ks, g_idx, group, BK: gl.constexpr, UNIFORM: gl.constexpr):
+    """(first K row, K blocks) of K_GROUPED group `group`, from the vector of K sizes ks (g_idx: its group indices):
+    the prefix sum before it and its own size over BK. Both bound the K loop and address its TMA loads, so they are
+    marked warp-uniform with UNIFORM (uniform.warp_uniform; unmarked, ptxas keeps the loop off the uniform datapath,
+    as on the FP8 kernel's K-grouped build: research/pending/README.md)."""
+    k_start = warp_uniform(gl.sum(gl.where(g_idx < group, ks, 0), axis=0), UNIFORM)
+    num_kb = warp_uniform(gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK, UNIFORM)
+    return k_start, num_kb
+
+
+@gluon.jit
 def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
               B_GROUP_N, B_GROUP_K, NUM_TILES,
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
@@ -88,14 +115,22 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
     num_m_blocks = gl.cdiv(M, BM)
     num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
+    if GROUPING == K_GROUPED:  # (the K sizes, loaded once: every tile reduces them to its group's K range)
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
     it = 0
     for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
-        pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        if GROUPING == K_GROUPED:
+            group, pid_m, pid_n = _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        else:
+            pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         b_row = gl.maximum(expert, 0) * B_GROUP_N + pid_n * (BN + TAIL_N)
         b_k = gl.maximum(expert, 0) * B_GROUP_K
         tile_kb = gl.where(expert >= 0, num_kb, 0)
+        if GROUPING == K_GROUPED:  # A and B both step through the group's K rows
+            b_k, tile_kb = _k_group(ks, g_idx, group, BK, UNIFORM)
         for kb in range(tile_kb):
             stage = it % STAGES
             # A fresh barrier counts as having completed the phase before phase 0: the first pass is free.
@@ -104,6 +139,8 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
             mbarrier.expect(bar, STAGE_BYTES)
             if A_K_MAJOR:
                 tma.async_copy_global_to_shared(a_desc, [off_m, kb * BK], bar, a_bufs.index(stage))
+            elif GROUPING == K_GROUPED:
+                tma.async_copy_global_to_shared(a_desc, [b_k + kb * BK, off_m], bar, a_bufs.index(stage))
             else:
                 tma.async_copy_global_to_shared(a_desc, [kb * BK, off_m], bar, a_bufs.index(stage))
             if B_K_MAJOR:
@@ -138,14 +175,22 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
     num_m_blocks = gl.cdiv(M, BM)
     num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
+    if GROUPING == K_GROUPED:
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
     it = 0
     tiles_done = 0  # phase of this warpgroup's C barrier
     for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
-        pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        if GROUPING == K_GROUPED:
+            group, pid_m, pid_n = _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        else:
+            pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * (BN + TAIL_N)
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         tile_kb = gl.where(expert >= 0, num_kb, 0)
+        if GROUPING == K_GROUPED:
+            _, tile_kb = _k_group(ks, g_idx, group, BK, UNIFORM)
         acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
         if TAIL_N > 0:  # (a constexpr branch: acc_tail exists, and is carried by the K loop, only with a tail)
             MMA_TAIL: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -193,6 +238,10 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
                 ptrs = d_ptr + gl.expand_dims(rows.to(gl.int64) * stride_dm, 1) + gl.expand_dims(cols, 0)
                 mask = gl.expand_dims((rows < row_end) & (rows < M), 1) & gl.expand_dims(cols < N, 0)
                 gl.store(ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
+        elif GROUPING == K_GROUPED:
+            if off_m + A_ROW0 < M:  # (a slab past M: the next group's rows of D)
+                tiles_done = _store_slab(acc, acc, d_desc, d_desc, c_desc, c_smem, c_smem, c_bar, tiles_done,
+                                         group * M + off_m + A_ROW0, off_n, BN, MMA, HAS_C, 0)
         else:
             if GROUPING != DENSE:  # rows of padding (another id) or past the group's end are stored as zeros
                 rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
@@ -202,32 +251,47 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
                 else:
                     valid = (rows < row_end) & (expert >= 0)
                 acc = gl.where(gl.expand_dims(valid, 1), acc, 0.0)
-            tma.store_wait(pendings=0)  # the staging buffers' previous stores have been read out
-            if HAS_C:
-                mbarrier.expect(c_bar, c_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(c_desc, [off_m + A_ROW0, off_n], c_bar, c_smem)
-                mbarrier.wait(c_bar, tiles_done & 1)
-                acc = acc + c_smem.load(MMA).to(gl.float32)
-            tiles_done += 1
-            c_smem.store(acc.to(d_desc.dtype))
             if TAIL_N > 0:
-                c2_smem.store(acc_tail.to(d2_desc.dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(d_desc, [off_m + A_ROW0, off_n], c_smem)
-            if TAIL_N > 0:  # (a tail wholly past N is clipped by TMA: nothing is written)
-                tma.async_copy_shared_to_global(d2_desc, [off_m + A_ROW0, off_n + BN], c2_smem)
+                tiles_done = _store_slab(acc, acc_tail, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, tiles_done,
+                                         off_m + A_ROW0, off_n, BN, MMA, HAS_C, TAIL_N)
+            else:
+                tiles_done = _store_slab(acc, acc, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, tiles_done,
+                                         off_m + A_ROW0, off_n, BN, MMA, HAS_C, TAIL_N)
     tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _store_slab(acc, acc_tail, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, tiles_done, row, off_n,
+                BN: gl.constexpr, MMA: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr):
+    """D's 64-row slab at (row, off_n) = acc (+ C's slab, HAS_C) through the staging buffer c_smem by one TMA store
+    (and the tail columns', TAIL_N, through c2_smem); returns tiles_done, the C barrier's count of completed loads."""
+    tma.store_wait(pendings=0)  # the staging buffers' previous stores have been read out
+    if HAS_C:
+        mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(c_desc, [row, off_n], c_bar, c_smem)
+        mbarrier.wait(c_bar, tiles_done & 1)
+        acc = acc + c_smem.load(MMA).to(gl.float32)
+    tiles_done += 1
+    c_smem.store(acc.to(d_desc.dtype))
+    if TAIL_N > 0:
+        c2_smem.store(acc_tail.to(d2_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(d_desc, [row, off_n], c_smem)
+    if TAIL_N > 0:  # (a tail wholly past N is clipped by TMA: nothing is written)
+        tma.async_copy_shared_to_global(d2_desc, [row, off_n + BN], c2_smem)
+    return tiles_done
 
 
 @gluon.jit(do_not_specialize=["stride_dm", "M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"],
            do_not_specialize_on_alignment=["layout_ptr", "d_ptr"])
 def _bf16_gemm_ws_kernel(
-        a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense)
+        a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense);
+        # K_GROUPED: A [sum K, M], B [sum K, N]
         b2_desc,  # TAIL_N > 0: B's tail tiles, block [TAIL_N, BK] or [BK, TAIL_N] (else unused)
-        d_desc,  # D [M, N] (BF16 or FP32), block [64, BN]
+        d_desc,  # D [M, N] (BF16 or FP32), block [64, BN] (K_GROUPED: FP32 [G*M, N])
         d2_desc,  # TAIL_N > 0: D's tail slabs, block [64, TAIL_N] (else unused)
         c_desc,  # C with D's shape, dtype and block (HAS_C; else unused)
-        layout_ptr,  # int32 expert id per row (M_IDS) or cumulative group ends (M_PSUM); unused for DENSE
+        layout_ptr,  # int32 expert id per row (M_IDS), group ends (M_PSUM), K sizes (K_GROUPED); DENSE: unused
         d_ptr, stride_dm,  # D's storage and row stride (elements): M_PSUM, not ZERO_GAPS (else unused)
         M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
         NUM_TILES,  # tiles to run, a prefix of the grouped order (all of them, or the whole waves before a split tail)
@@ -236,10 +300,12 @@ def _bf16_gemm_ws_kernel(
         G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
         ZERO_GAPS: gl.constexpr = True,  # M_PSUM: gap rows stored as zeros (else left untouched)
-        UNIFORM: gl.constexpr = False):  # M_PSUM: the tile's expert and group end marked warp-uniform
+        UNIFORM: gl.constexpr = False):  # M_PSUM / K_GROUPED: the tile's layout values marked warp-uniform
     gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows")
-    gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM, "dense and M-grouped layouts")
-    gl.static_assert(not HAS_C or GROUPING == DENSE, "C accumulation: dense layouts")
+    gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM or GROUPING == K_GROUPED,
+                     "dense, M-grouped and K-grouped layouts")
+    gl.static_assert(not HAS_C or GROUPING == DENSE or GROUPING == K_GROUPED, "C accumulation: dense and K-grouped")
+    gl.static_assert(GROUPING != K_GROUPED or (not A_K_MAJOR and not B_K_MAJOR), "K-grouped: MN-major A and B")
     gl.static_assert(TAIL_N == 0 or (GROUPING == DENSE and not HAS_C), "tail columns: dense, no C")
     gl.static_assert(ZERO_GAPS or GROUPING == M_PSUM, "gaps left untouched: the psum layout")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
