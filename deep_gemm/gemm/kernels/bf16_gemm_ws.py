@@ -60,28 +60,6 @@ def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
-                 PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr, UNIFORM: gl.constexpr):
-    """(expert, end row of its group) of the tile starting at row off_m; expert -1: no valid row (dense: 0).
-    UNIFORM: the M_PSUM values marked warp-uniform (unmarked, the K loop they bound runs 80 instead of 53
-    instructions per K block and consumer at 128 x 256, sm_90a, research/probes/bf16_psum_ab.py --compile)."""
-    expert = off_m * 0
-    row_end = off_m * 0
-    if GROUPING == M_IDS:
-        expert = gl.load(layout_ptr + off_m)
-    if GROUPING == M_PSUM:
-        g_idx = gl.arange(0, G_PAD, layout=VEC)
-        g_ok = g_idx < NUM_GROUPS
-        ends = gl.load(layout_ptr + g_idx, mask=g_ok, other=0)
-        prev = gl.load(layout_ptr + g_idx - 1, mask=g_ok & (g_idx > 0), other=0)
-        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
-        inside = g_ok & (off_m >= starts) & (off_m < ends)
-        expert = warp_uniform(gl.max(gl.where(inside, g_idx, -1), axis=0), UNIFORM)
-        row_end = warp_uniform(gl.sum(gl.where(g_idx == expert, ends, 0), axis=0), UNIFORM)
-    return expert, row_end
-
-
-@gluon.jit
 def _add(x, y):
     return x + y
 
@@ -123,6 +101,28 @@ def _masked_tile(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, TILE_N: g
     pid_m, pid_n = _swizzle(local, gl.cdiv(group_rows, BM), gl.cdiv(N, TILE_N), GROUP_M)
     first_row = group * (M // NUM_GROUPS)
     return first_row + pid_m * BM, pid_n, group, first_row + group_rows
+
+
+@gluon.jit
+def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: gl.constexpr,
+                 PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr, UNIFORM: gl.constexpr):
+    """(expert, end row of its group) of the tile starting at row off_m; expert -1: no valid row (dense: 0).
+    UNIFORM: the M_PSUM values marked warp-uniform (unmarked, the K loop they bound runs 80 instead of 53
+    instructions per K block and consumer at 128 x 256, sm_90a, research/probes/bf16_psum_ab.py --compile)."""
+    expert = off_m * 0
+    row_end = off_m * 0
+    if GROUPING == M_IDS:
+        expert = gl.load(layout_ptr + off_m)
+    if GROUPING == M_PSUM:
+        g_idx = gl.arange(0, G_PAD, layout=VEC)
+        g_ok = g_idx < NUM_GROUPS
+        ends = gl.load(layout_ptr + g_idx, mask=g_ok, other=0)
+        prev = gl.load(layout_ptr + g_idx - 1, mask=g_ok & (g_idx > 0), other=0)
+        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        inside = g_ok & (off_m >= starts) & (off_m < ends)
+        expert = warp_uniform(gl.max(gl.where(inside, g_idx, -1), axis=0), UNIFORM)
+        row_end = warp_uniform(gl.sum(gl.where(g_idx == expert, ends, 0), axis=0), UNIFORM)
+    return expert, row_end
 
 
 @gluon.jit
