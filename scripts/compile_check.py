@@ -304,6 +304,8 @@ BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, 
                    dict(bn=256, stages=3, grouping=1), dict(bn=256, stages=3, grouping=2, b_k_major=False),
                    dict(bn=128, stages=6, grouping=2), dict(bn=256, stages=3, has_c=True),
                    dict(bn=128, stages=4, has_c=True, out="float32", a_k_major=False, b_k_major=False),
+                   # Masked (rows past masked_m untouched), its tile values warp-uniform (bf16_plan._masked_plan).
+                   dict(bn=256, stages=3, grouping=3, uniform=True), dict(bn=128, stages=6, grouping=3, uniform=True),
                    # Tiles 128 + tail wide (bf16_plan._ws_config's rings: 5, 5 and 4 stages): 144 = N 576 / 4,
                    # 192 = N 2112 / 11.
                    dict(bn=128, stages=5, tail=16), dict(bn=128, stages=5, tail=32), dict(bn=128, stages=4, tail=64),

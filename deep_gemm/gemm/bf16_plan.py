@@ -364,6 +364,8 @@ def _ws_config(call: Bf16Call, bn: int, bk: int, tail: int = 0) -> Bf16Config:
 def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | None:
     """The call's plan, or None when no config covers it (an alignment no tile height divides, a K no K block
     divides, a split of a grouped call)."""
+    if call.grouping == GROUPING["masked"]:
+        return _masked_plan(call, overrides)
     p = _plan(call, overrides)
     if p is None:
         return p
@@ -602,3 +604,74 @@ def k_divisor_of(ks) -> int:
     for k in ks:
         g = gcd(g, int(k))
     return g
+
+
+# ---- masked calls on the warp-specialised kernel ----------------------------------------------------------------
+# The WS kernel's MASKED grouping (kernels/bf16_gemm_ws.py): tiles counted and placed on the device from masked_m
+# (no host sync, graph-capturable), 128 x 128 / 128 x 256 tiles, whole 64-row slabs of valid rows stored by TMA
+# through a [G*Mmax, N] descriptor of D (d_aligned), the slab holding a group's end by pointers, nothing past it.
+# Its K loops are the expert-id layout's (53 SASS instructions per K block and consumer at 128 x 256 with the tile's
+# values marked warp-uniform, 80 with 16 R2UR unmarked; sm_90a, research/probes/bf16_masked_ab.py --compile). On
+# the contiguous layouts that kernel runs 0.92-1.12x DeepGEMM, the tl.* masked plan 0.86-1.01x on the rows of 192
+# and 1024 expected rows per group (H200, same call: research/results/2026-12-03-h200-s28-call1/compare.md). Off
+# until the GPU has measured the masked build (research/probes/bf16_masked_ab.py); Bf16Overrides(ws=True / False)
+# forces either way (DG_BF16_WS too), Bf16Overrides.uniform_tiles the uniform marks (default UNIFORM_TILES, as for
+# psum).
+AUTO_WS_MASKED = False
+# "auto" leaves calls of at most this many expected rows per group to the tl.* decode tiles (they stream B; a
+# 128-row tile would compute mostly empty rows), and prices the WS kernel against the tl.* plan above it.
+MASKED_WS_MIN_EXPECTED_M = 64
+
+
+def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
+    """A masked call's plan: the tl.* kernel's (_plan), or the WS kernel's where forced (ws=True, DG_BF16_WS=1)
+    or, with AUTO_WS_MASKED, where the cost model prices it lower for a call of more than
+    MASKED_WS_MIN_EXPECTED_M expected rows per group."""
+    tl_plan = _plan(call, overrides)
+    mode = _ws_mode(overrides)
+    expected = max(1, min(call.m, call.expected_m or call.m))
+    if mode == "off" or (mode == "auto" and (not AUTO_WS_MASKED or expected <= MASKED_WS_MIN_EXPECTED_M
+                                             or overrides.config is not None)):  # (a forced config: "on" only)
+        return tl_plan
+    best = None
+    for cfg in _masked_ws_configs(call, overrides):
+        cost = _cost(call, cfg, "ws")
+        if best is None or cost < best[0]:
+            best = (cost, cfg)
+    if best is None:
+        return tl_plan
+    # "auto": as for the other layouts, the WS kernel's deeper ring weighs 0.98 against tl.*'s pointer epilogue
+    # (1.02: the masked tl.* plans never store by TMA).
+    if mode == "auto" and tl_plan is not None and best[0] * 0.98 >= _cost(call, tl_plan.config) * 1.02:
+        return tl_plan
+    uniform = UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles
+    # (grid: the SMs, or fewer where masked_m could not give as many tiles; only the device knows the count, and a
+    # CTA past it exits at once)
+    grid = min(call.num_sms, call.num_groups * _cdiv(call.m, 128) * _cdiv(call.n, best[1].block_n))
+    return Bf16Plan(best[1], max(1, grid), True, next_pow2(call.num_groups), "ws", uniform=uniform)
+
+
+def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides):
+    """The WS kernel's configs for a masked call (128 x 256, 128 x 128) within the overrides, where it covers the
+    call: D's [G*Mmax, N] rows TMA-aligned (d_aligned), BF16 D, K-major A (the launcher copies an MN-major one), no
+    split, a K block that divides the K of a stacked MN-major B; not in the interpreter (Gluon)."""
+    if not call.d_aligned or call.interpreting or call.out_bytes != 2 or not call.a_k_major:
+        return
+    if overrides.split_k not in (None, 1) or overrides.block_m not in (None, 128) or overrides.d_tma is False:
+        return
+    bk = _block_k(call, 64)
+    forced = overrides.config
+    if forced is not None:
+        if (forced.block_m, forced.split_k, forced.block_n_tail) != (128, 1, 0) or forced.block_n not in (128, 256):
+            return
+        if call.k_divisor and call.k_divisor % forced.block_k:
+            return
+        bk, widths = forced.block_k, (forced.block_n,)
+    else:
+        widths = (256, 128) if overrides.block_n is None else (overrides.block_n,)
+    for bn in widths:
+        if bk is None or bn not in (128, 256):
+            continue
+        cfg = _ws_config(call, bn, bk)
+        if cfg.num_stages >= 3:
+            yield cfg

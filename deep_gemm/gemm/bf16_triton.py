@@ -292,11 +292,18 @@ def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims, 
     if not a_k_major:  # the kernel steps MN-major A only along K
         a_mat, a_k_major, a_group_m = a.contiguous().view(num_groups * max_m, k), True, max_m
     b_mat, b_k_major, b_group_n, b_group_k = _stacked(b)
+    # The WS kernel stores D through a [G*Mmax, N] TMA descriptor (whole slabs of valid rows; bf16_plan._masked_plan)
+    d_rows = _view2d(d, num_groups * max_m, n)
+    d_rows = None if d_rows is None else _rows_view(d_rows)
     call = _call(GROUPING["masked"], max_m, n, k, num_groups, d, None, a_k_major, b_k_major, False,
-                 expected_m=int(expected_m), k_divisor=0 if b_k_major else k)
+                 expected_m=int(expected_m), k_divisor=0 if b_k_major else k, d_aligned=d_rows is not None)
     p = _plan_for(call, overrides)
     if p is None:
         return NotImplemented
+    if p.kernel == "ws":  # (its M: the G*Mmax rows of A's and D's row views; it counts its tiles on the device)
+        _execute_ws(p.config, p.grid, 0, replace(call, m=num_groups * max_m), a_mat, a_k_major, b_mat, b_k_major,
+                    d_rows, None, masked_m, b_group_n, b_group_k, recorder, p.uniform)
+        return None
     _execute(p, call, a=a_mat, a_k_major=True, b=b_mat, b_k_major=b_k_major, d=d, c=None, layout=masked_m,
              a_group_m=a_group_m, b_group_n=b_group_n, b_group_k=b_group_k, stride_dg=d.stride(0),
              recorder=recorder)

@@ -26,7 +26,13 @@ an M_PSUM tile the group whose aligned start..end holds its first row. A tile wi
 stores zeros; rows of another id (padding) or past the group's end are stored as zeros. M_PSUM with gaps left
 untouched (not ZERO_GAPS): a slab wholly inside its group's rows is stored by TMA, the slab holding the group's end
 by a masked pointer store of its valid rows (d_ptr), and a slab or tile without valid rows stores nothing.
-UNIFORM (M_PSUM): the tile's expert and group end, reductions over the per-group vector, are marked warp-uniform
+MASKED (A and D [G, Mmax, *] as [G*Mmax, *] row matrices, the kernel's M = G*Mmax; B [G, N, K] stacked as for
+M_IDS): group g's tiles cover its masked_m[g] valid rows (read on the device, clamped to [0, Mmax]) in cdiv(masked_m[g],
+128) row blocks from row g*Mmax; tiles run group after group, their count and each one's (group, row block, column
+block) from a prefix sum over the G_PAD-padded masked_m vector (_masked_tile), so the tile loop's bound is a device
+value too. Rows >= masked_m[g] are left untouched as psum's gap rows are (UNTOUCHED), and a slab wholly past them
+stores nothing; the rows an A box reads past masked_m[g] (the next group's, or zero fill) only reach unstored rows.
+UNIFORM (M_PSUM, MASKED): the tile's expert and group end, reductions over the per-group vector, are marked warp-uniform
 (uniform.warp_uniform), so the K loops they bound keep ptxas's uniform datapath.
 K_GROUPED (A [sum K, M], B [sum K, N], both MN-major; D and C FP32 [G, M, N] as [G*M, N] row matrices): tiles are
 (group, pid_m, pid_n), group-major, grouped order within a group; a tile's K blocks are its group's rows
@@ -42,7 +48,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM  # noqa: F401  (kernel globals)
+from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from .uniform import warp_uniform
 
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
@@ -58,6 +64,50 @@ def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
     pid_m = first_m + (tile % per_group) % rows
     pid_n = (tile % per_group) // rows
     return pid_m, pid_n
+
+
+@gluon.jit
+def _add(x, y):
+    return x + y
+
+
+@gluon.jit
+def _masked_rows(layout_ptr, M, NUM_GROUPS, G_PAD: gl.constexpr, VEC: gl.constexpr):
+    """MASKED: (group indices, valid rows) as [G_PAD] vectors, zeros past NUM_GROUPS: masked_m, read on the device,
+    clamped to [0, Mmax] (Mmax = M / NUM_GROUPS: a count past the group's block must not store into the next
+    group's rows)."""
+    g_idx = gl.arange(0, G_PAD, layout=VEC)
+    rows = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+    return g_idx, gl.minimum(gl.maximum(rows, 0), M // NUM_GROUPS)
+
+
+@gluon.jit
+def _masked_num_tiles(layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, TILE_N: gl.constexpr, G_PAD: gl.constexpr,
+                      VEC: gl.constexpr, UNIFORM: gl.constexpr):
+    """MASKED: every group's tiles, cdiv(rows, BM) row blocks by the column blocks: the tile loop's bound (marked
+    warp-uniform with UNIFORM, as the values it compares with)."""
+    _, rows = _masked_rows(layout_ptr, M, NUM_GROUPS, G_PAD, VEC)
+    return warp_uniform(gl.sum(gl.cdiv(rows, BM) * gl.cdiv(N, TILE_N), axis=0), UNIFORM)
+
+
+@gluon.jit
+def _masked_tile(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, TILE_N: gl.constexpr, GROUP_M: gl.constexpr,
+                 G_PAD: gl.constexpr, VEC: gl.constexpr, UNIFORM: gl.constexpr):
+    """MASKED tile `tile` (< _masked_num_tiles): (its first row in the [G*Mmax] matrices, its column block, its
+    group, the end of its group's valid rows there). The group is the count of groups whose tiles end at or before
+    the tile (empty groups end where their predecessor does); within it tiles go in grouped order. Every value is a
+    reduction over the per-group vectors, marked warp-uniform with UNIFORM: they address the producer's TMA loads
+    and bound what the consumers store."""
+    g_idx, rows = _masked_rows(layout_ptr, M, NUM_GROUPS, G_PAD, VEC)
+    tiles = gl.cdiv(rows, BM) * gl.cdiv(N, TILE_N)
+    ends = gl.associative_scan(tiles, 0, _add)
+    group = warp_uniform(gl.sum((ends <= tile).to(gl.int32), axis=0), UNIFORM)
+    this = g_idx == group
+    local = tile - warp_uniform(gl.sum(gl.where(this, ends - tiles, 0), axis=0), UNIFORM)
+    group_rows = warp_uniform(gl.sum(gl.where(this, rows, 0), axis=0), UNIFORM)
+    pid_m, pid_n = _swizzle(local, gl.cdiv(group_rows, BM), gl.cdiv(N, TILE_N), GROUP_M)
+    first_row = group * (M // NUM_GROUPS)
+    return first_row + pid_m * BM, pid_n, group, first_row + group_rows
 
 
 @gluon.jit
@@ -112,6 +162,8 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
     # (TMA counts a box's full bytes on the barrier, also where it reads past the matrix and zero-fills)
     STAGE_BYTES: gl.constexpr = (a_desc.block_type.nbytes + b_desc.block_type.nbytes
                                  + (b2_desc.block_type.nbytes if TAIL_N > 0 else 0))
+    if GROUPING == MASKED:  # (the launcher's NUM_TILES is unused: only the device knows masked_m)
+        NUM_TILES = _masked_num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, BN, G_PAD, VEC, UNIFORM)
     num_m_blocks = gl.cdiv(M, BM)
     num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
@@ -126,6 +178,9 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
             pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
+        if GROUPING == MASKED:  # (B's expert is the tile's group)
+            off_m, pid_n, expert, row_end = _masked_tile(tile, layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUP_M, G_PAD,
+                                                         VEC, UNIFORM)
         b_row = gl.maximum(expert, 0) * B_GROUP_N + pid_n * (BN + TAIL_N)
         b_k = gl.maximum(expert, 0) * B_GROUP_K
         tile_kb = gl.where(expert >= 0, num_kb, 0)
@@ -166,12 +221,14 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
-    # M_PSUM with gaps left untouched: only the group's valid rows are stored (TMA for whole slabs).
-    UNTOUCHED: gl.constexpr = GROUPING == M_PSUM and not ZERO_GAPS
+    # M_PSUM with gaps left untouched, MASKED: only the group's valid rows are stored (TMA for whole slabs).
+    UNTOUCHED: gl.constexpr = (GROUPING == M_PSUM and not ZERO_GAPS) or GROUPING == MASKED
     A_ROW0: gl.constexpr = WG * WG_ROWS
     # wgmma groups one K block commits (the main MMA, and the tail's): waiting down to this many leaves only the
     # current block's in flight.
     MMAS_PER_BLOCK: gl.constexpr = 2 if TAIL_N > 0 else 1
+    if GROUPING == MASKED:
+        NUM_TILES = _masked_num_tiles(layout_ptr, M, N, NUM_GROUPS, BM, BN, G_PAD, VEC, UNIFORM)
     num_m_blocks = gl.cdiv(M, BM)
     num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
@@ -188,6 +245,10 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
         off_m = pid_m * BM
         off_n = pid_n * (BN + TAIL_N)
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
+        if GROUPING == MASKED:
+            off_m, pid_n, expert, row_end = _masked_tile(tile, layout_ptr, M, N, NUM_GROUPS, BM, BN, GROUP_M, G_PAD,
+                                                         VEC, UNIFORM)
+            off_n = pid_n * BN
         tile_kb = gl.where(expert >= 0, num_kb, 0)
         if GROUPING == K_GROUPED:
             _, tile_kb = _k_group(ks, g_idx, group, BK, UNIFORM)
@@ -294,7 +355,9 @@ def _bf16_gemm_ws_kernel(
         layout_ptr,  # int32 expert id per row (M_IDS), group ends (M_PSUM), K sizes (K_GROUPED); DENSE: unused
         d_ptr, stride_dm,  # D's storage and row stride (elements): M_PSUM, not ZERO_GAPS (else unused)
         M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
-        NUM_TILES,  # tiles to run, a prefix of the grouped order (all of them, or the whole waves before a split tail)
+        # (M: rows of A and D; MASKED: G*Mmax, of their [G*Mmax, *] views)
+        NUM_TILES,  # tiles to run, a prefix of the grouped order (all of them, or the whole waves before a split tail;
+        # MASKED: unused, counted on the device)
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
         NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
         G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
@@ -302,12 +365,13 @@ def _bf16_gemm_ws_kernel(
         ZERO_GAPS: gl.constexpr = True,  # M_PSUM: gap rows stored as zeros (else left untouched)
         UNIFORM: gl.constexpr = False):  # M_PSUM / K_GROUPED: the tile's layout values marked warp-uniform
     gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows")
-    gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM or GROUPING == K_GROUPED,
-                     "dense, M-grouped and K-grouped layouts")
+    gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM or GROUPING == MASKED
+                     or GROUPING == K_GROUPED, "dense, M-grouped, masked and K-grouped layouts")
     gl.static_assert(not HAS_C or GROUPING == DENSE or GROUPING == K_GROUPED, "C accumulation: dense and K-grouped")
     gl.static_assert(GROUPING != K_GROUPED or (not A_K_MAJOR and not B_K_MAJOR), "K-grouped: MN-major A and B")
     gl.static_assert(TAIL_N == 0 or (GROUPING == DENSE and not HAS_C), "tail columns: dense, no C")
     gl.static_assert(ZERO_GAPS or GROUPING == M_PSUM, "gaps left untouched: the psum layout")
+    gl.static_assert(GROUPING != MASKED or A_K_MAJOR, "masked: K-major A (the launcher copies an MN-major one)")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     b2_bufs = b_bufs

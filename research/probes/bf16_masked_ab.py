@@ -1,0 +1,205 @@
+"""A/B of `m_grouped_bf16_gemm_nt_masked` on the warp-specialised kernel (kernels/bf16_gemm_ws.py, GROUPING MASKED;
+bf16_plan.AUTO_WS_MASKED) against the shipped plan, on benchmarks/bench_bf16_gemm.py's MASKED rows with at least
+128 expected rows per group (G=32 x 192, G=6 x 1024; N, K in GROUPED_NK; Mmax 4096), one process, one timer
+(benchmarks/harness.KernelTimer: kernels only, L2 flushed). Operands as bench_masked makes them: masked_m =
+expected x 0.7-1.3 (random.seed(0)), A, B torch.randn.
+
+Variants (each checked against an FP32 torch reference, calc_diff < 1e-5 per group, and D's rows past masked_m must
+keep their starting bits):
+  plan     the shipped plan (AUTO_WS_MASKED as shipped; with it off: the tl.* kernel, 64 x 256 at 192 rows, 128 x 128
+           at 1024)
+  ws128    Bf16Overrides(ws=True, block_n=128, uniform_tiles=True): the WS kernel's 128 x 128 tile, values warp-uniform
+  ws256    the same on 128 x 256
+Per row, `auto` names the WS tile bf16_plan picks with AUTO_WS_MASKED on (or tl), and its geomean is over the
+times of those choices. The last column is DeepGEMM's time on the row in session 28's call 1 (same H200 kind, another
+process: research/results/2026-12-03-h200-s28-call1/bf16_dg/bench_bf16_gemm.json) over the auto choice's.
+
+    python research/probes/bf16_masked_ab.py [--reps 10]      (H200: ~1-2 min incl. compiles)
+    python research/probes/bf16_masked_ab.py --compile        (no GPU, no TRITON_INTERPRET: sm_90a K-loop facts)
+
+--compile: per build, registers, spilled bytes and, per innermost K loop (a backward branch around wgmmas in the
+consumers, around TMA loads in the producer), its instructions, R2UR moves and uniform-datapath instructions; the
+masked builds beside the expert-id builds of the same tile (the target) and the tl.* builds the plan runs today.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import random
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+for _p in (ROOT, os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "scripts"), HERE):
+    sys.path.insert(0, _p)
+
+LIMIT = 1e-5  # DeepGEMM's calc_diff bar for BF16 GEMMs
+MIN_EXPECTED = 128
+DG_JSON = os.path.join(ROOT, "research", "results", "2026-12-03-h200-s28-call1", "bf16_dg", "bench_bf16_gemm.json")
+
+# (name, "tl" / "ws", scripts/compile_check.compile_* arguments). G_PAD is compile_check's 8; grouping 1 = expert
+# ids, 3 = masked; WS stages as bf16_plan._ws_config gives them (BK 64, BF16 D): 3 at 128 x 256, 6 at 128 x 128.
+COMPILE_VARIANTS = [
+    ("tl masked 64x256 (plan, 192 rows)", "tl", dict(bm=64, bn=256, warps=4, stages=5, grouping=3, d_tma=False)),
+    ("tl masked 128x128 (plan, 1024)", "tl", dict(bm=128, bn=128, warps=8, stages=6, grouping=3, d_tma=False)),
+    ("ws ids 128x256 (target)", "ws", dict(bn=256, stages=3, grouping=1)),
+    ("ws masked 128x256", "ws", dict(bn=256, stages=3, grouping=3)),
+    ("ws masked 128x256 uniform", "ws", dict(bn=256, stages=3, grouping=3, uniform=True)),
+    ("ws ids 128x128 (target)", "ws", dict(bn=128, stages=6, grouping=1)),
+    ("ws masked 128x128", "ws", dict(bn=128, stages=6, grouping=3)),
+    ("ws masked 128x128 uniform", "ws", dict(bn=128, stages=6, grouping=3, uniform=True)),
+    ("ws ids 128x256 B mn (target)", "ws", dict(bn=256, stages=3, grouping=1, b_k_major=False)),
+    ("ws masked 128x256 B mn uniform", "ws", dict(bn=256, stages=3, grouping=3, uniform=True, b_k_major=False)),
+]
+
+
+def compile_report():
+    import compile_check as cc
+    from bf16_psum_ab import inner_loops, loop_facts
+    from ws_loop_spills import sass_of
+
+    def build(item):
+        name, kind, cfg = item
+        ck = cc.compile_bf16_gemm(**cfg) if kind == "tl" else cc.compile_bf16_gemm_ws(**cfg)
+        sass = sass_of(ck.asm["cubin"])
+        regs = cc.resource_usage(ck.asm["cubin"]).split("REG:")[1].split()[0]
+        mma = " ".join(loop_facts(b) for b in inner_loops(sass, "HGMMA"))
+        loads = " ".join(loop_facts(b) for b in inner_loops(sass, "UTMALDG")) if kind == "ws" else "-"
+        return (f"{name:34s} regs {regs:>3s} spilled {cc.spilled_bytes(ck.asm['cubin']):3d} B  K loops: mma {mma}  "
+                f"producer {loads}")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for line in pool.map(build, COMPILE_VARIANTS):
+            print(line, flush=True)
+
+
+def variants():
+    from deep_gemm.gemm.bf16_plan import Bf16Overrides
+    return {"plan": None, "ws128": Bf16Overrides(ws=True, block_n=128, uniform_tiles=True),
+            "ws256": Bf16Overrides(ws=True, block_n=256, uniform_tiles=True)}
+
+
+def auto_choice(g, expected, n, k):
+    """What bf16_plan picks for the row with AUTO_WS_MASKED on: 'ws128', 'ws256' or 'plan' (tl.*, its tile)."""
+    from deep_gemm.gemm import bf16_plan
+    from deep_gemm.gemm.bf16_triton import _num_sms
+    from bench_bf16_gemm import MASKED_MAX_M
+    call = bf16_plan.Bf16Call(bf16_plan.GROUPING["masked"], MASKED_MAX_M, n, k, g, _num_sms(), False, 2, True, True,
+                              False, expected_m=expected, d_aligned=True)
+    saved = bf16_plan.AUTO_WS_MASKED
+    bf16_plan.AUTO_WS_MASKED = True
+    try:
+        p = bf16_plan.plan(call)
+    finally:
+        bf16_plan.AUTO_WS_MASKED = saved
+    return f"ws{p.config.block_n}" if p.kernel == "ws" else "plan"
+
+
+def rows(shapes):
+    """(label, shape, masked, {variant: (run, d)}, (a, b, d0)) per row, one row's tensors at a time."""
+    import torch
+    from bench_bf16_gemm import BF16, MASKED_MAX_M
+
+    from deep_gemm._ops.library import run_launcher
+    for g, expected, n, k in shapes:
+        random.seed(0)
+        masked = [int(expected * random.uniform(0.7, 1.3)) for _ in range(g)]
+        masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+        a = torch.randn(g, MASKED_MAX_M, k, device="cuda", dtype=BF16)
+        b = torch.randn(g, n, k, device="cuda", dtype=BF16)
+        d0 = torch.randn(g, MASKED_MAX_M, n, device="cuda").to(BF16)  # rows past masked_m must keep these bits
+        calls = {}
+        for name, over in variants().items():
+            d = d0.clone()
+            kw = {} if over is None else {"overrides": over}
+
+            def run(d=d, kw=kw):
+                result = run_launcher("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, expected, "nk",
+                                      launcher_kwargs=kw)
+                assert result is not NotImplemented, "the launcher declined"
+            calls[name] = (run, d)
+        yield f"G={g} m={expected} N={n} K={k}", (g, expected, n, k), masked, calls, (a, b, d0)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--compile", action="store_true", help="sm_90a builds only (no GPU)")
+    args = parser.parse_args(argv)
+    if args.compile:
+        compile_report()
+        return 0
+    import torch
+    from bench_bf16_gemm import GROUPED_NK, MASKED
+    from harness import KernelTimer
+
+    from deep_gemm.gemm import bf16_plan
+    from deep_gemm.testing import calc_diff
+    print(f"defaults: AUTO_WS_MASKED={bf16_plan.AUTO_WS_MASKED} UNIFORM_TILES={bf16_plan.UNIFORM_TILES}", flush=True)
+    shapes = [(g, e, n, k) for g, e in MASKED if e >= MIN_EXPECTED for n, k in GROUPED_NK]
+    dg = {}
+    if os.path.exists(DG_JSON):
+        for r in json.load(open(DG_JSON))["results"]:
+            if r["table"] == "masked":
+                dg[(r["groups"], r["expected_m"], r["n"], r["k"])] = r["us"]
+    timer = KernelTimer(reps=args.reps)
+    t0 = time.time()
+    # First calls (compiles) in threads: one row per group count covers every build (M, N, K are not specialised;
+    # the plan's tl.* tile is the same on a group count's four rows).
+    firsts = {}
+    for shape in shapes:
+        firsts.setdefault(shape[0], shape)
+    warm = list(rows(firsts.values()))
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for f in [pool.submit(run) for _, _, _, calls, _ in warm for run, _ in calls.values()]:
+            f.result()
+    torch.cuda.synchronize()
+    del warm
+    print(f"compiled in {time.time() - t0:.0f} s", flush=True)
+    ratios, autos = {}, []
+    for label, shape, masked, calls, (a, b, d0) in rows(shapes):
+        refs = [a[i, :m].float() @ b[i].float().T for i, m in enumerate(masked)]
+        times, line, base = {}, [], None
+        for v, (run, d) in calls.items():
+            run()
+            torch.cuda.synchronize()
+            flag = ""
+            if max(calc_diff(d[i, :m], r) for i, (m, r) in enumerate(zip(masked, refs)) if m) >= LIMIT:
+                flag += "!WRONG"
+            if not all(torch.equal(d[i, m:].view(torch.int16), d0[i, m:].view(torch.int16))
+                       for i, m in enumerate(masked)):
+                flag += "!TOUCHED"
+            if v == "plan":
+                base = d.clone()
+            elif not torch.equal(d, base):
+                flag += "(bits differ)"  # (another tile width or kernel: K order may differ; informative)
+            times[v] = min(timer(run), timer(run))
+            line.append(f"{v} {times[v]:7.1f}{flag}")
+        choice = auto_choice(*shape)
+        rel = {v: times["plan"] / t for v, t in times.items() if v != "plan"}
+        rel["auto"] = times["plan"] / times[choice]
+        for v, r in rel.items():
+            ratios.setdefault(v, []).append(r)
+        dg_us = dg.get(shape)
+        vs_dg = f" | DeepGEMM(s28c1)/auto {dg_us / times[choice]:.3f}" if dg_us else ""
+        if dg_us:
+            autos.append(dg_us / times[choice])
+        print(f"{label:30s} " + "  ".join(line) + "  | plan/x: " + " ".join(f"{v} {r:.3f}" for v, r in rel.items())
+              + f" | auto={choice}{vs_dg}", flush=True)
+        del refs
+    print(f"({time.time() - t0:.0f} s)  geomean plan / variant:")
+    for v, rs in ratios.items():
+        gm = math.exp(sum(map(math.log, rs)) / len(rs))
+        print(f"  {v:6s} {gm:.3f}x over {len(rs)} rows (min {min(rs):.3f}x, max {max(rs):.3f}x)")
+    if autos:
+        print(f"  DeepGEMM (session 28 call 1) / auto: geomean {math.exp(sum(map(math.log, autos)) / len(autos)):.3f}x"
+              f", min {min(autos):.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
