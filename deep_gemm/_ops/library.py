@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from .._triton import first_import as _first_import
 from ..runtime import _STATE as _RUNTIME
 from . import guards as metadata_guards
 from .errors import DeepGEMMError
@@ -193,6 +194,7 @@ class OpKernels:
         declines the arguments. The dispatcher's CUDA kernel and the eager path (``eager_op``) both end here."""
         fn = self.triton  # (triton_fn(), inlined: every eager call comes here)
         if fn is not None and not _FORCE_REFERENCE:
+            _first_import.ensure_triton()  # (threads' first launches must not import Triton concurrently)
             launcher, call = self._call
             if token is not None and fn is launcher:
                 out = call(full, token)
@@ -317,6 +319,7 @@ def run_launcher(name: str, *args, launcher_kwargs: dict | None = None, **kwargs
         raise RuntimeError(f"deep_gemm::{name} has no CUDA launcher")
     full = _Binder(SCHEMAS[ALIASES.get(name, name)])(args, kwargs)
     token = kernels.checked(full)
+    _first_import.ensure_triton()
     extra = dict(launcher_kwargs or {})
     if getattr(kernels.triton, "accepts_signature", False):
         extra["signature"] = token

@@ -17,6 +17,7 @@ from typing import Tuple
 import torch
 
 from .._ops.errors import fail, require
+from .._triton.first_import import ensure_triton
 from . import reference
 from .tiles import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
 
@@ -99,6 +100,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
     if not _use_triton(a):
         reference.m_grouped(a, b, d, m_indices, row_indices)
         return
+    ensure_triton()
     from . import kernels
     block_m = _block_m(tile.block_m)
     grid = (triton_cdiv(m, block_m) * triton_cdiv(n, tile.block_n),)
@@ -188,6 +190,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     if not _use_triton(a):
         reference.k_grouped(a, b, d, k_indices, k_start, k_end, bool(acc), gather_a)
         return
+    ensure_triton()
     from . import kernels
     kernel = (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl if gather_a
               else kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl)

@@ -117,7 +117,7 @@ def rows(shapes):
             d = d0.clone()
             kw = {} if over is None else {"overrides": over}
 
-            def run(d=d, kw=kw):
+            def run(d=d, kw=kw, a=a, b=b, masked_m=masked_m, expected=expected):  # (bound now: rows are lazy)
                 result = run_launcher("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, expected, "nk",
                                       launcher_kwargs=kw)
                 assert result is not NotImplemented, "the launcher declined"
