@@ -70,7 +70,7 @@ GROUP_M = 8
 # The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) covers
 # dense calls (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA, without split-K. The plan prices it next
 # to the tl.* kernel ("auto") on dense and expert-id calls (faster on the expert-id rows of the same-call bench by
-# 1-17%), on psum calls with untouched gaps (AUTO_WS_PSUM, below) and, opt-in, on K-grouped calls (AUTO_WS_K_GROUPED).
+# 1-17%), on psum calls with untouched gaps (AUTO_WS_PSUM, below) and on K-grouped calls (AUTO_WS_K_GROUPED).
 # DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the
 # call, "0" = never, unset = "auto"; Bf16Overrides.ws (True / False) overrides it per call.
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_BF16_WS", "auto"), "auto")
@@ -107,14 +107,18 @@ UNIFORM_TILES = True
 # [G*M, N] TMA descriptors, so M % 64 == 0: a 64-row slab never straddles two groups; 128 x 128 tiles, as every FP32-D
 # WS call: a 128 x 256 tile's two FP32 staging buffers would leave 2 stages of ring). The tl.* kernel runs them at
 # 465-592 TFLOPS (H200, benchmarks/bench_bf16_gemm.py K_GROUPED rows) against 750-820 for the WS kernel on dense and
-# M-grouped calls. Off until the GPU has measured it (research/probes/bf16_kgrouped_ab.py); Bf16Overrides(ws=True)
-# forces it, DG_BF16_WS=1 too.
-AUTO_WS_K_GROUPED = False
+# M-grouped calls. Measured (research/probes/bf16_kgrouped_ab.py, H200 2026-12-03, one process, the bench's rows,
+# research/results/2026-12-03-h200-s28-call3/bf16_kgrouped_ab.log): the WS kernel 1.270x faster than the tl.* plan
+# over 4 rows (1.244-1.309x; 517 -> 676 TFLOPS geomean), 2783 / 1421 / 2863 / 1456 / 3209 / 1662 us on the six rows
+# against DeepGEMM's 2746 / 1405 / 2914 / 1485 / 3547 / 1700 (session 28 call 1): 0.99-1.11x. So "auto" takes it
+# wherever it covers a K-grouped call; Bf16Overrides(ws=False) forces the tl.* kernel.
+AUTO_WS_K_GROUPED = True
 # The tl.* K-grouped build's K range marked warp-uniform (kernels/uniform.tl_warp_uniform): 119 SASS instructions per
 # K block with 30 R2UR and 3 uniform ops unmarked, 86 / 8 / 38 marked, the dense build's 87 / 8 / 39 (sm_90a, 128 x 128,
-# 5 stages, FP32 C; research/probes/bf16_kgrouped_ab.py --compile). Same bits by construction; off until measured.
+# 5 stages, FP32 C; research/probes/bf16_kgrouped_ab.py --compile). Same bits by construction; measured in the same
+# run as above, 1.076x faster (1.049-1.093x over 4 rows): on for the calls the WS kernel does not cover (M % 64 != 0).
 # Bf16Overrides.uniform_tiles forces either (the WS K-grouped build follows UNIFORM_TILES, as psum does).
-UNIFORM_K_GROUPED_TL = False
+UNIFORM_K_GROUPED_TL = True
 
 
 @dataclass(frozen=True)
