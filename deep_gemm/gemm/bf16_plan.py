@@ -617,36 +617,39 @@ def k_divisor_of(ks) -> int:
 # Its K loops are the expert-id layout's (53 SASS instructions per K block and consumer at 128 x 256 with the tile's
 # values marked warp-uniform, 80 with 16 R2UR unmarked; sm_90a, research/probes/bf16_masked_ab.py --compile). On
 # the contiguous layouts that kernel runs 0.92-1.12x DeepGEMM, the tl.* masked plan 0.86-1.01x on the rows of 192
-# and 1024 expected rows per group (H200, same call: research/results/2026-12-03-h200-s28-call1/compare.md). Off
-# until the GPU has measured the masked build (research/probes/bf16_masked_ab.py); Bf16Overrides(ws=True / False)
-# forces either way (DG_BF16_WS too), Bf16Overrides.uniform_tiles the uniform marks (default UNIFORM_TILES, as for
-# psum).
-AUTO_WS_MASKED = False
-# "auto" leaves calls of at most this many expected rows per group to the tl.* decode tiles (they stream B; a
-# 128-row tile would compute mostly empty rows), and prices the WS kernel against the tl.* plan above it.
-MASKED_WS_MIN_EXPECTED_M = 64
+# and 1024 expected rows per group (H200, same call: research/results/2026-12-03-h200-s28-call1/compare.md).
+# Measured (research/probes/bf16_masked_ab.py, H200 2026-12-03, one process, bench_bf16_gemm's masked rows,
+# research/results/2026-12-03-h200-s28-call4/bf16_masked_ab.log), plan / WS 128 x 256: G = 6, 1024 expected rows
+# 1.039 / 1.111 / 1.074 / 1.118x faster on the WS kernel (N x K 6144 x 7168, 7168 x 3072, 4096 x 4096, 4096 x 2048;
+# 128 x 128: 0.942 / 1.029 / 1.024 / 1.170x), G = 32, 192 rows 0.937 / 0.969 / 0.991 / 1.028x (B-streaming rows,
+# where the tl.* 64 x 256 tile stays ahead). So "auto" runs masked calls of more than MASKED_WS_MIN_EXPECTED_M
+# expected rows per group on the WS kernel's 128 x 256 tile (a measured rule: the cost model prices both kernels
+# within 2 % there and picked 128 x 128 on one of the four rows, 8 % slower). Between 192 and 1024 rows nothing was
+# measured: the threshold splits them. Bf16Overrides(ws=True / False) forces either way (DG_BF16_WS too; ws=True
+# prices both widths), Bf16Overrides.uniform_tiles the uniform marks (default UNIFORM_TILES, as for psum).
+AUTO_WS_MASKED = True
+MASKED_WS_MIN_EXPECTED_M = 512
+MASKED_WS_AUTO_WIDTH = 256
 
 
 def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
-    """A masked call's plan: the tl.* kernel's (_plan), or the WS kernel's where forced (ws=True, DG_BF16_WS=1)
-    or, with AUTO_WS_MASKED, where the cost model prices it lower for a call of more than
-    MASKED_WS_MIN_EXPECTED_M expected rows per group."""
+    """A masked call's plan: the tl.* kernel's (_plan), or the WS kernel's where forced (ws=True, DG_BF16_WS=1:
+    the width the cost model prices lower) or, with AUTO_WS_MASKED, for a call of more than
+    MASKED_WS_MIN_EXPECTED_M expected rows per group (the measured 128 x MASKED_WS_AUTO_WIDTH tile)."""
     tl_plan = _plan(call, overrides)
     mode = _ws_mode(overrides)
     expected = max(1, min(call.m, call.expected_m or call.m))
     if mode == "off" or (mode == "auto" and (not AUTO_WS_MASKED or expected <= MASKED_WS_MIN_EXPECTED_M
                                              or overrides.config is not None)):  # (a forced config: "on" only)
         return tl_plan
+    if mode == "auto" and overrides.block_n is None:
+        overrides = replace(overrides, block_n=MASKED_WS_AUTO_WIDTH)
     best = None
     for cfg in _masked_ws_configs(call, overrides):
         cost = _cost(call, cfg, "ws")
         if best is None or cost < best[0]:
             best = (cost, cfg)
     if best is None:
-        return tl_plan
-    # "auto": as for the other layouts, the WS kernel's deeper ring weighs 0.98 against tl.*'s pointer epilogue
-    # (1.02: the masked tl.* plans never store by TMA).
-    if mode == "auto" and tl_plan is not None and best[0] * 0.98 >= _cost(call, tl_plan.config) * 1.02:
         return tl_plan
     uniform = UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles
     # (grid: the SMs, or fewer where masked_m could not give as many tiles; only the device knows the count, and a
