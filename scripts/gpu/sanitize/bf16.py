@@ -5,6 +5,8 @@ scripts/gpu/ runs each under the sanitizer's tools)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 import deep_gemm
@@ -170,6 +172,56 @@ def _k_grouped():
     _expect(c, ref, "k_grouped", 1e-9)
 
 
+
+def _masked_ws(g, max_m, n, k, masked_m, expected, bn=None):
+    """Masked calls on the warp-specialised kernel (its MASKED grouping: tiles placed on the device from masked_m,
+    whole slabs by TMA, the slab holding a group's end by pointers): forced (bn given) or the plan's own choice (the
+    default takes it past bf16_plan.MASKED_WS_MIN_EXPECTED_M expected rows)."""
+    def run():
+        a, b = _rand(g, max_m, k), _rand(g, n, k)
+        masked = torch.tensor(masked_m, dtype=torch.int32, device="cuda")
+        d = torch.full((g, max_m, n), 3.0, device="cuda", dtype=BF16)
+        over = Bf16Overrides() if bn is None else Bf16Overrides(ws=True, block_n=bn)
+        call = bf16_triton._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, d, None, True, True, False,
+                                 expected_m=expected, d_aligned=True)  # (the launcher's view of these aligned rows)
+        if bf16_plan.plan(call, over).kernel != "ws":
+            raise AssertionError("masked: the plan did not pick the warp-specialised kernel")
+        if run_launcher("m_grouped_bf16_gemm_nt_masked", a, b, d, masked, expected, "nk",
+                        launcher_kwargs=dict(overrides=over)) is NotImplemented:
+            raise AssertionError("the launcher declined the call")
+        torch.cuda.synchronize()
+        for i, m in enumerate(masked_m):
+            if m:
+                _expect(d[i, :m], a[i, :m].float() @ b[i].float().T, f"ws masked group {i}")
+            if not torch.all(d[i, m:] == 3.0):
+                raise AssertionError(f"ws masked group {i}: rows past masked_m were written")
+    return run
+
+
+def _k_grouped_ws(ks, m, n, c_kind):
+    """K-grouped calls on the warp-specialised kernel (the plan's default where M % 64 == 0): FP32 C and D by TMA over
+    [G*M, N]; M = 192 leaves the last tile's upper slab past M (it must store nothing: those rows are the next
+    group's); an empty group stores C (or zeros)."""
+    def run():
+        a, b = _rand(sum(ks), m), _rand(sum(ks), n)
+        d = _rand(len(ks), m, n, dtype=torch.float32)
+        c = {"d": d, "none": None, "other": _rand(len(ks), m, n, dtype=torch.float32)}[c_kind]
+        ref = torch.zeros_like(d) if c is None else c.clone()
+        start = 0
+        for i, kg in enumerate(ks):
+            ref[i] += a[start:start + kg].float().T @ b[start:start + kg].float()
+            start += kg
+        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+        call = bf16_triton._call(bf16_plan.GROUPING["k_grouped"], m, n, sum(ks), len(ks), d, c, False, False, False,
+                                 k_divisor=bf16_plan.k_divisor_of(ks), d_aligned=True)
+        call = replace(call, c_tma=c is not None)  # (C is D or laid out as D: the launcher's c_tma)
+        if bf16_plan.plan(call).kernel != "ws":
+            raise AssertionError("k_grouped: the plan did not pick the warp-specialised kernel")
+        deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, layout, c)
+        torch.cuda.synchronize()
+        _expect(d, ref, f"ws k_grouped {m}x{n} c={c_kind}", 1e-9)
+    return run
+
 CASES = [
     *[(f"dense_{layout}_40x72x200", _dense(layout, 40, 72, 200)) for layout in ("nt", "nn", "tn", "tt")],
     ("dense_nt_1x40x1000_fp32_acc", _dense("nt", 1, 40, 1000, torch.float32, True)),
@@ -188,6 +240,12 @@ CASES = [
     ("dense_nn_ws_129x136x200_fp32_acc", _dense_ws(129, 136, 200, 128, torch.float32, True, layout="nn")),
     ("masked", _masked),
     ("k_grouped_with_empty_group", _k_grouped),
+    ("masked_ws_forced_128x256_200x136", _masked_ws(3, 200, 136, 136, [0, 200, 129], 150, 256)),
+    ("masked_ws_forced_128x128_200x136", _masked_ws(3, 200, 136, 136, [129, 0, 65], 150, 128)),
+    ("masked_ws_default_640x72", _masked_ws(2, 640, 72, 136, [600, 517], 600)),
+    ("k_grouped_ws_192x136_c_is_d", _k_grouped_ws([128, 0, 256], 192, 136, "d")),
+    ("k_grouped_ws_128x72_no_c", _k_grouped_ws([64, 192], 128, 72, "none")),
+    ("k_grouped_ws_256x40_c_separate", _k_grouped_ws([0, 128, 64], 256, 40, "other")),
 ]
 
 if __name__ == "__main__":
