@@ -199,9 +199,10 @@ def _masked_ws(g, max_m, n, k, masked_m, expected, bn=None):
 
 
 def _k_grouped_ws(ks, m, n, c_kind):
-    """K-grouped calls on the warp-specialised kernel (the plan's default where M % 64 == 0): FP32 C and D by TMA over
-    [G*M, N]; M = 192 leaves the last tile's upper slab past M (it must store nothing: those rows are the next
-    group's); an empty group stores C (or zeros)."""
+    """K-grouped calls on the warp-specialised kernel (forced: at these sizes the plan's cost model prefers tl.*'s
+    64 x 64 tiles; large calls with M % 64 == 0 take it by default): FP32 C and D by TMA over [G*M, N]; M = 192
+    leaves the last tile's upper slab past M (it must store nothing: those rows are the next group's); an empty
+    group stores C (or zeros)."""
     def run():
         a, b = _rand(sum(ks), m), _rand(sum(ks), n)
         d = _rand(len(ks), m, n, dtype=torch.float32)
@@ -215,9 +216,12 @@ def _k_grouped_ws(ks, m, n, c_kind):
         call = bf16_triton._call(bf16_plan.GROUPING["k_grouped"], m, n, sum(ks), len(ks), d, c, False, False, False,
                                  k_divisor=bf16_plan.k_divisor_of(ks), d_aligned=True)
         call = replace(call, c_tma=c is not None)  # (C is D or laid out as D: the launcher's c_tma)
-        if bf16_plan.plan(call).kernel != "ws":
+        over = Bf16Overrides(ws=True)
+        if bf16_plan.plan(call, over).kernel != "ws":
             raise AssertionError("k_grouped: the plan did not pick the warp-specialised kernel")
-        deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, layout, c)
+        if run_launcher("k_grouped_bf16_gemm_tn_contiguous", a, b, d, ks, layout, c, "mn", False,
+                        launcher_kwargs=dict(overrides=over)) is NotImplemented:
+            raise AssertionError("the launcher declined the call")
         torch.cuda.synchronize()
         _expect(d, ref, f"ws k_grouped {m}x{n} c={c_kind}", 1e-9)
     return run
