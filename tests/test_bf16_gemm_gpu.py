@@ -218,6 +218,19 @@ def test_last_wave_split(m, n, k, accumulate):
         assert torch.equal(outs[0], outs[1]), over
 
 
+def _captured(call, d, eager):
+    """call() captured in a CUDA graph whose replays rewrite d (cleared to NaN first) with eager's bits, 3 times."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(3):
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(d, eager)
+    return graph
+
+
 @pytest.mark.parametrize("m,split", [(1, None), (64, 4), (4096, None)])
 def test_cuda_graph_capture_and_replay(m, split):
     n, k = 2112, 7168
@@ -233,14 +246,7 @@ def test_cuda_graph_capture_and_replay(m, split):
     call()  # compile outside the capture
     eager = d.clone()
     assert calc_diff(eager, _ref(a, b)) < TOL
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    for _ in range(3):
-        d.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(d, eager)
+    graph = _captured(call, d, eager)
     a.copy_(_rand(m, k))
     graph.replay()
     torch.cuda.synchronize()
@@ -522,12 +528,5 @@ def test_k_grouped_warp_specialised_cuda_graph(monkeypatch, c_kind):
     call()  # compile outside the capture
     eager = d.clone()
     assert calc_diff(eager, prod + (c if c is not None else 0)) < TOL
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    for _ in range(3):
-        d.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(d, eager)
+    _captured(call, d, eager)
     assert launches
