@@ -37,7 +37,7 @@ UNIFORM (M_PSUM, MASKED): the tile's expert and group end, reductions over the p
 SPLIT_N (MASKED only): a 64 x BN tile (BM = 64) whose N the two consumers split instead of its M: consumer w computes
 rows [0, 64) x columns [w * BN/2, (w + 1) * BN/2) from the shared [64, BK] A stage and its half of the [BN, BK] B
 stage, and stores its 64 x BN/2 slab through its own staging buffer (D's block [64, BN/2]). Groups of a few hundred
-rows then waste less than on 128-row tiles: ~192 rows fill 3 of 3 64-row blocks against 2 x 128 rows, 25% empty.
+rows then compute fewer empty rows: 192 x U(0.7, 1.3) rows per group leave ~14% of 64-row blocks empty, 25% of 128.
 K_GROUPED (A [sum K, M], B [sum K, N], both MN-major; D and C FP32 [G, M, N] as [G*M, N] row matrices): tiles are
 (group, pid_m, pid_n), group-major, grouped order within a group; a tile's K blocks are its group's rows
 [k_start, k_start + K_g) of A and B (K sizes in layout_ptr, read on the device; BK divides every K_g: the plan), its
