@@ -276,24 +276,30 @@ if __name__ == "__main__" and "--bf16" in sys.argv:
 
 
 def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, has_c=False,
-                         out="bfloat16", consumer_regs=232, producer_regs=40, tail=0, zero_gaps=True, uniform=False):
+                         out="bfloat16", consumer_regs=232, producer_regs=40, tail=0, zero_gaps=True, uniform=False,
+                         bm=128):
     """The warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config (``tail``: its TAIL_N columns,
     B and D blocks of their own as bf16_triton._execute_ws passes them; ``zero_gaps`` / ``uniform``: its ZERO_GAPS
-    and UNIFORM, the psum layout's gap rows zeroed and its layout values marked warp-uniform)."""
+    and UNIFORM, the psum layout's gap rows zeroed and its layout values marked warp-uniform; ``bm`` 64: the
+    64 x BN tile whose column halves the consumers split, SPLIT_N, D's block [64, BN / 2])."""
     from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
     from triton.experimental.gluon._runtime import GluonASTSource
     b_block = [bn, bk] if b_k_major else [bk, bn]
     b2_block = ([tail, bk] if b_k_major else [bk, tail]) if tail else b_block
-    sig = {"a_desc": gluon_desc_sig([128, bk] if a_k_major else [bk, 128], "bfloat16"),
+    split_n = bm == 64
+    slab_n = bn // 2 if split_n else bn
+    sig = {"a_desc": gluon_desc_sig([bm, bk] if a_k_major else [bk, bm], "bfloat16"),
            "b_desc": gluon_desc_sig(b_block, "bfloat16"), "b2_desc": gluon_desc_sig(b2_block, "bfloat16"),
-           "d_desc": gluon_desc_sig([64, bn], out), "d2_desc": gluon_desc_sig([64, tail or bn], out),
+           "d_desc": gluon_desc_sig([64, slab_n], out), "d2_desc": gluon_desc_sig([64, tail or bn], out),
            "c_desc": gluon_desc_sig([64, bn], out), "layout_ptr": "*i32",
            "d_ptr": "*" + {"bfloat16": "bf16", "float32": "fp32"}[out], "stride_dm": "i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "B_GROUP_N", "B_GROUP_K", "NUM_TILES"]})
-    constexprs = dict(BM=128, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
+    constexprs = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
                       B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c, TAIL_N=tail,
                       CONSUMER_REGS=consumer_regs,
                       PRODUCER_REGS=producer_regs, ZERO_GAPS=zero_gaps, UNIFORM=uniform)
+    if split_n:  # (absent otherwise: the existing builds compile exactly as before the constexpr existed)
+        constexprs["SPLIT_N"] = True
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
@@ -306,6 +312,10 @@ BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, 
                    dict(bn=128, stages=4, has_c=True, out="float32", a_k_major=False, b_k_major=False),
                    # Masked (rows past masked_m untouched), its tile values warp-uniform (bf16_plan._masked_plan).
                    dict(bn=256, stages=3, grouping=3, uniform=True), dict(bn=128, stages=6, grouping=3, uniform=True),
+                   # ... on 64 x BN tiles, the consumers splitting N (SPLIT_N; bf16_plan._ws_config's 4 and 8 stages).
+                   dict(bm=64, bn=256, stages=4, grouping=3, uniform=True),
+                   dict(bm=64, bn=128, stages=8, grouping=3, uniform=True),
+                   dict(bm=64, bn=256, stages=4, grouping=3, uniform=True, b_k_major=False),
                    # Tiles 128 + tail wide (bf16_plan._ws_config's rings: 5, 5 and 4 stages): 144 = N 576 / 4,
                    # 192 = N 2112 / 11.
                    dict(bn=128, stages=5, tail=16), dict(bn=128, stages=5, tail=32), dict(bn=128, stages=4, tail=64),

@@ -86,7 +86,7 @@ def test_masked_overrides_force_either_kernel(monkeypatch):
     # a forced tl.* config stays tl.* unless the WS kernel is forced too
     assert bf16_plan.plan(big, Bf16Overrides(config=Bf16Config(128, 128, 64, 4, 8))).kernel == "tl"
     # what the WS kernel does not cover: other tile heights, split-K, no TMA store of D, the interpreter
-    assert bf16_plan.plan(big, Bf16Overrides(ws=True, block_m=64)).kernel == "tl"
+    assert bf16_plan.plan(big, Bf16Overrides(ws=True, block_m=32)).kernel == "tl"
     assert bf16_plan.plan(big, Bf16Overrides(ws=True, d_tma=False)).kernel == "tl"
     for uncovered in (replace(big, d_aligned=False), replace(big, interpreting=True), replace(big, out_bytes=4),
                       replace(big, a_k_major=False)):
@@ -97,6 +97,55 @@ def test_masked_overrides_force_either_kernel(monkeypatch):
     assert bf16_plan.plan(decode).kernel == "ws"
     monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "off")
     assert bf16_plan.plan(big).kernel == "tl"
+
+
+@pytest.mark.parametrize("groups, expected", BENCH_ROWS)
+@pytest.mark.parametrize("n, k", BENCH_NK)
+def test_masked_ws_64_row_tile_forced_and_auto(monkeypatch, groups, expected, n, k):
+    """The 64 x BN tile (the kernel's SPLIT_N): forced by ws=True with block_m=64 at either width, its ring as deep
+    as fits beside two 64 x BN/2 staging buffers; "auto" takes it only with AUTO_WS_MASKED_64 (off as shipped) for
+    (MASKED_WS64_MIN_EXPECTED_M, MASKED_WS_MIN_EXPECTED_M] expected rows; block_m=64 without ws=True stays tl.*."""
+    assert not bf16_plan.AUTO_WS_MASKED_64  # (the shipped default: not measured on the GPU yet)
+    c = masked_call(groups, expected, n, k)
+    for bn in (256, 128):
+        p = bf16_plan.plan(c, Bf16Overrides(ws=True, block_m=64, block_n=bn))
+        assert p.kernel == "ws" and p.d_tma and p.uniform == bf16_plan.UNIFORM_TILES, p
+        cfg = p.config
+        assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.split_k, cfg.block_n_tail) == (64, bn, 64, 1, 0)
+        ring = cfg.num_stages * (64 + bn) * 64 * 2
+        assert cfg.num_stages == {256: 4, 128: 8}[bn] and ring + 2 * 64 * (bn // 2) * 2 <= bf16_plan.WS_SMEM_BYTES
+        assert p.grid == 132 and p.g_pad == bf16_plan.next_pow2(groups)
+    assert bf16_plan.plan(c, Bf16Overrides(ws=True, block_m=64)).config.block_n in (128, 256)
+    assert bf16_plan.plan(c, Bf16Overrides(block_m=64)).kernel == "tl"  # ("auto": the tl.* 64-row tile)
+    forced = bf16_plan.plan(c, Bf16Overrides(ws=True, config=Bf16Config(64, 256, 64, 4, 4)))
+    assert forced.kernel == "ws" and (forced.config.block_m, forced.config.block_n) == (64, 256)
+    shipped = bf16_plan.plan(c)
+    monkeypatch.setattr(bf16_plan, "AUTO_WS_MASKED_64", True)
+    p = bf16_plan.plan(c)
+    if expected <= bf16_plan.MASKED_WS_MIN_EXPECTED_M:
+        assert p.kernel == "ws" and (p.config.block_m, p.config.block_n) == (64, bf16_plan.MASKED_WS_AUTO_WIDTH)
+        assert p == bf16_plan.plan(c, Bf16Overrides(ws=True, block_m=64, block_n=256))
+        assert bf16_plan.plan(c, Bf16Overrides(ws=False)).kernel == "tl"
+        assert bf16_plan.plan(c, Bf16Overrides(block_m=64)).kernel == "tl"  # (a forced height: not "auto"'s)
+    else:
+        assert p == shipped  # (the 128-row rule)
+    for few in (1, 32, bf16_plan.MASKED_WS64_MIN_EXPECTED_M):  # decode rows keep their tl.* tiles
+        assert bf16_plan.plan(masked_call(groups, few, n, k)).kernel == "tl"
+
+
+def test_masked_ws_64_row_tile_grid_and_uncovered():
+    # (few tiles: the grid is what masked_m could give at most, 64-row blocks)
+    p = bf16_plan.plan(masked_call(2, 100, 256, 256, max_m=130), Bf16Overrides(ws=True, block_m=64, block_n=256))
+    assert p.kernel == "ws" and p.grid == 2 * 3 * 1
+    big = masked_call(32, 192)
+    over = Bf16Overrides(ws=True, block_m=64)
+    for uncovered in (replace(big, d_aligned=False), replace(big, interpreting=True), replace(big, out_bytes=4),
+                      replace(big, a_k_major=False)):
+        assert bf16_plan.plan(uncovered, over).kernel == "tl", uncovered
+    assert bf16_plan.plan(big, Bf16Overrides(ws=True, block_m=64, split_k=2)) is None  # (no split of a grouped call)
+    assert bf16_plan.plan(big, Bf16Overrides(ws=True, block_m=64, d_tma=False)).kernel == "tl"
+    # (a forced 64-row config with a tail or another width: not the WS kernel's)
+    assert bf16_plan.plan(big, Bf16Overrides(ws=True, config=Bf16Config(64, 64, 64, 4, 4))).kernel == "tl"
 
 
 def test_masked_ws_keeps_b_k_blocks_inside_a_group():
@@ -136,6 +185,17 @@ def test_launcher_hands_the_ws_kernel_row_views_and_masked_m(monkeypatch):
         assert rows.shape == (g * max_m, n) and rows.data_ptr() == d.data_ptr() and args["stride_dm"] == n
         # (Mmax 200: at most 2 row blocks per group)
         assert grid == (min(bf16_triton._num_sms(), g * 2 * -(-n // args["BN"])), 1, 1)
+    # the 64-row tile: SPLIT_N, D's block [64, BN/2], 64-row blocks in the grid
+    launches.clear()
+    bf16_triton.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk",
+                                              overrides=Bf16Overrides(ws=True, block_m=64, block_n=256))
+    (name, args, key, grid), = launches
+    assert name == "bf16_gemm_ws" and args["SPLIT_N"] and (args["BM"], args["BN"]) == (64, 256)
+    assert list(args["d_desc"].block_shape) == [64, 128] and list(args["a_desc"].block_shape) == [64, 64]
+    assert grid == (min(bf16_triton._num_sms(), g * 4 * 1), 1, 1)
+    launches.clear()
+    bf16_triton.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk", overrides=Bf16Overrides(ws=True))
+    assert launches[0][1]["SPLIT_N"] is False
     # D with a gap between groups (a slice of a taller buffer): no [G*Mmax, N] view, so the tl.* kernel
     tall = torch.zeros(g, max_m + 8, n, dtype=BF16, device=DEVICE)[:, :max_m]
     launches.clear()
@@ -244,3 +304,45 @@ def test_masked_ws_cuda_graph_reads_masked_m_on_the_device(bn):
         graph.replay()
         torch.cuda.synchronize()
         _check(a, b, d, d0, masked)
+
+
+# The 64 x BN tile (the kernel's SPLIT_N: the consumers split its columns). Shapes chosen so that each build is one
+# compile (grid = every SM, G_PAD 8): (G, Mmax, N, K, masked_m) with rows of 0, 1, 63, 64, 65 and Mmax; Mmax not a
+# multiple of 64; N not a multiple of BN (300: the last tile column's upper half wholly past N at BN 256; 72: every
+# tile's at BN 256, its lower half partly).
+ODD64 = [(6, 1000, 300, 256, [0, 1, 63, 64, 65, 1000]),
+         (8, 1100, 72, 192, [1099, 128, 127, 129, 0, 1100, 3, 200])]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("g, max_m, n, k, masked", ODD64, ids=lambda v: str(v) if not isinstance(v, list) else "m")
+@pytest.mark.parametrize("bn", [256, 128])
+def test_masked_ws64_odd_shapes(g, max_m, n, k, masked, bn):
+    a, b = torch.randn(g, max_m, k, device="cuda").to(BF16), torch.randn(g, n, k, device="cuda").to(BF16)
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    d0 = _sentinel((g, max_m, n))
+    over = Bf16Overrides(ws=True, block_m=64, block_n=bn)
+    outs = []
+    for _ in range(2):  # (the second call replays the recorded launch)
+        d = d0.clone()
+        _run(a, b, d, masked_m, max(1, sum(masked) // g), over)
+        _check(a, b, d, d0, masked)
+        outs.append(d)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), "the same bits call after call"
+
+
+@pytest.mark.gpu
+def test_masked_ws64_deepgemm_row():
+    """bench_bf16_gemm's G = 32 x 192 row (masked_m = 192 x 0.7-1.3, Mmax 4096), N x K = 4096 x 2048, on the 64 x 256
+    tile (the target of bf16_plan.AUTO_WS_MASKED_64)."""
+    groups, expected, n, k = 32, 192, 4096, 2048
+    gen = torch.Generator().manual_seed(0)
+    masked = [int(expected * (0.7 + 0.6 * float(torch.rand(1, generator=gen)))) for _ in range(groups)]
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    a = torch.randn(groups, 4096, k, device="cuda").to(BF16)
+    b = torch.randn(groups, n, k, device="cuda").to(BF16)
+    d0 = _sentinel((groups, 4096, n))
+    d = d0.clone()
+    _run(a, b, d, masked_m, expected, Bf16Overrides(ws=True, block_m=64, block_n=256))
+    _check(a, b, d, d0, masked)
+

@@ -39,7 +39,10 @@ TILE_EFFICIENCY = {(128, 256, 8): 0.80, (256, 128, 8): 0.78, (128, 128, 8): 0.79
                    (64, 256, 4): 0.62, (64, 128, 4): 0.55, (64, 64, 4): 0.45}
 # The warp-specialised kernel's (same bench, DG_BF16_WS=1): one TMA warp keeps its ring full while two warpgroups
 # issue wgmmas back to back.
-WS_TILE_EFFICIENCY = {(128, 256): 0.835, (128, 128): 0.82}
+WS_TILE_EFFICIENCY = {(128, 256): 0.835, (128, 128): 0.82,
+                      # The 64-row tiles (SPLIT_N: each consumer a 64 x BN/2 wgmma over the shared A stage): estimates
+                      # that order the two widths (64 x 256 reads A's stage twice per K block, 64 x 128 B's too).
+                      (64, 256): 0.78, (64, 128): 0.70}
 SMALL_M_EFFICIENCY = 0.30  # BM < 64: mma.sync tiles
 HBM_BYTES_PER_S = 3.3e12
 # A program streams its operand tiles from L2 at (bytes in flight) / STREAM_LATENCY_S (Little's law). Fitted to
@@ -357,12 +360,14 @@ def _ws_mode(overrides: Bf16Overrides) -> str:
     return DEFAULT_WS_MODE if overrides.ws is None else ("on" if overrides.ws else "off")
 
 
-def _ws_config(call: Bf16Call, bn: int, bk: int, tail: int = 0) -> Bf16Config:
+def _ws_config(call: Bf16Call, bn: int, bk: int, tail: int = 0, bm: int = 128) -> Bf16Config:
     """The WS kernel's config: as deep a ring of A + B (+ tail B) stages as fits beside the two 64-row staging
-    buffers of D (128 + 16: 5 stages; 128 + 64: 4)."""
+    buffers of D (128 + 16: 5 stages; 128 + 64: 4). ``bm`` 64: the 64 x bn tile whose column halves the consumers
+    split (the kernel's SPLIT_N), so each staging buffer is 64 x bn/2 (64 x 256: 4 stages; 64 x 128: 8)."""
     tile_n = bn + tail
-    ring = (WS_SMEM_BYTES - 2 * 64 * tile_n * call.out_bytes) // ((128 + tile_n) * bk * 2)
-    return Bf16Config(128, bn, bk, min(WS_MAX_STAGES, ring), 4, 1, GROUP_M, block_n_tail=tail)
+    slab_n = tile_n // 2 if bm == 64 else tile_n
+    ring = (WS_SMEM_BYTES - 2 * 64 * slab_n * call.out_bytes) // ((bm + tile_n) * bk * 2)
+    return Bf16Config(bm, bn, bk, min(WS_MAX_STAGES, ring), 4, 1, GROUP_M, block_n_tail=tail)
 
 
 def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | None:
@@ -630,22 +635,38 @@ def k_divisor_of(ks) -> int:
 AUTO_WS_MASKED = True
 MASKED_WS_MIN_EXPECTED_M = 512
 MASKED_WS_AUTO_WIDTH = 256
+# The WS kernel's 64 x 256 tile (SPLIT_N: its two consumers split the tile's columns, kernels/bf16_gemm_ws.py) for
+# masked calls of a few hundred rows per group, where 128-row tiles compute ~25% empty rows (192 x U(0.7, 1.3) rows
+# over 2 x 128) and the tl.* kernel's 64 x 256 tile runs 0.89-1.00x DeepGEMM (H200, same call: research/results/
+# 2026-12-03-h200-s28-call7/bf16_compare.md). Per K block and consumer its loop is the 128 x 256 masked build's
+# (52 / 51 SASS instructions with 35 / 36 uniform ops against 53 / 36; producer 34 / 24 against 36; 0 spilled;
+# sm_90a, research/probes/bf16_masked_ab.py --compile) for half the wgmma work. Not measured on the GPU yet: off
+# until it is. With it on, "auto" runs masked calls of more than MASKED_WS64_MIN_EXPECTED_M and at most
+# MASKED_WS_MIN_EXPECTED_M expected rows per group on it; Bf16Overrides(ws=True, block_m=64) forces it either way.
+AUTO_WS_MASKED_64 = False
+MASKED_WS64_MIN_EXPECTED_M = 128
 
 
 def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     """A masked call's plan: the tl.* kernel's (_plan), or the WS kernel's where forced (ws=True, DG_BF16_WS=1:
-    the width the cost model prices lower) or, with AUTO_WS_MASKED, for a call of more than
-    MASKED_WS_MIN_EXPECTED_M expected rows per group (the measured 128 x MASKED_WS_AUTO_WIDTH tile)."""
+    the width the cost model prices lower; 64-row tiles with block_m=64) or, with AUTO_WS_MASKED, for a call of more
+    than MASKED_WS_MIN_EXPECTED_M expected rows per group (the measured 128 x MASKED_WS_AUTO_WIDTH tile), or, with
+    AUTO_WS_MASKED_64, for one of (MASKED_WS64_MIN_EXPECTED_M, MASKED_WS_MIN_EXPECTED_M] (64 x that width)."""
     tl_plan = _plan(call, overrides)
     mode = _ws_mode(overrides)
     expected = max(1, min(call.m, call.expected_m or call.m))
-    if mode == "off" or (mode == "auto" and (not AUTO_WS_MASKED or expected <= MASKED_WS_MIN_EXPECTED_M
-                                             or overrides.config is not None)):  # (a forced config: "on" only)
+    auto64 = (mode == "auto" and AUTO_WS_MASKED_64 and overrides.config is None and overrides.block_m is None
+              and MASKED_WS64_MIN_EXPECTED_M < expected <= MASKED_WS_MIN_EXPECTED_M)
+    if mode == "off" or (mode == "auto" and not auto64 and (not AUTO_WS_MASKED or expected <= MASKED_WS_MIN_EXPECTED_M
+                                                            or overrides.config is not None)):  # (forced: "on" only)
         return tl_plan
     if mode == "auto" and overrides.block_n is None:
         overrides = replace(overrides, block_n=MASKED_WS_AUTO_WIDTH)
+    # Tile heights: 64 (SPLIT_N) where forced (ws=True and block_m=64, or a forced 64-row config) or auto64; a
+    # block_m=64 override under "auto" keeps meaning the tl.* kernel's 64-row tile.
+    heights = (64,) if auto64 or (mode == "on" and overrides.block_m == 64) else (128,)
     best = None
-    for cfg in _masked_ws_configs(call, overrides):
+    for cfg in _masked_ws_configs(call, overrides, heights):
         cost = _cost(call, cfg, "ws")
         if best is None or cost < best[0]:
             best = (cost, cfg)
@@ -654,22 +675,26 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     uniform = UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles
     # (grid: the SMs, or fewer where masked_m could not give as many tiles; only the device knows the count, and a
     # CTA past it exits at once)
-    grid = min(call.num_sms, call.num_groups * _cdiv(call.m, 128) * _cdiv(call.n, best[1].block_n))
+    grid = min(call.num_sms, call.num_groups * _cdiv(call.m, best[1].block_m) * _cdiv(call.n, best[1].block_n))
     return Bf16Plan(best[1], max(1, grid), True, next_pow2(call.num_groups), "ws", uniform=uniform)
 
 
-def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides):
-    """The WS kernel's configs for a masked call (128 x 256, 128 x 128) within the overrides, where it covers the
-    call: D's [G*Mmax, N] rows TMA-aligned (d_aligned), BF16 D, K-major A (the launcher copies an MN-major one), no
-    split, a K block that divides the K of a stacked MN-major B; not in the interpreter (Gluon)."""
+def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides, heights=(128,)):
+    """The WS kernel's configs for a masked call (heights x 256, heights x 128; a forced config: its own height,
+    64 or 128) within the overrides, where it covers the call: D's [G*Mmax, N] rows TMA-aligned (d_aligned), BF16 D,
+    K-major A (the launcher copies an MN-major one), no split, a K block that divides the K of a stacked MN-major B;
+    not in the interpreter (Gluon)."""
     if not call.d_aligned or call.interpreting or call.out_bytes != 2 or not call.a_k_major:
         return
-    if overrides.split_k not in (None, 1) or overrides.block_m not in (None, 128) or overrides.d_tma is False:
-        return
-    bk = _block_k(call, 64)
     forced = overrides.config
     if forced is not None:
-        if (forced.block_m, forced.split_k, forced.block_n_tail) != (128, 1, 0) or forced.block_n not in (128, 256):
+        heights = (forced.block_m,)
+    bm = heights[0]
+    if overrides.split_k not in (None, 1) or overrides.block_m not in (None, bm) or overrides.d_tma is False:
+        return
+    bk = _block_k(call, 64)
+    if forced is not None:
+        if (forced.split_k, forced.block_n_tail) != (1, 0) or bm not in (64, 128) or forced.block_n not in (128, 256):
             return
         if call.k_divisor and call.k_divisor % forced.block_k:
             return
@@ -679,6 +704,6 @@ def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides):
     for bn in widths:
         if bk is None or bn not in (128, 256):
             continue
-        cfg = _ws_config(call, bn, bk)
+        cfg = _ws_config(call, bn, bk, bm=bm)
         if cfg.num_stages >= 3:
             yield cfg

@@ -165,7 +165,9 @@ def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b,
         return FastDescriptor(x, (rows, cols), (row_stride, 1), (block_rows, block_cols), gluon=True)
     a_desc = gluon_desc(a, cfg.block_m, cfg.block_k) if a_k_major else gluon_desc(a, cfg.block_k, cfg.block_m)
     b_desc = gluon_desc(b, cfg.block_n, cfg.block_k) if b_k_major else gluon_desc(b, cfg.block_k, cfg.block_n)
-    d_desc = gluon_desc(d, 64, cfg.block_n)
+    # A 64-row tile (masked): its consumers split the columns (the kernel's SPLIT_N), each storing 64 x BN/2 slabs
+    split_n = cfg.block_m == 64
+    d_desc = gluon_desc(d, 64, cfg.block_n // 2 if split_n else cfg.block_n)
     c_desc = gluon_desc(c, 64, cfg.block_n) if c is not None and c is not d else d_desc
     tail = cfg.block_n_tail
     b2_desc, d2_desc = b_desc, d_desc
@@ -178,7 +180,7 @@ def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b,
     args = (a_desc, b_desc, b2_desc, d_desc, d2_desc, c_desc, layout if layout is not None else d, d, d.stride(-2),
             call.m, call.n, call.k, call.num_groups, b_group_n, b_group_k, num_tiles, cfg.block_m, cfg.block_n,
             cfg.block_k, cfg.num_stages, cfg.group_m, grid, a_k_major, b_k_major, call.grouping, g_pad,
-            call.psum_align, call.has_c, tail, consumer_regs, producer_regs, zero_gaps, uniform)
+            call.psum_align, call.has_c, tail, consumer_regs, producer_regs, zero_gaps, uniform, split_n)
     config_key = (cfg, grid, a_k_major, b_k_major, call.grouping, g_pad, call.psum_align, call.has_c, d.dtype,
                   consumer_regs, producer_regs, zero_gaps, uniform)
     launch(_bf16_gemm_ws_kernel, (grid, 1, 1), args, name="bf16_gemm_ws", config_key=config_key, num_warps=4,

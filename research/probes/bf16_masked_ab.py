@@ -10,11 +10,16 @@ keep their starting bits):
            at 1024)
   ws128    Bf16Overrides(ws=True, block_n=128, uniform_tiles=True): the WS kernel's 128 x 128 tile, values warp-uniform
   ws256    the same on 128 x 256
-Per row, `auto` names the WS tile bf16_plan picks with AUTO_WS_MASKED on (or tl), and its geomean is over the
-times of those choices. The last column is DeepGEMM's time on the row in session 28's call 1 (same H200 kind, another
-process: research/results/2026-12-03-h200-s28-call1/bf16_dg/bench_bf16_gemm.json) over the auto choice's.
+  ws64x256 Bf16Overrides(ws=True, block_m=64, block_n=256, uniform_tiles=True): the 64 x 256 tile whose two consumers
+           split its columns (the kernel's SPLIT_N; bf16_plan.AUTO_WS_MASKED_64)
+  ws64x128 the same on 64 x 128
+Per row, `auto` names the WS tile bf16_plan picks with AUTO_WS_MASKED on (or tl), `auto64` the one with
+AUTO_WS_MASKED_64 on too, and their geomeans are over the times of those choices. The last columns are DeepGEMM's
+time on the row in session 28's call 7 (same H200 kind, another process: research/results/2026-12-03-h200-s28-call7/
+bf16_dg/bench_bf16_gemm.json) over the auto and auto64 choices'.
 
     python research/probes/bf16_masked_ab.py [--reps 10]      (H200: ~1-2 min incl. compiles)
+    python research/probes/bf16_masked_ab.py --rows 192       (only the G=32 x 192 rows: under a minute)
     python research/probes/bf16_masked_ab.py --compile        (no GPU, no TRITON_INTERPRET: sm_90a K-loop facts)
 
 --compile: per build, registers, spilled bytes and, per innermost K loop (a backward branch around wgmmas in the
@@ -40,7 +45,7 @@ for _p in (ROOT, os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "scripts")
 
 LIMIT = 1e-5  # DeepGEMM's calc_diff bar for BF16 GEMMs
 MIN_EXPECTED = 128
-DG_JSON = os.path.join(ROOT, "research", "results", "2026-12-03-h200-s28-call1", "bf16_dg", "bench_bf16_gemm.json")
+DG_JSON = os.path.join(ROOT, "research", "results", "2026-12-03-h200-s28-call7", "bf16_dg", "bench_bf16_gemm.json")
 
 # (name, "tl" / "ws", scripts/compile_check.compile_* arguments). G_PAD is compile_check's 8; grouping 1 = expert
 # ids, 3 = masked; WS stages as bf16_plan._ws_config gives them (BK 64, BF16 D): 3 at 128 x 256, 6 at 128 x 128.
@@ -55,6 +60,11 @@ COMPILE_VARIANTS = [
     ("ws masked 128x128 uniform", "ws", dict(bn=128, stages=6, grouping=3, uniform=True)),
     ("ws ids 128x256 B mn (target)", "ws", dict(bn=256, stages=3, grouping=1, b_k_major=False)),
     ("ws masked 128x256 B mn uniform", "ws", dict(bn=256, stages=3, grouping=3, uniform=True, b_k_major=False)),
+    # The 64-row tiles (SPLIT_N: each consumer 64 rows x BN/2 columns; _ws_config's rings: 4 and 8 stages).
+    ("ws masked 64x256 split-N uniform", "ws", dict(bm=64, bn=256, stages=4, grouping=3, uniform=True)),
+    ("ws masked 64x128 split-N uniform", "ws", dict(bm=64, bn=128, stages=8, grouping=3, uniform=True)),
+    ("ws masked 64x256 split-N B mn unif", "ws", dict(bm=64, bn=256, stages=4, grouping=3, uniform=True,
+                                                       b_k_major=False)),
 ]
 
 
@@ -80,27 +90,33 @@ def compile_report():
 def variants():
     from deep_gemm.gemm.bf16_plan import Bf16Overrides
     return {"plan": None, "ws128": Bf16Overrides(ws=True, block_n=128, uniform_tiles=True),
-            "ws256": Bf16Overrides(ws=True, block_n=256, uniform_tiles=True)}
+            "ws256": Bf16Overrides(ws=True, block_n=256, uniform_tiles=True),
+            "ws64x256": Bf16Overrides(ws=True, block_m=64, block_n=256, uniform_tiles=True),
+            "ws64x128": Bf16Overrides(ws=True, block_m=64, block_n=128, uniform_tiles=True)}
 
 
-def auto_choice(g, expected, n, k):
-    """What bf16_plan picks for the row with AUTO_WS_MASKED on: 'ws128', 'ws256' or 'plan' (tl.*, its tile)."""
+def auto_choice(g, expected, n, k, ws64=False):
+    """What bf16_plan picks for the row with AUTO_WS_MASKED on (and AUTO_WS_MASKED_64 as ``ws64``): a variant's
+    name ('ws128', 'ws256', 'ws64x256', 'ws64x128') or 'plan' (tl.*, its tile)."""
     from deep_gemm.gemm import bf16_plan
     from deep_gemm.gemm.bf16_triton import _num_sms
     from bench_bf16_gemm import MASKED_MAX_M
     call = bf16_plan.Bf16Call(bf16_plan.GROUPING["masked"], MASKED_MAX_M, n, k, g, _num_sms(), False, 2, True, True,
                               False, expected_m=expected, d_aligned=True)
-    saved = bf16_plan.AUTO_WS_MASKED
-    bf16_plan.AUTO_WS_MASKED = True
+    saved = bf16_plan.AUTO_WS_MASKED, bf16_plan.AUTO_WS_MASKED_64
+    bf16_plan.AUTO_WS_MASKED, bf16_plan.AUTO_WS_MASKED_64 = True, ws64
     try:
         p = bf16_plan.plan(call)
     finally:
-        bf16_plan.AUTO_WS_MASKED = saved
-    return f"ws{p.config.block_n}" if p.kernel == "ws" else "plan"
+        bf16_plan.AUTO_WS_MASKED, bf16_plan.AUTO_WS_MASKED_64 = saved
+    if p.kernel != "ws":
+        return "plan"
+    return f"ws64x{p.config.block_n}" if p.config.block_m == 64 else f"ws{p.config.block_n}"
 
 
-def rows(shapes):
-    """(label, shape, masked, {variant: (run, d)}, (a, b, d0)) per row, one row's tensors at a time."""
+def rows(shapes, names):
+    """(label, shape, masked, {variant: (run, d)}, (a, b, d0)) per row (the variants in ``names``), one row's
+    tensors at a time."""
     import torch
     from bench_bf16_gemm import BF16, MASKED_MAX_M
 
@@ -114,6 +130,8 @@ def rows(shapes):
         d0 = torch.randn(g, MASKED_MAX_M, n, device="cuda").to(BF16)  # rows past masked_m must keep these bits
         calls = {}
         for name, over in variants().items():
+            if name not in names:
+                continue
             d = d0.clone()
             kw = {} if over is None else {"overrides": over}
 
@@ -129,6 +147,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="sm_90a builds only (no GPU)")
+    parser.add_argument("--rows", type=int, default=0, help="only the rows of this many expected rows per group")
+    parser.add_argument("--variants", default="", help="comma-separated variants (default: all; --rows 192: "
+                        "plan,ws256,ws64x256,ws64x128)")
     args = parser.parse_args(argv)
     if args.compile:
         compile_report()
@@ -139,8 +160,13 @@ def main(argv=None):
 
     from deep_gemm.gemm import bf16_plan
     from deep_gemm.testing import calc_diff
-    print(f"defaults: AUTO_WS_MASKED={bf16_plan.AUTO_WS_MASKED} UNIFORM_TILES={bf16_plan.UNIFORM_TILES}", flush=True)
-    shapes = [(g, e, n, k) for g, e in MASKED if e >= MIN_EXPECTED for n, k in GROUPED_NK]
+    print(f"defaults: AUTO_WS_MASKED={bf16_plan.AUTO_WS_MASKED} AUTO_WS_MASKED_64={bf16_plan.AUTO_WS_MASKED_64} "
+          f"UNIFORM_TILES={bf16_plan.UNIFORM_TILES}", flush=True)
+    shapes = [(g, e, n, k) for g, e in MASKED if e >= MIN_EXPECTED and args.rows in (0, e) for n, k in GROUPED_NK]
+    names = args.variants.split(",") if args.variants else list(variants())
+    if args.rows and not args.variants:  # (the quick A/B of the 64-row tiles: 128 x 128 lost on these rows)
+        names = ["plan", "ws256", "ws64x256", "ws64x128"]
+    assert "plan" in names and all(v in variants() for v in names), names
     dg = {}
     if os.path.exists(DG_JSON):
         for r in json.load(open(DG_JSON))["results"]:
@@ -153,15 +179,15 @@ def main(argv=None):
     firsts = {}
     for shape in shapes:
         firsts.setdefault(shape[0], shape)
-    warm = list(rows(firsts.values()))
+    warm = list(rows(firsts.values(), names))
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         for f in [pool.submit(run) for _, _, _, calls, _ in warm for run, _ in calls.values()]:
             f.result()
     torch.cuda.synchronize()
     del warm
     print(f"compiled in {time.time() - t0:.0f} s", flush=True)
-    ratios, autos = {}, []
-    for label, shape, masked, calls, (a, b, d0) in rows(shapes):
+    ratios, autos = {}, {"auto": [], "auto64": []}
+    for label, shape, masked, calls, (a, b, d0) in rows(shapes, names):
         refs = [a[i, :m].float() @ b[i].float().T for i, m in enumerate(masked)]
         times, line, base = {}, [], None
         for v, (run, d) in calls.items():
@@ -179,25 +205,30 @@ def main(argv=None):
                 flag += "(bits differ)"  # (another tile width or kernel: K order may differ; informative)
             times[v] = min(timer(run), timer(run))
             line.append(f"{v} {times[v]:7.1f}{flag}")
-        choice = auto_choice(*shape)
+        choices = {"auto": auto_choice(*shape), "auto64": auto_choice(*shape, ws64=True)}
         rel = {v: times["plan"] / t for v, t in times.items() if v != "plan"}
-        rel["auto"] = times["plan"] / times[choice]
+        for key, choice in choices.items():
+            if choice in times:
+                rel[key] = times["plan"] / times[choice]
         for v, r in rel.items():
             ratios.setdefault(v, []).append(r)
         dg_us = dg.get(shape)
-        vs_dg = f" | DeepGEMM(s28c1)/auto {dg_us / times[choice]:.3f}" if dg_us else ""
-        if dg_us:
-            autos.append(dg_us / times[choice])
+        vs_dg = ""
+        for key, choice in choices.items():
+            if dg_us and choice in times:
+                autos[key].append(dg_us / times[choice])
+                vs_dg += f" | DeepGEMM(s28c7)/{key} {dg_us / times[choice]:.3f}"
         print(f"{label:30s} " + "  ".join(line) + "  | plan/x: " + " ".join(f"{v} {r:.3f}" for v, r in rel.items())
-              + f" | auto={choice}{vs_dg}", flush=True)
+              + f" | auto={choices['auto']} auto64={choices['auto64']}{vs_dg}", flush=True)
         del refs
     print(f"({time.time() - t0:.0f} s)  geomean plan / variant:")
     for v, rs in ratios.items():
         gm = math.exp(sum(map(math.log, rs)) / len(rs))
         print(f"  {v:6s} {gm:.3f}x over {len(rs)} rows (min {min(rs):.3f}x, max {max(rs):.3f}x)")
-    if autos:
-        print(f"  DeepGEMM (session 28 call 1) / auto: geomean {math.exp(sum(map(math.log, autos)) / len(autos)):.3f}x"
-              f", min {min(autos):.3f}x")
+    for key, rs in autos.items():
+        if rs:
+            print(f"  DeepGEMM (session 28 call 7) / {key}: geomean {math.exp(sum(map(math.log, rs)) / len(rs)):.3f}x"
+                  f", min {min(rs):.3f}x")
     return 0
 
 

@@ -28,12 +28,16 @@ untouched (not ZERO_GAPS): a slab wholly inside its group's rows is stored by TM
 by a masked pointer store of its valid rows (d_ptr), and a slab or tile without valid rows stores nothing.
 MASKED (A and D [G, Mmax, *] as [G*Mmax, *] row matrices, the kernel's M = G*Mmax; B [G, N, K] stacked as for
 M_IDS): group g's tiles cover its masked_m[g] valid rows (read on the device, clamped to [0, Mmax]) in cdiv(masked_m[g],
-128) row blocks from row g*Mmax; tiles run group after group, their count and each one's (group, row block, column
+BM) row blocks from row g*Mmax; tiles run group after group, their count and each one's (group, row block, column
 block) from a prefix sum over the G_PAD-padded masked_m vector (_masked_tile), so the tile loop's bound is a device
 value too. Rows >= masked_m[g] are left untouched as psum's gap rows are (UNTOUCHED), and a slab wholly past them
 stores nothing; the rows an A box reads past masked_m[g] (the next group's, or zero fill) only reach unstored rows.
 UNIFORM (M_PSUM, MASKED): the tile's expert and group end, reductions over the per-group vector, are marked warp-uniform
 (uniform.warp_uniform), so the K loops they bound keep ptxas's uniform datapath.
+SPLIT_N (MASKED only): a 64 x BN tile (BM = 64) whose N the two consumers split instead of its M: consumer w computes
+rows [0, 64) x columns [w * BN/2, (w + 1) * BN/2) from the shared [64, BK] A stage and its half of the [BN, BK] B
+stage, and stores its 64 x BN/2 slab through its own staging buffer (D's block [64, BN/2]). Groups of a few hundred
+rows then compute fewer empty rows: 192 x U(0.7, 1.3) rows per group leave ~14% of 64-row blocks empty, 25% of 128.
 K_GROUPED (A [sum K, M], B [sum K, N], both MN-major; D and C FP32 [G, M, N] as [G*M, N] row matrices): tiles are
 (group, pid_m, pid_n), group-major, grouped order within a group; a tile's K blocks are its group's rows
 [k_start, k_start + K_g) of A and B (K sizes in layout_ptr, read on the device; BK divides every K_g: the plan), its
@@ -216,14 +220,17 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, A_K_MAJOR: gl.constexpr, B_K_MAJOR: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
-              WG: gl.constexpr, ZERO_GAPS: gl.constexpr, UNIFORM: gl.constexpr):
+              WG: gl.constexpr, ZERO_GAPS: gl.constexpr, UNIFORM: gl.constexpr, SPLIT_N: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+    # SPLIT_N: this warpgroup's columns of the tile are [B_COL0, B_COL0 + SLAB_N), of all its rows (A_ROW0 = 0)
+    SLAB_N: gl.constexpr = BN // 2 if SPLIT_N else BN
+    B_COL0: gl.constexpr = WG * SLAB_N if SPLIT_N else 0
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SLAB_N, 16])
     ROWS: gl.constexpr = gl.SliceLayout(1, MMA)
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
     # M_PSUM with gaps left untouched, MASKED: only the group's valid rows are stored (TMA for whole slabs).
     UNTOUCHED: gl.constexpr = (GROUPING == M_PSUM and not ZERO_GAPS) or GROUPING == MASKED
-    A_ROW0: gl.constexpr = WG * WG_ROWS
+    A_ROW0: gl.constexpr = 0 if SPLIT_N else WG * WG_ROWS
     # wgmma groups one K block commits (the main MMA, and the tail's): waiting down to this many leaves only the
     # current block's in flight.
     MMAS_PER_BLOCK: gl.constexpr = 2 if TAIL_N > 0 else 1
@@ -252,7 +259,7 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
         tile_kb = gl.where(expert >= 0, num_kb, 0)
         if GROUPING == K_GROUPED:
             _, tile_kb = _k_group(ks, g_idx, group, BK, UNIFORM)
-        acc = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+        acc = gl.zeros([WG_ROWS, SLAB_N], gl.float32, layout=MMA)
         if TAIL_N > 0:  # (a constexpr branch: acc_tail exists, and is carried by the K loop, only with a tail)
             MMA_TAIL: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                                instr_shape=[16, TAIL_N, 16])
@@ -260,14 +267,21 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
         for kb in range(tile_kb):
             stage = it % STAGES
             mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-            if A_K_MAJOR:
-                a = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
+            if SPLIT_N:  # (the whole [64, BK] A stage; this warpgroup's half of B's)
+                a = a_bufs.index(stage)
+                if B_K_MAJOR:
+                    b = b_bufs.index(stage).slice(B_COL0, SLAB_N, dim=0).permute((1, 0))
+                else:
+                    b = b_bufs.index(stage).slice(B_COL0, SLAB_N, dim=1)
             else:
-                a = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=1).permute((1, 0))
-            if B_K_MAJOR:
-                b = b_bufs.index(stage).permute((1, 0))
-            else:
-                b = b_bufs.index(stage)
+                if A_K_MAJOR:
+                    a = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
+                else:
+                    a = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=1).permute((1, 0))
+                if B_K_MAJOR:
+                    b = b_bufs.index(stage).permute((1, 0))
+                else:
+                    b = b_bufs.index(stage)
             acc = warpgroup_mma(a, b, acc, is_async=True)
             # The previous block's wgmmas have retired: its stage is free.
             if TAIL_N > 0:
@@ -288,6 +302,8 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=tile_kb > 0)
         if UNTOUCHED:
             slab0 = off_m + A_ROW0
+            if SPLIT_N:
+                off_n = off_n + B_COL0
             if (expert >= 0) & (slab0 + WG_ROWS <= row_end):  # every row of the slab is the group's: one TMA store
                 tma.store_wait(pendings=0)
                 c_smem.store(acc.to(d_desc.dtype))
@@ -295,7 +311,7 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
                 tma.async_copy_shared_to_global(d_desc, [slab0, off_n], c_smem)
             elif (expert >= 0) & (slab0 < row_end):  # the slab holding the group's end: its valid rows only
                 rows = slab0 + gl.arange(0, WG_ROWS, layout=ROWS)
-                cols = off_n + gl.arange(0, BN, layout=COLS)
+                cols = off_n + gl.arange(0, SLAB_N, layout=COLS)
                 ptrs = d_ptr + gl.expand_dims(rows.to(gl.int64) * stride_dm, 1) + gl.expand_dims(cols, 0)
                 mask = gl.expand_dims((rows < row_end) & (rows < M), 1) & gl.expand_dims(cols < N, 0)
                 gl.store(ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
@@ -349,7 +365,7 @@ def _bf16_gemm_ws_kernel(
         a_desc, b_desc,  # BF16 operands as in memory: A [M, K] or [K, M]; B [G*N, K] or [G*K, N] (G = 1: dense);
         # K_GROUPED: A [sum K, M], B [sum K, N]
         b2_desc,  # TAIL_N > 0: B's tail tiles, block [TAIL_N, BK] or [BK, TAIL_N] (else unused)
-        d_desc,  # D [M, N] (BF16 or FP32), block [64, BN] (K_GROUPED: FP32 [G*M, N])
+        d_desc,  # D [M, N] (BF16 or FP32), block [64, BN] (SPLIT_N: [64, BN / 2]; K_GROUPED: FP32 [G*M, N])
         d2_desc,  # TAIL_N > 0: D's tail slabs, block [64, TAIL_N] (else unused)
         c_desc,  # C with D's shape, dtype and block (HAS_C; else unused)
         layout_ptr,  # int32 expert id per row (M_IDS), group ends (M_PSUM), K sizes (K_GROUPED); DENSE: unused
@@ -363,8 +379,13 @@ def _bf16_gemm_ws_kernel(
         G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, HAS_C: gl.constexpr, TAIL_N: gl.constexpr,
         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
         ZERO_GAPS: gl.constexpr = True,  # M_PSUM: gap rows stored as zeros (else left untouched)
-        UNIFORM: gl.constexpr = False):  # M_PSUM / K_GROUPED: the tile's layout values marked warp-uniform
-    gl.static_assert(BM == 2 * WG_ROWS, "two consumer warpgroups of 64 rows")
+        UNIFORM: gl.constexpr = False,  # M_PSUM / K_GROUPED: the tile's layout values marked warp-uniform
+        SPLIT_N: gl.constexpr = False):  # a 64 x BN tile, its column halves one per consumer (MASKED; D block
+        # [64, BN / 2])
+    gl.static_assert(BM == 2 * WG_ROWS or (SPLIT_N and BM == WG_ROWS),
+                     "two consumer warpgroups of 64 rows (SPLIT_N: of 64 rows by BN / 2 columns)")
+    gl.static_assert(not SPLIT_N or (GROUPING == MASKED and TAIL_N == 0 and not HAS_C),
+                     "split columns: masked, no tail, no C")
     gl.static_assert(GROUPING == DENSE or GROUPING == M_IDS or GROUPING == M_PSUM or GROUPING == MASKED
                      or GROUPING == K_GROUPED, "dense, M-grouped, masked and K-grouped layouts")
     gl.static_assert(not HAS_C or GROUPING == DENSE or GROUPING == K_GROUPED, "C accumulation: dense and K-grouped")
@@ -382,7 +403,7 @@ def _bf16_gemm_ws_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
-    c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2, WG_ROWS, BN], d_desc.layout)
+    c_bufs = gl.allocate_shared_memory(d_desc.dtype, [2] + d_desc.block_type.shape, d_desc.layout)
     c2_bufs = c_bufs
     if TAIL_N > 0:
         c2_bufs = gl.allocate_shared_memory(d2_desc.dtype, [2, WG_ROWS, TAIL_N], d2_desc.layout)
@@ -394,11 +415,11 @@ def _bf16_gemm_ws_kernel(
         (_consumer, (a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_bufs.index(0), c2_bufs.index(0),
                      c_bars.index(0), layout_ptr, d_ptr, stride_dm, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES,
                      GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 0, ZERO_GAPS,
-                     UNIFORM)),
+                     UNIFORM, SPLIT_N)),
         (_consumer, (a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_bufs.index(1), c2_bufs.index(1),
                      c_bars.index(1), layout_ptr, d_ptr, stride_dm, M, N, K, NUM_GROUPS, NUM_TILES, BM, BN, BK, STAGES,
                      GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR, GROUPING, G_PAD, PSUM_ALIGN, HAS_C, TAIL_N, 1, ZERO_GAPS,
-                     UNIFORM)),
+                     UNIFORM, SPLIT_N)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, M, N, K, NUM_GROUPS,
                      B_GROUP_N, B_GROUP_K, NUM_TILES, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, A_K_MAJOR, B_K_MAJOR,
                      GROUPING, G_PAD, PSUM_ALIGN, TAIL_N, UNIFORM)),
