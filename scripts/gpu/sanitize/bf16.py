@@ -173,15 +173,16 @@ def _k_grouped():
 
 
 
-def _masked_ws(g, max_m, n, k, masked_m, expected, bn=None):
+def _masked_ws(g, max_m, n, k, masked_m, expected, bn=None, bm=None):
     """Masked calls on the warp-specialised kernel (its MASKED grouping: tiles placed on the device from masked_m,
-    whole slabs by TMA, the slab holding a group's end by pointers): forced (bn given) or the plan's own choice (the
-    default takes it past bf16_plan.MASKED_WS_MIN_EXPECTED_M expected rows)."""
+    whole slabs by TMA, the slab holding a group's end by pointers): forced (bn given; bm = 64: the 64-row tile whose
+    consumers split its columns, SPLIT_N) or the plan's own choice (the default takes it past
+    bf16_plan.MASKED_WS_MIN_EXPECTED_M expected rows)."""
     def run():
         a, b = _rand(g, max_m, k), _rand(g, n, k)
         masked = torch.tensor(masked_m, dtype=torch.int32, device="cuda")
         d = torch.full((g, max_m, n), 3.0, device="cuda", dtype=BF16)
-        over = Bf16Overrides() if bn is None else Bf16Overrides(ws=True, block_n=bn)
+        over = Bf16Overrides() if bn is None else Bf16Overrides(ws=True, block_n=bn, block_m=bm)
         call = bf16_triton._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, d, None, True, True, False,
                                  expected_m=expected, d_aligned=True)  # (the launcher's view of these aligned rows)
         if bf16_plan.plan(call, over).kernel != "ws":
@@ -247,6 +248,7 @@ CASES = [
     ("masked_ws_forced_128x256_200x136", _masked_ws(3, 200, 136, 136, [0, 200, 129], 150, 256)),
     ("masked_ws_forced_128x128_200x136", _masked_ws(3, 200, 136, 136, [129, 0, 65], 150, 128)),
     ("masked_ws_default_640x72", _masked_ws(2, 640, 72, 136, [600, 517], 600)),
+    ("masked_ws_forced_64x256_split_n_200x136", _masked_ws(3, 200, 136, 136, [0, 200, 65], 150, 256, 64)),
     ("k_grouped_ws_192x136_c_is_d", _k_grouped_ws([128, 0, 256], 192, 136, "d")),
     ("k_grouped_ws_128x72_no_c", _k_grouped_ws([64, 192], 128, 72, "none")),
     ("k_grouped_ws_256x40_c_separate", _k_grouped_ws([0, 128, 64], 256, 40, "other")),
