@@ -268,17 +268,22 @@ def test_masked_ws_mn_major_b():
     _check(a, b, d, d0, masked)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("groups, expected", BENCH_ROWS)
-@pytest.mark.parametrize("n, k", [(6144, 7168), (4096, 2048)])
-def test_masked_ws_deepgemm_shapes(groups, expected, n, k):
-    """bench_bf16_gemm's masked rows (masked_m = expected x 0.7-1.3, Mmax 4096) on both WS tiles and the plan."""
+def _bench_row(groups, expected, n, k):
+    """A bench_bf16_gemm-like masked row: masked_m = expected x U(0.7, 1.3) (seeded), Mmax 4096; D a sentinel."""
     gen = torch.Generator().manual_seed(0)
     masked = [int(expected * (0.7 + 0.6 * float(torch.rand(1, generator=gen)))) for _ in range(groups)]
     masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
     a = torch.randn(groups, 4096, k, device="cuda").to(BF16)
     b = torch.randn(groups, n, k, device="cuda").to(BF16)
-    d0 = _sentinel((groups, 4096, n))
+    return masked, masked_m, a, b, _sentinel((groups, 4096, n))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("groups, expected", BENCH_ROWS)
+@pytest.mark.parametrize("n, k", [(6144, 7168), (4096, 2048)])
+def test_masked_ws_deepgemm_shapes(groups, expected, n, k):
+    """bench_bf16_gemm's masked rows (masked_m = expected x 0.7-1.3, Mmax 4096) on both WS tiles and the plan."""
+    masked, masked_m, a, b, d0 = _bench_row(groups, expected, n, k)
     for over in (Bf16Overrides(ws=True, block_n=256), Bf16Overrides(ws=True, block_n=128), Bf16Overrides()):
         d = d0.clone()
         _run(a, b, d, masked_m, expected, over)
@@ -336,12 +341,7 @@ def test_masked_ws64_deepgemm_row():
     """bench_bf16_gemm's G = 32 x 192 row (masked_m = 192 x 0.7-1.3, Mmax 4096), N x K = 4096 x 2048, on the 64 x 256
     tile (the target of bf16_plan.AUTO_WS_MASKED_64)."""
     groups, expected, n, k = 32, 192, 4096, 2048
-    gen = torch.Generator().manual_seed(0)
-    masked = [int(expected * (0.7 + 0.6 * float(torch.rand(1, generator=gen)))) for _ in range(groups)]
-    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
-    a = torch.randn(groups, 4096, k, device="cuda").to(BF16)
-    b = torch.randn(groups, n, k, device="cuda").to(BF16)
-    d0 = _sentinel((groups, 4096, n))
+    masked, masked_m, a, b, d0 = _bench_row(groups, expected, n, k)
     d = d0.clone()
     _run(a, b, d, masked_m, expected, Bf16Overrides(ws=True, block_m=64, block_n=256))
     _check(a, b, d, d0, masked)
