@@ -190,7 +190,7 @@ class Bf16Overrides:
     # Its whole waves + the tl.* kernel's split last wave ("ws_tail"): True = wherever it covers the call (even with
     # ws=True), False = never, None = where the model prices it lowest ("auto" mode).
     ws_tail: bool | None = None
-    # The psum and K-grouped layouts' values marked warp-uniform (WS: UNIFORM_TILES; K-grouped tl.*:
+    # The psum, masked and K-grouped layouts' values marked warp-uniform (WS: UNIFORM_TILES; K-grouped tl.*:
     # UNIFORM_K_GROUPED_TL); None = the default.
     uniform_tiles: bool | None = None
 
@@ -216,7 +216,7 @@ class Bf16Plan:
     # pieces of the tiles after them (config).
     kernel: str = "tl"
     ws_config: Bf16Config | None = None
-    uniform: bool = False  # psum on "ws", K-grouped: the layout values marked warp-uniform (UNIFORM_TILES, ...)
+    uniform: bool = False  # psum / masked on "ws", K-grouped: the layout values marked warp-uniform (UNIFORM_TILES, ...)
 
 
 def next_pow2(x: int) -> int:

@@ -368,8 +368,9 @@ def _bf16_gemm_ws_kernel(
         d_desc,  # D [M, N] (BF16 or FP32), block [64, BN] (SPLIT_N: [64, BN / 2]; K_GROUPED: FP32 [G*M, N])
         d2_desc,  # TAIL_N > 0: D's tail slabs, block [64, TAIL_N] (else unused)
         c_desc,  # C with D's shape, dtype and block (HAS_C; else unused)
-        layout_ptr,  # int32 expert id per row (M_IDS), group ends (M_PSUM), K sizes (K_GROUPED); DENSE: unused
-        d_ptr, stride_dm,  # D's storage and row stride (elements): M_PSUM, not ZERO_GAPS (else unused)
+        layout_ptr,  # int32 expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED);
+        # DENSE: unused
+        d_ptr, stride_dm,  # D's storage and row stride (elements): M_PSUM without ZERO_GAPS, MASKED (else unused)
         M, N, K, NUM_GROUPS, B_GROUP_N, B_GROUP_K,  # B's rows / K rows per expert in its stacked matrix
         # (M: rows of A and D; MASKED: G*Mmax, of their [G*Mmax, *] views)
         NUM_TILES,  # tiles to run, a prefix of the grouped order (all of them, or the whole waves before a split tail;
