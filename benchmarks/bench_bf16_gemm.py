@@ -121,16 +121,41 @@ def bench_contiguous(timer, results):
                        2 * rows * n * k, 2 * (rows * k + g * n * k + rows * n), diff)
 
 
+def masked_inputs(g, expected, n, k):
+    """A masked row's operands (also the probes' in research/probes): masked_m = expected x U(0.7, 1.3) per group
+    (random.seed(0)), A [G, MASKED_MAX_M, K] and B [G, N, K] torch.randn (BF16). Returns (masked, masked_m, a, b)."""
+    random.seed(0)
+    masked = [int(expected * random.uniform(0.7, 1.3)) for _ in range(g)]
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    a = torch.randn(g, MASKED_MAX_M, k, device="cuda", dtype=BF16)
+    b = torch.randn(g, n, k, device="cuda", dtype=BF16)
+    return masked, masked_m, a, b
+
+
+def k_grouped_inputs(g, m, n, k_per):
+    """A K-grouped row's operands (also the probes'): K sizes k_per x U(0.7, 1.3) rounded up to 128 (random.seed(0)),
+    A [sum K, M], B [sum K, N] (BF16), C [G, M, N] (FP32), the K sizes on the GPU, and the FP32 reference
+    C + A_g^T B_g. Returns (ks, a, b, c, layout, ref)."""
+    random.seed(0)
+    ks = [(max(1, int(k_per * random.uniform(0.7, 1.3))) + 127) // 128 * 128 for _ in range(g)]
+    a = torch.randn(sum(ks), m, device="cuda", dtype=BF16)
+    b = torch.randn(sum(ks), n, device="cuda", dtype=BF16)
+    c = torch.randn(g, m, n, device="cuda", dtype=torch.float32)
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    ref = c.clone()
+    start = 0
+    for i, kg in enumerate(ks):
+        ref[i] += a[start:start + kg].float().T @ b[start:start + kg].float()
+        start += kg
+    return ks, a, b, c, layout, ref
+
+
 def bench_masked(timer, results):
     import deep_gemm
     print("\n== m_grouped_bf16_gemm_nt_masked ==")
     for g, expected in MASKED:
         for n, k in GROUPED_NK:
-            random.seed(0)
-            masked = [int(expected * random.uniform(0.7, 1.3)) for _ in range(g)]
-            masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
-            a = torch.randn(g, MASKED_MAX_M, k, device="cuda", dtype=BF16)
-            b = torch.randn(g, n, k, device="cuda", dtype=BF16)
+            masked, masked_m, a, b = masked_inputs(g, expected, n, k)
             d = torch.empty(g, MASKED_MAX_M, n, device="cuda", dtype=BF16)
 
             def call():
@@ -147,17 +172,7 @@ def bench_k_grouped(timer, results):
     import deep_gemm
     print("\n== k_grouped_bf16_gemm_tn_contiguous ==")
     for g, m, n, k_per in K_GROUPED:
-        random.seed(0)
-        ks = [(max(1, int(k_per * random.uniform(0.7, 1.3))) + 127) // 128 * 128 for _ in range(g)]
-        a = torch.randn(sum(ks), m, device="cuda", dtype=BF16)
-        b = torch.randn(sum(ks), n, device="cuda", dtype=BF16)
-        c = torch.randn(g, m, n, device="cuda", dtype=torch.float32)
-        layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
-        ref = c.clone()
-        start = 0
-        for i, kg in enumerate(ks):
-            ref[i] += a[start:start + kg].float().T @ b[start:start + kg].float()
-            start += kg
+        ks, a, b, c, layout, ref = k_grouped_inputs(g, m, n, k_per)
         d = c.clone()  # DeepGEMM's test accumulates in place (c is d); timed calls keep accumulating
         deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, layout, d)
         diff = calc_diff(d, ref)

@@ -27,7 +27,6 @@ import argparse
 import concurrent.futures
 import math
 import os
-import random
 import sys
 import time
 
@@ -80,19 +79,8 @@ def compile_report():
 
 def operands(g, m, n, k_per):
     """bench_bf16_gemm.bench_k_grouped's operands and the FP32 reference D = C + A_g^T B_g."""
-    import torch
-    random.seed(0)
-    ks = [(max(1, int(k_per * random.uniform(0.7, 1.3))) + 127) // 128 * 128 for _ in range(g)]
-    a = torch.randn(sum(ks), m, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(sum(ks), n, device="cuda", dtype=torch.bfloat16)
-    c = torch.randn(g, m, n, device="cuda", dtype=torch.float32)
-    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
-    ref = c.clone()
-    start = 0
-    for i, kg in enumerate(ks):
-        ref[i] += a[start:start + kg].float().T @ b[start:start + kg].float()
-        start += kg
-    return ks, a, b, c, layout, ref
+    from bench_bf16_gemm import k_grouped_inputs
+    return k_grouped_inputs(g, m, n, k_per)
 
 
 def main(argv=None):

@@ -34,7 +34,6 @@ import concurrent.futures
 import json
 import math
 import os
-import random
 import sys
 import time
 
@@ -118,15 +117,11 @@ def rows(shapes, names):
     """(label, shape, masked, {variant: (run, d)}, (a, b, d0)) per row (the variants in ``names``), one row's
     tensors at a time."""
     import torch
-    from bench_bf16_gemm import BF16, MASKED_MAX_M
+    from bench_bf16_gemm import BF16, MASKED_MAX_M, masked_inputs
 
     from deep_gemm._ops.library import run_launcher
     for g, expected, n, k in shapes:
-        random.seed(0)
-        masked = [int(expected * random.uniform(0.7, 1.3)) for _ in range(g)]
-        masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
-        a = torch.randn(g, MASKED_MAX_M, k, device="cuda", dtype=BF16)
-        b = torch.randn(g, n, k, device="cuda", dtype=BF16)
+        masked, masked_m, a, b = masked_inputs(g, expected, n, k)
         d0 = torch.randn(g, MASKED_MAX_M, n, device="cuda").to(BF16)  # rows past masked_m must keep these bits
         calls = {}
         for name, over in variants().items():

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,7 +24,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "benchmarks")]
 
 import torch  # noqa: E402
 
-from bench_bf16_gemm import GROUPED_NK, MASKED, MASKED_MAX_M, ref_nt  # noqa: E402
+from bench_bf16_gemm import GROUPED_NK, MASKED, MASKED_MAX_M, masked_inputs, ref_nt  # noqa: E402
 from harness import KernelTimer, calc_diff, geomean  # noqa: E402
 
 BF16 = torch.bfloat16
@@ -65,11 +64,7 @@ def main():
         if expected not in wanted:
             continue
         for n, k in GROUPED_NK:
-            random.seed(0)
-            masked = [int(expected * random.uniform(0.7, 1.3)) for _ in range(g)]
-            masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
-            a = torch.randn(g, MASKED_MAX_M, k, device="cuda", dtype=BF16)
-            b = torch.randn(g, n, k, device="cuda", dtype=BF16)
+            masked, masked_m, a, b = masked_inputs(g, expected, n, k)
             refs = [ref_nt(a[i, :m], b[i]) for i, m in enumerate(masked)]
             probe = torch.empty(g, MASKED_MAX_M, n, device="cuda", dtype=BF16)
             call = bf16_triton._call(bf16_plan.GROUPING["masked"], MASKED_MAX_M, n, k, g, probe, None, True, True,
