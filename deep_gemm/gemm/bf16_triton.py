@@ -330,10 +330,10 @@ def k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, compil
     if a_k_major or b_k_major:
         return NotImplemented  # (the check requires MN-major operands)
     # The WS kernel stores D (loads C) through [G*M, N] TMA descriptors: 16-byte rows and start (D and C are
-    # contiguous: the check), C laid out as D.
-    d_aligned = _rows_view(d.view(-1, n)) is not None
-    c_tma = d_aligned and c is not None and (c is d or (c.stride() == d.stride() and _rows_view(c.view(-1, n))
-                                                        is not None))
+    # contiguous: the check), C laid out as D: _c_tma of the [G*M, N] row views.
+    d_rows = d.view(-1, n)
+    d_aligned = _rows_view(d_rows) is not None
+    c_tma = _c_tma(None if c is None else (d_rows if c is d else c.view(-1, n)), d_rows)
     call = replace(_call(GROUPING["k_grouped"], m, n, sum(ks), num_groups, d, c, False, False, False,
                          k_divisor=bf16_plan.k_divisor_of(ks), d_aligned=d_aligned), c_tma=c_tma)
     p = _plan_for(call, overrides)
