@@ -379,12 +379,15 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
     if p is None:
         return p
     if call.grouping == GROUPING["k_grouped"] and not call.interpreting:  # (no inline assembly when interpreting)
-        default = UNIFORM_TILES if p.kernel == "ws" else UNIFORM_K_GROUPED_TL
-        return replace(p, uniform=default if overrides.uniform_tiles is None else overrides.uniform_tiles)
+        return replace(p, uniform=_uniform(overrides, UNIFORM_TILES if p.kernel == "ws" else UNIFORM_K_GROUPED_TL))
     if p.kernel != "ws" or call.grouping != GROUPING["m_psum"]:
         return p
-    uniform = UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles
-    return replace(p, uniform=uniform)
+    return replace(p, uniform=_uniform(overrides, UNIFORM_TILES))
+
+
+def _uniform(overrides: Bf16Overrides, default: bool) -> bool:
+    """Whether a plan's layout values are marked warp-uniform: Bf16Overrides.uniform_tiles, else the default."""
+    return default if overrides.uniform_tiles is None else overrides.uniform_tiles
 
 
 def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
@@ -657,8 +660,10 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     expected = max(1, min(call.m, call.expected_m or call.m))
     auto64 = (mode == "auto" and AUTO_WS_MASKED_64 and overrides.config is None and overrides.block_m is None
               and MASKED_WS64_MIN_EXPECTED_M < expected <= MASKED_WS_MIN_EXPECTED_M)
-    if mode == "off" or (mode == "auto" and not auto64 and (not AUTO_WS_MASKED or expected <= MASKED_WS_MIN_EXPECTED_M
-                                                            or overrides.config is not None)):  # (forced: "on" only)
+    # (a forced config reaches the WS kernel in "on" mode only)
+    auto128 = (mode == "auto" and AUTO_WS_MASKED and overrides.config is None
+               and expected > MASKED_WS_MIN_EXPECTED_M)
+    if not (mode == "on" or auto64 or auto128):
         return tl_plan
     if mode == "auto" and overrides.block_n is None:
         overrides = replace(overrides, block_n=MASKED_WS_AUTO_WIDTH)
@@ -672,7 +677,7 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
             best = (cost, cfg)
     if best is None:
         return tl_plan
-    uniform = UNIFORM_TILES if overrides.uniform_tiles is None else overrides.uniform_tiles
+    uniform = _uniform(overrides, UNIFORM_TILES)
     # (grid: the SMs, or fewer where masked_m could not give as many tiles; only the device knows the count, and a
     # CTA past it exits at once)
     grid = min(call.num_sms, call.num_groups * _cdiv(call.m, best[1].block_m) * _cdiv(call.n, best[1].block_n))
