@@ -157,15 +157,20 @@ def _masked():
             raise AssertionError(f"masked group {i}: rows past masked_m were written")
 
 
-def _k_grouped():
-    ks, m, n = [128, 0, 256], 72, 40
-    a, b = _rand(sum(ks), m), _rand(sum(ks), n)
-    c = _rand(len(ks), m, n, dtype=torch.float32)
+def _k_grouped_ref(a, b, c, ks):
+    """FP32 reference of a K-grouped call: C[g] + A_g^T B_g, group g owning rows ks[:g].sum() onward of A and B."""
     ref = c.clone()
     start = 0
     for i, kg in enumerate(ks):
         ref[i] += a[start:start + kg].float().T @ b[start:start + kg].float()
         start += kg
+    return ref
+
+def _k_grouped():
+    ks, m, n = [128, 0, 256], 72, 40
+    a, b = _rand(sum(ks), m), _rand(sum(ks), n)
+    c = _rand(len(ks), m, n, dtype=torch.float32)
+    ref = _k_grouped_ref(a, b, c, ks)
     layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
     deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, c, ks, layout, c)
     torch.cuda.synchronize()
@@ -208,11 +213,7 @@ def _k_grouped_ws(ks, m, n, c_kind):
         a, b = _rand(sum(ks), m), _rand(sum(ks), n)
         d = _rand(len(ks), m, n, dtype=torch.float32)
         c = {"d": d, "none": None, "other": _rand(len(ks), m, n, dtype=torch.float32)}[c_kind]
-        ref = torch.zeros_like(d) if c is None else c.clone()
-        start = 0
-        for i, kg in enumerate(ks):
-            ref[i] += a[start:start + kg].float().T @ b[start:start + kg].float()
-            start += kg
+        ref = _k_grouped_ref(a, b, torch.zeros_like(d) if c is None else c, ks)
         layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
         call = bf16_triton._call(bf16_plan.GROUPING["k_grouped"], m, n, sum(ks), len(ks), d, c, False, False, False,
                                  k_divisor=bf16_plan.k_divisor_of(ks), d_aligned=True)
