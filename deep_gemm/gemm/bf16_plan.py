@@ -643,8 +643,10 @@ MASKED_WS_AUTO_WIDTH = 256
 # over 2 x 128) and the tl.* kernel's 64 x 256 tile runs 0.89-1.00x DeepGEMM (H200, same call: research/results/
 # 2026-12-03-h200-s28-call7/bf16_compare.md). Per K block and consumer its loop is the 128 x 256 masked build's
 # (52 / 51 SASS instructions with 35 / 36 uniform ops against 53 / 36; producer 34 / 24 against 36; 0 spilled;
-# sm_90a, research/probes/bf16_masked_ab.py --compile) for half the wgmma work. Not measured on the GPU yet: off
-# until it is. With it on, "auto" runs masked calls of more than MASKED_WS64_MIN_EXPECTED_M and at most
+# sm_90a, research/probes/bf16_masked_ab.py --compile) for half the wgmma work. Measured on the H200 (correct,
+# sanitizer-clean): 0.920-1.004x the tl.* 64 x 256 tile's speed on those four rows, geomean 0.956x (research/results/
+# 2026-12-03-h200-s29-call1/bf16_masked_ws64_ab.log): half-width wgmma per consumer and B reloaded per 64 rows cost
+# what the empty rows saved. So off; kept for sweeps. With it on, "auto" runs masked calls of more than MASKED_WS64_MIN_EXPECTED_M and at most
 # MASKED_WS_MIN_EXPECTED_M expected rows per group on it; Bf16Overrides(ws=True, block_m=64) forces it either way.
 AUTO_WS_MASKED_64 = False
 MASKED_WS64_MIN_EXPECTED_M = 128
