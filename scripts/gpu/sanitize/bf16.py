@@ -12,7 +12,7 @@ import torch
 import deep_gemm
 from deep_gemm._ops.library import run_launcher
 from deep_gemm.gemm import bf16_plan, bf16_triton
-from deep_gemm.gemm.bf16_plan import Bf16Overrides
+from deep_gemm.gemm.bf16_plan import Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff
 
 BF16 = torch.bfloat16
@@ -50,7 +50,6 @@ def _dense(layout, m, n, k, out=BF16, accumulate=False, split=None):
 
 def _dense_tail_split(m, n, k, accumulate=False):
     """Split-K of the tiles past split_from only (the plan's last-wave split), forced on small sizes."""
-    from deep_gemm.gemm.bf16_plan import Bf16Config
 
     def run():
         a, b = _rand(m, k), _rand(n, k)
@@ -89,7 +88,8 @@ def _forced_ws(op, m, n, d, c, over):
         raise AssertionError(f"{op}: the plan did not pick the warp-specialised kernel")
 
 
-def _dense_ws(m, n, k, bn, out=BF16, accumulate=False, layout="nt"):
+def _dense_ws(m, n, k, bn, out=BF16, accumulate=False, layout="nt", tail=0):
+    """``tail``: the 128 x (bn + tail) tile (Bf16Config.block_n_tail), its config forced whole."""
     def run():
         a_mk, b_nk = _rand(m, k), _rand(n, k)
         a = a_mk.T.contiguous() if layout[0] == "t" else a_mk
@@ -97,7 +97,8 @@ def _dense_ws(m, n, k, bn, out=BF16, accumulate=False, layout="nt"):
         d = _rand(m, n, dtype=out)
         c = d if accumulate else None
         ref = a_mk.float() @ b_nk.float().T + (d.float() if accumulate else 0)
-        over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
+        over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1) if not tail else \
+            Bf16Overrides(ws=True, config=Bf16Config(128, bn, 64, 5, 4, block_n_tail=tail))
         _forced_ws("bf16_gemm_nt", m, n, d, c, over)
         if run_launcher(f"bf16_gemm_{layout}", a, b, d, c, "nk", launcher_kwargs=dict(overrides=over)) is NotImplemented:
             raise AssertionError("the launcher declined the call")
@@ -244,6 +245,9 @@ CASES = [
     ("dense_nt_ws_130x72x200_128x256", _dense_ws(130, 72, 200, 256)),
     ("dense_tn_ws_136x200x72_acc", _dense_ws(136, 200, 72, 128, accumulate=True, layout="tn")),
     ("dense_nn_ws_129x136x200_fp32_acc", _dense_ws(129, 136, 200, 128, torch.float32, True, layout="nn")),
+    ("dense_nt_ws_tail_130x300x200_128x128t16", _dense_ws(130, 300, 200, 128, tail=16)),
+    ("dense_nt_ws_tail_130x300x200_128x256t8", _dense_ws(130, 300, 200, 256, tail=8)),
+    ("dense_tn_ws_tail_200x520x136_128x256t8", _dense_ws(200, 520, 136, 256, layout="tn", tail=8)),
     ("masked", _masked),
     ("k_grouped_with_empty_group", _k_grouped),
     ("masked_ws_forced_128x256_200x136", _masked_ws(3, 200, 136, 136, [0, 200, 129], 150, 256)),
