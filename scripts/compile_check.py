@@ -317,11 +317,9 @@ BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, 
                    dict(bm=64, bn=128, stages=8, grouping=3, uniform=True),
                    dict(bm=64, bn=256, stages=4, grouping=3, uniform=True, b_k_major=False),
                    # Tiles 128 + tail wide (bf16_plan._ws_config's rings: 5, 5 and 4 stages): 144 = N 576 / 4,
-                   # 192 = N 2112 / 11 (before the 264-wide tile).
+                   # 192 = N 2112 / 11.
                    dict(bn=128, stages=5, tail=16), dict(bn=128, stages=5, tail=32), dict(bn=128, stages=4, tail=64),
                    dict(bn=128, stages=5, tail=16, a_k_major=False, b_k_major=False),
-                   # 128 x (256 + 8): 264 = N 2112 / 8 (an 8-column wgmma; 3 stages).
-                   dict(bn=256, stages=3, tail=8), dict(bn=256, stages=3, tail=8, a_k_major=False, b_k_major=False),
                    # Psum with gaps left untouched (TMA for whole slabs, pointers for a group's end), its layout
                    # values marked warp-uniform or not (Bf16Overrides.ws / uniform_tiles).
                    dict(bn=256, stages=3, grouping=2, zero_gaps=False),

@@ -177,19 +177,16 @@ def test_plan_forces_the_warp_specialised_tile_with_tail_columns(tail, n, stages
     assert bf16_plan.plan(call("m_ids", m=8192, n=n, groups=4), forced) is None
 
 
-@pytest.mark.parametrize("m,n,bn,tail", [(4096, 576, 128, 16), (8192, 576, 128, 16), (4096, 2112, 256, 8),
-                                         (4096, 200, 0, 0), (2048, 576, 0, 0), (128, 576, 0, 0), (4096, 7168, 0, 0),
-                                         (4096, 24576, 0, 0)])
-def test_default_plan_takes_a_tail_only_where_it_fills_the_waves(m, n, bn, tail):
-    # _wave_filling_tail: N a whole number of BN + tail columns (never of 128: no tile reaches past N, so N = 200
+@pytest.mark.parametrize("m,n,tail", [(4096, 576, 16), (8192, 576, 16), (4096, 2112, 64), (4096, 200, 0),
+                                      (2048, 576, 0), (128, 576, 0), (4096, 7168, 0), (4096, 24576, 0)])
+def test_default_plan_takes_a_tail_only_where_it_fills_the_waves(m, n, tail):
+    # _wave_filling_tail: N a whole number of 128 + tail columns (never of 128: no tile reaches past N, so N = 200
     # keeps the plain tiles) and the tiles filling >= 85 % of their waves (2048 x 576: 64 tiles of 132 SMs do not).
-    # 576 = 4 x 144 = 3 x 192: 144 (128 tiles, one wave) fills the SMs better than 192 (96 tiles). 2112 = 8 x 264
-    # = 11 x 192: 264 (256 tiles, 1.94 waves) fills them better than 192 (352 tiles, 2.67 waves).
+    # 576 = 4 x 144 = 3 x 192: 144 (128 tiles, one wave) fills the SMs better than 192 (96 tiles).
     p = bf16_plan.plan(call(m=m, n=n))
     assert p.config.block_n_tail == tail and (p.kernel == "ws" or tail == 0), p
     if tail:
-        assert p.config.block_n == bn and p.config.split_k == 1
-        assert p.grid == min(132, m // 128 * (n // (bn + tail))) and p.config.num_stages >= 3
+        assert p.config.block_n == 128 and p.config.split_k == 1 and p.grid == min(132, m // 128 * (n // (128 + tail)))
         # Not with C, FP32 D, a forced width or a forced tl.* kernel.
         with_c = Bf16Call(0, m, n, 7168, 1, 132, True, 2, True, True, True, c_tma=True)
         assert bf16_plan.plan(with_c).config.block_n_tail == 0
@@ -200,20 +197,6 @@ def test_default_plan_takes_a_tail_only_where_it_fills_the_waves(m, n, bn, tail)
         assert bf16_plan.plan(both_mn).config.block_n_tail == tail  # tn
         mixed = Bf16Call(0, m, n, 7168, 1, 132, False, 2, True, False, True)
         assert bf16_plan.plan(mixed).config.block_n_tail == 0  # nn
-
-
-def test_eight_column_tail_only_on_the_warp_specialised_kernel():
-    # 128 x (256 + 8): an 8-column wgmma (the WS kernel); tl.dot takes no fewer than 16 columns, so the same config
-    # forced onto the tl.* kernel is refused, as is an 8-column tail on a 128-wide tile (not a WS_TAIL_TILES tile).
-    eight = Bf16Config(128, 256, 64, 3, 4, block_n_tail=8)
-    p = bf16_plan.plan(call(m=4096, n=2112), Bf16Overrides(ws=True, config=eight))
-    assert p.kernel == "ws" and p.config.tile_n == 264 and p.config.num_stages == 3 and p.grid == 132
-    per_stage, epilogue = (128 + 264) * 64 * 2, 2 * 64 * 264 * 2
-    assert 3 * per_stage + epilogue <= bf16_plan.WS_SMEM_BYTES < 4 * per_stage + epilogue
-    assert bf16_plan.plan(call(m=4096, n=2112), Bf16Overrides(ws=False, config=eight)) is None
-    assert bf16_plan.plan(call(m=4096, n=2112, out_bytes=4), Bf16Overrides(ws=True, config=eight)) is None
-    narrow = Bf16Config(128, 128, 64, 5, 4, block_n_tail=8)
-    assert bf16_plan.plan(call(m=4096, n=2112), Bf16Overrides(ws=True, config=narrow)) is None
 
 
 # ---- M-grouped contiguous ----------------------------------------------------------------------------------------
@@ -416,8 +399,8 @@ def test_plan_chooses_the_warp_specialised_kernel_where_it_measured_faster(monke
     assert bf16_plan.plan(call(n=4096), Bf16Overrides(ws=False)).kernel == "tl"
     assert bf16_plan.plan(call("m_psum", m=32768, n=4096, k=4096, groups=8), Bf16Overrides(ws=True)).kernel == "ws"
     # 4096 x 2176 (17 tile columns): the WS kernel's 4 whole waves of 128 x 128 tiles, then the tl.* kernel's
-    # pieces of the other 16. (4096 x 2112 = 8 columns of 264: the WS kernel's 128 x (256 + 8) tile instead.)
-    assert bf16_plan.plan(call()).config.tile_n == 264
+    # pieces of the other 16. (4096 x 2112 = 11 columns of 192: the WS kernel's 128 x (128 + 64) tile instead.)
+    assert bf16_plan.plan(call()).config.block_n_tail == 64
     both = bf16_plan.plan(call(n=2176))
     assert both.kernel == "ws_tail" and both.config.split_from == 4 * 132 and both.config.split_k > 1
     assert both.ws_config.block_n == both.config.block_n == 128 and both.ws_config.num_stages >= 3

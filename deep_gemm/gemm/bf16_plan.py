@@ -406,14 +406,12 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
             return None
         if cfg.split_k > 1 and call.grouping != GROUPING["dense"]:
             return None
-        if cfg.block_n_tail and not _tail_covers(call, cfg, ws=True):
+        if cfg.block_n_tail and not _tail_covers(call, cfg):
             return None
         d_tma = d_tma_ok and _stages(cfg.block_m, cfg.tile_n, cfg.block_k, cfg.block_m * cfg.tile_n
                                      * call.out_bytes) >= 2
         if mode == "on" and _ws_covers(call, cfg, d_tma or untouched_ok or kgrouped_ok):
             return _finish(call, _ws_config(call, cfg.block_n, cfg.block_k, cfg.block_n_tail), True, "ws")
-        if cfg.block_n_tail and not _tail_covers(call, cfg, ws=False):
-            return None
         return _finish(call, cfg, d_tma)
     best = None
     for bm, bn, warps, bk_pref in _candidates(call):
@@ -471,10 +469,10 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
                     if cost < best[0]:
                         best = (cost, tail, True, "ws_tail")
         # A measured rule, not the cost model (it has no efficiency figure for the tail tiles): see WS_TAIL_WIDTHS.
-        bn_tail = _wave_filling_tail(call) if mode == "auto" and overrides.block_n is None \
-            and overrides.ws_tail is None and _fits(call, 128) else None
-        if bn_tail and bk is not None:
-            cfg = _ws_config(call, bn_tail[0], bk, bn_tail[1])
+        tail_n = _wave_filling_tail(call) if mode == "auto" and overrides.block_n is None \
+            and overrides.ws_tail is None and _fits(call, 128) else 0
+        if tail_n and bk is not None:
+            cfg = _ws_config(call, 128, bk, tail_n)
             if cfg.num_stages >= 3 and _ws_covers(call, cfg, True):
                 best = (0.0, cfg, True, "ws")
     if best is None:
@@ -493,38 +491,32 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     return _finish(call, best[1], best[2], best[3])
 
 
-# (BN, tail) of the WS kernel's 128 x (BN + tail) tiles the plan takes on its own (session 26, H200, one process,
+# Tail widths of the WS kernel's 128 x (128 + tail) tile the plan takes on its own (session 26, H200, one process,
 # research/results/2026-12-03-h200-s26-call1/bf16_sweep.log): 4096 x 576 x 7168 on 128 x 144 tiles (one wave of 128
 # tiles) 50.8 us against the cost model's choice 66.4 (DeepGEMM 45.5 in the same call); 4096 x 2112 x 7168 on
 # 128 x 192 tiles 171.5 against 177.9 (DeepGEMM 159.2). 4096 x 7168 x 2048 (N a multiple of 128) keeps its plan.
-# 128 x (256 + 8): 4096 x 2112 in 256 tiles (1.94 waves of 132, 97 % full) where 192-wide tiles take 352 (2.67
-# waves: the third round 67 % full); an 8-column wgmma and a [64, 8] TMA box (16 bytes, the smallest TMA takes),
-# so the WS kernel only (tl.dot needs 16 columns). sm_90a: 3 stages, 218 KB of shared memory, consumers at 156 of
-# 232 registers, 0 spilled (nt and tn; scripts/compile_check.py --bf16-ws).
-WS_TAIL_TILES = ((128, 16), (128, 32), (128, 64), (256, 8))
-# The narrowest tail each kernel's MMA takes: wgmma N = 8 (WS), tl.dot N >= 16 (tl.*).
-MIN_TAIL = {"ws": 8, "tl": 16}
+WS_TAIL_WIDTHS = (16, 32, 64)
 # ... only where the tail tiles fill at least this share of a wave (both measured calls fill >= 89 % of their last).
 WS_TAIL_MIN_WAVE_FILL = 0.85
 
 
-def _wave_filling_tail(call: Bf16Call) -> tuple[int, int] | None:
-    """(BN, tail) of the 128 x (BN + tail) WS tile (WS_TAIL_TILES) for a dense BF16-out call without C, A and B
-    both K-major (nt) or both MN-major (tn), whose N is a whole number of such tiles but not of 128-column ones (so
-    no tile has columns past N), when those tiles fill the SMs' waves (WS_TAIL_MIN_WAVE_FILL); of several, the one
-    that fills its waves best (ties: the wider tile). None: none."""
+def _wave_filling_tail(call: Bf16Call) -> int:
+    """The tail of the 128 x (128 + tail) WS tile for a dense BF16-out call without C, A and B both K-major (nt) or
+    both MN-major (tn), whose N is a whole number of such tiles but not of 128-column ones (so no tile has columns
+    past N), when those tiles fill the SMs' waves (WS_TAIL_MIN_WAVE_FILL); of several, the one that fills its waves
+    best (ties: the wider tile). 0: none."""
     if call.grouping != GROUPING["dense"] or call.has_c or call.out_bytes != 2 or call.n % 128 == 0:
-        return None
+        return 0
     if call.a_k_major != call.b_k_major:  # (nn / tt: the tail tile has not run on the H200 with mixed majors)
-        return None
-    best, best_fill = None, WS_TAIL_MIN_WAVE_FILL
-    for bn, tail in WS_TAIL_TILES:
-        if call.n % (bn + tail):
+        return 0
+    best, best_fill = 0, WS_TAIL_MIN_WAVE_FILL
+    for tail in WS_TAIL_WIDTHS:
+        if call.n % (128 + tail):
             continue
-        tiles = _cdiv(call.m, 128) * (call.n // (bn + tail))
+        tiles = _cdiv(call.m, 128) * (call.n // (128 + tail))
         fill = tiles / (_cdiv(tiles, call.num_sms) * call.num_sms)
         if fill >= best_fill:
-            best, best_fill = (bn, tail), fill
+            best, best_fill = tail, fill
     return best
 
 
@@ -558,12 +550,12 @@ def _forced_splits(call: Bf16Call, split: int):
     return ((split, 0),)
 
 
-def _tail_covers(call: Bf16Call, cfg: Bf16Config, ws: bool) -> bool:
+def _tail_covers(call: Bf16Call, cfg: Bf16Config) -> bool:
     """A tile with a tail accumulator (forced configs, and the default where _wave_filling_tail finds one): dense,
-    unsplit, no C, a power-of-two tail of at least one MMA of the kernel's (``ws``: the WS kernel's) (MIN_TAIL)."""
+    unsplit, no C, a power-of-two tail of at least one 16-column MMA."""
     tail = cfg.block_n_tail
-    return (call.grouping == GROUPING["dense"] and cfg.split_k == 1 and not call.has_c
-            and tail >= MIN_TAIL["ws" if ws else "tl"] and tail & (tail - 1) == 0)
+    return (call.grouping == GROUPING["dense"] and cfg.split_k == 1 and not call.has_c and tail >= 16
+            and tail & (tail - 1) == 0)
 
 
 def _k_grouped_ws_ok(call: Bf16Call) -> bool:
@@ -577,17 +569,14 @@ def _k_grouped_ws_ok(call: Bf16Call) -> bool:
 def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
     """Dense (C, if any, loaded by TMA) and M-grouped contiguous calls (psum gaps zeroed, or left untouched: the
     slab holding a group's end stored by pointers) on 128 x 128 / 128 x 256 tiles, D stored by TMA (FP32 D:
-    128 x 128, its staging buffers); 128 x (128 + tail) and 128 x (256 + 8) tiles: dense, no C, BF16 D
-    (_tail_covers); K-grouped calls
+    128 x 128, its staging buffers); 128 x (128 + tail) tiles: dense, no C, BF16 D (_tail_covers); K-grouped calls
     where _k_grouped_ws_ok."""
     layouts = (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["k_grouped"])
     if call.grouping == GROUPING["k_grouped"] and not _k_grouped_ws_ok(call):
         return False
     c_ok = not call.has_c or (call.c_tma and call.grouping in (GROUPING["dense"], GROUPING["k_grouped"]))
     width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
-    tail_ok = cfg.block_n_tail == 0 or ((cfg.block_n, cfg.block_n_tail) in WS_TAIL_TILES
-                                        or (cfg.block_n == 128 and cfg.block_n_tail >= 16)) \
-        and call.out_bytes == 2 and _tail_covers(call, cfg, ws=True)
+    tail_ok = cfg.block_n_tail == 0 or (cfg.block_n == 128 and call.out_bytes == 2 and _tail_covers(call, cfg))
     gaps_ok = call.zero_gaps or (call.grouping == GROUPING["m_psum"] and call.d_aligned)
     return (call.grouping in layouts and gaps_ok and c_ok and d_tma and not call.interpreting
             and cfg.split_k == 1 and cfg.block_m == 128 and width_ok and tail_ok)

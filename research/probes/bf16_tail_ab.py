@@ -6,7 +6,9 @@ DeepGEMM's test_bf16.py whose N is not a multiple of 128 (2112 and 576, K = 7168
 Variants (this package; each checked against an FP32 torch reference, calc_diff < 1e-5, and the same bits twice):
   plan       the shipped plan
   t128x64    128 x (128 + 64) forced (4096 x 2112: 352 tiles, 2.67 waves)
-  t256x8     128 x (256 + 8) forced (4096 x 2112: 256 tiles, 1.94 waves)
+  (t256x8    128 x (256 + 8), 4096 x 2112 in 256 tiles / 1.94 waves: measured in session 29 call 2 against a
+             branch that allowed it, 183.3 us against 171.6 for t128x64: dropped, see research/results/
+             2026-12-03-h200-s29-call2/README.md)
   t128x16    128 x (128 + 16) forced (4096 x 576: 128 tiles, 0.97 waves)
 
     PYTHONPATH=$PWD python research/probes/bf16_tail_ab.py
@@ -30,7 +32,7 @@ ROWS = [(4096, 2112, 7168), (4096, 576, 7168)]
 def variants(n):
     from deep_gemm.gemm.bf16_plan import Bf16Config, Bf16Overrides
     out = {"plan": None}
-    for name, bn, tail in (("t128x64", 128, 64), ("t256x8", 256, 8), ("t128x16", 128, 16)):
+    for name, bn, tail in (("t128x64", 128, 64), ("t128x16", 128, 16)):
         if n % (bn + tail) == 0:
             out[name] = Bf16Overrides(ws=True, config=Bf16Config(128, bn, 64, 5, 4, block_n_tail=tail))
     return out
