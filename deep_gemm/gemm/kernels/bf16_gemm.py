@@ -188,18 +188,15 @@ def _bf16_gemm_kernel(
         k_start = 0
         if GROUPING == MASKED:
             mn_tile = tile
-            if SPLIT_K > 1:  # (tensors before the runtime branch below reassigns them)
-                split = tile * 0
-                kb_begin = tile * 0
-                kb_end = kb_begin + num_kb
-                if tile >= split_from:
-                    piece = tile - split_from
-                    mn_tile = split_from + piece // splits
-                    split = piece % splits
-                    # (balanced K ranges: the pieces of a wave end together; none is empty, as splits <= the K blocks
-                    # by the plan, and an empty one would still publish its zero partial)
-                    kb_begin = split * num_kb // splits
-                    kb_end = (split + 1) * num_kb // splits
+            if SPLIT_K > 1:
+                is_piece = tile >= split_from
+                piece = tl.maximum(tile - split_from, 0)
+                mn_tile = tl.where(is_piece, split_from + piece // splits, tile)
+                split = tl.where(is_piece, piece % splits, 0)
+                # (balanced K ranges: the pieces of a wave end together; none is empty, as splits <= the K blocks
+                # by the plan, and an empty one would still publish its zero partial)
+                kb_begin = split * num_kb // splits
+                kb_end = tl.where(is_piece, (split + 1) * num_kb // splits, num_kb)
             group = tl.sum((group_end <= mn_tile).to(tl.int32), axis=0)
             local = mn_tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
             m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
@@ -281,8 +278,8 @@ def _bf16_gemm_kernel(
             # piece to arrive reduces them in split order (the same sum every call) and stores (MASKED: only rows
             # below masked_m, row_store).
             slot = (mn_tile - split_from).to(tl.int64) * splits
-            local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
-            ws_tile = ws_ptr + slot * (BM * BN) + local
+            in_tile = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+            ws_tile = ws_ptr + slot * (BM * BN) + in_tile
             tl.store(ws_tile + split * (BM * BN), acc)
             tl.debug_barrier()
             counter = counter_ptr + (mn_tile - split_from)
