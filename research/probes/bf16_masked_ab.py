@@ -25,6 +25,9 @@ bf16_dg/bench_bf16_gemm.json) over the auto and auto64 choices'.
     python research/probes/bf16_masked_ab.py --rows 192       (only the G=32 x 192 rows: under a minute)
     python research/probes/bf16_masked_ab.py --rows 20 --groups 6   (the decode rows' split-K A/B: plan, split1..8)
     python research/probes/bf16_masked_ab.py --rows 20 --groups 32 --nk 6144x7168   (a many-tile control row)
+    env $DGENV python research/probes/bf16_masked_ab.py --rows 20 --groups 6 --dg-out F.json   (DeepGEMM's times
+        of the rows, same timer: run under research/scripts/device_call.sh's $DGENV; then --dg-json F.json gives the
+        A/B these instead of session 28's)
     python research/probes/bf16_masked_ab.py --compile        (no GPU, no TRITON_INTERPRET: sm_90a K-loop facts)
     python research/probes/bf16_masked_ab.py --compile --rows 20   (only the decode tile's builds, split 1 / 2 / 4)
 
@@ -169,6 +172,34 @@ def rows(shapes, names):
         yield f"G={g} m={expected} N={n} K={k}", (g, expected, n, k), masked, calls, (a, b, d0)
 
 
+def dg_times(shapes, reps, out):
+    """Time DeepGEMM's m_grouped_bf16_gemm_nt_masked (the package on PYTHONPATH, not this repository's) on the rows,
+    with bench_masked's operands and timer; write them as bench_bf16_gemm's JSON rows (table "masked")."""
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.abspath(ROOT)]
+    import torch
+    from bench_bf16_gemm import BF16, MASKED_MAX_M, masked_inputs
+    from harness import KernelTimer
+
+    import deep_gemm
+    assert not os.path.abspath(deep_gemm.__file__).startswith(os.path.abspath(ROOT) + os.sep + "deep_gemm"), \
+        f"--dg-out: deep_gemm is this repository's ({deep_gemm.__file__}); run under $DGENV"
+    timer, results = KernelTimer(reps=reps), []
+    for g, expected, n, k in shapes:
+        masked, masked_m, a, b = masked_inputs(g, expected, n, k)
+        d = torch.empty(g, MASKED_MAX_M, n, device="cuda", dtype=BF16)
+
+        def call(a=a, b=b, d=d, masked_m=masked_m, expected=expected):
+            deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected)
+        call()
+        us = min(timer(call), timer(call))
+        print(f"DeepGEMM G={g} m={expected} N={n} K={k}: {us:.1f} us", flush=True)
+        results.append(dict(table="masked", groups=g, expected_m=expected, n=n, k=k, us=us))
+        del a, b, d
+    with open(out, "w") as f:
+        json.dump({"provider": f"DeepGEMM ({deep_gemm.__file__})", "results": results}, f, indent=1)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=10)
@@ -178,29 +209,35 @@ def main(argv=None):
                         "plan,ws256,ws64x256,ws64x128; --rows 20: plan,split1,...,split8)")
     parser.add_argument("--groups", default="", help="only these group counts (comma-separated)")
     parser.add_argument("--nk", default="", help="only these N x K (comma-separated, e.g. 6144x7168)")
+    parser.add_argument("--dg-out", default="", help="time DeepGEMM (under $DGENV) on the rows into this JSON")
+    parser.add_argument("--dg-json", default="", help="DeepGEMM's times from --dg-out (default: session 28's)")
     args = parser.parse_args(argv)
     if args.compile:
         compile_report(decode_only=args.rows == 20)
         return 0
-    import torch
     from bench_bf16_gemm import GROUPED_NK, MASKED
+    groups = {int(g) for g in args.groups.split(",") if g}
+    nks = {tuple(int(x) for x in nk.split("x")) for nk in args.nk.split(",") if nk}
+    shapes = [(g, e, n, k) for g, e in MASKED if (e >= MIN_EXPECTED if not args.rows else e == args.rows)
+              and (not groups or g in groups) for n, k in GROUPED_NK if not nks or (n, k) in nks]
+    if args.dg_out:
+        return dg_times(shapes, args.reps, args.dg_out)
+    import torch
     from harness import KernelTimer
 
     from deep_gemm.gemm import bf16_plan
     from deep_gemm.testing import calc_diff
     print(f"defaults: AUTO_WS_MASKED={bf16_plan.AUTO_WS_MASKED} AUTO_WS_MASKED_64={bf16_plan.AUTO_WS_MASKED_64} "
           f"UNIFORM_TILES={bf16_plan.UNIFORM_TILES}", flush=True)
-    groups = {int(g) for g in args.groups.split(",") if g}
-    nks = {tuple(int(x) for x in nk.split("x")) for nk in args.nk.split(",") if nk}
-    shapes = [(g, e, n, k) for g, e in MASKED if (e >= MIN_EXPECTED if not args.rows else e == args.rows)
-              and (not groups or g in groups) for n, k in GROUPED_NK if not nks or (n, k) in nks]
     names = args.variants.split(",") if args.variants else [v for v in variants() if not v.startswith("split")]
     if args.rows and not args.variants:  # (the quick A/B of the 64-row tiles: 128 x 128 lost on these rows)
         names = DECODE_VARIANTS if args.rows < MIN_EXPECTED else ["plan", "ws256", "ws64x256", "ws64x128"]
     assert "plan" in names and all(v in variants() for v in names), names
-    dg = {}
-    if os.path.exists(DG_JSON):
-        for r in json.load(open(DG_JSON))["results"]:
+    dg, dg_json = {}, args.dg_json if args.dg_json and os.path.exists(args.dg_json) else DG_JSON
+    dg_name = "DeepGEMM(same call)" if dg_json != DG_JSON else "DeepGEMM(s28c7)"
+    print(f"DeepGEMM times from {dg_json}", flush=True)
+    if os.path.exists(dg_json):
+        for r in json.load(open(dg_json))["results"]:
             if r["table"] == "masked":
                 dg[(r["groups"], r["expected_m"], r["n"], r["k"])] = r["us"]
     timer = KernelTimer(reps=args.reps)
@@ -253,7 +290,7 @@ def main(argv=None):
         for key, choice in choices.items():
             if dg_us and choice in times:
                 autos[key].append(dg_us / times[choice])
-                vs_dg += f" | DeepGEMM(s28c7)/{key} {dg_us / times[choice]:.3f}"
+                vs_dg += f" | {dg_name}/{key} {dg_us / times[choice]:.3f}"
         print(f"{label:30s} " + "  ".join(line) + "  | plan/x: " + " ".join(f"{v} {r:.3f}" for v, r in rel.items())
               + f" | auto={choices['auto']} auto64={choices['auto64']} plan split_k={plan_split(*shape)}{vs_dg}",
               flush=True)
@@ -264,7 +301,7 @@ def main(argv=None):
         print(f"  {v:6s} {gm:.3f}x over {len(rs)} rows (min {min(rs):.3f}x, max {max(rs):.3f}x)")
     for key, rs in autos.items():
         if rs:
-            print(f"  DeepGEMM (session 28 call 7) / {key}: geomean {math.exp(sum(map(math.log, rs)) / len(rs)):.3f}x"
+            print(f"  {dg_name} / {key}: geomean {math.exp(sum(map(math.log, rs)) / len(rs)):.3f}x"
                   f", min {min(rs):.3f}x")
     return 0
 
