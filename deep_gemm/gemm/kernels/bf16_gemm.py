@@ -141,7 +141,8 @@ def _bf16_gemm_kernel(
         d_desc,  # TMA descriptor over D [M, N] when D_TMA (else unused)
         d2_desc,  # BN_TAIL > 0 and D_TMA: D's [BM, BN_TAIL] tail tiles (else unused)
         layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED)
-        ws_ptr, counter_ptr,  # split-K FP32 workspace [split tiles * SPLIT_K, BM, BN], int32 counter per split tile
+        ws_ptr, counter_ptr,  # split-K FP32 workspace [split tiles * SPLIT_K, BM, BN] (MASKED: [NUM_PROGRAMS, BM, BN]),
+        # int32 counter per split tile (MASKED: NUM_PROGRAMS)
         M, N, K, NUM_GROUPS, A_GROUP_M, B_GROUP_N, B_GROUP_K,
         stride_dg, stride_dm, stride_cg, stride_cm,
         SPLIT_FROM,  # DENSE with SPLIT_K > 1: the first tile that is split (0: every tile); MASKED: unused (device)
