@@ -10,8 +10,8 @@ env $DGENV timeout 45 python3 research/probes/bf16_masked_ab.py --rows 20 --grou
   > $L/dg_masked20.log 2>&1; t "dg G=6 m=20 exit $?"; grep "^DeepGEMM" $L/dg_masked20.log >> $L/summary.txt
 timeout 50 python3 research/probes/bf16_masked_ab.py --rows 20 --groups 6 --dg-json $L/dg_masked20.json \
   > $L/bf16_masked_split_ab.log 2>&1
-t "masked split A/B (G=6) exit $?"; grep -E "^G=|geomean|^  |WRONG|TOUCHED|NONDET" $L/bf16_masked_split_ab.log \
-  | sort -u | tail -n 24 >> $L/summary.txt
+t "masked split A/B (G=6) exit $?"; grep -E "^G=|geomean|^  " $L/bf16_masked_split_ab.log \
+  | tail -n 24 >> $L/summary.txt
 timeout 60 python3 -m pytest tests/test_bf16_gemm_gpu.py -x -q -p no:cacheprovider -rf \
   -k "masked_decode_rows_split_k or masked_split_k or masked_in_cuda_graph" > $L/pytest_masked_split.log 2>&1
 t "pytest masked split exit $?: $(tail -n1 $L/pytest_masked_split.log)"
