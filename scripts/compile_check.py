@@ -235,6 +235,8 @@ BF16_CONFIGS = [
     # Psum with gaps left untouched (DeepGEMM's SM90 default): pointer stores, so 128 x 128.
     dict(bm=128, bn=128, warps=8, stages=6, grouping=2, d_tma=False, zero_gaps=False),
     dict(bm=32, bn=128, bk=128, warps=4, stages=4, grouping=3, d_tma=False),
+    # Masked decode rows with the last wave split (bf16_plan.masked_split): the plan's 5-stage 32 x 128 tile.
+    dict(bm=32, bn=128, bk=128, warps=4, stages=5, grouping=3, d_tma=False, split=4),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
          b_k_major=False),

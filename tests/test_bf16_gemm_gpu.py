@@ -175,6 +175,100 @@ def test_masked(g, expected, n, k):
         assert torch.all(d[i, m:] == 7.0), "rows past masked_m are untouched"
 
 
+# Masked decode rows (DeepGEMM's G = 6 / 32 x 20 expected rows) and the split of their last wave (bf16_plan.masked_split:
+# 6 x 6144 x 7168 and 6 x 4096 x 4096 split; kernels/bf16_gemm.py cuts the last wave's tiles on the device). Mmax 64:
+# the plan sees the expected rows, not Mmax, and the rows past masked_m must stay untouched either way.
+MASKED_NK = [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]
+
+
+def _masked_run(a, b, d, masked, expected, over):
+    if over is None:
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, expected)
+    else:
+        run_forced("m_grouped_bf16_gemm_nt_masked", a, b, d, masked, expected, "nk", overrides=over)
+
+
+def _masked_check(a, b, masked, expected, over, max_m=64, calls=2):
+    """Run the masked op ``calls`` times on fresh sentinel-filled D; check each group's rows against FP32 torch,
+    the rows past masked_m untouched, and the same bits every call. Returns D."""
+    g, n = b.size(0), b.size(1)
+    outs = []
+    for _ in range(calls):
+        d = torch.full((g, max_m, n), 7.0, device="cuda", dtype=BF16)
+        _masked_run(a, b, d, masked, expected, over)
+        outs.append(d)
+    torch.cuda.synchronize()
+    d = outs[0]
+    for i, m in enumerate(masked.tolist()):
+        if m:
+            assert calc_diff(d[i, :m], _ref(a[i, :m], b[i])) < TOL, (over, i)
+        assert torch.all(d[i, m:] == 7.0), f"rows past masked_m are untouched ({over}, group {i})"
+    for other in outs[1:]:
+        assert torch.equal(other.view(torch.int16), d.view(torch.int16)), f"the same bits every call ({over})"
+    return d
+
+
+@pytest.mark.parametrize("g", [6, 32])
+@pytest.mark.parametrize("n,k", MASKED_NK)
+def test_masked_decode_rows_split_k(g, n, k):
+    """The plan (split where masked_split says), unsplit and a forced split of 4, each against the reference."""
+    from deep_gemm.gemm import bf16_plan, bf16_triton
+    expected, max_m = 20, 64
+    a, b = _rand(g, max_m, k), _rand(g, n, k)
+    masked = torch.randint(14, 27, (g,), device="cuda", dtype=torch.int32)  # (DeepGEMM's expected_m x 0.7-1.3)
+    call = bf16_triton._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, torch.empty(1, device="cuda", dtype=BF16),
+                             None, True, True, False, expected_m=expected, d_aligned=True)
+    split = bf16_plan.plan(call).config.split_k
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if sms == 132:  # (the rows the plan splits on the H200)
+        assert split == {(6, 6144, 7168): 4, (6, 4096, 4096): 2}.get((g, n, k), 1), split
+    plan = _masked_check(a, b, masked, expected, None, max_m)
+    unsplit = _masked_check(a, b, masked, expected, Bf16Overrides(split_k=1), max_m)
+    _masked_check(a, b, masked, expected, Bf16Overrides(split_k=4), max_m)
+    if split == 1:
+        assert torch.equal(plan.view(torch.int16), unsplit.view(torch.int16))
+
+
+@pytest.mark.parametrize("masked", [[0, 40, 20, 17, 26, 5], [0, 0, 0, 0, 0, 0], [33, 64, 1, 0, 2, 31]])
+@pytest.mark.parametrize("split", [None, 2, 8])
+def test_masked_split_k_empty_and_tall_groups(masked, split):
+    """Empty groups (no tile, no piece), groups past one 32-row tile, single rows; the plan's split and forced ones
+    (the kernel cuts the last wave into min(split, 132 // its tiles) pieces)."""
+    g, max_m, n, k = 6, 64, 4096, 4096
+    a, b = _rand(g, max_m, k), _rand(g, n, k)
+    over = None if split is None else Bf16Overrides(split_k=split)
+    _masked_check(a, b, torch.tensor(masked, dtype=torch.int32, device="cuda"), 20, over, max_m)
+
+
+def test_masked_split_k_in_cuda_graph():
+    """A captured masked call whose plan splits its last wave (6 x 4096 x 4096, 20 expected rows): replays give the
+    eager bits, and masked_m changed between replays changes the tiles, the last wave and its split on the device
+    (192 tiles: a last wave of 60 in 2 pieces; 160: 28 in 2; 224: 92, unsplit; 0 tiles)."""
+    g, max_m, n, k = 6, 64, 4096, 4096
+    a, b = _rand(g, max_m, k), _rand(g, n, k)
+    masked = torch.full((g,), 20, dtype=torch.int32, device="cuda")
+    d = torch.full((g, max_m, n), 7.0, device="cuda", dtype=BF16)
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, 20)  # (compile outside the capture)
+    eager = d.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, 20)
+    for _ in range(3):
+        d.fill_(7.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(d.view(torch.int16), eager.view(torch.int16))
+    for values in ([0, 20, 20, 20, 20, 20], [40, 20, 20, 20, 20, 20], [0] * 6, [26, 14, 1, 64, 0, 20]):
+        masked.copy_(torch.tensor(values, dtype=torch.int32))
+        d.fill_(7.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        for i, m in enumerate(values):
+            if m:
+                assert calc_diff(d[i, :m], _ref(a[i, :m], b[i])) < TOL, (values, i)
+            assert torch.all(d[i, m:] == 7.0), (values, i)
+
+
 @pytest.mark.parametrize("g,m,n,k_per", [(4, 4096, 7168, 8192), (8, 7168, 2048, 4096), (16, 4096, 7168, 2048),
                                          (3, 200, 136, 256)])
 def test_k_grouped(g, m, n, k_per):

@@ -295,6 +295,99 @@ def test_masked(b_order):
         assert torch.all(d[g, mg:] == SENTINEL), f"group {g}: rows past masked_m are untouched"
 
 
+# Masked split-K (kernels/bf16_gemm.py: the tiles of the last, partial wave, counted on the device from masked_m, run
+# as min(split_k, grid // those tiles) K ranges). The grid is the SMs runtime.set_num_sms gives (1 on a CPU without
+# it): small grids put whole waves before the split last wave, or no whole wave, or a last wave too wide to split.
+SPLIT_TILE = (16, 16, 16)  # (BM, BN, BK): K = 200 is 13 K blocks, the last one a TMA-padded tail
+
+
+def masked_split_case(masked, n=37, k=200, max_m=40):
+    g = len(masked)
+    a, b = randn(g, max_m, k), randn(g, n, k)
+    d = torch.full((g, max_m, n), SENTINEL, dtype=BF16, device=DEVICE)
+    return a, b, d, torch.tensor(masked, dtype=torch.int32, device=DEVICE)
+
+
+def expected_split_slots(masked, n, sms, split):
+    """Workspace slots the kernel writes: (tiles of the last wave) x (its pieces per tile), 0 when unsplit."""
+    bm, bn, _ = SPLIT_TILE
+    tiles = sum(-(-m // bm) for m in masked) * -(-n // bn)
+    last = tiles % sms
+    pieces = min(split, sms // last) if last else 1
+    return last * pieces if pieces > 1 else 0
+
+
+def run_masked_split(monkeypatch, a, b, d, masked_m, split, sms):
+    """The masked op on the split tile through the CUDA path; returns (workspace, counters) of the launch, the
+    workspace filled with NaN before the kernel runs (so the slots it wrote can be counted)."""
+    from deep_gemm.gemm import bf16_triton
+    seen = []
+
+    def buffers(d_, split_, counters_, elems, recorder=None):
+        ws, counters = real(d_, split_, counters_, elems, recorder)
+        if split_ > 1:
+            ws.fill_(float("nan"))
+        seen.append((ws, counters))
+        return ws, counters
+    real = bf16_triton.split_k_buffers
+    monkeypatch.setattr(bf16_triton, "split_k_buffers", buffers)
+    old = runtime.get_num_sms()
+    runtime.set_num_sms(sms)
+    try:
+        cfg = Bf16Config(*SPLIT_TILE, 2, 4, split_k=split)
+        run_forced("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, 20, "nk", overrides=Bf16Overrides(config=cfg))
+    finally:
+        runtime.set_num_sms(old)
+    return seen[-1] if seen else (None, None)
+
+
+# (masked, grid, split): 3 x 3 + 2 x 3 = 15 tiles of 16 x 16 (masked_m past one tile: 40 rows)
+@pytest.mark.parametrize("masked, sms, split", [
+    ([0, 40, 17], 6, 3),    # 2 whole waves of 6, a last wave of 3 tiles in 2 pieces each (6 // 3)
+    ([0, 40, 17], 64, 8),   # no whole wave: 15 tiles in 4 pieces each (64 // 15)
+    ([0, 40, 17], 32, 3),   # 15 tiles in 2 pieces (32 // 15), split 3 allows more
+    ([0, 40, 17], 4, 4),    # a last wave of 3 of 4 SMs: unsplit, no counter touched
+    ([9, 0, 33, 1], 8, 5),  # 4 x 3 = 12 tiles = 8 + 4: the last 4 in 2 pieces; rows 1 and 9 of a 16-row tile
+])
+def test_masked_split_k_last_wave(monkeypatch, masked, sms, split):
+    n, k = 37, 200  # (odd N: a column tail in every tile row; K: a padded K block)
+    a, b, d, masked_m = masked_split_case(masked, n, k)
+    ws, counters = run_masked_split(monkeypatch, a, b, d, masked_m, split, sms)
+    for g, mg in enumerate(masked):
+        if mg:
+            assert_close(d[g, :mg], nt_truth(a[g, :mg], b[g]), f"group {g}")
+        assert torch.all(d[g, mg:] == SENTINEL), f"group {g}: rows past masked_m are untouched"
+    slots = ws.view(-1, SPLIT_TILE[0] * SPLIT_TILE[1])
+    written = int((~slots.isnan()).all(1).sum())
+    assert written == expected_split_slots(masked, n, sms, split), written
+    assert int((~slots.isnan()).any(1).sum()) == written  # (whole slots or none)
+    assert ws.numel() == sms * SPLIT_TILE[0] * SPLIT_TILE[1]  # (at most a slot per program)
+    assert torch.all(counters[:sms] == 0), "the last piece of every split tile resets its counter"
+    # the same bits call after call (the second replays the recorded launch)
+    first = d.clone()
+    d.fill_(SENTINEL)
+    run_masked_split(monkeypatch, a, b, d, masked_m, split, sms)
+    assert torch.equal(d.view(torch.int16), first.view(torch.int16))
+
+
+def test_masked_split_k_empty_groups_write_nothing(monkeypatch):
+    a, b, d, masked_m = masked_split_case([0, 0, 0])
+    ws, counters = run_masked_split(monkeypatch, a, b, d, masked_m, 4, 8)
+    assert torch.all(d == SENTINEL)
+    assert bool(ws.isnan().all()) and torch.all(counters == 0)
+
+
+def test_masked_split_k_b_mn_major(monkeypatch):
+    # A stacked MN-major B (a K block must divide K: 208 = 13 x 16) split at the same K offsets.
+    masked = [5, 23]
+    a, b_nk, d, masked_m = masked_split_case(masked, n=40, k=208)
+    b = b_nk.transpose(1, 2).contiguous().transpose(1, 2)
+    run_masked_split(monkeypatch, a, b, d, masked_m, 3, 8)  # (1 + 2 m-blocks) x 3 = 9 tiles: 8 whole, 1 in 3 pieces
+    for g, mg in enumerate(masked):
+        assert_close(d[g, :mg], nt_truth(a[g, :mg], b_nk[g]), f"group {g}")
+        assert torch.all(d[g, mg:] == SENTINEL)
+
+
 # ---- K-grouped ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
@@ -588,6 +681,62 @@ def test_plan_pins_the_configs_measured_fastest_on_decode_and_short_k_rows():
     # Forced choices still reach the wide tile on short K (the sweep's A/B).
     forced = bf16_plan.plan(call(n=32768, k=512), Bf16Overrides(ws=True, block_m=128, block_n=256, split_k=1))
     assert forced.kernel == "ws" and forced.config.block_n == 256
+
+
+# bench_bf16_gemm's masked rows (DeepGEMM's test rows): (G, expected rows per group) x (N, K), Mmax 4096
+MASKED_BENCH = [(g, e, n, k) for g, e in [(32, 192), (6, 1024), (32, 20), (6, 20)]
+                for n, k in [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]]
+# ... the ones whose last wave the plan splits (bf16_plan.masked_split), and how many ways at most: 288 tiles of
+# 32 x 128 = 2 waves + 24 (4 x 24 = 96 pieces), 192 = 1 wave + 60 (2 x 60 = 120). G = 6 at 7168 x 3072 (336 = 2 x 132
+# + 72) and 4096 x 2048 (the model saves < MASKED_SPLIT_MIN_GAIN) keep theirs.
+MASKED_SPLIT_ROWS = {(6, 20, 6144, 7168): 4, (6, 20, 4096, 4096): 2}
+
+
+def masked_bench_call(g, e, n, k):
+    return Bf16Call(bf16_plan.GROUPING["masked"], 4096, n, k, g, 132, False, 2, True, True, False, expected_m=e,
+                    d_aligned=True)
+
+
+@pytest.mark.parametrize("row", MASKED_BENCH, ids=lambda r: "G%d-m%d-%dx%d" % r)
+def test_plan_splits_only_the_few_tile_masked_decode_rows(monkeypatch, row):
+    c = masked_bench_call(*row)
+    p = bf16_plan.plan(c)
+    monkeypatch.setattr(bf16_plan, "MASKED_SPLIT_MIN_GAIN", 1.0)  # (no split can save all of the time)
+    before = bf16_plan.plan(c)
+    assert before.config.split_k == 1
+    split = MASKED_SPLIT_ROWS.get(row, 1)
+    assert p == replace(before, config=replace(before.config, split_k=split)), (row, p)
+    if split > 1:
+        assert p.kernel == "tl" and p.grid == 132 and not p.d_tma
+        assert (p.config.block_m, p.config.block_n, p.config.block_k) == bf16_plan.MASKED_DECODE_TILE
+
+
+def test_masked_split_model_and_overrides():
+    c = masked_bench_call(6, 20, 6144, 7168)
+    tile = replace(bf16_plan.plan(c).config, split_k=1)
+    times = [bf16_plan._masked_split_time(c, tile, s) for s in range(1, 9)]
+    # 24 tiles in the last wave: 2 pieces (48 SMs) stream slower than HBM, 4 (96) reach it, more only add reduction
+    assert times[0] > times[1] > times[3] and times[3] < times[4] <= times[7]
+    assert bf16_plan.masked_split(c, tile) == 4
+    # a split is capped by K: pieces of MIN_K_BLOCKS_PER_SPLIT K blocks (K = 1536: 12 blocks of 128, so 3)
+    for k in (1536, 2048, 3072):
+        split = bf16_plan.masked_split(masked_bench_call(6, 20, 6144, k), tile)
+        assert 1 < split <= k // 128 // bf16_plan.MIN_K_BLOCKS_PER_SPLIT, (k, split)
+    assert bf16_plan.masked_split(masked_bench_call(6, 20, 6144, 1536), tile) == 3
+    # whole waves only (6 x 44 n-blocks of 128 = 264 tiles): nothing to split; expected rows past the decode rule
+    assert bf16_plan.masked_split(masked_bench_call(6, 20, 44 * 128, 7168), tile) == 1
+    assert bf16_plan.masked_split(masked_bench_call(6, 33, 6144, 7168), tile) == 1
+    assert bf16_plan.masked_split(c, replace(tile, split_k=2)) == 1  # (a config split already: taken as given)
+    # Bf16Overrides forces either way (A/B), on the plan's tile or a forced one
+    assert bf16_plan.plan(c, Bf16Overrides(split_k=1)).config.split_k == 1
+    forced = bf16_plan.plan(c, Bf16Overrides(split_k=6))
+    assert forced.kernel == "tl" and forced.config.split_k == 6 and forced.config.block_m == 32
+    assert bf16_plan.plan(masked_bench_call(32, 20, 6144, 7168), Bf16Overrides(split_k=3)).config.split_k == 3
+    cfg = Bf16Config(32, 128, 128, 5, 4, split_k=3)
+    assert bf16_plan.plan(c, Bf16Overrides(config=cfg)).config == cfg
+    # the psum and expert-id layouts still do not split
+    for grouping in ("m_ids", "m_psum"):
+        assert bf16_plan.plan(call(grouping, m=4096, n=4096, k=4096, groups=4), Bf16Overrides(split_k=2)) is None
 
 
 @pytest.mark.parametrize("groups", [6, 32])

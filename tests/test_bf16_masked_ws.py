@@ -64,8 +64,11 @@ def test_auto_leaves_decode_rows_on_their_tl_tiles(monkeypatch, expected):
     for groups in (6, 32):
         for n, k in BENCH_NK:
             c = masked_call(groups, expected, n, k)
-            assert bf16_plan.plan(c) == bf16_plan._plan(c, bf16_plan.NO_OVERRIDES)
-            assert bf16_plan.plan(c).kernel == "tl"
+            p, tl_plan = bf16_plan.plan(c), bf16_plan._plan(c, bf16_plan.NO_OVERRIDES)
+            # (the same tile; a few-tile call may split its last wave: bf16_plan.masked_split)
+            split = bf16_plan.masked_split(c, tl_plan.config)
+            assert p == replace(tl_plan, config=replace(tl_plan.config, split_k=split))
+            assert p.kernel == "tl"
     # ... past MASKED_WS_MIN_EXPECTED_M, the WS kernel
     assert bf16_plan.plan(masked_call(32, bf16_plan.MASKED_WS_MIN_EXPECTED_M + 1)).kernel == "ws"
 
@@ -142,7 +145,9 @@ def test_masked_ws_64_row_tile_grid_and_uncovered():
     for uncovered in (replace(big, d_aligned=False), replace(big, interpreting=True), replace(big, out_bytes=4),
                       replace(big, a_k_major=False)):
         assert bf16_plan.plan(uncovered, over).kernel == "tl", uncovered
-    assert bf16_plan.plan(big, Bf16Overrides(ws=True, block_m=64, split_k=2)) is None  # (no split of a grouped call)
+    # (a forced split: the WS kernel does not split; the tl.* kernel splits a masked call's last wave)
+    split = bf16_plan.plan(big, Bf16Overrides(ws=True, block_m=64, split_k=2))
+    assert split.kernel == "tl" and split.config.split_k == 2 and split.config.block_m == 64
     assert bf16_plan.plan(big, Bf16Overrides(ws=True, block_m=64, d_tma=False)).kernel == "tl"
     # (a forced 64-row config with a tail or another width: not the WS kernel's)
     assert bf16_plan.plan(big, Bf16Overrides(ws=True, config=Bf16Config(64, 64, 64, 4, 4))).kernel == "tl"

@@ -154,7 +154,9 @@ class Bf16Call:
 @dataclass(frozen=True)
 class Bf16Config:
     """``split_k`` > 1 (dense): tiles from ``split_from`` on run as ``split_k`` K ranges each (0: every tile; a
-    multiple of the grid: only the tiles of the last, partial wave). ``block_n_tail`` > 0 (dense, unsplit,
+    multiple of the grid: only the tiles of the last, partial wave). Masked: the tiles of the last, partial wave
+    (counted on the device from masked_m) run as min(``split_k``, grid // those tiles) K ranges each
+    (kernels/bf16_gemm.py; ``split_from`` unused). ``block_n_tail`` > 0 (dense, unsplit,
     no C): each tile is ``block_n + block_n_tail`` columns wide, the tail in a second accumulator (register tensors
     are powers of two): 128 + 16 = 144 covers N = 576 in 4 tile columns, 4096 x 576 in one wave of 128 tiles. The
     WS kernel runs it (TAIL_N, on its own ring): by default where _wave_filling_tail finds a tail, or forced with
@@ -404,7 +406,7 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
         cfg = overrides.config
         if not _fits(call, cfg.block_m) or (call.k_divisor and call.k_divisor % cfg.block_k):
             return None
-        if cfg.split_k > 1 and call.grouping != GROUPING["dense"]:
+        if cfg.split_k > 1 and not _splits_ok(call):
             return None
         if cfg.block_n_tail and not _tail_covers(call, cfg):
             return None
@@ -483,7 +485,7 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
             if not _fits(call, bm):
                 return None
             split = overrides.split_k or 1
-            if split > 1 and call.grouping != GROUPING["dense"]:
+            if split > 1 and not _splits_ok(call):
                 return None
             cfg = _config(call, bm, bn, 8 if bm >= 128 else 4, 64, split, False)
             return None if cfg is None else _finish(call, cfg, False)
@@ -539,13 +541,71 @@ def _masked_decode_tile(call: Bf16Call):
     return MASKED_DECODE_TILE
 
 
+# Masked decode calls with few tiles: split the last, partial wave along K. Those calls stream B (G x N x K BF16) and
+# little else; 32 x 128 tiles give G = 6, N x K = 6144 x 7168 288 tiles, 2.18 waves of 132 SMs: after two whole
+# waves 24 SMs stream the last 24 tiles while 108 idle, and a few SMs cannot draw HBM's bandwidth (DeepGEMM 0.90x
+# ours there: research/results/2026-12-03-h200-s28-call7/bf16_compare.md). The kernel cuts each tile of that last wave
+# into min(split_k, grid // its tiles) K ranges (it counts tiles on the device: masked_m is never read on the host),
+# so the pieces fill the grid. The plan picks split_k by a small model of the call (_masked_split_time): whole waves
+# at HBM's rate, the last wave at the rate of the SMs streaming it (at most HBM's), and the split's reduction.
+# Guesses until measured (GPU A/B: research/probes/bf16_masked_ab.py --rows 20):
+# - HBM rate: DeepGEMM's four G = 6, 20-row times in session 28 call 7 (137.5 / 75.4 / 60.5 / 34.9 us for 528 / 264
+#   / 201 / 101 MB of B) fit 10.7 us + bytes / 4.17 TB/s within 2 us.
+# - one SM's stream: our 32 x 128 tile's times on the same rows, past those whole waves, give 43-69 GB/s per SM of
+#   the last wave (the model's phases above, same fit); 55 is the middle.
+MASKED_SPLIT_HBM_BYTES_PER_S = 4.17e12
+MASKED_SPLIT_SM_BYTES_PER_S = 55e9
+# A split must save this share of the modelled time (the model is fitted, not measured, for splits).
+MASKED_SPLIT_MIN_GAIN = 0.02
+
+
+def _masked_split_time(call: Bf16Call, cfg: Bf16Config, split: int) -> float:
+    """Modelled seconds of a masked decode call on cfg's tile with the last wave split at most ``split`` ways, from
+    the expected tile count (expected_m rows per group): every SM streams the whole waves' B tiles (HBM-bound:
+    132 x 55 GB/s is past HBM's rate), the last wave's SMs stream its tiles at their combined rate (at most HBM's),
+    and a split's last piece per tile reduces the FP32 partials (SPLIT_OVERHEAD_S, PARTIAL_BYTES_PER_S)."""
+    tiles = _tiles(call, cfg.block_m, cfg.block_n)
+    waves, last = divmod(tiles, call.num_sms)
+    pieces = min(split, call.num_sms // last) if last else 1  # (the kernel's rule)
+    tile_bytes = 2.0 * call.n / _cdiv(call.n, cfg.block_n) * call.k  # (B's bytes per tile: it dominates)
+    whole = waves * call.num_sms * tile_bytes / MASKED_SPLIT_HBM_BYTES_PER_S
+    rate = min(MASKED_SPLIT_HBM_BYTES_PER_S, last * pieces * MASKED_SPLIT_SM_BYTES_PER_S)
+    tail = last * tile_bytes / rate if last else 0.0
+    if pieces > 1:  # (each piece writes its partial, the last reads them all)
+        tail += SPLIT_OVERHEAD_S + (pieces + 1) * cfg.block_m * cfg.block_n * 4.0 / PARTIAL_BYTES_PER_S
+    return whole + tail
+
+
+def masked_split(call: Bf16Call, cfg: Bf16Config) -> int:
+    """The split_k of a masked decode call on the tl.* config ``cfg`` (MASKED_DECODE_MAX_M expected rows per group
+    or fewer, an unsplit tile whose partials a pointer epilogue may write): the smallest that _masked_split_time
+    prices lowest, where it saves MASKED_SPLIT_MIN_GAIN of the unsplit time; else 1. At most MAX_SPLIT_K, and pieces
+    of at least MIN_K_BLOCKS_PER_SPLIT K blocks."""
+    if (_masked_decode_tile(call) is None or cfg.split_k != 1 or cfg.block_n_tail
+            or cfg.block_m * cfg.block_n > POINTER_EPILOGUE_MAX_TILE):
+        return 1
+    most = min(MAX_SPLIT_K, _cdiv(call.k, cfg.block_k) // MIN_K_BLOCKS_PER_SPLIT)
+    unsplit = _masked_split_time(call, cfg, 1)
+    best, best_time = 1, unsplit
+    for split in range(2, most + 1):
+        t = _masked_split_time(call, cfg, split)
+        if t < best_time:
+            best, best_time = split, t
+    return best if best_time < (1.0 - MASKED_SPLIT_MIN_GAIN) * unsplit else 1
+
+
 def _piece_too_short(call: Bf16Call, cfg: Bf16Config) -> bool:
     return (cfg.split_k > 1 and cfg.block_m >= 64
             and _cdiv(_cdiv(call.k, cfg.block_k), cfg.split_k) < MIN_PIECE_DEPTHS * cfg.num_stages)
 
 
+def _splits_ok(call: Bf16Call) -> bool:
+    """The groupings the tl.* kernel splits along K: dense (from split_from on) and masked (its last wave)."""
+    return call.grouping in (GROUPING["dense"], GROUPING["masked"])
+
+
 def _forced_splits(call: Bf16Call, split: int):
-    if split > 1 and call.grouping != GROUPING["dense"]:
+    if split > 1 and not _splits_ok(call):
         return ()
     return ((split, 0),)
 
@@ -656,8 +716,13 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     """A masked call's plan: the tl.* kernel's (_plan), or the WS kernel's where forced (ws=True, DG_BF16_WS=1:
     the width the cost model prices lower; 64-row tiles with block_m=64) or, with AUTO_WS_MASKED, for a call of more
     than MASKED_WS_MIN_EXPECTED_M expected rows per group (the measured 128 x MASKED_WS_AUTO_WIDTH tile), or, with
-    AUTO_WS_MASKED_64, for one of (MASKED_WS64_MIN_EXPECTED_M, MASKED_WS_MIN_EXPECTED_M] (64 x that width)."""
+    AUTO_WS_MASKED_64, for one of (MASKED_WS64_MIN_EXPECTED_M, MASKED_WS_MIN_EXPECTED_M] (64 x that width). A tl.*
+    plan of a decode call splits its last wave where masked_split says (unless split_k or a config is forced)."""
     tl_plan = _plan(call, overrides)
+    if tl_plan is not None and overrides.split_k is None and overrides.config is None:
+        split = masked_split(call, tl_plan.config)
+        if split > 1:
+            tl_plan = replace(tl_plan, config=replace(tl_plan.config, split_k=split))
     mode = _ws_mode(overrides)
     expected = max(1, min(call.m, call.expected_m or call.m))
     auto64 = (mode == "auto" and AUTO_WS_MASKED_64 and overrides.config is None and overrides.block_m is None

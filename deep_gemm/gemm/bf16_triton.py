@@ -127,9 +127,13 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
     m, n, split = call.m, call.n, cfg.split_k
     a_desc = _operand_desc(a, a_k_major, cfg.block_m, cfg.block_k)
     b_desc = _operand_desc(b, b_k_major, cfg.block_n, cfg.block_k)
-    # Split tiles (from cfg.split_from on) each get a counter and split_k FP32 tile slots of workspace.
+    # Split tiles (from cfg.split_from on) each get a counter and split_k FP32 tile slots of workspace. Masked: the
+    # kernel splits only its last wave's tiles, into at most p.grid pieces (a counter and a slot each, at most).
     split_tiles = -(-m // cfg.block_m) * -(-n // cfg.tile_n) - cfg.split_from
-    ws, counters = split_k_buffers(d, split, split_tiles, split_tiles * split * cfg.block_m * cfg.block_n, recorder)
+    slots = split_tiles * split
+    if call.grouping == GROUPING["masked"]:
+        split_tiles = slots = p.grid
+    ws, counters = split_k_buffers(d, split, split_tiles, slots * cfg.block_m * cfg.block_n, recorder)
     d_desc = _desc(d, cfg.block_m, cfg.block_n) if p.d_tma else a_desc
     # A tile's tail columns (cfg.block_n_tail): their own B and D blocks (see kernels/bf16_gemm.py).
     b2_desc, d2_desc = b_desc, d_desc

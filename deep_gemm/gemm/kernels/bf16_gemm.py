@@ -33,7 +33,15 @@ Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py)
   M_PSUM     M-grouped contiguous, cumulative group ends; group g's rows start at align(end[g-1], PSUM_ALIGN).
              Gap rows are zeroed (ZERO_GAPS) or left untouched.
   MASKED     A [G*Mmax, K]; group g has masked_m[g] valid rows, read on the device only: tiles are enumerated over
-             groups through a prefix sum of per-group tile counts. Rows >= masked_m[g] are untouched.
+             groups through a prefix sum of per-group tile counts. Rows >= masked_m[g] are untouched. SPLIT_K > 1:
+             the tiles of the last, partial wave (from split_from = the whole waves' tiles, counted on the device)
+             run as `splits` = min(SPLIT_K, NUM_PROGRAMS // those tiles) K ranges each, so their pieces fill the SMs
+             the whole tiles would leave idle (few tiles of a B-streaming decode call: the last wave streams with a
+             fraction of the SMs); each piece gets its balanced share of the K blocks. At most NUM_PROGRAMS pieces
+             (splits * last-wave tiles), so the workspace holds NUM_PROGRAMS tile slots whatever masked_m is, and
+             the partials are reduced as in DENSE. `splits` == 1 (a last wave of more than half the grid, or none):
+             every tile whole, no counter touched. A group's tiles past masked_m do not exist (the tile count is
+             cdiv(masked_m[g], BM) blocks), so no split of them runs.
   K_GROUPED  A [sum K, M], B [sum K, N]; group g owns K rows [k_start_g, k_start_g + K_g) (device prefix sum of the
              K sizes in layout_ptr); D[g] = C[g] + A_g.T @ B_g. Empty groups still write C[g] (or zeros). UNIFORM:
              the tile's k_start and K block count (reductions over the loaded K sizes) marked warp-uniform
@@ -133,10 +141,11 @@ def _bf16_gemm_kernel(
         d_desc,  # TMA descriptor over D [M, N] when D_TMA (else unused)
         d2_desc,  # BN_TAIL > 0 and D_TMA: D's [BM, BN_TAIL] tail tiles (else unused)
         layout_ptr,  # int32: expert id per row (M_IDS), group ends (M_PSUM), masked_m (MASKED), K sizes (K_GROUPED)
-        ws_ptr, counter_ptr,  # split-K FP32 workspace [split tiles * SPLIT_K, BM, BN], int32 counter per split tile
+        ws_ptr, counter_ptr,  # split-K FP32 workspace [split tiles * SPLIT_K, BM, BN] (MASKED: [NUM_PROGRAMS, BM, BN]),
+        # int32 counter per split tile (MASKED: NUM_PROGRAMS)
         M, N, K, NUM_GROUPS, A_GROUP_M, B_GROUP_N, B_GROUP_K,
         stride_dg, stride_dm, stride_cg, stride_cm,
-        SPLIT_FROM,  # DENSE with SPLIT_K > 1: the first tile that is split (0: every tile)
+        SPLIT_FROM,  # DENSE with SPLIT_K > 1: the first tile that is split (0: every tile); MASKED: unused (device)
         FIRST_ITEM,  # DENSE: the first work item to run (SPLIT_FROM: the whole tiles ran in another launch)
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
@@ -150,12 +159,20 @@ def _bf16_gemm_kernel(
     num_n_blocks = tl.cdiv(N, BN + BN_TAIL)
     num_kb = tl.cdiv(K, BK)
 
+    split_from = SPLIT_FROM
+    splits = SPLIT_K
     if GROUPING == MASKED:
         g_idx = tl.arange(0, G_PAD)
         masked = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
         group_tiles = tl.cdiv(masked, BM) * num_n_blocks
         group_end = tl.cumsum(group_tiles, axis=0)
         num_tiles = tl.sum(group_tiles, axis=0)
+        if SPLIT_K > 1:  # (every program computes the same values from the same masked_m)
+            whole_waves = num_tiles // NUM_PROGRAMS * NUM_PROGRAMS
+            last_wave = num_tiles - whole_waves
+            splits = tl.minimum(NUM_PROGRAMS // tl.maximum(last_wave, 1), SPLIT_K)
+            split_from = tl.where(splits > 1, whole_waves, num_tiles)
+            num_tiles = split_from + (num_tiles - split_from) * splits  # work items
     elif GROUPING == K_GROUPED:
         g_idx = tl.arange(0, G_PAD)
         ks = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
@@ -171,8 +188,18 @@ def _bf16_gemm_kernel(
         kb_end = num_kb
         k_start = 0
         if GROUPING == MASKED:
-            group = tl.sum((group_end <= tile).to(tl.int32), axis=0)
-            local = tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
+            mn_tile = tile
+            if SPLIT_K > 1:
+                is_piece = tile >= split_from
+                piece = tl.maximum(tile - split_from, 0)
+                mn_tile = tl.where(is_piece, split_from + piece // splits, tile)
+                split = tl.where(is_piece, piece % splits, 0)
+                # (balanced K ranges: the pieces of a wave end together; none is empty, as splits <= the K blocks
+                # by the plan, and an empty one would still publish its zero partial)
+                kb_begin = split * num_kb // splits
+                kb_end = tl.where(is_piece, (split + 1) * num_kb // splits, num_kb)
+            group = tl.sum((group_end <= mn_tile).to(tl.int32), axis=0)
+            local = mn_tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
             m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
             pid_m, pid_n = _tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
         elif GROUPING == K_GROUPED:
@@ -244,22 +271,23 @@ def _bf16_gemm_kernel(
         if SPLIT_K == 1:
             _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                         stride_cm, HAS_C, D_TMA)
-        elif tile < SPLIT_FROM:  # a whole tile before the split ones
+        elif tile < split_from:  # a whole tile before the split ones
             _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                         stride_cm, HAS_C, D_TMA)
         else:
             # Split-K: publish this piece's partial in the tile's workspace slots (whole tiles: no masks); the last
-            # piece to arrive reduces them in split order (the same sum every call) and stores.
-            slot = (mn_tile - SPLIT_FROM).to(tl.int64) * SPLIT_K
-            local = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
-            ws_tile = ws_ptr + slot * (BM * BN) + local
+            # piece to arrive reduces them in split order (the same sum every call) and stores (MASKED: only rows
+            # below masked_m, row_store).
+            slot = (mn_tile - split_from).to(tl.int64) * splits
+            in_tile = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+            ws_tile = ws_ptr + slot * (BM * BN) + in_tile
             tl.store(ws_tile + split * (BM * BN), acc)
             tl.debug_barrier()
-            counter = counter_ptr + (mn_tile - SPLIT_FROM)
+            counter = counter_ptr + (mn_tile - split_from)
             arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-            if arrived == SPLIT_K - 1:
+            if arrived == splits - 1:
                 total = tl.zeros((BM, BN), dtype=tl.float32)
-                for s in range(SPLIT_K):
+                for s in range(splits):
                     total += tl.load(ws_tile + s * (BM * BN), cache_modifier=".cg")
                 _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                             stride_cm, HAS_C, D_TMA)

@@ -158,6 +158,43 @@ def _masked():
             raise AssertionError(f"masked group {i}: rows past masked_m were written")
 
 
+def _masked_split_k(num_sms=0):
+    """The tl.* masked kernel with its last wave split along K (forced: Bf16Config(32, 128, 128, 5, 4, split_k=4), the
+    plan's decode tile): 12 tiles of 32 x 128, all in the last wave of 132 SMs (4 pieces each), or with num_sms = 5
+    two whole waves and a last wave of 2 tiles in 2 pieces each (5 // 2). Rows past masked_m stay untouched; K = 520
+    is 5 K blocks of 128, the last padded by TMA. A second call must give the same bits (counters reset)."""
+    def run():
+        from deep_gemm import runtime
+        g, max_m, n, k = 3, 100, 136, 520
+        a, b = _rand(g, max_m, k), _rand(g, n, k)
+        masked = [0, 100, 33]
+        masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+        over = Bf16Overrides(config=bf16_plan.Bf16Config(32, 128, 128, 5, 4, split_k=4))
+        previous = runtime.get_num_sms()
+        if num_sms:
+            runtime.set_num_sms(num_sms)
+        try:
+            outs = []
+            for _ in range(2):
+                d = torch.full((g, max_m, n), 3.0, device="cuda", dtype=BF16)
+                if run_launcher("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, 20, "nk",
+                                launcher_kwargs=dict(overrides=over)) is NotImplemented:
+                    raise AssertionError("the launcher declined the call")
+                outs.append(d)
+            torch.cuda.synchronize()
+        finally:
+            runtime.set_num_sms(previous)
+        d = outs[0]
+        for i, m in enumerate(masked):
+            if m:
+                _expect(d[i, :m], a[i, :m].float() @ b[i].float().T, f"masked split group {i}")
+            if not torch.all(d[i, m:] == 3.0):
+                raise AssertionError(f"masked split group {i}: rows past masked_m were written")
+        if not torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)):
+            raise AssertionError("masked split: a second call gave other bits")
+    return run
+
+
 def _k_grouped_ref(a, b, c, ks):
     """FP32 reference of a K-grouped call: C[g] + A_g^T B_g, group g owning rows ks[:g].sum() onward of A and B."""
     ref = c.clone()
@@ -253,6 +290,8 @@ CASES = [
     ("masked_ws_forced_128x128_200x136", _masked_ws(3, 200, 136, 136, [129, 0, 65], 150, 128)),
     ("masked_ws_default_640x72", _masked_ws(2, 640, 72, 136, [600, 517], 600)),
     ("masked_ws_forced_64x256_split_n_200x136", _masked_ws(3, 200, 136, 136, [0, 200, 65], 150, 256, 64)),
+    ("masked_split_k_100x136", _masked_split_k()),
+    ("masked_split_k_last_wave_100x136", _masked_split_k(5)),
     ("k_grouped_ws_192x136_c_is_d", _k_grouped_ws([128, 0, 256], 192, 136, "d")),
     ("k_grouped_ws_128x72_no_c", _k_grouped_ws([64, 192], 128, 72, "none")),
     ("k_grouped_ws_256x40_c_separate", _k_grouped_ws([0, 128, 64], 256, 40, "other")),
