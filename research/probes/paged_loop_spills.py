@@ -77,6 +77,15 @@ PAGED = {
     "H=32 next_n=2 default (s5 q16)": dict(h=32, stages=5, q_align=16),
     "H=32 next_n=2 cap128": dict(h=32, stages=5, q_align=16, maxnreg=128),
     "FP4 default (s1)": dict(fp4=True, stages=1, q_align=16),
+    "rowpair lean cap128": dict(stages=7, q_align=16, maxnreg=128, lean=True),
+    "rowpair lean uncapped": dict(stages=7, q_align=16, lean=True),
+    "rowpair lean clean 1d cap128": dict(stages=7, q_align=16, maxnreg=128, lean=True, clean=True, ctx_2d=False),
+    "rowpair lean bf16 cap128": dict(stages=7, q_align=16, maxnreg=128, lean=True, out="bf16"),
+    "rowpair lean no-TMA cap128": dict(stages=7, q_align=16, maxnreg=128, lean=True, tma=False),
+    "rowpair lean cap128 s8": dict(stages=8, q_align=16, maxnreg=128, lean=True),
+    "next_n=1 lean (s5 q16)": dict(rows=1, atom_rows=1, stages=5, q_align=16, lean=True),
+    "H=32 next_n=2 lean (s5 q16)": dict(h=32, stages=5, q_align=16, lean=True),
+    "FP4 lean (s1)": dict(fp4=True, stages=1, q_align=16, lean=True),
 }
 # The prefill defaults (triton_launch.prefill_config): H >= 32 interior loop + cap 128, H < 32, FP4.
 PREFILL = {
