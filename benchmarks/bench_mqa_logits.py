@@ -240,6 +240,7 @@ def main():
     parser.add_argument("--out")
     parser.add_argument("--quick", action="store_true", help="three prefill and three paged rows, FP32 logits")
     parser.add_argument("--tables", default="prefill,paged")
+    parser.add_argument("--paged-rows", help="indices into PAGED to run instead of the table's rows, e.g. 3,5,2")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--sweep-paged", action="store_true", help="only the paged kernel configs of --sweep")
@@ -256,7 +257,10 @@ def main():
     if "prefill" in tables:
         run_prefill(PREFILL_QUICK if args.quick else PREFILL, dtypes, args.reps, results)
     if "paged" in tables:
-        run_paged(PAGED_QUICK if args.quick else PAGED, dtypes, args.reps, results)
+        rows = PAGED_QUICK if args.quick else PAGED
+        if args.paged_rows:
+            rows = [PAGED[int(i)] for i in args.paged_rows.split(",")]
+        run_paged(rows, dtypes, args.reps, results)
     if (args.sweep or args.sweep_paged or args.sweep_prefill) and provider() == "deep_gemm":
         configs = ast.literal_eval(args.prefill_configs) if args.prefill_configs else None
         sweep(args.reps, results, prefill=args.sweep or args.sweep_prefill, paged=not args.sweep_prefill,

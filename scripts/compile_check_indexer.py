@@ -103,18 +103,19 @@ if __name__ == "__main__" and "--only-persistent" not in sys.argv and "--ws" not
 
 def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warps=4, stages=5, fp4=False,
                              tma=True, clean=False, ctx_2d=True, out="fp32", q_align=1, row_dots=False,
-                             maxnreg=None):
+                             maxnreg=None, lean=False):
     from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_persistent_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
            "kv_desc": f"tensordesc<fp8e4nv[1, {block_kv}, {d}]>" if tma else f"*{elem}",
            "kv_ptr": f"*{elem}", "kv_sf_ptr": "*i32" if fp4 else "*fp32", "w_ptr": "*fp32", "ctx_ptr": "*i32",
-           "bt_ptr": "*i32", "meta_ptr": "*i32", "out_ptr": f"*{out}"}
+           "bt_ptr": "*i32", "meta_ptr": "*i32", "out_ptr": f"*{out}",
+           "sf_desc": f"tensordesc<fp32[1, {block_kv}]>" if lean and tma and not fp4 else "*fp32"}
     sig.update({n: "i32" for n in ["batch", "next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt",
                                    "stride_page", "stride_w", "stride_out", "per_sm"]})
     constexprs = dict(H=h, D=d, ROWS=rows, ATOM_ROWS=atom_rows, BLOCK_KV=block_kv,
                       NUM_STAGES=stages, KV_TMA=tma, IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean,
-                      TAIL_BLOCK=256, ATOM_CHUNK=64, Q_ALIGN=q_align, ROW_DOTS=row_dots)
+                      TAIL_BLOCK=256, ATOM_CHUNK=64, Q_ALIGN=q_align, ROW_DOTS=row_dots, LEAN_LOOP=lean)
     return _compile(fn, sig, constexprs, warps, stages, maxnreg)
 
 
@@ -130,7 +131,12 @@ PERSISTENT_REGISTER_VARIANTS = [
     dict(stages=7, row_dots=True, q_align=16), dict(stages=5, row_dots=True, q_align=16),
     dict(stages=7, row_dots=True, q_align=16, clean=True, ctx_2d=False),
     dict(stages=7, row_dots=True, q_align=16, out="bf16"), dict(h=32, stages=7, row_dots=True, q_align=16),
-    dict(stages=7, q_align=16, warps=8), dict(stages=7, row_dots=True, q_align=16, warps=8)]
+    dict(stages=7, q_align=16, warps=8), dict(stages=7, row_dots=True, q_align=16, warps=8),
+    # The lean page loop (PagedConfig.lean_page_loop, issue 17): the defaults with it, and without TMA.
+    dict(stages=7, q_align=16, maxnreg=128, lean=True), dict(stages=7, q_align=16, maxnreg=128, lean=True, out="bf16"),
+    dict(stages=7, q_align=16, maxnreg=128, lean=True, clean=True, ctx_2d=False),
+    dict(stages=7, q_align=16, maxnreg=128, lean=True, tma=False), dict(rows=1, atom_rows=1, q_align=16, lean=True),
+    dict(h=32, q_align=16, lean=True), dict(fp4=True, stages=1, lean=True)]
 
 if __name__ == "__main__" and "--ws" not in sys.argv:  # the persistent paged kernel (default paged path)
     for cfg in PERSISTENT_VARIANTS + PERSISTENT_REGISTER_VARIANTS:

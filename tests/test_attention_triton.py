@@ -341,6 +341,25 @@ def test_persistent_paged_register_variants_match_default(case, variant, num_sms
             assert calc_diff(out[valid].double(), default[valid].double()) < 1e-9
 
 
+@pytest.mark.parametrize("case", [PagedCase(5, 2, 64, 32), PagedCase(3, 3, 64, 64, logits=torch.bfloat16),
+                                  PagedCase(2, 2, 32, 32, block_kv=32), PagedCase(2, 1, 64, 64, page_pad=4),
+                                  PagedCase(2, 2, 32, 128, fp4=True)], ids=str)
+def test_lean_page_loop_gives_the_same_bits(case, num_sms_8):
+    """The lean page loop (scales through their own TMA descriptor, a 32-bit page index, one store limit per row)
+    against the plain loop with the same tile: every output bit equal with clean_logits, every finite logit equal
+    without (the rest is left unwritten; padded pages: no TMA, only the index changes; FP4: no scale descriptor)."""
+    args, _ = make_paged(case)
+    plain = triton_launch.PagedConfig(num_stages=7, aligned_q_loads=True)
+    lean = dataclasses.replace(plain, lean_page_loop=True)
+    want = run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=plain)
+    assert_bitwise_equal(run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=lean), want,
+                         "clean")
+    valid = want != NEG_INF
+    raw = [run_launcher("fp8_fp4_paged_mqa_logits", *args, False, case.logits, None, config=cfg)
+           for cfg in (plain, lean)]
+    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+
+
 # ---- GPU (through the dispatcher) ------------------------------------------------------------------------------
 
 def _gpu_prefill_inputs(s, sk, h, d, causal=True, cp=False, seed=0):
@@ -608,6 +627,25 @@ def test_gpu_paged_register_variants_agree(batch, next_n, h, avg, variant):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 64, 3000), (7, 3, 64, 20000),
+                                                (64, 1, 64, 4096), (16, 2, 32, 2048)])
+def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
+    """The lean page loop (the row-pair default since issue 17) against the plain loop with the same tile, clean and
+    raw: the same wgmma, head reduction, scale and store, so every output bit is equal."""
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    launcher = kernels_of("fp8_paged_mqa_logits").triton
+    default = triton_launch.paged_default_config(next_n, h, 128, 64, False)
+    plain, lean = (dataclasses.replace(default, lean_page_loop=on) for on in (False, True))
+    args = (q, cache, w, lens, table, meta, max_len, True, None)
+    want = launcher(*args, config=plain)
+    assert_bitwise_equal(launcher(*args, config=lean), want, "clean")
+    valid = want != NEG_INF
+    raw = [launcher(*args[:-2], False, None, config=cfg) for cfg in (plain, lean)]
+    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+
+
+@pytest.mark.gpu
 def test_gpu_paged_decode_step_in_a_cuda_graph():
     q, cache, w, lens, table, max_len = _gpu_paged_inputs(32, 2, 64, 128, 4096)
     num_sms = deep_gemm.get_num_sms()
@@ -808,6 +846,7 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
         row_pairs = triton_launch.paged_default_config(next_n, 64, 128, 64, False)
         assert row_pairs.num_stages == triton_launch.PAGED_ROW_PAIR_STAGES
         assert row_pairs.max_registers == triton_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
+        assert row_pairs.lean_page_loop
     for args in [(1, 64, 128, 64, False), (2, 32, 128, 64, False), (2, 64, 128, 32, False), (2, 64, 128, 64, True)]:
         assert triton_launch.paged_default_config(*args) == default, args
 

@@ -451,6 +451,7 @@ def _lane_of_entry(meta_ptr, ctx_ptr, sm, lane, per_sm, batch, next_n, atoms, CT
                                             "meta_ptr", "out_ptr"])
 def _fp8_paged_mqa_logits_persistent_kernel(
         q_ptr, q_sf_ptr, kv_desc, kv_ptr, kv_sf_ptr,  # as in _fp8_paged_mqa_logits_kernel
+        sf_desc,  # TMA descriptor over the pages' FP32 scales [num_blocks, BLOCK_KV] (LEAN_LOOP with KV_TMA only)
         w_ptr, ctx_ptr, bt_ptr,
         meta_ptr,  # the schedule of get_paged_mqa_logits_metadata: int32 [num_sms + 1, 2] (first atom, first split)
         out_ptr,
@@ -459,7 +460,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, ATOM_ROWS: tl.constexpr, BLOCK_KV: tl.constexpr,
         NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
         FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr,
-        ATOM_CHUNK: tl.constexpr, Q_ALIGN: tl.constexpr, ROW_DOTS: tl.constexpr):
+        ATOM_CHUNK: tl.constexpr, Q_ALIGN: tl.constexpr, ROW_DOTS: tl.constexpr, LEAN_LOOP: tl.constexpr = False):
     """Program pid = s * per_sm + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
     split) from row s of the schedule to row s + 1, which the metadata op made equal in number for every entry, so
     ragged contexts still give every program the same page count (+-1 per atom). An atom is ATOM_ROWS query rows of
@@ -477,8 +478,17 @@ def _fp8_paged_mqa_logits_persistent_kernel(
 
     ROW_DOTS (FP8, ROWS == 2): one [BLOCK_KV, H] dot per row of the atom instead of one [BLOCK_KV, 2 * H] dot, each
     reduced over its heads before the next is issued, so one row's FP32 scores are live at a time (sm_90a, H=64,
-    BLOCK_KV=64, 4 warps: 32 accumulator registers per thread instead of 64). Q_ALIGN: see ``_load_fp8_rows``."""
+    BLOCK_KV=64, 4 warps: 32 accumulator registers per thread instead of 64). Q_ALIGN: see ``_load_fp8_rows``.
+
+    LEAN_LOOP: fewer registers live across the page loop, the same bits out. With KV_TMA the page's scales come
+    through their own TMA descriptor (one thread issues them; no per-thread scale addresses, predicates and
+    cp.async); the page index reaches the block-table and output addresses zero-extended (it is >= 0), so LLVM does
+    not widen the loop counter and the pipeline's stage bounds to 64 bits; the store's two bounds (max_ctx, row_ok)
+    are one per-row limit. sm_90a, FP8 H=64 D=128 BLOCK_KV=64 two-row atoms, 7 stages, 128-register cap: no local
+    memory at all instead of 2 loads and 2 stores per page per warp in the loop (the 128-column dot's 64 accumulators
+    and 32 weights leave the rest of the loop ~30 registers; research/probes/paged_loop_spills.py)."""
     BN: tl.constexpr = ROWS * H
+    SF_TMA: tl.constexpr = LEAN_LOOP and KV_TMA and not IS_FP4
     VALUE_BYTES: tl.constexpr = D // 2 if IS_FP4 else D
     SPLIT_PAGES: tl.constexpr = SPLIT_KV // BLOCK_KV
     atoms = tl.cdiv(next_n, ATOM_ROWS)
@@ -556,8 +566,13 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                     q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
                 q_t = tl.trans(q_tile)
             out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
+            bt_row = bt_ptr + b.to(tl.int64) * stride_bt
+            store_limit = tl.where(row_ok, max_ctx, 0)  # t < store_limit: t < max_ctx and the row exists (t >= 0)
             for p in tl.range(p_lo, p_hi, num_stages=NUM_STAGES):
-                page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
+                if LEAN_LOOP:
+                    page = tl.load(bt_row + tl.cast(p, tl.uint32).to(tl.int64))
+                else:
+                    page = tl.load(bt_row + p)
                 page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never OOB
                 page_bytes = page.to(tl.int64) * stride_page
                 scale_at = (page_bytes + BLOCK_KV * VALUE_BYTES) // 4 + tokens
@@ -579,8 +594,16 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                         logits = tl.join(_row_logits(kv, q0_t, w0), _row_logits(kv, q1_t, w1))
                     else:
                         logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
-                    logits = logits * tl.load(kv_sf_ptr + scale_at)[:, None]
+                    if SF_TMA:
+                        logits = logits * tl.reshape(sf_desc.load([page, 0]), [BLOCK_KV])[:, None]
+                    else:
+                        logits = logits * tl.load(kv_sf_ptr + scale_at)[:, None]
                 t = p * BLOCK_KV + tokens
                 logits = tl.where(t[:, None] < ctx[None, :], logits, float("-inf"))
-                tl.store(out_rows[None, :] + t[:, None], logits.to(out_ptr.dtype.element_ty),
-                         mask=(t < max_ctx)[:, None] & row_ok[None, :])
+                if LEAN_LOOP:
+                    page_out = out_rows + tl.cast(p * BLOCK_KV, tl.uint32).to(tl.int64)
+                    tl.store(page_out[None, :] + tokens[:, None], logits.to(out_ptr.dtype.element_ty),
+                             mask=t[:, None] < store_limit[None, :])
+                else:
+                    tl.store(out_rows[None, :] + t[:, None], logits.to(out_ptr.dtype.element_ty),
+                             mask=(t < max_ctx)[:, None] & row_ok[None, :])

@@ -83,7 +83,9 @@ class PagedConfig:
     ``aligned_q_loads`` loads Q in 16-byte vectors when its address allows (the byte-wise load of the 128 x 128 Q
     tile was the kernel's register peak); ``row_dots`` runs one dot per query row of an FP8 two-row atom, so one
     row's scores are live at a time (<= 128 registers: 4 programs per SM); ``max_registers`` caps ptxas (spilling
-    what does not fit). The defaults leave all three off until they are timed."""
+    what does not fit); ``lean_page_loop`` keeps fewer registers live across the page loop (scales through a TMA
+    descriptor of their own when the values have one, a 32-bit page index: the kernel's LEAN_LOOP), the same bits
+    out. The defaults (``paged_default_config``) say which are on."""
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
     num_warps: int = 4
@@ -93,6 +95,7 @@ class PagedConfig:
     aligned_q_loads: bool = False
     row_dots: bool = False
     max_registers: int | None = None
+    lean_page_loop: bool = False
 
 
 # Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): 7 stages,
@@ -107,6 +110,13 @@ PAGED_ROW_PAIR_STAGES = 7
 # L=65536) and 1350.2 against 1418.0 us (BSZ=4096, NextN=2, L=8192), ahead of the row-dot lever (671.6 / 1362.9);
 # the aligned Q load alone is never slower (+0-2 %; next_n=1 at 5 stages 83.2 against 85.0 us).
 PAGED_ROW_PAIR_MAX_REGISTERS = 128
+# Under that cap the page loop still spilled: Nsight Compute (H200, 2026-12-03, BSZ=256 NextN=2 L=65536,
+# research/results/2026-12-03-h200-s29-call1/ncu_paged_ours.txt) counted 4.19 M local-memory spill requests (2 loads
+# and 2 stores per page per warp in the SASS) and 534 MB written to L2 against 134 MB of logits. The lean page loop
+# compiles to no local memory at all under the same cap and 294 instead of 301 SASS instructions per page
+# (sm_90a, research/probes/paged_loop_spills.py); its time is measured by research/probes/paged_default_ab.py.
+# Shapes whose loop does not spill keep the plain loop: there the scale barrier costs more instructions than the
+# narrower page index saves (next_n=1 207 against 195 per page, H=32 240 against 220).
 
 
 def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: int, is_fp4: bool) -> "PagedConfig":
@@ -114,7 +124,7 @@ def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: i
     PAGED_ROW_PAIR_MAX_REGISTERS for the measurements)."""
     if next_n >= 2 and num_heads == 64 and head_dim == 128 and block_kv == 64 and not is_fp4:
         return PagedConfig(num_stages=PAGED_ROW_PAIR_STAGES, aligned_q_loads=True,
-                           max_registers=PAGED_ROW_PAIR_MAX_REGISTERS)
+                           max_registers=PAGED_ROW_PAIR_MAX_REGISTERS, lean_page_loop=True)
     return PagedConfig(aligned_q_loads=True)
 
 
@@ -431,6 +441,15 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
     atom_rows = 2 if next_n >= 2 else 1  # DeepGEMM's scheduling atom (reference.atoms_per_sequence)
     rows = max(atom_rows, ceil_div(MIN_DOT_N, num_heads))
     values, scales, kv_desc, kv_tma = _paged_cache_views(kv_cache, head_dim, is_fp4)
+    # The lean loop reads each page's scales (the BLOCK_KV FP32 words after its values) through a descriptor of
+    # their own; it needs what the values' descriptor needs (16-byte aligned cache and page stride), which also
+    # makes the scales' start, block_kv * head_dim bytes into the page, 16-byte aligned.
+    sf_tma = cfg.lean_page_loop and kv_tma and not is_fp4
+    if sf_tma:
+        words = kv_cache.stride(0) // 4
+        sf_desc = descriptor(scales[block_kv * head_dim // 4:], (num_blocks, block_kv), (words, 1), (1, block_kv))
+    else:
+        sf_desc = scales
     context_2d = context_lens.dim() == 2
     entries = schedule_meta.size(0) - 1
     # sm_90a: 5 stages give 3 KV pages in flight per program at 168 registers. FP4 unpacking (H=64, D=128) spills
@@ -441,13 +460,13 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
     row_dots = cfg.row_dots and rows == 2 and not is_fp4 and num_heads >= MIN_DOT_N
 
     def make_args(per_sm):
-        return (q, q_sf if q_sf is not None else q, kv_desc, values, scales, weights, context_lens, block_table,
-                schedule_meta, out,
+        return (q, q_sf if q_sf is not None else q, kv_desc, values, scales, sf_desc, weights, context_lens,
+                block_table, schedule_meta, out,
                 batch, next_n, max_context_len, block_table.size(1), num_blocks, block_table.stride(0),
                 kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
                 num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
                 not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK, PAGED_ATOM_CHUNK, q_align,
-                row_dots)
+                row_dots, cfg.lean_page_loop)
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
                   bool(clean_logits), out.dtype, weights.dtype, q_align, row_dots)

@@ -1,10 +1,19 @@
-"""A/B of the paged decode kernel's session-24 default (16-byte Q loads, 128-register cap, 7 stages) against the
-session-23 one (7 stages) in one process, alternating, on the bench's quick paged rows: call 3's sweep put the new
-one 4.6-5.0 % ahead, call 4's bench (a separate process) showed the same time as call 2's with the old default.
+"""A/B of the paged decode kernel's configs in one process, alternating, each row timed 4 times per config (median).
 
-    PYTHONPATH=$PWD python research/probes/paged_default_ab.py
+Session 29 (issue 17): the lean page loop (PagedConfig.lean_page_loop: scales through their own TMA descriptor, a
+32-bit page index; no local memory under the row-pair default's 128-register cap, where the plain loop spilled 2
+loads + 2 stores per page per warp) against the plain loop with every other field of the shape's default, on the
+bench's paged rows. On the row-pair shapes (next_n >= 2, H=64) the lean loop is the new default and the plain one the
+session-24 default; on the others (next_n=1, H=32) the plain loop stays the default and the lean one is the
+alternative. Also checks every written logit of the two configs bitwise (the same arithmetic; only addressing
+differs).
+
+    PYTHONPATH=$PWD python research/probes/paged_default_ab.py [--rows B,NEXT_N,H,D,AVG;...] [--reps 10]
+    PUBLIC_VS_LAUNCHER=1 PYTHONPATH=$PWD python research/probes/paged_default_ab.py   # see public_vs_launcher
 """
 
+import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -14,29 +23,65 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 
 import deep_gemm  # noqa: E402
-from bench_mqa_logits import BLOCK_KV, PAGED_QUICK, paged_inputs  # noqa: E402
+from bench_mqa_logits import BLOCK_KV, PAGED, PAGED_QUICK, paged_inputs  # noqa: E402
 from deep_gemm._ops.library import run_launcher  # noqa: E402
-from deep_gemm.attention.triton_launch import PagedConfig, paged_default_config  # noqa: E402
+from deep_gemm.attention.triton_launch import paged_default_config  # noqa: E402
 from harness import kernel_times_by_name  # noqa: E402
+
+# The bench rows issue 17 names (bench_mqa_logits.PAGED): row pairs at H=64 (long and many short contexts), one-row
+# atoms, and H=32 row pairs.
+AB_ROWS = [PAGED[3], PAGED[5], PAGED[2], PAGED[4], PAGED[6], PAGED[1]]
+
+
+def configs_of(next_n: int, h: int, d: int) -> dict:
+    """{name: PagedConfig}: the shape's default with the plain and with the lean page loop, default first."""
+    default = paged_default_config(next_n, h, d, BLOCK_KV, False)
+    plain, lean = (dataclasses.replace(default, lean_page_loop=on) for on in (False, True))
+    return {"lean (default)": lean, "plain": plain} if default.lean_page_loop else \
+        {"plain (default)": plain, "lean": lean}
+
+
+def ab_row(batch, next_n, h, d, avg, reps, rounds=4):
+    num_sms = deep_gemm.get_num_sms()
+    q, cache, w, lens2d, table, max_len, _ = paged_inputs(batch, next_n, h, d, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
+    configs = configs_of(next_n, h, d)
+
+    def call(cfg, clean=False):
+        return run_launcher("fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d, table, meta, max_len, clean,
+                            torch.float32, None, launcher_kwargs=dict(config=cfg))
+
+    # Bits compared with clean_logits (every column written; raw calls leave junk past each context).
+    first, second = (call(cfg, clean=True).view(torch.int32) for cfg in configs.values())
+    same = torch.equal(first, second)
+    del first, second
+    times = {name: [] for name in configs}
+    for _ in range(rounds):
+        for name, cfg in configs.items():
+            t = kernel_times_by_name(lambda cfg=cfg: call(cfg), ("paged_mqa_logits",), reps=reps)
+            times[name].append(t["paged_mqa_logits"])
+    med = {name: statistics.median(v) for name, v in times.items()}
+    (n0, t0), (n1, t1) = med.items()
+    print(f"BSZ={batch} NextN={next_n} H={h} L={avg}: {n0} {t0:.1f} us, {n1} {t1:.1f} us, {n1}/{n0} time "
+          f"{t1 / t0:.3f} | bitwise {'SAME' if same else 'DIFFERENT'} | runs "
+          f"{ {n: [round(x, 1) for x in v] for n, v in times.items()} }", flush=True)
 
 
 def main():
-    num_sms = deep_gemm.get_num_sms()
-    for batch, next_n, h, d, avg in PAGED_QUICK:
-        q, cache, w, lens2d, table, max_len, _ = paged_inputs(batch, next_n, h, d, avg)
-        meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
-        configs = {"s23 (7 stages)": PagedConfig(num_stages=7),
-                   "s24 default": paged_default_config(next_n, h, d, BLOCK_KV, False)}
-        times = {name: [] for name in configs}
-        for _ in range(4):
-            for name, cfg in configs.items():
-                t = kernel_times_by_name(lambda cfg=cfg: run_launcher(
-                    "fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d, table, meta, max_len, False,
-                    torch.float32, None, launcher_kwargs=dict(config=cfg)), ("paged_mqa_logits",), reps=10)
-                times[name].append(t["paged_mqa_logits"])
-        old, new = (statistics.median(v) for v in times.values())
-        print(f"BSZ={batch} NextN={next_n} L={avg}: s23 {old:.1f} us, s24 {new:.1f} us, {old / new:.3f}x "
-              f"(runs: {[round(x, 1) for v in times.values() for x in v]})", flush=True)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", help="B,NEXT_N,H,D,AVG rows separated by ';' (default: AB_ROWS)")
+    parser.add_argument("--quick", action="store_true", help="bench_mqa_logits.PAGED_QUICK")
+    parser.add_argument("--reps", type=int, default=10)
+    args = parser.parse_args()
+    rows = AB_ROWS
+    if args.quick:
+        rows = PAGED_QUICK
+    if args.rows:
+        rows = [tuple(int(x) for x in r.split(",")) for r in args.rows.split(";")]
+    torch.manual_seed(0)
+    for row in rows:
+        ab_row(*row, reps=args.reps)
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__" and not os.environ.get("PUBLIC_VS_LAUNCHER"):
@@ -44,7 +89,7 @@ if __name__ == "__main__" and not os.environ.get("PUBLIC_VS_LAUNCHER"):
 
 
 def public_vs_launcher():
-    """The public op against its launcher with the default and with the session-24 config passed explicitly, and the
+    """The public op against its launcher with the default and with the default config passed explicitly, and the
     registers of every compiled paged kernel (does the public path run the default config?)."""
     from deep_gemm._triton.launch import KERNEL_CACHE
     num_sms = deep_gemm.get_num_sms()
@@ -56,7 +101,7 @@ def public_vs_launcher():
                                                              clean_logits=False, logits_dtype=torch.float32),
         "launcher default": lambda: run_launcher("fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d, table, meta,
                                                  max_len, False, torch.float32, None),
-        "launcher s24 config": lambda: run_launcher(
+        "launcher default config": lambda: run_launcher(
             "fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d, table, meta, max_len, False, torch.float32, None,
             launcher_kwargs=dict(config=paged_default_config(next_n, h, d, BLOCK_KV, False)))}
     for _ in range(2):
