@@ -182,7 +182,7 @@ def _bmn_bnk_mn_gemm_impl(
         a_desc, b_desc,  # BF16 A [S, M, K], B [S, N, K], blocks [1, BM, BK] and [1, BN, BK]
         d_desc, c_desc,  # D and C as [1, M, N], blocks [1, BM, BN] (used when D_TMA / C_TMA)
         d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
-        ws_ptr, counter_ptr,  # FP32 partials and (REDUCE_SERIAL) one int32 arrival counter per tile
+        ws_ptr, counter_ptr,  # FP32 partials and (REDUCE_SERIAL, REDUCE_GRID) one int32 arrival counter per tile
         S, M, N, K, SPLITS, stride_dm, stride_cm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr, HAS_C: tl.constexpr,
         D_TMA: tl.constexpr, C_TMA: tl.constexpr, REDUCE: tl.constexpr):
@@ -264,11 +264,12 @@ def _wait_for_ranges(counter, SPLITS):
 @triton.jit
 def _bmk_grid_reduce(ws_ptr, counter_ptr, d_ptr, c_ptr, split, tile, num_tiles, M, N, SPLITS, stride_dm, stride_cm,
                      BM: tl.constexpr, BN: tl.constexpr, HAS_C: tl.constexpr):
-    """REDUCE_GRID: D = C + sum_r partial[r] over the elements split..split+1 (of SPLITS) of tile ``tile``, once
-    every range of the tile has published its partial. Element e of a tile is e's place in its partial slot pair
-    (half, row, column in half, as _publish_tile_partial wrote them): slices are contiguous in every range's slot,
-    and each element is summed exactly as ``_bmk_reduce_partials`` sums it: -0.0, then r = 0, 1, ..., SPLITS - 1,
-    then C: the same bits (float additions are not reassociated), whichever reduction runs."""
+    """REDUCE_GRID: D = C + sum_r partial[r] over slice ``split`` of tile ``tile`` (the tile's elements cut into
+    SPLITS runs of ceil(BM * BN / SPLITS); the last ones may be short or empty), once every range of the tile has
+    published its partial. Element e of a tile is e's place in its partial slot pair (half, row, column in half, as
+    _publish_tile_partial wrote them), so a slice is contiguous in every range's slots; each element is summed
+    exactly as ``_bmk_reduce_partials`` sums it: -0.0, then r = 0, 1, ..., SPLITS - 1, then C: the same bits
+    (float additions are not reassociated), whichever reduction runs."""
     HALF: tl.constexpr = BN // 2
     TILE: tl.constexpr = BM * BN
     _wait_for_ranges(counter_ptr + tile, SPLITS)
