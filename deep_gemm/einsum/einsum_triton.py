@@ -318,7 +318,10 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles = _cdiv(m, bm) * _cdiv(n, bn)
     splits = _cdiv(s, _cdiv(s, max(1, min(s, plan.splits))))  # no empty range
-    reduce = {"parallel": REDUCE_PARALLEL, "serial": REDUCE_SERIAL, "grid": REDUCE_GRID}[plan.reduce]
+    codes = {"parallel": REDUCE_PARALLEL, "serial": REDUCE_SERIAL, "grid": REDUCE_GRID}
+    if plan.reduce not in codes:
+        raise ValueError(f"BmkPlan.reduce: expected one of {sorted(codes)}, got {plan.reduce!r}")
+    reduce = codes[plan.reduce]
     if splits == 1:
         reduce = REDUCE_NONE
     elif reduce == REDUCE_GRID and interpreting():
