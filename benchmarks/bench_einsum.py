@@ -153,8 +153,9 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.einsum import einsum_triton as et
     found = {}
-    # bmk,bnk->mn first (the largest gap): the planned split and its neighbours, both reductions; the model's
-    # prediction beside each (einsum_triton.bmk_time_us) to refit its constants.
+    # bmk,bnk->mn first (the largest gap): the planned split and its neighbours, every reduction (the one-launch grid
+    # reduction, the parallel second launch, the serial last arriver); the model's prediction beside each
+    # (einsum_triton.bmk_time_us) to refit its constants.
     for s, m, n, k in (BMK_SHAPES if "bmk" in parts else ()):
         a = torch.randn((s, m, k), dtype=BF16, device="cuda")
         b = torch.randn((s, n, k), dtype=BF16, device="cuda")
@@ -164,7 +165,7 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
         tiles = -(-m // auto.tile.block_m) * -(-n // auto.tile.block_n)
         wave = max(1, min(s, et._num_sms() // tiles))
         plans = [auto] + [et.BmkPlan(auto.tile, x, reduce) for x in sorted({wave, wave // 2, wave // 4, auto.splits})
-                          for reduce in ("parallel", "serial") if x >= 1 and (x, reduce) != (auto.splits, auto.reduce)]
+                          for reduce in et.bmk_reductions() if x >= 1 and (x, reduce) != (auto.splits, auto.reduce)]
         plans += [et.BmkPlan(auto.tile, auto.splits, "parallel", rm) for rm in (2, 8, 16)]
         # The other tile: 64 x 128 halves the rows per program and fits two programs per SM (BMK_PROGRAMS_PER_SM),
         # so the same wave needs half the batch ranges (and half the partials to reduce).
@@ -174,7 +175,7 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
                 wave_alt = et.BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * et._num_sms()
                 for x in sorted({max(1, min(s, wave_alt // tiles_alt)), max(1, wave_alt // tiles_alt // 2),
                                  auto.splits}):
-                    plans.append(et.BmkPlan(tile, x, "parallel"))
+                    plans += [et.BmkPlan(tile, x, "parallel"), et.BmkPlan(tile, x, "grid")]
         for plan in plans:
             def run(plan=plan):
                 run_launcher("einsum", "bmk,bnk->mn", a, b, d, launcher_kwargs=dict(config=plan))
@@ -185,7 +186,7 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
                 continue
             diff = float(calc_diff(d, ref))
             found[f"bmk s={s} m={m} n={n} k={k} {plan}"] = t
-            model = et.bmk_time_us(s, m, n, k, plan.tile, plan.splits)
+            model = et.bmk_time_us(s, m, n, k, plan.tile, plan.splits, plan.reduce)
             print(f" ~ sweep bmk s={s:5d} m={m} n={n} k={k} {str(plan):44s}{' (plan)' if plan is auto else ''} "
                   f"{t:8.1f} us (model {model:6.1f}) {(a.numel() + b.numel()) * 2 / t / 1e3:5.0f} GB/s "
                   f"diff {diff:.1e}", flush=True)

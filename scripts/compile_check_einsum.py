@@ -101,7 +101,7 @@ def main() -> int:
         ok &= report(f"bh {cfg} fp32 out + C, pointers", compile_bh(cfg, has_c=True, out="fp32", d_tma=False))
         ok &= report(f"bh {cfg} fp32 out by TMA + C by pointers", compile_bh(cfg, has_c=True, out="fp32"))
     for cfg in BMK_CONFIGS:
-        for reduce, name in ((1, "serial"), (2, "parallel")):
+        for reduce, name in ((1, "serial"), (2, "parallel"), (3, "grid")):
             ok &= report(f"bmk {cfg} split, {name} reduction, fp32 + C",
                          compile_bmk(cfg, has_c=True, d_tma=reduce == 1, reduce=reduce))
             ok &= report(f"bmk {cfg} split, {name} reduction, bf16", compile_bmk(cfg, out="bf16", reduce=reduce,

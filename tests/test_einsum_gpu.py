@@ -60,10 +60,11 @@ def test_bmk_bnk_mn(s, m, n, k, out_dtype):
 
 
 @pytest.mark.parametrize("splits", [1, 5, 44, 129])
-@pytest.mark.parametrize("reduce", ["parallel", "serial"])
+@pytest.mark.parametrize("reduce", ["parallel", "serial", "grid"])
 def test_bmk_every_split_and_reduction(reduce, splits):
     # The variants the sweep compares (benchmarks/bench_einsum.py --sweep), pinned: correct, the same bits on a
-    # second call, and the two reductions equal (both sum the same partials in range order).
+    # second call, and the reductions equal (all sum the same partials in range order). (grid with 129 ranges of
+    # 3 tiles: more programs than fit at once, so the launcher runs the parallel reduction instead.)
     from deep_gemm._ops.library import run_launcher
     s, m, n, k = 129, 128, 384, 128
     a = torch.randn((s, m, k), dtype=BF16, device="cuda")
@@ -216,7 +217,8 @@ def test_eight_threads_first_compile_included():
 
 
 def test_eight_threads_bmk_on_one_stream():
-    # The batch split's partials live across two launches: threads sharing the default stream must not share them.
+    # Threads sharing the default stream: the parallel reduction's partials live across two launches, the grid
+    # reduction (the default) shares the stream's tile counters; neither may mix one thread's call with another's.
     errors = []
     a = torch.randn((129, 128, 128), dtype=BF16, device="cuda")
     b = torch.randn((129, 384, 128), dtype=BF16, device="cuda")

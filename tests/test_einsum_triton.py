@@ -157,6 +157,88 @@ def test_bmk_plan_rules():
         deep_gemm.set_num_sms(0)
 
 
+def test_bmk_grid_reduction_is_planned_only_where_launches_can_be_cooperative():
+    # The interpreter (this CPU run) runs programs one after another: a program waiting for the others would wait
+    # forever, so its plans never pick "grid"; CUDA plans pick it on DeepGEMM's rows, with the splits of the
+    # parallel plan (one wave of programs: all resident at once, what the cooperative launch needs).
+    et = einsum_triton
+    assert et.bmk_reductions() == ("parallel", "serial")
+    assert et.bmk_reductions(cooperative=True) == ("parallel", "serial", "grid")
+    deep_gemm.set_num_sms(132)
+    try:
+        for s, m, n, k in [(s, m, n, k) for s in (129, 4096) for m, n, k in [(128, 384, 128), (256, 256, 256),
+                                                                             (384, 128, 384)]]:
+            parallel = et.bmk_plan(s, m, n, k)
+            assert parallel.reduce == "parallel"
+            grid = et.bmk_plan(s, m, n, k, cooperative=True)
+            assert grid == et.BmkPlan(parallel.tile, parallel.splits, "grid")
+            tiles = -(-m // grid.tile.block_m) * -(-n // grid.tile.block_n)
+            per_sm = et.BMK_PROGRAMS_PER_SM[grid.tile.block_m, grid.tile.block_n]
+            assert tiles * grid.splits <= per_sm * 132
+            assert et.bmk_time_us(s, m, n, k, grid.tile, grid.splits, "grid") < et.bmk_time_us(
+                s, m, n, k, grid.tile, grid.splits, "parallel")
+        assert et.bmk_plan(3, 128, 128, 64, cooperative=True).splits == 1  # (nothing to reduce)
+        # Two ranges of 64 tiles: the last arriver sums two partials sooner than every range waits for the other.
+        assert et.bmk_plan(512, 1024, 1024, 128, cooperative=True).reduce == "serial"
+        assert et.bmk_plan(129, 128, 384, 128, reduce="parallel", cooperative=True).reduce == "parallel"
+    finally:
+        deep_gemm.set_num_sms(0)
+
+
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+def test_bmk_grid_plan_runs_the_parallel_reduction_in_the_interpreter(accumulate):
+    # A pinned "grid" plan reaches the interpreter as "parallel" (BmkPlan): the same bits, no wait that never ends.
+    case = EinsumCase("bmk,bnk->mn", dict(b=7, m=72, n=136, k=80))
+    a, b = bf16_operands(case)
+    d, c, c_value = output_and_accumulator((72, 136), torch.float32, accumulate)
+    outs = []
+    for reduce in ("grid", "parallel"):
+        d_call = d.clone()
+        c_call = d_call if accumulate == "d" else c
+        plan = einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 3, reduce)
+        assert run_launcher("einsum", case.expr, a, b, d_call, c_call, launcher_kwargs=dict(config=plan)) is None
+        outs.append(d_call)
+    assert_close(outs[0], c_value + TRUTH[case.expr](a.double(), b.double()))
+    assert_bitwise_equal(outs[0], outs[1], "grid (run as parallel) and parallel")
+
+
+def _grid_slices(bm: int, bn: int, splits: int):
+    """The elements of a tile each range of the grid reduction sums (kernels._bmk_grid_reduce): (range, element
+    indices, rows, columns in the tile)."""
+    half_n, tile = bn // 2, bm * bn
+    per_slice = -(-tile // splits)
+    for r in range(splits):
+        begin = r * per_slice
+        e = torch.arange(begin, max(begin, min(begin + per_slice, tile)))  # (empty past the tile's end)
+        yield r, e, (e % (bm * half_n)) // half_n, (e // (bm * half_n)) * half_n + e % half_n
+
+
+@pytest.mark.parametrize("bm,bn,splits", [(64, 128, 26), (64, 128, 33), (64, 128, 43), (128, 128, 44),
+                                          (128, 128, 33), (64, 128, 3), (64, 128, 1), (64, 128, 1000)])
+def test_bmk_grid_slices_cover_each_tile_once_in_the_parallel_order(bm, bn, splits):
+    # The grid reduction's slices (contiguous in each range's partial slots) partition the tile, put every element
+    # where the parallel reduction puts it (slot half, row, column in half), and summing each element's ranges
+    # from -0.0 in range order gives the parallel reduction's bits (emulated in FP32 here: the kernels' adds).
+    half_n = bn // 2
+    partials = torch.randn(splits, bm * bn) * torch.logspace(-20, 20, splits)[:, None]
+    partials[:, :7] = torch.tensor([0.0, -0.0, 1e30, -1e30, 3.0, float("inf"), -5e-45])
+    parallel = torch.full((bm * bn,), -0.0)
+    for r in range(splits):
+        parallel = parallel + partials[r]
+    # (the parallel kernel's element at (row, col): slot half col // half_n, offset row * half_n + col % half_n)
+    rows, cols = torch.meshgrid(torch.arange(bm), torch.arange(bn), indexing="ij")
+    parallel_tile = parallel[(cols // half_n) * (bm * half_n) + rows * half_n + cols % half_n]
+    slices = list(_grid_slices(bm, bn, splits))
+    e, row, col = (torch.cat([x[i] for x in slices]) for i in (1, 2, 3))
+    count = torch.zeros(bm, bn, dtype=torch.int64).index_put_((row, col), torch.ones_like(row), accumulate=True)
+    assert torch.equal(count, torch.ones_like(count))
+    total = torch.full(e.shape, -0.0)  # (every slice's elements at once: each element's sum is its own)
+    for q in range(splits):
+        total = total + partials[q, e]
+    grid_tile = torch.full((bm, bn), float("nan")).index_put_((row, col), total)
+    assert_bitwise_equal(grid_tile, parallel_tile, f"{bm}x{bn}, {splits} ranges")
+
+
 def test_strided_operands_and_outputs():
     # a sliced from a wider buffer; d inside a padded buffer, once TMA-storable (row of 96 bytes) and once not
     # (row of 88 bytes: the pointer store); padding columns stay untouched.

@@ -7,6 +7,8 @@ exactly the arguments it would have got from Triton". Also the memo key of op ch
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import triton
@@ -443,3 +445,43 @@ def test_direct_replay_allocates_global_scratch_per_call(fake_gpu, monkeypatch):
     assert allocated == [want] * 3  # the recording launch, then each replay
     first, second = c_launch.calls[-2][launch_mod._SCRATCH_WORD], c_launch.calls[-1][launch_mod._SCRATCH_WORD]
     assert first is not second and first.numel() == plan.direct.scratch_bytes
+
+
+def test_cooperative_launches_only_grids_whose_programs_are_all_resident(fake_gpu, monkeypatch):
+    """A cooperative launch (kernels whose programs wait for each other) is made only when every program fits on
+    the device at once (``programs_per_sm`` x SMs); otherwise ``launch`` returns False and launches nothing, so the
+    caller can run another kernel rather than meet the driver's refusal. The flag is part of the compiled kernel's
+    key (Triton builds it into the launcher's metadata)."""
+    c_launch = RecordingCLauncher()
+    compiled = _kernel(METAS["with metadata"], c_launch)
+    compiled.n_regs, compiled.metadata.shared = 96, 98336  # (the bmk grid-reduction kernel's 64 x 128 tile)
+    compiled.run.launch_cooperative_grid = True
+    keys = []
+    monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: keys.append(key) or compiled)
+    monkeypatch.setattr(launch_mod, "device_num_sms", lambda index: 3)
+    args, _ = _arguments(0)
+    options = dict(name="k", config_key=("cfg",), num_warps=4, cooperative=True)
+    assert launch_mod.programs_per_sm(compiled, 4) == 2  # two 97 KB programs per SM
+    assert launch_mod.launch(None, (6, 1, 1), args, **options)
+    assert not launch_mod.launch(None, (7, 1, 1), args, **options)
+    assert len(c_launch.calls) == 1 and c_launch.calls[0][5] is True  # (word 5: the cooperative-grid flag)
+    assert launch_mod.launch(None, (7, 1, 1), args, **dict(options, cooperative=False))
+    assert keys[0][-1] is True and keys[-1][-1] is False
+
+
+def test_programs_per_sm_counts_registers_shared_memory_and_warps():
+    def compiled(regs, smem):
+        return SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=smem))
+    per_sm = launch_mod.programs_per_sm
+    assert per_sm(compiled(96, 131104), 8) == 1  # the 128 x 128 tile: 128 KB of stages
+    assert per_sm(compiled(96, 98336), 4) == 2
+    assert per_sm(compiled(90, 1024), 4) == 5  # 90 -> 96 registers per thread: 12288 per program
+    assert per_sm(compiled(32, 0), 4) == 16  # 64 warps
+    assert per_sm(compiled(16, 0), 1) == 32  # the block limit
+    assert per_sm(compiled(255, 0), 16) == 0  # 256 x 512 threads: more than an SM's registers
+
+
+def test_the_interpreter_refuses_cooperative_launches(monkeypatch):
+    monkeypatch.setattr(launch_mod, "interpreting", lambda: True)
+    with pytest.raises(ValueError, match="cooperative launch cannot run in Triton's interpreter"):
+        launch_mod.launch(None, (1, 1, 1), (), name="k", config_key=(), num_warps=4, cooperative=True)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..runtime import KERNEL_CACHE, get_pdl
+from ..runtime import KERNEL_CACHE, device_num_sms, get_pdl
 
 _INT32_MAX = 2**31 - 1
 _INTERPRETER_LOCK = threading.Lock()
@@ -48,40 +48,57 @@ def _type_key(args: Sequence[Any]) -> bool:
 
 def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str, config_key: tuple,
            num_warps: int, num_stages: int = 1, device_index: int = 0, record: list | None = None,
-           max_registers: int | None = None) -> None:
+           max_registers: int | None = None, cooperative: bool = False) -> bool:
     """Launch ``kernel`` with all its arguments (constexprs included, in signature order) on the current stream.
     With ``record`` (a list), the compiled kernel, grid and arguments are appended to it (see ``LaunchPlan``).
-    ``max_registers``: ptxas's per-thread register cap (Triton's ``maxnreg``; None: ptxas decides)."""
+    ``max_registers``: ptxas's per-thread register cap (Triton's ``maxnreg``; None: ptxas decides).
+    ``cooperative``: a cooperative launch (Triton's ``launch_cooperative_grid``): the driver starts every program at
+    once or refuses the launch, which kernels whose programs wait for each other (grid barriers) need. Such a launch
+    is not made, and False returned, when the compiled kernel's programs would not all be resident at once on the
+    device (``programs_per_sm`` x its SMs), so that the caller can run another kernel instead of meeting the
+    driver's error; True otherwise. The interpreter runs programs one after another and has no cooperative launch:
+    it raises for one."""
     if interpreting():
+        if cooperative:
+            raise ValueError(f"{name}: a cooperative launch cannot run in Triton's interpreter (programs run one "
+                             f"after another, so a program waiting for another would wait forever)")
         with _INTERPRETER_LOCK:
             kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
-        return
+        return True
     current = torch.cuda.current_device()
     if current != device_index:
         # The dispatcher sets no device guard for Python kernels: compile and launch on the tensors' device.
         with torch.cuda.device(device_index):
             return launch(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
                           num_stages=num_stages, device_index=device_index, record=record,
-                          max_registers=max_registers)
+                          max_registers=max_registers, cooperative=cooperative)
     _ensure_context(current)
     compiled = compiled_kernel(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
-                               num_stages=num_stages, device_index=device_index, max_registers=max_registers)
+                               num_stages=num_stages, device_index=device_index, max_registers=max_registers,
+                               cooperative=cooperative)
+    if cooperative and grid[0] * grid[1] * grid[2] > programs_per_sm(compiled, num_warps) * device_num_sms(device_index):
+        return False
     launch_compiled(compiled, grid, args, device_index)
     if record is not None:
         record.append((compiled, grid, tuple(args), device_index))
+    return True
 
 
 def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str, config_key: tuple,
-                    num_warps: int, num_stages: int = 1, device_index: int = 0, max_registers: int | None = None):
+                    num_warps: int, num_stages: int = 1, device_index: int = 0, max_registers: int | None = None,
+                    cooperative: bool = False):
     """The compiled (and loaded) binary ``launch`` runs for these arguments on the current device, from the cache or
-    built now. Its ``n_spills`` (local memory words per thread) is known once it is loaded."""
+    built now. Its ``n_spills`` (local memory words per thread) is known once it is loaded. ``cooperative`` is part
+    of the binary's metadata (its launcher reads it on every launch, replays included: ``_head_words``)."""
     pdl = get_pdl()
-    key = (name, device_index, config_key, num_warps, num_stages, pdl, _type_key(args), max_registers)
+    key = (name, device_index, config_key, num_warps, num_stages, pdl, _type_key(args), max_registers, cooperative)
     compiled = KERNEL_CACHE.get(key)
     if compiled is None:
         def build():
             compile_args = [a.to_triton() if isinstance(a, FastDescriptor) else a for a in args]
             cap = {} if max_registers is None else {"maxnreg": max_registers}
+            if cooperative:
+                cap["launch_cooperative_grid"] = True
             ck = kernel.warmup(*compile_args, grid=grid, num_warps=num_warps, num_stages=num_stages, launch_pdl=pdl,
                                **cap)
             if hasattr(ck, "result"):  # asynchronous compilation mode
@@ -90,6 +107,25 @@ def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, 
             return ck
         compiled = KERNEL_CACHE.get_or_compile(key, build)
     return compiled
+
+
+# Per-SM limits of sm_90 that decide how many programs of a compiled kernel are resident at once: what a
+# cooperative launch must fit (the driver refuses a grid beyond its own occupancy count).
+SM90_REGISTERS = 65536
+SM90_REGISTER_UNIT = 256  # registers are allocated per warp, in units of 256 (8 per thread)
+SM90_SHARED_BYTES = 233472  # 228 KB per SM (a block may use 227 KB of it)
+SM90_SHARED_RESERVED = 1024  # per block, kept by the system
+SM90_MAX_WARPS = 64
+SM90_MAX_PROGRAMS = 32
+
+
+def programs_per_sm(compiled, num_warps: int) -> int:
+    """Programs of a compiled kernel (``n_regs`` per thread, ``metadata.shared`` bytes) resident on one SM at once:
+    the fewest that registers, shared memory, warps and the block limit allow (0 when one does not fit)."""
+    warp_registers = -(-max(1, compiled.n_regs) * 32 // SM90_REGISTER_UNIT) * SM90_REGISTER_UNIT
+    return min(SM90_REGISTERS // (warp_registers * num_warps),
+               SM90_SHARED_BYTES // (compiled.metadata.shared + SM90_SHARED_RESERVED),
+               SM90_MAX_WARPS // num_warps, SM90_MAX_PROGRAMS)
 
 
 _TORCH_CURRENT_DEVICE = torch.cuda.current_device

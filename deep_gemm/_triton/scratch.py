@@ -2,7 +2,9 @@
 is capturing a CUDA graph, and the split-K workspace and arrival counters.
 
 Split-K kernels write FP32 partials to a per-call workspace; the last split to arrive at a tile's counter (an int32
-``atomic_add``) reduces them and resets the counter to zero, so counters are zero between uses and are kept. They
+``atomic_add``) reduces them and resets the counter to zero (or, where every split waits for all the others and
+then reduces a slice, the last to leave it: ``einsum/kernels._wait_for_ranges``), so counters are zero between uses
+and are kept. They
 belong to a (device, stream): launches queued on one stream run in order, but two streams' launches may run at the
 same time, and a counter both used would let one launch's splits count as the other's (measured on the H200: wrong
 tiles in 6-16 of 24 rounds of tests/test_fp8_gemm_gpu.py::test_split_k_calls_on_concurrent_streams with one buffer).

@@ -5,8 +5,8 @@ into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M,
 
 * ``"bhr,hdr->bhd"``: G = h, M = b, N = d, K = r;  ``"bhd,hdr->bhr"``: G = h, M = b, N = r, K = d (B N-major);
 * ``"bmk,bnk->mn"``: the batch is contracted too: the batch is split into ranges (``bmk_plan``: a bytes/latency
-  model picks how many), each range's FP32 partial summed in range order by a second launch (``BmkPlan``):
-  the same bits on every call, no float atomics;
+  model picks how many), each range's FP32 partial summed in range order (``BmkPlan``: on CUDA by every program of
+  the same cooperative launch, else by a second launch): the same bits on every call, no float atomics;
 * FP8 ``"bhd,bhr->hdr"``: G = h, M = d, N = r, K = b: both operands are MN-major, which FP8 wgmma cannot read, so
   they are copied K-major first (as is W of FP8 ``"bhd,hdr->bhr"``); every other FP8 operand is read in place.
   FP8 scales may be given per 128 or per 32 K elements (the kernel's BK follows). Large FP8 problems (many rows per
@@ -135,9 +135,15 @@ class BmkPlan:
       ``reduce_rows`` rows of half a tile (0: chosen from the tile count), so the partials are read by as many
       programs as there are chunks, not by one program per tile;
     * ``"serial"``: inside the GEMM kernel, the last range to arrive at a tile's counter sums the tile's partials
-      alone (one launch; its reduction reads ``splits`` partials one after another).
+      alone (one launch; its reduction reads ``splits`` partials one after another);
+    * ``"grid"``: inside the GEMM kernel, every range waits at its tile's counter until the tile's ranges have all
+      arrived, then sums 1/``splits`` of the tile's elements over all ranges (one cooperative launch, the reduction
+      spread over every program). CUDA only: the interpreter runs programs one after another, where a wait never
+      ends, so the launcher runs ``"parallel"`` there; on CUDA it does the same when the compiled kernel's programs
+      would not all be resident at once (``_triton.launch.launch`` declines such a cooperative launch).
 
-    Both give the same bits on every call (no float atomics); ``splits == 1`` stores D directly."""
+    All give the same bits on every call (no float atomics); ``"grid"`` and ``"parallel"`` the same bits as each
+    other (each element summed from -0.0 in range order, then C); ``splits == 1`` stores D directly."""
     tile: TileConfig
     splits: int
     reduce: str = "parallel"
@@ -159,9 +165,20 @@ def bmk_config(m: int, n: int, s: int = 0, k: int = 0) -> TileConfig:
     return BMK_CONFIGS[1] if m <= 64 or 0 < s * k < BMK_SHORT_REDUCTION else BMK_CONFIGS[0]
 
 
-def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str | None = None) -> BmkPlan:
+def bmk_reductions(cooperative: bool | None = None) -> tuple[str, ...]:
+    """The reductions a plan may pick: ``"grid"`` only where launches can be cooperative (CUDA, not Triton's
+    interpreter: ``cooperative=None`` asks which backend launches)."""
+    if cooperative is None:
+        cooperative = not interpreting()
+    return ("parallel", "serial", "grid") if cooperative else ("parallel", "serial")
+
+
+def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str | None = None,
+             cooperative: bool | None = None) -> BmkPlan:
     """The batch split and reduction with about the least modelled time (``bmk_time_us``), at most one wave of
-    programs (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile)); ``reduce`` pins the reduction."""
+    programs (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile): so a ``"grid"`` plan's programs
+    are all resident at once); ``reduce`` pins the reduction, ``cooperative`` whether ``"grid"`` may be picked
+    (``bmk_reductions``)."""
     tile = tile or bmk_config(m, n, s, k)
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     wave = BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * _num_sms()
@@ -169,7 +186,7 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
     # (and _launch_bmk launches that count anyway).
     counts = sorted({_cdiv(s, _cdiv(s, x)) for x in range(1, max(1, min(s, wave // tiles)) + 1)})
     times = {(x, r): bmk_time_us(s, m, n, k, tile, x, r) for x in counts
-             for r in ((reduce,) if reduce else ("parallel", "serial"))}
+             for r in ((reduce,) if reduce else bmk_reductions(cooperative))}
     # The most ranges within BMK_TIME_SLACK of the best: where DRAM bounds the time, more programs in flight cost
     # little (a larger reduction) and guard against a per-program rate below the model's.
     fastest = min(times.values())
@@ -184,9 +201,11 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
 # times combine as a root sum of squares, not a max: where they are close, neither hides the other (measured
 # 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: s=129 m=384 n=128 k=384 ran 24.8 us with
 # 43 ranges, 28.7 us with 22, where the max model had 22 faster; s=129 m=256 n=256 k=256: 33 ranges 19.7 us, 22
-# ranges 21.3 us). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8 ranges (8
-# loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials written, then
-# one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS.
+# ranges 21.3 us). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8
+# ranges (8 loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials
+# written, then one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS. Grid: the partials written
+# and read at BMK_L2_GBPS as in parallel (every program reads a slice), no launch but a wait for the tile's slowest
+# range and the counter's atomics (BMK_GRID_SYNC_US), one L2 round trip per 16 ranges (16 loads in flight).
 BMK_DRAM_GBPS = 3500.0
 # Per program, by tile (BM, BN): 128 x 128 runs one program per SM, 64 x 128 two, which share the SM's load rate
 # (the 64 x 128 rate fitted in session 24 to the s = 129 rows of research/results/2026-12-02-h200-s24-call3/
@@ -199,6 +218,9 @@ BMK_L2_GBPS = 6000.0
 # (refit in session 24: the serial reduction cost 13-24 us more than the parallel one for 0.7-1.4 MB of partials
 # on the s = 129 rows, ~55 GB/s, research/results/2026-12-02-h200-s24-call3/einsum_sweep.log)
 BMK_SERIAL_GBPS = 55.0
+# A guess, not yet measured (session 29): a tile's ranges finish within about a microsecond of each other, and the
+# arrival, the polling and the departure are a few L2 atomics each.
+BMK_GRID_SYNC_US = 1.0
 BMK_TIME_SLACK = 1.03
 
 
@@ -213,6 +235,8 @@ def bmk_time_us(s: int, m: int, n: int, k: int, tile: TileConfig, splits: int, r
         partials = splits * tiles * tile_bytes
         if reduce == "parallel":
             t += BMK_REDUCE_LAUNCH_US + _cdiv(splits, 8) * BMK_L2_ROUND_TRIP_US + 2 * partials / BMK_L2_GBPS / 1e3
+        elif reduce == "grid":
+            t += BMK_GRID_SYNC_US + _cdiv(splits, 16) * BMK_L2_ROUND_TRIP_US + 2 * partials / BMK_L2_GBPS / 1e3
         else:
             t += partials / BMK_L2_GBPS / 1e3 + splits * tile_bytes / BMK_SERIAL_GBPS / 1e3
     return t
@@ -286,15 +310,54 @@ def _launch_bh(a3, b3, b_k_major: bool, d3, c3, cfg: TileConfig, recorder) -> No
 def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     """D = C + sum_s A[s] @ B[s]^T, the batch split into ``plan.splits`` ranges whose FP32 partials are summed in
     range order (see BmkPlan)."""
-    from .kernels import REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL, _bmk_reduce_partials, _bmn_bnk_mn_gemm_impl
+    from .kernels import (REDUCE_GRID, REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL, _bmk_reduce_partials,
+                          _bmn_bnk_mn_gemm_impl)
     cfg = plan.tile
     s, m, k = a.shape
     n = b.size(1)
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     tiles = _cdiv(m, bm) * _cdiv(n, bn)
     splits = _cdiv(s, _cdiv(s, max(1, min(s, plan.splits))))  # no empty range
-    reduce = REDUCE_NONE if splits == 1 else REDUCE_PARALLEL if plan.reduce == "parallel" else REDUCE_SERIAL
+    codes = {"parallel": REDUCE_PARALLEL, "serial": REDUCE_SERIAL, "grid": REDUCE_GRID}
+    if plan.reduce not in codes:
+        raise ValueError(f"BmkPlan.reduce: expected one of {sorted(codes)}, got {plan.reduce!r}")
+    reduce = codes[plan.reduce]
+    if splits == 1:
+        reduce = REDUCE_NONE
+    elif reduce == REDUCE_GRID and interpreting():
+        reduce = REDUCE_PARALLEL  # (the same bits; see BmkPlan)
     device = d.device.index or 0
+    c_arg = c if c is not None else d
+    a_desc = _desc3(a, (1, bm, bk))
+    b_desc = _desc3(b, (1, bn, bk))
+    d_desc, c_desc, d_tma, c_tma = _out_descs(d.unsqueeze(0), None if c is None else c.unsqueeze(0), bm, bn,
+                                              a_desc)
+
+    def gemm(reduce, ws, counters):
+        """(args, launch options) of the GEMM kernel with this reduction."""
+        # (the parallel and grid reductions store D through pointers, never by TMA)
+        tma = reduce in (REDUCE_NONE, REDUCE_SERIAL)
+        args = (a_desc, b_desc, d_desc, c_desc, d, c_arg, ws, counters, s, m, n, k, splits, d.stride(0),
+                c_arg.stride(0) if c is not None else 0, bm, bn, bk, cfg.num_stages, c is not None, d_tma and tma,
+                c_tma and tma, reduce)
+        options = dict(name="bmn_bnk_mn_gemm_impl", config_key=(cfg, c is not None, d_tma and tma, c_tma and tma,
+                                                                d.dtype, reduce),
+                       num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=device,
+                       cooperative=reduce == REDUCE_GRID)
+        return args, options
+
+    grid = (tiles * splits, 1, 1)
+    if reduce == REDUCE_GRID:
+        ws, counters = split_k_buffers(d, splits, tiles, splits * tiles * bm * bn)
+        args, options = gemm(reduce, ws, counters)
+        if launch(_bmn_bnk_mn_gemm_impl, grid, args, **options, record=_record(recorder)):
+            if recorder is not None:
+                recorder.scratch.append(ws)
+                recorder.persistent.append(counters)
+            return
+        # (not all programs resident at once: the compiled kernel needs more registers or shared memory than
+        # BMK_PROGRAMS_PER_SM assumes; the parallel reduction gives the same bits)
+        reduce = REDUCE_PARALLEL
     if reduce == REDUCE_PARALLEL:
         # Fresh per call (a replay allocates it again), not the kept per-stream workspace: the partials live across
         # two launches, and another thread's launch on the same stream could land between them and overwrite a
@@ -305,18 +368,8 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
         counters = ws  # unused
     else:
         ws, counters = split_k_buffers(d, splits, tiles, splits * m * n, recorder)
-    c_arg = c if c is not None else d
-    a_desc = _desc3(a, (1, bm, bk))
-    d_desc, c_desc, d_tma, c_tma = _out_descs(d.unsqueeze(0), None if c is None else c.unsqueeze(0), bm, bn,
-                                              a_desc)
-    if reduce == REDUCE_PARALLEL:
-        d_tma = c_tma = False  # (the GEMM kernel stores no D: the reduction does, through pointers)
-    args = (a_desc, _desc3(b, (1, bn, bk)), d_desc, c_desc, d, c_arg, ws, counters, s, m, n, k, splits,
-            d.stride(0), c_arg.stride(0) if c is not None else 0, bm, bn, bk, cfg.num_stages, c is not None, d_tma,
-            c_tma, reduce)
-    launch(_bmn_bnk_mn_gemm_impl, (tiles * splits, 1, 1), args, name="bmn_bnk_mn_gemm_impl",
-           config_key=(cfg, c is not None, d_tma, c_tma, d.dtype, reduce), num_warps=cfg.num_warps,
-           num_stages=cfg.num_stages, device_index=device, record=_record(recorder))
+    args, options = gemm(reduce, ws, counters)
+    launch(_bmn_bnk_mn_gemm_impl, grid, args, **options, record=_record(recorder))
     if reduce == REDUCE_PARALLEL:
         rm = plan.reduce_rows or _reduce_rows(tiles, bm)
         args = (ws, d, c_arg, m, n, splits, d.stride(0), c_arg.stride(0) if c is not None else 0, bm, bn, rm,

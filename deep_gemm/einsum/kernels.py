@@ -16,7 +16,9 @@ dim in memory.
   range order: deterministic (bit-identical from run to run), unlike atomics. REDUCE_PARALLEL: by
   ``_bmk_reduce_partials``, a second launch whose programs each own a few rows of a tile; REDUCE_SERIAL: by the
   last range to arrive at the tile's counter, which resets it (counters are kept zeroed between calls,
-  ``_triton/scratch``).
+  ``_triton/scratch``); REDUCE_GRID: in the same launch by every range (``_bmk_grid_reduce``): each waits at its
+  tile's counter for all the tile's ranges, then sums its own 1/SPLITS of the tile's elements over every range
+  (cooperative launch: the waits need every program resident).
 * ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/kernels/fp8_gemm.py``): every
   128-K block is one ``tl.dot`` into a fresh FP32 tile, promoted into the FP32 accumulator with its scales (A per
   row, B per 128-block or per row); K-major operands only (FP8 wgmma), the launcher copies MN-major ones.
@@ -160,7 +162,10 @@ def _sum_partials(ws_ptr, splits, off_m, off_n, M, N, BM: tl.constexpr, BN: tl.c
 
 
 # How the ranges of a split batch are combined (the launcher's BmkPlan.reduce, a constexpr of the kernel).
-REDUCE_NONE, REDUCE_SERIAL, REDUCE_PARALLEL = 0, 1, 2
+REDUCE_NONE, REDUCE_SERIAL, REDUCE_PARALLEL, REDUCE_GRID = 0, 1, 2, 3
+# REDUCE_GRID: elements of a slice summed at once (per program, 2 or 4 per thread) and ranges loaded before they are
+# added (16 partials in flight per element: a 44-range sum is three L2 round trips, not 44).
+GRID_CHUNK = tl.constexpr(512)
 
 
 @triton.jit
@@ -177,7 +182,7 @@ def _bmn_bnk_mn_gemm_impl(
         a_desc, b_desc,  # BF16 A [S, M, K], B [S, N, K], blocks [1, BM, BK] and [1, BN, BK]
         d_desc, c_desc,  # D and C as [1, M, N], blocks [1, BM, BN] (used when D_TMA / C_TMA)
         d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
-        ws_ptr, counter_ptr,  # FP32 partials and (REDUCE_SERIAL) one int32 arrival counter per tile
+        ws_ptr, counter_ptr,  # FP32 partials and (REDUCE_SERIAL, REDUCE_GRID) one int32 arrival counter per tile
         S, M, N, K, SPLITS, stride_dm, stride_cm,
         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr, HAS_C: tl.constexpr,
         D_TMA: tl.constexpr, C_TMA: tl.constexpr, REDUCE: tl.constexpr):
@@ -211,6 +216,14 @@ def _bmn_bnk_mn_gemm_impl(
         left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
         _publish_tile_partial(left, ws_ptr, 2 * pid, BM, BN // 2)
         _publish_tile_partial(right, ws_ptr, 2 * pid + 1, BM, BN // 2)
+    elif REDUCE == 3:
+        # The parallel reduction's partial slots, summed in this launch: each range waits for the tile's other
+        # ranges, then owns 1/SPLITS of the tile (_bmk_grid_reduce).
+        left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+        _publish_tile_partial(left, ws_ptr, 2 * pid, BM, BN // 2)
+        _publish_tile_partial(right, ws_ptr, 2 * pid + 1, BM, BN // 2)
+        _bmk_grid_reduce(ws_ptr, counter_ptr, d_ptr, c_ptr, split, tile, num_tiles, M, N, SPLITS, stride_dm,
+                         stride_cm, BM, BN, HAS_C)
     else:
         # Publish this range's partial (two column halves: fewer live addresses); the last range to arrive at the
         # tile's counter sums every partial in range order, stores, and resets the counter.
@@ -227,6 +240,92 @@ def _bmn_bnk_mn_gemm_impl(
             _store_tile(total, d_desc, c_desc, d_ptr, c_ptr, 0, off_m, off_n, M, N, 0, stride_dm, 0, stride_cm, BM,
                         BN, HAS_C, D_TMA, C_TMA)
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _wait_for_ranges(counter, SPLITS):
+    """Arrive at a tile's counter and wait until all SPLITS ranges of the tile have; then leave, the last to leave
+    resetting it to zero (for the next launch on this stream: ``_triton/scratch``).
+
+    The arrival is a release at GPU scope after a CTA barrier, so every thread's partial stores precede it (the
+    release is cumulative over what the barrier ordered before it); the wait polls with acquire loads (a relaxed
+    add of 0 would not order the partial loads after it), and a second barrier orders every thread's loads after
+    the one thread's acquire. A counter reads SPLITS..2 * SPLITS - 1 between the last arrival and the last
+    departure, so a waiting range never sees it reset: the reset needs its own departure first."""
+    tl.debug_barrier()
+    seen = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") + 1
+    while seen < SPLITS:
+        seen = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+    if tl.atomic_add(counter, 1, sem="relaxed", scope="gpu") == 2 * SPLITS - 1:
+        tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _bmk_grid_reduce(ws_ptr, counter_ptr, d_ptr, c_ptr, split, tile, num_tiles, M, N, SPLITS, stride_dm, stride_cm,
+                     BM: tl.constexpr, BN: tl.constexpr, HAS_C: tl.constexpr):
+    """REDUCE_GRID: D = C + sum_r partial[r] over slice ``split`` of tile ``tile`` (the tile's elements cut into
+    SPLITS runs of ceil(BM * BN / SPLITS); the last ones may be short or empty), once every range of the tile has
+    published its partial. Element e of a tile is e's place in its partial slot pair (half, row, column in half, as
+    _publish_tile_partial wrote them), so a slice is contiguous in every range's slots; each element is summed
+    exactly as ``_bmk_reduce_partials`` sums it: -0.0, then r = 0, 1, ..., SPLITS - 1, then C: the same bits
+    (float additions are not reassociated), whichever reduction runs."""
+    HALF: tl.constexpr = BN // 2
+    TILE: tl.constexpr = BM * BN
+    _wait_for_ranges(counter_ptr + tile, SPLITS)
+    num_n_blocks = tl.cdiv(N, BN)
+    off_m = (tile // num_n_blocks) * BM
+    off_n = (tile % num_n_blocks) * BN
+    per_slice = tl.cdiv(TILE, SPLITS)
+    begin = split * per_slice
+    end = tl.minimum(begin + per_slice, TILE)
+    step = (num_tiles * TILE).to(tl.int64)  # one range's slots to the next
+    for e0 in range(begin, end, GRID_CHUNK):
+        e = e0 + tl.arange(0, GRID_CHUNK)
+        ok = e < end
+        at = ws_ptr + tile * TILE + e
+        total = tl.full((GRID_CHUNK,), -0.0, dtype=tl.float32)  # -0.0: the exact additive identity
+        for r0 in range(0, SPLITS, 16):
+            # Sixteen loads issued before the first add (explicit: the adds must stay in range order).
+            p0 = tl.load(at + r0 * step, mask=ok, other=-0.0, cache_modifier=".cg")
+            p1 = tl.load(at + (r0 + 1) * step, mask=ok & (r0 + 1 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p2 = tl.load(at + (r0 + 2) * step, mask=ok & (r0 + 2 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p3 = tl.load(at + (r0 + 3) * step, mask=ok & (r0 + 3 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p4 = tl.load(at + (r0 + 4) * step, mask=ok & (r0 + 4 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p5 = tl.load(at + (r0 + 5) * step, mask=ok & (r0 + 5 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p6 = tl.load(at + (r0 + 6) * step, mask=ok & (r0 + 6 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p7 = tl.load(at + (r0 + 7) * step, mask=ok & (r0 + 7 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p8 = tl.load(at + (r0 + 8) * step, mask=ok & (r0 + 8 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p9 = tl.load(at + (r0 + 9) * step, mask=ok & (r0 + 9 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p10 = tl.load(at + (r0 + 10) * step, mask=ok & (r0 + 10 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p11 = tl.load(at + (r0 + 11) * step, mask=ok & (r0 + 11 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p12 = tl.load(at + (r0 + 12) * step, mask=ok & (r0 + 12 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p13 = tl.load(at + (r0 + 13) * step, mask=ok & (r0 + 13 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p14 = tl.load(at + (r0 + 14) * step, mask=ok & (r0 + 14 < SPLITS), other=-0.0, cache_modifier=".cg")
+            p15 = tl.load(at + (r0 + 15) * step, mask=ok & (r0 + 15 < SPLITS), other=-0.0, cache_modifier=".cg")
+            total = total + p0
+            total = total + p1
+            total = total + p2
+            total = total + p3
+            total = total + p4
+            total = total + p5
+            total = total + p6
+            total = total + p7
+            total = total + p8
+            total = total + p9
+            total = total + p10
+            total = total + p11
+            total = total + p12
+            total = total + p13
+            total = total + p14
+            total = total + p15
+        half = e // (BM * HALF)
+        rows = off_m + (e % (BM * HALF)) // HALF
+        cols = off_n + half * HALF + e % HALF
+        mask = ok & (rows < M) & (cols < N)
+        if HAS_C:
+            total += tl.load(c_ptr + rows * stride_cm + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(d_ptr + rows * stride_dm + cols, total.to(d_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=["M", "N", "SPLITS", "stride_dm", "stride_cm"],

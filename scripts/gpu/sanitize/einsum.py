@@ -41,15 +41,20 @@ def _bh(expr, b, h, r, d, out=BF16, accumulate=False, pad_out=0, config=None):
     return run
 
 
-def _bmk(s, m, n, k, out=torch.float32):
+def _bmk(s, m, n, k, out=torch.float32, reduce=None):
+    """``reduce``: pin the batch split's reduction (einsum_triton.BmkPlan) at the planned split; None: the plan."""
     def run():
         a = torch.randn((s, m, k), device="cuda").to(BF16)
         b = torch.randn((s, n, k), device="cuda").to(BF16)
         d = torch.randn((m, n), device="cuda").to(out)
         c = d if out == torch.float32 else None
         ref = (d.double() if c is not None else 0) + torch.einsum("bmk,bnk->mn", a.double(), b.double())
-        _launch("einsum", "bmk,bnk->mn", a, b, d, c)
-        _expect(d, ref, "einsum bmk,bnk->mn", 1e-5)
+        plan = None
+        if reduce is not None:
+            auto = einsum_triton.bmk_plan(s, m, n, k)
+            plan = einsum_triton.BmkPlan(auto.tile, auto.splits, reduce)
+        _launch("einsum", "bmk,bnk->mn", a, b, d, c, config=plan)
+        _expect(d, ref, f"einsum bmk,bnk->mn {plan or ''}", 1e-5)
     return run
 
 
@@ -97,6 +102,9 @@ CASES = [
     ("bhd_hdr_bhr_small_m_acc", _bh("bhd,hdr->bhr", 5, 3, 136, 40, accumulate=True)),
     ("bmk_bnk_mn_split_fp32_acc", _bmk(67, 72, 200, 208)),
     ("bmk_bnk_mn_bf16", _bmk(9, 130, 24, 64, out=BF16)),
+    # The one-launch reduction: ranges wait for each other at their tile's counter (spin loops of acquire loads).
+    ("bmk_bnk_mn_grid_reduce_odd_fp32_acc", _bmk(67, 72, 200, 208, reduce="grid")),
+    ("bmk_bnk_mn_grid_reduce_odd_bf16", _bmk(37, 130, 24, 136, out=BF16, reduce="grid")),
     ("fp8_bhr_hdr_bhd", _fp8("bhr,hdr->bhd", dict(b=77, h=3, r=208, d=144), (1, 128, 128))),
     ("fp8_bhr_hdr_bhd_per_row_b_fp32_acc", _fp8("bhr,hdr->bhd", dict(b=5, h=2, r=272, d=48), (1, 1, 128),
                                                 out=torch.float32, accumulate=True)),
