@@ -1,9 +1,9 @@
 """The one-launch ("grid") reduction of ``einsum('bmk,bnk->mn')`` on the GPU (every test marked ``gpu``): the batch
 ranges' partials summed inside the GEMM launch (``einsum_triton.BmkPlan``). Checked: the same bits as the
 two-launch parallel reduction and on every call, against float64 at DeepGEMM's rows and odd shapes (M, N not
-multiples of the tile, S = 1 and 3, no C, C = D, a distinct C, BF16 D), one kernel per call on the default plan,
-the tile counters back at zero after each call, CUDA-graph capture and replay, and two streams (and two graphs)
-running at once.
+multiples of the tile, S = 1 and 3, no C, C = D, a distinct C, BF16 D), one kernel per call, the tile counters back
+at zero after each call, CUDA-graph capture and replay, and two streams (and two graphs) running at once. The plan
+itself keeps "parallel" (BMK_GRID_SYNC_US: measured slower in kernel time), so every test pins "grid".
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import deep_gemm
 from deep_gemm._ops.library import run_launcher
 from deep_gemm._triton.scratch import arrival_counters
 from deep_gemm.einsum import einsum_triton as et
@@ -50,8 +49,7 @@ def _output(output: str, m: int, n: int):
 def test_grid_reduction_gives_the_parallel_bits(s, m, n, k, output):
     a, b = _operands(s, m, n, k)
     d0, c_of, c_ref = _output(output, m, n)
-    auto = et.bmk_plan(s, m, n, k)
-    assert auto.reduce == "grid" or auto.splits == 1 or (s, m, n, k) not in DG_ROWS
+    auto = et.bmk_plan(s, m, n, k, reduce="grid")
     product = torch.bmm(a.double(), b.double().mT).sum(0)
     # The planned split, and a pinned one that does not divide S (a short last range), where there is a batch.
     for splits in sorted({auto.splits, min(s, 3)}):
@@ -76,13 +74,15 @@ def _kernel_names(fn) -> list[str]:
 
 
 @pytest.mark.parametrize("s,m,n,k", DG_ROWS, ids=str)
-def test_default_plan_is_one_kernel_and_leaves_the_counters_at_zero(s, m, n, k):
+def test_grid_plan_is_one_kernel_and_leaves_the_counters_at_zero(s, m, n, k):
     # One GEMM kernel per call (the launcher did not fall back to the parallel reduction's second launch), and the
     # arrival counters of this stream zero again afterwards: the last range to leave a tile resets its counter.
     a, b = _operands(s, m, n, k)
     d = torch.zeros((m, n), device="cuda")
-    deep_gemm.einsum(BMK, a, b, d, c=d)  # (compiles; records the launch for replay)
-    names = _kernel_names(lambda: deep_gemm.einsum(BMK, a, b, d, c=d))
+    plan = et.bmk_plan(s, m, n, k, reduce="grid")
+    assert plan.reduce == "grid" and plan.splits > 1
+    _call(plan, a, b, d, d)  # (compiles)
+    names = _kernel_names(lambda: _call(plan, a, b, d, d))
     assert [x for x in names if "bmn_bnk_mn_gemm_impl" in x] and not [x for x in names if "reduce" in x], names
     assert len(names) == 1, names
     counters = arrival_counters(d, 1)  # (this stream's kept counters, all of them)
@@ -94,8 +94,8 @@ def test_default_plan_is_one_kernel_and_leaves_the_counters_at_zero(s, m, n, k):
 def _grid_problem(s=129, m=256, n=256, k=256):
     """A problem whose grid plan fills both programs of every SM (8 tiles of 64 x 128, 33 ranges)."""
     a, b = _operands(s, m, n, k)
-    plan = et.bmk_plan(s, m, n, k)
-    assert plan.reduce == "grid"
+    plan = et.bmk_plan(s, m, n, k, reduce="grid")
+    assert plan.reduce == "grid" and plan.splits == 33
     return a, b, plan
 
 
@@ -106,10 +106,10 @@ def test_cuda_graph_capture_and_replay():
     for _ in range(3):
         _call(plan, a, b, eager, eager)
     acc = torch.zeros((256, 256), device="cuda")
-    deep_gemm.einsum(BMK, a, b, acc, c=acc)  # (outside the capture: compile)
+    _call(plan, a, b, acc, acc)  # (outside the capture: compile)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        deep_gemm.einsum(BMK, a, b, acc, c=acc)
+        _call(plan, a, b, acc, acc)
     acc.zero_()
     for _ in range(3):
         graph.replay()

@@ -217,8 +217,8 @@ def test_eight_threads_first_compile_included():
 
 
 def test_eight_threads_bmk_on_one_stream():
-    # Threads sharing the default stream: the parallel reduction's partials live across two launches, the grid
-    # reduction (the default) shares the stream's tile counters; neither may mix one thread's call with another's.
+    # Threads sharing the default stream: the parallel reduction's partials (the default) live across two launches;
+    # no thread's call may mix with another's.
     errors = []
     a = torch.randn((129, 128, 128), dtype=BF16, device="cuda")
     b = torch.randn((129, 384, 128), dtype=BF16, device="cuda")
