@@ -446,9 +446,9 @@ def test_gpu_prefill_matches_reference(windows, h, d, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("s,sk,h,d,kind,dtype,max_k", [
     (2048, 8192, 64, 128, "causal", torch.float32, 0), (512, 4096, 64, 128, "cp", torch.float32, 0),
-    (129, 4099, 32, 128, "causal", torch.bfloat16, 0), (300, 5000, 64, 64, "ragged", torch.float32, 0),
-    (257, 3000, 64, 128, "causal", torch.float32, 3000), (200, 2048, 32, 128, "cp", torch.bfloat16, 2048)],
-    ids=["causal-2k8k", "cp", "h32-bf16", "ragged", "compressed", "h32-cp-compressed-bf16"])
+    (300, 5000, 64, 128, "ragged", torch.float32, 0), (129, 4099, 32, 128, "causal", torch.bfloat16, 0),
+    (257, 3000, 64, 128, "causal", torch.float32, 3000)],
+    ids=["causal-2k8k", "cp", "ragged", "h32-bf16", "compressed"])
 def test_gpu_prefill_lean_interior_gives_the_same_bits(s, sk, h, d, kind, dtype, max_k):
     # The lean interior loop (the default at H >= 32) against the loop before it, compiled for the GPU (inline PTX
     # loads of the key scales): every written bit equal.
