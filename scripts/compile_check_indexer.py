@@ -31,7 +31,8 @@ def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: 
 
 
 def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32",
-                    cols=128, fma_relu=False, interior=False, maxnreg=None):
+                    cols=128, fma_relu=False, interior=False, maxnreg=None, lean=None):
+    """lean: PrefillConfig.lean_interior (None: as the launcher's default, i.e. on with the interior loop)."""
     from deep_gemm.attention.kernels import _fp8_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_desc": f"tensordesc<fp8e4nv[{cols}, {d}]>" if tma else "*fp8e4nv",
@@ -41,7 +42,8 @@ def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=
            "out_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"]})
     constexprs = dict(H=h, D=d, BQ=cols // h, BLOCK_KV=block_kv, NUM_STAGES=stages, USE_TMA=tma, IS_FP4=fp4,
-                      FP4_DOT_BF16=True, COMPRESSED=compressed, FMA_RELU=fma_relu, INTERIOR=interior)
+                      FP4_DOT_BF16=True, COMPRESSED=compressed, FMA_RELU=fma_relu, INTERIOR=interior,
+                      LEAN_INTERIOR=interior if lean is None else lean, PTX=True)
     return _compile(fn, sig, constexprs, warps, stages, maxnreg)
 
 

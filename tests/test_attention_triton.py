@@ -198,9 +198,37 @@ def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypat
         written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
     assert written.any()
     for cfg in (triton_launch.PrefillConfig(fma_relu=True), triton_launch.PrefillConfig(interior=True),
+                triton_launch.PrefillConfig(interior=True, lean_interior=False),
                 triton_launch.PrefillConfig(fma_relu=True, interior=True)):
         other = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32, config=cfg).cpu()
         assert torch.equal(other[written], base[written]), cfg
+
+
+@pytest.mark.parametrize("windows", ["causal", "chunks"])
+@pytest.mark.parametrize("max_k,logits", [(0, torch.float32), (150, torch.float32), (0, torch.bfloat16)],
+                         ids=["plain", "compressed", "bf16"])
+@pytest.mark.parametrize("h", [64, 32])
+def test_prefill_lean_interior_gives_the_same_bits(windows, max_k, logits, h, num_sms_8):
+    # The lean interior loop (int32 output offsets from row q0, key scales prefetched into registers) stores the same
+    # values as the interior loop before it, every bit, at the default tile of H >= 32; S = 5 leaves a query block
+    # past S (no interior there), SK = 300 a partial last key block, chunks start mid-block.
+    s, sk, d = 5, 300, 64
+    args, _ = make_mqa(MqaCase(s, sk, h, d))
+    i = torch.arange(s, dtype=torch.int32)
+    ks, ke = {"causal": (torch.zeros(s, dtype=torch.int32), i + (sk - s)),
+              "chunks": (torch.full((s,), 37, dtype=torch.int32), i * 7 + 230)}[windows]
+    args = args[:5] + (ks, ke)
+    new = triton_launch.prefill_config(h, d, False)
+    assert new.interior and new.lean_interior
+    old = dataclasses.replace(new, lean_interior=False)
+    want = run_launcher("fp8_fp4_mqa_logits", *args, max_k == 0, max_k, logits, config=old).cpu()
+    got = run_launcher("fp8_fp4_mqa_logits", *args, max_k == 0, max_k, logits, config=new).cpu()
+    if max_k:  # compressed: columns past a row's window are not written by either
+        key = ks.long()[:, None] + torch.arange(max_k)[None, :]
+        written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
+        got, want = got[written], want[written]
+    assert torch.equal(got.view(torch.int16 if logits == torch.bfloat16 else torch.int32),
+                       want.view(torch.int16 if logits == torch.bfloat16 else torch.int32))
 
 
 # ---- paged (interpreter) ---------------------------------------------------------------------------------------
@@ -413,6 +441,27 @@ def test_gpu_prefill_matches_reference(windows, h, d, dtype):
     want_c = _reference_prefill(q, kv, w, ks, ke, False, max_k, dtype)
     inside = torch.arange(max_k, device="cuda")[None, :] < (ke - ks)[:, None]
     assert calc_diff(comp[inside].double(), want_c[inside].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("s,sk,h,d,kind,dtype,max_k", [
+    (2048, 8192, 64, 128, "causal", torch.float32, 0), (512, 4096, 64, 128, "cp", torch.float32, 0),
+    (300, 5000, 64, 128, "ragged", torch.float32, 0), (129, 4099, 32, 128, "causal", torch.bfloat16, 0),
+    (257, 3000, 64, 128, "causal", torch.float32, 3000)],
+    ids=["causal-2k8k", "cp", "ragged", "h32-bf16", "compressed"])
+def test_gpu_prefill_lean_interior_gives_the_same_bits(s, sk, h, d, kind, dtype, max_k):
+    # The lean interior loop (the default at H >= 32) against the loop before it, compiled for the GPU (inline PTX
+    # loads of the key scales): every written bit equal.
+    q, kv, w, ks, ke = _ws_inputs(s, sk, h, d, kind)
+    new = triton_launch.prefill_config(h, d, False)
+    old = dataclasses.replace(new, lean_interior=False)
+    got = _prefill_with(new, q, kv, w, ks, ke, max_k == 0, max_k, dtype)
+    want = _prefill_with(old, q, kv, w, ks, ke, max_k == 0, max_k, dtype)
+    if max_k:
+        key = ks.long()[:, None] + torch.arange(max_k, device="cuda")[None, :]
+        written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
+        got, want = got[written], want[written]
+    assert_bitwise_equal(got, want, "lean interior")
 
 
 @pytest.mark.gpu

@@ -129,6 +129,64 @@ def _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke,
         tl.store(out_rows[None, :] + column, logits.to(out_rows.dtype.element_ty))
 
 
+@triton.jit
+def _load_f32_nc(ptrs, PTX: tl.constexpr):
+    """FP32 loads that Triton's pipeliner leaves alone: inline ``ld.global.nc`` (read-only path), so a loop can carry
+    them in registers. The interpreter runs no PTX (PTX=False): a plain ``tl.load`` there, the same values."""
+    if PTX:
+        return tl.inline_asm_elementwise("ld.global.nc.f32 $0, [$1];", "=r,l", [ptrs], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.load(ptrs)
+
+
+@triton.jit
+def _prefill_interior(in_lo, in_hi, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks_raw, out_ptr, q0, stride_out, SK,
+                      D: tl.constexpr, BQ: tl.constexpr, H: tl.constexpr, BLOCK_KV: tl.constexpr,
+                      NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, IS_FP4: tl.constexpr,
+                      FP4_DOT_BF16: tl.constexpr, COMPRESSED: tl.constexpr, FMA_RELU: tl.constexpr,
+                      PTX: tl.constexpr):
+    """The interior blocks [in_lo, in_hi) (inside every query's window, SK and max_k: no tests), with less live
+    across the loop than ``_prefill_block`` in a loop (the LEAN_INTERIOR lever, the same values and stores):
+
+    - the output address is one 64-bit base (row q0) plus an int32 offset per element instead of a 64-bit pointer
+      per query row (the launcher takes this path only while (BQ - 1) * stride_out + SK fits in int32);
+    - the key scales of the next block are loaded into registers during this one (loop-carried, through
+      ``_load_f32_nc``) instead of the pipeliner's cp.async ring in shared memory (its wait, its barrier, the
+      shared-memory reads and the ring's counters per block).
+
+    sm_90a, H = 64, 128 registers (research/probes/paged_loop_spills.py): 282 -> 252 SASS instructions per block,
+    no local memory in the loop (was 3 LDL + 1 STL)."""
+    lanes = tl.arange(0, BLOCK_KV)
+    out_base = out_ptr + q0.to(tl.int64) * stride_out
+    row_off = tl.arange(0, BQ) * stride_out
+    if COMPRESSED:
+        row_off = row_off - ks_raw  # compressed column of key k in row r: k - ks_raw[r]
+    if not IS_FP4:
+        # (an empty range still loads: keys clamped into [0, SK), SK >= 1)
+        first_keys = tl.minimum(tl.maximum(tl.minimum(in_lo, in_hi - BLOCK_KV), 0) + lanes, SK - 1)
+        sf_next = _load_f32_nc(kv_sf_ptr + first_keys, PTX)
+    for k0 in tl.range(in_lo, in_hi, BLOCK_KV, num_stages=NUM_STAGES):
+        keys = k0 + lanes
+        if IS_FP4:
+            packed_kv = tl.load(kv_ptr + keys[:, None].to(tl.int64) * (D // 2) + tl.arange(0, D // 2)[None, :])
+            kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + keys), BLOCK_KV, D)
+            if FP4_DOT_BF16:
+                kv = kv.to(tl.bfloat16)
+        elif USE_TMA:
+            kv = kv_desc.load([k0, 0])
+        else:
+            kv = tl.load(kv_ptr + keys[:, None].to(tl.int64) * D + tl.arange(0, D)[None, :])
+        scores = tl.dot(kv, q_t)  # [BLOCK_KV, BQ * H], FP32
+        logits = _head_weighted_sum(scores, weights, BLOCK_KV, BQ, H, FMA_RELU)
+        if not IS_FP4:
+            sf = sf_next
+            # The next block's scales (the last block reloads its own: in_hi - BLOCK_KV >= k0 inside SK).
+            sf_next = _load_f32_nc(kv_sf_ptr + tl.minimum(k0 + BLOCK_KV, in_hi - BLOCK_KV) + lanes, PTX)
+            logits = logits * sf[:, None]
+        tl.store(out_base + (keys[:, None] + row_off[None, :]), logits.to(out_ptr.dtype.element_ty))
+
+
 @triton.jit(do_not_specialize=["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks"],
             do_not_specialize_on_alignment=["q_ptr", "q_sf_ptr", "kv_ptr", "kv_sf_ptr", "w_ptr", "ks_ptr",
                                             "ke_ptr", "out_ptr"])
@@ -141,7 +199,8 @@ def _fp8_mqa_logits_kernel(
         S, SK, stride_w, stride_out, max_k, num_q_blocks,
         H: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BLOCK_KV: tl.constexpr, NUM_STAGES: tl.constexpr,
         USE_TMA: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, COMPRESSED: tl.constexpr,
-        FMA_RELU: tl.constexpr = False, INTERIOR: tl.constexpr = False):
+        FMA_RELU: tl.constexpr = False, INTERIOR: tl.constexpr = False, LEAN_INTERIOR: tl.constexpr = False,
+        PTX: tl.constexpr = False):
     """Program (p, c): the block of BQ = 128 / H queries num_q_blocks - 1 - p against part c of the KV blocks that
     meet some of its queries' windows (the parts split that range evenly, in BLOCK_KV steps, so short problems still
     fill the SMs; each output element is still written by one program).
@@ -153,7 +212,8 @@ def _fp8_mqa_logits_kernel(
     64-key block, the ALU pipe the busiest): FMA_RELU computes relu(s) * w as (s + |s|) * (w / 2) on the FMA pipe
     instead of a min/max on the ALU pipe (the same products: s + |s| is 2s or 0 exactly); INTERIOR runs the blocks
     inside every query's window in a second loop without key, window and column tests (causal prefill: all but the
-    last one or two blocks of a part)."""
+    last one or two blocks of a part); LEAN_INTERIOR runs that loop as ``_prefill_interior`` (fewer registers live
+    across it, no shared-memory ring for the key scales). PTX: not in the interpreter (inline PTX allowed)."""
     BN: tl.constexpr = BQ * H
     q_block = num_q_blocks - 1 - tl.program_id(0)
     q0 = q_block * BQ
@@ -206,9 +266,15 @@ def _fp8_mqa_logits_kernel(
         if (in_hi <= in_lo) | (q0 + BQ > S):
             in_lo = hi
             in_hi = hi
-        for k0 in tl.range(in_lo, in_hi, BLOCK_KV, num_stages=NUM_STAGES):
-            _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows, SK,
-                           max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, False)
+        if LEAN_INTERIOR:
+            _prefill_interior(in_lo, in_hi, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks_raw, out_ptr, q0,
+                              stride_out, SK, D, BQ, H, BLOCK_KV, NUM_STAGES, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED,
+                              FMA_RELU, PTX)
+        else:
+            for k0 in tl.range(in_lo, in_hi, BLOCK_KV, num_stages=NUM_STAGES):
+                _prefill_block(k0, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks, ks_raw, ke, query_ok, out_rows,
+                               SK, max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU,
+                               False)
         # The other blocks, tested key by key: those before in_lo, then those from in_hi to hi.
         before = tl.cdiv(tl.minimum(in_lo, hi) - lo, BLOCK_KV)
         edge_blocks = before + tl.cdiv(hi - in_hi, BLOCK_KV)

@@ -50,7 +50,10 @@ class PrefillConfig:
 
     Instruction levers (the kernel is issue-bound, see _fp8_mqa_logits_kernel): ``fma_relu`` moves the relu to the
     FMA pipe (same products), ``interior`` runs the blocks inside every window without per-key tests,
-    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4).
+    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4),
+    ``lean_interior`` (with ``interior``) runs the interior loop with fewer registers live across it and the key
+    scales prefetched into registers (kernels._prefill_interior; the same bits; False: the loop before it, kept for
+    in-process A/B).
 
     ``ws=True``: the warp-specialised Gluon kernel (attention/prefill_ws.py: a TMA producer warp, ``ws_consumers``
     math warpgroups taking alternate 64-key blocks, one persistent CTA per SM, a ring of ``num_stages`` KV stages
@@ -66,6 +69,7 @@ class PrefillConfig:
     fma_relu: bool = False
     interior: bool = False
     max_registers: int | None = None
+    lean_interior: bool = True
     ws: bool = False
     ws_consumers: int = 2
 
@@ -260,7 +264,10 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
                 seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
                 num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
                 compressed, cfg.fma_relu, cfg.interior)
-        config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype)
+        # The lean interior loop addresses the output with int32 offsets from row q0: (BQ - 1) rows plus a column.
+        lean = cfg.interior and cfg.lean_interior and block_q * out.stride(0) + seq_len_kv < 2**31
+        args += (lean, not interpreting())
+        config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype, lean)
         launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits",
                config_key=config_key, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
                device_index=_device_index(out), record=record, max_registers=cfg.max_registers)

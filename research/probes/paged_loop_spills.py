@@ -87,12 +87,20 @@ PAGED = {
     "H=32 next_n=2 lean (s5 q16)": dict(h=32, stages=5, q_align=16, lean=True),
     "FP4 lean (s1)": dict(fp4=True, stages=1, q_align=16, lean=True),
 }
-# The prefill defaults (triton_launch.prefill_config): H >= 32 interior loop + cap 128, H < 32, FP4.
+# The prefill defaults (triton_launch.prefill_config): H >= 32 interior loop (lean) + cap 128, H < 32, FP4; "old": the
+# interior loop before PrefillConfig.lean_interior.
 PREFILL = {
     "prefill H=64 default (interior cap128)": dict(interior=True, maxnreg=128),
     "prefill H=64 interior uncapped": dict(interior=True),
     "prefill H=32 default (interior cap128)": dict(h=32, interior=True, maxnreg=128),
     "prefill H=64 compressed default": dict(interior=True, maxnreg=128, compressed=True),
+    "prefill H=64 bf16 default": dict(interior=True, maxnreg=128, out="bf16"),
+    "prefill H=64 fma_relu cap128": dict(interior=True, maxnreg=128, fma_relu=True),
+    "prefill H=64 old interior cap128": dict(interior=True, maxnreg=128, lean=False),
+    "prefill H=64 old interior uncapped": dict(interior=True, lean=False),
+    "prefill H=32 old interior cap128": dict(h=32, interior=True, maxnreg=128, lean=False),
+    "prefill H=64 old compressed cap128": dict(interior=True, maxnreg=128, compressed=True, lean=False),
+    "prefill H=64 old bf16 cap128": dict(interior=True, maxnreg=128, out="bf16", lean=False),
     "prefill H=16 default": dict(h=16, d=64),
     "prefill FP4 default (s2)": dict(fp4=True, stages=2),
 }
