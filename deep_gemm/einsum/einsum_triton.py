@@ -219,7 +219,8 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
 # 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: s=129 m=384 n=128 k=384 ran 24.8 us with
 # 43 ranges, 28.7 us with 22, where the max model had 22 faster; s=129 m=256 n=256 k=256: 33 ranges 19.7 us, 22
 # ranges 21.3 us). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8
-# ranges (8 loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials
+# ranges (the legacy kernel's 8 loads in flight per element) and the partials written and read at BMK_L2_GBPS.
+# Serial: the partials
 # written, then one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS. Grid: the partials written
 # and read at BMK_L2_GBPS as in parallel (every program reads a slice), no launch but a wait for the tile's slowest
 # range and the counter's atomics (BMK_GRID_SYNC_US), one L2 round trip per 16 ranges (16 loads in flight).
@@ -229,6 +230,13 @@ BMK_DRAM_GBPS = 3500.0
 # einsum_sweep.log, within 0.5 us of all six timed splits).
 BMK_PROGRAM_GBPS = {(128, 128): 100.0, (64, 128): 70.0}
 BMK_PIPELINE_FILL_US = 1.0
+# The parallel reduction's terms, fitted to the legacy kernel (_bmk_reduce_partials_legacy; 2.0 us and 0.5 us per
+# eight ranges over-model its 3.2 / 3.9 / 4.1 us at 26 / 33 / 43 ranges and 4.3 at 44, research/results/
+# 2026-12-03-h200-s29-call4/einsum_breakdown_ours.log, by ~1.5 us; those fit ~1.6 us + 0.22 us per eight ranges +
+# the bytes at 7.4 TB/s). Not yet refitted to the new kernel (one round trip up to 64 ranges, C's load hidden
+# behind it): guesses of ~1.2 us + 0.25 us per BMK_REDUCE_LOADS round trip would move DeepGEMM's s = 129, m = 128
+# row from 26 ranges to 33 (modelled 0.07 us apart, inside BMK_TIME_SLACK), unmeasured, so the plan keeps these
+# until research/probes/einsum_bmk_reduce_ab.py has timed both splits.
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
 BMK_L2_GBPS = 6000.0
@@ -401,13 +409,19 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
                    num_warps=BMK_LEGACY_REDUCE_WARPS, num_stages=1, device_index=device, record=_record(recorder))
             return
         rm = plan.reduce_rows or _reduce_rows(tiles, bm)
-        loads = plan.reduce_loads or next((x for x in BMK_REDUCE_LOADS if x >= splits), BMK_REDUCE_LOADS[-1])
+        loads = plan.reduce_loads or _reduce_loads(splits)
         # D and C by 8-byte vectors where both allow it (else elementwise: views of odd offset or stride)
         aligned = n % 4 == 0 and _vector_ready(d) and (c is None or _vector_ready(c))
         args = (ws, d, c_arg, m, n, splits, *strides, bm, bn, rm, loads, c is not None, aligned)
         launch(_bmk_reduce_partials, (tiles * 2 * (bm // rm), 1, 1), args, name="bmk_reduce_partials",
                config_key=(bm, bn, rm, loads, c is not None, aligned, d.dtype, c_arg.dtype),
                num_warps=max(1, rm * bn // 128), num_stages=1, device_index=device, record=_record(recorder))
+
+
+def _reduce_loads(splits: int) -> int:
+    """Ranges whose loads the parallel reduction issues together: the fewest of BMK_REDUCE_LOADS that cover the
+    split (fewer predicated-off loads), else the most."""
+    return next((x for x in BMK_REDUCE_LOADS if x >= splits), BMK_REDUCE_LOADS[-1])
 
 
 def _vector_ready(t: torch.Tensor) -> bool:
