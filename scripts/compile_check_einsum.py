@@ -57,13 +57,16 @@ def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False, reduce=0)
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 
-def compile_bmk_reduce(cfg, rm, has_c=False, out="fp32"):
-    from deep_gemm.einsum.einsum_triton import BMK_REDUCE_WARPS
-    from deep_gemm.einsum.kernels import _bmk_reduce_partials as fn
+def compile_bmk_reduce(cfg, rm, has_c=False, out="fp32", loads=64, aligned=True, legacy=False):
+    from deep_gemm.einsum.einsum_triton import BMK_LEGACY_REDUCE_WARPS
+    from deep_gemm.einsum.kernels import _bmk_reduce_partials, _bmk_reduce_partials_legacy
     sig = {"ws_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ("M", "N", "SPLITS", "stride_dm", "stride_cm")})
-    constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, HAS_C=has_c)
-    return _compile(fn, sig, constexprs, BMK_REDUCE_WARPS, 1)
+    if legacy:
+        constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, HAS_C=has_c)
+        return _compile(_bmk_reduce_partials_legacy, sig, constexprs, BMK_LEGACY_REDUCE_WARPS, 1)
+    constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, LOADS=loads, HAS_C=has_c, ALIGNED=aligned)
+    return _compile(_bmk_reduce_partials, sig, constexprs, max(1, rm * cfg.block_n // 128), 1)
 
 
 def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma=False, bk=None):
@@ -80,6 +83,31 @@ def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
 
 
+def _sass(cubin: bytes) -> str:
+    import subprocess
+    import tempfile
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        return subprocess.run([tool, "--dump-sass", f.name], capture_output=True, text=True).stdout
+
+
+def report_reduce(label: str, ck, loads: int) -> bool:
+    """report(), plus the reduction's memory instructions by width and how many loads are issued before the first
+    add: all the unrolled ranges' (and C's) must be, else the sum waits on L2 round trips one after another."""
+    import re
+    ops = [re.sub(r"^@!?U?P\w+\s+", "", x).split()[0] for x in re.findall(r"/\*[0-9a-f]{4}\*/\s+(.*?);",
+                                                                    _sass(ck.asm["cubin"]))]
+    first_add = next((i for i, op in enumerate(ops) if op.startswith("FADD")), len(ops))
+    ahead = sum(op.startswith("LDG") for op in ops[:first_add])
+    widths = {op: ops.count(op) for op in sorted(set(ops)) if op.startswith(("LDG", "STG"))}
+    ok = report(f"{label}: {widths}, {ahead} loads before the first add", ck)
+    if ahead < loads:
+        print(f"FAIL {label}: only {ahead} of {loads} loads issued before the first add", flush=True)
+    return ok and ahead >= loads
+
+
 def report(label: str, ck) -> bool:
     usage = resource_usage(ck.asm["cubin"])
     counts = sass_counts(ck.asm["cubin"])
@@ -90,7 +118,7 @@ def report(label: str, ck) -> bool:
 
 
 def main() -> int:
-    from deep_gemm.einsum.einsum_triton import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, FP8_CONFIGS
+    from deep_gemm.einsum.einsum_triton import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
     ok = True
     for cfg in BH_CONFIGS:
         for b_k_major in (True, False):
@@ -106,9 +134,15 @@ def main() -> int:
                          compile_bmk(cfg, has_c=True, d_tma=reduce == 1, reduce=reduce))
             ok &= report(f"bmk {cfg} split, {name} reduction, bf16", compile_bmk(cfg, out="bf16", reduce=reduce,
                                                                                  d_tma=reduce == 1))
-        for rm in (2, 4, 16):
-            ok &= report(f"bmk reduction {cfg} rows {rm} fp32 + C", compile_bmk_reduce(cfg, rm, has_c=True))
-        ok &= report(f"bmk reduction {cfg} rows 8 bf16", compile_bmk_reduce(cfg, 8, out="bf16"))
+        for rm in (1, 2, 8):
+            for loads in BMK_REDUCE_LOADS:
+                ok &= report_reduce(f"bmk reduction {cfg} rows {rm} loads {loads} fp32 + C",
+                                    compile_bmk_reduce(cfg, rm, has_c=True, loads=loads), loads)
+        ok &= report_reduce(f"bmk reduction {cfg} rows 2 loads 64 bf16", compile_bmk_reduce(cfg, 2, out="bf16"), 64)
+        ok &= report_reduce(f"bmk reduction {cfg} rows 2 loads 64 fp32 + C, unaligned",
+                            compile_bmk_reduce(cfg, 2, has_c=True, aligned=False), 64)
+        ok &= report_reduce(f"bmk legacy reduction {cfg} rows 4 fp32 + C",
+                            compile_bmk_reduce(cfg, 4, True, legacy=True), 0)
         ok &= report(f"bmk {cfg} fp32 + C by TMA", compile_bmk(cfg, has_c=True, c_tma=True))
         ok &= report(f"bmk {cfg} fp32 + C, pointers", compile_bmk(cfg, has_c=True, d_tma=False))
         ok &= report(f"bmk {cfg} bf16", compile_bmk(cfg, out="bf16"))

@@ -127,6 +127,65 @@ def test_bmk_parallel_and_serial_reductions_agree():
     assert torch.equal(outs[0], outs[1])
 
 
+def _emulated_reduction(ws, plan, m, n, splits, c, out_dtype):
+    """The parallel reduction in torch: each element summed from -0.0 over ranges 0, 1, ..., splits - 1 in order
+    (FP32 adds, as the kernel's), then + C, then rounded once to D's dtype. ws: the GEMM kernel's partial slots,
+    (split * tiles + tile) * 2 + half, each [BM, BN/2] row-major; tile = m block * n blocks + n block."""
+    bm, bn = plan.tile.block_m, plan.tile.block_n
+    nm, nn = -(-m // bm), -(-n // bn)
+    parts = ws[:splits * nm * nn * bm * bn].view(splits, nm, nn, 2, bm, bn // 2)
+    total = torch.full(parts.shape[1:], -0.0)
+    for r in range(splits):
+        total = total + parts[r]
+    total = total.permute(0, 3, 1, 2, 4).reshape(nm * bm, nn * bn)[:m, :n]
+    if c is not None:
+        total = total + c.float()
+    return total.to(out_dtype)
+
+
+# The parallel reduction against its torch emulation, bit for bit, and against the session-24 kernel (legacy):
+# tails in M and N (N = 134: not a multiple of 4, so D and C go elementwise; 136 by vectors), s = 1 (no split),
+# s = 3, every range one batch entry, more ranges than loads in flight (two rounds of 16), C is D, a distinct C,
+# no C, BF16 and FP32 D, both tiles.
+BMK_REDUCTION_CASES = [
+    (dict(b=3, m=72, n=136, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 3), torch.float32, "d"),
+    (dict(b=1, m=40, n=24, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 1), torch.float32, "d"),
+    (dict(b=5, m=130, n=134, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 5), BF16, "distinct"),
+    (dict(b=20, m=40, n=136, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 20, reduce_loads=16),
+     torch.float32, "distinct"),
+    (dict(b=7, m=72, n=134, k=80), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 4, reduce_rows=1), BF16,
+     "d"),
+    (dict(b=7, m=64, n=128, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 7, reduce_rows=8),
+     torch.float32, "none"),
+]
+
+
+@pytest.mark.parametrize("dims,plan,out_dtype,accumulate", BMK_REDUCTION_CASES,
+                         ids=lambda x: str(x) if not isinstance(x, dict) else "-".join(f"{k}{v}" for k, v in x.items()))
+def test_bmk_parallel_reduction_bits(dims, plan, out_dtype, accumulate):
+    from deep_gemm._triton.plans import Recorder
+    case = EinsumCase("bmk,bnk->mn", dims)
+    a, b = bf16_operands(case)
+    m, n = dims["m"], dims["n"]
+    d0, c0, c_value = output_and_accumulator((m, n), out_dtype, accumulate)
+    outs = []
+    for legacy in (False, True):
+        d = d0.clone()
+        c = d if accumulate == "d" else c0
+        c_before = None if c is None else c.clone()
+        recorder = Recorder()
+        run_plan = einsum_triton.BmkPlan(plan.tile, plan.splits, reduce_rows=plan.reduce_rows,
+                                         reduce_loads=plan.reduce_loads, legacy_reduce=legacy)
+        einsum_triton._launch_bmk(a, b, d, c, run_plan, recorder)
+        if plan.splits > 1:
+            (ws,) = recorder.scratch
+            assert_bitwise_equal(d, _emulated_reduction(ws, plan, m, n, plan.splits, c_before, out_dtype),
+                                 f"{run_plan} against its emulation")
+        outs.append(d)
+    assert_close(outs[0], c_value + TRUTH[case.expr](a.double(), b.double()), str(plan))
+    assert_bitwise_equal(outs[0], outs[1], f"{plan}: new and legacy reductions")
+
+
 def test_bmk_plan_rules():
     deep_gemm.set_num_sms(132)
     try:
@@ -151,8 +210,14 @@ def test_bmk_plan_rules():
         assert et.bmk_plan(512, 1024, 1024, 128, reduce="parallel") == et.BmkPlan(tile, 2, "parallel")
         times = [et.bmk_time_us(129, 128, 384, 128, tile, x) for x in (1, 22, 44)]
         assert times[1] < times[2] < times[0]
-        assert et._reduce_rows(3, 128) == 4  # 3 tiles x 2 halves x 32 chunks = 192 programs, at least one per SM
-        assert et._reduce_rows(64, 128) == 16
+        # Rows per reduction program: at least two programs per SM (3 tiles x 2 halves x 64 chunks = 384), at most 8
+        assert et._reduce_rows(3, 128) == 2
+        assert et._reduce_rows(6, 64) == 2
+        assert et._reduce_rows(64, 128) == 8
+        assert et._reduce_rows(1, 64) == 1
+        # the session-24 rule the legacy kernel keeps: at least one program per SM, 2 to 16 rows
+        assert et._reduce_rows(3, 128, 1, 16, 2) == 4
+        assert et._reduce_rows(64, 128, 1, 16, 2) == 16
     finally:
         deep_gemm.set_num_sms(0)
 

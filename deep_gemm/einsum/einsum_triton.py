@@ -100,8 +100,17 @@ FP8_CONFIGS = (TileConfig(128, 128, 128, 8, 4, persistent=True), TileConfig(64, 
 # Programs per SM of the bmk GEMM kernel (resident together: shared memory of NUM_STAGES stages) by (BM, BN), which
 # the batch split fills once at most; the parallel reduction's programs per SM (at least) and warps.
 BMK_PROGRAMS_PER_SM = {(128, 128): 1, (64, 128): 2}
-BMK_REDUCE_PROGRAMS_PER_SM = 1
-BMK_REDUCE_WARPS = 4
+# The parallel reduction (_bmk_reduce_partials): at least BMK_REDUCE_PROGRAMS_PER_SM programs per SM, so that the
+# partials' bytes spread evenly over the SMs (a third or fourth program per SM evens out 1.5 or 1.9 per SM), of at
+# most BMK_REDUCE_MAX_ROWS rows of a half tile, two elements per thread (the warps follow); the ranges' loads issued
+# together, BMK_REDUCE_LOADS at a time (the fewest of these that cover the split: one binary each; 64 loads of 8
+# bytes take 152 registers per thread, no spills).
+BMK_REDUCE_PROGRAMS_PER_SM = 2
+BMK_REDUCE_MAX_ROWS = 8
+BMK_REDUCE_LOADS = (16, 32, 64)
+# The session-24 reduction (_bmk_reduce_partials_legacy, BmkPlan.legacy_reduce): at least one program per SM of at
+# most 16 rows, four warps.
+BMK_LEGACY_REDUCE_WARPS = 4
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -143,14 +152,22 @@ class BmkPlan:
       would not all be resident at once (``_triton.launch.launch`` declines such a cooperative launch).
 
     All give the same bits on every call (no float atomics); ``"grid"`` and ``"parallel"`` the same bits as each
-    other (each element summed from -0.0 in range order, then C); ``splits == 1`` stores D directly."""
+    other (each element summed from -0.0 in range order, then C); ``splits == 1`` stores D directly.
+
+    For sweeps of ``"parallel"``: ``reduce_loads`` ranges loaded before they are added (0: the fewest of
+    ``BMK_REDUCE_LOADS`` that cover the split); ``legacy_reduce`` runs the session-24 kernel instead
+    (``_bmk_reduce_partials_legacy``: the same bits, eight ranges at a time), for in-process A/B."""
     tile: TileConfig
     splits: int
     reduce: str = "parallel"
     reduce_rows: int = 0
+    reduce_loads: int = 0
+    legacy_reduce: bool = False
 
     def __str__(self) -> str:
-        return f"{self.tile} splits={self.splits} {self.reduce}{f' rm={self.reduce_rows}' if self.reduce_rows else ''}"
+        extra = (f" rm={self.reduce_rows}" if self.reduce_rows else "") + (
+            f" loads={self.reduce_loads}" if self.reduce_loads else "") + (" legacy" if self.legacy_reduce else "")
+        return f"{self.tile} splits={self.splits} {self.reduce}{extra}"
 
 
 # Batch x K below which a bmk reduction is short enough to be latency-bound: there the 64 x 128 tile (two programs
@@ -202,7 +219,8 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
 # 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: s=129 m=384 n=128 k=384 ran 24.8 us with
 # 43 ranges, 28.7 us with 22, where the max model had 22 faster; s=129 m=256 n=256 k=256: 33 ranges 19.7 us, 22
 # ranges 21.3 us). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8
-# ranges (8 loads in flight per element) and the partials written and read at BMK_L2_GBPS. Serial: the partials
+# ranges (the legacy kernel's 8 loads in flight per element) and the partials written and read at BMK_L2_GBPS.
+# Serial: the partials
 # written, then one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS. Grid: the partials written
 # and read at BMK_L2_GBPS as in parallel (every program reads a slice), no launch but a wait for the tile's slowest
 # range and the counter's atomics (BMK_GRID_SYNC_US), one L2 round trip per 16 ranges (16 loads in flight).
@@ -212,6 +230,13 @@ BMK_DRAM_GBPS = 3500.0
 # einsum_sweep.log, within 0.5 us of all six timed splits).
 BMK_PROGRAM_GBPS = {(128, 128): 100.0, (64, 128): 70.0}
 BMK_PIPELINE_FILL_US = 1.0
+# The parallel reduction's terms, fitted to the legacy kernel (_bmk_reduce_partials_legacy; 2.0 us and 0.5 us per
+# eight ranges over-model its 3.2 / 3.9 / 4.1 us at 26 / 33 / 43 ranges and 4.3 at 44, research/results/
+# 2026-12-03-h200-s29-call4/einsum_breakdown_ours.log, by ~1.5 us; those fit ~1.6 us + 0.22 us per eight ranges +
+# the bytes at 7.4 TB/s). Not yet refitted to the new kernel (one round trip up to 64 ranges, C's load hidden
+# behind it): guesses of ~1.2 us + 0.25 us per BMK_REDUCE_LOADS round trip would move DeepGEMM's s = 129, m = 128
+# row from 26 ranges to 33 (modelled 0.07 us apart, inside BMK_TIME_SLACK), unmeasured, so the plan keeps these
+# until research/probes/einsum_bmk_reduce_ab.py has timed both splits.
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
 BMK_L2_GBPS = 6000.0
@@ -315,7 +340,7 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     """D = C + sum_s A[s] @ B[s]^T, the batch split into ``plan.splits`` ranges whose FP32 partials are summed in
     range order (see BmkPlan)."""
     from .kernels import (REDUCE_GRID, REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL, _bmk_reduce_partials,
-                          _bmn_bnk_mn_gemm_impl)
+                          _bmk_reduce_partials_legacy, _bmn_bnk_mn_gemm_impl)
     cfg = plan.tile
     s, m, k = a.shape
     n = b.size(1)
@@ -375,19 +400,41 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     args, options = gemm(reduce, ws, counters)
     launch(_bmn_bnk_mn_gemm_impl, grid, args, **options, record=_record(recorder))
     if reduce == REDUCE_PARALLEL:
+        strides = (d.stride(0), c_arg.stride(0) if c is not None else 0)
+        if plan.legacy_reduce:
+            rm = plan.reduce_rows or _reduce_rows(tiles, bm, 1, 16, 2)
+            args = (ws, d, c_arg, m, n, splits, *strides, bm, bn, rm, c is not None)
+            launch(_bmk_reduce_partials_legacy, (tiles * 2 * (bm // rm), 1, 1), args,
+                   name="bmk_reduce_partials_legacy", config_key=(bm, bn, rm, c is not None, d.dtype),
+                   num_warps=BMK_LEGACY_REDUCE_WARPS, num_stages=1, device_index=device, record=_record(recorder))
+            return
         rm = plan.reduce_rows or _reduce_rows(tiles, bm)
-        args = (ws, d, c_arg, m, n, splits, d.stride(0), c_arg.stride(0) if c is not None else 0, bm, bn, rm,
-                c is not None)
+        loads = plan.reduce_loads or _reduce_loads(splits)
+        # D and C by 8-byte vectors where both allow it (else elementwise: views of odd offset or stride)
+        aligned = n % 4 == 0 and _vector_ready(d) and (c is None or _vector_ready(c))
+        args = (ws, d, c_arg, m, n, splits, *strides, bm, bn, rm, loads, c is not None, aligned)
         launch(_bmk_reduce_partials, (tiles * 2 * (bm // rm), 1, 1), args, name="bmk_reduce_partials",
-               config_key=(bm, bn, rm, c is not None, d.dtype), num_warps=BMK_REDUCE_WARPS, num_stages=1,
-               device_index=device, record=_record(recorder))
+               config_key=(bm, bn, rm, loads, c is not None, aligned, d.dtype, c_arg.dtype),
+               num_warps=max(1, rm * bn // 128), num_stages=1, device_index=device, record=_record(recorder))
 
 
-def _reduce_rows(tiles: int, bm: int) -> int:
-    """Rows per program of the parallel reduction: the most (longer rows of loads per program) that still give
-    every SM BMK_REDUCE_PROGRAMS_PER_SM programs; at least 2."""
-    rows = 16
-    while rows > 2 and tiles * 2 * (bm // rows) < BMK_REDUCE_PROGRAMS_PER_SM * _num_sms():
+def _reduce_loads(splits: int) -> int:
+    """Ranges whose loads the parallel reduction issues together: the fewest of BMK_REDUCE_LOADS that cover the
+    split (fewer predicated-off loads), else the most."""
+    return next((x for x in BMK_REDUCE_LOADS if x >= splits), BMK_REDUCE_LOADS[-1])
+
+
+def _vector_ready(t: torch.Tensor) -> bool:
+    """Whether every row of a 2-D t starts 16-byte aligned (the reduction's ALIGNED hint)."""
+    return t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
+
+
+def _reduce_rows(tiles: int, bm: int, per_sm: int = BMK_REDUCE_PROGRAMS_PER_SM, most: int = BMK_REDUCE_MAX_ROWS,
+                 least: int = 1) -> int:
+    """Rows per program of the parallel reduction: the most (up to ``most``: longer runs of loads per program) that
+    still give every SM ``per_sm`` programs; at least ``least``."""
+    rows = most
+    while rows > least and tiles * 2 * (bm // rows) < per_sm * _num_sms():
         rows //= 2
     return min(rows, bm)
 

@@ -171,9 +171,11 @@ GRID_CHUNK = tl.constexpr(512)
 @triton.jit
 def _publish_tile_partial(part, ws_ptr, slot, BM: tl.constexpr, BN: tl.constexpr):
     """A whole [BM, BN] partial into its own contiguous slot of the workspace (no masks: out-of-range rows and
-    columns hold the zeros TMA filled in)."""
+    columns hold the zeros TMA filled in). The workspace is a fresh allocation (16-byte aligned, as every slot: BN
+    is a multiple of 4), which ws_ptr's type does not say (not specialised on alignment): the hint lets each
+    thread store its accumulator's column pairs 8 bytes at a time, half the store instructions of 4-byte ones."""
     offs = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
-    tl.store(ws_ptr + slot * (BM * BN) + offs, part)
+    tl.store(tl.multiple_of(ws_ptr + slot * (BM * BN) + offs, [16, 16]), part)
 
 
 @triton.jit(do_not_specialize=["S", "M", "N", "K", "SPLITS", "stride_dm", "stride_cm"],
@@ -334,11 +336,74 @@ def _bmk_reduce_partials(
         ws_ptr,  # FP32 partials of _bmn_bnk_mn_gemm_impl (REDUCE_PARALLEL): slot (split * tiles + tile) * 2 + half
         d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
         M, N, SPLITS, stride_dm, stride_cm,
-        BM: tl.constexpr, BN: tl.constexpr, RM: tl.constexpr, HAS_C: tl.constexpr):
+        BM: tl.constexpr, BN: tl.constexpr, RM: tl.constexpr, LOADS: tl.constexpr, HAS_C: tl.constexpr,
+        ALIGNED: tl.constexpr):
     """D = C + sum_r partial[r], each program owning RM rows of one half tile (BN/2 columns) and summing the
     partials of every range for them in range order r = 0, 1, ...: the same bits on every call, whatever the
-    order in which the ranges finished. Eight partials are loaded before they are added (in order), so that
-    several loads are in flight."""
+    order in which the ranges finished.
+
+    The partials are hot in L2 and few (a few MB), so the time is latency: LOADS ranges' loads are issued before
+    the first add (unrolled; the adds stay in range order), so a sum of up to LOADS ranges is one L2 round trip
+    rather than one per eight, and C's load (from DRAM) is issued before them all, its latency hidden behind
+    theirs. Program pid's elements of range r are the contiguous run pid * RM * BN/2 + [0, RM * BN/2) of range
+    r's slots (its rows of its tile's half slot), read 8 bytes per thread (two elements: the launcher gives each
+    program RM * BN / 128 warps; the workspace is a fresh, aligned allocation). With four elements per thread
+    (16-byte loads) ptxas interleaved the loads with the adds again, two in flight (sm_90a, triton 3.6,
+    scripts/compile_check_einsum.py). ALIGNED: D and C (and N) allow vector access too (the launcher checks:
+    start and row stride 16-byte aligned, N a multiple of 4)."""
+    HALF: tl.constexpr = BN // 2
+    CHUNKS: tl.constexpr = BM // RM
+    pid = tl.program_id(0)
+    num_n_blocks = tl.cdiv(N, BN)
+    num_tiles = tl.cdiv(M, BM) * num_n_blocks
+    chunk = pid % CHUNKS
+    half = (pid // CHUNKS) % 2
+    tile = pid // (2 * CHUNKS)
+    in_chunk = tl.arange(0, RM)
+    cols = tl.arange(0, HALF)
+    offs_m = (tile // num_n_blocks) * BM + chunk * RM + in_chunk
+    offs_n = (tile % num_n_blocks) * BN + half * HALF + cols
+    if ALIGNED:
+        n_cols = N // 4 * 4  # (= N: only its known divisibility keeps 4 columns' mask one predicate)
+    else:
+        n_cols = N
+    mask = (offs_m < M)[:, None] & (offs_n < n_cols)[None, :]
+    d_at = d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :]
+    if ALIGNED:
+        d_at = tl.multiple_of(d_at, [16, 16])
+    if HAS_C:
+        c_at = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
+        if ALIGNED:
+            c_at = tl.multiple_of(c_at, [16, 16])
+        c = tl.load(c_at, mask=mask, other=0.0)
+    first = tl.multiple_of(ws_ptr + pid * (RM * HALF) + in_chunk[:, None] * HALF + cols[None, :], [16, 16])
+    step = (num_tiles * (BM * BN)).to(tl.int64)  # one range's slots to the next
+    total = tl.full((RM, HALF), -0.0, dtype=tl.float32)  # -0.0: the exact additive identity
+    for r0 in range(0, SPLITS, LOADS):
+        at = first + r0 * step
+        # Every load written before the first add (a tuple), so that they are issued together: written as
+        # load, add, load, add, ... they stayed interleaved in the SASS, a few loads in flight.
+        parts = ()
+        for i in tl.static_range(LOADS):
+            # (masked loads past the last range give -0.0: adding it changes no bits)
+            parts = parts + (tl.load(at + i * step, mask=r0 + i < SPLITS, other=-0.0),)
+        for i in tl.static_range(LOADS):
+            total = total + parts[i]
+    if HAS_C:
+        total += c.to(tl.float32)
+    tl.store(d_at, total.to(d_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["M", "N", "SPLITS", "stride_dm", "stride_cm"],
+            do_not_specialize_on_alignment=["ws_ptr", "d_ptr", "c_ptr"])
+def _bmk_reduce_partials_legacy(
+        ws_ptr,  # FP32 partials of _bmn_bnk_mn_gemm_impl (REDUCE_PARALLEL): slot (split * tiles + tile) * 2 + half
+        d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
+        M, N, SPLITS, stride_dm, stride_cm,
+        BM: tl.constexpr, BN: tl.constexpr, RM: tl.constexpr, HAS_C: tl.constexpr):
+    """The session-24 reduction, kept for in-process A/B against ``_bmk_reduce_partials`` (``BmkPlan``'s
+    ``legacy_reduce``): the same sums in the same order, so the same bits, from 4-byte loads (ws_ptr's alignment
+    unknown), eight ranges at a time, and C loaded after the partials."""
     HALF: tl.constexpr = BN // 2
     CHUNKS: tl.constexpr = BM // RM
     pid = tl.program_id(0)
