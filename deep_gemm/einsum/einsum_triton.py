@@ -235,8 +235,11 @@ BMK_PIPELINE_FILL_US = 1.0
 # 2026-12-03-h200-s29-call4/einsum_breakdown_ours.log, by ~1.5 us; those fit ~1.6 us + 0.22 us per eight ranges +
 # the bytes at 7.4 TB/s). Not yet refitted to the new kernel (one round trip up to 64 ranges, C's load hidden
 # behind it): guesses of ~1.2 us + 0.25 us per BMK_REDUCE_LOADS round trip would move DeepGEMM's s = 129, m = 128
-# row from 26 ranges to 33 (modelled 0.07 us apart, inside BMK_TIME_SLACK), unmeasured, so the plan keeps these
-# until research/probes/einsum_bmk_reduce_ab.py has timed both splits.
+# row from 26 ranges to 33 (modelled 0.07 us apart, inside BMK_TIME_SLACK). Timed since (session 29, call 6,
+# research/results/2026-12-03-h200-s29-call6/einsum_reduce_ab.log): the new kernel takes 2.27 / 2.74 / 2.66 us at
+# 26 / 33 / 43 ranges and 2.7-2.8 us at s = 4096, and that row at 33 ranges 12.7 us against 12.6 at 26: so the
+# plan's splits stand and these terms stay (they over-model the reduction by ~2 us on every row, which shifts no
+# split on DeepGEMM's rows).
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
 BMK_L2_GBPS = 6000.0
