@@ -238,7 +238,7 @@ BMK_PIPELINE_FILL_US = 1.0
 # row from 26 ranges to 33 (modelled 0.07 us apart, inside BMK_TIME_SLACK). Timed since (session 29, call 6,
 # research/results/2026-12-03-h200-s29-call6/einsum_reduce_ab.log): the new kernel takes 2.27 / 2.74 / 2.66 us at
 # 26 / 33 / 43 ranges and 2.7-2.8 us at s = 4096, and that row at 33 ranges 12.7 us against 12.6 at 26: so the
-# plan's splits stand and these terms stay (they over-model the new reduction by ~0.5-1.5 us per row; the refit
+# plan's splits stand and these terms stay (they over-model the new reduction kernel; the refit
 # above would only move that row to 33 ranges, measured no faster).
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
