@@ -572,10 +572,11 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     loaded into registers during this page (its id read from the block table one page ahead, through
     ``_load_f32_nc``, loop-carried) instead of through a shared-memory ring (TMA or cp.async, its barrier or wait
     and the shared-memory reads); the scale address is the page times stride_page / 4 (the launcher takes this path
-    only for a page stride that is a multiple of 4 bytes: no 64-bit divide); the output address is one 64-bit base
-    (the atom's first row) plus an int32 offset per element (the launcher checks (ROWS - 1) * stride_out + max_ctx
-    fits in int32). The same products in the same order: the same bits. PTX: inline PTX allowed (not in the
-    interpreter)."""
+    only for a page stride that is a multiple of 4 bytes: no 64-bit divide); the block table is read two pages ahead
+    the same way, so the scale load never waits on it; the store is LEAN_LOOP's (32-bit page index). The same
+    products in the same order: the same bits. PTX: inline PTX allowed (not in the interpreter). sm_90a, the
+    row-pair default plus REG_SCALES (research/results/2026-12-cpu-paged-spills-session29.md): 282 instead of 294
+    SASS instructions per page, but 1 local load per page (32 bytes of stack) under the 128-register cap."""
     BN: tl.constexpr = ROWS * H
     SF_TMA: tl.constexpr = LEAN_LOOP and KV_TMA and not IS_FP4 and not REG_SCALES
     tl.static_assert(not (REG_SCALES and IS_FP4), "REG_SCALES: FP8 pages (FP32 scales)")
@@ -666,17 +667,15 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                 # The block table read one page further ahead (loop-carried too), so the scale load does not wait
                 # on it.
                 id_next = _load_i32_nc(bt_row + tl.minimum(p_lo + 1, p_hi - 1), PTX)
-                out_base = out_ptr + (b * next_n + r0).to(tl.int64) * stride_out
-                row_off = row_offsets * stride_out
             for p in tl.range(p_lo, p_hi, num_stages=NUM_STAGES):
                 if REG_SCALES:
                     # The next page's scales (the last page reloads its own), issued before this page's dot.
                     sf = sf_next
                     page_next = tl.minimum(tl.maximum(id_next, 0), num_blocks - 1)
-                    sf_next = _load_f32_nc(kv_sf_ptr + (page_next.to(tl.int64) * sf_page + BLOCK_KV * D // 4) + tokens,
-                                           PTX)
-                    p_ahead = tl.minimum(p + 2, p_hi - 1)
-                    id_next = _load_i32_nc(bt_row + tl.cast(p_ahead, tl.uint32).to(tl.int64), PTX)
+                    sf_at = page_next.to(tl.int64) * sf_page + BLOCK_KV * D // 4
+                    sf_next = _load_f32_nc(kv_sf_ptr + sf_at + tokens, PTX)
+                    p_ahead = tl.cast(tl.minimum(p + 2, p_hi - 1), tl.uint32).to(tl.int64)
+                    id_next = _load_i32_nc(bt_row + p_ahead, PTX)
                 if LEAN_LOOP:
                     page = tl.load(bt_row + tl.cast(p, tl.uint32).to(tl.int64))
                 else:
@@ -710,10 +709,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                         logits = logits * tl.load(kv_sf_ptr + scale_at)[:, None]
                 t = p * BLOCK_KV + tokens
                 logits = tl.where(t[:, None] < ctx[None, :], logits, float("-inf"))
-                if REG_SCALES:
-                    tl.store(out_base + (t[:, None] + row_off[None, :]), logits.to(out_ptr.dtype.element_ty),
-                             mask=t[:, None] < store_limit[None, :])
-                elif LEAN_LOOP:
+                if LEAN_LOOP or REG_SCALES:
                     page_out = out_rows + tl.cast(p * BLOCK_KV, tl.uint32).to(tl.int64)
                     tl.store(page_out[None, :] + tokens[:, None], logits.to(out_ptr.dtype.element_ty),
                              mask=t[:, None] < store_limit[None, :])
