@@ -388,6 +388,25 @@ def test_lean_page_loop_gives_the_same_bits(case, num_sms_8):
     assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
 
 
+@pytest.mark.parametrize("case", [PagedCase(2, 2, 64, 128), PagedCase(3, 3, 64, 64, logits=torch.bfloat16),
+                                  PagedCase(2, 2, 32, 32, block_kv=32), PagedCase(2, 1, 64, 64, page_pad=4),
+                                  PagedCase(2, 2, 32, 128, fp4=True)], ids=str)
+def test_register_page_scales_give_the_same_bits(case, num_sms_8):
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales) against the shape's default (the
+    first case: the row-pair default, lean loop): the same products in the same order, so every bit equal with
+    clean_logits and every finite logit without (FP4: the field is ignored)."""
+    args, _ = make_paged(case)
+    default = triton_launch.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
+    regs = dataclasses.replace(default, register_page_scales=True)
+    want = run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=default)
+    assert_bitwise_equal(run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=regs), want,
+                         "clean")
+    valid = want != NEG_INF
+    raw = [run_launcher("fp8_fp4_paged_mqa_logits", *args, False, case.logits, None, config=cfg)
+           for cfg in (default, regs)]
+    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+
+
 # ---- GPU (through the dispatcher) ------------------------------------------------------------------------------
 
 def _gpu_prefill_inputs(s, sk, h, d, causal=True, cp=False, seed=0):
@@ -691,6 +710,25 @@ def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
     assert_bitwise_equal(launcher(*args, config=lean), want, "clean")
     valid = want != NEG_INF
     raw = [launcher(*args[:-2], False, None, config=cfg) for cfg in (plain, lean)]
+    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 64, 3000), (7, 3, 64, 20000),
+                                                (64, 1, 64, 4096), (16, 2, 32, 2048)])
+def test_gpu_paged_register_page_scales_give_the_same_bits(batch, next_n, h, avg):
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales, opt-in) against the shape's
+    default, clean and raw: the same products in the same order, so every output bit is equal."""
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    launcher = kernels_of("fp8_paged_mqa_logits").triton
+    default = triton_launch.paged_default_config(next_n, h, 128, 64, False)
+    regs = dataclasses.replace(default, register_page_scales=True)
+    args = (q, cache, w, lens, table, meta, max_len, True, None)
+    want = launcher(*args, config=default)
+    assert_bitwise_equal(launcher(*args, config=regs), want, "clean")
+    valid = want != NEG_INF
+    raw = [launcher(*args[:-2], False, None, config=cfg) for cfg in (default, regs)]
     assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
 
 

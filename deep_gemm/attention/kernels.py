@@ -141,6 +141,16 @@ def _load_f32_nc(ptrs, PTX: tl.constexpr):
 
 
 @triton.jit
+def _load_i32_nc(ptr, PTX: tl.constexpr):
+    """One int32 (a scalar address) through inline ``ld.global.nc``, as ``_load_f32_nc``: the pipeliner leaves it."""
+    if PTX:
+        return tl.inline_asm_elementwise("ld.global.nc.s32 $0, [$1];", "=r,l", [ptr], dtype=tl.int32, is_pure=True,
+                                         pack=1)
+    else:
+        return tl.load(ptr)
+
+
+@triton.jit
 def _prefill_interior(in_lo, in_hi, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks_raw, out_ptr, q0, stride_out, SK,
                       D: tl.constexpr, BQ: tl.constexpr, H: tl.constexpr, BLOCK_KV: tl.constexpr,
                       NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, IS_FP4: tl.constexpr,
@@ -529,7 +539,8 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, ATOM_ROWS: tl.constexpr, BLOCK_KV: tl.constexpr,
         NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
         FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr,
-        ATOM_CHUNK: tl.constexpr, Q_ALIGN: tl.constexpr, ROW_DOTS: tl.constexpr, LEAN_LOOP: tl.constexpr = False):
+        ATOM_CHUNK: tl.constexpr, Q_ALIGN: tl.constexpr, ROW_DOTS: tl.constexpr, LEAN_LOOP: tl.constexpr = False,
+        REG_SCALES: tl.constexpr = False, PTX: tl.constexpr = False):
     """Program pid = s * per_sm + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
     split) from row s of the schedule to row s + 1, which the metadata op made equal in number for every entry, so
     ragged contexts still give every program the same page count (+-1 per atom). An atom is ATOM_ROWS query rows of
@@ -555,9 +566,20 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     not widen the loop counter and the pipeline's stage bounds to 64 bits; the store's two bounds (max_ctx, row_ok)
     are one per-row limit. sm_90a, FP8 H=64 D=128 BLOCK_KV=64 two-row atoms, 7 stages, 128-register cap: no local
     memory at all instead of 2 loads and 2 stores per page per warp in the loop (the 128-column dot's 64 accumulators
-    and 32 weights leave the rest of the loop ~30 registers; research/probes/paged_loop_spills.py)."""
+    and 32 weights leave the rest of the loop ~30 registers; research/probes/paged_loop_spills.py).
+
+    REG_SCALES (FP8; the prefill kernel's LEAN_INTERIOR ideas, ``_prefill_interior``): the next page's scales are
+    loaded into registers during this page (its id read from the block table one page ahead, through
+    ``_load_f32_nc``, loop-carried) instead of through a shared-memory ring (TMA or cp.async, its barrier or wait
+    and the shared-memory reads); the scale address is the page times stride_page / 4 (the launcher takes this path
+    only for a page stride that is a multiple of 4 bytes: no 64-bit divide); the block table is read two pages ahead
+    the same way, so the scale load never waits on it; the store is LEAN_LOOP's (32-bit page index). The same
+    products in the same order: the same bits. PTX: inline PTX allowed (not in the interpreter). sm_90a, the
+    row-pair default plus REG_SCALES (research/results/2026-12-cpu-paged-spills-session29.md): 282 instead of 294
+    SASS instructions per page, but 1 local load per page (32 bytes of stack) under the 128-register cap."""
     BN: tl.constexpr = ROWS * H
-    SF_TMA: tl.constexpr = LEAN_LOOP and KV_TMA and not IS_FP4
+    SF_TMA: tl.constexpr = LEAN_LOOP and KV_TMA and not IS_FP4 and not REG_SCALES
+    tl.static_assert(not (REG_SCALES and IS_FP4), "REG_SCALES: FP8 pages (FP32 scales)")
     VALUE_BYTES: tl.constexpr = D // 2 if IS_FP4 else D
     SPLIT_PAGES: tl.constexpr = SPLIT_KV // BLOCK_KV
     atoms = tl.cdiv(next_n, ATOM_ROWS)
@@ -637,7 +659,23 @@ def _fp8_paged_mqa_logits_persistent_kernel(
             out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
             bt_row = bt_ptr + b.to(tl.int64) * stride_bt
             store_limit = tl.where(row_ok, max_ctx, 0)  # t < store_limit: t < max_ctx and the row exists (t >= 0)
+            if REG_SCALES:
+                # Page q's scales: the BLOCK_KV words after its values, at q * (stride_page / 4) + BLOCK_KV * D / 4.
+                sf_page = stride_page // 4
+                first = tl.minimum(tl.maximum(tl.load(bt_row + p_lo), 0), num_blocks - 1)
+                sf_next = _load_f32_nc(kv_sf_ptr + (first.to(tl.int64) * sf_page + BLOCK_KV * D // 4) + tokens, PTX)
+                # The block table read one page further ahead (loop-carried too), so the scale load does not wait
+                # on it.
+                id_next = _load_i32_nc(bt_row + tl.minimum(p_lo + 1, p_hi - 1), PTX)
             for p in tl.range(p_lo, p_hi, num_stages=NUM_STAGES):
+                if REG_SCALES:
+                    # The next page's scales (the last page reloads its own), issued before this page's dot.
+                    sf = sf_next
+                    page_next = tl.minimum(tl.maximum(id_next, 0), num_blocks - 1)
+                    sf_at = page_next.to(tl.int64) * sf_page + BLOCK_KV * D // 4
+                    sf_next = _load_f32_nc(kv_sf_ptr + sf_at + tokens, PTX)
+                    p_ahead = tl.cast(tl.minimum(p + 2, p_hi - 1), tl.uint32).to(tl.int64)
+                    id_next = _load_i32_nc(bt_row + p_ahead, PTX)
                 if LEAN_LOOP:
                     page = tl.load(bt_row + tl.cast(p, tl.uint32).to(tl.int64))
                 else:
@@ -663,13 +701,15 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                         logits = tl.join(_row_logits(kv, q0_t, w0), _row_logits(kv, q1_t, w1))
                     else:
                         logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
-                    if SF_TMA:
+                    if REG_SCALES:
+                        logits = logits * sf[:, None]
+                    elif SF_TMA:
                         logits = logits * tl.reshape(sf_desc.load([page, 0]), [BLOCK_KV])[:, None]
                     else:
                         logits = logits * tl.load(kv_sf_ptr + scale_at)[:, None]
                 t = p * BLOCK_KV + tokens
                 logits = tl.where(t[:, None] < ctx[None, :], logits, float("-inf"))
-                if LEAN_LOOP:
+                if LEAN_LOOP or REG_SCALES:
                     page_out = out_rows + tl.cast(p * BLOCK_KV, tl.uint32).to(tl.int64)
                     tl.store(page_out[None, :] + tokens[:, None], logits.to(out_ptr.dtype.element_ty),
                              mask=t[:, None] < store_limit[None, :])

@@ -89,7 +89,9 @@ class PagedConfig:
     row's scores are live at a time (<= 128 registers: 4 programs per SM); ``max_registers`` caps ptxas (spilling
     what does not fit); ``lean_page_loop`` keeps fewer registers live across the page loop (scales through a TMA
     descriptor of their own when the values have one, a 32-bit page index: the kernel's LEAN_LOOP), the same bits
-    out. The defaults (``paged_default_config``) say which are on."""
+    out; ``register_page_scales`` (FP8, opt-in, not timed yet) loads each page's scales into registers one page
+    ahead instead of through a shared-memory ring (the kernel's REG_SCALES), the same bits out. The defaults
+    (``paged_default_config``) say which are on."""
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
     num_warps: int = 4
@@ -100,6 +102,7 @@ class PagedConfig:
     row_dots: bool = False
     max_registers: int | None = None
     lean_page_loop: bool = False
+    register_page_scales: bool = False
 
 
 # Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): 7 stages,
@@ -451,7 +454,9 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
     # The lean loop reads each page's scales (the BLOCK_KV FP32 words after its values) through a descriptor of
     # their own; it needs what the values' descriptor needs (16-byte aligned cache and page stride), which also
     # makes the scales' start, block_kv * head_dim bytes into the page, 16-byte aligned.
-    sf_tma = cfg.lean_page_loop and kv_tma and not is_fp4
+    # Scales in registers (REG_SCALES) address page q's at q * stride_page / 4 words: FP8 pages of whole words.
+    reg_scales = cfg.register_page_scales and not is_fp4 and kv_cache.stride(0) % 4 == 0
+    sf_tma = cfg.lean_page_loop and kv_tma and not is_fp4 and not reg_scales
     if sf_tma:
         words = kv_cache.stride(0) // 4
         sf_desc = descriptor(scales[block_kv * head_dim // 4:], (num_blocks, block_kv), (words, 1), (1, block_kv))
@@ -473,10 +478,10 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
                 kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
                 num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
                 not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK, PAGED_ATOM_CHUNK, q_align,
-                row_dots, cfg.lean_page_loop)
+                row_dots, cfg.lean_page_loop, reg_scales, not interpreting())
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
-                  bool(clean_logits), out.dtype, weights.dtype, q_align, row_dots)
+                  bool(clean_logits), out.dtype, weights.dtype, q_align, row_dots, reg_scales)
     per_sm = cfg.programs_per_sm
     if not interpreting():  # as many lanes per schedule entry as fit on an SM together
         compiled = compiled_kernel(kernel, (entries * per_sm, 1, 1), make_args(per_sm),

@@ -9,6 +9,7 @@ alternative. Also checks every written logit of the two configs bitwise (the sam
 differs).
 
     PYTHONPATH=$PWD python research/probes/paged_default_ab.py [--rows B,NEXT_N,H,D,AVG;...] [--reps 10]
+    PYTHONPATH=$PWD python research/probes/paged_default_ab.py --field register_page_scales   # session 30
     PUBLIC_VS_LAUNCHER=1 PYTHONPATH=$PWD python research/probes/paged_default_ab.py   # see public_vs_launcher
 """
 
@@ -33,19 +34,23 @@ from harness import kernel_times_by_name  # noqa: E402
 AB_ROWS = [PAGED[3], PAGED[5], PAGED[2], PAGED[4], PAGED[6], PAGED[1]]
 
 
-def configs_of(next_n: int, h: int, d: int) -> dict:
-    """{name: PagedConfig}: the shape's default with the plain and with the lean page loop, default first."""
+def configs_of(next_n: int, h: int, d: int, field: str = "lean_page_loop") -> dict:
+    """{name: PagedConfig}: the shape's default with the plain and with the lean page loop, default first; with
+    another boolean PagedConfig field (--field register_page_scales, session 30): the default against the default
+    with that field on."""
     default = paged_default_config(next_n, h, d, BLOCK_KV, False)
+    if field != "lean_page_loop":
+        return {"default": default, field: dataclasses.replace(default, **{field: True})}
     plain, lean = (dataclasses.replace(default, lean_page_loop=on) for on in (False, True))
     return {"lean (default)": lean, "plain": plain} if default.lean_page_loop else \
         {"plain (default)": plain, "lean": lean}
 
 
-def ab_row(batch, next_n, h, d, avg, reps, rounds=4):
+def ab_row(batch, next_n, h, d, avg, reps, rounds=4, field="lean_page_loop"):
     num_sms = deep_gemm.get_num_sms()
     q, cache, w, lens2d, table, max_len, _ = paged_inputs(batch, next_n, h, d, avg)
     meta = deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms)
-    configs = configs_of(next_n, h, d)
+    configs = configs_of(next_n, h, d, field)
 
     def call(cfg, clean=False):
         return run_launcher("fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d, table, meta, max_len, clean,
@@ -72,6 +77,8 @@ def main():
     parser.add_argument("--rows", help="B,NEXT_N,H,D,AVG rows separated by ';' (default: AB_ROWS)")
     parser.add_argument("--quick", action="store_true", help="bench_mqa_logits.PAGED_QUICK")
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--field", default="lean_page_loop",
+                        help="boolean PagedConfig field A/B'd against the default (lean_page_loop: plain vs lean)")
     args = parser.parse_args()
     rows = AB_ROWS
     if args.quick:
@@ -80,7 +87,7 @@ def main():
         rows = [tuple(int(x) for x in r.split(",")) for r in args.rows.split(";")]
     torch.manual_seed(0)
     for row in rows:
-        ab_row(*row, reps=args.reps)
+        ab_row(*row, reps=args.reps, field=args.field)
         torch.cuda.empty_cache()
 
 
