@@ -694,42 +694,44 @@ def test_gpu_paged_register_variants_agree(batch, next_n, h, avg, variant):
     assert_bitwise_equal(launcher(*args, config=variant), out, "re-run")
 
 
+# Paged shapes of the loop-lever bit tests: the row pair (the levers' target), odd batches and lengths, three rows
+# (a row pair and a single row), one row, H = 32.
+PAGED_LEVER_SHAPES = [(256, 2, 64, 8192), (33, 2, 64, 3000), (7, 3, 64, 20000), (64, 1, 64, 4096), (16, 2, 32, 2048)]
+
+
+def _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg, base, variant):
+    """Configs ``base`` and ``variant`` of the paged launcher (functions of the shape's default config): every bit of
+    the clean output equal, and of the raw output wherever the clean one is not -inf."""
+    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    launcher = kernels_of("fp8_paged_mqa_logits").triton
+    default = triton_launch.paged_default_config(next_n, h, 128, 64, False)
+    base, variant = base(default), variant(default)
+    args = (q, cache, w, lens, table, meta, max_len, True, None)
+    want = launcher(*args, config=base)
+    assert_bitwise_equal(launcher(*args, config=variant), want, "clean")
+    valid = want != NEG_INF
+    raw = [launcher(*args[:-2], False, None, config=cfg) for cfg in (base, variant)]
+    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 64, 3000), (7, 3, 64, 20000),
-                                                (64, 1, 64, 4096), (16, 2, 32, 2048)])
+@pytest.mark.parametrize("batch,next_n,h,avg", PAGED_LEVER_SHAPES)
 def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
     """The lean page loop (the row-pair default since issue 17) against the plain loop with the same tile, clean and
     raw: the same wgmma, head reduction, scale and store, so every output bit is equal."""
-    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
-    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
-    launcher = kernels_of("fp8_paged_mqa_logits").triton
-    default = triton_launch.paged_default_config(next_n, h, 128, 64, False)
-    plain, lean = (dataclasses.replace(default, lean_page_loop=on) for on in (False, True))
-    args = (q, cache, w, lens, table, meta, max_len, True, None)
-    want = launcher(*args, config=plain)
-    assert_bitwise_equal(launcher(*args, config=lean), want, "clean")
-    valid = want != NEG_INF
-    raw = [launcher(*args[:-2], False, None, config=cfg) for cfg in (plain, lean)]
-    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+    _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg,
+                                             lambda cfg: dataclasses.replace(cfg, lean_page_loop=False),
+                                             lambda cfg: dataclasses.replace(cfg, lean_page_loop=True))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 64, 3000), (7, 3, 64, 20000),
-                                                (64, 1, 64, 4096), (16, 2, 32, 2048)])
+@pytest.mark.parametrize("batch,next_n,h,avg", PAGED_LEVER_SHAPES)
 def test_gpu_paged_register_page_scales_give_the_same_bits(batch, next_n, h, avg):
     """Page scales in registers one page ahead (PagedConfig.register_page_scales, opt-in) against the shape's
     default, clean and raw: the same products in the same order, so every output bit is equal."""
-    q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
-    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
-    launcher = kernels_of("fp8_paged_mqa_logits").triton
-    default = triton_launch.paged_default_config(next_n, h, 128, 64, False)
-    regs = dataclasses.replace(default, register_page_scales=True)
-    args = (q, cache, w, lens, table, meta, max_len, True, None)
-    want = launcher(*args, config=default)
-    assert_bitwise_equal(launcher(*args, config=regs), want, "clean")
-    valid = want != NEG_INF
-    raw = [launcher(*args[:-2], False, None, config=cfg) for cfg in (default, regs)]
-    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+    _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg, lambda cfg: cfg,
+                                             lambda cfg: dataclasses.replace(cfg, register_page_scales=True))
 
 
 @pytest.mark.gpu
