@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from compile_check import resource_usage  # noqa: E402
 from compile_check_indexer import compile_paged_persistent, compile_prefill  # noqa: E402
-from ws_loop_spills import LINE, sass_of  # noqa: E402
+from ws_loop_spills import labelled_instructions, sass_of  # noqa: E402
 
 import re  # noqa: E402
 
@@ -26,15 +26,8 @@ def kv_loops(sass: str):
     backward branches whose [target, branch] range holds one and neither contains another such range (the atom loop
     around the page loop) nor starts inside one and ends past it (a wait-retry block placed after the loop that
     jumps back into it)."""
-    labels, insts = {}, []
-    for line in sass.splitlines():
-        lab = re.match(r"\s*\.L_x_(\d+):", line)
-        if lab:
-            labels[lab.group(1)] = len(insts)
-            continue
-        m = LINE.search(line)
-        if m:
-            insts.append(m.group(2))
+    labels, insts = labelled_instructions(sass)
+    insts = [text for _, text in insts]
     ranges = []
     for i, text in enumerate(insts):
         target = re.search(r"BRA\s.*\.L_x_(\d+)", text)

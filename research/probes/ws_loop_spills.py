@@ -29,8 +29,8 @@ def sass_of(cubin: bytes) -> str:
         return subprocess.run([tool, "-hex", "-c", f.name], capture_output=True, text=True).stdout
 
 
-def loop_spills(sass: str, weights=(1, 1, 2, 2)):
-    """[(start, end, wgmmas, LDL, STL)] of every backward branch whose body holds a wgmma."""
+def labelled_instructions(sass: str):
+    """({label: index of the instruction it names}, [(address, instruction text)]) of nvdisasm's listing."""
     labels, insts = {}, []
     for line in sass.splitlines():
         lab = re.match(r"\s*\.L_x_(\d+):", line)
@@ -40,6 +40,12 @@ def loop_spills(sass: str, weights=(1, 1, 2, 2)):
         m = LINE.search(line)
         if m:
             insts.append((int(m.group(1), 16), m.group(2)))
+    return labels, insts
+
+
+def loop_spills(sass: str, weights=(1, 1, 2, 2)):
+    """[(start, end, wgmmas, LDL, STL)] of every backward branch whose body holds a wgmma."""
+    labels, insts = labelled_instructions(sass)
     loops = []
     for i, (_, text) in enumerate(insts):
         if "BRA" not in text:
