@@ -107,4 +107,7 @@ CASES = [
                                                                       aligned_q_loads=True))),
     ("paged_next_n2_maxnreg_128", _paged(2, False, 0, PagedConfig(num_stages=7, aligned_q_loads=True,
                                                                   max_registers=128))),
+    # The row pair's default (the lean page loop) with its page scales in registers (opt-in).
+    ("paged_next_n2_register_page_scales", _paged(2, False, 0, PagedConfig(
+        num_stages=7, aligned_q_loads=True, max_registers=128, lean_page_loop=True, register_page_scales=True))),
 ]
