@@ -392,12 +392,13 @@ def test_lean_page_loop_gives_the_same_bits(case, num_sms_8):
                                   PagedCase(2, 2, 32, 32, block_kv=32), PagedCase(2, 1, 64, 64, page_pad=4),
                                   PagedCase(2, 2, 32, 128, fp4=True)], ids=str)
 def test_register_page_scales_give_the_same_bits(case, num_sms_8):
-    """Page scales in registers one page ahead (PagedConfig.register_page_scales) against the shape's default (the
-    first case: the row-pair default, lean loop): the same products in the same order, so every bit equal with
-    clean_logits and every finite logit without (FP4: the field is ignored)."""
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales) against the scales through the
+    shared ring, every other field the shape's default (the first case: the row-pair default, lean loop): the same
+    products in the same order, so every bit equal with clean_logits and every finite logit without (FP4: the field
+    is ignored)."""
     args, _ = make_paged(case)
     default = triton_launch.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
-    regs = dataclasses.replace(default, register_page_scales=True)
+    default, regs = (dataclasses.replace(default, register_page_scales=on) for on in (False, True))
     want = run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=default)
     assert_bitwise_equal(run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=regs), want,
                          "clean")
@@ -728,9 +729,11 @@ def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,next_n,h,avg", PAGED_LEVER_SHAPES)
 def test_gpu_paged_register_page_scales_give_the_same_bits(batch, next_n, h, avg):
-    """Page scales in registers one page ahead (PagedConfig.register_page_scales, opt-in) against the shape's
-    default, clean and raw: the same products in the same order, so every output bit is equal."""
-    _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg, lambda cfg: cfg,
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales, the row-pair default since
+    issue 17) against the scales through the shared ring, clean and raw: the same products in the same order, so
+    every output bit is equal."""
+    _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg,
+                                             lambda cfg: dataclasses.replace(cfg, register_page_scales=False),
                                              lambda cfg: dataclasses.replace(cfg, register_page_scales=True))
 
 
@@ -935,7 +938,7 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
         row_pairs = triton_launch.paged_default_config(next_n, 64, 128, 64, False)
         assert row_pairs.num_stages == triton_launch.PAGED_ROW_PAIR_STAGES
         assert row_pairs.max_registers == triton_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
-        assert row_pairs.lean_page_loop
+        assert row_pairs.lean_page_loop and row_pairs.register_page_scales
     for args in [(1, 64, 128, 64, False), (2, 32, 128, 64, False), (2, 64, 128, 32, False), (2, 64, 128, 64, True)]:
         assert triton_launch.paged_default_config(*args) == default, args
 

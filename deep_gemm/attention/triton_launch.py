@@ -89,8 +89,8 @@ class PagedConfig:
     row's scores are live at a time (<= 128 registers: 4 programs per SM); ``max_registers`` caps ptxas (spilling
     what does not fit); ``lean_page_loop`` keeps fewer registers live across the page loop (scales through a TMA
     descriptor of their own when the values have one, a 32-bit page index: the kernel's LEAN_LOOP), the same bits
-    out; ``register_page_scales`` (FP8, opt-in, not timed yet) loads each page's scales into registers one page
-    ahead instead of through a shared-memory ring (the kernel's REG_SCALES), the same bits out. The defaults
+    out; ``register_page_scales`` (FP8) loads each page's scales into registers one page ahead instead of through a
+    shared-memory ring (the kernel's REG_SCALES), the same bits out. The defaults
     (``paged_default_config``) say which are on."""
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
@@ -124,6 +124,10 @@ PAGED_ROW_PAIR_MAX_REGISTERS = 128
 # (sm_90a, research/probes/paged_loop_spills.py); its time is measured by research/probes/paged_default_ab.py.
 # Shapes whose loop does not spill keep the plain loop: there the scale barrier costs more instructions than the
 # narrower page index saves (next_n=1 207 against 195 per page, H=32 240 against 220).
+# On top of the lean loop, the row pairs take their page scales in registers one page ahead (register_page_scales:
+# 282 instead of 294 SASS instructions per page, research/results/2026-12-cpu-paged-spills-session29.md): H200,
+# one process, bit-equal (research/results/2026-12-03-h200-s30-call2/paged_ab.log): 97.4 against 100.1 us
+# (BSZ=256, NextN=2, L=8192), 652.2 against 665.0 (L=65536), 1316.9 against 1340.5 (BSZ=4096, L=8192).
 
 
 def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: int, is_fp4: bool) -> "PagedConfig":
@@ -131,7 +135,8 @@ def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: i
     PAGED_ROW_PAIR_MAX_REGISTERS for the measurements)."""
     if next_n >= 2 and num_heads == 64 and head_dim == 128 and block_kv == 64 and not is_fp4:
         return PagedConfig(num_stages=PAGED_ROW_PAIR_STAGES, aligned_q_loads=True,
-                           max_registers=PAGED_ROW_PAIR_MAX_REGISTERS, lean_page_loop=True)
+                           max_registers=PAGED_ROW_PAIR_MAX_REGISTERS, lean_page_loop=True,
+                           register_page_scales=True)
     return PagedConfig(aligned_q_loads=True)
 
 

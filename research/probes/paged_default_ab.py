@@ -36,11 +36,12 @@ AB_ROWS = [PAGED[3], PAGED[5], PAGED[2], PAGED[4], PAGED[6], PAGED[1]]
 
 def configs_of(next_n: int, h: int, d: int, field: str = "lean_page_loop") -> dict:
     """{name: PagedConfig}: the shape's default with the plain and with the lean page loop, default first; with
-    another boolean PagedConfig field (--field register_page_scales, session 30): the default against the default
-    with that field on."""
+    another boolean PagedConfig field (--field register_page_scales, session 30): the default with that field on
+    against off."""
     default = paged_default_config(next_n, h, d, BLOCK_KV, False)
-    if field != "lean_page_loop":
-        return {"default": default, field: dataclasses.replace(default, **{field: True})}
+    if field != "lean_page_loop":  # the field on against off; the default's setting named first
+        on, off = (dataclasses.replace(default, **{field: v}) for v in (True, False))
+        return {f"{field} (default)": on, "off": off} if getattr(default, field) else {"default": default, field: on}
     plain, lean = (dataclasses.replace(default, lean_page_loop=on) for on in (False, True))
     return {"lean (default)": lean, "plain": plain} if default.lean_page_loop else \
         {"plain (default)": plain, "lean": lean}
