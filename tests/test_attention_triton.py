@@ -139,24 +139,37 @@ def test_prefill_kernel_splits_kv_ranges_across_programs(monkeypatch, num_sms_8)
         _check_mqa(args, oracle_inputs, out, case, clean, max_k)
 
 
-def test_clean_kernel_parts(monkeypatch, num_sms_8):
-    """Rows cut into column parts: -inf exactly outside each window, inside untouched (empty, inverted, negative and
-    overlong windows included)."""
-    monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", 1)
+@pytest.mark.parametrize("first_col,vector_stores", [(0, True), (0, False), (1, None)],
+                         ids=["vector", "per_element", "unaligned_auto"])
+@pytest.mark.parametrize("min_part", [1, 8192], ids=["parts", "whole_rows"])
+def test_clean_kernel_parts(monkeypatch, num_sms_8, first_col, vector_stores, min_part):
+    """Rows cut into column parts (or not): -inf exactly outside each window, inside untouched (empty, inverted,
+    negative and overlong windows included, window edges on and off block bounds), with whole blocks in vector
+    stores, per element, and on an output whose rows start unaligned (vector stores then off by themselves)."""
+    monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", min_part)
     monkeypatch.setattr(triton_launch, "CLEAN_BLOCK", 16)
-    rows, cols = 6, 100
+    rows, cols = 9, 100
     buffer = to_device(torch.randn(rows, 256))
-    out, before_full = buffer[:, :cols], buffer.clone()
-    ks = to_device(torch.tensor([0, 5, -3, 70, 50, 99], dtype=torch.int32))
-    ke = to_device(torch.tensor([100, 37, 20, 40, 500, 99], dtype=torch.int32))
-    triton_launch.clean_rows(out, ks, ke, cols)
+    out, before_full = buffer[:, first_col:first_col + cols], buffer.clone()
+    ks = to_device(torch.tensor([0, 5, -3, 70, 50, 99, 16, 17, 0], dtype=torch.int32))
+    ke = to_device(torch.tensor([100, 37, 20, 40, 500, 99, 48, 31, 0], dtype=torch.int32))
+    triton_launch.clean_rows(out, ks, ke, cols, vector_stores=vector_stores)
     buffer, before_full, ks, ke = (t.cpu() for t in (buffer, before_full, ks, ke))
-    out, before = buffer[:, :cols], before_full[:, :cols]
+    out, before = buffer[:, first_col:first_col + cols], before_full[:, first_col:first_col + cols]
     col = torch.arange(cols)[None, :]
     inside = (col >= ks[:, None]) & (col < ke[:, None])
     assert torch.equal(out[inside], before[inside])
     assert (out[~inside] == NEG_INF).all()
-    assert torch.equal(buffer[:, cols:], before_full[:, cols:])  # the padding columns are never written
+    untouched = torch.ones(256, dtype=torch.bool)
+    untouched[first_col:first_col + cols] = False
+    assert torch.equal(buffer[:, untouched], before_full[:, untouched])  # columns outside out are never written
+
+
+def test_clean_vector_stores_refuse_an_unaligned_output():
+    out = to_device(torch.zeros(2, 65))[:, 1:]
+    ends = to_device(torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="vector_stores=True needs out"):
+        triton_launch.clean_rows(out, ends, ends, 64, vector_stores=True)
 
 
 def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():

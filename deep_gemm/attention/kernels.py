@@ -298,26 +298,51 @@ def _fp8_mqa_logits_kernel(
                            max_k, D, BQ, H, BLOCK_KV, USE_TMA, IS_FP4, FP4_DOT_BF16, COMPRESSED, FMA_RELU, True)
 
 
+@triton.jit
+def _fill_columns_masked(row_ptr, lo, hi, value, BLOCK: tl.constexpr):
+    """``value`` at columns [lo, hi) of the row at ``row_ptr`` (nothing when hi <= lo), BLOCK columns per masked
+    store."""
+    for c0 in range(lo, hi, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        tl.store(row_ptr + offs, value, mask=offs < hi)
+
+
+@triton.jit
+def _fill_columns(row_ptr, lo, hi, value, BLOCK: tl.constexpr, ALIGNED: tl.constexpr):
+    """``value`` at columns [lo, hi) of the row at ``row_ptr`` (0 <= lo; nothing when hi <= lo). ALIGNED (the row
+    starts 16-byte aligned): the whole BLOCK-aligned blocks inside the range are stored unmasked, so in 16-byte
+    vectors (a masked store with an arbitrary bound stays per element); the partial blocks at either end masked."""
+    if ALIGNED:
+        if hi > lo:  # (lo >= 0 and hi > lo: no negative division below)
+            body_lo = tl.minimum((lo + BLOCK - 1) // BLOCK * BLOCK, hi)
+            body_hi = tl.maximum(hi // BLOCK * BLOCK, body_lo)
+            _fill_columns_masked(row_ptr, lo, body_lo, value, BLOCK)
+            for b in range(body_lo // BLOCK, body_hi // BLOCK):
+                tl.store(row_ptr + b * BLOCK + tl.arange(0, BLOCK), value)
+            _fill_columns_masked(row_ptr, body_hi, hi, value, BLOCK)
+    else:
+        _fill_columns_masked(row_ptr, lo, hi, value, BLOCK)
+
+
 @triton.jit(do_not_specialize=["cols", "stride_out", "cols_per_program"],
             do_not_specialize_on_alignment=["out_ptr", "ks_ptr", "ke_ptr"])
-def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, cols, stride_out, cols_per_program, BLOCK: tl.constexpr):
+def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, cols, stride_out, cols_per_program, BLOCK: tl.constexpr,
+                         ALIGNED: tl.constexpr):
     """-inf at every column c < cols of row r outside [ks[r], ke[r]). Program (r, p) covers columns
     [p * cols_per_program, (p + 1) * cols_per_program) and stores only its parts left of ks and right of ke, so the
-    work is the out-of-window bytes plus one program per (row, part)."""
+    work is the out-of-window bytes plus one program per (row, part). ALIGNED: the launcher checked that ``out``
+    and its row stride are 16-byte aligned (which the kernel is not specialised on, to keep one build)."""
     row = tl.program_id(0)
     c_begin = tl.program_id(1) * cols_per_program
     c_end = tl.minimum(c_begin + cols_per_program, cols)
     ks = tl.load(ks_ptr + row)
     ke = tl.load(ke_ptr + row)
     row_ptr = out_ptr + row.to(tl.int64) * stride_out
+    if ALIGNED:
+        row_ptr = tl.multiple_of(row_ptr, 16)
     neg_inf = tl.full([BLOCK], float("-inf"), tl.float32).to(out_ptr.dtype.element_ty)
-    left_end = tl.minimum(ks, c_end)
-    for c0 in range(c_begin, left_end, BLOCK):
-        offs = c0 + tl.arange(0, BLOCK)
-        tl.store(row_ptr + offs, neg_inf, mask=offs < left_end)
-    for c0 in range(tl.maximum(ke, c_begin), c_end, BLOCK):
-        offs = c0 + tl.arange(0, BLOCK)
-        tl.store(row_ptr + offs, neg_inf, mask=offs < c_end)
+    _fill_columns(row_ptr, c_begin, tl.minimum(ks, c_end), neg_inf, BLOCK, ALIGNED)
+    _fill_columns(row_ptr, tl.maximum(ke, c_begin), c_end, neg_inf, BLOCK, ALIGNED)
 
 
 # ---- paged decode ----------------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ CLEAN_BLOCK = 1024
 CLEAN_WARPS = 4
 CLEAN_MIN_PART = 8192
 CLEAN_PROGRAMS_PER_SM = 8
+# Whole blocks of the clean pass in 16-byte stores where the output's alignment allows (not yet timed on a GPU).
+CLEAN_VECTOR_STORES = True
 # Schedule kernel: sequences per step of its two passes, and the SM counts it covers (a [SMs, CHUNK] compare per
 # step); larger num_sms values run the reference.
 SCHEDULE_CHUNK = 16
@@ -313,18 +315,25 @@ def fp8_mqa_logits_triton(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_
 
 
 def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols: int,
-               record: list | None = None) -> None:
-    """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])``."""
+               record: list | None = None, *, vector_stores: bool | None = None) -> None:
+    """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])``. ``vector_stores`` (None: where ``out``
+    allows): whole blocks in 16-byte stores, which needs ``out`` and its row stride 16-byte aligned."""
     from .kernels import _clean_logits_kernel
     rows = out.size(0)
     if rows == 0 or cols == 0:
         return
+    aligned = out.data_ptr() % TMA_ALIGN == 0 and out.stride(0) * out.element_size() % TMA_ALIGN == 0
+    if vector_stores is None:
+        vector_stores = CLEAN_VECTOR_STORES and aligned
+    elif vector_stores and not aligned:
+        raise ValueError(f"clean_rows: vector_stores=True needs out (and its row stride) {TMA_ALIGN}-byte aligned")
     parts = max(1, min(ceil_div(cols, CLEAN_MIN_PART), ceil_div(CLEAN_PROGRAMS_PER_SM * max(_num_sms(out), 1), rows),
                        GRID_Y_LIMIT))
     per_part = ceil_div(ceil_div(cols, parts), CLEAN_BLOCK) * CLEAN_BLOCK
-    args = (out, starts, ends, cols, out.stride(0), per_part, CLEAN_BLOCK)
+    args = (out, starts, ends, cols, out.stride(0), per_part, CLEAN_BLOCK, vector_stores)
     launch(_clean_logits_kernel, (rows, ceil_div(cols, per_part), 1), args, name="clean_logits",
-           config_key=(out.dtype,), num_warps=CLEAN_WARPS, device_index=_device_index(out), record=record)
+           config_key=(out.dtype, CLEAN_BLOCK, vector_stores), num_warps=CLEAN_WARPS, device_index=_device_index(out),
+           record=record)
 
 
 # ---- paged -----------------------------------------------------------------------------------------------------
