@@ -92,8 +92,9 @@ class PagedConfig:
     what does not fit); ``lean_page_loop`` keeps fewer registers live across the page loop (scales through a TMA
     descriptor of their own when the values have one, a 32-bit page index: the kernel's LEAN_LOOP), the same bits
     out; ``register_page_scales`` (FP8) loads each page's scales into registers one page ahead instead of through a
-    shared-memory ring (the kernel's REG_SCALES), the same bits out. The defaults
-    (``paged_default_config``) say which are on."""
+    shared-memory ring (the kernel's REG_SCALES), the same bits out; ``fma_relu`` (not with ``row_dots``): the head
+    sum's relu on the FMA pipe, as ``PrefillConfig.fma_relu`` (opt-in). The defaults (``paged_default_config``) say
+    which are on."""
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
     num_warps: int = 4
@@ -105,6 +106,7 @@ class PagedConfig:
     max_registers: int | None = None
     lean_page_loop: bool = False
     register_page_scales: bool = False
+    fma_relu: bool = False
 
 
 # Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): 7 stages,
@@ -492,7 +494,7 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
                 kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
                 num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
                 not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK, PAGED_ATOM_CHUNK, q_align,
-                row_dots, cfg.lean_page_loop, reg_scales, not interpreting())
+                row_dots, cfg.lean_page_loop, reg_scales, not interpreting(), cfg.fma_relu and not row_dots)
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
                   bool(clean_logits), out.dtype, weights.dtype, q_align, row_dots, reg_scales)

@@ -10,10 +10,12 @@ differs).
 
     PYTHONPATH=$PWD python research/probes/paged_default_ab.py [--rows B,NEXT_N,H,D,AVG;...] [--reps 10]
     PYTHONPATH=$PWD python research/probes/paged_default_ab.py --field register_page_scales   # session 30
+    PYTHONPATH=$PWD python research/probes/paged_default_ab.py --field num_stages=6
     PUBLIC_VS_LAUNCHER=1 PYTHONPATH=$PWD python research/probes/paged_default_ab.py   # see public_vs_launcher
 """
 
 import argparse
+import ast
 import dataclasses
 import os
 import statistics
@@ -39,6 +41,9 @@ def configs_of(next_n: int, h: int, d: int, field: str = "lean_page_loop") -> di
     another boolean PagedConfig field (--field register_page_scales, session 30): the default with that field on
     against off."""
     default = paged_default_config(next_n, h, d, BLOCK_KV, False)
+    if "=" in field:  # FIELD=VALUE (e.g. num_stages=6): the default against the default with that value
+        name, value = field.split("=", 1)
+        return {"default": default, field: dataclasses.replace(default, **{name: ast.literal_eval(value)})}
     if field != "lean_page_loop":  # the field on against off; the default's setting named first
         on, off = (dataclasses.replace(default, **{field: v}) for v in (True, False))
         return {f"{field} (default)": on, "off": off} if getattr(default, field) else {"default": default, field: on}
@@ -79,7 +84,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="bench_mqa_logits.PAGED_QUICK")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--field", default="lean_page_loop",
-                        help="boolean PagedConfig field A/B'd against the default (lean_page_loop: plain vs lean)")
+                        help="boolean PagedConfig field A/B'd against the default (lean_page_loop: plain vs lean), "
+                             "or FIELD=VALUE (the default against the default with that value)")
     args = parser.parse_args()
     rows = AB_ROWS
     if args.quick:
