@@ -105,7 +105,7 @@ if __name__ == "__main__" and "--only-persistent" not in sys.argv and "--ws" not
 
 def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warps=4, stages=5, fp4=False,
                              tma=True, clean=False, ctx_2d=True, out="fp32", q_align=1, row_dots=False,
-                             maxnreg=None, lean=False, reg_scales=False, fma_relu=False):
+                             maxnreg=None, lean=False, reg_scales=False):
     from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_persistent_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
@@ -118,7 +118,7 @@ def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warp
     constexprs = dict(H=h, D=d, ROWS=rows, ATOM_ROWS=atom_rows, BLOCK_KV=block_kv,
                       NUM_STAGES=stages, KV_TMA=tma, IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean,
                       TAIL_BLOCK=256, ATOM_CHUNK=64, Q_ALIGN=q_align, ROW_DOTS=row_dots, LEAN_LOOP=lean,
-                      REG_SCALES=reg_scales, PTX=True, FMA_RELU=fma_relu)
+                      REG_SCALES=reg_scales, PTX=True)
     return _compile(fn, sig, constexprs, warps, stages, maxnreg)
 
 

@@ -404,15 +404,14 @@ def test_lean_page_loop_gives_the_same_bits(case, num_sms_8):
 @pytest.mark.parametrize("case", [PagedCase(2, 2, 64, 128), PagedCase(3, 3, 64, 64, logits=torch.bfloat16),
                                   PagedCase(2, 2, 32, 32, block_kv=32), PagedCase(2, 1, 64, 64, page_pad=4),
                                   PagedCase(2, 2, 32, 128, fp4=True)], ids=str)
-@pytest.mark.parametrize("field", ["register_page_scales", "fma_relu"])
-def test_paged_bit_levers_give_the_same_bits(case, field, num_sms_8):
-    """A PagedConfig lever that keeps the products and their order, off against on, every other field the shape's
-    default (the first case: the row-pair default, lean loop): every bit equal with clean_logits and every finite
-    logit without. register_page_scales: page scales in registers one page ahead instead of through the shared ring
-    (FP4: ignored); fma_relu: the relu as (s + |s|) * (w / 2) on the FMA pipe."""
+def test_register_page_scales_give_the_same_bits(case, num_sms_8):
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales) against the scales through the
+    shared ring, every other field the shape's default (the first case: the row-pair default, lean loop): the same
+    products in the same order, so every bit equal with clean_logits and every finite logit without (FP4: the field
+    is ignored)."""
     args, _ = make_paged(case)
     default = triton_launch.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
-    default, regs = (dataclasses.replace(default, **{field: on}) for on in (False, True))
+    default, regs = (dataclasses.replace(default, register_page_scales=on) for on in (False, True))
     want = run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=default)
     assert_bitwise_equal(run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=regs), want,
                          "clean")
@@ -742,14 +741,13 @@ def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,next_n,h,avg", PAGED_LEVER_SHAPES)
-@pytest.mark.parametrize("field", ["register_page_scales", "fma_relu"])
-def test_gpu_paged_bit_levers_give_the_same_bits(batch, next_n, h, avg, field):
-    """A PagedConfig lever that keeps the products and their order, off against on (register_page_scales, the
-    row-pair default since issue 17: page scales in registers one page ahead instead of through the shared ring;
-    fma_relu, opt-in: the relu on the FMA pipe), clean and raw: every output bit is equal."""
+def test_gpu_paged_register_page_scales_give_the_same_bits(batch, next_n, h, avg):
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales, the row-pair default since
+    issue 17) against the scales through the shared ring, clean and raw: the same products in the same order, so
+    every output bit is equal."""
     _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg,
-                                             lambda cfg: dataclasses.replace(cfg, **{field: False}),
-                                             lambda cfg: dataclasses.replace(cfg, **{field: True}))
+                                             lambda cfg: dataclasses.replace(cfg, register_page_scales=False),
+                                             lambda cfg: dataclasses.replace(cfg, register_page_scales=True))
 
 
 @pytest.mark.gpu

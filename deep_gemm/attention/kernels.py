@@ -565,7 +565,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
         NUM_STAGES: tl.constexpr, KV_TMA: tl.constexpr, IS_FP4: tl.constexpr,
         FP4_DOT_BF16: tl.constexpr, CTX_2D: tl.constexpr, CLEAN: tl.constexpr, TAIL_BLOCK: tl.constexpr,
         ATOM_CHUNK: tl.constexpr, Q_ALIGN: tl.constexpr, ROW_DOTS: tl.constexpr, LEAN_LOOP: tl.constexpr = False,
-        REG_SCALES: tl.constexpr = False, PTX: tl.constexpr = False, FMA_RELU: tl.constexpr = False):
+        REG_SCALES: tl.constexpr = False, PTX: tl.constexpr = False):
     """Program pid = s * per_sm + j: lane j of schedule entry s. Entry s covers the work items (atom, 256-token
     split) from row s of the schedule to row s + 1, which the metadata op made equal in number for every entry, so
     ragged contexts still give every program the same page count (+-1 per atom). An atom is ATOM_ROWS query rows of
@@ -601,13 +601,9 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     the same way, so the scale load never waits on it; the store is LEAN_LOOP's (32-bit page index). The same
     products in the same order: the same bits. PTX: inline PTX allowed (not in the interpreter). sm_90a, the
     row-pair default plus REG_SCALES (research/results/2026-12-cpu-paged-spills-session29.md): 282 instead of 294
-    SASS instructions per page, but 1 local load per page (32 bytes of stack) under the 128-register cap.
-
-    FMA_RELU (not with ROW_DOTS): the head sum's relu on the FMA pipe, as the prefill kernel's (``_head_weighted_sum``:
-    halved weights, (s + |s|) * (w / 2), the same products)."""
+    SASS instructions per page, but 1 local load per page (32 bytes of stack) under the 128-register cap."""
     BN: tl.constexpr = ROWS * H
     SF_TMA: tl.constexpr = LEAN_LOOP and KV_TMA and not IS_FP4 and not REG_SCALES
-    tl.static_assert(not (FMA_RELU and ROW_DOTS), "FMA_RELU: the one-dot head sum")
     tl.static_assert(not (REG_SCALES and IS_FP4), "REG_SCALES: FP8 pages (FP32 scales)")
     VALUE_BYTES: tl.constexpr = D // 2 if IS_FP4 else D
     SPLIT_PAGES: tl.constexpr = SPLIT_KV // BLOCK_KV
@@ -675,8 +671,6 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                 q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
                 weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
                                   other=0.0).to(tl.float32)
-                if FMA_RELU:
-                    weights = weights * 0.5
                 if IS_FP4:
                     packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
                                      mask=col_ok[:, None], other=0)
@@ -720,7 +714,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                     kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
                     if FP4_DOT_BF16:
                         kv = kv.to(tl.bfloat16)
-                    logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H, FMA_RELU)
+                    logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
                 else:
                     if KV_TMA:
                         kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
@@ -731,7 +725,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                     if ROW_DOTS:
                         logits = tl.join(_row_logits(kv, q0_t, w0), _row_logits(kv, q1_t, w1))
                     else:
-                        logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H, FMA_RELU)
+                        logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
                     if REG_SCALES:
                         logits = logits * sf[:, None]
                     elif SF_TMA:

@@ -29,7 +29,10 @@ CLEAN_BLOCK = 1024
 CLEAN_WARPS = 4
 CLEAN_MIN_PART = 8192
 CLEAN_PROGRAMS_PER_SM = 8
-# Whole blocks of the clean pass in 16-byte stores where the output's alignment allows (not yet timed on a GPU).
+# Whole blocks of the clean pass in 16-byte stores where the output's alignment allows. H200, one process
+# (research/results/2026-12-03-h200-s30-call4/README.md): 8192 x 65536 context-parallel windows 547.7 -> 259.7 us
+# (1961 -> 4135 GB/s of out-of-window logits; torch's fill_ of the whole output 4602 GB/s), the 2048-query causal
+# rows 4.35 -> 3.60 us; wider blocks and 8 warps were slower.
 CLEAN_VECTOR_STORES = True
 # Schedule kernel: sequences per step of its two passes, and the SM counts it covers (a [SMs, CHUNK] compare per
 # step); larger num_sms values run the reference.
@@ -92,9 +95,8 @@ class PagedConfig:
     what does not fit); ``lean_page_loop`` keeps fewer registers live across the page loop (scales through a TMA
     descriptor of their own when the values have one, a 32-bit page index: the kernel's LEAN_LOOP), the same bits
     out; ``register_page_scales`` (FP8) loads each page's scales into registers one page ahead instead of through a
-    shared-memory ring (the kernel's REG_SCALES), the same bits out; ``fma_relu`` (not with ``row_dots``): the head
-    sum's relu on the FMA pipe, as ``PrefillConfig.fma_relu`` (opt-in). The defaults (``paged_default_config``) say
-    which are on."""
+    shared-memory ring (the kernel's REG_SCALES), the same bits out. The defaults
+    (``paged_default_config``) say which are on."""
 
     tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
     num_warps: int = 4
@@ -106,7 +108,6 @@ class PagedConfig:
     max_registers: int | None = None
     lean_page_loop: bool = False
     register_page_scales: bool = False
-    fma_relu: bool = False
 
 
 # Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): 7 stages,
@@ -131,7 +132,9 @@ PAGED_ROW_PAIR_MAX_REGISTERS = 128
 # On top of the lean loop, the row pairs take their page scales in registers one page ahead (register_page_scales:
 # 282 instead of 294 SASS instructions per page, research/results/2026-12-cpu-paged-spills-session29.md): H200,
 # one process, bit-equal (research/results/2026-12-03-h200-s30-call2/paged_ab.log): 97.4 against 100.1 us
-# (BSZ=256, NextN=2, L=8192), 652.2 against 665.0 (L=65536), 1316.9 against 1340.5 (BSZ=4096, L=8192).
+# (BSZ=256, NextN=2, L=8192), 652.2 against 665.0 (L=65536), 1316.9 against 1340.5 (BSZ=4096, L=8192). With the
+# scale ring gone, 6 stages measured within 1 % of 7 (0.990-0.999 of the time, call 4 of the same session); the relu
+# on the FMA pipe (the prefill kernel's fma_relu) 3.6-4.7 % slower.
 
 
 def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: int, is_fp4: bool) -> "PagedConfig":
@@ -494,7 +497,7 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
                 kv_cache.stride(0), weights.stride(0), out.stride(0), per_sm,
                 num_heads, head_dim, rows, atom_rows, block_kv, stages, kv_tma, is_fp4,
                 not interpreting(), context_2d, bool(clean_logits), PAGED_TAIL_BLOCK, PAGED_ATOM_CHUNK, q_align,
-                row_dots, cfg.lean_page_loop, reg_scales, not interpreting(), cfg.fma_relu and not row_dots)
+                row_dots, cfg.lean_page_loop, reg_scales, not interpreting())
 
     config_key = (cfg, num_heads, head_dim, rows, atom_rows, block_kv, kv_tma, is_fp4, context_2d,
                   bool(clean_logits), out.dtype, weights.dtype, q_align, row_dots, reg_scales)
