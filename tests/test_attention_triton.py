@@ -909,7 +909,8 @@ def test_one_dimensional_context_lens_under_fake_tensors(num_sms_8):
 
 def test_persistent_paged_lanes_are_capped_by_what_fits_on_an_sm():
     """More lanes than fit at once would run the last ones after the others (twice the time): capped by registers
-    and shared memory of the compiled kernel (sm_90a: 65536 registers, 227 KiB)."""
+    (allocated per warp in units of 256) and shared memory of the compiled kernel (sm_90a: 65536 registers, 228 KiB
+    with 1 KiB kept per program)."""
     def compiled(regs, smem):
         return SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=smem))
     assert triton_launch.resident_programs(compiled(168, 42024), 4, 4) == 3
@@ -917,6 +918,8 @@ def test_persistent_paged_lanes_are_capped_by_what_fits_on_an_sm():
     assert triton_launch.resident_programs(compiled(128, 100 * 1024), 4, 4) == 2
     assert triton_launch.resident_programs(compiled(255, 49412), 4, 4) == 2
     assert triton_launch.resident_programs(compiled(64, 1024), 4, 3) == 3
+    assert triton_launch.resident_programs(compiled(96, 57856), 4, 5) == 3  # (227 KiB // 56.5 KiB would say 4)
+    assert triton_launch.resident_programs(compiled(255, 240 * 1024), 4, 4) == 1  # never below one lane
 
 
 def test_persistent_paged_lanes_split_long_contexts_inside_atoms():

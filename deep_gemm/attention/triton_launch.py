@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._triton.launch import compiled_kernel, descriptor, interpreting, launch
+from .._triton.launch import compiled_kernel, descriptor, interpreting, launch, programs_per_sm
 from ..utils.math import ceil_div
 from . import reference as ref
 from .checks import FP4_PACKED, MMA_TILE_ROWS, kv_cache_token_bytes
@@ -153,10 +153,6 @@ PAGED_GRID_CONFIG = PagedConfig(PAGED_TOKENS_PER_PROGRAM, 4, 3, persistent=False
 # entry into its lanes' parts.
 PAGED_TAIL_BLOCK = 256
 PAGED_ATOM_CHUNK = 64
-# Registers and shared memory of one SM on sm_90 (programs_per_sm is capped by what fits at once: a program that
-# has to wait for a free slot would run its whole share after the others, doubling the time).
-SM_REGISTERS = 65536
-SM_SHARED_BYTES = 227 * 1024
 
 
 # Prefill grid: programs per SM the KV split aims for (a few waves of ~3 resident programs, so the last wave's
@@ -453,10 +449,10 @@ def q_row_alignment(q: torch.Tensor) -> int:
 
 
 def resident_programs(compiled, num_warps: int, wanted: int) -> int:
-    """Programs of a compiled kernel that fit on one SM at once (registers, shared memory), at most ``wanted``."""
-    regs = max(1, compiled.n_regs) * 32 * num_warps
-    smem = max(1, compiled.metadata.shared)
-    return max(1, min(wanted, SM_REGISTERS // regs, SM_SHARED_BYTES // smem))
+    """Lanes per schedule entry: ``wanted``, capped by the programs of the compiled kernel that fit on one SM at once
+    (``programs_per_sm``: registers, shared memory, warps). A lane that had to wait for a free slot would run its
+    whole share after the others, doubling the time."""
+    return max(1, min(wanted, programs_per_sm(compiled, num_warps)))
 
 
 def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
