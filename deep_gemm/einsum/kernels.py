@@ -348,6 +348,17 @@ def _bmk_grid_reduce(ws_ptr, counter_ptr, d_ptr, c_ptr, split, tile, num_tiles, 
         tl.store(d_ptr + rows * stride_dm + cols, total.to(d_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _reduce_program(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, RM: tl.constexpr):
+    """What program ``pid`` of a bmk partial-sum reduction owns: (chunk, half, tile) = its RM-row chunk of a BN/2-
+    column half of output tile ``tile`` (BM / RM chunks per half, two halves per tile, tiles in row-major order
+    over [M, N]), with the tile grid's N blocks and tile count."""
+    CHUNKS: tl.constexpr = BM // RM
+    num_n_blocks = tl.cdiv(N, BN)
+    num_tiles = tl.cdiv(M, BM) * num_n_blocks
+    return pid % CHUNKS, (pid // CHUNKS) % 2, pid // (2 * CHUNKS), num_n_blocks, num_tiles
+
+
 @triton.jit(do_not_specialize=["M", "N", "SPLITS", "stride_dm", "stride_cm"],
             do_not_specialize_on_alignment=["ws_ptr", "d_ptr", "c_ptr"])
 def _bmk_reduce_partials(
@@ -370,13 +381,8 @@ def _bmk_reduce_partials(
     scripts/compile_check_einsum.py). ALIGNED: D and C (and N) allow vector access too (the launcher checks:
     start and row stride 16-byte aligned, N a multiple of 4)."""
     HALF: tl.constexpr = BN // 2
-    CHUNKS: tl.constexpr = BM // RM
     pid = tl.program_id(0)
-    num_n_blocks = tl.cdiv(N, BN)
-    num_tiles = tl.cdiv(M, BM) * num_n_blocks
-    chunk = pid % CHUNKS
-    half = (pid // CHUNKS) % 2
-    tile = pid // (2 * CHUNKS)
+    chunk, half, tile, num_n_blocks, num_tiles = _reduce_program(pid, M, N, BM, BN, RM)
     in_chunk = tl.arange(0, RM)
     cols = tl.arange(0, HALF)
     offs_m = (tile // num_n_blocks) * BM + chunk * RM + in_chunk
@@ -415,13 +421,8 @@ def _bmk_reduce_partials_legacy(
     ``legacy_reduce``): the same sums in the same order, so the same bits, from 4-byte loads (ws_ptr's alignment
     unknown), eight ranges at a time, and C loaded after the partials."""
     HALF: tl.constexpr = BN // 2
-    CHUNKS: tl.constexpr = BM // RM
     pid = tl.program_id(0)
-    num_n_blocks = tl.cdiv(N, BN)
-    num_tiles = tl.cdiv(M, BM) * num_n_blocks
-    chunk = pid % CHUNKS
-    half = (pid // CHUNKS) % 2
-    tile = pid // (2 * CHUNKS)
+    chunk, half, tile, num_n_blocks, num_tiles = _reduce_program(pid, M, N, BM, BN, RM)
     rows = chunk * RM + tl.arange(0, RM)
     cols = tl.arange(0, HALF)
     in_slot = rows[:, None] * HALF + cols[None, :]
