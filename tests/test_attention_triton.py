@@ -382,6 +382,20 @@ def test_persistent_paged_register_variants_match_default(case, variant, num_sms
             assert calc_diff(out[valid].double(), default[valid].double()) < 1e-9
 
 
+def _assert_paged_launches_give_the_same_bits(case, base, variant):
+    """The paged launcher with configs ``base`` and ``variant`` on ``case``: every bit equal with clean_logits, and
+    without it every logit the clean output has finite (the rest is left unwritten)."""
+    args, _ = make_paged(case)
+
+    def run(clean, cfg):
+        return run_launcher("fp8_fp4_paged_mqa_logits", *args, clean, case.logits, None, config=cfg)
+
+    want = run(True, base)
+    assert_bitwise_equal(run(True, variant), want, "clean")
+    valid = want != NEG_INF
+    assert_bitwise_equal(run(False, variant)[valid], run(False, base)[valid], "raw")
+
+
 @pytest.mark.parametrize("case", [PagedCase(5, 2, 64, 32), PagedCase(3, 3, 64, 64, logits=torch.bfloat16),
                                   PagedCase(2, 2, 32, 32, block_kv=32), PagedCase(2, 1, 64, 64, page_pad=4),
                                   PagedCase(2, 2, 32, 128, fp4=True)], ids=str)
@@ -389,16 +403,8 @@ def test_lean_page_loop_gives_the_same_bits(case, num_sms_8):
     """The lean page loop (scales through their own TMA descriptor, a 32-bit page index, one store limit per row)
     against the plain loop with the same tile: every output bit equal with clean_logits, every finite logit equal
     without (the rest is left unwritten; padded pages: no TMA, only the index changes; FP4: no scale descriptor)."""
-    args, _ = make_paged(case)
     plain = triton_launch.PagedConfig(num_stages=7, aligned_q_loads=True)
-    lean = dataclasses.replace(plain, lean_page_loop=True)
-    want = run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=plain)
-    assert_bitwise_equal(run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=lean), want,
-                         "clean")
-    valid = want != NEG_INF
-    raw = [run_launcher("fp8_fp4_paged_mqa_logits", *args, False, case.logits, None, config=cfg)
-           for cfg in (plain, lean)]
-    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+    _assert_paged_launches_give_the_same_bits(case, plain, dataclasses.replace(plain, lean_page_loop=True))
 
 
 @pytest.mark.parametrize("case", [PagedCase(2, 2, 64, 128), PagedCase(3, 3, 64, 64, logits=torch.bfloat16),
@@ -409,16 +415,9 @@ def test_register_page_scales_give_the_same_bits(case, num_sms_8):
     shared ring, every other field the shape's default (the first case: the row-pair default, lean loop): the same
     products in the same order, so every bit equal with clean_logits and every finite logit without (FP4: the field
     is ignored)."""
-    args, _ = make_paged(case)
     default = triton_launch.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
-    default, regs = (dataclasses.replace(default, register_page_scales=on) for on in (False, True))
-    want = run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=default)
-    assert_bitwise_equal(run_launcher("fp8_fp4_paged_mqa_logits", *args, True, case.logits, None, config=regs), want,
-                         "clean")
-    valid = want != NEG_INF
-    raw = [run_launcher("fp8_fp4_paged_mqa_logits", *args, False, case.logits, None, config=cfg)
-           for cfg in (default, regs)]
-    assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
+    _assert_paged_launches_give_the_same_bits(case, *(dataclasses.replace(default, register_page_scales=on)
+                                                      for on in (False, True)))
 
 
 # ---- GPU (through the dispatcher) ------------------------------------------------------------------------------

@@ -323,7 +323,7 @@ def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols
     rows = out.size(0)
     if rows == 0 or cols == 0:
         return
-    aligned = out.data_ptr() % TMA_ALIGN == 0 and out.stride(0) * out.element_size() % TMA_ALIGN == 0
+    aligned = _aligned(out) and out.stride(0) * out.element_size() % TMA_ALIGN == 0
     if vector_stores is None:
         vector_stores = CLEAN_VECTOR_STORES and aligned
     elif vector_stores and not aligned:
