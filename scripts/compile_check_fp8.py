@@ -83,10 +83,11 @@ if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
 
 
-def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False, uniform: bool = False, **cfg):
+def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False, uniform: bool = False,
+               stagger: int = 0, **cfg):
     """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True), KG_DESC
     (K-grouped per-group descriptors built on the device: A's and B's FP8 storage in ws_ptr / counter_ptr), WALK and
-    UNIFORM (Fp8Overrides.tile_walk / uniform_tiles)."""
+    UNIFORM (Fp8Overrides.tile_walk / uniform_tiles) and STAGGER (Fp8Overrides.stagger)."""
     import compile_check
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     real = compile_check.triton.compile
@@ -105,6 +106,13 @@ def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False
             src.constants[(fn.arg_names.index("KG_DESC"),)] = kg_desc
             src.constants[(fn.arg_names.index("WALK"),)] = walk
             src.constants[(fn.arg_names.index("UNIFORM"),)] = True
+        # STAGGER: warpgroup 1's waves follow warpgroup 0's (Fp8Overrides.stagger; the kernel's default 0 is not
+        # applied to a hand-built source, so it is always set)
+        src.signature.update(KG_DESC="constexpr", WALK="constexpr", UNIFORM="constexpr", STAGGER="constexpr")
+        src.constants[(fn.arg_names.index("KG_DESC"),)] = kg_desc
+        src.constants[(fn.arg_names.index("WALK"),)] = walk
+        src.constants[(fn.arg_names.index("UNIFORM"),)] = uniform
+        src.constants[(fn.arg_names.index("STAGGER"),)] = stagger
         return real(src, **kwargs)
     compile_check.triton.compile = with_zero_gaps
     try:

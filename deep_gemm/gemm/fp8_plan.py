@@ -137,6 +137,11 @@ UNIFORM_TILES = True
 # benchmarks/shapes.K_GROUPED tn rows, research/results/2026-12-03-h200-s28-call1/kg_uniform_ab.log): 1.025x faster
 # geomean (2477 -> 2451, 2654 -> 2559, 1571 -> 1531 us), no row slower. Fp8Overrides.uniform_tiles forces either.
 UNIFORM_K_GROUPED = True
+# Two-wave 1D2D tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
+# completed (1: the tile's first block, 2: every block; 0: off), so that the two warpgroups' promotions do not fall
+# together while the tensor core idles (fp8_gemm_ws._mainloop_two_waves). Not measured yet: off by default.
+# Fp8Overrides.stagger forces a level.
+STAGGER = 0
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -164,10 +169,14 @@ class Fp8Overrides:
     # Psum / masked / K-grouped layouts on the warp-specialised kernel: layout values marked warp-uniform
     # (UNIFORM_TILES; K-grouped: UNIFORM_K_GROUPED)
     uniform_tiles: bool | None = None
+    # Two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER: 0, 1 or 2)
+    stagger: int | None = None
 
     def __post_init__(self):
         if self.ws_mode is not None and self.ws_mode not in WS_MODES:
             raise ValueError(f"Fp8Overrides.ws_mode: expected one of {WS_MODES}, got {self.ws_mode!r}")
+        if self.stagger not in (None, 0, 1, 2):
+            raise ValueError(f"Fp8Overrides.stagger: expected 0, 1 or 2, got {self.stagger!r}")
 
 
 NO_OVERRIDES = Fp8Overrides()
@@ -220,6 +229,7 @@ class WsPlan:
     walk: bool = False  # psum / masked: tiles found by the carried walk (TILE_WALK), not the per-tile scan
     uniform: bool = False  # psum / masked / K-grouped: the layout's values marked warp-uniform (UNIFORM_TILES,
     # UNIFORM_K_GROUPED)
+    stagger: int = 0  # two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER)
 
 
 @dataclass(frozen=True)
@@ -530,8 +540,10 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     uniform = (UNIFORM_K_GROUPED if k_grouped else UNIFORM_TILES) if overrides.uniform_tiles is None else (
         overrides.uniform_tiles)
     uniform = uniform and (layout is not None or k_grouped)
+    stagger = STAGGER if overrides.stagger is None else overrides.stagger
+    stagger = stagger if waves == 2 and not split_tile and not call.b_per_row else 0  # (_mainloop_two_waves only)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
-                  walk, uniform)
+                  walk, uniform, stagger)
 
 
 def tile_walk_layout(call: Fp8Call) -> str | None:

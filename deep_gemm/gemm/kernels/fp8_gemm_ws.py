@@ -433,7 +433,8 @@ def _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows
 @gluon.jit
 def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_cols0, sfb_cols1, row_ok0, row_ok1,
                         wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, sa0, sb0, x1, A_ROW0: gl.constexpr,
-                        BN: gl.constexpr, STAGES: gl.constexpr, WAVE_N: gl.constexpr, MMA: gl.constexpr):
+                        BN: gl.constexpr, STAGES: gl.constexpr, WAVE_N: gl.constexpr, MMA: gl.constexpr,
+                        stagger=None, WG: gl.constexpr = 0, STAGGER: gl.constexpr = 0):
     """Two 64 x BN waves per warpgroup and K block (DeepGEMM's structure): wave 0's wgmma, wait, promote, then
     wave 1's. Waves split the warpgroup's rows (WAVE_N false: a 256-row tile) or the tile's columns (WAVE_N true:
     a 128 x 2BN tile: measured faster on dense shapes, and the only choice for grouped layouts, whose segments are
@@ -444,7 +445,14 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
 
     (sa0, sb0, x1): the first block's scales (x1: the second wave's sb1, or sa1 for waves along M), loaded by the
     caller (_first_block_scales, before the previous tile's epilogue where it pays: _next_first_scales); each block
-    prefetches the next block's while its wgmma runs."""
+    prefetches the next block's while its wgmma runs.
+
+    STAGGER (Fp8Overrides.stagger; 0 = off): the two warpgroups wait for the same stage and issue their waves at the
+    same moment, so, sharing the tensor core, they finish them together and promote together while the tensor
+    core idles. Staggered, warpgroup 1 issues wave 0 of a block only after warpgroup 0's wave 0 of that block has
+    completed (1: the tile's first block only, 2: every block), so one warpgroup promotes while the other's wgmma
+    runs alone. Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0, so its phases
+    follow the stage ring's and stay within one phase of warpgroup 1's waits."""
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     if WAVE_N:
@@ -456,6 +464,11 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         a_tile = a_bufs.index(stage)
         b_tile = b_bufs.index(stage)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        if STAGGER > 0 and WG == 1:
+            if STAGGER == 2:
+                mbarrier.wait(stagger.index(stage), (it // STAGES) & 1)
+            elif kb == 0:
+                mbarrier.wait(stagger.index(stage), (it // STAGES) & 1)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
         # Next block's scales while the wgmma runs (zeros past the last block).
@@ -467,6 +480,8 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         else:
             na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & nxt, other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+        if STAGGER > 0 and WG == 0:
+            mbarrier.arrive(stagger.index(stage), count=1)
         acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)
         if WAVE_N:
             part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(BN, BN, dim=0).permute((1, 0)),
@@ -775,7 +790,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
               SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr, WALK: gl.constexpr,
-              UNIFORM: gl.constexpr):
+              UNIFORM: gl.constexpr, stagger, STAGGER: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -885,7 +900,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                     acc0, acc1, it = _mainloop_two_waves(
                         a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                         wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, f_sa0, f_sb0, f_x1, A_ROW0, BN, STAGES,
-                        WAVE_N, MMA)
+                        WAVE_N, MMA, stagger, WG, STAGGER)
             if PREFETCH_FIRST and WALK:  # the walk moves on to the next tile now; the loop's top finds it there
                 w_g, w_first, f_sa0, f_sb0, f_x1 = _walk_first_scales(
                     sfa_ptr, sfb_ptr, unit + NUM_SMS, num_units, w_g, w_first, layout_ptr, M, N, NUM_GROUPS,
@@ -931,7 +946,8 @@ def _fp8_gemm_ws_kernel(
         SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
         KG_DESC: gl.constexpr = False,  # K-grouped: A and B as per-group blocks, descriptors built per tile
         WALK: gl.constexpr = False,  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
-        UNIFORM: gl.constexpr = False):  # M_PSUM / MASKED / K_GROUPED: layout values marked warp-uniform
+        UNIFORM: gl.constexpr = False,  # M_PSUM / MASKED / K_GROUPED: layout values marked warp-uniform
+        STAGGER: gl.constexpr = 0):  # two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (_mainloop_two_waves)
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -978,6 +994,13 @@ def _fp8_gemm_ws_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=_ready_arrivals(SFB_SMEM or SCALES_SMEM))
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
+    if STAGGER > 0:
+        gl.static_assert(WAVES == 2 and not SPLIT and not SFB_SMEM, "staggered warpgroups: two-wave 1D2D tiles")
+        stagger = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(stagger.index(i), count=1)  # warpgroup 0's wave 0 of the block in stage i
+    else:
+        stagger = ready
     # One epilogue staging buffer per consumer warpgroup (and one per warpgroup for split tiles' narrow wave);
     # split-K stages a 64 x BN FP32 partial there too (_split_k_reduce), so its buffers take that many bytes.
     C_ROWS: gl.constexpr = WG_ROWS * 32 // d_desc.dtype.primitive_bitwidth if SPLIT_K > 1 else WG_ROWS
@@ -1001,13 +1024,13 @@ def _fp8_gemm_ws_kernel(
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK, UNIFORM)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK, UNIFORM, stagger, STAGGER)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
                      layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK, UNIFORM)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK, UNIFORM, stagger, STAGGER)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,

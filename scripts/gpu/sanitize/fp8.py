@@ -6,8 +6,8 @@ Paths: the tl.* kernel (dense 1D2D, split-K, 1D1D with C, grouped ids / psum, ma
 the warp-specialised kernel's one-wave tiles (global-loaded and staged scales), two-wave 128 x 256 and 256 x 128
 tiles, split 128 x 192 and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D; grouped contiguous with expert
 ids and with the psum layout (zero-padded or not, the decode form with rows past the groups), masked (TMA stores),
-psum and masked with the carried tile walk (Fp8Overrides.tile_walk),
-K-grouped (nt with A and B concatenated or read in place through descriptors built on the device, tn); the MN-major
+psum and masked with the carried tile walk (Fp8Overrides.tile_walk), two-wave tiles whose second warpgroup waits
+for the first's waves (Fp8Overrides.stagger: its per-stage mbarriers under synccheck), K-grouped (nt with A and B concatenated or read in place through descriptors built on the device, tn); the MN-major
 layouts (nn, tn, tt: the transposing copy kernel, then the GEMM).
 """
 
@@ -219,6 +219,11 @@ CASES = [
     ("dense_ws_split_k", lambda: _dense(37, 200, 640, _forced(bn=64, split=2, **WS), "ws", waves=1)),
     ("dense_ws_1d1d_c", lambda: _dense(129, 300, 384, _forced(waves=2, wave_n=True, **WS), "ws", True, "d",
                                        waves=2)),
+    # warpgroup 1's waves after warpgroup 0's (Fp8Overrides.stagger: the extra per-stage mbarriers)
+    ("dense_ws_two_wave_128x256_stagger_first_block", lambda: _dense(
+        129, 320, 384, _forced(waves=2, wave_n=True, stagger=1, **WS), "ws", waves=2, stagger=1)),
+    ("dense_ws_two_wave_256x128_stagger_every_block", lambda: _dense(
+        300, 200, 640, _forced(waves=2, stagger=2, **WS), "ws", waves=2, along_n=False, stagger=2)),
     # MN-major layouts
     ("dense_nn", _mn_major("nn")),
     ("dense_tn", _mn_major("tn")),
@@ -242,6 +247,8 @@ CASES = [
     ("m_grouped_psum_ws_walk_split_tile", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, narrow=64,
                                                                          tile_walk=True, **WS), zero_pad=False,
                                                      narrow=64, walk=True)),
+    ("m_grouped_psum_ws_walk_stagger", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, tile_walk=True,
+                                                                      stagger=2, **WS), waves=2, stagger=2)),
     # masked
     ("masked_tl_pointer_stores", _masked("tl", 96)),
     ("masked_ws_two_wave", _masked("ws", 128, _forced(waves=2, wave_n=True, **WS), waves=2)),

@@ -1,0 +1,121 @@
+"""A/B of Fp8Overrides.stagger (fp8_gemm_ws._mainloop_two_waves: warpgroup 1 issues wave 0 of a K block only after
+warpgroup 0's wave 0 of that block completed; 1 = a tile's first block, 2 = every block) on the two-wave 1D2D rows:
+DeepGEMM's dense M=4096 rows, its psum contiguous rows and the same problems in the expert-id layout, and its masked
+decode rows through the psum layout. One process, one timer (harness.KernelTimer: kernels only, L2 flushed).
+
+Hypothesis (session 31): both consumer warpgroups wait for the same stage and issue their waves together; sharing the
+tensor core, they finish together and promote together while it idles, twice per K block (two waves), which fits
+session 12's 1300-1350 cycles per K block against 1024 and the 12-22 % that dropping the promotion gained (session 6).
+Predicted: stagger 2 up to ~10 % faster on the long-K rows if the hardware interleaves the two warpgroups' wgmmas;
+no change if it serves them in issue order. A stagger changes no arithmetic: every variant must be bit-identical to
+its `plan` (`ids_st*` to `ids`).
+
+Variants are timed in interleaved rounds (plan, st1, st2, plan, ...; --rounds), each round's time the median of
+--reps calls; the row's time per variant is the median over rounds.
+
+    python research/probes/ws_stagger_ab.py [--rows dense,psum,decode] [--rounds 3] [--reps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import math
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "sweeps"))
+
+import sweep_fp8_configs as dense_sweep  # noqa: E402  (puts the repository and benchmarks/ first on sys.path)
+import sweep_moe_schedule as moe  # noqa: E402
+
+from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
+
+LEVELS = {"st1": 1, "st2": 2}
+DENSE_ROWS = [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536), (4096, 7168, 2048), (4096, 2112, 7168)]
+DECODE_ROWS = [(32, 192, 6144, 7168), (6, 1024, 4096, 4096), (32, 20, 7168, 3072)]
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", default="dense,psum,decode")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10)
+    return ap.parse_args(argv)
+
+
+def dense_row(m, n, k):
+    """(name, flops, {variant: call}, check, valid) of one dense 1D2D row; every variant writes its own D."""
+    row = dense_sweep.Row("dense4096", m, n, k, False)
+    calls = {"plan": row.call("plan", None)}
+    calls.update({v: row.call(v, Fp8Overrides(stagger=s)) for v, s in LEVELS.items()})
+    return (f"dense M={m} N={n} K={k}", 2 * m * n * k, calls, lambda v: row.check(v, calls[v]), row.out)
+
+
+def moe_rows(kinds):
+    moe.VARIANTS.update({v: dict(stagger=s) for v, s in LEVELS.items()})
+    moe.IDS_VARIANTS[:] = ["plan", *LEVELS]
+    out = []
+    if "psum" in kinds:
+        out += list(moe.psum_rows(["plan", *LEVELS]))
+    if "decode" in kinds:
+        moe.bench.MOE_MASKED[:] = DECODE_ROWS
+        out += list(moe.masked_rows(["plan", *LEVELS], True))
+    # (sweep_moe_schedule's rows share one D per row: check and capture right after each variant's call)
+    return [(name, flops, calls, (lambda v, check=check, calls=calls: (calls[v](), check())[1]),
+             (lambda v, valid=valid: valid())) for name, flops, calls, check, valid in out]
+
+
+def main(argv=None):
+    args = parse(argv)
+    import torch
+    torch.manual_seed(0)
+    kinds = args.rows.split(",")
+    rows = ([dense_row(*s) for s in DENSE_ROWS] if "dense" in kinds else []) + moe_rows(kinds)
+    timer = moe.KernelTimer(reps=args.reps)
+    t0 = time.time()
+    errors = {}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:  # first calls: compiles and register-budget builds
+        futures = {pool.submit(fn): (name, v) for name, _, calls, _, _ in rows for v, fn in calls.items()}
+        for f in concurrent.futures.as_completed(futures):
+            if f.exception() is not None:
+                errors[futures[f]] = repr(f.exception())[:300]
+    torch.cuda.synchronize()
+    print(f"compiled in {time.time() - t0:.0f} s; {len(errors)} variant calls failed", flush=True)
+    for key, err in errors.items():
+        print(f" ! {key}: {err}")
+    ratios = {}
+    for name, flops, calls, check, valid in rows:
+        live = [v for v in calls if (name, v) not in errors]
+        flags, outs = {}, {}
+        for v in live:
+            diff = check(v)
+            outs[v] = valid(v).clone()
+            base = outs.get("ids" if v.startswith("ids") else "plan")
+            flags[v] = ("" if diff < moe.bench.CORRECTNESS_LIMIT else " WRONG") + (
+                "" if base is None or torch.equal(outs[v], base) else " DIFF")
+        rounds = {v: [] for v in live}
+        for _ in range(args.rounds):
+            for v in live:
+                rounds[v].append(timer(calls[v]))
+        us = {v: statistics.median(t) for v, t in rounds.items()}
+        parts = []
+        for v in live:
+            ref = us.get("ids" if v.startswith("ids") else "plan")
+            r = ref / us[v] if ref else float("nan")
+            ratios.setdefault((name.split()[0], v), []).append(r)
+            parts.append(f"{v} {us[v]:8.1f}{flags[v]} ({r:.3f}x, {flops / us[v] / 1e6:.0f} TF)")
+        print(f"{name:34s} " + "  ".join(parts), flush=True)
+    print("geomean base / variant (base: plan, or ids for ids_*):")
+    for (kind, v), rs in sorted(ratios.items()):
+        if v not in ("plan", "ids"):
+            gm = math.exp(sum(map(math.log, rs)) / len(rs))
+            print(f"  {kind:12s} {v:9s} {gm:.3f}x over {len(rs)} rows (min {min(rs):.3f}x, max {max(rs):.3f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Staggered consumer warpgroups on the warp-specialised FP8 kernel's two-wave tiles (Fp8Overrides.stagger;
+fp8_gemm_ws._mainloop_two_waves: warpgroup 1 issues a K block's first wave only after warpgroup 0's has completed,
+at a tile's first block (1) or every block (2)). Only the issue order changes, so every level computes the same bits
+as the unstaggered kernel, on shapes that cover what the extra barrier could get wrong: a tile of one K block,
+fewer K blocks than ring stages, partial tiles in M and N, several tiles per CTA, empty groups and tiles with no
+rows (whose K loops both warpgroups skip). Skipped without CUDA."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from deep_gemm.testing import calc_diff
+
+from test_fp8_gemm_gpu import (TOL, _check_masked, _contiguous, _gemm, _grouped_b, _masked_a, _operands, _ref,
+                               _spy_ws_launches, _ws)
+from triton_harness import run_forced
+
+pytestmark = pytest.mark.gpu
+
+LEVELS = (0, 1, 2)
+# Two-wave variants: 128 x 256 (waves along N) and 256 x 128 (waves along M)
+VARIANTS = [dict(waves=2, wave_n=True, stages=4), dict(waves=2, stages=3)]
+
+
+def _staggers(calls):
+    return [args[0].ws.stagger for args in calls]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k", [(129, 320, 128), (300, 576, 384), (4096, 2112, 7168), (8000, 200, 256),
+                                   (37, 4096, 1536)])
+def test_dense_stagger_levels_compute_the_same_bits(monkeypatch, variant, m, n, k):
+    calls = _spy_ws_launches(monkeypatch)
+    a, b = _operands(m, n, k)
+    outs = []
+    for level in LEVELS:
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        _gemm(a, b, d, overrides=_ws(stagger=level, **variant))
+        outs.append(d)
+    assert _staggers(calls) == list(LEVELS)
+    assert calc_diff(outs[0], _ref(a, b)) < TOL
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("ms,n,k", [([3000, 0, 129, 1, 700], 4096, 1024), ([5] * 40, 576, 384)])
+def test_m_grouped_stagger_levels_compute_the_same_bits(monkeypatch, psum, ms, n, k):
+    calls = _spy_ws_launches(monkeypatch)
+    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
+    outs = []
+    for level in LEVELS:
+        d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, ends if psum else ids,
+                   use_psum_layout=psum, overrides=_ws(waves=2, wave_n=True, stagger=level))
+        outs.append(d)
+    assert _staggers(calls) == list(LEVELS)
+    for g, (s, e) in enumerate(zip(starts, stops)):
+        if e > s:
+            assert calc_diff(outs[0][s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
+    assert all(torch.equal(outs[0].nan_to_num(7.0), o.nan_to_num(7.0)) for o in outs[1:])
+
+
+def test_masked_stagger_levels_compute_the_same_bits(monkeypatch):
+    calls = _spy_ws_launches(monkeypatch)
+    random.seed(3)
+    g, max_m, n, k = 6, 384, 448, 2048
+    masked = [0, max_m, 1, *(random.randint(1, max_m) for _ in range(g - 3))]
+    a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
+    mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    outs = []
+    for level in LEVELS:
+        d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm, 200,
+                   overrides=_ws(waves=2, wave_n=True, stagger=level))
+        outs.append(d)
+    assert _staggers(calls) == list(LEVELS)
+    _check_masked(a, b, outs[0], masked)
+    assert all(torch.equal(outs[0].nan_to_num(7.0), o.nan_to_num(7.0)) for o in outs[1:])
