@@ -14,15 +14,21 @@ import torch
 
 from deep_gemm.testing import calc_diff
 
-from test_fp8_gemm_gpu import (TOL, _check_masked, _contiguous, _gemm, _grouped_b, _masked_a, _operands, _ref,
-                               _spy_ws_launches, _ws)
+from test_fp8_gemm_gpu import (TOL, _check_masked, _contiguous, _forced_config, _gemm, _grouped_b, _masked_a,
+                               _operands, _ref, _spy_ws_launches)
 from triton_harness import run_forced
 
 pytestmark = pytest.mark.gpu
 
 LEVELS = (0, 1, 2)
 # Two-wave variants: 128 x 256 (waves along N) and 256 x 128 (waves along M)
-VARIANTS = [dict(waves=2, wave_n=True, stages=4), dict(waves=2, stages=3)]
+VARIANTS = [dict(waves=2, wave_n=True, narrow=128, stages=4), dict(waves=2, stages=3)]
+TILE_128X256 = dict(waves=2, wave_n=True, narrow=128)
+
+
+def _forced(level, **variant):
+    """The warp-specialised kernel on 128 x 128 waves (whatever the heuristic's config), at a stagger level."""
+    return _forced_config(128, 128, 1, ws_mode="on", stagger=level, **variant)
 
 
 def _staggers(calls):
@@ -38,7 +44,7 @@ def test_dense_stagger_levels_compute_the_same_bits(monkeypatch, variant, m, n, 
     outs = []
     for level in LEVELS:
         d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        _gemm(a, b, d, overrides=_ws(stagger=level, **variant))
+        _gemm(a, b, d, overrides=_forced(level, **variant))
         outs.append(d)
     assert _staggers(calls) == list(LEVELS)
     assert calc_diff(outs[0], _ref(a, b)) < TOL
@@ -54,7 +60,7 @@ def test_m_grouped_stagger_levels_compute_the_same_bits(monkeypatch, psum, ms, n
     for level in LEVELS:
         d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
         run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, ends if psum else ids,
-                   use_psum_layout=psum, overrides=_ws(waves=2, wave_n=True, stagger=level))
+                   use_psum_layout=psum, overrides=_forced(level, **TILE_128X256))
         outs.append(d)
     assert _staggers(calls) == list(LEVELS)
     for g, (s, e) in enumerate(zip(starts, stops)):
@@ -74,7 +80,7 @@ def test_masked_stagger_levels_compute_the_same_bits(monkeypatch):
     for level in LEVELS:
         d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm, 200,
-                   overrides=_ws(waves=2, wave_n=True, stagger=level))
+                   overrides=_forced(level, **TILE_128X256))
         outs.append(d)
     assert _staggers(calls) == list(LEVELS)
     _check_masked(a, b, outs[0], masked)
