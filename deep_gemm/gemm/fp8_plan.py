@@ -139,9 +139,13 @@ UNIFORM_TILES = True
 UNIFORM_K_GROUPED = True
 # Two-wave 1D2D tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
 # completed (1: the tile's first block, 2: every block; 0: off), so that the two warpgroups' promotions do not fall
-# together while the tensor core idles (fp8_gemm_ws._mainloop_two_waves). Not measured yet: off by default.
+# together while the tensor core idles (fp8_gemm_ws._mainloop_two_waves); per layout (GROUPING names). Measured
+# (research/probes/ws_stagger_ab.py, H200 2026-12-03, one process, research/results/2026-12-03-h200-s31-call2/):
+# dense M=4096 rows 0.991x / 0.994x geomean at levels 1 / 2 (0.962-1.018x), expert ids 1.006x / 0.983x, psum
+# 1.027x / 1.018x (every row 1.017-1.039x at level 1, which closed psum's gap to the expert-id layout of the same
+# problems), decode through psum 1.012x / 0.999x. Level 1 for psum pending its confirmation run (call 3).
 # Fp8Overrides.stagger forces a level.
-STAGGER = 0
+STAGGER = {"m_psum": 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -169,7 +173,7 @@ class Fp8Overrides:
     # Psum / masked / K-grouped layouts on the warp-specialised kernel: layout values marked warp-uniform
     # (UNIFORM_TILES; K-grouped: UNIFORM_K_GROUPED)
     uniform_tiles: bool | None = None
-    # Two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER: 0, 1 or 2)
+    # Two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (0, 1 or 2; default: STAGGER per layout)
     stagger: int | None = None
 
     def __post_init__(self):
@@ -540,7 +544,8 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     uniform = (UNIFORM_K_GROUPED if k_grouped else UNIFORM_TILES) if overrides.uniform_tiles is None else (
         overrides.uniform_tiles)
     uniform = uniform and (layout is not None or k_grouped)
-    stagger = STAGGER if overrides.stagger is None else overrides.stagger
+    layout_name = next(name for name, value in GROUPING.items() if value == grouping)
+    stagger = STAGGER.get(layout_name, 0) if overrides.stagger is None else overrides.stagger
     stagger = stagger if waves == 2 and not split_tile and not call.b_per_row else 0  # (_mainloop_two_waves only)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
                   walk, uniform, stagger)

@@ -13,7 +13,9 @@ its `plan` (`ids_st*` to `ids`).
 Variants are timed in interleaved rounds (plan, st1, st2, plan, ...; --rounds), each round's time the median of
 --reps calls; the row's time per variant is the median over rounds.
 
-    python research/probes/ws_stagger_ab.py [--rows dense,psum,decode] [--rounds 3] [--reps 10]
+`plan` is the shipped plan (fp8_plan.STAGGER's level for the layout); st0 / st1 / st2 force a level.
+
+    python research/probes/ws_stagger_ab.py [--rows dense,psum,decode] [--rounds 3] [--reps 10] [--levels st0,st1]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sweep_moe_schedule as moe  # noqa: E402
 
 from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
 
-LEVELS = {"st1": 1, "st2": 2}
+LEVELS = {"st0": 0, "st1": 1, "st2": 2}
 DENSE_ROWS = [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536), (4096, 7168, 2048), (4096, 2112, 7168)]
 DECODE_ROWS = [(32, 192, 6144, 7168), (6, 1024, 4096, 4096), (32, 20, 7168, 3072)]
 
@@ -44,26 +46,27 @@ def parse(argv=None):
     ap.add_argument("--rows", default="dense,psum,decode")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--levels", default=",".join(LEVELS), help="forced levels to time next to the plan")
     return ap.parse_args(argv)
 
 
-def dense_row(m, n, k):
+def dense_row(levels, m, n, k):
     """(name, flops, {variant: call}, check, valid) of one dense 1D2D row; every variant writes its own D."""
     row = dense_sweep.Row("dense4096", m, n, k, False)
     calls = {"plan": row.call("plan", None)}
-    calls.update({v: row.call(v, Fp8Overrides(stagger=s)) for v, s in LEVELS.items()})
+    calls.update({v: row.call(v, Fp8Overrides(stagger=LEVELS[v])) for v in levels})
     return (f"dense M={m} N={n} K={k}", 2 * m * n * k, calls, lambda v: row.check(v, calls[v]), row.out)
 
 
-def moe_rows(kinds):
-    moe.VARIANTS.update({v: dict(stagger=s) for v, s in LEVELS.items()})
-    moe.IDS_VARIANTS[:] = ["plan", *LEVELS]
+def moe_rows(kinds, levels):
+    moe.VARIANTS.update({v: dict(stagger=LEVELS[v]) for v in levels})
+    moe.IDS_VARIANTS[:] = ["plan", *levels]
     out = []
     if "psum" in kinds:
-        out += list(moe.psum_rows(["plan", *LEVELS]))
+        out += list(moe.psum_rows(["plan", *levels]))
     if "decode" in kinds:
         moe.bench.MOE_MASKED[:] = DECODE_ROWS
-        out += list(moe.masked_rows(["plan", *LEVELS], True))
+        out += list(moe.masked_rows(["plan", *levels], True))
     # (sweep_moe_schedule's rows share one D per row: check and capture right after each variant's call)
     return [(name, flops, calls, (lambda v, check=check, calls=calls: (calls[v](), check())[1]),
              (lambda v, valid=valid: valid())) for name, flops, calls, check, valid in out]
@@ -73,8 +76,8 @@ def main(argv=None):
     args = parse(argv)
     import torch
     torch.manual_seed(0)
-    kinds = args.rows.split(",")
-    rows = ([dense_row(*s) for s in DENSE_ROWS] if "dense" in kinds else []) + moe_rows(kinds)
+    kinds, levels = args.rows.split(","), args.levels.split(",")
+    rows = ([dense_row(levels, *s) for s in DENSE_ROWS] if "dense" in kinds else []) + moe_rows(kinds, levels)
     timer = moe.KernelTimer(reps=args.reps)
     t0 = time.time()
     errors = {}
