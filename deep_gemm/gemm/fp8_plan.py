@@ -140,10 +140,10 @@ UNIFORM_K_GROUPED = True
 # Two-wave 1D2D tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
 # completed (1: the tile's first block, 2: every block; 0: off), so that the two warpgroups' promotions do not fall
 # together while the tensor core idles (fp8_gemm_ws._mainloop_two_waves); per layout (GROUPING names). Measured
-# (research/probes/ws_stagger_ab.py, H200 2026-12-03, one process, research/results/2026-12-03-h200-s31-call2/):
+# (research/probes/ws_stagger_ab.py, H200 2026-12-03, one process, research/results/2026-12-03-h200-s31-call1/):
 # dense M=4096 rows 0.991x / 0.994x geomean at levels 1 / 2 (0.962-1.018x), expert ids 1.006x / 0.983x, psum
 # 1.027x / 1.018x (every row 1.017-1.039x at level 1, which closed psum's gap to the expert-id layout of the same
-# problems), decode through psum 1.012x / 0.999x. Level 1 for psum pending its confirmation run (call 3).
+# problems), decode through psum 1.012x / 0.999x. Level 1 for psum pending its confirmation run (call 2).
 # Fp8Overrides.stagger forces a level.
 STAGGER = {"m_psum": 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
