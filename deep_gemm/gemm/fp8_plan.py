@@ -140,11 +140,17 @@ UNIFORM_K_GROUPED = True
 # Two-wave 1D2D tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
 # completed (1: the tile's first block, 2: every block; 0: off), so that the two warpgroups' promotions do not fall
 # together while the tensor core idles (fp8_gemm_ws._mainloop_two_waves); per layout (GROUPING names). Measured
-# (research/probes/ws_stagger_ab.py, H200 2026-12-03, one process, research/results/2026-12-03-h200-s31-call1/):
-# dense M=4096 rows 0.991x / 0.994x geomean at levels 1 / 2 (0.962-1.018x), expert ids 1.006x / 0.983x, psum
-# 1.027x / 1.018x (every row 1.017-1.039x at level 1, which closed psum's gap to the expert-id layout of the same
-# problems), decode through psum 1.012x / 0.999x. Level 1 for psum pending its confirmation run (call 2).
-# Fp8Overrides.stagger forces a level.
+# with research/probes/ws_stagger_ab.py (H200 2026-12-03, one process, interleaved rounds; each ratio is the
+# unstaggered time over the staggered one):
+# - call 1 (research/results/2026-12-03-h200-s31-call1/): dense M=4096 rows 0.991x / 0.994x geomean at levels
+#   1 / 2 (0.962-1.018x), expert ids 1.006x / 0.983x, psum 1.027x / 1.018x (level 1: every row 1.017-1.039x),
+#   decode through psum 1.012x / 0.999x;
+# - call 2 (...-s31-call2/, psum at level 1 by default, 5 rounds): psum 1.044x (every row 1.024-1.061x), decode
+#   through psum 1.014x (G=32 m=192: 1.040x, as in call 1), expert ids at level 1 1.005x; DeepGEMM's psum rows in
+#   the same call 0.881x (0.854x in session 30), its expert-id rows 0.876x (0.878x).
+# So level 1 pays on psum layouts only: the phase it sets at a tile's start persists through the tile's K loop, and
+# on dense tiles that phase was slower (the two K=7168 / 16384 rows 0.975x / 0.962x). Why the layouts differ is
+# not known. Fp8Overrides.stagger forces a level.
 STAGGER = {"m_psum": 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
