@@ -436,11 +436,11 @@ def test_uniform_tiles_reaches_k_grouped_plans_on_by_default():
         assert replace(on.ws, uniform=False) == off.ws and on.grid == off.grid and on.config == off.config
 
 
-def test_stagger_is_planned_for_two_wave_1d2d_tiles_only():
+def test_stagger_is_planned_for_two_wave_tiles_only():
     """Fp8Overrides.stagger (warpgroup 1 issues a K block's first wave after warpgroup 0's has completed,
-    fp8_gemm_ws._mainloop_two_waves) reaches the two-wave 1D2D plans of every layout that has them, and no other
-    variant (one-wave, split 128 x 192 tiles, 1D1D, K-grouped); the default is fp8_plan.STAGGER's level for the
-    layout; it changes nothing else of the plan; a level other than 0, 1, 2 is refused."""
+    fp8_gemm_ws._stagger_wait) reaches the two-wave plans of every layout (1D2D and 1D1D scales), and no other
+    variant (one-wave, split 128 x 192 tiles); the default is fp8_plan.STAGGER's level for the layout; it changes
+    nothing else of the plan; a level other than 0, 1, 2 is refused."""
     from dataclasses import replace
 
     from deep_gemm.gemm import fp8_plan
@@ -448,13 +448,13 @@ def test_stagger_is_planned_for_two_wave_1d2d_tiles_only():
     two_wave = {"dense": Fp8Call(GROUPING["dense"], 4096, 4096, 7168, 1, 132),
                 "m_ids": Fp8Call(GROUPING["m_ids"], 8 * 4096, 4096, 2048, 8, 132),
                 "m_psum": Fp8Call(GROUPING["m_psum"], 8 * 4096, 4096, 2048, 8, 132, zero_gaps=False),
-                "masked": Fp8Call(GROUPING["masked"], 4096, 4096, 4096, 6, 132, expected_m=1228)}
+                "masked": Fp8Call(GROUPING["masked"], 4096, 4096, 4096, 6, 132, expected_m=1228),
+                "k_grouped": Fp8Call(GROUPING["k_grouped"], 4096, 7168, 34304, 4, 132, b_per_row=True, has_c=True,
+                                     out_bytes=4, c_tma=True)}
+    wgrad = Fp8Call(GROUPING["dense"], 4096, 4096, 7168, 1, 132, b_per_row=True, has_c=True, out_bytes=4, c_tma=True)
     others = {"one-wave": (two_wave["dense"], dict(waves=1)),
-              "split 128 x 192": (two_wave["dense"], dict(waves=2, wave_n=True, narrow=64)),
-              "1D1D": (Fp8Call(GROUPING["dense"], 4096, 4096, 7168, 1, 132, b_per_row=True, has_c=True,
-                               out_bytes=4, c_tma=True), {}),
-              "K-grouped": (Fp8Call(GROUPING["k_grouped"], 4096, 7168, 34304, 4, 132, b_per_row=True, has_c=True,
-                                    out_bytes=4, c_tma=True), {})}
+              "split 128 x 192": (two_wave["dense"], dict(waves=2, wave_n=True, narrow=64))}
+    assert plan(wgrad, Fp8Overrides(stagger=2)).ws.stagger == 2  # (1D1D two-wave tiles: _mainloop_two_waves_1d1d)
     for kind, call in two_wave.items():
         base = plan(call)
         assert base.kernel == "ws" and base.ws.waves == 2 and not base.ws.split_tile, kind

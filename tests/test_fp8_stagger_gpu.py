@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from deep_gemm.testing import calc_diff
+from deep_gemm.utils import per_token_cast_to_fp8
 
 from test_fp8_gemm_gpu import (TOL, _check_masked, _contiguous, _forced_config, _gemm, _grouped_b, _masked_a,
                                _operands, _ref, _spy_ws_launches)
@@ -85,3 +86,47 @@ def test_masked_stagger_levels_compute_the_same_bits(monkeypatch):
     assert _staggers(calls) == list(LEVELS)
     _check_masked(a, b, outs[0], masked)
     assert all(torch.equal(outs[0].nan_to_num(7.0), o.nan_to_num(7.0)) for o in outs[1:])
+
+
+@pytest.mark.parametrize("m,n,k", [(129, 256, 208), (300, 448, 1024), (1000, 320, 7168), (4096, 4096, 2048)])
+def test_1d1d_stagger_levels_compute_the_same_bits(monkeypatch, m, n, k):
+    """1D1D (per-column B scales from shared memory, _mainloop_two_waves_1d1d), C = D as in the weight gradient."""
+    calls = _spy_ws_launches(monkeypatch)
+    a, b = _operands(m, n, k, per_row_b=True)
+    c = torch.randn(m, n, device="cuda")
+    outs = []
+    for level in LEVELS:
+        d = c.clone()
+        _gemm(a, b, d, c=d, recipe=(1, 1, 128), overrides=_forced(level, **TILE_128X256))
+        outs.append(d)
+    assert _staggers(calls) == list(LEVELS)
+    assert calc_diff(outs[0], _ref(a, b, (1, 128)) + c) < TOL
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
+@pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 208, [0, 128, 0, 640, 0])])
+def test_k_grouped_stagger_levels_compute_the_same_bits(monkeypatch, m, n, ks):
+    """K-grouped tn (MN-major operands, every group's K columns in turn), empty groups first, in the middle and
+    last: the tiles of an empty group run no K block, so neither warpgroup waits or arrives."""
+    calls = _spy_ws_launches(monkeypatch)
+    qa, qb = [], []
+    for kg in ks:
+        qa.append(per_token_cast_to_fp8(torch.randn(m, kg, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+                  if kg else None)
+        qb.append(per_token_cast_to_fp8(torch.randn(n, kg, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+                  if kg else None)
+    live = [i for i, kg in enumerate(ks) if kg]
+    a = (torch.cat([qa[i][0].T for i in live]).contiguous(), torch.cat([qa[i][1].T for i in live]).contiguous())
+    b = (torch.cat([qb[i][0].T for i in live]).contiguous(), torch.cat([qb[i][1].T for i in live]).contiguous())
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    c = torch.randn(len(ks), m, n, device="cuda")
+    outs = []
+    for level in LEVELS:
+        d = c.clone()
+        run_forced("k_grouped_fp8_gemm_tn_contiguous", a[0], a[1], b[0], b[1], d, ks, layout, c=d,
+                   overrides=_forced(level))
+        outs.append(d)
+    assert _staggers(calls) == list(LEVELS)
+    for i, kg in enumerate(ks):
+        assert calc_diff(outs[0][i], c[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0)) < TOL
+    assert all(torch.equal(outs[0], o) for o in outs[1:])

@@ -137,9 +137,9 @@ UNIFORM_TILES = True
 # benchmarks/shapes.K_GROUPED tn rows, research/results/2026-12-03-h200-s28-call1/kg_uniform_ab.log): 1.025x faster
 # geomean (2477 -> 2451, 2654 -> 2559, 1571 -> 1531 us), no row slower. Fp8Overrides.uniform_tiles forces either.
 UNIFORM_K_GROUPED = True
-# Two-wave 1D2D tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
+# Two-wave tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
 # completed (1: the tile's first block, 2: every block; 0: off), so that the two warpgroups' promotions do not fall
-# together while the tensor core idles (fp8_gemm_ws._mainloop_two_waves); per layout (GROUPING names). Measured
+# together while the tensor core idles (fp8_gemm_ws._stagger_wait); per layout (GROUPING names). Measured
 # with research/probes/ws_stagger_ab.py (H200 2026-12-03, one process, interleaved rounds; each ratio is the
 # unstaggered time over the staggered one):
 # - call 1 (research/results/2026-12-03-h200-s31-call1/): dense M=4096 rows 0.991x / 0.994x geomean at levels
@@ -179,7 +179,7 @@ class Fp8Overrides:
     # Psum / masked / K-grouped layouts on the warp-specialised kernel: layout values marked warp-uniform
     # (UNIFORM_TILES; K-grouped: UNIFORM_K_GROUPED)
     uniform_tiles: bool | None = None
-    # Two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (0, 1 or 2; default: STAGGER per layout)
+    # Two-wave tiles: warpgroup 1's waves follow warpgroup 0's (0, 1 or 2; default: STAGGER per layout)
     stagger: int | None = None
 
     def __post_init__(self):
@@ -239,7 +239,7 @@ class WsPlan:
     walk: bool = False  # psum / masked: tiles found by the carried walk (TILE_WALK), not the per-tile scan
     uniform: bool = False  # psum / masked / K-grouped: the layout's values marked warp-uniform (UNIFORM_TILES,
     # UNIFORM_K_GROUPED)
-    stagger: int = 0  # two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER)
+    stagger: int = 0  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER)
 
 
 @dataclass(frozen=True)
@@ -552,7 +552,7 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     uniform = uniform and (layout is not None or k_grouped)
     layout_name = next(name for name, value in GROUPING.items() if value == grouping)
     stagger = STAGGER.get(layout_name, 0) if overrides.stagger is None else overrides.stagger
-    stagger = stagger if waves == 2 and not split_tile and not call.b_per_row else 0  # (_mainloop_two_waves only)
+    stagger = stagger if waves == 2 and not split_tile else 0  # (the two-wave mainloops: fp8_gemm_ws._stagger_wait)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
                   walk, uniform, stagger)
 

@@ -1,7 +1,8 @@
 """A/B of Fp8Overrides.stagger (fp8_gemm_ws._mainloop_two_waves: warpgroup 1 issues wave 0 of a K block only after
 warpgroup 0's wave 0 of that block completed; 1 = a tile's first block, 2 = every block) on the two-wave 1D2D rows:
-DeepGEMM's dense M=4096 rows, its psum contiguous rows and the same problems in the expert-id layout, and its masked
-decode rows through the psum layout. One process, one timer (harness.KernelTimer: kernels only, L2 flushed).
+DeepGEMM's dense M=4096 rows, its psum contiguous rows and the same problems in the expert-id layout, its masked
+decode rows through the psum layout, and (1D1D scales, _mainloop_two_waves_1d1d) its weight-gradient rows and the
+benchmark's K-grouped tn rows. One process, one timer (harness.KernelTimer: kernels only, L2 flushed).
 
 Hypothesis (session 31): both consumer warpgroups wait for the same stage and issue their waves together; sharing the
 tensor core, they finish together and promote together while it idles, twice per K block (two waves), which fits
@@ -15,7 +16,8 @@ Variants are timed in interleaved rounds (plan, st1, st2, plan, ...; --rounds), 
 
 `plan` is the shipped plan (fp8_plan.STAGGER's level for the layout); st0 / st1 / st2 force a level.
 
-    python research/probes/ws_stagger_ab.py [--rows dense,psum,decode] [--rounds 3] [--reps 10] [--levels st0,st1]
+    python research/probes/ws_stagger_ab.py [--rows dense,psum,decode,wgrad,k_grouped] [--rounds 3] [--reps 10]
+        [--levels st0,st1]
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "sweeps"))
 
 import sweep_fp8_configs as dense_sweep  # noqa: E402  (puts the repository and benchmarks/ first on sys.path)
 import sweep_moe_schedule as moe  # noqa: E402
+import ws_uniform_ab  # noqa: E402
 
 from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
 
 LEVELS = {"st0": 0, "st1": 1, "st2": 2}
 DENSE_ROWS = [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536), (4096, 7168, 2048), (4096, 2112, 7168)]
 DECODE_ROWS = [(32, 192, 6144, 7168), (6, 1024, 4096, 4096), (32, 20, 7168, 3072)]
+WGRAD_ROWS = [(4096, 4096, 7168), (7168, 4096, 16384), (2112, 4096, 7168)]  # DeepGEMM's 1D1D rows
 
 
 def parse(argv=None):
@@ -50,12 +54,25 @@ def parse(argv=None):
     return ap.parse_args(argv)
 
 
-def dense_row(levels, m, n, k):
-    """(name, flops, {variant: call}, check, valid) of one dense 1D2D row; every variant writes its own D."""
-    row = dense_sweep.Row("dense4096", m, n, k, False)
+def dense_row(levels, m, n, k, wgrad=False):
+    """(name, flops, {variant: call}, check, valid) of one dense row, 1D2D or (wgrad) 1D1D with C = D in FP32;
+    every variant writes its own D."""
+    row = dense_sweep.Row("wgrad" if wgrad else "dense4096", m, n, k, wgrad)
     calls = {"plan": row.call("plan", None)}
     calls.update({v: row.call(v, Fp8Overrides(stagger=LEVELS[v])) for v in levels})
-    return (f"dense M={m} N={n} K={k}", 2 * m * n * k, calls, lambda v: row.check(v, calls[v]), row.out)
+    return (f"{'wgrad' if wgrad else 'dense'} M={m} N={n} K={k}", 2 * m * n * k, calls,
+            lambda v: row.check(v, calls[v]), row.out)
+
+
+def k_grouped_rows(levels):
+    """benchmarks/shapes.K_GROUPED through k_grouped_fp8_gemm_tn_contiguous (1D1D two-wave tiles), one D per row."""
+    variants = {"plan": None, **{v: Fp8Overrides(stagger=LEVELS[v]) for v in levels}}
+    out = []
+    for shape in moe.shapes.K_GROUPED:
+        name, flops, calls, check, valid = ws_uniform_ab._k_grouped_row(*shape, variants=variants)
+        out.append((name, flops, calls, (lambda v, check=check, calls=calls: (calls[v](), check())[1]),
+                    (lambda v, valid=valid: valid())))
+    return out
 
 
 def moe_rows(kinds, levels):
@@ -78,6 +95,8 @@ def main(argv=None):
     torch.manual_seed(0)
     kinds, levels = args.rows.split(","), args.levels.split(",")
     rows = ([dense_row(levels, *s) for s in DENSE_ROWS] if "dense" in kinds else []) + moe_rows(kinds, levels)
+    rows += [dense_row(levels, *s, wgrad=True) for s in WGRAD_ROWS] if "wgrad" in kinds else []
+    rows += k_grouped_rows(levels) if "k_grouped" in kinds else []
     timer = moe.KernelTimer(reps=args.reps)
     t0 = time.time()
     errors = {}

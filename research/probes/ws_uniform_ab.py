@@ -139,8 +139,9 @@ def tables(rows):
     return out
 
 
-def _k_grouped_row(g, m, n, k_per_group):
-    """(name, flops, {plan, uni}, check, valid) of one K-grouped tn row (bench_fp8_gemm's operands)."""
+def _k_grouped_row(g, m, n, k_per_group, variants=None):
+    """(name, flops, {variant: call}, check, valid) of one K-grouped tn row (bench_fp8_gemm's operands); `variants`
+    maps names to Fp8Overrides (None: the plan), default plan and uni."""
     import torch
 
     from deep_gemm.gemm.fp8_plan import Fp8Overrides
@@ -152,7 +153,9 @@ def _k_grouped_row(g, m, n, k_per_group):
     def call(ov):
         return lambda: sweep.run_launcher("k_grouped_fp8_gemm_tn_contiguous", a[0], a[1], b[0], b[1], d, ks, layout,
                                           c=c, launcher_kwargs=sweep._kwargs(ov))
-    calls = {"plan": call(None), "uni": call(Fp8Overrides(uniform_tiles=True))}
+    if variants is None:
+        variants = {"plan": None, "uni": Fp8Overrides(uniform_tiles=True)}
+    calls = {v: call(ov) for v, ov in variants.items()}
     expected = bench.k_grouped_reference(a, b, ks, layout, g, m, n)
     return (f"k_grouped G={g} M={m} N={n} sumK={sum(ks)}", 2 * m * n * sum(ks), calls,
             lambda: bench.calc_diff(d, expected), lambda: d)

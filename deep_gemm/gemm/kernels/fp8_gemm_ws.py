@@ -431,6 +431,29 @@ def _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows
 
 
 @gluon.jit
+def _stagger_wait(stagger, stage, phase, kb, WG: gl.constexpr, STAGGER: gl.constexpr):
+    """Two-wave tiles, before a K block's first wgmma (Fp8Overrides.stagger; 0 = off). The two warpgroups wait for
+    the same stage and would issue their waves at the same moment, so, sharing the tensor core, finish them together
+    and promote together while it idles. Staggered, warpgroup 1 issues wave 0 of a block only after warpgroup 0's
+    wave 0 of that block has completed (1: the tile's first block only, 2: every block); the phase this sets
+    persists through the K loop. Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0
+    (_stagger_arrive), so that barrier's phases follow the stage ring's: warpgroup 0 cannot complete a stage's next
+    phase before warpgroup 1 has released the stage, so warpgroup 1's parity wait never sees a phase too far."""
+    if STAGGER > 0 and WG == 1:
+        if STAGGER == 2:
+            mbarrier.wait(stagger.index(stage), phase)
+        elif kb == 0:
+            mbarrier.wait(stagger.index(stage), phase)
+
+
+@gluon.jit
+def _stagger_arrive(stagger, stage, WG: gl.constexpr, STAGGER: gl.constexpr):
+    """Warpgroup 0, after a K block's first wave completed: what _stagger_wait waits for."""
+    if STAGGER > 0 and WG == 0:
+        mbarrier.arrive(stagger.index(stage), count=1)
+
+
+@gluon.jit
 def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_cols0, sfb_cols1, row_ok0, row_ok1,
                         wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, sa0, sb0, x1, A_ROW0: gl.constexpr,
                         BN: gl.constexpr, STAGES: gl.constexpr, WAVE_N: gl.constexpr, MMA: gl.constexpr,
@@ -445,14 +468,7 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
 
     (sa0, sb0, x1): the first block's scales (x1: the second wave's sb1, or sa1 for waves along M), loaded by the
     caller (_first_block_scales, before the previous tile's epilogue where it pays: _next_first_scales); each block
-    prefetches the next block's while its wgmma runs.
-
-    STAGGER (Fp8Overrides.stagger; 0 = off): the two warpgroups wait for the same stage and issue their waves at the
-    same moment, so, sharing the tensor core, they finish them together and promote together while the tensor
-    core idles. Staggered, warpgroup 1 issues wave 0 of a block only after warpgroup 0's wave 0 of that block has
-    completed (1: the tile's first block only, 2: every block), so one warpgroup promotes while the other's wgmma
-    runs alone. Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0, so its phases
-    follow the stage ring's and stay within one phase of warpgroup 1's waits."""
+    prefetches the next block's while its wgmma runs. STAGGER: _stagger_wait."""
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     if WAVE_N:
@@ -464,11 +480,7 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         a_tile = a_bufs.index(stage)
         b_tile = b_bufs.index(stage)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        if STAGGER > 0 and WG == 1:
-            if STAGGER == 2:
-                mbarrier.wait(stagger.index(stage), (it // STAGES) & 1)
-            elif kb == 0:
-                mbarrier.wait(stagger.index(stage), (it // STAGES) & 1)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
         # Next block's scales while the wgmma runs (zeros past the last block).
@@ -480,8 +492,7 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         else:
             na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & nxt, other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        if STAGGER > 0 and WG == 0:
-            mbarrier.arrive(stagger.index(stage), count=1)
+        _stagger_arrive(stagger, stage, WG, STAGGER)
         acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)
         if WAVE_N:
             part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(BN, BN, dim=0).permute((1, 0)),
@@ -570,12 +581,13 @@ def _walk_first_scales(sfa_ptr, sfb_ptr, unit, num_units, g, g_first, layout_ptr
 
 @gluon.jit
 def _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, row_ok, num_kb, it, stride_sfa_k,
-                             A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr):
+                             A_ROW0: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr,
+                             stagger=None, WG: gl.constexpr = 0, STAGGER: gl.constexpr = 0):
     """The two-wave (128 x 2BN, waves along N) mainloop for 1D1D scales: B is scaled per column, so each
     promotion needs BN / 4 = 32 column scales per thread. Prefetching them into registers as the 1D2D loop does
     with its one scalar would not fit next to two accumulators and a partial; the producer stages them in shared
     memory with the operands instead (`sfb_bufs`, one TILE_N vector per stage), and each wave reads its slice right
-    before its promotion. The stage is released after the second wave's read."""
+    before its promotion. The stage is released after the second wave's read. STAGGER: _stagger_wait."""
     COLS: gl.constexpr = gl.SliceLayout(0, MMA)
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
@@ -586,11 +598,13 @@ def _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, r
         b_tile = b_bufs.index(stage)
         sb_tile = sfb_bufs.index(stage)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
         part = warpgroup_mma(a_tile, b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
         # Next block's A scales while the wgmma runs (zeros past the last block).
         na = gl.load(sfa_rows + (kb + 1) * stride_sfa_k, mask=row_ok & (kb + 1 < num_kb), other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+        _stagger_arrive(stagger, stage, WG, STAGGER)
         sb = sb_tile.slice(0, BN).load(COLS)
         acc0 = acc0 + part * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
         part = warpgroup_mma(a_tile, b_tile.slice(BN, BN, dim=0).permute((1, 0)),
@@ -892,7 +906,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
             if expert >= 0:
                 if SFB_SMEM:
                     acc0, acc1, it = _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, row_ok,
-                                                              num_kb, it, stride_sfa_k, A_ROW0, BN, STAGES, MMA)
+                                                              num_kb, it, stride_sfa_k, A_ROW0, BN, STAGES, MMA,
+                                                              stagger, WG, STAGGER)
                 else:
                     if not PREFETCH_FIRST:
                         f_sa0, f_sb0, f_x1 = _first_block_scales(sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok,
@@ -947,7 +962,7 @@ def _fp8_gemm_ws_kernel(
         KG_DESC: gl.constexpr = False,  # K-grouped: A and B as per-group blocks, descriptors built per tile
         WALK: gl.constexpr = False,  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
         UNIFORM: gl.constexpr = False,  # M_PSUM / MASKED / K_GROUPED: layout values marked warp-uniform
-        STAGGER: gl.constexpr = 0):  # two-wave 1D2D tiles: warpgroup 1's waves follow warpgroup 0's (_mainloop_two_waves)
+        STAGGER: gl.constexpr = 0):  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (_stagger_wait)
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -995,7 +1010,7 @@ def _fp8_gemm_ws_kernel(
         mbarrier.init(ready.index(i), count=_ready_arrivals(SFB_SMEM or SCALES_SMEM))
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
     if STAGGER > 0:
-        gl.static_assert(WAVES == 2 and not SPLIT and not SFB_SMEM, "staggered warpgroups: two-wave 1D2D tiles")
+        gl.static_assert(WAVES == 2 and not SPLIT, "staggered warpgroups: two-wave tiles")
         stagger = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(STAGES):
             mbarrier.init(stagger.index(i), count=1)  # warpgroup 0's wave 0 of the block in stage i

@@ -170,7 +170,7 @@ def _masked(kernel, max_m, overrides=None, **ws):
     return case
 
 
-def _k_grouped(layout, m, kernel, in_place=None):
+def _k_grouped(layout, m, kernel, in_place=None, stagger=None):
     def case():
         n, ks = 320, [256, 0, 128]
         qa, qb = [], []
@@ -188,10 +188,12 @@ def _k_grouped(layout, m, kernel, in_place=None):
             b = (torch.cat([qb[i][0].T for i in live]).contiguous(), torch.cat([qb[i][1].T for i in live]).contiguous())
         d = torch.randn(len(ks), m, n, device=DEV)
         before = d.clone()
-        with _runs(kernel):
+        ws = {} if stagger is None else dict(stagger=stagger)
+        with _runs(kernel, **ws):
             run_launcher(f"k_grouped_fp8_gemm_{layout}_contiguous", a[0], a[1], b[0], b[1], d, ks,
                          torch.tensor(ks, dtype=torch.int32, device=DEV), d,
-                         launcher_kwargs=dict(overrides=Fp8Overrides(k_grouped_device_descriptors=in_place)))
+                         launcher_kwargs=dict(overrides=Fp8Overrides(k_grouped_device_descriptors=in_place,
+                                                                     stagger=stagger)))
         for i, kg in enumerate(ks):
             _close(d[i], before[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0), f"group {i}")
     return case
@@ -260,5 +262,6 @@ CASES = [
     ("k_grouped_nt_ws", _k_grouped("nt", 128, "ws", in_place=False)),
     ("k_grouped_nt_ws_device_descriptors", _k_grouped("nt", 128, "ws", in_place=True)),
     ("k_grouped_tn_ws", _k_grouped("tn", 256, "ws")),
+    ("k_grouped_tn_ws_stagger", _k_grouped("tn", 256, "ws", stagger=2)),
     ("k_grouped_nt_tl", _k_grouped("nt", 96, "tl")),
 ]
