@@ -31,8 +31,13 @@ def test_every_family_file_follows_the_convention():
 
 
 def test_fp8_cases_plan_the_kernel_they_name(monkeypatch):
+    from deep_gemm._triton.first_import import ensure_triton
     from deep_gemm.gemm import fp8_triton
     runner = _runner()
+    # Triton's tree, Gluon included, imported first under the interpreter setting triton was imported with: Gluon
+    # imported after the variable is gone asserts that tl's functions are JIT functions, which the interpreter's are
+    # not (this test failed after any earlier test that imported triton without Gluon).
+    ensure_triton()
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # plan as on the GPU (the Gluon kernel is eligible)
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
     monkeypatch.setattr(fp8_triton, "_execute", lambda p, call, **kwargs: None)
