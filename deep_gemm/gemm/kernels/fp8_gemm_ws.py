@@ -438,8 +438,10 @@ def _stagger_wait(stagger, stage, phase, kb, WG: gl.constexpr, STAGGER: gl.const
     wave 0 of that block has completed (1: the tile's first block only, 2: every block); the phase this sets
     persists through the K loop. Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0
     (_stagger_arrive), so that barrier's phases follow the stage ring's: warpgroup 0 cannot complete a stage's next
-    phase before warpgroup 1 has released the stage, so warpgroup 1's parity wait never sees a phase too far."""
-    if STAGGER > 0 and WG == 1:
+    phase before warpgroup 1 has released the stage, so warpgroup 1's parity wait never sees a phase too far.
+    (Level 3 is the opposite probe: the two warpgroups meet before each tile's K loop, in _consumer, and then
+    issue together.)"""
+    if (STAGGER == 1 or STAGGER == 2) and WG == 1:
         if STAGGER == 2:
             mbarrier.wait(stagger.index(stage), phase)
         elif kb == 0:
@@ -449,7 +451,7 @@ def _stagger_wait(stagger, stage, phase, kb, WG: gl.constexpr, STAGGER: gl.const
 @gluon.jit
 def _stagger_arrive(stagger, stage, WG: gl.constexpr, STAGGER: gl.constexpr):
     """Warpgroup 0, after a K block's first wave completed: what _stagger_wait waits for."""
-    if STAGGER > 0 and WG == 0:
+    if (STAGGER == 1 or STAGGER == 2) and WG == 0:
         mbarrier.arrive(stagger.index(stage), count=1)
 
 
@@ -903,6 +905,9 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
             col_ok1 = cols1 < N
             acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
             acc1 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
+            if STAGGER == 3:  # both warpgroups meet here once per tile (barrier 0 counts 2; one phase per tile)
+                mbarrier.arrive(stagger.index(0), count=1)
+                mbarrier.wait(stagger.index(0), tiles_done & 1)
             if expert >= 0:
                 if SFB_SMEM:
                     acc0, acc1, it = _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, row_ok,
@@ -1013,7 +1018,8 @@ def _fp8_gemm_ws_kernel(
         gl.static_assert(WAVES == 2 and not SPLIT, "staggered warpgroups: two-wave tiles")
         stagger = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(STAGES):
-            mbarrier.init(stagger.index(i), count=1)  # warpgroup 0's wave 0 of the block in stage i
+            # levels 1, 2: warpgroup 0's wave 0 of the block in stage i; level 3: both warpgroups (barrier 0)
+            mbarrier.init(stagger.index(i), count=2 if STAGGER == 3 else 1)
     else:
         stagger = ready
     # One epilogue staging buffer per consumer warpgroup (and one per warpgroup for split tiles' narrow wave);

@@ -251,6 +251,8 @@ CASES = [
                                                      narrow=64, walk=True)),
     ("m_grouped_psum_ws_walk_stagger", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, tile_walk=True,
                                                                       stagger=2, **WS), waves=2, stagger=2)),
+    ("m_grouped_ids_ws_stagger_meet", _m_grouped(False, "ws", _forced(waves=2, wave_n=True, stagger=3, **WS),
+                                                 waves=2, stagger=3)),
     # masked
     ("masked_tl_pointer_stores", _masked("tl", 96)),
     ("masked_ws_two_wave", _masked("ws", 128, _forced(waves=2, wave_n=True, **WS), waves=2)),
