@@ -138,19 +138,21 @@ UNIFORM_TILES = True
 # geomean (2477 -> 2451, 2654 -> 2559, 1571 -> 1531 us), no row slower. Fp8Overrides.uniform_tiles forces either.
 UNIFORM_K_GROUPED = True
 # Two-wave tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
-# completed (1: the tile's first block, 2: every block; 0: off), so that the two warpgroups' promotions do not fall
-# together while the tensor core idles (fp8_gemm_ws._stagger_wait); per layout (GROUPING names). Measured
-# with research/probes/ws_stagger_ab.py (H200 2026-12-03, one process, interleaved rounds; each ratio is the
-# unstaggered time over the staggered one):
-# - call 1 (research/results/2026-12-03-h200-s31-call1/): dense M=4096 rows 0.991x / 0.994x geomean at levels
-#   1 / 2 (0.962-1.018x), expert ids 1.006x / 0.983x, psum 1.027x / 1.018x (level 1: every row 1.017-1.039x),
-#   decode through psum 1.012x / 0.999x;
-# - call 2 (...-s31-call2/, psum at level 1 by default, 5 rounds): psum 1.044x (every row 1.024-1.061x), decode
-#   through psum 1.014x (G=32 m=192: 1.040x, as in call 1), expert ids at level 1 1.005x; DeepGEMM's psum rows in
-#   the same call 0.881x (0.854x in session 30), its expert-id rows 0.876x (0.878x).
-# So level 1 pays on psum layouts only: the phase it sets at a tile's start persists through the tile's K loop, and
-# on dense tiles that phase was slower (the two K=7168 / 16384 rows 0.975x / 0.962x). Why the layouts differ is
-# not known. Fp8Overrides.stagger forces a level.
+# completed (1: the tile's first block, 2: every block; 3: the opposite, both warpgroups meet before each tile's K
+# loop; 0: off), so that the two warpgroups' promotions do not fall together while the tensor core idles
+# (fp8_gemm_ws._stagger_wait); per layout (GROUPING names). Measured with research/probes/ws_stagger_ab.py (H200
+# 2026-12-03, one process, interleaved rounds; logs research/results/2026-12-03-h200-s31-call{1..4}/), as the
+# unstaggered time over the staggered one:
+# - psum, level 1, DeepGEMM's four rows: 1.027x, 1.044x and 1.040x geomean in three calls. The three K <= 4096 rows
+#   were 1.024-1.050x every time; the 6144 x 7168 row, which spreads up to 8 % within a process, 0.996-1.061x.
+#   Level 2: 1.018x. Decode through psum, level 1: 1.012x / 1.014x (G=32 m=192: 1.040x twice).
+# - Dense 1D2D, level 1: 0.991x / 0.994x over five M=4096 rows. The K=7168 / 16384 rows were 2.5-3.8 % slower
+#   every time, 4096 x 24576 x 1536 1.8-2.1 % faster. Levels 2, 3: 0.994x, 0.993x.
+# - Expert ids, level 1: 1.006x / 1.005x / 1.009x. 1D1D (wgrad): 0.978x. K-grouped: 0.972x. Level 3: ids 1.014x,
+#   psum 0.980x.
+# So level 1 pays on psum layouts only. The phase it sets at a tile's start persists through the tile's K loop,
+# and which phase is faster depends on the layout, for reasons not known. DeepGEMM's psum rows in the same call
+# (call 2): 0.881x, against 0.854x in session 30. Fp8Overrides.stagger forces a level.
 STAGGER = {"m_psum": 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
