@@ -24,12 +24,10 @@ meet before each tile's K loop, then issue together: the opposite of st1).
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import math
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "sweeps"))
@@ -99,17 +97,7 @@ def main(argv=None):
     rows += [dense_row(levels, *s, wgrad=True) for s in WGRAD_ROWS] if "wgrad" in kinds else []
     rows += k_grouped_rows(levels) if "k_grouped" in kinds else []
     timer = moe.KernelTimer(reps=args.reps)
-    t0 = time.time()
-    errors = {}
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:  # first calls: compiles and register-budget builds
-        futures = {pool.submit(fn): (name, v) for name, _, calls, _, _ in rows for v, fn in calls.items()}
-        for f in concurrent.futures.as_completed(futures):
-            if f.exception() is not None:
-                errors[futures[f]] = repr(f.exception())[:300]
-    torch.cuda.synchronize()
-    print(f"compiled in {time.time() - t0:.0f} s; {len(errors)} variant calls failed", flush=True)
-    for key, err in errors.items():
-        print(f" ! {key}: {err}")
+    errors = moe.first_calls(rows)
     ratios = {}
     for name, flops, calls, check, valid in rows:
         live = [v for v in calls if (name, v) not in errors]

@@ -31,11 +31,9 @@ One line per row: each variant's us and plan / variant (> 1: faster than the pla
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import math
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "sweeps"))
@@ -170,17 +168,7 @@ def main(argv=None):
     torch.manual_seed(0)
     rows = tables(args.rows)
     timer = sweep.KernelTimer(reps=args.reps)
-    t0 = time.time()
-    errors = {}
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:  # first calls: compiles and register-budget builds
-        futures = {pool.submit(fn): (name, v) for name, _, calls, _, _ in rows for v, fn in calls.items()}
-        for f in concurrent.futures.as_completed(futures):
-            if f.exception() is not None:
-                errors[futures[f]] = repr(f.exception())[:300]
-    torch.cuda.synchronize()
-    print(f"compiled in {time.time() - t0:.0f} s; {len(errors)} variant calls failed", flush=True)
-    for key, err in errors.items():
-        print(f" ! {key}: {err}")
+    errors = sweep.first_calls(rows)
     ratios = {}
     for name, flops, calls, check, valid in rows:
         base, line = None, []

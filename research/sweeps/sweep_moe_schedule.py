@@ -176,6 +176,25 @@ def _masked_row(variants, decode, max_m, alignment, g, expected_m, n, k):
     return f"{form} G={g} m={expected_m} N={n} K={k}", 2 * sum(masked) * n * k, calls, check, valid
 
 
+def first_calls(tables):
+    """Every (row, variant)'s first call, from 8 threads: the kernel builds and register-budget choices (first-time
+    compilation is thread-safe; the GPU work of these calls is not timed). Returns {(row, variant): error} of the
+    calls that raised, after printing them."""
+    t0 = time.time()
+    errors = {}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = {pool.submit(fn): (name, v) for name, _, calls, _, _ in tables for v, fn in calls.items()}
+        for f in concurrent.futures.as_completed(futures):
+            if f.exception() is not None:
+                errors[futures[f]] = repr(f.exception())[:300]
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    print(f"compiled in {time.time() - t0:.0f} s; {len(errors)} variant calls failed", flush=True)
+    for key, err in errors.items():
+        print(f" ! {key}: {err}")
+    return errors
+
+
 def _wall_timer(fn):
     t0 = time.perf_counter()
     fn()
@@ -210,20 +229,7 @@ def main():
         tables += list(masked_rows(variants, True))
     if "masked" in only:
         tables += list(masked_rows([v for v in variants if v in MASKED_VARIANTS], False))
-    # First calls (compiles, register-budget builds) from threads: first-time compilation is thread-safe; the
-    # GPU work of these calls is not timed.
-    t0 = time.time()
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        errors = {}
-        futures = {pool.submit(fn): (name, v) for name, _, calls, _, _ in tables for v, fn in calls.items()}
-        for f in concurrent.futures.as_completed(futures):
-            if f.exception() is not None:
-                errors[futures[f]] = repr(f.exception())[:300]
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-    print(f"compiled in {time.time() - t0:.0f} s; {len(errors)} variant calls failed", flush=True)
-    for key, err in errors.items():
-        print(f" ! {key}: {err}")
+    errors = first_calls(tables)
     results = []
     for name, flops, calls, check, valid in tables:
         base, times = None, {}
