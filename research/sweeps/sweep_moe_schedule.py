@@ -102,7 +102,9 @@ def psum_rows(variants):
         yield _psum_row(variants, alignment, g, per_group, n, k)
 
 
-def _psum_row(variants, alignment, g, per_group, n, k):
+def psum_problem(alignment, g, per_group, n, k):
+    """One psum row's tensors, DeepGEMM's generator (group sizes 0.7-1.3 x per_group, seed 0): (ms, starts, ends,
+    a, b, psum ends, the same rows' expert ids, D)."""
     random.seed(0)
     ms = [int(per_group * random.uniform(0.7, 1.3)) for _ in range(g)]
     starts, ends, rows = _segments(ms, alignment)
@@ -113,6 +115,11 @@ def _psum_row(variants, alignment, g, per_group, n, k):
     for i, (s, e) in enumerate(zip(starts, ends)):
         ids[s:e] = i
     d = torch.empty(rows, n, device=DEVICE, dtype=torch.bfloat16)
+    return ms, starts, ends, a, b, psum, ids, d
+
+
+def _psum_row(variants, alignment, g, per_group, n, k):
+    ms, starts, ends, a, b, psum, ids, d = psum_problem(alignment, g, per_group, n, k)
 
     def call(ov, layout=psum, psum_layout=True):
         # (ensure_zero_padding=False: DeepGEMM's SM90 test rows)
