@@ -104,7 +104,8 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                       PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
                       D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n,
                       TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma, SCALES_SMEM=scales_smem, SPLIT_K=split_k,
-                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
+                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs,
+                      STAGGER=0)  # (a defaulted constexpr: a hand-built source does not apply the default)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     # The split-K workspace is a fresh torch allocation: the launch specialises its pointer as 16-byte aligned.
