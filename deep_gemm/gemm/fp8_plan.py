@@ -139,7 +139,7 @@ UNIFORM_TILES = True
 UNIFORM_K_GROUPED = True
 # Two-wave tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
 # completed (1: the tile's first block, 2: every block; 3: the opposite, both warpgroups meet before each tile's K
-# loop; 0: off), so that the two warpgroups' promotions do not fall together while the tensor core idles
+# loop; 0: off), meant to keep the two warpgroups' promotions from falling together while the tensor core idles
 # (fp8_gemm_ws._stagger_wait); per layout (GROUPING names). Measured with research/probes/ws_stagger_ab.py (H200
 # 2026-12-03, one process, interleaved rounds; logs research/results/2026-12-03-h200-s31-call{1..4}/), as the
 # unstaggered time over the staggered one:
@@ -150,8 +150,10 @@ UNIFORM_K_GROUPED = True
 #   every time, 4096 x 24576 x 1536 1.8-2.1 % faster. Levels 2, 3: 0.994x, 0.993x.
 # - Expert ids, level 1: 1.006x / 1.005x / 1.009x. 1D1D (wgrad): 0.978x. K-grouped: 0.972x. Level 3: ids 1.014x,
 #   psum 0.980x.
-# So level 1 pays on psum layouts only. The phase it sets at a tile's start persists through the tile's K loop,
-# and which phase is faster depends on the layout, for reasons not known. DeepGEMM's psum rows in the same call
+# So level 1 pays on psum layouts only. A clock probe (call 6, research/probes/ws_phase_probe.py) found that the
+# promotions did not fall together in the first place: warpgroup 1 trails warpgroup 0 by one to two K blocks,
+# spread widely across CTAs. Level 1 narrows that spread (on the psum row it removes the CTAs whose warpgroup 0
+# trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call
 # (call 2): 0.881x, against 0.854x in session 30. Fp8Overrides.stagger forces a level.
 STAGGER = {"m_psum": 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.

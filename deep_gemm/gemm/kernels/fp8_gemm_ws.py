@@ -432,11 +432,11 @@ def _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows
 
 @gluon.jit
 def _stagger_wait(stagger, stage, phase, kb, WG: gl.constexpr, STAGGER: gl.constexpr):
-    """Two-wave tiles, before a K block's first wgmma (Fp8Overrides.stagger; 0 = off). The two warpgroups wait for
-    the same stage and would issue their waves at the same moment, so, sharing the tensor core, finish them together
-    and promote together while it idles. Staggered, warpgroup 1 issues wave 0 of a block only after warpgroup 0's
-    wave 0 of that block has completed (1: the tile's first block only, 2: every block); the phase this sets
-    persists through the K loop. Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0
+    """Two-wave tiles, before a K block's first wgmma (Fp8Overrides.stagger; 0 = off). Staggered, warpgroup 1
+    issues wave 0 of a block only after warpgroup 0's wave 0 of that block has completed (1: the tile's first block
+    only, 2: every block). Built to keep the two warpgroups from promoting at the same moment while the tensor core
+    idles; a clock probe later showed they do not (warpgroup 1 trails by one to two K blocks), but level 1 narrows
+    how much that lag varies across CTAs and is faster on psum layouts (fp8_plan.STAGGER). Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0
     (_stagger_arrive), so that barrier's phases follow the stage ring's: warpgroup 0 cannot complete a stage's next
     phase before warpgroup 1 has released the stage, so warpgroup 1's parity wait never sees a phase too far.
     (Level 3 is the opposite probe: the two warpgroups meet before each tile's K loop, in _consumer, and then
