@@ -153,8 +153,8 @@ UNIFORM_K_GROUPED = True
 # So level 1 pays on psum layouts only. A clock probe (call 6, research/probes/ws_phase_probe.py) found that the
 # promotions did not fall together in the first place: warpgroup 1 trails warpgroup 0 by one to two K blocks,
 # spread widely across CTAs. Level 1 narrows that spread (on the psum row it removes the CTAs whose warpgroup 0
-# trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call
-# (call 2): 0.881x, against 0.854x in session 30. Fp8Overrides.stagger forces a level.
+# trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call (call 2): 0.881x,
+# against 0.854x in session 30. Fp8Overrides.stagger forces a level.
 STAGGER = {"m_psum": 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64

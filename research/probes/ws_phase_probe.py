@@ -195,9 +195,10 @@ def summary(words, ctas):
     off0 = _wrap(w[:, 1, 0] - w[:, 0, 0]).double() / n
     off1 = _wrap(w[:, 1, 1] - w[:, 0, 1]).double() / n
     stats = []
-    for name, x in (("wave-0 offset", off0), ("wave-1 offset", off1),
-                    ("WG0 ready->w0", _wrap(w[:, 0, 2]).double() / n), ("WG1 ready->w0", _wrap(w[:, 1, 2]).double() / n),
-                    ("WG0 w0->w1", _wrap(w[:, 0, 3]).double() / n), ("WG1 w0->w1", _wrap(w[:, 1, 3]).double() / n)):
+    def mean(wg, slot):
+        return _wrap(w[:, wg, slot]).double() / n
+    for name, x in (("wave-0 offset", off0), ("wave-1 offset", off1), ("WG0 ready->w0", mean(0, 2)),
+                    ("WG1 ready->w0", mean(1, 2)), ("WG0 w0->w1", mean(0, 3)), ("WG1 w0->w1", mean(1, 3))):
         q = torch.quantile(x, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64))
         stats.append(f"{name} {q[1]:6.0f} ({q[0]:6.0f}..{q[2]:6.0f})")
     return f"{int(live.sum())} CTAs | " + " | ".join(stats)

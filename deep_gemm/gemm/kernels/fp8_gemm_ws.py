@@ -436,11 +436,12 @@ def _stagger_wait(stagger, stage, phase, kb, WG: gl.constexpr, STAGGER: gl.const
     issues wave 0 of a block only after warpgroup 0's wave 0 of that block has completed (1: the tile's first block
     only, 2: every block). Built to keep the two warpgroups from promoting at the same moment while the tensor core
     idles; a clock probe later showed they do not (warpgroup 1 trails by one to two K blocks), but level 1 narrows
-    how much that lag varies across CTAs and is faster on psum layouts (fp8_plan.STAGGER). Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0
-    (_stagger_arrive), so that barrier's phases follow the stage ring's: warpgroup 0 cannot complete a stage's next
-    phase before warpgroup 1 has released the stage, so warpgroup 1's parity wait never sees a phase too far.
-    (Level 3 is the opposite probe: the two warpgroups meet before each tile's K loop, in _consumer, and then
-    issue together.)"""
+    how much that lag varies across CTAs and is faster on psum layouts (fp8_plan.STAGGER).
+
+    Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0 (_stagger_arrive), so that
+    barrier's phases follow the stage ring's: warpgroup 0 cannot complete a stage's next phase before warpgroup 1
+    has released the stage, so warpgroup 1's parity wait never sees a phase too far. (Level 3 is the opposite
+    probe: the two warpgroups meet before each tile's K loop, in _consumer, and then issue together.)"""
     if (STAGGER == 1 or STAGGER == 2) and WG == 1:
         if STAGGER == 2:
             mbarrier.wait(stagger.index(stage), phase)

@@ -7,8 +7,9 @@ the warp-specialised kernel's one-wave tiles (global-loaded and staged scales), 
 tiles, split 128 x 192 and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D; grouped contiguous with expert
 ids and with the psum layout (zero-padded or not, the decode form with rows past the groups), masked (TMA stores),
 psum and masked with the carried tile walk (Fp8Overrides.tile_walk), two-wave tiles whose second warpgroup waits
-for the first's waves (Fp8Overrides.stagger: its per-stage mbarriers under synccheck), K-grouped (nt with A and B concatenated or read in place through descriptors built on the device, tn); the MN-major
-layouts (nn, tn, tt: the transposing copy kernel, then the GEMM).
+for the first's waves (Fp8Overrides.stagger: its per-stage mbarriers under synccheck), K-grouped (nt with A and B
+concatenated or read in place through descriptors built on the device, tn); the MN-major layouts (nn, tn, tt: the
+transposing copy kernel, then the GEMM).
 """
 
 from __future__ import annotations
