@@ -7,19 +7,21 @@ shared by both warpgroups of a CTA) in `_mainloop_two_waves` after the stage's `
 each wave's promotion (wgmma wait + promotion: the promotion takes the same time in both warpgroups), and sums per
 warpgroup, over every K block of the CTA: the clock after wave 0's promotion, after wave 1's (int32, wrapping: only
 the difference of the two warpgroups' sums is read), the cycles from `ready` to wave 0's promotion done, and from
-there to wave 1's. Each CTA stores them at the end, int32 [CTAs, 2 warpgroups, 5 (the four sums, K blocks)], just
+there to wave 1's; and the cycles spent in the `ready` (and stagger) wait, read by a clock before it (added after
+call 6). Each CTA stores them at the end, int32 [CTAs, 2 warpgroups, 6 (the four sums, K blocks, the wait)], just
 before D's first byte: D is a view starting PAD rows into a larger buffer, so no tile's store reaches them (the
 split-K workspace argument, D when nothing splits, carries the pointer). Dense 128 x 256 tiles only (waves along N).
 
 What ptxas makes of it (sm_90a): per-block stores in the K loop spilled ~300 bytes there, and so did clock reads
 right after the wgmma waits (a 64-register partial and both accumulators live); read after the promotions, the
-kernel keeps (224, 56) registers with no local memory in its K loops and ~20 more instructions per K block
-(256 against 234), so its time is printed next to the shipped kernel's.
+kernel keeps (224, 56) registers with no local memory in its K loops and ~25 more instructions per K block
+(258-261 against 234), so its time is printed (with --shipped, next to the shipped kernel's).
 
 Prints per configuration, over CTAs (median, and the 10th / 90th percentiles): warpgroup 1's mean time minus
 warpgroup 0's after wave 0 and after wave 1 (near 0: they finish together; near a wave's length: one computes while
-the other promotes), each warpgroup's mean cycles from `ready` to wave 0 promoted and from there to wave 1 promoted,
-and the instrumented kernel's time next to the shipped one's.
+the other promotes), each warpgroup's mean cycles from `ready` to wave 0 promoted, from there to wave 1 promoted,
+and in the `ready` wait (does the leading warpgroup wait for stages the trailing one still holds?), and the
+instrumented kernel's time.
 
     python research/probes/ws_phase_probe.py [--shipped]
 """
@@ -40,7 +42,9 @@ from deep_gemm._ops.library import run_launcher  # noqa: E402
 from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 
-SLOTS = 5  # per CTA and warpgroup: sum of wave-0 completion clocks, of wave-1's, ready->wave 0, wave 0->wave 1, blocks
+# per CTA and warpgroup: sums of the clock after wave 0's promotion, after wave 1's, ready -> wave 0 promoted,
+# wave 0 -> wave 1 promoted; K blocks; cycles in the `ready` (and stagger) wait
+SLOTS = 6
 MAX_CTAS = 1024
 PATCHES = [
     ('''@gluon.jit
@@ -63,12 +67,17 @@ def _swizzle('''),
     s_1 = s_0
     s_w0 = s_0
     s_w1 = s_0
+    s_wait = s_0
     if WAVE_N:
         sb1 = x1'''),
-    ('''        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
+    ('''        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0)''',
-     '''        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
+     '''        t_w = _clock()
+        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
         t_r = _clock()
+        s_wait += t_r - t_w
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0)'''),
     ('''        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
         _stagger_arrive(stagger, stage, WG, STAGGER)
@@ -103,7 +112,7 @@ def _first_block_scales(''',
      '''        sa0 = na0
         sb0 = nb0
         it += 1
-    return acc0, acc1, it, s_0, s_1, s_w0, s_w1
+    return acc0, acc1, it, s_0, s_1, s_w0, s_w1, s_wait
 
 
 @gluon.jit
@@ -116,12 +125,13 @@ def _first_block_scales('''),
     p_1 = p_0
     p_w0 = p_0
     p_w1 = p_0
+    p_wait = p_0
     p_n = p_0'''),
     ('''                    acc0, acc1, it = _mainloop_two_waves(
                         a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                         wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, f_sa0, f_sb0, f_x1, A_ROW0, BN, STAGES,
                         WAVE_N, MMA, stagger, WG, STAGGER)''',
-     '''                    acc0, acc1, it, q_0, q_1, q_w0, q_w1 = _mainloop_two_waves(
+     '''                    acc0, acc1, it, q_0, q_1, q_w0, q_w1, q_wait = _mainloop_two_waves(
                         a_bufs, b_bufs, ready, empty, sfa_rows, sfa_rows1, sfb_cols, sfb_cols1, row_ok, row_ok1,
                         wave1_ok, num_kb, it, stride_sfa_k, stride_sfb_k, f_sa0, f_sb0, f_x1, A_ROW0, BN, STAGES,
                         WAVE_N, MMA, stagger, WG, STAGGER)
@@ -129,6 +139,7 @@ def _first_block_scales('''),
                     p_1 += q_1
                     p_w0 += q_w0
                     p_w1 += q_w1
+                    p_wait += q_wait
                     p_n += num_kb'''),
     ('''        tiles_done += 1
     if D_TMA:
@@ -144,6 +155,7 @@ def _first_block_scales('''),
         gl.store(dbg + 2, p_w0)
         gl.store(dbg + 3, p_w1)
         gl.store(dbg + 4, p_n)
+        gl.store(dbg + 5, p_wait)
 '''),
 ]
 REGION = MAX_CTAS * 2 * SLOTS  # int32 words before D
@@ -198,7 +210,8 @@ def summary(words, ctas):
     def mean(wg, slot):
         return _wrap(w[:, wg, slot]).double() / n
     for name, x in (("wave-0 offset", off0), ("wave-1 offset", off1), ("WG0 ready->w0", mean(0, 2)),
-                    ("WG1 ready->w0", mean(1, 2)), ("WG0 w0->w1", mean(0, 3)), ("WG1 w0->w1", mean(1, 3))):
+                    ("WG1 ready->w0", mean(1, 2)), ("WG0 w0->w1", mean(0, 3)), ("WG1 w0->w1", mean(1, 3)),
+                    ("WG0 ready wait", mean(0, 5)), ("WG1 ready wait", mean(1, 5))):
         q = torch.quantile(x, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64))
         stats.append(f"{name} {q[1]:6.0f} ({q[0]:6.0f}..{q[2]:6.0f})")
     return f"{int(live.sum())} CTAs | " + " | ".join(stats)
