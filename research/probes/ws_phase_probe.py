@@ -71,19 +71,19 @@ def _swizzle('''),
     if WAVE_N:
         sb1 = x1'''),
     ('''        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, it, WG, STAGGER, STAGES)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0)''',
      '''        t_w = _clock()
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, it, WG, STAGGER, STAGES)
         t_r = _clock()
         s_wait += t_r - t_w
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0)'''),
     ('''        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        _stagger_arrive(stagger, stage, WG, STAGGER)
+        _stagger_arrive(stagger, stage, WG, STAGGER, STAGES)
         acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)''',
      '''        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        _stagger_arrive(stagger, stage, WG, STAGGER)
+        _stagger_arrive(stagger, stage, WG, STAGGER, STAGES)
         acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)
         t_0 = _clock()
         s_0 += t_0
