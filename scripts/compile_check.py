@@ -85,7 +85,12 @@ def gluon_desc_sig(block, dtype="fp8e4nv"):
 
 def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, has_c=False, out="bf16",
                         consumer_regs=232, producer_regs=40, maxnreg=None, waves=1, wave_n=False, narrow=None,
-                        d_tma=None, c_tma=False, scales_smem=False, split_k=1, g_pad=8):
+                        d_tma=None, c_tma=False, scales_smem=False, split_k=1, g_pad=8, zero_gaps=True,
+                        kg_desc=False, walk=False, uniform=False, stagger=0):
+    """The warp-specialised FP8 kernel built for sm_90a with these constexprs. The kernel's defaulted ones (KG_DESC:
+    K-grouped per-group descriptors, A's and B's FP8 storage in ws_ptr / counter_ptr; WALK / UNIFORM / STAGGER:
+    Fp8Overrides.tile_walk / uniform_tiles / stagger) are always set: a hand-built source does not apply the
+    defaults."""
     from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
@@ -96,16 +101,17 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
            "d_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
            "d2_desc": gluon_desc_sig([64, narrow if split else bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
            "c_desc": gluon_desc_sig([64, bn], {"bf16": "bfloat16", "fp32": "float32"}[out]),
-           "layout_ptr": "*i32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
+           "layout_ptr": "*i32", "ws_ptr": "*fp8e4nv" if kg_desc else "*fp32",
+           "counter_ptr": "*fp8e4nv" if kg_desc else "*i32"}
     sig.update({n: "i32" for n in ["M", "N", "K", "NUM_GROUPS", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k",
                                    "stride_sfb_g", "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm",
                                    "stride_cm"]})
     constexprs = dict(BM=bm, BN=bn, BK=128, STAGES=stages, GROUP_M=8, NUM_SMS=132, GROUPING=grouping, G_PAD=g_pad,
-                      PSUM_ALIGN=128, ZERO_GAPS=True, B_PER_ROW=b_per_row, HAS_C=has_c,
+                      PSUM_ALIGN=128, ZERO_GAPS=zero_gaps, B_PER_ROW=b_per_row, HAS_C=has_c,
                       D_TMA=(grouping in (0, 1, 2)) if d_tma is None else d_tma, WAVES=waves, WAVE_N=wave_n,
                       TILE_N=tile_n, NARROW=narrow, C_TMA=c_tma, SCALES_SMEM=scales_smem, SPLIT_K=split_k,
-                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs,
-                      STAGGER=0)  # (a defaulted constexpr: a hand-built source does not apply the default)
+                      CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs, KG_DESC=kg_desc, WALK=walk,
+                      UNIFORM=uniform, STAGGER=stagger)
     sig.update({k: "constexpr" for k in constexprs})
     from triton.experimental.gluon._runtime import GluonASTSource
     # The split-K workspace is a fresh torch allocation: the launch specialises its pointer as 16-byte aligned.

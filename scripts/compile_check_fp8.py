@@ -83,42 +83,9 @@ if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
 
 
-def compile_ws(zero_gaps: bool = True, kg_desc: bool = False, walk: bool = False, uniform: bool = False,
-               stagger: int = 0, **cfg):
-    """compile_check.compile_fp8_gemm_ws with ZERO_GAPS set (that helper always builds ZERO_GAPS=True), KG_DESC
-    (K-grouped per-group descriptors built on the device: A's and B's FP8 storage in ws_ptr / counter_ptr), WALK and
-    UNIFORM (Fp8Overrides.tile_walk / uniform_tiles) and STAGGER (Fp8Overrides.stagger)."""
-    import compile_check
-    from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
-    real = compile_check.triton.compile
-
-    def with_zero_gaps(src, **kwargs):
-        src.constants[(fn.arg_names.index("ZERO_GAPS"),)] = zero_gaps
-        if kg_desc:
-            src.signature.update(ws_ptr="*fp8e4nv", counter_ptr="*fp8e4nv", KG_DESC="constexpr")
-            src.constants[(fn.arg_names.index("KG_DESC"),)] = True
-        if walk:  # psum / masked tiles found by the carried walk (Fp8Overrides.tile_walk)
-            src.signature.update(KG_DESC="constexpr", WALK="constexpr")
-            src.constants[(fn.arg_names.index("KG_DESC"),)] = False
-            src.constants[(fn.arg_names.index("WALK"),)] = True
-        if uniform:  # psum / masked layout values marked warp-uniform (Fp8Overrides.uniform_tiles)
-            src.signature.update(KG_DESC="constexpr", WALK="constexpr", UNIFORM="constexpr")
-            src.constants[(fn.arg_names.index("KG_DESC"),)] = kg_desc
-            src.constants[(fn.arg_names.index("WALK"),)] = walk
-            src.constants[(fn.arg_names.index("UNIFORM"),)] = True
-        # STAGGER: warpgroup 1's waves follow warpgroup 0's (Fp8Overrides.stagger; the kernel's default 0 is not
-        # applied to a hand-built source, so it is always set)
-        src.signature.update(KG_DESC="constexpr", WALK="constexpr", UNIFORM="constexpr", STAGGER="constexpr")
-        src.constants[(fn.arg_names.index("KG_DESC"),)] = kg_desc
-        src.constants[(fn.arg_names.index("WALK"),)] = walk
-        src.constants[(fn.arg_names.index("UNIFORM"),)] = uniform
-        src.constants[(fn.arg_names.index("STAGGER"),)] = stagger
-        return real(src, **kwargs)
-    compile_check.triton.compile = with_zero_gaps
-    try:
-        return compile_fp8_gemm_ws(**cfg)
-    finally:
-        compile_check.triton.compile = real
+# (The name the FP8 probes import: compile_check.compile_fp8_gemm_ws now takes ZERO_GAPS, KG_DESC, WALK, UNIFORM
+# and STAGGER itself.)
+compile_ws = compile_fp8_gemm_ws
 
 
 # The psum layout's variants: two-wave 128 x 256, split 128 x 192, one-wave; with and without zeroed gaps.
