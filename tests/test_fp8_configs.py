@@ -458,7 +458,7 @@ def test_stagger_is_planned_for_two_wave_tiles_only():
     for kind, call in two_wave.items():
         base = plan(call)
         assert base.kernel == "ws" and base.ws.waves == 2 and not base.ws.split_tile, kind
-        assert base.ws.stagger == fp8_plan.STAGGER.get(kind, 0), kind
+        assert base.ws.stagger == fp8_plan.STAGGER.get(GROUPING[kind], 0), kind
         for level in (0, 1, 2, 3, 4):
             forced = plan(call, Fp8Overrides(stagger=level))
             assert forced.ws.stagger == level, kind

@@ -140,7 +140,7 @@ UNIFORM_K_GROUPED = True
 # Two-wave tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
 # completed (1: the tile's first block, 2: every block; 3: the opposite, both warpgroups meet before each tile's K
 # loop; 0: off), meant to keep the two warpgroups' promotions from falling together while the tensor core idles
-# (fp8_gemm_ws._stagger_wait); per layout (GROUPING names). Measured with research/probes/ws_stagger_ab.py (H200
+# (fp8_gemm_ws._stagger_wait); per layout (keyed by GROUPING value). Measured with research/probes/ws_stagger_ab.py (H200
 # 2026-12-03, one process, interleaved rounds; logs research/results/2026-12-03-h200-s31-call{1..4}/), as the
 # unstaggered time over the staggered one:
 # - psum, level 1, DeepGEMM's four rows: 1.027x, 1.044x and 1.040x geomean in three calls. The three K <= 4096 rows
@@ -155,7 +155,7 @@ UNIFORM_K_GROUPED = True
 # spread widely across CTAs. Level 1 narrows that spread (on the psum row it removes the CTAs whose warpgroup 0
 # trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call (call 2): 0.881x,
 # against 0.854x in session 30. Fp8Overrides.stagger forces a level.
-STAGGER = {"m_psum": 1}
+STAGGER = {GROUPING["m_psum"]: 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -556,8 +556,7 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     uniform = (UNIFORM_K_GROUPED if k_grouped else UNIFORM_TILES) if overrides.uniform_tiles is None else (
         overrides.uniform_tiles)
     uniform = uniform and (layout is not None or k_grouped)
-    layout_name = next(name for name, value in GROUPING.items() if value == grouping)
-    stagger = STAGGER.get(layout_name, 0) if overrides.stagger is None else overrides.stagger
+    stagger = STAGGER.get(grouping, 0) if overrides.stagger is None else overrides.stagger
     stagger = stagger if waves == 2 and not split_tile else 0  # (the two-wave mainloops: fp8_gemm_ws._stagger_wait)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
                   walk, uniform, stagger)
