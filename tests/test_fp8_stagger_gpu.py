@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from deep_gemm.testing import calc_diff
-from deep_gemm.utils import per_token_cast_to_fp8
 
 from test_fp8_gemm_gpu import (TOL, _check_masked, _contiguous, _forced_config, _gemm, _grouped_b, _masked_a,
                                _operands, _ref, _spy_ws_launches)
+from fp8_inputs import k_grouped_inputs
 from triton_harness import run_forced
 
 pytestmark = pytest.mark.gpu
@@ -31,6 +31,13 @@ TILE_128X256 = dict(waves=2, wave_n=True, narrow=128)
 def _forced(level, **variant):
     """The warp-specialised kernel on 128 x 128 waves (whatever the heuristic's config), at a stagger level."""
     return _forced_config(128, 128, 1, ws_mode="on", stagger=level, **variant)
+
+
+def _cuda(tensors):
+    """The same (nested) tuple or list of CPU tensors on the GPU."""
+    if isinstance(tensors, torch.Tensor):
+        return tensors.cuda()
+    return type(tensors)(_cuda(t) for t in tensors)
 
 
 def _staggers(calls):
@@ -110,15 +117,7 @@ def test_k_grouped_stagger_levels_compute_the_same_bits(monkeypatch, m, n, ks):
     """K-grouped tn (MN-major operands, every group's K columns in turn), empty groups first, in the middle and
     last: the tiles of an empty group run no K block, so neither warpgroup waits or arrives."""
     calls = _spy_ws_launches(monkeypatch)
-    qa, qb = [], []
-    for kg in ks:
-        qa.append(per_token_cast_to_fp8(torch.randn(m, kg, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-                  if kg else None)
-        qb.append(per_token_cast_to_fp8(torch.randn(n, kg, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-                  if kg else None)
-    live = [i for i, kg in enumerate(ks) if kg]
-    a = (torch.cat([qa[i][0].T for i in live]).contiguous(), torch.cat([qa[i][1].T for i in live]).contiguous())
-    b = (torch.cat([qb[i][0].T for i in live]).contiguous(), torch.cat([qb[i][1].T for i in live]).contiguous())
+    a, b, qa, qb = (_cuda(x) for x in k_grouped_inputs("tn", ks, m, n))
     layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
     c = torch.randn(len(ks), m, n, device="cuda")
     outs = []
