@@ -28,6 +28,7 @@ instrumented kernel's time.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -218,7 +219,6 @@ def summary(words, ctas):
 
 
 def main(argv=None):
-    import argparse
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shipped", action="store_true", help="also time the uninstrumented kernel (4 more builds)")
     args = ap.parse_args(argv)
