@@ -221,7 +221,9 @@ def summary(words, ctas):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shipped", action="store_true", help="also time the uninstrumented kernel (4 more builds)")
+    ap.add_argument("--levels", default="0,1", help="stagger levels to build, comma-separated (e.g. 0,1,4)")
     args = ap.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",")]
     torch.manual_seed(0)
     timer = moe.KernelTimer(reps=10)
     from deep_gemm.gemm.kernels import fp8_gemm_ws
@@ -230,10 +232,10 @@ def main(argv=None):
     cases = []
     for m, n, k in [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536)]:
         buf, call = dense_case(m, n, k)
-        cases += [(f"dense {m}x{n}x{k} stagger {lv}", buf, call, Fp8Overrides(stagger=lv, regs=REGS)) for lv in (0, 1)]
+        cases += [(f"dense {m}x{n}x{k} stagger {lv}", buf, call, Fp8Overrides(stagger=lv, regs=REGS)) for lv in levels]
     buf, call = psum_case(4, 8192, 6144, 7168)
     cases += [(f"psum G=4 N=6144 K=7168 stagger {lv}", buf, call, Fp8Overrides(stagger=lv, regs=REGS))
-              for lv in (0, 1)]
+              for lv in levels]
     use_kernel(instrumented)
     try:
         for label, buf, call, ov in cases:

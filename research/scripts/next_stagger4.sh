@@ -7,7 +7,7 @@
 # 4 faster on dense, ids and psum rows by up to the ~10 % ready-wait share; the probe's leading warpgroup waiting
 # longer than the trailing one at level 0, and both short at level 4.
 #   1. GPU tests: level 4 bit-identical to level 0 (grouped and one dense shape); sanitizer on its case;
-#   2. research/probes/ws_phase_probe.py (levels 0, 1 as built; add 4 to its cases if level 4 passes step 1);
+#   2. research/probes/ws_phase_probe.py at levels 0, 1 and 4 (skipped when step 1 fails or hangs);
 #   3. research/probes/ws_stagger_ab.py: plan / levels 0, 1, 4 on dense, psum, wgrad and K-grouped rows.
 set -uo pipefail
 source research/scripts/device_call.sh "$0" 540
@@ -18,7 +18,7 @@ t "pytest stagger (levels 0-4) exit $rc: $(tail -n1 $L/pytest_stagger4.log)"
 OUT=$L SANITIZE_ONLY="fp8/m_grouped_psum_ws_stagger_bounded" SANITIZE_TOOLS="memcheck synccheck" \
   SANITIZE_TIMEOUT=60 timeout 130 bash scripts/gpu/sanitize.sh > $L/sanitize.txt 2>&1
 t "sanitize exit $?"; grep -iE "error|correct|cases" $L/sanitize.txt | tail -n 6 >> $L/summary.txt
-timeout 120 python3 research/probes/ws_phase_probe.py > $L/phase.log 2>&1; t "phase probe exit $?"
+timeout 150 python3 research/probes/ws_phase_probe.py --levels 0,1,4 > $L/phase.log 2>&1; t "phase probe exit $?"
 grep -vE "Warning|warn_once" $L/phase.log >> $L/summary.txt
 timeout 200 python3 research/probes/ws_stagger_ab.py --rows dense,psum,wgrad,k_grouped --levels st0,st1,st4 \
   --rounds 3 > $L/stagger_ab.log 2>&1; t "stagger A/B exit $?"; grep -vE "Warning|warn_once" $L/stagger_ab.log >> $L/summary.txt
