@@ -440,7 +440,7 @@ def test_stagger_is_planned_for_two_wave_tiles_only():
     """Fp8Overrides.stagger (warpgroup 1 issues a K block's first wave after warpgroup 0's has completed,
     fp8_gemm_ws._stagger_wait) reaches the two-wave plans of every layout (1D2D and 1D1D scales), and no other
     variant (one-wave, split 128 x 192 tiles); the default is fp8_plan.STAGGER's level for the layout; it changes
-    nothing else of the plan; a level other than 0-4 is refused."""
+    nothing else of the plan; a level other than 0-3 is refused."""
     from dataclasses import replace
 
     from deep_gemm.gemm import fp8_plan
@@ -459,7 +459,7 @@ def test_stagger_is_planned_for_two_wave_tiles_only():
         base = plan(call)
         assert base.kernel == "ws" and base.ws.waves == 2 and not base.ws.split_tile, kind
         assert base.ws.stagger == fp8_plan.STAGGER.get(GROUPING[kind], 0), kind
-        for level in (0, 1, 2, 3, 4):
+        for level in (0, 1, 2, 3):
             forced = plan(call, Fp8Overrides(stagger=level))
             assert forced.ws.stagger == level, kind
             assert replace(forced.ws, stagger=base.ws.stagger) == base.ws, kind
@@ -467,6 +467,6 @@ def test_stagger_is_planned_for_two_wave_tiles_only():
     for kind, (call, fields) in others.items():
         forced = plan(call, Fp8Overrides(stagger=2, **fields))
         assert forced.kernel == "ws" and forced.ws.stagger == 0, kind
-    for bad in (5, -1, "2"):
+    for bad in (4, -1, "2"):
         with pytest.raises(ValueError, match="stagger"):
             Fp8Overrides(stagger=bad)

@@ -184,15 +184,14 @@ class Fp8Overrides:
     # (UNIFORM_TILES; K-grouped: UNIFORM_K_GROUPED)
     uniform_tiles: bool | None = None
     # Two-wave tiles: warpgroup 1's waves follow warpgroup 0's (0, 1 or 2; 3: the warpgroups meet before each tile's
-    # K loop instead; 4: level 2 plus warpgroup 0 at most one block ahead, not measured yet; default: STAGGER per
-    # layout)
+    # K loop instead; default: STAGGER per layout)
     stagger: int | None = None
 
     def __post_init__(self):
         if self.ws_mode is not None and self.ws_mode not in WS_MODES:
             raise ValueError(f"Fp8Overrides.ws_mode: expected one of {WS_MODES}, got {self.ws_mode!r}")
-        if self.stagger not in (None, 0, 1, 2, 3, 4):
-            raise ValueError(f"Fp8Overrides.stagger: expected 0-4, got {self.stagger!r}")
+        if self.stagger not in (None, 0, 1, 2, 3):
+            raise ValueError(f"Fp8Overrides.stagger: expected 0, 1, 2 or 3, got {self.stagger!r}")
 
 
 NO_OVERRIDES = Fp8Overrides()

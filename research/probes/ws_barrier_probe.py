@@ -55,7 +55,7 @@ def _swizzle(''')
 # The two-wave mainloop's `ready` wait and `empty` arrival (each appears once in _mainloop_two_waves).
 WAIT_SITE = '''        b_tile = b_bufs.index(stage)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, it, WG, STAGGER, STAGES)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),'''
 ARRIVE_SITE = '''        part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
         mbarrier.arrive(empty.index(stage), count=1)

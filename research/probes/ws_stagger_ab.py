@@ -14,9 +14,8 @@ its `plan` (`ids_st*` to `ids`).
 Variants are timed in interleaved rounds (plan, st1, st2, plan, ...; --rounds), each round's time the median of
 --reps calls; the row's time per variant is the median over rounds.
 
-`plan` is the shipped plan (fp8_plan.STAGGER's level for the layout); st0-st4 force a level (st3: the warpgroups
-meet before each tile's K loop, then issue together: the opposite of st1; st4: level 2 with warpgroup 0 at most one
-K block ahead of warpgroup 1).
+`plan` is the shipped plan (fp8_plan.STAGGER's level for the layout); st0-st3 force a level (st3: the warpgroups
+meet before each tile's K loop, then issue together: the opposite of st1).
 
     python research/probes/ws_stagger_ab.py [--rows dense,psum,decode,wgrad,k_grouped] [--rounds 3] [--reps 10]
         [--levels st0,st1]
@@ -39,7 +38,7 @@ import ws_uniform_ab  # noqa: E402
 
 from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
 
-LEVELS = {"st0": 0, "st1": 1, "st2": 2, "st3": 3, "st4": 4}
+LEVELS = {"st0": 0, "st1": 1, "st2": 2, "st3": 3}
 DENSE_ROWS = [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536), (4096, 7168, 2048), (4096, 2112, 7168)]
 DECODE_ROWS = [(32, 192, 6144, 7168), (6, 1024, 4096, 4096), (32, 20, 7168, 3072)]
 WGRAD_ROWS = [(4096, 4096, 7168), (7168, 4096, 16384), (2112, 4096, 7168)]  # DeepGEMM's 1D1D rows

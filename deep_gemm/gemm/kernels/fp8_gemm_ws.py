@@ -431,8 +431,7 @@ def _mainloop_one_wave(a_bufs, b_bufs, sfa_bufs, sb_bufs, ready, empty, sfa_rows
 
 
 @gluon.jit
-def _stagger_wait(stagger, stage, phase, kb, it, WG: gl.constexpr, STAGGER: gl.constexpr,
-                  STAGES: gl.constexpr):
+def _stagger_wait(stagger, stage, phase, kb, WG: gl.constexpr, STAGGER: gl.constexpr):
     """Two-wave tiles, before a K block's first wgmma (Fp8Overrides.stagger; 0 = off). Staggered, warpgroup 1
     issues wave 0 of a block only after warpgroup 0's wave 0 of that block has completed (1: the tile's first block
     only, 2: every block). Built to keep the two warpgroups from promoting at the same moment while the tensor core
@@ -442,32 +441,21 @@ def _stagger_wait(stagger, stage, phase, kb, it, WG: gl.constexpr, STAGGER: gl.c
     Warpgroup 0 arrives on the stage's `stagger` barrier (count 1) after every wave 0 (_stagger_arrive), so that
     barrier's phases follow the stage ring's: warpgroup 0 cannot complete a stage's next phase before warpgroup 1
     has released the stage, so warpgroup 1's parity wait never sees a phase too far. (Level 3 is the opposite
-    probe: the two warpgroups meet before each tile's K loop, in _consumer, and then issue together.)
-
-    Level 4 (not measured yet) bounds the lag both ways: level 2, and warpgroup 0 issues block `it` only after
-    warpgroup 1's wave 0 of block it - 1 has completed (barriers STAGES.., on which warpgroup 1 arrives). A call-6
-    probe found warpgroup 1 trailing by one to two K blocks; a trailing warpgroup holds stages the producer cannot
-    refill, so the leading one may wait for data while the ring is full. Warpgroup 1 cannot pass warpgroup 0 (level
-    2), so its arrivals stay within one phase of warpgroup 0's waits, and it never waits on warpgroup 0 for a block
-    warpgroup 0 waits on it for."""
-    if (STAGGER == 1 or STAGGER == 2 or STAGGER == 4) and WG == 1:
-        if STAGGER == 2 or STAGGER == 4:
+    probe: the two warpgroups meet before each tile's K loop, in _consumer, and then issue together.) A level that
+    also kept warpgroup 0 at most one block ahead of warpgroup 1 was 1.5-8 % slower on every row family (session
+    32, research/results/fp8-sessions.md) and was removed."""
+    if (STAGGER == 1 or STAGGER == 2) and WG == 1:
+        if STAGGER == 2:
             mbarrier.wait(stagger.index(stage), phase)
         elif kb == 0:
             mbarrier.wait(stagger.index(stage), phase)
-    if STAGGER == 4 and WG == 0:
-        if it > 0:
-            mbarrier.wait(stagger.index(STAGES + (it - 1) % STAGES), ((it - 1) // STAGES) & 1)
 
 
 @gluon.jit
-def _stagger_arrive(stagger, stage, WG: gl.constexpr, STAGGER: gl.constexpr, STAGES: gl.constexpr):
-    """After a K block's first wave completed: what _stagger_wait waits for (warpgroup 0's for levels 1, 2, 4,
-    warpgroup 1's for level 4)."""
-    if (STAGGER == 1 or STAGGER == 2 or STAGGER == 4) and WG == 0:
+def _stagger_arrive(stagger, stage, WG: gl.constexpr, STAGGER: gl.constexpr):
+    """Warpgroup 0, after a K block's first wave completed: what _stagger_wait waits for."""
+    if (STAGGER == 1 or STAGGER == 2) and WG == 0:
         mbarrier.arrive(stagger.index(stage), count=1)
-    if STAGGER == 4 and WG == 1:
-        mbarrier.arrive(stagger.index(STAGES + stage), count=1)
 
 
 @gluon.jit
@@ -497,7 +485,7 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         a_tile = a_bufs.index(stage)
         b_tile = b_bufs.index(stage)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, it, WG, STAGGER, STAGES)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
         part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
         # Next block's scales while the wgmma runs (zeros past the last block).
@@ -509,7 +497,7 @@ def _mainloop_two_waves(a_bufs, b_bufs, ready, empty, sfa_rows0, sfa_rows1, sfb_
         else:
             na1 = gl.load(sfa_rows1 + (kb + 1) * stride_sfa_k, mask=row_ok1 & nxt, other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        _stagger_arrive(stagger, stage, WG, STAGGER, STAGES)
+        _stagger_arrive(stagger, stage, WG, STAGGER)
         acc0 = acc0 + part * gl.expand_dims(sa0 * sb0, 1)
         if WAVE_N:
             part = warpgroup_mma(a_tile.slice(A_ROW0, WG_ROWS, dim=0), b_tile.slice(BN, BN, dim=0).permute((1, 0)),
@@ -615,13 +603,13 @@ def _mainloop_two_waves_1d1d(a_bufs, b_bufs, sfb_bufs, ready, empty, sfa_rows, r
         b_tile = b_bufs.index(stage)
         sb_tile = sfb_bufs.index(stage)
         mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, it, WG, STAGGER, STAGES)
+        _stagger_wait(stagger, stage, (it // STAGES) & 1, kb, WG, STAGGER)
         part = warpgroup_mma(a_tile, b_tile.slice(0, BN, dim=0).permute((1, 0)),
                              gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
         # Next block's A scales while the wgmma runs (zeros past the last block).
         na = gl.load(sfa_rows + (kb + 1) * stride_sfa_k, mask=row_ok & (kb + 1 < num_kb), other=0.0)
         part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-        _stagger_arrive(stagger, stage, WG, STAGGER, STAGES)
+        _stagger_arrive(stagger, stage, WG, STAGGER)
         sb = sb_tile.slice(0, BN).load(COLS)
         acc0 = acc0 + part * gl.expand_dims(sa, 1) * gl.expand_dims(sb, 0)
         part = warpgroup_mma(a_tile, b_tile.slice(BN, BN, dim=0).permute((1, 0)),
@@ -1031,11 +1019,9 @@ def _fp8_gemm_ws_kernel(
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
     if STAGGER > 0:
         gl.static_assert(WAVES == 2 and not SPLIT, "staggered warpgroups: two-wave tiles")
-        # levels 1, 2, 4: warpgroup 0's wave 0 of the block in stage i; level 3: both warpgroups (barrier 0);
-        # level 4 also: warpgroup 1's wave 0 of the block in stage i at STAGES + i
-        NUM_STAGGER: gl.constexpr = 2 * STAGES if STAGGER == 4 else STAGES
-        stagger = gl.allocate_shared_memory(gl.int64, [NUM_STAGGER, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(NUM_STAGGER):
+        stagger = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            # levels 1, 2: warpgroup 0's wave 0 of the block in stage i; level 3: both warpgroups (barrier 0)
             mbarrier.init(stagger.index(i), count=2 if STAGGER == 3 else 1)
     else:
         stagger = ready

@@ -254,8 +254,6 @@ CASES = [
                                                                       stagger=2, **WS), waves=2, stagger=2)),
     ("m_grouped_ids_ws_stagger_meet", _m_grouped(False, "ws", _forced(waves=2, wave_n=True, stagger=3, **WS),
                                                  waves=2, stagger=3)),
-    ("m_grouped_psum_ws_stagger_bounded", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, stagger=4, **WS),
-                                                     waves=2, stagger=4)),
     # masked
     ("masked_tl_pointer_stores", _masked("tl", 96)),
     ("masked_ws_two_wave", _masked("ws", 128, _forced(waves=2, wave_n=True, **WS), waves=2)),
