@@ -197,8 +197,10 @@ def test_1d1d_accumulate(m, n, k):
 def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     """1D1D whose last 128-row block alone spills its 128 x 256 tiles into another round of SMs: those rows run as
     a second launch (fp8_plan.row_tail), accumulating into C = D and into another C, twice each (a call of two launches
-    records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
-    from deep_gemm.gemm import fp8_triton
+    records no plan, so both calls take the launcher's path; without a tail the second call replays a plan). With
+    stream-K off: stream-K takes those rows' round by default (test_1d1d_stream_k)."""
+    from deep_gemm.gemm import fp8_plan, fp8_triton
+    monkeypatch.setattr(fp8_plan, "STREAM_K_1D1D", False)
     monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
     rows = []
@@ -214,6 +216,39 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
             deep_gemm.fp8_gemm_nt(a, b, d, c=c, recipe=(1, 1, 128))
             assert calc_diff(d, want) < TOL
     assert rows[:2 if tail else 1] == ([tail, m - tail] if tail else [m]), rows
+
+
+@pytest.mark.parametrize("c_kind", ["d", "other", "none"])
+@pytest.mark.parametrize("m,n,k", [(2112, 4096, 1024), (2100, 4000, 384), (2112, 2048, 128), (2304, 4096, 640),
+                                   (4096, 4096, 7168), (2049, 4096, 256)])
+def test_1d1d_stream_k(monkeypatch, c_kind, m, n, k):
+    """Dense 1D1D with its last rounds stream-K (fp8_plan.STREAM_K_1D1D, fp8_gemm_ws._stream_k_share), against the
+    reference and bit-identical when repeated: 272 tiles of 8 K blocks (140 stream-K tiles, 9 blocks per SM: most
+    tiles in two pieces), M and N tails with 3 blocks, 136 tiles of one block (no tile split, 68 SMs idle), 288
+    tiles of 5, 512 tiles of 56, 2049 rows (a last row block of one row); C = D, C another tensor, no C."""
+    from deep_gemm.gemm import fp8_triton
+    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (which calls split assumes the H200's SMs)
+    ran = _spy_ws_launches(monkeypatch)
+    a, b = _operands(m, n, k, per_row_b=True)
+    expected = _ref(a, b, (1, 128))
+    c0 = torch.randn(m, n, device="cuda")
+    outs = []
+    for _ in range(3):  # (the later calls replay the recorded launch)
+        d = torch.full((m, n), float("nan"), device="cuda")
+        kwargs = dict(recipe=(1, 1, 128))
+        want = expected
+        if c_kind != "none":
+            c = c0.clone()
+            want = expected + c0
+            if c_kind == "d":
+                d.copy_(c)
+                c = d
+            kwargs["c"] = c
+        deep_gemm.fp8_gemm_nt(a, b, d, **kwargs)
+        assert calc_diff(d, want) < TOL
+        outs.append(d)
+    assert all(torch.equal(outs[0], d) for d in outs[1:])
+    assert ran and all(call[0].ws.stream_k for call in ran), "the stream-K kernel did not run"
 
 
 def _spy_ws_launches(monkeypatch):

@@ -216,9 +216,16 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
     d_rows = _rows_view(d)
     c_arg = c if c is not None else d
     stride_cm = c_arg.stride(-2) if c is not None else 0
-    # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
-    slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
-    ws, counters = split_k_buffers(d, cfg.split_k, slabs, slabs * cfg.split_k * 64 * cfg.block_n, recorder)
+    if w.stream_k:
+        # Stream-K: one counter per 64 x BN slab of the stream-K tiles (the last one-and-a-fraction rounds:
+        # fp8_gemm_ws._stream_k_share), two partials each ([4 * tiles, 2, 64 * BN]).
+        tiles = _cdiv(m, w.block_m) * _cdiv(n, w.tile_n)
+        slabs = 4 * (tiles - max(tiles // grid[0] - 1, 0) * grid[0])
+        ws, counters = split_k_buffers(d, 2, slabs, slabs * 2 * 64 * w.bn, recorder)
+    else:
+        # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
+        slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
+        ws, counters = split_k_buffers(d, cfg.split_k, slabs, slabs * cfg.split_k * 64 * cfg.block_n, recorder)
     kg_desc = group_blocks is not None
     if kg_desc:  # (the split-K slots carry A's and B's storage: fp8_gemm_ws, KG_DESC)
         ws, counters = group_blocks
@@ -238,11 +245,11 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
             w.narrow, w.c_tma, w.scales_smem, cfg.split_k)
     variant = ("ws", w.block_m, w.bn, cfg.group_m, d.dtype, w.stages, call.grouping, call.b_per_row, call.has_c,
                w.d_tma, call.zero_gaps, call.psum_align, grid[0], g_pad, w.waves, w.along_n, w.narrow, w.c_tma,
-               w.scales_smem, cfg.split_k, kg_desc, w.walk, w.uniform, w.stagger)
+               w.scales_smem, cfg.split_k, kg_desc, w.walk, w.uniform, w.stagger, w.stream_k)
     device_index = d.device.index or 0
 
     def compiled(regs):
-        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger),
+        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger, w.stream_k),
                                name="fp8_gemm_ws", config_key=(*variant, regs), num_warps=4, num_stages=1,
                                device_index=device_index)
     if len(w.register_budgets) == 1:
@@ -252,7 +259,7 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
         if regs is None:
             regs = ws_register_budget(lambda r: compiled(r).n_spills)
             _WS_BUDGETS[(variant, device_index)] = regs
-    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger), name="fp8_gemm_ws",
+    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger, w.stream_k), name="fp8_gemm_ws",
            config_key=(*variant, regs), num_warps=4, num_stages=1, device_index=device_index,
            record=recorder.launches if recorder is not None else None)
 
