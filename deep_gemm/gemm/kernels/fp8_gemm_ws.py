@@ -33,6 +33,8 @@ With WALK (Fp8Overrides.tile_walk) each partition finds those tiles as DeepGEMM'
 group from tile to tile (_walk) instead of scanning every group's rows per tile (_tile_info); the same tiles.
 K_GROUPED (weight gradients of grouped experts, 1D1D scales, two-wave tiles only) enumerates every group's output
 tiles; a tile's K blocks are its group's columns of the concatenated K (_k_blocks).
+STREAM_K (dense 1D1D) runs the last one-and-a-fraction rounds of tiles as equal shares of their K blocks per CTA
+instead of tile by tile (_stream_k_share); a tile split between two CTAs is summed through a workspace.
 """
 
 from triton.experimental import gluon
