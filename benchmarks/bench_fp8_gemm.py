@@ -521,8 +521,8 @@ def main():
     summary = summarize(results)
     meta = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                 triton=__import__("triton").__version__, num_sms=deep_gemm.get_num_sms(),
-                backends={k: v for k, v in deep_gemm.backends().items()
-                                                                   if "fp8" in k})
+                # (DeepGEMM's own package, measured through this script, has no backends())
+                backends={k: v for k, v in getattr(deep_gemm, "backends", dict)().items() if "fp8" in k})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_fp8_gemm.json"), "w") as f:
         json.dump(dict(meta=meta, results=results, summary=summary), f, indent=1)

@@ -156,11 +156,13 @@ UNIFORM_K_GROUPED = True
 # trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call (call 2): 0.881x,
 # against 0.854x in session 30. Fp8Overrides.stagger forces a level.
 STAGGER = {GROUPING["m_psum"]: 1}
-# Dense 1D1D (weight gradients) on two-wave 128 x 256 tiles: the tiles of the last one-and-a-fraction rounds are
-# shared out among all SMs by K blocks (stream-K: fp8_gemm_ws._stream_k_share), a tile split between two CTAs being
-# summed through a workspace, instead of a last round that leaves SMs idle (and instead of row_tail's second launch).
-# Applies where the tiles fill at least one round and do not divide into whole rounds (stream_k_pays).
-# Fp8Overrides.stream_k forces it on or off.
+# Dense 1D1D (weight gradients) on two-wave 128 x 256 tiles: the tiles of the last, partial round are shared out
+# among all SMs by K blocks (stream-K: fp8_gemm_ws._stream_k_share), a tile split among CTAs being summed through a
+# workspace, instead of a round that leaves most SMs idle (and instead of row_tail's second launch). Applies where
+# the last round holds at most half a round of tiles (stream_k_pays). A first form that shared out the last one
+# and a fraction rounds (so that every tile had at most two pieces) was 6-7 % slower on the 4096 x 4096 x 7168 and
+# 7168 x 4096 x 16384 rows (H200 session 32, research/results/2026-12-03-h200-s32-call3/). Fp8Overrides.stream_k
+# forces it on or off.
 STREAM_K_1D1D = True
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
@@ -192,7 +194,7 @@ class Fp8Overrides:
     # Two-wave tiles: warpgroup 1's waves follow warpgroup 0's (0, 1 or 2; 3: the warpgroups meet before each tile's
     # K loop instead; default: STAGGER per layout)
     stagger: int | None = None
-    # Dense 1D1D two-wave tiles: the last rounds shared out by K blocks (STREAM_K_1D1D; forced on only where
+    # Dense 1D1D two-wave tiles: the last round shared out by K blocks (STREAM_K_1D1D; forced on only where
     # stream_k_pays' shape conditions hold)
     stream_k: bool | None = None
 
@@ -254,7 +256,7 @@ class WsPlan:
     uniform: bool = False  # psum / masked / K-grouped: the layout's values marked warp-uniform (UNIFORM_TILES,
     # UNIFORM_K_GROUPED)
     stagger: int = 0  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER)
-    stream_k: bool = False  # dense 1D1D: the last rounds' tiles shared out by K blocks (STREAM_K_1D1D)
+    stream_k: bool = False  # dense 1D1D: the last round's tiles shared out by K blocks (STREAM_K_1D1D)
 
 
 @dataclass(frozen=True)
@@ -442,12 +444,21 @@ def tile_problem(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> confi
     return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms)
 
 
+def stream_k_split(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
+    """(stream-K tiles, the most pieces one has) of a stream-K launch (fp8_gemm_ws._stream_k_share): the last,
+    partial round's tiles, laid end to end as one run of K blocks in equal shares of cdiv(tiles * k_blocks, sms);
+    a tile's blocks meet at most cdiv(k_blocks, share) + 1 shares."""
+    sk_tiles = tiles % sms
+    share = max(1, _cdiv(sk_tiles * k_blocks, sms))
+    return sk_tiles, _cdiv(k_blocks, share) + 1
+
+
 def stream_k_pays(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str,
                   overrides: Fp8Overrides = NO_OVERRIDES) -> bool:
-    """Whether a dense 1D1D call runs its last rounds stream-K (STREAM_K_1D1D, Fp8Overrides.stream_k): two-wave
-    128 x 256 tiles from a 128 x 128 config, D stored by TMA, and at least one round of tiles that does not divide
-    into whole rounds (the kernel's stream-K part then spans a tile's K blocks per SM, so no tile is split more
-    than once)."""
+    """Whether a dense 1D1D call runs its last round stream-K (STREAM_K_1D1D, Fp8Overrides.stream_k): two-wave
+    128 x 256 tiles from a 128 x 128 config, D stored by TMA, more tiles than SMs, and a last round of at most half
+    the SMs' worth of tiles (a fuller one leaves few SMs idle, while its tiles' pieces still cost their
+    workspace round trip)."""
     wanted = STREAM_K_1D1D if overrides.stream_k is None else overrides.stream_k
     if (not wanted or call.grouping != GROUPING["dense"] or not call.b_per_row or call.head != (0, 0, 0)
             or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or call.interpreting or mode == "off"
@@ -458,7 +469,7 @@ def stream_k_pays(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str,
     if mode == "auto" and ws_waves(GROUPING["dense"], call.m, call.n, 128, False, call.num_sms)[0] != 2:
         return False
     tiles = _cdiv(call.m, 128) * _cdiv(call.n, 256)
-    return tiles >= call.num_sms and tiles % call.num_sms != 0
+    return tiles > call.num_sms and 0 < tiles % call.num_sms <= call.num_sms // 2
 
 
 def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str, overrides: Fp8Overrides = NO_OVERRIDES) -> int:
@@ -609,4 +620,4 @@ def grouping_of(kind: str, use_psum_layout: bool = False) -> int:
 
 __all__ = ["Fp8Call", "Fp8Overrides", "Fp8Plan", "WsPlan", "GROUPING", "plan", "plan_for_config", "tile_problem",
            "ws_register_budget", "ws_stages", "ws_waves", "ws_narrow", "tail_narrow", "wide_small_m",
-           "one_wave_split_routable", "row_tail", "stream_k_pays", "sized_call"]
+           "one_wave_split_routable", "row_tail", "stream_k_pays", "stream_k_split", "sized_call"]

@@ -26,7 +26,8 @@ from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import fp8_autotune
 from . import fp8_configs as configs
 from . import fp8_plan
-from .fp8_plan import GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, next_pow2, ws_register_budget
+from .fp8_plan import (GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, next_pow2, stream_k_split,
+                       ws_register_budget)
 from .operands import FP8, resolve_recipe, to_nt, write_without_product
 
 # Plans resolved per (call, overrides): the heuristic's, or (opt-in) autotuning's tile config and what follows.
@@ -217,11 +218,11 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
     c_arg = c if c is not None else d
     stride_cm = c_arg.stride(-2) if c is not None else 0
     if w.stream_k:
-        # Stream-K: one counter per 64 x BN slab of the stream-K tiles (the last one-and-a-fraction rounds:
-        # fp8_gemm_ws._stream_k_share), two partials each ([4 * tiles, 2, 64 * BN]).
-        tiles = _cdiv(m, w.block_m) * _cdiv(n, w.tile_n)
-        slabs = 4 * (tiles - max(tiles // grid[0] - 1, 0) * grid[0])
-        ws, counters = split_k_buffers(d, 2, slabs, slabs * 2 * 64 * w.bn, recorder)
+        # Stream-K: one counter per 64 x BN slab of the stream-K tiles (the last, partial round:
+        # fp8_gemm_ws._stream_k_share), room for as many partials as a tile has pieces at most.
+        sk_tiles, max_pieces = stream_k_split(_cdiv(m, w.block_m) * _cdiv(n, w.tile_n), _cdiv(k, cfg.block_k),
+                                              grid[0])
+        ws, counters = split_k_buffers(d, 2, 4 * sk_tiles, 4 * sk_tiles * max_pieces * 64 * w.bn, recorder)
     else:
         # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
         slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)

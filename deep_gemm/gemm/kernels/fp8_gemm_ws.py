@@ -33,8 +33,8 @@ With WALK (Fp8Overrides.tile_walk) each partition finds those tiles as DeepGEMM'
 group from tile to tile (_walk) instead of scanning every group's rows per tile (_tile_info); the same tiles.
 K_GROUPED (weight gradients of grouped experts, 1D1D scales, two-wave tiles only) enumerates every group's output
 tiles; a tile's K blocks are its group's columns of the concatenated K (_k_blocks).
-STREAM_K (dense 1D1D) runs the last one-and-a-fraction rounds of tiles as equal shares of their K blocks per CTA
-instead of tile by tile (_stream_k_share); a tile split between two CTAs is summed through a workspace.
+STREAM_K (dense 1D1D) runs the last, partial round of tiles as equal shares of their K blocks per CTA instead of
+tile by tile (_stream_k_share); a tile split among CTAs is summed through a workspace.
 """
 
 from triton.experimental import gluon
@@ -266,29 +266,31 @@ def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.c
 @gluon.jit
 def _stream_k_share(num_tiles, num_kb, NUM_SMS: gl.constexpr):
     """STREAM_K (dense 1D1D two-wave tiles): this CTA's share of the work, as (data-parallel tiles, K blocks per CTA
-    in the stream-K part, the CTA's first and end K block of that part, its number of work items).
+    in the stream-K part, the CTA's first and end K block of that part, its number of work items, the most pieces
+    a stream-K tile has).
 
-    The tiles of all rounds but the last two run whole, `pid + i * NUM_SMS` (data-parallel); the remaining
-    NUM_SMS..2 NUM_SMS - 1 tiles (the last one and a fraction rounds) are laid end to end as one run of K blocks,
-    which every CTA takes an equal, contiguous share of. A tile whose K blocks fall into two CTAs' shares is
-    computed in two pieces and reduced through the workspace (_stream_k_store). The launcher requires
-    num_tiles >= NUM_SMS, so a share spans at least a tile's K blocks and no tile has more than two pieces.
-    2112 x 4096 x 7168: 272 tiles in 2.06 rounds of work, instead of three rounds of SMs."""
-    dp_tiles = gl.maximum(num_tiles // NUM_SMS - 1, 0) * NUM_SMS
+    The tiles of every full round run whole, `pid + i * NUM_SMS` (data-parallel). The last, partial round's tiles
+    (the launcher keeps them to at most half a round) are laid end to end as one run of K blocks that every CTA
+    takes an equal, contiguous share of; a tile falling into several CTAs' shares is computed in pieces and summed
+    through the workspace (_stream_k_publish / _stream_k_finish). 2112 x 4096 x 7168: 272 tiles, two rounds plus
+    8 tiles of 56 blocks in 4-block shares, instead of a third round that keeps 124 SMs idle.
+    (Sharing out the last one-and-a-fraction rounds instead was 6-7 % slower on the 4096- and 7168-row problems,
+    H200 session 32: SMs reading different K blocks of the same panels at once.)"""
+    dp_tiles = (num_tiles // NUM_SMS) * NUM_SMS
     per_cta = gl.cdiv((num_tiles - dp_tiles) * num_kb, NUM_SMS)
     lo = gl.program_id(0) * per_cta
     hi = gl.minimum(lo + per_cta, (num_tiles - dp_tiles) * num_kb)
     items = dp_tiles // NUM_SMS
     if hi > lo:
         items += (hi - 1) // num_kb - lo // num_kb + 1
-    return dp_tiles, per_cta, lo, hi, items
+    return dp_tiles, per_cta, lo, hi, items, gl.cdiv(num_kb, gl.maximum(per_cta, 1)) + 1
 
 
 @gluon.jit
 def _stream_k_item(i, num_kb, dp_tiles, per_cta, lo, hi, NUM_SMS: gl.constexpr):
     """STREAM_K: item i of this CTA's share (_stream_k_share) as (tile, first K block, K blocks, piece, pieces,
     stream-K tile index): a whole data-parallel tile (piece 0 of 1), or the CTA's K blocks of one stream-K tile
-    (piece 0 holds the tile's first blocks)."""
+    (pieces in K order)."""
     dp_items = dp_tiles // NUM_SMS
     if i < dp_items:
         tile = gl.program_id(0) + i * NUM_SMS
@@ -330,7 +332,8 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
     if WALK:
         w_g, w_first = _walk_start(gl.program_id(0))
     if STREAM_K:  # this CTA's items, in order (the consumers walk the same ones)
-        sk_dp, sk_per_cta, sk_lo, sk_hi, sk_items = _stream_k_share(num_units, gl.cdiv(K, BK), NUM_SMS)
+        sk_dp, sk_per_cta, sk_lo, sk_hi, sk_items, sk_max = _stream_k_share(num_units, gl.cdiv(K, BK),
+                                                                               NUM_SMS)
         unit_first = 0
         unit_end = sk_items
         unit_step = 1
@@ -867,10 +870,11 @@ def _split_k_reduce(acc, ws_ptr, counter_ptr, slot, split, stage_smem, BN: gl.co
 
 
 @gluon.jit
-def _stream_k_publish(acc, ws_ptr, slot, piece, c_smem, BN: gl.constexpr):
-    """STREAM_K: write this piece's FP32 partial of one 64 x BN slab to its workspace slot ([slot, piece], row-major,
-    through the staging buffer as _split_k_reduce does). Both waves are published before either is reduced, so no
-    partial is live in registers next to the other wave's accumulator (62 spilled words otherwise, sm_90a)."""
+def _stream_k_publish(acc, ws_ptr, slot, piece, max_pieces, c_smem, BN: gl.constexpr):
+    """STREAM_K: write this piece's FP32 partial of one 64 x BN slab to its workspace slot ([slot, max_pieces],
+    row-major, through the staging buffer as _split_k_reduce does). Both waves are published before either is
+    reduced, so no partial is live in registers next to the other wave's accumulator (62 spilled words otherwise,
+    sm_90a)."""
     BLK: gl.constexpr = _reduce_layout(BN)
     SWZ: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, order=[1, 0])
     SLAB: gl.constexpr = WG_ROWS * BN
@@ -881,26 +885,28 @@ def _stream_k_publish(acc, ws_ptr, slot, piece, c_smem, BN: gl.constexpr):
     r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, BLK))
     c = gl.arange(0, BN, layout=gl.SliceLayout(0, BLK))
     offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(c, 0)
-    gl.store(ws_ptr + (2 * slot + piece) * SLAB + offs, staging.load(BLK))
+    gl.store(ws_ptr + (slot * max_pieces + piece).to(gl.int64) * SLAB + offs, staging.load(BLK))
     gl.thread_barrier()  # every thread's staging reads done before the buffer is used again
 
 
 @gluon.jit
-def _stream_k_finish(ws_ptr, counter_ptr, slot, c_ptr, stride_cm, M, N, d_desc, c_smem, row0, off_n,
-                     BN: gl.constexpr, HAS_C: gl.constexpr):
+def _stream_k_finish(ws_ptr, counter_ptr, slot, pieces, max_pieces, c_ptr, stride_cm, M, N, d_desc, c_smem, row0,
+                     off_n, BN: gl.constexpr, HAS_C: gl.constexpr):
     """STREAM_K, after both waves' _stream_k_publish (and a barrier, so every thread's partial is written): arrive at
-    the slab's counter; the second piece to arrive sums the two partials in piece order (the bits do not depend on
-    which came last), adds C's slab (by pointer), stores D's by TMA (rows past M, columns past N clipped) and
-    resets the counter."""
+    the slab's counter; the last piece to arrive sums the partials in piece order (the bits do not depend on which
+    came last), adds C's slab (by pointer), stores D's by TMA (rows past M, columns past N clipped) and resets the
+    counter."""
     BLK: gl.constexpr = _reduce_layout(BN)
     SLAB: gl.constexpr = WG_ROWS * BN
     arrived = gl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")
-    if arrived == 1:
+    if arrived == pieces - 1:
         r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, BLK))
         c = gl.arange(0, BN, layout=gl.SliceLayout(0, BLK))
         offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(c, 0)
-        total = gl.load(ws_ptr + 2 * slot * SLAB + offs, cache_modifier=".cg")
-        total = total + gl.load(ws_ptr + (2 * slot + 1) * SLAB + offs, cache_modifier=".cg")
+        base = ws_ptr + (slot * max_pieces).to(gl.int64) * SLAB
+        total = gl.load(base + offs, cache_modifier=".cg")
+        for p in range(1, pieces):  # not unrolled: one partial in flight
+            total = total + gl.load(base + p * SLAB + offs, cache_modifier=".cg")
         if HAS_C:
             ok = gl.expand_dims(row0 + r < M, 1) & gl.expand_dims(off_n + c < N, 0)
             c_tile = gl.load(c_ptr + gl.expand_dims(row0 + r, 1) * stride_cm + gl.expand_dims(off_n + c, 0),
@@ -953,7 +959,8 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                                                 BM, BN, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, A_ROW0, WAVE_N,
                                                 VEC, ROWS, UNIFORM)
     if STREAM_K:  # this CTA's items, in order (the producer walks the same ones)
-        sk_dp, sk_per_cta, sk_lo, sk_hi, sk_items = _stream_k_share(num_units, gl.cdiv(K, BK), NUM_SMS)
+        sk_dp, sk_per_cta, sk_lo, sk_hi, sk_items, sk_max = _stream_k_share(num_units, gl.cdiv(K, BK),
+                                                                               NUM_SMS)
         unit_first = 0
         unit_end = sk_items
         unit_step = 1
@@ -1065,12 +1072,12 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
             if STREAM_K:
                 if pieces > 1:  # (workspace slots: 4 per stream-K tile, one per warpgroup and wave)
                     slot = 4 * sk_tile + 2 * WG
-                    _stream_k_publish(acc0, ws_ptr, slot, piece, c_smem, BN)
-                    _stream_k_publish(acc1, ws_ptr, slot + 1, piece, c_smem, BN)
-                    _stream_k_finish(ws_ptr, counter_ptr, slot, c_ptr, stride_cm, M, N, d_desc, c_smem, d_row0,
-                                     off_n, BN, HAS_C)
-                    _stream_k_finish(ws_ptr, counter_ptr, slot + 1, c_ptr, stride_cm, M, N, d_desc, c_smem, row1,
-                                     off_n1, BN, HAS_C)
+                    _stream_k_publish(acc0, ws_ptr, slot, piece, sk_max, c_smem, BN)
+                    _stream_k_publish(acc1, ws_ptr, slot + 1, piece, sk_max, c_smem, BN)
+                    _stream_k_finish(ws_ptr, counter_ptr, slot, pieces, sk_max, c_ptr, stride_cm, M, N, d_desc,
+                                     c_smem, d_row0, off_n, BN, HAS_C)
+                    _stream_k_finish(ws_ptr, counter_ptr, slot + 1, pieces, sk_max, c_ptr, stride_cm, M, N, d_desc,
+                                     c_smem, row1, off_n1, BN, HAS_C)
                 else:
                     _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
                               d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
@@ -1104,7 +1111,7 @@ def _fp8_gemm_ws_kernel(
         c_desc,  # TMA descriptor over C with d_desc's shape and block (used when C_TMA)
         layout_ptr,
         ws_ptr,  # split-K: FP32 workspace [2 * tiles, SPLIT_K, 64 * BN] (16-byte aligned: specialised on);
-                 # STREAM_K: [4 * stream-K tiles, 2, 64 * BN]; KG_DESC: A's storage (FP8, every group's [M, K_g]
+                 # STREAM_K: [4 * stream-K tiles, most pieces, 64 * BN]; KG_DESC: A's storage (FP8, every group's [M, K_g]
                  # block in turn)
         counter_ptr,  # split-K: int32 arrival counters, one per 64-row slab (2 per tile; STREAM_K: 4 per stream-K
                       # tile), zero at rest; KG_DESC: B's
@@ -1120,7 +1127,7 @@ def _fp8_gemm_ws_kernel(
         WALK: gl.constexpr = False,  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
         UNIFORM: gl.constexpr = False,  # M_PSUM / MASKED / K_GROUPED: layout values marked warp-uniform
         STAGGER: gl.constexpr = 0,  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (_stagger_wait)
-        STREAM_K: gl.constexpr = False):  # dense 1D1D: the last rounds' tiles shared out by K blocks (_stream_k_share)
+        STREAM_K: gl.constexpr = False):  # dense 1D1D: the last round's tiles shared out by K blocks (_stream_k_share)
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
