@@ -253,16 +253,18 @@ def test_1d1d_stream_k_where_the_last_round_is_at_most_half_full(m, n, stream_k)
     assert not fp8_plan.stream_k_pays(call, cfg, "off")
 
 
-@pytest.mark.parametrize("tiles,k_blocks,expected", [(272, 56, (8, 15)), (272, 8, (8, 9)), (136, 1, (4, 2)),
-                                                     (576, 56, (48, 4)), (288, 5, (24, 6))])
+@pytest.mark.parametrize("tiles,k_blocks,expected", [(272, 56, (8, 5)), (272, 8, (8, 5)), (136, 1, (4, 2)),
+                                                     (576, 56, (48, 4)), (288, 5, (24, 4))])
 def test_stream_k_split_bounds_every_tiles_pieces(tiles, k_blocks, expected):
     """stream_k_split sizes the workspace: the last round's tiles, and a bound on the shares (pieces) any of their
     K-block runs meets, checked here against every tile's actual pieces under the kernel's share arithmetic
-    (fp8_gemm_ws._stream_k_item), the bound reached or exceeded by one at most."""
+    (fp8_gemm_ws._stream_k_item), the bound reached or exceeded by one at most; the share floor is the kernel's."""
     from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.kernels.fp8_gemm_ws import STREAM_K_SPLIT
+    assert fp8_plan.STREAM_K_SPLIT == STREAM_K_SPLIT.value
     sk_tiles, most = fp8_plan.stream_k_split(tiles, k_blocks, 132)
     assert (sk_tiles, most) == expected
-    share = -(-sk_tiles * k_blocks // 132)
+    share = max(-(-sk_tiles * k_blocks // 132), -(-k_blocks // fp8_plan.STREAM_K_SPLIT))
     pieces = [((t + 1) * k_blocks - 1) // share - (t * k_blocks) // share + 1 for t in range(sk_tiles)]
     assert max(pieces) <= most <= max(pieces) + 1
 

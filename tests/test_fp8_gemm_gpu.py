@@ -225,10 +225,10 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
                                    (2112, 4096, 7168), (2049, 4096, 256)])
 def test_1d1d_stream_k(monkeypatch, c_kind, m, n, k):
     """Dense 1D1D with its last round stream-K (fp8_plan.STREAM_K_1D1D, fp8_gemm_ws._stream_k_share), against the
-    reference and bit-identical when repeated; 132 SMs, so 8 stream-K tiles of 272: 8 K blocks (one-block shares,
-    8 pieces a tile), M and N tails with 3 blocks (3 pieces), 136 tiles of one block (4 whole tiles, no piece),
-    288 tiles of 5 (24 stream-K tiles), 56 blocks (4-block shares, 14-15 pieces), 2049 rows (a last row block of
-    one row); C = D, C another tensor, no C."""
+    reference and bit-identical when repeated; 132 SMs, so 8 stream-K tiles of 272: 8 K blocks (2-block shares, 4
+    pieces a tile), M and N tails with 3 blocks (1-block shares, 3 pieces), 136 tiles of one block (4 whole tiles,
+    no piece), 288 tiles of 5 (24 stream-K tiles, 2-block shares), 56 blocks (14-block shares, 4 pieces), 2049 rows
+    (a last row block of one row); C = D, C another tensor, no C."""
     from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (which calls split assumes the H200's SMs)
     ran = _spy_ws_launches(monkeypatch)

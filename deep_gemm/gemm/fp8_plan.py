@@ -444,12 +444,17 @@ def tile_problem(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> confi
     return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms)
 
 
+# The most shares a stream-K tile's K blocks are cut into: fp8_gemm_ws.STREAM_K_SPLIT (the kernel's constant).
+STREAM_K_SPLIT = 4
+
+
 def stream_k_split(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
     """(stream-K tiles, the most pieces one has) of a stream-K launch (fp8_gemm_ws._stream_k_share): the last,
-    partial round's tiles, laid end to end as one run of K blocks in equal shares of cdiv(tiles * k_blocks, sms);
-    a tile's blocks meet at most cdiv(k_blocks, share) + 1 shares."""
+    partial round's tiles, laid end to end as one run of K blocks in equal shares of cdiv(tiles * k_blocks, sms)
+    blocks, at least cdiv(k_blocks, STREAM_K_SPLIT); a tile's blocks meet at most cdiv(k_blocks, share) + 1
+    shares."""
     sk_tiles = tiles % sms
-    share = max(1, _cdiv(sk_tiles * k_blocks, sms))
+    share = max(_cdiv(sk_tiles * k_blocks, sms), _cdiv(k_blocks, STREAM_K_SPLIT))
     return sk_tiles, _cdiv(k_blocks, share) + 1
 
 

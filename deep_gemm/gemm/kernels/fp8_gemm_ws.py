@@ -51,6 +51,9 @@ WG_ROWS = gl.constexpr(64)
 # producer thread arrives on a stage's `ready` barrier once per K block, when its cp.async copies land.
 PRODUCER_WARPS = gl.constexpr(1)
 PRODUCER_THREADS = gl.constexpr(32 * PRODUCER_WARPS.value)
+# STREAM_K: the most shares one tile's K blocks are cut into (fp8_plan.stream_k_split mirrors it). Shares of 4 blocks
+# (14-15 pieces a tile at K = 7168) made the pieces' workspace round trip cost more than the idle SMs they filled.
+STREAM_K_SPLIT = gl.constexpr(4)
 
 
 @gluon.jit
@@ -272,12 +275,14 @@ def _stream_k_share(num_tiles, num_kb, NUM_SMS: gl.constexpr):
     The tiles of every full round run whole, `pid + i * NUM_SMS` (data-parallel). The last, partial round's tiles
     (the launcher keeps them to at most half a round) are laid end to end as one run of K blocks that every CTA
     takes an equal, contiguous share of; a tile falling into several CTAs' shares is computed in pieces and summed
-    through the workspace (_stream_k_publish / _stream_k_finish). 2112 x 4096 x 7168: 272 tiles, two rounds plus
-    8 tiles of 56 blocks in 4-block shares, instead of a third round that keeps 124 SMs idle.
+    through the workspace (_stream_k_publish / _stream_k_finish). Shares are at least a STREAM_K_SPLIT-th of a
+    tile's K blocks. 2112 x 4096 x 7168: 272 tiles, two rounds plus 8 tiles of 56 blocks in 14-block shares on 32
+    SMs, instead of a third round that keeps 124 SMs idle.
     (Sharing out the last one-and-a-fraction rounds instead was 6-7 % slower on the 4096- and 7168-row problems,
     H200 session 32: SMs reading different K blocks of the same panels at once.)"""
     dp_tiles = (num_tiles // NUM_SMS) * NUM_SMS
-    per_cta = gl.cdiv((num_tiles - dp_tiles) * num_kb, NUM_SMS)
+    # (shares of at least a STREAM_K_SPLIT-th of a tile: fewer pieces to sum, and fewer SMs, when the round is small)
+    per_cta = gl.maximum(gl.cdiv((num_tiles - dp_tiles) * num_kb, NUM_SMS), gl.cdiv(num_kb, STREAM_K_SPLIT))
     lo = gl.program_id(0) * per_cta
     hi = gl.minimum(lo + per_cta, (num_tiles - dp_tiles) * num_kb)
     items = dp_tiles // NUM_SMS
