@@ -203,70 +203,16 @@ def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(m, n, tail):
     256 tiles, 2 rounds); never for 1D2D, a split or 128 x 64 config, a head remap, or below two-wave sizes."""
     from deep_gemm.gemm import fp8_plan
     cfg = configs._config(128, 128)
-    no_sk = fp8_plan.Fp8Overrides(stream_k=False)  # (stream-K takes that round instead: test_1d1d_stream_k_...)
-    assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), cfg, "auto", no_sk) == tail
-    assert fp8_plan.plan_for_config(_dense_call(m, n, b_per_row=True), cfg, no_sk).row_tail == tail
-    assert fp8_plan.plan_for_config(_dense_call(m, n, b_per_row=True), cfg).row_tail == 0
+    assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), cfg, "auto") == tail
+    assert fp8_plan.plan_for_config(_dense_call(m, n, b_per_row=True), cfg).row_tail == tail
     if tail:
-        assert fp8_plan.row_tail(_dense_call(m, n), cfg, "auto", no_sk) == 0
-        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), configs._config(128, 128, 2), "auto", no_sk) == 0
-        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True, head=(1, 2, 3)), cfg, "auto", no_sk) == 0
-        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), configs._config(128, 64), "auto", no_sk) == 0
-        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), cfg, "off", no_sk) == 0
-        off = fp8_plan.Fp8Overrides(ws_mode="off", stream_k=False)
+        assert fp8_plan.row_tail(_dense_call(m, n), cfg, "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), configs._config(128, 128, 2), "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True, head=(1, 2, 3)), cfg, "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), configs._config(128, 64), "auto") == 0
+        assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), cfg, "off") == 0
+        off = fp8_plan.Fp8Overrides(ws_mode="off")
         assert fp8_plan.plan_for_config(_dense_call(m, n, b_per_row=True), cfg, off).row_tail == 0
-
-
-@pytest.mark.parametrize("m,n,stream_k", [(2112, 4096, True), (4096, 4096, False), (7168, 4096, False),
-                                           (2048, 4096, False), (2112, 2048, True), (4224, 4096, False),
-                                           (8448, 2048, False), (1024, 4096, False), (200, 4096, False),
-                                           (4608, 4096, True), (2112, 3840, False)])
-def test_1d1d_stream_k_where_the_last_round_is_at_most_half_full(m, n, stream_k):
-    """Stream-K for dense 1D1D two-wave tiles where they fill more than one round of 132 SMs and leave a last round
-    of at most 66 tiles (2112 x 4096: 272 tiles, 8 in the last round; 4608 x 4096: 576, 48; 4096 x 4096: 512, 116;
-    2112 x 3840: 255, 123; 4224 x 4096: 528 = 4 rounds; 1024 x 4096: 128 tiles), with C by TMA or none; never for 1D2D, C by pointer, D without TMA stores, a split or 128 x 64 config, a head remap, ws_mode
-    off, or when Fp8Overrides.stream_k is False. The plan then runs no row tail; forced on, it still needs the
-    shape conditions."""
-    from dataclasses import replace
-
-    from deep_gemm.gemm import fp8_plan
-    cfg = configs._config(128, 128)
-    call = _dense_call(m, n, b_per_row=True)
-    c_call = replace(_dense_call(m, n, b_per_row=True, has_c=True), c_tma=True)
-    for c in (call, c_call):
-        p = fp8_plan.plan_for_config(c, cfg)
-        assert p.kernel == ("ws" if m >= 1024 else p.kernel)
-        assert (p.ws is not None and p.ws.stream_k) == stream_k
-        assert fp8_plan.stream_k_pays(c, cfg, "auto") == stream_k
-        assert fp8_plan.stream_k_pays(c, cfg, "on", fp8_plan.Fp8Overrides(stream_k=True)) == stream_k
-        if stream_k:
-            assert p.row_tail == 0 and p.grid == 132
-    off = fp8_plan.Fp8Overrides(stream_k=False)
-    assert not fp8_plan.plan_for_config(call, cfg, off).ws.stream_k if m >= 1024 else True
-    assert not fp8_plan.stream_k_pays(call, cfg, "auto", off)
-    assert not fp8_plan.stream_k_pays(_dense_call(m, n), cfg, "auto")
-    assert not fp8_plan.stream_k_pays(_dense_call(m, n, b_per_row=True, has_c=True), cfg, "auto")  # (C by pointer)
-    assert not fp8_plan.stream_k_pays(replace(call, ws_d_tma=False), cfg, "auto")
-    assert not fp8_plan.stream_k_pays(call, configs._config(128, 128, 2), "auto")
-    assert not fp8_plan.stream_k_pays(call, configs._config(128, 64), "auto")
-    assert not fp8_plan.stream_k_pays(_dense_call(m, n, b_per_row=True, head=(1, 2, 3)), cfg, "auto")
-    assert not fp8_plan.stream_k_pays(call, cfg, "off")
-
-
-@pytest.mark.parametrize("tiles,k_blocks,expected", [(272, 56, (8, 5)), (272, 8, (8, 5)), (136, 1, (4, 2)),
-                                                     (576, 56, (48, 4)), (288, 5, (24, 4))])
-def test_stream_k_split_bounds_every_tiles_pieces(tiles, k_blocks, expected):
-    """stream_k_split sizes the workspace: the last round's tiles, and a bound on the shares (pieces) any of their
-    K-block runs meets, checked here against every tile's actual pieces under the kernel's share arithmetic
-    (fp8_gemm_ws._stream_k_item), the bound reached or exceeded by one at most; the share floor is the kernel's."""
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.kernels.fp8_gemm_ws import STREAM_K_SPLIT
-    assert fp8_plan.STREAM_K_SPLIT == STREAM_K_SPLIT.value
-    sk_tiles, most = fp8_plan.stream_k_split(tiles, k_blocks, 132)
-    assert (sk_tiles, most) == expected
-    share = max(-(-sk_tiles * k_blocks // 132), -(-k_blocks // fp8_plan.STREAM_K_SPLIT))
-    pieces = [((t + 1) * k_blocks - 1) // share - (t * k_blocks) // share + 1 for t in range(sk_tiles)]
-    assert max(pieces) <= most <= max(pieces) + 1
 
 
 def test_split_tiles_only_where_the_wave_model_says_they_pay():

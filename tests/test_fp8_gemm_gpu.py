@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm._triton.plans import ConfigCache, PlanCache
+from deep_gemm._triton.plans import PlanCache
 from deep_gemm.gemm.operands import dequantize
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
@@ -197,12 +197,8 @@ def test_1d1d_accumulate(m, n, k):
 def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     """1D1D whose last 128-row block alone spills its 128 x 256 tiles into another round of SMs: those rows run as
     a second launch (fp8_plan.row_tail), accumulating into C = D and into another C, twice each (a call of two launches
-    records no plan, so both calls take the launcher's path; without a tail the second call replays a plan). With
-    stream-K off: stream-K takes those rows' round by default (test_1d1d_stream_k)."""
-    from deep_gemm.gemm import fp8_plan, fp8_triton
-    monkeypatch.setattr(fp8_plan, "STREAM_K_1D1D", False)
-    # (plans made with stream-K off stay in caches of their own, so that later tests plan with it on)
-    monkeypatch.setattr(fp8_triton, "PLAN_OF_CALL", ConfigCache())
+    records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
+    from deep_gemm.gemm import fp8_triton
     monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
     rows = []
@@ -218,40 +214,6 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
             deep_gemm.fp8_gemm_nt(a, b, d, c=c, recipe=(1, 1, 128))
             assert calc_diff(d, want) < TOL
     assert rows[:2 if tail else 1] == ([tail, m - tail] if tail else [m]), rows
-
-
-@pytest.mark.parametrize("c_kind", ["d", "other", "none"])
-@pytest.mark.parametrize("m,n,k", [(2112, 4096, 1024), (2100, 4000, 384), (2112, 2048, 128), (2304, 4096, 640),
-                                   (2112, 4096, 7168), (2049, 4096, 256)])
-def test_1d1d_stream_k(monkeypatch, c_kind, m, n, k):
-    """Dense 1D1D with its last round stream-K (fp8_plan.STREAM_K_1D1D, fp8_gemm_ws._stream_k_share), against the
-    reference and bit-identical when repeated; 132 SMs, so 8 stream-K tiles of 272: 8 K blocks (2-block shares, 4
-    pieces a tile), M and N tails with 3 blocks (1-block shares, 3 pieces), 136 tiles of one block (4 whole tiles,
-    no piece), 288 tiles of 5 (24 stream-K tiles, 2-block shares), 56 blocks (14-block shares, 4 pieces), 2049 rows
-    (a last row block of one row); C = D, C another tensor, no C."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (which calls split assumes the H200's SMs)
-    ran = _spy_ws_launches(monkeypatch)
-    a, b = _operands(m, n, k, per_row_b=True)
-    expected = _ref(a, b, (1, 128))
-    c0 = torch.randn(m, n, device="cuda")
-    outs = []
-    for _ in range(3):  # (the later calls replay the recorded launch)
-        d = torch.full((m, n), float("nan"), device="cuda")
-        kwargs = dict(recipe=(1, 1, 128))
-        want = expected
-        if c_kind != "none":
-            c = c0.clone()
-            want = expected + c0
-            if c_kind == "d":
-                d.copy_(c)
-                c = d
-            kwargs["c"] = c
-        deep_gemm.fp8_gemm_nt(a, b, d, **kwargs)
-        assert calc_diff(d, want) < TOL
-        outs.append(d)
-    assert all(torch.equal(outs[0], d) for d in outs[1:])
-    assert ran and all(call[0].ws.stream_k for call in ran), "the stream-K kernel did not run"
 
 
 def _spy_ws_launches(monkeypatch):

@@ -156,14 +156,6 @@ UNIFORM_K_GROUPED = True
 # trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call (call 2): 0.881x,
 # against 0.854x in session 30. Fp8Overrides.stagger forces a level.
 STAGGER = {GROUPING["m_psum"]: 1}
-# Dense 1D1D (weight gradients) on two-wave 128 x 256 tiles: the tiles of the last, partial round are shared out
-# among all SMs by K blocks (stream-K: fp8_gemm_ws._stream_k_share), a tile split among CTAs being summed through a
-# workspace, instead of a round that leaves most SMs idle (and instead of row_tail's second launch). Applies where
-# the last round holds at most half a round of tiles (stream_k_pays). A first form that shared out the last one
-# and a fraction rounds (so that every tile had at most two pieces) was 6-7 % slower on the 4096 x 4096 x 7168 and
-# 7168 x 4096 x 16384 rows (H200 session 32, research/results/2026-12-03-h200-s32-call3/). Fp8Overrides.stream_k
-# forces it on or off.
-STREAM_K_1D1D = True
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -194,9 +186,6 @@ class Fp8Overrides:
     # Two-wave tiles: warpgroup 1's waves follow warpgroup 0's (0, 1 or 2; 3: the warpgroups meet before each tile's
     # K loop instead; default: STAGGER per layout)
     stagger: int | None = None
-    # Dense 1D1D two-wave tiles: the last round shared out by K blocks (STREAM_K_1D1D; forced on only where
-    # stream_k_pays' shape conditions hold)
-    stream_k: bool | None = None
 
     def __post_init__(self):
         if self.ws_mode is not None and self.ws_mode not in WS_MODES:
@@ -256,7 +245,6 @@ class WsPlan:
     uniform: bool = False  # psum / masked / K-grouped: the layout's values marked warp-uniform (UNIFORM_TILES,
     # UNIFORM_K_GROUPED)
     stagger: int = 0  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER)
-    stream_k: bool = False  # dense 1D1D: the last round's tiles shared out by K blocks (STREAM_K_1D1D)
 
 
 @dataclass(frozen=True)
@@ -444,52 +432,19 @@ def tile_problem(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> confi
     return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms)
 
 
-# The most shares a stream-K tile's K blocks are cut into: fp8_gemm_ws.STREAM_K_SPLIT (the kernel's constant).
-STREAM_K_SPLIT = 4
-
-
-def stream_k_split(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
-    """(stream-K tiles, the most pieces one has) of a stream-K launch (fp8_gemm_ws._stream_k_share): the last,
-    partial round's tiles, laid end to end as one run of K blocks in equal shares of cdiv(tiles * k_blocks, sms)
-    blocks, at least cdiv(k_blocks, STREAM_K_SPLIT); a tile's blocks meet at most cdiv(k_blocks, share) + 1
-    shares."""
-    sk_tiles = tiles % sms
-    share = max(_cdiv(sk_tiles * k_blocks, sms), _cdiv(k_blocks, STREAM_K_SPLIT))
-    return sk_tiles, _cdiv(k_blocks, share) + 1
-
-
-def stream_k_pays(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str,
-                  overrides: Fp8Overrides = NO_OVERRIDES) -> bool:
-    """Whether a dense 1D1D call runs its last round stream-K (STREAM_K_1D1D, Fp8Overrides.stream_k): two-wave
-    128 x 256 tiles from a 128 x 128 config, D stored by TMA, more tiles than SMs, and a last round of at most half
-    the SMs' worth of tiles (a fuller one leaves few SMs idle, while its tiles' pieces still cost their
-    workspace round trip)."""
-    wanted = STREAM_K_1D1D if overrides.stream_k is None else overrides.stream_k
-    if (not wanted or call.grouping != GROUPING["dense"] or not call.b_per_row or call.head != (0, 0, 0)
-            or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or call.interpreting or mode == "off"
-            or not call.ws_d_tma or not call.d_rows):
-        return False
-    if call.has_c and not (call.ws_d_tma and call.c_tma):  # (1D1D takes C by TMA only: _ws_pays)
-        return False
-    if mode == "auto" and ws_waves(GROUPING["dense"], call.m, call.n, 128, False, call.num_sms)[0] != 2:
-        return False
-    tiles = _cdiv(call.m, 128) * _cdiv(call.n, 256)
-    return tiles > call.num_sms and 0 < tiles % call.num_sms <= call.num_sms // 2
-
-
-def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str, overrides: Fp8Overrides = NO_OVERRIDES) -> int:
+def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str) -> int:
     """Rows at the end of a dense 1D1D problem to run as a call of their own (0: none). 1D1D runs on 128 x 256
     two-wave tiles; when the last 128-row block alone spills the tiles into one more round of SMs, that round
     runs a handful of tiles on an otherwise idle GPU, as long as a full round. Those rows (at most 128) go to a
     second launch instead, whose small-M config (split-K) spreads them over the SMs. H200 (session 10): 1D1D
-    2112x4096x7168 is 17 x 16 = 272 tiles, three rounds of 132 SMs for 2.06 rounds of work."""
+    2112x4096x7168 is 17 x 16 = 272 tiles, three rounds of 132 SMs for 2.06 rounds of work. (Stream-K, the last
+    round's tiles shared out by K blocks within the main launch, was 5-6 % slower on that row in three forms:
+    research/results/fp8-sessions.md, session 32.)"""
     # (1D1D takes the two-wave kernel from 128 x 128 configs only: _ws_pays)
     if (call.grouping != GROUPING["dense"] or not call.b_per_row or call.head != (0, 0, 0)
             or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or call.interpreting):
         return 0
     if mode == "off" or ws_waves(GROUPING["dense"], call.m, call.n, 128, False, call.num_sms) != (2, True):
-        return 0
-    if stream_k_pays(call, cfg, mode, overrides):  # (the stream-K part takes that round's tiles instead)
         return 0
     row_blocks, col_blocks = _cdiv(call.m, 128), _cdiv(call.n, 256)
     rounds = _cdiv(row_blocks * col_blocks, call.num_sms)
@@ -526,7 +481,7 @@ def plan_for_config(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Ove
     if call.head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
         cfg = configs._config(cfg.block_m, cfg.block_n, 1)
     mode = ws_mode_of(overrides)
-    tail = row_tail(call, cfg, mode, overrides)
+    tail = row_tail(call, cfg, mode)
     if tail:
         call = replace(call, m=call.m - tail)
     grid = _tl_grid(call, cfg)
@@ -604,9 +559,8 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     uniform = uniform and (layout is not None or k_grouped)
     stagger = STAGGER.get(grouping, 0) if overrides.stagger is None else overrides.stagger
     stagger = stagger if waves == 2 and not split_tile else 0  # (the two-wave mainloops: fp8_gemm_ws._stagger_wait)
-    stream_k = call.b_per_row and d_tma and stream_k_pays(call, cfg, mode, overrides)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
-                  walk, uniform, stagger, stream_k)
+                  walk, uniform, stagger)
 
 
 def tile_walk_layout(call: Fp8Call) -> str | None:
@@ -625,4 +579,4 @@ def grouping_of(kind: str, use_psum_layout: bool = False) -> int:
 
 __all__ = ["Fp8Call", "Fp8Overrides", "Fp8Plan", "WsPlan", "GROUPING", "plan", "plan_for_config", "tile_problem",
            "ws_register_budget", "ws_stages", "ws_waves", "ws_narrow", "tail_narrow", "wide_small_m",
-           "one_wave_split_routable", "row_tail", "stream_k_pays", "stream_k_split", "sized_call"]
+           "one_wave_split_routable", "row_tail", "sized_call"]

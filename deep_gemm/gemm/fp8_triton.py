@@ -26,8 +26,7 @@ from ..runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
 from . import fp8_autotune
 from . import fp8_configs as configs
 from . import fp8_plan
-from .fp8_plan import (GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, next_pow2, stream_k_split,
-                       ws_register_budget)
+from .fp8_plan import GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, next_pow2, ws_register_budget
 from .operands import FP8, resolve_recipe, to_nt, write_without_product
 
 # Plans resolved per (call, overrides): the heuristic's, or (opt-in) autotuning's tile config and what follows.
@@ -217,16 +216,9 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
     d_rows = _rows_view(d)
     c_arg = c if c is not None else d
     stride_cm = c_arg.stride(-2) if c is not None else 0
-    if w.stream_k:
-        # Stream-K: one counter per 64 x BN slab of the stream-K tiles (the last, partial round:
-        # fp8_gemm_ws._stream_k_share), room for as many partials as a tile has pieces at most.
-        sk_tiles, max_pieces = stream_k_split(_cdiv(m, w.block_m) * _cdiv(n, w.tile_n), _cdiv(k, cfg.block_k),
-                                              grid[0])
-        ws, counters = split_k_buffers(d, 2, 4 * sk_tiles, 4 * sk_tiles * max_pieces * 64 * w.bn, recorder)
-    else:
-        # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
-        slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
-        ws, counters = split_k_buffers(d, cfg.split_k, slabs, slabs * cfg.split_k * 64 * cfg.block_n, recorder)
+    # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
+    slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
+    ws, counters = split_k_buffers(d, cfg.split_k, slabs, slabs * cfg.split_k * 64 * cfg.block_n, recorder)
     kg_desc = group_blocks is not None
     if kg_desc:  # (the split-K slots carry A's and B's storage: fp8_gemm_ws, KG_DESC)
         ws, counters = group_blocks
@@ -246,11 +238,11 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
             w.narrow, w.c_tma, w.scales_smem, cfg.split_k)
     variant = ("ws", w.block_m, w.bn, cfg.group_m, d.dtype, w.stages, call.grouping, call.b_per_row, call.has_c,
                w.d_tma, call.zero_gaps, call.psum_align, grid[0], g_pad, w.waves, w.along_n, w.narrow, w.c_tma,
-               w.scales_smem, cfg.split_k, kg_desc, w.walk, w.uniform, w.stagger, w.stream_k)
+               w.scales_smem, cfg.split_k, kg_desc, w.walk, w.uniform, w.stagger)
     device_index = d.device.index or 0
 
     def compiled(regs):
-        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger, w.stream_k),
+        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger),
                                name="fp8_gemm_ws", config_key=(*variant, regs), num_warps=4, num_stages=1,
                                device_index=device_index)
     if len(w.register_budgets) == 1:
@@ -260,7 +252,7 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
         if regs is None:
             regs = ws_register_budget(lambda r: compiled(r).n_spills)
             _WS_BUDGETS[(variant, device_index)] = regs
-    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger, w.stream_k), name="fp8_gemm_ws",
+    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger), name="fp8_gemm_ws",
            config_key=(*variant, regs), num_warps=4, num_stages=1, device_index=device_index,
            record=recorder.launches if recorder is not None else None)
 

@@ -15,9 +15,7 @@ Variants are timed in interleaved rounds (plan, st1, st2, plan, ...; --rounds), 
 --reps calls; the row's time per variant is the median over rounds.
 
 `plan` is the shipped plan (fp8_plan.STAGGER's level for the layout); st0-st3 force a level (st3: the warpgroups
-meet before each tile's K loop, then issue together: the opposite of st1). `nosk` (session 32) turns stream-K off
-on the 1D1D rows (fp8_plan.STREAM_K_1D1D; the 2112-row problem then runs its row tail): not bit-identical to the
-plan (the split tiles' partials are summed in another order), so its rows show DIFF.
+meet before each tile's K loop, then issue together: the opposite of st1).
 
     python research/probes/ws_stagger_ab.py [--rows dense,psum,decode,wgrad,k_grouped] [--rounds 3] [--reps 10]
         [--levels st0,st1]
@@ -40,9 +38,7 @@ import ws_uniform_ab  # noqa: E402
 
 from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
 
-# Forced variants by name: stagger levels, and stream-K off for the 1D1D rows (nosk: fp8_plan.STREAM_K_1D1D).
-LEVELS = {"st0": dict(stagger=0), "st1": dict(stagger=1), "st2": dict(stagger=2), "st3": dict(stagger=3),
-          "nosk": dict(stream_k=False)}
+LEVELS = {"st0": 0, "st1": 1, "st2": 2, "st3": 3}
 DENSE_ROWS = [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536), (4096, 7168, 2048), (4096, 2112, 7168)]
 DECODE_ROWS = [(32, 192, 6144, 7168), (6, 1024, 4096, 4096), (32, 20, 7168, 3072)]
 WGRAD_ROWS = [(4096, 4096, 7168), (7168, 4096, 16384), (2112, 4096, 7168)]  # DeepGEMM's 1D1D rows
@@ -62,14 +58,14 @@ def dense_row(levels, m, n, k, wgrad=False):
     every variant writes its own D."""
     row = dense_sweep.Row("wgrad" if wgrad else "dense4096", m, n, k, wgrad)
     calls = {"plan": row.call("plan", None)}
-    calls.update({v: row.call(v, Fp8Overrides(**LEVELS[v])) for v in levels})
+    calls.update({v: row.call(v, Fp8Overrides(stagger=LEVELS[v])) for v in levels})
     return (f"{'wgrad' if wgrad else 'dense'} M={m} N={n} K={k}", 2 * m * n * k, calls,
             lambda v: row.check(v, calls[v]), row.out)
 
 
 def k_grouped_rows(levels):
     """benchmarks/shapes.K_GROUPED through k_grouped_fp8_gemm_tn_contiguous (1D1D two-wave tiles), one D per row."""
-    variants = {"plan": None, **{v: Fp8Overrides(**LEVELS[v]) for v in levels}}
+    variants = {"plan": None, **{v: Fp8Overrides(stagger=LEVELS[v]) for v in levels}}
     out = []
     for shape in moe.shapes.K_GROUPED:
         name, flops, calls, check, valid = ws_uniform_ab._k_grouped_row(*shape, variants=variants)
@@ -79,7 +75,7 @@ def k_grouped_rows(levels):
 
 
 def moe_rows(kinds, levels):
-    moe.VARIANTS.update({v: dict(LEVELS[v]) for v in levels})
+    moe.VARIANTS.update({v: dict(stagger=LEVELS[v]) for v in levels})
     moe.IDS_VARIANTS[:] = ["plan", *levels]
     out = []
     if "psum" in kinds:

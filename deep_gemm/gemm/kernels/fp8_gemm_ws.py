@@ -33,8 +33,6 @@ With WALK (Fp8Overrides.tile_walk) each partition finds those tiles as DeepGEMM'
 group from tile to tile (_walk) instead of scanning every group's rows per tile (_tile_info); the same tiles.
 K_GROUPED (weight gradients of grouped experts, 1D1D scales, two-wave tiles only) enumerates every group's output
 tiles; a tile's K blocks are its group's columns of the concatenated K (_k_blocks).
-STREAM_K (dense 1D1D) runs the last, partial round of tiles as equal shares of their K blocks per CTA instead of
-tile by tile (_stream_k_share); a tile split among CTAs is summed through a workspace.
 """
 
 from triton.experimental import gluon
@@ -51,9 +49,6 @@ WG_ROWS = gl.constexpr(64)
 # producer thread arrives on a stage's `ready` barrier once per K block, when its cp.async copies land.
 PRODUCER_WARPS = gl.constexpr(1)
 PRODUCER_THREADS = gl.constexpr(32 * PRODUCER_WARPS.value)
-# STREAM_K: the most shares one tile's K blocks are cut into (fp8_plan.stream_k_split mirrors it). Shares of 4 blocks
-# (14-15 pieces a tile at K = 7168) made the pieces' workspace round trip cost more than the idle SMs they filled.
-STREAM_K_SPLIT = gl.constexpr(4)
 
 
 @gluon.jit
@@ -267,55 +262,6 @@ def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.c
 
 
 @gluon.jit
-def _stream_k_share(num_tiles, num_kb, NUM_SMS: gl.constexpr):
-    """STREAM_K (dense 1D1D two-wave tiles): this CTA's share of the work, as (data-parallel tiles, K blocks per CTA
-    in the stream-K part, the CTA's first and end K block of that part, its number of work items, the most pieces
-    a stream-K tile has).
-
-    The tiles of every full round run whole, `pid + i * NUM_SMS` (data-parallel). The last, partial round's tiles
-    (the launcher keeps them to at most half a round) are laid end to end as one run of K blocks that every CTA
-    takes an equal, contiguous share of; a tile falling into several CTAs' shares is computed in pieces and summed
-    through the workspace (_stream_k_publish / _stream_k_finish). Shares are at least a STREAM_K_SPLIT-th of a
-    tile's K blocks. 2112 x 4096 x 7168: 272 tiles, two rounds plus 8 tiles of 56 blocks in 14-block shares on 32
-    SMs, instead of a third round that keeps 124 SMs idle.
-    (Sharing out the last one-and-a-fraction rounds instead was 6-7 % slower on the 4096- and 7168-row problems,
-    H200 session 32: SMs reading different K blocks of the same panels at once.)"""
-    dp_tiles = (num_tiles // NUM_SMS) * NUM_SMS
-    # (shares of at least a STREAM_K_SPLIT-th of a tile: fewer pieces to sum, and fewer SMs, when the round is small)
-    per_cta = gl.maximum(gl.cdiv((num_tiles - dp_tiles) * num_kb, NUM_SMS), gl.cdiv(num_kb, STREAM_K_SPLIT))
-    lo = gl.program_id(0) * per_cta
-    hi = gl.minimum(lo + per_cta, (num_tiles - dp_tiles) * num_kb)
-    items = dp_tiles // NUM_SMS
-    if hi > lo:
-        items += (hi - 1) // num_kb - lo // num_kb + 1
-    return dp_tiles, per_cta, lo, hi, items, gl.cdiv(num_kb, gl.maximum(per_cta, 1)) + 1
-
-
-@gluon.jit
-def _stream_k_item(i, num_kb, dp_tiles, per_cta, lo, hi, NUM_SMS: gl.constexpr):
-    """STREAM_K: item i of this CTA's share (_stream_k_share) as (tile, first K block, K blocks, piece, pieces,
-    stream-K tile index): a whole data-parallel tile (piece 0 of 1), or the CTA's K blocks of one stream-K tile
-    (pieces in K order)."""
-    dp_items = dp_tiles // NUM_SMS
-    if i < dp_items:
-        tile = gl.program_id(0) + i * NUM_SMS
-        kb0 = i * 0
-        count = num_kb
-        piece = i * 0
-        pieces = i * 0 + 1
-        sk_tile = i * 0
-    else:
-        sk_tile = lo // num_kb + (i - dp_items)
-        first = gl.maximum(lo, sk_tile * num_kb)
-        tile = dp_tiles + sk_tile
-        kb0 = first - sk_tile * num_kb
-        count = gl.minimum(hi, (sk_tile + 1) * num_kb) - first
-        piece = gl.program_id(0) - (sk_tile * num_kb) // per_cta
-        pieces = ((sk_tile + 1) * num_kb - 1) // per_cta - (sk_tile * num_kb) // per_cta + 1
-    return tile, kb0, count, piece, pieces, sk_tile
-
-
-@gluon.jit
 def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
               layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
               stride_sfb_g, stride_sfb_n, stride_sfb_k,
@@ -323,7 +269,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
               STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, GROUPING: gl.constexpr,
               G_PAD: gl.constexpr, PSUM_ALIGN: gl.constexpr, SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr,
               SCALES_SMEM: gl.constexpr, SPLIT_K: gl.constexpr, a_flat, b_flat, KG_DESC: gl.constexpr,
-              WALK: gl.constexpr, UNIFORM: gl.constexpr, STREAM_K: gl.constexpr):
+              WALK: gl.constexpr, UNIFORM: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     SFB_VEC: gl.constexpr = gl.BlockedLayout([TILE_N // 32], [32], [1], [0])
     SFA_VEC: gl.constexpr = gl.BlockedLayout([BM // 32], [32], [1], [0])
@@ -336,34 +282,18 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
     it = 0
     if WALK:
         w_g, w_first = _walk_start(gl.program_id(0))
-    if STREAM_K:  # this CTA's items, in order (the consumers walk the same ones)
-        sk_dp, sk_per_cta, sk_lo, sk_hi, sk_items, sk_max = _stream_k_share(num_units, gl.cdiv(K, BK),
-                                                                               NUM_SMS)
-        unit_first = 0
-        unit_end = sk_items
-        unit_step = 1
-    else:
-        unit_first = gl.program_id(0)
-        unit_end = num_units
-        unit_step = NUM_SMS
-    for unit in range(unit_first, unit_end, unit_step):
+    for unit in range(gl.program_id(0), num_units, NUM_SMS):
         if WALK:
             w_g, w_first, w_rows, w_start = _walk(unit, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N,
                                                   GROUPING, PSUM_ALIGN, UNIFORM)
             group, expert, off_m, off_n, m_limit, row_end = _walk_info(unit, w_g, w_first, w_rows, w_start, M, N, BM,
                                                                        TILE_N, GROUP_M, GROUPING)
-        elif STREAM_K:
-            tile, kb0, num_kb, piece, pieces, sk_tile = _stream_k_item(unit, gl.cdiv(K, BK), sk_dp, sk_per_cta,
-                                                                       sk_lo, sk_hi, NUM_SMS)
-            group, expert, off_m, off_n, m_limit, row_end = _tile_info(
-                tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         else:
             group, expert, off_m, off_n, m_limit, row_end = _tile_info(
                 unit // SPLIT_K, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC,
                 UNIFORM)
-        if not STREAM_K:
-            kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, unit % SPLIT_K,
-                                   SPLIT_K, UNIFORM)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, unit % SPLIT_K, SPLIT_K,
+                               UNIFORM)
         if expert >= 0:
             a_row = off_m
             if GROUPING == MASKED:  # A is [G * Mmax, K]
@@ -824,12 +754,6 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
               c2_smem, off_m + A_ROW0, narrow_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
 
 
-@gluon.constexpr_function
-def _reduce_layout(BN):
-    """Split-K partials in registers: 16-byte row vectors, a warp over whole rows (_split_k_reduce)."""
-    return gl.BlockedLayout([1, 4], [32 * 4 // BN, BN // 4], [4, 1], [1, 0])
-
-
 @gluon.jit
 def _split_k_reduce(acc, ws_ptr, counter_ptr, slot, split, stage_smem, BN: gl.constexpr, SPLIT_K: gl.constexpr):
     """Split-K, one warpgroup's 64 x BN slab: publish this split's FP32 partial, and let the split that arrives last
@@ -846,7 +770,7 @@ def _split_k_reduce(acc, ws_ptr, counter_ptr, slot, split, stage_smem, BN: gl.co
     The last split sums the partials in split order, its own from registers, so the result does not depend on which
     split came last, and resets the counter for the next launch. Ordering: every thread's partial store, the
     partition's barrier, one acquire-release atomic at GPU scope; the reads go through L2 (.cg)."""
-    BLK: gl.constexpr = _reduce_layout(BN)
+    BLK: gl.constexpr = gl.BlockedLayout([1, 4], [32 * 4 // BN, BN // 4], [4, 1], [1, 0])
     SWZ: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, order=[1, 0])
     SLAB: gl.constexpr = WG_ROWS * BN
     tma.store_wait(pendings=0)  # the buffer's previous TMA store has been read out
@@ -875,53 +799,6 @@ def _split_k_reduce(acc, ws_ptr, counter_ptr, slot, split, stage_smem, BN: gl.co
 
 
 @gluon.jit
-def _stream_k_publish(acc, ws_ptr, slot, piece, max_pieces, c_smem, BN: gl.constexpr):
-    """STREAM_K: write this piece's FP32 partial of one 64 x BN slab to its workspace slot ([slot, max_pieces],
-    row-major, through the staging buffer as _split_k_reduce does). Both waves are published before either is
-    reduced, so no partial is live in registers next to the other wave's accumulator (62 spilled words otherwise,
-    sm_90a)."""
-    BLK: gl.constexpr = _reduce_layout(BN)
-    SWZ: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, order=[1, 0])
-    SLAB: gl.constexpr = WG_ROWS * BN
-    tma.store_wait(pendings=0)  # the buffer's previous TMA store has been read out
-    staging = c_smem._reinterpret(gl.float32, [WG_ROWS, BN], SWZ)
-    staging.store(acc)
-    gl.thread_barrier()
-    r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, BLK))
-    c = gl.arange(0, BN, layout=gl.SliceLayout(0, BLK))
-    offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(c, 0)
-    gl.store(ws_ptr + (slot * max_pieces + piece).to(gl.int64) * SLAB + offs, staging.load(BLK))
-    gl.thread_barrier()  # every thread's staging reads done before the buffer is used again
-
-
-@gluon.jit
-def _stream_k_finish(ws_ptr, counter_ptr, slot, pieces, max_pieces, c_ptr, stride_cm, M, N, d_desc, c_smem, row0,
-                     off_n, BN: gl.constexpr, HAS_C: gl.constexpr):
-    """STREAM_K, after both waves' _stream_k_publish (and a barrier, so every thread's partial is written): arrive at
-    the slab's counter; the last piece to arrive sums the partials in piece order (the bits do not depend on which
-    came last), adds C's slab (by pointer), stores D's by TMA (rows past M, columns past N clipped) and resets the
-    counter."""
-    BLK: gl.constexpr = _reduce_layout(BN)
-    SLAB: gl.constexpr = WG_ROWS * BN
-    arrived = gl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")
-    if arrived == pieces - 1:
-        r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, BLK))
-        c = gl.arange(0, BN, layout=gl.SliceLayout(0, BLK))
-        offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(c, 0)
-        base = ws_ptr + (slot * max_pieces).to(gl.int64) * SLAB
-        total = gl.load(base + offs, cache_modifier=".cg")
-        for p in range(1, pieces):  # not unrolled: one partial in flight
-            total = total + gl.load(base + p * SLAB + offs, cache_modifier=".cg")
-        if HAS_C:
-            ok = gl.expand_dims(row0 + r < M, 1) & gl.expand_dims(off_n + c < N, 0)
-            c_tile = gl.load(c_ptr + gl.expand_dims(row0 + r, 1) * stride_cm + gl.expand_dims(off_n + c, 0),
-                             mask=ok, other=0.0)
-            total = total + c_tile.to(gl.float32)
-        _tma_store(total, d_desc, c_smem, row0, off_n)
-        gl.atomic_xchg(counter_ptr + slot, 0, sem="relaxed", scope="gpu")
-
-
-@gluon.jit
 def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars, layout_ptr,
               sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_smem, d2_desc, c2_smem, c_desc,
               M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
@@ -932,7 +809,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
               SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr, WALK: gl.constexpr,
-              UNIFORM: gl.constexpr, stagger, STAGGER: gl.constexpr, STREAM_K: gl.constexpr):
+              UNIFORM: gl.constexpr, stagger, STAGGER: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -945,7 +822,6 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
     A_ROW0: gl.constexpr = WG * (BM // 2)
     it = 0
     tiles_done = 0  # parity of this warpgroup's C-load barriers (C_TMA: each wave's is used once per tile)
-    c_loads = 0  # STREAM_K: the same, counting only the tiles this CTA stores whole
     # Two-wave 1D2D tiles of 2-D layouts load a tile's first-block scales before the previous tile's epilogue
     # (_next_first_scales); the first tile's here.
     # (Masked layouts with the walk (WALK) would find the next tile cheaply, but the prefetched scales live across
@@ -963,23 +839,9 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                                                 NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfb_g, stride_sfb_n,
                                                 BM, BN, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, A_ROW0, WAVE_N,
                                                 VEC, ROWS, UNIFORM)
-    if STREAM_K:  # this CTA's items, in order (the producer walks the same ones)
-        sk_dp, sk_per_cta, sk_lo, sk_hi, sk_items, sk_max = _stream_k_share(num_units, gl.cdiv(K, BK),
-                                                                               NUM_SMS)
-        unit_first = 0
-        unit_end = sk_items
-        unit_step = 1
-    else:
-        unit_first = gl.program_id(0)
-        unit_end = num_units
-        unit_step = NUM_SMS
-    for unit in range(unit_first, unit_end, unit_step):
-        if STREAM_K:
-            tile, kb0, num_kb, piece, pieces, sk_tile = _stream_k_item(unit, gl.cdiv(K, BK), sk_dp, sk_per_cta,
-                                                                       sk_lo, sk_hi, NUM_SMS)
-        else:
-            tile = unit // SPLIT_K
-            split = unit % SPLIT_K
+    for unit in range(gl.program_id(0), num_units, NUM_SMS):
+        tile = unit // SPLIT_K
+        split = unit % SPLIT_K
         if WALK:
             w_g, w_first, w_rows, w_start = _walk(tile, w_g, w_first, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N,
                                                   GROUPING, PSUM_ALIGN, UNIFORM)
@@ -988,9 +850,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
         else:
             group, expert, off_m, off_n, m_limit, row_end = _tile_info(
                 tile, layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
-        if not STREAM_K:
-            kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, split, SPLIT_K,
-                                   UNIFORM)
+        kb0, num_kb = _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK, GROUPING, G_PAD, VEC, split, SPLIT_K, UNIFORM)
         rows = off_m + A_ROW0 + gl.arange(0, WG_ROWS, layout=ROWS)
         cols = off_n + gl.arange(0, BN, layout=COLS)
         # Row of this slab in the 2-D view of D the TMA descriptor covers ([G * M, N] for masked and K-grouped
@@ -1074,31 +934,12 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
                                                         N, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfb_g,
                                                         stride_sfb_n, BM, BN, TILE_N, GROUP_M, GROUPING, G_PAD,
                                                         PSUM_ALIGN, A_ROW0, WAVE_N, VEC, ROWS, UNIFORM)
-            if STREAM_K:
-                if pieces > 1:  # (workspace slots: 4 per stream-K tile, one per warpgroup and wave)
-                    slot = 4 * sk_tile + 2 * WG
-                    _stream_k_publish(acc0, ws_ptr, slot, piece, sk_max, c_smem, BN)
-                    _stream_k_publish(acc1, ws_ptr, slot + 1, piece, sk_max, c_smem, BN)
-                    _stream_k_finish(ws_ptr, counter_ptr, slot, pieces, sk_max, c_ptr, stride_cm, M, N, d_desc,
-                                     c_smem, d_row0, off_n, BN, HAS_C)
-                    _stream_k_finish(ws_ptr, counter_ptr, slot + 1, pieces, sk_max, c_ptr, stride_cm, M, N, d_desc,
-                                     c_smem, row1, off_n1, BN, HAS_C)
-                else:
-                    _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                              d_desc, c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
-                              HAS_C, D_TMA, off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), c_loads & 1,
-                              C_TMA)
-                    _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                              d_desc, c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS,
-                              HAS_C, D_TMA, slab_row1, m_limit, c_desc, c_bars.index(2 * WG + 1), c_loads & 1, C_TMA)
-                    c_loads += 1  # (each C-load barrier's phase advances only with the tiles stored here)
-            else:
-                _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
-                          c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
-                          off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), tiles_done & 1, C_TMA)
-                _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr,
-                          d_desc, c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C,
-                          D_TMA, slab_row1, m_limit, c_desc, c_bars.index(2 * WG + 1), tiles_done & 1, C_TMA)
+            _epilogue(acc0, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, d_row0, off_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
+                      off_m + A_ROW0, m_limit, c_desc, c_bars.index(2 * WG), tiles_done & 1, C_TMA)
+            _epilogue(acc1, rows1, cols1, row_ok1, col_ok1, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
+                      c_smem, row1, off_n1, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA,
+                      slab_row1, m_limit, c_desc, c_bars.index(2 * WG + 1), tiles_done & 1, C_TMA)
         tiles_done += 1
     if D_TMA:
         tma.store_wait(pendings=0)
@@ -1116,10 +957,8 @@ def _fp8_gemm_ws_kernel(
         c_desc,  # TMA descriptor over C with d_desc's shape and block (used when C_TMA)
         layout_ptr,
         ws_ptr,  # split-K: FP32 workspace [2 * tiles, SPLIT_K, 64 * BN] (16-byte aligned: specialised on);
-                 # STREAM_K: [4 * stream-K tiles, most pieces, 64 * BN]; KG_DESC: A's storage (FP8, every group's [M, K_g]
-                 # block in turn)
-        counter_ptr,  # split-K: int32 arrival counters, one per 64-row slab (2 per tile; STREAM_K: 4 per stream-K
-                      # tile), zero at rest; KG_DESC: B's
+                 # KG_DESC: A's storage (FP8, every group's [M, K_g] block in turn)
+        counter_ptr,  # split-K: int32 arrival counters, one per 64-row slab (2 per tile), zero at rest; KG_DESC: B's
         M, N, K, NUM_GROUPS,
         stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k,
         stride_dg, stride_dm, stride_cm,
@@ -1131,8 +970,7 @@ def _fp8_gemm_ws_kernel(
         KG_DESC: gl.constexpr = False,  # K-grouped: A and B as per-group blocks, descriptors built per tile
         WALK: gl.constexpr = False,  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
         UNIFORM: gl.constexpr = False,  # M_PSUM / MASKED / K_GROUPED: layout values marked warp-uniform
-        STAGGER: gl.constexpr = 0,  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (_stagger_wait)
-        STREAM_K: gl.constexpr = False):  # dense 1D1D: the last round's tiles shared out by K blocks (_stream_k_share)
+        STAGGER: gl.constexpr = 0):  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (_stagger_wait)
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -1151,8 +989,6 @@ def _fp8_gemm_ws_kernel(
     gl.static_assert(SPLIT_K == 1 or (WAVES == 1 and GROUPING == DENSE and not B_PER_ROW and not HAS_C and D_TMA),
                      "split-K: dense 1D2D one-wave tiles without C, D by TMA")
     gl.static_assert(not (SPLIT and GROUPING == MASKED), "split tiles store rows of dense and contiguous layouts")
-    gl.static_assert(not STREAM_K or (GROUPING == DENSE and SFB_SMEM and D_TMA and SPLIT_K == 1 and not WALK),
-                     "stream-K: dense 1D1D two-wave tiles, D by TMA")
     if WAVE_N:
         gl.static_assert(WAVES == 2 and BM == 2 * WG_ROWS and TILE_N == BN + NARROW, "128 x (BN + NARROW) tile")
         gl.static_assert(BN == 128, "waves along N take one 128-column B scale block each")
@@ -1212,18 +1048,16 @@ def _fp8_gemm_ws_kernel(
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK, UNIFORM, stagger, STAGGER,
-                     STREAM_K)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK, UNIFORM, stagger, STAGGER)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
                      layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK, UNIFORM, stagger, STAGGER,
-                     STREAM_K)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK, UNIFORM, stagger, STAGGER)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,
                      GROUPING, G_PAD, PSUM_ALIGN, SPLIT, SFB_SMEM, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr,
-                     KG_DESC, WALK, UNIFORM, STREAM_K)),
+                     KG_DESC, WALK, UNIFORM)),
     ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

@@ -4,7 +4,7 @@ against the torch reference and against the kernel it was meant to run (a case f
 
 Paths: the tl.* kernel (dense 1D2D, split-K, 1D1D with C, grouped ids / psum, masked with pointer stores, K-grouped);
 the warp-specialised kernel's one-wave tiles (global-loaded and staged scales), two-wave 128 x 256 and 256 x 128
-tiles, split 128 x 192 and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D (and stream-K); grouped contiguous with expert
+tiles, split 128 x 192 and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D; grouped contiguous with expert
 ids and with the psum layout (zero-padded or not, the decode form with rows past the groups), masked (TMA stores),
 psum and masked with the carried tile walk (Fp8Overrides.tile_walk), two-wave tiles whose second warpgroup waits
 for the first's waves (Fp8Overrides.stagger: its per-stage mbarriers under synccheck), K-grouped (nt with A and B
@@ -222,10 +222,6 @@ CASES = [
     ("dense_ws_split_k", lambda: _dense(37, 200, 640, _forced(bn=64, split=2, **WS), "ws", waves=1)),
     ("dense_ws_1d1d_c", lambda: _dense(129, 300, 384, _forced(waves=2, wave_n=True, **WS), "ws", True, "d",
                                        waves=2)),
-    # stream-K (the last rounds shared out by K blocks, pieces summed through the workspace): 136 tiles of 3 blocks
-    # on the H200's 132 SMs, 4 blocks per SM
-    ("dense_ws_1d1d_stream_k_c", lambda: _dense(2100, 2000, 384, _forced(waves=2, wave_n=True, stream_k=True, **WS),
-                                                "ws", True, "d", waves=2, stream_k=True)),
     # warpgroup 1's waves after warpgroup 0's (Fp8Overrides.stagger: the extra per-stage mbarriers)
     ("dense_ws_two_wave_128x256_stagger_first_block", lambda: _dense(
         129, 320, 384, _forced(waves=2, wave_n=True, stagger=1, **WS), "ws", waves=2, stagger=1)),
