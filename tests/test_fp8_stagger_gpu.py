@@ -40,8 +40,24 @@ def _cuda(tensors):
     return type(tensors)(_cuda(t) for t in tensors)
 
 
-def _staggers(calls):
-    return [args[0].ws.stagger for args in calls]
+def _every_level(calls, fresh, run):
+    """One output per stagger level: ``fresh()`` makes it, ``run(d, level)`` computes it; the spied launches
+    (``calls``) were planned at the levels in turn."""
+    outs = []
+    for level in LEVELS:
+        d = fresh()
+        run(d, level)
+        outs.append(d)
+    assert [args[0].ws.stagger for args in calls] == list(LEVELS)
+    return outs
+
+
+def _assert_same_bits(outs, unwritten_nan=False):
+    """Every level's output equals level 0's bit for bit (``unwritten_nan``: NaN where the op leaves D unwritten,
+    equal when both are)."""
+    if unwritten_nan:
+        outs = [o.nan_to_num(7.0) for o in outs]
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -50,14 +66,10 @@ def _staggers(calls):
 def test_dense_stagger_levels_compute_the_same_bits(monkeypatch, variant, m, n, k):
     calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
-    outs = []
-    for level in LEVELS:
-        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        _gemm(a, b, d, overrides=_forced(level, **variant))
-        outs.append(d)
-    assert _staggers(calls) == list(LEVELS)
+    outs = _every_level(calls, lambda: torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16),
+                        lambda d, level: _gemm(a, b, d, overrides=_forced(level, **variant)))
     assert calc_diff(outs[0], _ref(a, b)) < TOL
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    _assert_same_bits(outs)
 
 
 @pytest.mark.parametrize("psum", [False, True])
@@ -65,17 +77,15 @@ def test_dense_stagger_levels_compute_the_same_bits(monkeypatch, variant, m, n, 
 def test_m_grouped_stagger_levels_compute_the_same_bits(monkeypatch, psum, ms, n, k):
     calls = _spy_ws_launches(monkeypatch)
     a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
-    outs = []
-    for level in LEVELS:
-        d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, ends if psum else ids,
-                   use_psum_layout=psum, overrides=_forced(level, **TILE_128X256))
-        outs.append(d)
-    assert _staggers(calls) == list(LEVELS)
+    outs = _every_level(
+        calls, lambda: torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16),
+        lambda d, level: run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d,
+                                    ends if psum else ids, use_psum_layout=psum,
+                                    overrides=_forced(level, **TILE_128X256)))
     for g, (s, e) in enumerate(zip(starts, stops)):
         if e > s:
             assert calc_diff(outs[0][s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
-    assert all(torch.equal(outs[0].nan_to_num(7.0), o.nan_to_num(7.0)) for o in outs[1:])
+    _assert_same_bits(outs, unwritten_nan=True)
 
 
 def test_masked_stagger_levels_compute_the_same_bits(monkeypatch):
@@ -85,15 +95,11 @@ def test_masked_stagger_levels_compute_the_same_bits(monkeypatch):
     masked = [0, max_m, 1, *(random.randint(1, max_m) for _ in range(g - 3))]
     a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
     mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
-    outs = []
-    for level in LEVELS:
-        d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm, 200,
-                   overrides=_forced(level, **TILE_128X256))
-        outs.append(d)
-    assert _staggers(calls) == list(LEVELS)
+    outs = _every_level(calls, lambda: torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16),
+                        lambda d, level: run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm,
+                                                    200, overrides=_forced(level, **TILE_128X256)))
     _check_masked(a, b, outs[0], masked)
-    assert all(torch.equal(outs[0].nan_to_num(7.0), o.nan_to_num(7.0)) for o in outs[1:])
+    _assert_same_bits(outs, unwritten_nan=True)
 
 
 @pytest.mark.parametrize("m,n,k", [(129, 256, 208), (300, 448, 1024), (1000, 320, 7168), (4096, 4096, 2048)])
@@ -102,14 +108,11 @@ def test_1d1d_stagger_levels_compute_the_same_bits(monkeypatch, m, n, k):
     calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k, per_row_b=True)
     c = torch.randn(m, n, device="cuda")
-    outs = []
-    for level in LEVELS:
-        d = c.clone()
-        _gemm(a, b, d, c=d, recipe=(1, 1, 128), overrides=_forced(level, **TILE_128X256))
-        outs.append(d)
-    assert _staggers(calls) == list(LEVELS)
+    outs = _every_level(calls, c.clone,
+                        lambda d, level: _gemm(a, b, d, c=d, recipe=(1, 1, 128),
+                                               overrides=_forced(level, **TILE_128X256)))
     assert calc_diff(outs[0], _ref(a, b, (1, 128)) + c) < TOL
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    _assert_same_bits(outs)
 
 
 @pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 208, [0, 128, 0, 640, 0])])
@@ -120,13 +123,9 @@ def test_k_grouped_stagger_levels_compute_the_same_bits(monkeypatch, m, n, ks):
     a, b, qa, qb = (_cuda(x) for x in k_grouped_inputs("tn", ks, m, n))
     layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
     c = torch.randn(len(ks), m, n, device="cuda")
-    outs = []
-    for level in LEVELS:
-        d = c.clone()
-        run_forced("k_grouped_fp8_gemm_tn_contiguous", a[0], a[1], b[0], b[1], d, ks, layout, c=d,
-                   overrides=_forced(level))
-        outs.append(d)
-    assert _staggers(calls) == list(LEVELS)
+    outs = _every_level(calls, c.clone,
+                        lambda d, level: run_forced("k_grouped_fp8_gemm_tn_contiguous", a[0], a[1], b[0], b[1], d,
+                                                    ks, layout, c=d, overrides=_forced(level)))
     for i, kg in enumerate(ks):
         assert calc_diff(outs[0][i], c[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0)) < TOL
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    _assert_same_bits(outs)
