@@ -15,10 +15,13 @@ Variants are timed in interleaved rounds (plan, st1, st2, plan, ...; --rounds), 
 --reps calls; the row's time per variant is the median over rounds.
 
 `plan` is the shipped plan (fp8_plan.STAGGER's level for the layout); st0-st3 force a level (st3: the warpgroups
-meet before each tile's K loop, then issue together: the opposite of st1).
+meet before each tile's K loop, then issue together: the opposite of st1). Other variants force other Fp8Overrides
+fields (VARIANTS): n192 / n192j are split 128 x 192 tiles with each wave promoted while the other runs / with both
+waves in flight together and promoted after one wait (Fp8Overrides.joint_split, session 33; layouts without split
+tiles fall back to the plan). A joint variant changes no arithmetic either: it must be bit-identical to n192.
 
     python research/probes/ws_stagger_ab.py [--rows dense,psum,decode,wgrad,k_grouped] [--rounds 3] [--reps 10]
-        [--levels st0,st1]
+        [--levels st0,st1] [--ids st1]
 """
 
 from __future__ import annotations
@@ -38,7 +41,11 @@ import ws_uniform_ab  # noqa: E402
 
 from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
 
-LEVELS = {"st0": 0, "st1": 1, "st2": 2, "st3": 3}
+SPLIT_192 = dict(waves=2, wave_n=True, narrow=64)
+VARIANTS = {"st0": dict(stagger=0), "st1": dict(stagger=1), "st2": dict(stagger=2), "st3": dict(stagger=3),
+            "n192": dict(SPLIT_192, joint_split=False), "n192j": dict(SPLIT_192, joint_split=True)}
+# Variants whose bits must equal another variant's rather than the plan's (a different tile shape sums differently).
+SAME_BITS_AS = {"n192j": "n192"}
 DENSE_ROWS = [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536), (4096, 7168, 2048), (4096, 2112, 7168)]
 DECODE_ROWS = [(32, 192, 6144, 7168), (6, 1024, 4096, 4096), (32, 20, 7168, 3072)]
 WGRAD_ROWS = [(4096, 4096, 7168), (7168, 4096, 16384), (2112, 4096, 7168)]  # DeepGEMM's 1D1D rows
@@ -49,7 +56,8 @@ def parse(argv=None):
     ap.add_argument("--rows", default="dense,psum,decode")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--levels", default=",".join(LEVELS), help="forced levels to time next to the plan")
+    ap.add_argument("--levels", default="st0,st1,st2,st3", help="variants (VARIANTS) to time next to the plan")
+    ap.add_argument("--ids", default="", help="variants also timed in the expert-id layout (as ids_<variant>)")
     return ap.parse_args(argv)
 
 
@@ -58,14 +66,14 @@ def dense_row(levels, m, n, k, wgrad=False):
     every variant writes its own D."""
     row = dense_sweep.Row("wgrad" if wgrad else "dense4096", m, n, k, wgrad)
     calls = {"plan": row.call("plan", None)}
-    calls.update({v: row.call(v, Fp8Overrides(stagger=LEVELS[v])) for v in levels})
+    calls.update({v: row.call(v, Fp8Overrides(**VARIANTS[v])) for v in levels})
     return (f"{'wgrad' if wgrad else 'dense'} M={m} N={n} K={k}", 2 * m * n * k, calls,
             lambda v: row.check(v, calls[v]), row.out)
 
 
 def k_grouped_rows(levels):
     """benchmarks/shapes.K_GROUPED through k_grouped_fp8_gemm_tn_contiguous (1D1D two-wave tiles), one D per row."""
-    variants = {"plan": None, **{v: Fp8Overrides(stagger=LEVELS[v]) for v in levels}}
+    variants = {"plan": None, **{v: Fp8Overrides(**VARIANTS[v]) for v in levels}}
     out = []
     for shape in moe.shapes.K_GROUPED:
         name, flops, calls, check, valid = ws_uniform_ab._k_grouped_row(*shape, variants=variants)
@@ -74,9 +82,9 @@ def k_grouped_rows(levels):
     return out
 
 
-def moe_rows(kinds, levels):
-    moe.VARIANTS.update({v: dict(stagger=LEVELS[v]) for v in levels})
-    moe.IDS_VARIANTS[:] = ["plan", *levels]
+def moe_rows(kinds, levels, ids):
+    moe.VARIANTS.update({v: VARIANTS[v] for v in levels + ids})
+    moe.IDS_VARIANTS[:] = ["plan", *ids]
     out = []
     if "psum" in kinds:
         out += list(moe.psum_rows(["plan", *levels]))
@@ -93,7 +101,8 @@ def main(argv=None):
     import torch
     torch.manual_seed(0)
     kinds, levels = args.rows.split(","), args.levels.split(",")
-    rows = ([dense_row(levels, *s) for s in DENSE_ROWS] if "dense" in kinds else []) + moe_rows(kinds, levels)
+    ids = [v for v in args.ids.split(",") if v]
+    rows = ([dense_row(levels, *s) for s in DENSE_ROWS] if "dense" in kinds else []) + moe_rows(kinds, levels, ids)
     rows += [dense_row(levels, *s, wgrad=True) for s in WGRAD_ROWS] if "wgrad" in kinds else []
     rows += k_grouped_rows(levels) if "k_grouped" in kinds else []
     timer = moe.KernelTimer(reps=args.reps)
@@ -105,7 +114,9 @@ def main(argv=None):
         for v in live:
             diff = check(v)
             outs[v] = valid(v).clone()
-            base = outs.get("ids" if v.startswith("ids") else "plan")
+            ids_row = v.startswith("ids")
+            same = SAME_BITS_AS.get(v[4:] if ids_row else v)
+            base = outs.get(("ids_" + same if ids_row else same) if same else ("ids" if ids_row else "plan"))
             flags[v] = ("" if diff < moe.bench.CORRECTNESS_LIMIT else " WRONG") + (
                 "" if base is None or torch.equal(outs[v], base) else " DIFF")
         rounds = {v: [] for v in live}
