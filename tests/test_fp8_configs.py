@@ -470,28 +470,3 @@ def test_stagger_is_planned_for_two_wave_tiles_only():
     for bad in (4, -1, "2"):
         with pytest.raises(ValueError, match="stagger"):
             Fp8Overrides(stagger=bad)
-
-
-def test_joint_split_is_planned_for_split_tiles_only():
-    """Fp8Overrides.joint_split (both waves of a split 128 x 192 tile in flight together,
-    fp8_gemm_ws._mainloop_split_joint) reaches split-tile plans of the layouts that have them (dense, expert ids,
-    psum) and changes nothing else there; 128 x 256 two-wave tiles never take it; the default is JOINT_SPLIT."""
-    from dataclasses import replace
-
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
-    split = dict(waves=2, wave_n=True, narrow=64)
-    calls = {"dense": Fp8Call(GROUPING["dense"], 4096, 4096, 7168, 1, 132),
-             "m_ids": Fp8Call(GROUPING["m_ids"], 8 * 4096, 4096, 2048, 8, 132),
-             "m_psum": Fp8Call(GROUPING["m_psum"], 8 * 4096, 4096, 2048, 8, 132, zero_gaps=False)}
-    for kind, call in calls.items():
-        base = plan(call, Fp8Overrides(**split))
-        assert base.kernel == "ws" and base.ws.split_tile and base.ws.tile_n == 192, kind
-        assert base.ws.joint == fp8_plan.JOINT_SPLIT, kind
-        for joint in (False, True):
-            forced = plan(call, Fp8Overrides(joint_split=joint, **split))
-            assert forced.ws.joint == joint, kind
-            assert replace(forced.ws, joint=base.ws.joint) == base.ws, kind
-            assert forced.grid == base.grid and forced.config == base.config, kind
-        two_wave = plan(call, Fp8Overrides(joint_split=True))
-        assert two_wave.ws.waves == 2 and not two_wave.ws.split_tile and not two_wave.ws.joint, kind

@@ -189,5 +189,4 @@ def test_k_grouped_uniform_tiles_reach_the_warp_specialised_kernel(layout, monke
         op(*a, *b, d, ks, torch.tensor(ks, dtype=torch.int32), d.clone(), None, None, False, overrides=over)
         (args, key), = launches
         assert args["GROUPING"] == fp8_plan.GROUPING["k_grouped"]
-        # (the key ends: uniform, stagger, joint, registers)
-        assert args["UNIFORM"] == expected and key[-4] == expected and key[-3:-1] == (0, False)
+        assert args["UNIFORM"] == expected and key[-3] == expected  # (the key ends: uniform, stagger, registers)

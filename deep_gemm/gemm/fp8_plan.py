@@ -156,10 +156,6 @@ UNIFORM_K_GROUPED = True
 # trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call (call 2): 0.881x,
 # against 0.854x in session 30. Fp8Overrides.stagger forces a level.
 STAGGER = {GROUPING["m_psum"]: 1}
-# Split 128 x 192 tiles (fp8_gemm_ws._mainloop_split_joint): issue both waves' wgmmas together and promote both after
-# one wait (DeepGEMM's one-wave 128 x 192 structure) instead of promoting each wave while the other runs. Not yet
-# measured on a GPU: off.
-JOINT_SPLIT = False
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
 
@@ -190,8 +186,6 @@ class Fp8Overrides:
     # Two-wave tiles: warpgroup 1's waves follow warpgroup 0's (0, 1 or 2; 3: the warpgroups meet before each tile's
     # K loop instead; default: STAGGER per layout)
     stagger: int | None = None
-    # Split 128 x 192 tiles: both waves' wgmmas in flight together, promoted after one wait (JOINT_SPLIT)
-    joint_split: bool | None = None
 
     def __post_init__(self):
         if self.ws_mode is not None and self.ws_mode not in WS_MODES:
@@ -251,7 +245,6 @@ class WsPlan:
     uniform: bool = False  # psum / masked / K-grouped: the layout's values marked warp-uniform (UNIFORM_TILES,
     # UNIFORM_K_GROUPED)
     stagger: int = 0  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (STAGGER)
-    joint: bool = False  # split tiles: both waves in flight together (JOINT_SPLIT)
 
 
 @dataclass(frozen=True)
@@ -566,9 +559,8 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     uniform = uniform and (layout is not None or k_grouped)
     stagger = STAGGER.get(grouping, 0) if overrides.stagger is None else overrides.stagger
     stagger = stagger if waves == 2 and not split_tile else 0  # (the two-wave mainloops: fp8_gemm_ws._stagger_wait)
-    joint = split_tile and (JOINT_SPLIT if overrides.joint_split is None else overrides.joint_split)
     return WsPlan(block_m, bn, waves, along_n, narrow, tile_n, split_tile, scales_smem, stages, d_tma, c_tma, budgets,
-                  walk, uniform, stagger, joint)
+                  walk, uniform, stagger)
 
 
 def tile_walk_layout(call: Fp8Call) -> str | None:

@@ -238,11 +238,11 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
             w.narrow, w.c_tma, w.scales_smem, cfg.split_k)
     variant = ("ws", w.block_m, w.bn, cfg.group_m, d.dtype, w.stages, call.grouping, call.b_per_row, call.has_c,
                w.d_tma, call.zero_gaps, call.psum_align, grid[0], g_pad, w.waves, w.along_n, w.narrow, w.c_tma,
-               w.scales_smem, cfg.split_k, kg_desc, w.walk, w.uniform, w.stagger, w.joint)
+               w.scales_smem, cfg.split_k, kg_desc, w.walk, w.uniform, w.stagger)
     device_index = d.device.index or 0
 
     def compiled(regs):
-        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger, w.joint),
+        return compiled_kernel(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger),
                                name="fp8_gemm_ws", config_key=(*variant, regs), num_warps=4, num_stages=1,
                                device_index=device_index)
     if len(w.register_budgets) == 1:
@@ -252,7 +252,7 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
         if regs is None:
             regs = ws_register_budget(lambda r: compiled(r).n_spills)
             _WS_BUDGETS[(variant, device_index)] = regs
-    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger, w.joint), name="fp8_gemm_ws",
+    launch(_fp8_gemm_ws_kernel, grid, (*head, *regs, kg_desc, w.walk, w.uniform, w.stagger), name="fp8_gemm_ws",
            config_key=(*variant, regs), num_warps=4, num_stages=1, device_index=device_index,
            record=recorder.launches if recorder is not None else None)
 

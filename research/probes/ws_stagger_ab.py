@@ -16,9 +16,9 @@ Variants are timed in interleaved rounds (plan, st1, st2, plan, ...; --rounds), 
 
 `plan` is the shipped plan (fp8_plan.STAGGER's level for the layout); st0-st3 force a level (st3: the warpgroups
 meet before each tile's K loop, then issue together: the opposite of st1). Other variants force other Fp8Overrides
-fields (VARIANTS): n192 / n192j are split 128 x 192 tiles with each wave promoted while the other runs / with both
-waves in flight together and promoted after one wait (Fp8Overrides.joint_split, session 33; layouts without split
-tiles fall back to the plan). A joint variant changes no arithmetic either: it must be bit-identical to n192.
+fields (VARIANTS): n192 is the split 128 x 192 tile (each wave promoted while the other runs; layouts without split
+tiles fall back to the plan). Session 33 timed a joint form of it here (both waves in flight, one wait; the kernel
+patch is research/results/2026-12-06-s33-joint-split.patch, whose variants must be bit-identical to n192).
 
     python research/probes/ws_stagger_ab.py [--rows dense,psum,decode,wgrad,k_grouped] [--rounds 3] [--reps 10]
         [--levels st0,st1] [--ids st1]
@@ -43,9 +43,10 @@ from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
 
 SPLIT_192 = dict(waves=2, wave_n=True, narrow=64)
 VARIANTS = {"st0": dict(stagger=0), "st1": dict(stagger=1), "st2": dict(stagger=2), "st3": dict(stagger=3),
-            "n192": dict(SPLIT_192, joint_split=False), "n192j": dict(SPLIT_192, joint_split=True)}
-# Variants whose bits must equal another variant's rather than the plan's (a different tile shape sums differently).
-SAME_BITS_AS = {"n192j": "n192"}
+            "n192": SPLIT_192}
+# Variants whose bits must equal another variant's rather than the plan's (a different tile shape sums differently;
+# session 33: {"n192j": "n192"}).
+SAME_BITS_AS = {}
 DENSE_ROWS = [(4096, 4096, 7168), (4096, 7168, 16384), (4096, 24576, 1536), (4096, 7168, 2048), (4096, 2112, 7168)]
 DECODE_ROWS = [(32, 192, 6144, 7168), (6, 1024, 4096, 4096), (32, 20, 7168, 3072)]
 WGRAD_ROWS = [(4096, 4096, 7168), (7168, 4096, 16384), (2112, 4096, 7168)]  # DeepGEMM's 1D1D rows

@@ -633,7 +633,7 @@ def _mainloop_split(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, s
     during its own promotions. Every promotion reads a partial that a wait_group(0) retired: ptxas (CUDA 12.8/13)
     serialises *all* wgmmas of a kernel that reads a partial retired by wait_group(1) while another group is in
     flight (C7514), which is what the textbook deferred form (issue kb, wait(1), promote kb-1) compiles to.
-    Scales are loaded one block ahead (zeros past the last block). (_mainloop_split_joint: the other order.)"""
+    Scales are loaded one block ahead (zeros past the last block)."""
     ROWS2: gl.constexpr = gl.SliceLayout(1, MMA2)
     acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
     acc1 = gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2)
@@ -665,42 +665,6 @@ def _mainloop_split(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, s
         sb1 = nb1
         it += 1
     acc1 = acc1 + y * gl.expand_dims(y_scale, 1)
-    return acc0, acc1, it
-
-
-@gluon.jit
-def _mainloop_split_joint(a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb_wide, sfb_narrow, row_ok, wide_ok,
-                          narrow_ok, num_kb, it, stride_sfa_k, stride_sfb_k, A_ROW0: gl.constexpr, BN: gl.constexpr,
-                          NARROW: gl.constexpr, STAGES: gl.constexpr, MMA: gl.constexpr, MMA2: gl.constexpr):
-    """_mainloop_split's JOINT form: per K block, the wide and the narrow wave's wgmmas in flight together, one
-    wait_group(0), the stage released, both partials promoted (one 64 x 192 wave of the warpgroup, as DeepGEMM's
-    128 x 192 tiles run it with a 192-wide accumulator, which Gluon's power-of-two shapes do not allow)."""
-    ROWS2: gl.constexpr = gl.SliceLayout(1, MMA2)
-    acc0 = gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA)
-    acc1 = gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2)
-    sa = gl.load(sfa_rows, mask=row_ok, other=0.0)
-    sb0 = gl.load(sfb_wide, mask=wide_ok, other=0.0)
-    sb1 = gl.load(sfb_narrow, mask=narrow_ok, other=0.0)
-    for kb in range(num_kb):
-        stage = it % STAGES
-        a_tile = a_bufs.index(stage).slice(A_ROW0, WG_ROWS, dim=0)
-        mbarrier.wait(ready.index(stage), (it // STAGES) & 1)
-        x = warpgroup_mma(a_tile, b_bufs.index(stage).permute((1, 0)),
-                          gl.zeros([WG_ROWS, BN], gl.float32, layout=MMA), use_acc=False, is_async=True)
-        y = warpgroup_mma(a_tile, b2_bufs.index(stage).permute((1, 0)),
-                          gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2), use_acc=False, is_async=True)
-        nxt = kb + 1 < num_kb
-        na = gl.load(sfa_rows + (kb + 1) * stride_sfa_k, mask=row_ok & nxt, other=0.0)
-        nb0 = gl.load(sfb_wide + (kb + 1) * stride_sfb_k, mask=wide_ok & nxt, other=0.0)
-        nb1 = gl.load(sfb_narrow + (kb + 1) * stride_sfb_k, mask=narrow_ok & nxt, other=0.0)
-        x, y = warpgroup_mma_wait(num_outstanding=0, deps=(x, y))
-        mbarrier.arrive(empty.index(stage), count=1)
-        acc0 = acc0 + x * gl.expand_dims(sa * sb0, 1)
-        acc1 = acc1 + y * gl.expand_dims(gl.convert_layout(sa * sb1, ROWS2), 1)
-        sa = na
-        sb0 = nb0
-        sb1 = nb1
-        it += 1
     return acc0, acc1, it
 
 
@@ -768,7 +732,7 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
                 stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm, A_ROW0: gl.constexpr,
                 BN: gl.constexpr, NARROW: gl.constexpr, STAGES: gl.constexpr, GROUPING: gl.constexpr,
                 ZERO_GAPS: gl.constexpr, HAS_C: gl.constexpr, D_TMA: gl.constexpr, MMA: gl.constexpr,
-                MMA2: gl.constexpr, JOINT: gl.constexpr = False):
+                MMA2: gl.constexpr):
     """One warpgroup's 64 rows of a split (BN + NARROW)-wide tile: mainloop, then the two waves' stores (TMA when
     D_TMA, each through its own staging buffer and descriptor, so neither waits for the other's store)."""
     wide_n, narrow_n = _split_tile_cols(off_n, N, BN, NARROW)
@@ -780,16 +744,10 @@ def _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb
     acc1 = gl.zeros([WG_ROWS, NARROW], gl.float32, layout=MMA2)
     if expert >= 0:
         sfb = sfb_ptr + expert * stride_sfb_g
-        if JOINT:
-            acc0, acc1, it = _mainloop_split_joint(
-                a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb + (wide_n // 128) * stride_sfb_n,
-                sfb + (narrow_n // 128) * stride_sfb_n, row_ok, wide_n < N, narrow_n < N, num_kb, it, stride_sfa_k,
-                stride_sfb_k, A_ROW0, BN, NARROW, STAGES, MMA, MMA2)
-        else:
-            acc0, acc1, it = _mainloop_split(
-                a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb + (wide_n // 128) * stride_sfb_n,
-                sfb + (narrow_n // 128) * stride_sfb_n, row_ok, wide_n < N, narrow_n < N, num_kb, it, stride_sfa_k,
-                stride_sfb_k, A_ROW0, BN, NARROW, STAGES, MMA, MMA2)
+        acc0, acc1, it = _mainloop_split(
+            a_bufs, b_bufs, b2_bufs, ready, empty, sfa_rows, sfb + (wide_n // 128) * stride_sfb_n,
+            sfb + (narrow_n // 128) * stride_sfb_n, row_ok, wide_n < N, narrow_n < N, num_kb, it, stride_sfa_k,
+            stride_sfb_k, A_ROW0, BN, NARROW, STAGES, MMA, MMA2)
     _epilogue(acc0, rows, cols, row_ok, cols < N, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc, c_smem,
               off_m + A_ROW0, wide_n, stride_dg, stride_dm, stride_cm, GROUPING, ZERO_GAPS, HAS_C, D_TMA)
     _epilogue(acc1, rows2, cols2, row_ok2, cols2 < N, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d2_desc,
@@ -851,7 +809,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
               WAVES: gl.constexpr, WAVE_N: gl.constexpr, TILE_N: gl.constexpr, NARROW: gl.constexpr,
               SPLIT: gl.constexpr, SFB_SMEM: gl.constexpr, C_TMA: gl.constexpr, SCALES_SMEM: gl.constexpr,
               SPLIT_K: gl.constexpr, ws_ptr, counter_ptr, WG: gl.constexpr, WALK: gl.constexpr,
-              UNIFORM: gl.constexpr, stagger, STAGGER: gl.constexpr, JOINT: gl.constexpr):
+              UNIFORM: gl.constexpr, stagger, STAGGER: gl.constexpr):
     VEC: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
     MMA2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -909,7 +867,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
             _split_tile(a_bufs, b_bufs, b2_bufs, ready, empty, layout_ptr, sfa_rows, sfb_ptr, d_ptr, c_ptr, d_desc,
                         c_smem, d2_desc, c2_smem, rows, row_ok, group, expert, off_m, off_n, row_end, N, num_kb, it,
                         stride_sfa_k, stride_sfb_g, stride_sfb_n, stride_sfb_k, stride_dg, stride_dm, stride_cm,
-                        A_ROW0, BN, NARROW, STAGES, GROUPING, ZERO_GAPS, HAS_C, D_TMA, MMA, MMA2, JOINT)
+                        A_ROW0, BN, NARROW, STAGES, GROUPING, ZERO_GAPS, HAS_C, D_TMA, MMA, MMA2)
             if expert >= 0:
                 it += num_kb
         elif WAVES == 1:
@@ -1012,8 +970,7 @@ def _fp8_gemm_ws_kernel(
         KG_DESC: gl.constexpr = False,  # K-grouped: A and B as per-group blocks, descriptors built per tile
         WALK: gl.constexpr = False,  # M_PSUM / MASKED: tiles found by the carried walk (_walk), not the scan
         UNIFORM: gl.constexpr = False,  # M_PSUM / MASKED / K_GROUPED: layout values marked warp-uniform
-        STAGGER: gl.constexpr = 0,  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (_stagger_wait)
-        JOINT: gl.constexpr = False):  # split tiles: both waves in flight together (_mainloop_split_joint)
+        STAGGER: gl.constexpr = 0):  # two-wave tiles: warpgroup 1's waves follow warpgroup 0's (_stagger_wait)
     # Tile BM x TILE_N; each consumer warpgroup computes WAVES 64 x BN waves of it, stacked along M or along N.
     # Waves along N: a 128 x (BN + NARROW) tile; NARROW < BN is a split tile (_mainloop_split).
     SPLIT: gl.constexpr = WAVE_N and NARROW < BN
@@ -1091,15 +1048,13 @@ def _fp8_gemm_ws_kernel(
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK, UNIFORM, stagger, STAGGER,
-                     JOINT)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 0, WALK, UNIFORM, stagger, STAGGER)),
         (_consumer, (a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty, c_bars,
                      layout_ptr, sfa_ptr, sfb_ptr, d_ptr, c_ptr, d_desc, c_bufs.index(1), d2_desc, c2_bufs.index(1),
                      c_desc, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k, stride_sfb_g, stride_sfb_n,
                      stride_sfb_k, stride_dg, stride_dm, stride_cm, BM, BN, BK, STAGES, GROUP_M, NUM_SMS, GROUPING,
                      G_PAD, PSUM_ALIGN, ZERO_GAPS, HAS_C, D_TMA, WAVES, WAVE_N, TILE_N, NARROW, SPLIT,
-                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK, UNIFORM, stagger, STAGGER,
-                     JOINT)),
+                     SFB_SMEM, C_TMA, SCALES_SMEM, SPLIT_K, ws_ptr, counter_ptr, 1, WALK, UNIFORM, stagger, STAGGER)),
         (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bufs, ready, empty,
                      layout_ptr, sfa_ptr, sfb_ptr, M, N, K, NUM_GROUPS, stride_sfa_g, stride_sfa_m, stride_sfa_k,
                      stride_sfb_g, stride_sfb_n, stride_sfb_k, BM, BN, NARROW, TILE_N, BK, STAGES, GROUP_M, NUM_SMS,

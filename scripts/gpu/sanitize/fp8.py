@@ -4,8 +4,7 @@ against the torch reference and against the kernel it was meant to run (a case f
 
 Paths: the tl.* kernel (dense 1D2D, split-K, 1D1D with C, grouped ids / psum, masked with pointer stores, K-grouped);
 the warp-specialised kernel's one-wave tiles (global-loaded and staged scales), two-wave 128 x 256 and 256 x 128
-tiles, split 128 x 192 tiles (each wave promoted while the other runs, or both in flight: Fp8Overrides.joint_split)
-and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D; grouped contiguous with expert
+tiles, split 128 x 192 and tail 128 x (128 + 16) tiles, split-K, 1D1D with C = D; grouped contiguous with expert
 ids and with the psum layout (zero-padded or not, the decode form with rows past the groups), masked (TMA stores),
 psum and masked with the carried tile walk (Fp8Overrides.tile_walk), two-wave tiles whose second warpgroup waits
 for the first's waves (Fp8Overrides.stagger: its per-stage mbarriers under synccheck), K-grouped (nt with A and B
@@ -218,10 +217,6 @@ CASES = [
                                                  along_n=False)),
     ("dense_ws_split_tile_128x192", lambda: _dense(129, 448, 384, _forced(waves=2, wave_n=True, narrow=64, **WS),
                                                    "ws", narrow=64)),
-    # both waves of a split tile in flight together (Fp8Overrides.joint_split)
-    ("dense_ws_split_tile_128x192_joint", lambda: _dense(129, 448, 384, _forced(waves=2, wave_n=True, narrow=64,
-                                                                               joint_split=True, **WS),
-                                                         "ws", narrow=64, joint=True)),
     ("dense_ws_tail_tile_128x144", lambda: _dense(129, 576, 256, _forced(waves=2, wave_n=True, narrow=16, **WS),
                                                   "ws", narrow=16)),
     ("dense_ws_split_k", lambda: _dense(37, 200, 640, _forced(bn=64, split=2, **WS), "ws", waves=1)),
@@ -255,10 +250,6 @@ CASES = [
     ("m_grouped_psum_ws_walk_split_tile", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, narrow=64,
                                                                          tile_walk=True, **WS), zero_pad=False,
                                                      narrow=64, walk=True)),
-    ("m_grouped_psum_ws_walk_split_tile_joint", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, narrow=64,
-                                                                               tile_walk=True, joint_split=True,
-                                                                               **WS), zero_pad=False, narrow=64,
-                                                           walk=True, joint=True)),
     ("m_grouped_psum_ws_walk_stagger", _m_grouped(True, "ws", _forced(waves=2, wave_n=True, tile_walk=True,
                                                                       stagger=2, **WS), waves=2, stagger=2)),
     ("m_grouped_ids_ws_stagger_meet", _m_grouped(False, "ws", _forced(waves=2, wave_n=True, stagger=3, **WS),
