@@ -50,6 +50,7 @@ from triton.runtime import driver as triton_driver  # noqa: E402
 
 import deep_gemm  # noqa: E402
 import deep_gemm._triton.launch as launch_mod  # noqa: E402
+from deep_gemm._internals import torch_api  # noqa: E402
 from deep_gemm import runtime  # noqa: E402
 from deep_gemm._ops import library  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
@@ -69,7 +70,7 @@ def stub_gpu() -> None:
                 mod.get_num_sms = lambda: 132
     launch_mod.interpreting = lambda: False
     torch.cuda.current_device = lambda: 0
-    torch._C._cuda_getCurrentRawStream = lambda index: 0
+    torch_api.current_raw_stream = lambda index: 0
     launch_mod._ensure_context = lambda index: None
     c_launch = "".format  # a C callable that takes any arguments and does nothing
 

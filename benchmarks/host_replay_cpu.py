@@ -34,6 +34,7 @@ from triton.runtime import driver as triton_driver  # noqa: E402  (the DriverCon
 
 import deep_gemm  # noqa: E402,F401
 import deep_gemm._triton.launch as launch_mod  # noqa: E402
+from deep_gemm._internals import torch_api  # noqa: E402
 from deep_gemm._ops import library  # noqa: E402
 from deep_gemm.gemm import fp8_triton  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
@@ -44,7 +45,7 @@ def stub_gpu():
     """Make the launch layer believe it runs on a GPU whose C launcher does nothing."""
     fp8_triton.interpreting = launch_mod.interpreting = lambda: False
     torch.cuda.current_device = lambda: 0
-    torch._C._cuda_getCurrentRawStream = lambda index: 0
+    torch_api.current_raw_stream = lambda index: 0
     launch_mod._ensure_context = lambda index: None
     fp8_triton._num_sms = lambda: 132
     # A C-implemented callable that accepts any arguments and does nothing: the compiled launcher's stand-in.

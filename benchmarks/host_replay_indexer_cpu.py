@@ -25,6 +25,7 @@ from triton.runtime import driver as triton_driver  # noqa: E402
 
 import deep_gemm  # noqa: E402,F401
 import deep_gemm._triton.launch as launch_mod  # noqa: E402
+from deep_gemm._internals import torch_api  # noqa: E402
 import deep_gemm._triton.plans as plans_mod  # noqa: E402
 from deep_gemm._ops import library  # noqa: E402
 from deep_gemm.attention import kernels as attention_kernels  # noqa: E402
@@ -39,7 +40,7 @@ def stub_gpu():
     """The launch layer on a pretend GPU whose C launcher does nothing."""
     triton_launch.interpreting = launch_mod.interpreting = plans_mod.interpreting = lambda: False
     torch.cuda.current_device = lambda: 0
-    torch._C._cuda_getCurrentRawStream = lambda index: 0
+    torch_api.current_raw_stream = lambda index: 0
     launch_mod._ensure_context = lambda index: None
     triton_launch._num_sms = lambda t: 132
     c_launch = "".format

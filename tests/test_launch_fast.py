@@ -12,13 +12,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 import triton
-from launch_fakes import (BF16_TILE_META, FP8_TILE_META, FakeDriver, FakeTensorMap, RecordingCLauncher, base_args,
-                          fake_compiled, kernel_descriptor_meta)
+from launch_fakes import (ANNOTATED, BF16_TILE_META, FP8_TILE_META, SCRATCH_WORD, FakeDriver, FakeTensorMap, RecordingCLauncher,
+                          fake_compiled, kernel_descriptor_meta, launch_with)
 from triton.backends.nvidia import driver as nvidia_driver
 from triton.runtime import driver as triton_driver
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import deep_gemm._triton.launch as launch_mod
+from deep_gemm._internals import torch_api, triton_launcher
 from deep_gemm._triton.plans import PlanCache
 from deep_gemm._ops import library
 from deep_gemm.gemm import fp8_triton
@@ -35,7 +36,7 @@ def fake_gpu(monkeypatch):
     empty."""
     fake = FakeDriver()
     monkeypatch.setattr(triton_driver, "_active", fake)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: STREAM, raising=False)
+    monkeypatch.setattr(torch_api, "current_raw_stream", lambda index: STREAM)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(launch_mod, "_ensure_context", lambda index: None)
     monkeypatch.setattr(launch_mod, "interpreting", lambda: False)
@@ -61,8 +62,8 @@ def _tritons_words(compiled, args, scratch=None):
     recorder = RecordingCLauncher()
     signature = {i: ("tensordesc" if isinstance(a, (launch_mod.FastDescriptor, TensorDescriptor)) else "i32")
                  for i, a in enumerate(args)}
-    nvidia_driver.wrap_handle_tensordesc(recorder, signature, compiled.metadata.tensordesc_meta)(
-        *base_args(compiled, GRID, STREAM, scratch), *args)
+    launch_with(nvidia_driver.wrap_handle_tensordesc(recorder, signature, compiled.metadata.tensordesc_meta),
+                compiled, GRID, STREAM, args, scratch)
     return recorder.calls[0]
 
 
@@ -95,7 +96,7 @@ def test_direct_launch_passes_what_tritons_wrapper_would(fake_gpu, metas, paddin
     compiled = _kernel(metas, c_launch)
     args, _ = _arguments(0, padding)
     launch_mod.launch_compiled(compiled, GRID, args, 0)  # first launch: verified against Triton's wrapper
-    direct = launch_mod._direct_launcher(compiled.run)
+    direct = launch_mod._direct_launcher(compiled)
     assert direct is not None and direct.verified
     args2, _ = _arguments(1, padding)
     with monkeypatch.context() as patch:  # later launches never enter Triton's wrapper: it would fail loudly
@@ -281,28 +282,46 @@ def test_descriptor_cache_is_bounded(fake_gpu, monkeypatch):
     assert _encoded(0x10000) is not maps[0] and fake_gpu.encodes == 7  # the oldest was dropped
 
 
-# ---- falling back to Triton's wrapper -----------------------------------------------------------------------------
+# ---- falling back to Triton's own launch ---------------------------------------------------------------------------
 
 def _fallback_launches(compiled, args):
-    """Launch twice through launch_compiled; both must have gone through ``compiled.run.launch``."""
+    """Launch twice through launch_compiled; both must have gone through Triton's own launch (``compiled[grid]``,
+    which calls ``CudaLauncher.__call__`` and so ``compiled.run.launch``) with Triton's words."""
     seen = []
     wrapper = compiled.run.launch
     compiled.run.launch = lambda *words: (seen.append(words), wrapper(*words))
     launch_mod.launch_compiled(compiled, GRID, args, 0)
     launch_mod.launch_compiled(compiled, GRID, args, 0)
     assert len(seen) == 2
-    assert launch_mod._direct_launcher(compiled.run) is None
+    assert launch_mod._direct_launcher(compiled) is None
 
 
 def test_a_wrapper_other_than_tritons_takes_tritons_path(fake_gpu):
-    compiled = _kernel((FP8_TILE_META, BF16_TILE_META), RecordingCLauncher())
-    _fallback_launches(compiled, _arguments(0)[0])  # the wrapper is now a lambda around Triton's
+    c_launch = RecordingCLauncher()
+    compiled = _kernel((FP8_TILE_META, BF16_TILE_META), c_launch)
+    args = _arguments(0)[0]
+    _fallback_launches(compiled, args)  # the wrapper is now a lambda around Triton's
+    _same_words(c_launch.calls[-1], _tritons_words(compiled, args))
 
 
-def test_other_triton_versions_take_tritons_path(fake_gpu, monkeypatch):
-    monkeypatch.setattr(triton, "__version__", "3.7.0")
-    compiled = _kernel((FP8_TILE_META, BF16_TILE_META), RecordingCLauncher())
-    assert launch_mod._inspect(compiled.run) is None
+def test_an_unknown_triton_takes_tritons_own_launch(fake_gpu, monkeypatch):
+    monkeypatch.setattr(triton_launcher, "triton_version", lambda: (3, 99, 0))
+    c_launch = RecordingCLauncher()
+    compiled = _kernel((FP8_TILE_META, BF16_TILE_META), c_launch)
+    assert triton_launcher.Abi.of(compiled) is None
+    args = _arguments(0)[0]
+    _fallback_launches(compiled, args)
+    _same_words(c_launch.calls[-1], _tritons_words(compiled, args))
+    assert not launch_mod.tf32_rounding_available(compiled) or ANNOTATED  # (3.7+ descriptors carry the flag)
+
+
+def test_every_supported_triton_has_a_direct_launch():
+    """The support matrix's Triton releases each map to a launcher ABI, and so does the installed one (CI runs
+    this file under every supported stack: a release whose launch silently took the slow path would fail here)."""
+    assert triton_launcher.abi_names() == {(3, 6): "positional", (3, 7): "annotated", (3, 8): "annotated",
+                                           (3, 9): "annotated"}
+    assert triton_launcher.installed_abi() is not None
+    assert triton_launcher.installed_abi().name == ("annotated" if ANNOTATED else "positional")
 
 
 def test_kernels_without_descriptors_launch_directly_and_replay_addresses(fake_gpu):
@@ -315,7 +334,7 @@ def test_kernels_without_descriptors_launch_directly_and_replay_addresses(fake_g
     x, y = torch.empty(4), torch.empty(8)
     args = [x, y, 7]
     launch_mod.launch_compiled(compiled, GRID, args, 0)
-    direct = launch_mod._direct_launcher(compiled.run)
+    direct = launch_mod._direct_launcher(compiled)
     assert direct is not None and direct.verified and direct.descriptors == ()
     _same_words(c_launch.calls[0], _tritons_words(compiled, args))
     plan = launch_mod.LaunchPlan.from_record([(compiled, GRID, tuple(args), 0)], (x, y))
@@ -329,18 +348,18 @@ def test_a_launcher_that_is_not_tritons_takes_its_own_path(fake_gpu):
     from types import SimpleNamespace
     compiled = _kernel((FP8_TILE_META, BF16_TILE_META), RecordingCLauncher())
     compiled.run = SimpleNamespace(**{k: getattr(compiled.run, k) for k in vars(compiled.run)})
-    assert launch_mod._inspect(compiled.run) is None
+    assert triton_launcher.Abi.of(compiled) is None
 
 
 def test_a_flattening_that_differs_from_tritons_falls_back_for_good(fake_gpu, monkeypatch):
     c_launch = RecordingCLauncher()
     compiled = _kernel((FP8_TILE_META, BF16_TILE_META), c_launch)
     args, inputs = _arguments(0)
-    with monkeypatch.context() as patch, pytest.warns(RuntimeWarning, match="keeps Triton's launcher"):
-        patch.setattr(launch_mod, "_descriptor_words", lambda desc, meta, device: [desc.base])
+    with monkeypatch.context() as patch, pytest.warns(RuntimeWarning, match="keeps Triton's launch"):
+        patch.setattr(launch_mod, "_descriptor_words", lambda desc, meta, abi, device: [desc.base])
         launch_mod.launch_compiled(compiled, GRID, args, 0)
-    assert launch_mod._direct_launcher(compiled.run) is None
-    _same_words(c_launch.calls[-1], _tritons_words(compiled, args))  # launched by Triton's wrapper
+    assert launch_mod._direct_launcher(compiled) is None
+    _same_words(c_launch.calls[-1], _tritons_words(compiled, args))  # launched by Triton's own launch
     assert launch_mod.LaunchPlan.from_record([(compiled, GRID, tuple(args), 0)], inputs).direct is None
 
 
@@ -443,7 +462,7 @@ def test_direct_replay_allocates_global_scratch_per_call(fake_gpu, monkeypatch):
     plan.run((a, x, b, y))
     want = ((plan.direct.scratch_bytes,), torch.uint8, "cuda:0")
     assert allocated == [want] * 3  # the recording launch, then each replay
-    first, second = c_launch.calls[-2][launch_mod._SCRATCH_WORD], c_launch.calls[-1][launch_mod._SCRATCH_WORD]
+    first, second = c_launch.calls[-2][SCRATCH_WORD], c_launch.calls[-1][SCRATCH_WORD]
     assert first is not second and first.numel() == plan.direct.scratch_bytes
 
 

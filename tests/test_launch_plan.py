@@ -13,6 +13,7 @@ import torch
 
 import deep_gemm
 import deep_gemm._triton.launch as launch_mod
+from deep_gemm._internals import torch_api
 from deep_gemm._triton.plans import PlanCache
 from deep_gemm._ops import library
 from deep_gemm._ops.errors import DeepGEMMError
@@ -248,8 +249,8 @@ def fake_streams(monkeypatch):
     def is_capturing():
         state.queries += 1
         return state.capturing
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: state.stream, raising=False)
-    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", is_capturing, raising=False)
+    monkeypatch.setattr(torch_api, "current_raw_stream", lambda index: state.stream)
+    monkeypatch.setattr(torch_api, "is_current_stream_capturing", is_capturing)
     return state
 
 

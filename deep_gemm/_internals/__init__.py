@@ -5,7 +5,9 @@ Everything version-dependent lives in this package, one module per subject:
 * ``triton_launcher``: calling a compiled Triton kernel's C launcher directly (the host fast path), per launcher ABI,
   with Triton's public compiled-kernel launch as the fallback for a Triton it does not know;
 * ``torch_api``: the private ``torch._C`` entry points of the host fast path, each with a public fallback;
-* ``gluon``: Gluon (``triton.experimental.gluon``) calls whose form changed between Triton releases.
+* ``gluon``: Gluon (``triton.experimental.gluon``) calls whose form changed between Triton releases;
+* ``COMPILE_OPTIONS`` (here): compile options whose default changed between releases, pinned to what the kernels
+  were tuned and verified with.
 
 Each module knows the versions it was written and tested against (the support matrix in the README); an unknown
 version takes the public path: slower host time, the same results, never an exception.
@@ -15,6 +17,10 @@ from __future__ import annotations
 
 import functools
 import re
+
+# Compile options every kernel launch passes. FP fusion (a * b + c as one FMA) was on by default up to Triton 3.8;
+# 3.9 announces the default going off. The kernels' numerics and speed were measured with it on, so it is asked for.
+COMPILE_OPTIONS = {"enable_fp_fusion": True}
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

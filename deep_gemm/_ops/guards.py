@@ -24,10 +24,9 @@ import threading
 
 import torch
 
-try:
-    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
-except Exception:  # noqa: BLE001 - any failure to import means "not available"
-    _TensorGuards = None
+from .._internals.torch_api import tensor_guards_class
+
+_TensorGuards = tensor_guards_class()
 
 # How many guarded signatures an op keeps, most recent first. A hit at depth i costs i failed guards (~0.1 us each)
 # before it; a call matching none pays all of them on top of the signature path. Eight covers the distinct GEMM

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from .._internals import torch_api
 from .._triton import first_import as _first_import
 from ..runtime import _STATE as _RUNTIME
 from . import guards as metadata_guards
@@ -45,7 +46,7 @@ class _Binder:
     """Turns (args, kwargs) as the dispatcher hands them over into the full positional argument tuple."""
 
     def __init__(self, schema: str):
-        parsed = torch._C.parse_schema(f"{NAMESPACE}::{schema}")
+        parsed = torch_api.parse_schema(f"{NAMESPACE}::{schema}")
         self.names = tuple(a.name for a in parsed.arguments)
         self.index = {n: i for i, n in enumerate(self.names)}
         scalar_type_args = {a.strip().split(" ")[-1].split("=")[0]
@@ -383,11 +384,10 @@ def family_of(name: str) -> str:
 # (the kernel is the same function; the guards read thread-local state).
 
 _PLAIN_TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
-_dispatch_modes = torch._C._len_torch_dispatch_stack
-_function_modes = torch._C._is_torch_function_mode_enabled
-_functorch_active = torch._C._are_functorch_transforms_active
-_profiling = torch.autograd._profiler_enabled
-_jit_tracing = torch._C._get_tracing_state
+if torch_api.EAGER_PROBES is not None:
+    _dispatch_modes, _function_modes, _functorch_active, _jit_tracing, _profiling = torch_api.EAGER_PROBES
+else:  # this torch lacks one of them: every call takes the dispatcher
+    _dispatch_modes = _function_modes = _functorch_active = _jit_tracing = _profiling = lambda: True
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 

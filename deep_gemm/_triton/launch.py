@@ -8,13 +8,14 @@ shapes: the caller's ``config_key``) and on whether an integer needs 64 bits (``
 compiled kernel from the process-wide ``KERNEL_CACHE`` (safe under concurrent first compilation: one build per
 key).
 
-Kernels with TMA descriptor arguments are launched around Triton's Python wrapper of the C launcher (triton 3.6's
-``wrap_handle_tensordesc.<locals>.inner``), which rebuilds the flat argument list and encodes every descriptor on
-every call: ``_DirectLauncher`` flattens the arguments exactly as that wrapper does, takes encoded descriptors from
-a cache (``tma_descriptor``) and calls the C launcher itself; a ``LaunchPlan`` keeps the flattened list and only
-fills in the stream, the tensors and their descriptors. The direct path is used only where the installed Triton has
-the structure it was written against, and only after its flattening of a kernel's first launch matched Triton's
-own (``_inspect``, ``_verify``); every other launch goes through Triton's wrapper, as before.
+Kernels with TMA descriptor arguments are launched around Triton's Python wrapper of the C launcher
+(``wrap_handle_tensordesc``), which rebuilds the flat argument list and encodes every descriptor on every call:
+``_DirectLauncher`` flattens the arguments exactly as that wrapper does, takes encoded descriptors from a cache
+(``tma_descriptor``) and calls the C launcher itself; a ``LaunchPlan`` keeps the flattened list and only fills in
+the stream, the tensors and their descriptors. How the words reach the C launcher is Triton's private ABI, which
+changed between releases: ``deep_gemm._internals.triton_launcher`` knows it per release. The direct path is used
+only where the installed Triton is one of those releases, and only after its flattening of a kernel's first launch
+matched Triton's own (``_verify``); every other launch goes through Triton's own launch of the compiled kernel.
 
 Under ``TRITON_INTERPRET=1`` (CPU CI) launches go through the interpreter, one at a time (it is not thread-safe).
 """
@@ -28,6 +29,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .._internals import triton_launcher
+from .._internals import COMPILE_OPTIONS, torch_api
 from ..runtime import KERNEL_CACHE, device_num_sms, get_pdl
 
 _INT32_MAX = 2**31 - 1
@@ -63,7 +66,7 @@ def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str
             raise ValueError(f"{name}: a cooperative launch cannot run in Triton's interpreter (programs run one "
                              f"after another, so a program waiting for another would wait forever)")
         with _INTERPRETER_LOCK:
-            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
+            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **COMPILE_OPTIONS)
         return True
     current = torch.cuda.current_device()
     if current != device_index:
@@ -89,7 +92,7 @@ def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, 
                     cooperative: bool = False):
     """The compiled (and loaded) binary ``launch`` runs for these arguments on the current device, from the cache or
     built now. Its ``n_spills`` (local memory words per thread) is known once it is loaded. ``cooperative`` is part
-    of the binary's metadata (its launcher reads it on every launch, replays included: ``_head_words``)."""
+    of the binary's metadata (its launcher reads it on every launch, replays included: ``Abi.head``)."""
     pdl = get_pdl()
     key = (name, device_index, config_key, num_warps, num_stages, pdl, _type_key(args), max_registers, cooperative)
     compiled = KERNEL_CACHE.get(key)
@@ -100,7 +103,7 @@ def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, 
             if cooperative:
                 cap["launch_cooperative_grid"] = True
             ck = kernel.warmup(*compile_args, grid=grid, num_warps=num_warps, num_stages=num_stages, launch_pdl=pdl,
-                               **cap)
+                               **cap, **COMPILE_OPTIONS)
             if hasattr(ck, "result"):  # asynchronous compilation mode
                 ck = ck.result()
             ck._init_handles()  # load the binary now, not inside a later (possibly captured) launch
@@ -129,15 +132,14 @@ def programs_per_sm(compiled, num_warps: int) -> int:
 
 
 _TORCH_CURRENT_DEVICE = torch.cuda.current_device
-_CUDA_GET_DEVICE = getattr(torch._C, "_cuda_getDevice", None)  # (absent from CPU builds of torch)
 
 
 def _current_device() -> int:
     """``torch.cuda.current_device()`` without its lazy-initialisation test (three Python calls per replay): a plan
     exists only after its recording launch initialised CUDA. Where that function was replaced (tests stub it on
     CPU hosts) the replacement is called."""
-    if _CUDA_GET_DEVICE is not None and torch.cuda.current_device is _TORCH_CURRENT_DEVICE:
-        return _CUDA_GET_DEVICE()
+    if torch.cuda.current_device is _TORCH_CURRENT_DEVICE:
+        return torch_api.cuda_current_device()
     return torch.cuda.current_device()
 
 
@@ -152,7 +154,7 @@ def _ensure_context(device_index: int) -> None:
 def launch_compiled(compiled, grid: tuple[int, int, int], args: Sequence[Any], device_index: int) -> None:
     """Run an already compiled kernel on the current stream of ``device_index`` (which must be current): through its
     C launcher directly where ``_direct_launcher`` finds one (verified on the kernel's first launch), else through
-    Triton's launcher."""
+    Triton's own launch of a compiled kernel."""
     runner = compiled.run
     scratch = None
     if runner.global_scratch_size:
@@ -160,25 +162,22 @@ def launch_compiled(compiled, grid: tuple[int, int, int], args: Sequence[Any], d
         # from a process-global allocator (triton.set_allocator); we hand it over directly instead of changing
         # the caller's allocator.
         scratch = torch.empty(_scratch_bytes(runner, grid), dtype=torch.uint8, device=f"cuda:{device_index}")
-    head = _head_words(compiled, runner, grid, torch._C._cuda_getCurrentRawStream(device_index), scratch)
-    direct = _direct_launcher(runner)
-    if direct is not None and (direct.verified or _verify(runner, direct, head, args, device_index)):
-        direct.c_launch(*direct.flatten(head, args, device_index))
-    else:
-        runner.launch(*head, *args)
+    stream = torch_api.current_raw_stream(device_index)
+    direct = _direct_launcher(compiled)
+    if direct is not None:
+        head = direct.abi.head(compiled, grid, stream, scratch)
+        if direct.verified or _verify(compiled, direct, head, args, device_index):
+            direct.abi.c_call(direct.c_launch, runner, direct.flatten(head, args, device_index))
+            return
+    triton_launcher.public_launch(compiled, grid, stream, [_tritons_argument(a) for a in args],
+                                  lambda size, alignment, stream: scratch if scratch is not None and
+                                  scratch.numel() >= size else torch.empty(size, dtype=torch.uint8,
+                                                                           device=f"cuda:{device_index}"))
 
 
-# Triton 3.6's CudaLauncher hands its C launcher these words before the kernel's arguments: grid x, y, z, stream,
-# function, cooperative-grid flag, PDL flag, global scratch, profile scratch, packed kernel metadata, launch
-# metadata, launch enter hook, launch exit hook (driver.py: _BASE_ARGS_FORMAT).
-_HEAD_WORDS = 13
-_STREAM_WORD = 3
-_SCRATCH_WORD = 7
-
-
-def _head_words(compiled, runner, grid, stream, scratch) -> tuple:
-    return (grid[0], grid[1], grid[2], stream, compiled.function, runner.launch_cooperative_grid, runner.launch_pdl,
-            scratch, None, compiled.packed_metadata, None, None, None)
+def _tritons_argument(arg):
+    """An argument as Triton's own launch takes it (our descriptors become Triton's classes)."""
+    return arg.to_triton() if isinstance(arg, FastDescriptor) else arg
 
 
 def _scratch_bytes(runner, grid) -> int:
@@ -252,9 +251,8 @@ def tma_descriptor(data_ptr: int, layout: TmaLayout):
 
 
 def _encode_tma_descriptor(data_ptr: int, layout: TmaLayout):
-    from triton.runtime import driver  # Triton looks the encoder up on its active driver per call; so do we
-
-    fill = driver.active.utils.fill_tma_descriptor
+    # Only the direct launch encodes maps itself, so the installed Triton's ABI is known here.
+    fill = triton_launcher.installed_abi().fill()
     tensor_map = fill(data_ptr, layout.swizzle, layout.elem_size, layout.elem_type, layout.block_size, layout.shape,
                       layout.strides, layout.padding)
     with _TMA_DESCRIPTORS_LOCK:
@@ -272,51 +270,35 @@ def clear_tma_descriptor_cache() -> None:
 
 # ---- Triton's C launcher, called directly ------------------------------------------------------------------------
 
-# Triton versions whose launcher structure the direct path was written against and checked on; any other version
-# takes Triton's wrapper.
-DIRECT_LAUNCH_TRITON_VERSIONS = ("3.6.",)
 # Per compiled kernel's launcher (by id, with the launcher itself to rule out a reused id): its _DirectLauncher, or
 # None where the direct path does not apply. Bounded like the other per-kernel caches.
 _DIRECT: dict = {}
 _DIRECT_LIMIT = 4096
-_WRAPPER_CODE: list = []
-
-
-class _DescriptorMeta:
-    """One entry of a kernel's ``tensordesc_meta`` (how Triton encodes that descriptor argument), read once."""
-
-    __slots__ = ("swizzle", "elem_size", "elem_type", "block_size", "fp4_padded", "source")
-
-    def __init__(self, source: dict, device_to_host_dtype: dict):
-        self.swizzle = source["swizzle"]
-        self.elem_size = source["elem_size"]
-        self.elem_type = device_to_host_dtype[source["elem_type"]]
-        self.block_size = tuple(source["block_size"])
-        self.fp4_padded = source["fp4_padded"]
-        self.source = source
 
 
 class _DirectLauncher:
-    """A compiled kernel's C launcher and what Triton's wrapper around it (``inner``) does to the arguments: each
-    tensor-descriptor argument becomes several words (``_descriptor_words``), every other argument one.
+    """A compiled kernel's C launcher, the ABI it is called with (``triton_launcher.Abi``), and what Triton's wrapper
+    does to the arguments: each tensor-descriptor argument becomes several words (``_descriptor_words``), every
+    other argument one.
 
-    ``descriptors``: (argument position, ``_DescriptorMeta`` or None), by position; None is a kernel lowered without
-    host TMA metadata (Triton then passes base, shape, strides, NaN padding flag, shape, strides)."""
+    ``descriptors``: (argument position, ``DescriptorMeta`` or None), by position; None is a kernel lowered without
+    host TMA metadata (Triton then passes base, shape, strides, flags, shape, strides)."""
 
-    __slots__ = ("c_launch", "descriptors", "verified")
+    __slots__ = ("abi", "c_launch", "descriptors", "verified")
 
-    def __init__(self, c_launch, descriptors):
+    def __init__(self, abi, c_launch, descriptors):
+        self.abi = abi
         self.c_launch = c_launch
         self.descriptors = descriptors
         self.verified = False
 
     def flatten(self, head: tuple, args: Sequence[Any], device_index: int) -> list:
-        """``head`` followed by the flattened ``args``: exactly the C launcher's arguments."""
+        """``head`` followed by the flattened ``args``: the words ``abi.c_call`` hands the C launcher."""
         words = list(head)
         begin = 0
         for position, meta in self.descriptors:
             words += args[begin:position]
-            words += _descriptor_words(args[position], meta, device_index)
+            words += _descriptor_words(args[position], meta, self.abi, device_index)
             begin = position + 1
         words += args[begin:]
         return words
@@ -324,42 +306,48 @@ class _DirectLauncher:
     def word_starts(self, args: Sequence[Any], device_index: int) -> list[int]:
         """Where each argument's first word lies in ``flatten``'s list."""
         meta_at = dict(self.descriptors)
-        starts, word = [], _HEAD_WORDS
+        starts, word = [], triton_launcher.HEAD_WORDS
         for position, arg in enumerate(args):
             starts.append(word)
-            word += len(_descriptor_words(arg, meta_at[position], device_index)) if position in meta_at else 1
+            word += (len(_descriptor_words(arg, meta_at[position], self.abi, device_index)) if position in meta_at
+                     else 1)
         return starts
 
 
-def _descriptor_words(desc, meta: _DescriptorMeta | None, device_index: int) -> list:
-    """Triton 3.6's ``make_tensordesc_arg(desc, meta)``, with the encoded descriptor taken from the cache."""
+def _descriptor_words(desc, meta, abi, device_index: int) -> list:
+    """Triton's ``make_tensordesc_arg(desc, meta)`` for ``abi``, with the encoded descriptor taken from the cache."""
     if meta is None:
-        return [desc.base, *desc.shape, *desc.strides, desc.padding == "nan", *desc.shape, *desc.strides]
-    if desc.strides[-1] != 1:  # Triton asserts on this: let it raise its own error
-        from triton.backends.nvidia.driver import make_tensordesc_arg
-        return make_tensordesc_arg(desc, meta.source)
+        return abi.no_meta_words(desc)
+    if desc.strides[-1] != 1:
+        raise ValueError(f"a TMA descriptor needs a contiguous last dimension, got strides {tuple(desc.strides)}")
     layout = _descriptor_layout(desc, meta, device_index)
-    return [tma_descriptor(desc.base.data_ptr(), layout), *layout.shape, *layout.strides]
+    return [tma_descriptor(desc.base.data_ptr(), layout), *abi.descriptor_tail(desc, layout.shape), *layout.strides]
 
 
-def _descriptor_layout(desc, meta: _DescriptorMeta, device_index: int) -> TmaLayout:
+def _descriptor_layout(desc, meta, device_index: int) -> TmaLayout:
     """What Triton encodes a descriptor argument with, besides its address."""
     shape = desc.shape
     if meta.fp4_padded:  # packed FP4: the descriptor counts elements, two per byte
         shape = list(shape)
         shape[-1] *= 2
-    # A descriptor class may ask for another element type than the kernel's (Tf32RoundingDescriptor).
-    elem_type = getattr(desc, "host_elem_type", None) or meta.elem_type
+    # A descriptor may ask for another element type than the kernel's (Tf32RoundingDescriptor).
+    elem_type = TMA_HOST_TFLOAT32 if getattr(desc, "round_f32_to_tf32", False) else meta.elem_type
     return tma_layout(meta.swizzle, meta.elem_size, elem_type, meta.block_size, shape, desc.strides,
                       1 if desc.padding == "nan" else 0, device_index)
 
 
-def _direct_launcher(runner) -> _DirectLauncher | None:
-    """The direct launcher of a compiled kernel's launcher (``compiled.run``), or None where it does not apply."""
+def _direct_launcher(compiled) -> _DirectLauncher | None:
+    """The direct launcher of a compiled kernel, or None where it does not apply (``triton_launcher.Abi.of``).
+
+    A kernel without tensor-descriptor arguments launches directly too: a replay then passes tensors as addresses,
+    which spares the C launcher a ``data_ptr()`` call and a driver query (``cuPointerGetAttribute``) per pointer
+    argument, and spares Python ``launch_compiled``'s per-call work."""
+    runner = compiled.run
     entry = _DIRECT.get(id(runner))
     if entry is not None and entry[0] is runner:
         return entry[1]
-    direct = _inspect(runner)
+    found = triton_launcher.Abi.of(compiled)
+    direct = None if found is None else _DirectLauncher(*found)
     _remember_direct(runner, direct)
     return direct
 
@@ -370,78 +358,17 @@ def _remember_direct(runner, direct: _DirectLauncher | None) -> None:
     _DIRECT[id(runner)] = (runner, direct)
 
 
-def _inspect(runner) -> _DirectLauncher | None:
-    """Find the C launcher inside Triton's wrapper, or None when the launcher is not the one this module knows:
-    another Triton version, a launcher that is not Triton's CudaLauncher, or a wrapper other than
-    ``wrap_handle_tensordesc``'s (recognised by its code object, so its closure holds what we read from it).
-
-    A kernel without tensor-descriptor arguments has no wrapper: Triton's ``launch`` is then the C function itself
-    (not Python code), and its direct launcher has no descriptors. Launching it directly still pays: a replay
-    passes tensors as addresses, which spares the C launcher a ``data_ptr()`` call and a driver query
-    (``cuPointerGetAttribute``) per pointer argument, and spares Python ``launch_compiled``'s per-call work."""
-    try:
-        import triton
-        from triton.backends.nvidia import driver as nvidia
-    except ImportError:
-        return None
-    if not triton.__version__.startswith(DIRECT_LAUNCH_TRITON_VERSIONS) or not isinstance(runner, nvidia.CudaLauncher):
-        return None
-    if getattr(nvidia, "_BASE_ARGS_FORMAT_LEN", None) != _HEAD_WORDS:
-        return None
-    wrapper = runner.launch
-    code = getattr(wrapper, "__code__", None)
-    if code is None and callable(wrapper):  # (the compiled C launcher, unwrapped: no descriptor argument)
-        return _DirectLauncher(wrapper, ())
-    if code is not _wrapper_code(nvidia):
-        return None
-    try:
-        cells = {name: cell.cell_contents for name, cell in zip(wrapper.__code__.co_freevars, wrapper.__closure__)}
-        c_launch, positions, metas = cells["launcher"], cells["tensordesc_indices"], cells["tensordesc_meta"]
-        if not callable(c_launch) or len(metas) != len(positions):
-            return None
-        # The wrapper hands out metadata entries in argument order (its tensordesc_idx counts up as it goes).
-        descriptors = tuple((position, None if meta is None else _DescriptorMeta(meta, nvidia.TMA_DTYPE_DEVICE_TO_HOST))
-                            for position, meta in zip(sorted(positions), metas))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return _DirectLauncher(c_launch, descriptors)
-
-
-def _wrapper_code(nvidia):
-    """The code object of Triton's ``wrap_handle_tensordesc`` wrapper (every wrapper it returns shares it)."""
-    if not _WRAPPER_CODE:
-        sample = nvidia.wrap_handle_tensordesc(_never_called, {"desc": "tensordesc<i8[16]>"}, None)
-        _WRAPPER_CODE.append(getattr(sample, "__code__", None))
-    return _WRAPPER_CODE[0]
-
-
-def _never_called(*args):
-    raise AssertionError("only the wrapper's code object is used")
-
-
-def _verify(runner, direct: _DirectLauncher, head: tuple, args: Sequence[Any], device_index: int) -> bool:
+def _verify(compiled, direct: _DirectLauncher, head: tuple, args: Sequence[Any], device_index: int) -> bool:
     """Once per kernel, on its first launch: do our words equal the words Triton's own wrapper builds for the same
-    arguments? (Encoded descriptors are compared by value where they can be; a real CUtensorMap is opaque, and its
-    inputs are the neighbouring shape and stride words.) On a mismatch the kernel keeps Triton's path for good."""
-    from triton.backends.nvidia import driver as nvidia
-
-    recorded = []
-    positions = {position for position, _ in direct.descriptors}
-    signature = {i: ("tensordesc" if i in positions else "i32") for i in range(len(args))}
-    metas = [None if meta is None else meta.source for _, meta in direct.descriptors]
-    triton_wrapper = nvidia.wrap_handle_tensordesc(lambda *words: recorded.append(words), signature, metas)
-    triton_wrapper(*head, *args)
-    ours = direct.flatten(head, args, device_index)
-    opaque = getattr(nvidia, "PyCUtensorMap", None)
-    same = len(recorded) == 1 and len(recorded[0]) == len(ours) and all(
-        x is y or (type(x) is type(y) and not isinstance(x, torch.Tensor) and (type(x) is opaque or x == y))
-        for x, y in zip(ours, recorded[0]))
+    arguments? On a mismatch the kernel keeps Triton's launch for good."""
+    theirs = triton_launcher.tritons_words(direct.abi, compiled, head, args)
+    same = triton_launcher.same_words(direct.flatten(head, args, device_index), theirs)
     if same:
         direct.verified = True
     else:
         warnings.warn(f"deep_gemm: the direct launch of a Triton kernel built other arguments than Triton's launcher "
-                      f"({runner.launch!r}); that kernel keeps Triton's launcher", RuntimeWarning, stacklevel=3)
-        _remember_direct(runner, None)
+                      f"({compiled.run.launch!r}); that kernel keeps Triton's launch", RuntimeWarning, stacklevel=3)
+        _remember_direct(compiled.run, None)
     return same
 
 
@@ -575,8 +502,8 @@ class _DirectReplay:
     """A plan's launch as the C launcher's flat argument list: per call only the stream, the tensors, the encoded
     descriptors over them (cached by address and layout) and the per-call buffers change."""
 
-    __slots__ = ("c_launch", "device_index", "words", "tensor_words", "tma_words", "fresh_words", "scratch_bytes",
-                 "kept", "run")
+    __slots__ = ("c_launch", "abi", "runner", "device_index", "words", "tensor_words", "tma_words", "fresh_words",
+                 "scratch_bytes", "kept", "run")
 
     @classmethod
     def of(cls, plan: LaunchPlan, args: Sequence[Any]) -> _DirectReplay | None:
@@ -587,13 +514,14 @@ class _DirectReplay:
         input ``j`` plus a fixed byte distance (0 for the input itself), so each kind of word is one loop of
         ``(word, j, byte_delta, ...)`` entries."""
         runner = getattr(plan.compiled, "run", None)
-        direct = _direct_launcher(runner) if runner is not None else None
+        direct = _direct_launcher(plan.compiled) if runner is not None else None
         if direct is None or not direct.verified:
             return None
         replay = cls()
-        replay.c_launch, replay.device_index = direct.c_launch, plan.device_index
+        replay.c_launch, replay.abi, replay.runner = direct.c_launch, direct.abi, runner
+        replay.device_index = plan.device_index
         replay.scratch_bytes = _scratch_bytes(runner, plan.grid) if runner.global_scratch_size else 0
-        head = _head_words(plan.compiled, runner, plan.grid, None, None)
+        head = direct.abi.head(plan.compiled, plan.grid, None, None)
         replay.words = direct.flatten(head, args, plan.device_index)
         starts = direct.word_starts(args, plan.device_index)
         meta_at = dict(direct.descriptors)
@@ -631,13 +559,14 @@ class _DirectReplay:
         tensor it calls data_ptr() and then asks the driver whether that address is device memory
         (cuPointerGetAttribute, one driver call per pointer argument per launch: triton 3.6 driver.py getPointer).
         The op's check already established that these are CUDA tensors of the launch's device."""
-        scope = {"torch": torch, "words_": self.words, "c_launch": self.c_launch, "maps": _TMA_DESCRIPTORS,
-                 "encode": _encode_tma_descriptor, "uint8": torch.uint8}
+        scope = {"torch": torch, "words_": self.words, "c_launch": self.c_launch, "runner_": self.runner,
+                 "maps": _TMA_DESCRIPTORS, "encode": _encode_tma_descriptor, "uint8": torch.uint8,
+                 "current_raw_stream": torch_api.current_raw_stream}
 
         def address(j: int, delta: int) -> str:
             return f"inputs[{j}].data_ptr()" + (f" + {delta}" if delta else "")
         lines = ["def run(inputs):", "    words = words_.copy()",
-                 f"    words[{_STREAM_WORD}] = torch._C._cuda_getCurrentRawStream({self.device_index})"]
+                 f"    words[{triton_launcher.STREAM_WORD}] = current_raw_stream({self.device_index})"]
         lines += [f"    words[{word}] = {address(j, delta)}" for word, j, delta in self.tensor_words]
         for i, (word, j, delta, layout) in enumerate(self.tma_words):  # (tma_descriptor(), inlined)
             scope[f"layout{i}"] = layout
@@ -648,9 +577,9 @@ class _DirectReplay:
             scope[f"fresh{i}"] = (shape, dtype, device)
             lines.append(f"    words[{word}] = torch.empty(fresh{i}[0], dtype=fresh{i}[1], device=fresh{i}[2])")
         if self.scratch_bytes:
-            lines.append(f"    words[{_SCRATCH_WORD}] = torch.empty({self.scratch_bytes}, dtype=uint8, "
+            lines.append(f"    words[{self.abi.scratch_word}] = torch.empty({self.scratch_bytes}, dtype=uint8, "
                          f"device='cuda:{self.device_index}')")
-        lines.append("    c_launch(*words)")
+        lines.append("    " + self.abi.c_call_source())
         exec(compile("\n".join(lines), "<direct replay>", "exec"), scope)
         return scope["run"]
 
@@ -659,10 +588,12 @@ _NOT_A_DESCRIPTOR = object()
 
 
 class FastDescriptor:
-    """Host TMA descriptor argument without TensorDescriptor's per-call validation (~2 us): the launcher only reads
-    ``base.data_ptr()``, ``shape``, ``strides`` and ``padding``. Our op checks already validated alignment."""
+    """Host TMA descriptor argument without TensorDescriptor's per-call validation (~2 us): the launchers only read
+    ``base.data_ptr()``, ``shape``, ``strides``, ``padding`` and ``round_f32_to_tf32``. Our op checks already
+    validated alignment."""
 
     __slots__ = ("base", "shape", "strides", "block_shape", "padding", "gluon")
+    round_f32_to_tf32 = False
 
     def __init__(self, base: torch.Tensor, shape, strides, block_shape, gluon: bool = False):
         self.base = base
@@ -673,15 +604,23 @@ class FastDescriptor:
         self.gluon = gluon
 
     def to_triton(self):
+        """Triton's own descriptor class for the same memory (for compiling, and for Triton's own launch)."""
         if self.gluon:  # Gluon descriptors carry their shared-memory layout (the default swizzle for the block)
             from triton.experimental.gluon import language as gl
             from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
             element = {torch.float8_e4m3fn: gl.float8e4nv, torch.bfloat16: gl.bfloat16,
                        torch.float32: gl.float32}[self.base.dtype]
             layout = gl.NVMMASharedLayout.get_default_for(list(self.block_shape), element)
-            return GluonDescriptor(self.base, list(self.shape), list(self.strides), list(self.block_shape), layout)
+            return GluonDescriptor(self.base, list(self.shape), list(self.strides), list(self.block_shape), layout,
+                                   **self._rounding(GluonDescriptor))
         from triton.tools.tensor_descriptor import TensorDescriptor
-        return TensorDescriptor(self.base, list(self.shape), list(self.strides), list(self.block_shape))
+        return TensorDescriptor(self.base, list(self.shape), list(self.strides), list(self.block_shape),
+                                **self._rounding(TensorDescriptor))
+
+    def _rounding(self, cls) -> dict:
+        # Triton's descriptors carry the TF32 rounding flag from 3.7 on; older ones cannot be asked for it.
+        has_flag = "round_f32_to_tf32" in getattr(cls, "__dataclass_fields__", {})
+        return {"round_f32_to_tf32": True} if self.round_f32_to_tf32 and has_flag else {}
 
 
 def descriptor(t: torch.Tensor, shape, strides, block_shape, gluon: bool = False):
@@ -702,20 +641,22 @@ TMA_HOST_TFLOAT32 = 11
 
 class Tf32RoundingDescriptor(FastDescriptor):
     """A ``FastDescriptor`` over FP32 data whose map is encoded as TFLOAT32 (see ``TMA_HOST_TFLOAT32``); the kernel
-    sees FP32 values with the 13 low mantissa bits rounded away. Only the direct launch path encodes it so (Triton's
-    own wrapper would encode FLOAT32): a launcher uses it only where ``direct_launch_available`` says so."""
+    sees FP32 values with the 13 low mantissa bits rounded away. The direct launch encodes it so on every Triton it
+    knows; Triton's own launch does from 3.7 on (``round_f32_to_tf32``). A launcher uses it only where
+    ``tf32_rounding_available`` says so."""
 
     __slots__ = ()
-    host_elem_type = TMA_HOST_TFLOAT32
+    round_f32_to_tf32 = True
 
 
-def direct_launch_available(compiled) -> bool:
-    """Whether launches of this compiled kernel go through the direct path (where descriptor classes such as
-    ``Tf32RoundingDescriptor`` are honoured): the installed Triton's launcher is the one this module knows, and no
-    earlier launch of this kernel failed ``_verify``."""
+def tf32_rounding_available(compiled) -> bool:
+    """Whether launches of this compiled kernel encode a ``Tf32RoundingDescriptor`` as TFLOAT32: its launches go
+    through the direct path (the installed Triton's launcher ABI is known, and no earlier launch of this kernel
+    failed ``_verify``), or Triton's own descriptors carry the rounding flag."""
     if interpreting():
         return False
-    entry = _DIRECT.get(id(compiled.run))
-    if entry is not None and entry[0] is compiled.run:
-        return entry[1] is not None
-    return _direct_launcher(compiled.run) is not None
+    if _direct_launcher(compiled) is not None:
+        return True
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return "round_f32_to_tf32" in getattr(TensorDescriptor, "__dataclass_fields__", {})

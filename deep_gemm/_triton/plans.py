@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .._internals import torch_api
 from .launch import LaunchPlan, interpreting
 from .scratch import capturing, stream_capturing, stream_of
 
@@ -201,11 +202,11 @@ def replayable(name: str):
             inputs = picker.take(args)
             anchor = inputs[0]
             # PlanCache.key and .replay, inlined (stream_of and stream_capturing too): every replayed call's path.
-            stream = torch._C._cuda_getCurrentRawStream(anchor.get_device()) if anchor.is_cuda else None
+            stream = torch_api.current_raw_stream(anchor.get_device()) if anchor.is_cuda else None
             key = (name, signature, aliasing(inputs) if picker.may_alias else None, stream)
             plan = plans.get(key)
             # (None and the legacy default stream, 0, are never captured: scratch.LEGACY_DEFAULT_STREAM)
-            if plan is not None and not (plan.keeps_buffers and stream and torch._C._cuda_isCurrentStreamCapturing()):
+            if plan is not None and not (plan.keeps_buffers and stream and torch_api.is_current_stream_capturing()):
                 plan.run(inputs)
                 return None
             return launch_and_record(args, inputs, anchor, key, {})

@@ -20,6 +20,8 @@ import threading
 
 import torch
 
+from .._internals import torch_api
+
 # Smallest counter buffer kept per (device, stream): one per tile of most problems, so it is rarely regrown.
 MIN_COUNTERS = 4096
 
@@ -38,13 +40,13 @@ LEGACY_DEFAULT_STREAM = 0
 
 def stream_of(t: torch.Tensor):
     """The raw current stream of t's device (what a launch for t runs on), None for CPU tensors."""
-    return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else None
+    return torch_api.current_raw_stream(t.get_device()) if t.is_cuda else None
 
 
 def stream_capturing(stream) -> bool:
     """Whether a launch on raw stream ``stream`` (``stream_of``'s value) would be captured into a CUDA graph: never
     for None (CPU) and the legacy default stream (see ``LEGACY_DEFAULT_STREAM``), else CUDA is asked."""
-    return stream is not None and stream != LEGACY_DEFAULT_STREAM and torch._C._cuda_isCurrentStreamCapturing()
+    return stream is not None and stream != LEGACY_DEFAULT_STREAM and torch_api.is_current_stream_capturing()
 
 
 def capturing(t: torch.Tensor) -> bool:

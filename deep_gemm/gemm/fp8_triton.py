@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from .._internals import COMPILE_OPTIONS
 from .._triton.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from .._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from .._triton.scratch import split_k_buffers
@@ -84,7 +85,8 @@ def _transposed_copy(x: torch.Tensor) -> torch.Tensor:
         blk = TRANSPOSE_BLOCK
         grid = (_cdiv(rows, blk), _cdiv(cols, blk), batch)
         _transpose_kernel[grid](x3.view(torch.uint8), out.view(torch.uint8), rows, cols, x3.stride(0),
-                                x3.stride(2), out.stride(0), out.stride(1), BR=blk, BC=blk, num_warps=4)
+                                x3.stride(2), out.stride(0), out.stride(1), BR=blk, BC=blk, num_warps=4,
+                                **COMPILE_OPTIONS)
     return out if x.dim() == 3 else out[0]
 
 

@@ -11,7 +11,7 @@ where the direct launch path is available (Triton 3.6), else through pointers wi
 
 from __future__ import annotations
 
-from .._triton.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, direct_launch_available,
+from .._triton.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, tf32_rounding_available,
                               interpreting, launch)
 from .._triton.plans import ConfigCache, replayable
 from .._triton.scratch import arrival_counters, stream_workspace
@@ -75,7 +75,7 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config:
     if not interpreting():
         compiled = compiled_kernel(_kernel(), grid, args(True), name="hc_prenorm", config_key=key(True),
                                    num_warps=cfg.num_warps, num_stages=cfg.stages, device_index=device_index)
-        b_tma = direct_launch_available(compiled)
+        b_tma = tf32_rounding_available(compiled)
     launch(_kernel(), grid, args(b_tma), name="hc_prenorm", config_key=key(b_tma), num_warps=cfg.num_warps,
            num_stages=cfg.stages, device_index=device_index,
            record=recorder.launches if recorder is not None else None)
