@@ -9,6 +9,7 @@ stands in: slower host time, the same answers. ``tests/test_internals.py`` runs 
 
 from __future__ import annotations
 
+import types
 from typing import Callable
 
 import torch
@@ -17,8 +18,9 @@ _C = torch._C
 
 
 def _private(name: str) -> Callable | None:
+    # Only a C function counts: CPU builds put placeholder classes under some CUDA names (torch._utils._dummy_type).
     fn = getattr(_C, name, None)
-    return fn if callable(fn) else None
+    return fn if isinstance(fn, types.BuiltinFunctionType) else None
 
 
 _RAW_STREAM = _private("_cuda_getCurrentRawStream")
