@@ -41,6 +41,9 @@ MIN_FP8_SM = 89
 SHARED_MEMORY = {(8, 0): 166_912, (8, 6): 101_376, (8, 7): 166_912, (8, 9): 101_376, (9, 0): 232_448,
                  (10, 0): 232_448, (10, 3): 232_448, (12, 0): 101_376, (12, 1): 101_376}
 SM90_SHARED_MEMORY = SHARED_MEMORY[(9, 0)]
+# Shared memory per SM (what co-resident blocks share; each block also reserves 1 KB of it): one KB more than the
+# per-block limit on every capability above.
+SM_SHARED_MEMORY_EXTRA = 1024
 # Capabilities missing from the table: the smallest limit of their major version seen so far.
 _SHARED_MEMORY_BY_MAJOR = {8: 101_376, 9: 232_448, 10: 232_448, 11: 232_448, 12: 101_376}
 _SHARED_MEMORY_FLOOR = 101_376
@@ -115,6 +118,12 @@ def shared_memory(sm_version: int) -> int:
     smallest limit known for its major version)."""
     cap = capability_of_sm(sm_version)
     return SHARED_MEMORY.get(cap) or _SHARED_MEMORY_BY_MAJOR.get(cap[0], _SHARED_MEMORY_FLOOR)
+
+
+def programs_by_shared_memory(sm_version: int, shared_bytes: int) -> int:
+    """Blocks of ``shared_bytes`` dynamic shared memory each that fit on one SM of ``sm_version`` at once."""
+    reserved = SM_SHARED_MEMORY_EXTRA  # (per block, kept by the system)
+    return (shared_memory(sm_version) + SM_SHARED_MEMORY_EXTRA) // (shared_bytes + reserved)
 
 
 def smem_budget(sm90_budget: int, sm_version: int) -> int:
@@ -252,5 +261,5 @@ def report_sm(device=None) -> int | None:
 
 
 __all__ = ["DEFAULT_CAPABILITY", "SM90", "SHARED_MEMORY", "OpArch", "capability", "sm", "sm_of", "sm_of_tensor",
-           "capability_of_sm", "shared_memory", "smem_budget", "has_wgmma", "has_tma", "has_mma", "has_fp8_mma",
+           "capability_of_sm", "shared_memory", "programs_by_shared_memory", "smem_budget", "has_wgmma", "has_tma", "has_mma", "has_fp8_mma",
            "sm90_occupancy", "forced_capability", "report_sm"]
