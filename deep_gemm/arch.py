@@ -152,6 +152,12 @@ def has_mma(sm_version: int) -> bool:
     return sm_version >= MIN_MMA_SM
 
 
+def kernels_run(sm_version: int) -> bool:
+    """Whether deep_gemm launches Triton kernels on ``sm_version`` at all (sm_80 and later: the oldest architecture
+    they are compile-checked for; below it every op runs the torch reference on the GPU)."""
+    return sm_version >= MIN_MMA_SM
+
+
 def has_fp8_mma(sm_version: int) -> bool:
     """FP8 (e4m3) tensor-core dots: sm_89 (Ada) and later."""
     return sm_version >= MIN_FP8_SM
@@ -261,5 +267,6 @@ def report_sm(device=None) -> int | None:
 
 
 __all__ = ["DEFAULT_CAPABILITY", "SM90", "SHARED_MEMORY", "OpArch", "capability", "sm", "sm_of", "sm_of_tensor",
-           "capability_of_sm", "shared_memory", "programs_by_shared_memory", "smem_budget", "has_wgmma", "has_tma", "has_mma", "has_fp8_mma",
+           "capability_of_sm", "shared_memory", "programs_by_shared_memory", "smem_budget", "has_wgmma", "has_tma", "has_mma", "kernels_run",
+           "has_fp8_mma",
            "sm90_occupancy", "forced_capability", "report_sm"]

@@ -349,7 +349,7 @@ def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols
 # ---- paged -----------------------------------------------------------------------------------------------------
 
 def get_paged_mqa_logits_metadata_triton(context_lens, block_kv, num_sms, indices, *, record: list | None = None):
-    if num_sms > SCHEDULE_MAX_SMS or not arch.has_mma(arch.sm_of_tensor(context_lens)):
+    if num_sms > SCHEDULE_MAX_SMS or not arch.kernels_run(arch.sm_of_tensor(context_lens)):
         return NotImplemented
     from .kernels import _paged_schedule_kernel
     batch = context_lens.size(0)
