@@ -155,6 +155,18 @@ def fit_smem(cfg: TileConfig, sm: int, elem_bytes: int, epilogue_bytes: int, nar
     return replace(candidate, num_stages=1, d_halves=False)
 
 
+def fitted_bh_config(cfg: TileConfig, out_bytes: int, has_c: bool, sm: int) -> TileConfig:
+    """A planned BF16 batched tile (``bh_config``) on an ``sm`` device (``fit_smem``; D and C tiles staged)."""
+    tile_bytes = cfg.block_m * cfg.block_n * out_bytes
+    return fit_smem(cfg, sm, 2, tile_bytes * (2 if has_c else 1), BF16_NARROWER)
+
+
+def fitted_fp8_config(cfg: TileConfig, out_bytes: int, has_c: bool, gran_k: int, sm: int) -> TileConfig:
+    """A planned FP8 batched tile (``fp8_config``) on an ``sm`` device, K blocks of ``gran_k`` (``fit_smem``)."""
+    tile_bytes = cfg.block_m * cfg.block_n * out_bytes
+    return fit_smem(cfg, sm, 1, tile_bytes * (2 if has_c else 1), FP8_NARROWER, gran_k)
+
+
 def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfig:
     """``plain_bf16_out``: BF16 D stored by TMA without C, the only epilogue the 128x256 tile has room for (FP32 or
     C tiles exceed shared memory; pointer stores spill)."""
@@ -546,8 +558,7 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
     if cfg in BH_WIDE and not plain:
         return NotImplemented  # (a pinned config without room for this epilogue)
     if config is None:
-        tile_bytes = cfg.block_m * cfg.block_n * d.element_size()
-        cfg = fit_smem(cfg, sm, 2, tile_bytes * (1 if c is None else 2), BF16_NARROWER)
+        cfg = fitted_bh_config(cfg, d.element_size(), c is not None, sm)
     _launch_bh(a3, b3, b_k_major, d3, c3, cfg, recorder)
     return None
 
@@ -608,9 +619,11 @@ def _fp8_per_entry(a3, sfa3, b3, sfb3, d3, c3, recipe) -> None:
 @replayable("fp8_einsum")
 def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None = None, route: str | None = None,
                recorder=None):
-    r = resolve_recipe(recipe, None, None, sfb)
     sm = arch.sm_of_tensor(d)
-    if not _fp8_supported(sfa, sfb, r) or not arch.has_fp8_mma(sm):
+    if not arch.has_fp8_mma(sm):
+        return NotImplemented
+    r = resolve_recipe(recipe, None, None, sfb)
+    if not _fp8_supported(sfa, sfb, r):
         return NotImplemented
     if d.numel() == 0:
         return None
@@ -633,8 +646,7 @@ def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None 
     from .kernels import _fp8_einsum_gemm_kernel
     cfg = config or fp8_config(g, m, n)
     if config is None:
-        tile_bytes = cfg.block_m * cfg.block_n * d.element_size()
-        cfg = fit_smem(cfg, sm, 1, tile_bytes * (1 if c is None else 2), FP8_NARROWER, r.a[1])
+        cfg = fitted_fp8_config(cfg, d.element_size(), c is not None, r.a[1], sm)
     bm, bn, bk = cfg.block_m, cfg.block_n, r.a[1]  # one K block per scale
     b_per_row = r.b[0] == 1
     tiles = g * _cdiv(m, bm) * _cdiv(n, bn)

@@ -106,13 +106,27 @@ class Fp8GemmConfig:
         return per_stage * self.num_stages + self.block_m * self.block_n * EPILOGUE_BYTES_PER_ELEMENT
 
 
+# Devices with less shared memory than sm_90 (sm_89, sm_120: 99 KB): the tl.* kernel's builds there need the stage
+# ring plus about a BF16 tile of epilogue staging, whatever D's dtype (scripts/compile_check_arch.py, sm_120a, Triton
+# 3.6: 128 x 128, 2 stages, 66068 bytes with a BF16 D, 99336 with an FP32 D and C; 3 stages with a BF16 D 99352);
+# the 4-byte estimate of smem_bytes() would leave 128 x 128 tiles one stage. This many bytes of the tile per element,
+# and a reserve for barriers.
+SMALL_SMEM_EPILOGUE_BYTES_PER_ELEMENT = 2
+SMALL_SMEM_RESERVE = 2048
+
+
 def _stages_for(block_m: int, block_n: int, smem_bytes: int = SMEM_BYTES_SM90) -> int:
-    """Deepest pipeline that fits next to the epilogue scratch, capped at 4 (more measured no faster). Where not
-    even two stages fit (128 x 128 tiles in sm_89 / sm_120's 99 KB), one: the K loop unpipelined."""
-    for stages in (4, 3, 2):
-        if Fp8GemmConfig(block_m, block_n, 8, stages).smem_bytes() <= smem_bytes:
-            return stages
-    return 2 if smem_bytes >= SMEM_BYTES_SM90 else 1
+    """Deepest pipeline that fits next to the epilogue scratch, capped at 4 (more measured no faster). On devices
+    with less shared memory than sm_90, by the estimate measured there (SMALL_SMEM_*), at least one stage (the K
+    loop unpipelined)."""
+    if smem_bytes >= SMEM_BYTES_SM90:
+        for stages in (4, 3, 2):
+            if Fp8GemmConfig(block_m, block_n, 8, stages).smem_bytes() <= smem_bytes:
+                return stages
+        return 2
+    per_stage = (block_m + block_n) * BLOCK_K
+    epilogue = block_m * block_n * SMALL_SMEM_EPILOGUE_BYTES_PER_ELEMENT + SMALL_SMEM_RESERVE
+    return max(1, min(4, (smem_bytes - epilogue) // per_stage))
 
 
 def _warps_for(block_m: int) -> int:

@@ -107,7 +107,9 @@ def plan(m: int, n: int, k: int, splits: int, num_sms: int, sm: int = arch.SM90)
     stage_bytes = bm * BLOCK_K * 2 + bn * BLOCK_K * 4
     one = arch.smem_budget(SMEM_ONE_PROGRAM, sm)
     budget = one if programs <= num_sms else min(SMEM_TWO_PROGRAMS, one // 2)
-    stages = max(MIN_STAGES, min(MAX_STAGES, budget // stage_bytes))
+    # (at least MIN_STAGES wherever they fit: every sm_90 budget; a 64 x 128 tile on a 99 KB device runs one)
+    floor = MIN_STAGES if budget >= MIN_STAGES * stage_bytes else 1
+    stages = max(floor, min(MAX_STAGES, budget // stage_bytes))
     if -(-num_kb // (splits * sub)) <= SHORT_LOOP_K_BLOCKS:
         stages = min(stages, SHORT_LOOP_STAGES)
     # (one chunk size per tile shape, not per call: loads past SUB are masked off, and fewer variants compile)
