@@ -257,7 +257,7 @@ def indexer_variants(sm: int, quick: bool = False):
     variants += _distinct("indexer", [dict(h=64, d=128, rows=2, block_kv=64, pages=grid.tokens_per_program // 64,
                                            warps=grid.num_warps, stages=grid.num_stages)],
                           ci.compile_paged, "paged grid ")
-    variants.append(Variant("indexer", "clean logits", lambda t: ci.compile_clean(target=t)))
+    variants += _distinct("indexer", [dict(aligned=True), dict(aligned=False)], ci.compile_clean, "clean logits ")
     return variants
 
 
