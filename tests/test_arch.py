@@ -27,6 +27,7 @@ from deep_gemm.runtime import _STATE as RUNTIME
 
 from fp8_inputs import oracle_gemm, quantize
 from tolerances import TOLERANCES
+from triton_harness import DEVICE
 
 CAPABILITIES = [(8, 0), (8, 9), (9, 0), (10, 0), (12, 0)]
 SMS = [arch.sm_of(c) for c in CAPABILITIES]
@@ -193,16 +194,20 @@ def test_legacy_tiles_fit_the_device(sm):
 
 # ---- launchers: declining what the device cannot run --------------------------------------------------------------
 
-def _fp8_dense_args(m=32, n=128, k=256):
-    a = quantize(torch.randn(m, k), 1)
-    b = quantize(torch.randn(n, k), 128)
-    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+def _fp8_dense_args(m=32, n=128, k=256, device=DEVICE):
+    a = tuple(x.to(device) for x in quantize(torch.randn(m, k), 1))
+    b = tuple(x.to(device) for x in quantize(torch.randn(n, k), 128))
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     return a, b, d
 
 
+def _oracle(a, sfa, b, sfb):
+    return oracle_gemm(a.cpu(), sfa.cpu(), (1, 128), b.cpu(), sfb.cpu(), (128, 128))
+
+
 def test_fp8_on_sm80_runs_the_reference_through_the_cuda_kernel():
-    """The op's CUDA path (``OpKernels.run_cuda``: the launcher, then the reference where it declines) on CPU
-    tensors with an sm_80 capability: the launcher declines FP8, the reference writes D."""
+    """The op's CUDA path (``OpKernels.run_cuda``: the launcher, then the reference where it declines; on a host
+    without CUDA, CPU tensors stand in) with an sm_80 capability: the launcher declines FP8, the reference writes D."""
     (a, sfa), (b, sfb), d = _fp8_dense_args()
     args = (a, sfa, b, sfb, d, None, None, None, None, "nk", False)
     with arch.forced_capability((8, 0)):
@@ -210,14 +215,14 @@ def test_fp8_on_sm80_runs_the_reference_through_the_cuda_kernel():
         kernels = kernels_of("fp8_gemm_nt")
         full = _Binder(SCHEMAS["fp8_gemm_nt"])(args, {})
         kernels.run_cuda(full, kernels.checked(full))
-    expected = oracle_gemm(a, sfa, (1, 128), b, sfb, (128, 128))
-    assert deep_gemm.testing.calc_diff(d, expected) < TOLERANCES["kernel_fp8"]
+    assert deep_gemm.testing.calc_diff(d.cpu(), _oracle(a, sfa, b, sfb)) < TOLERANCES["kernel_fp8"]
 
 
 def test_fp8_on_sm89_and_sm120_runs_the_portable_kernel():
-    """The same call on sm_89 / sm_120: the tl.* kernel runs (in the interpreter here) with the device's plan."""
+    """The same call on sm_89 / sm_120: the tl.* kernel runs (in the interpreter without CUDA) with that device's
+    plan."""
     (a, sfa), (b, sfb), d = _fp8_dense_args()
-    expected = oracle_gemm(a, sfa, (1, 128), b, sfb, (128, 128))
+    expected = _oracle(a, sfa, b, sfb)
     from deep_gemm.gemm import fp8_plan, fp8_triton
     for cap in ((8, 9), (12, 0)):
         d.fill_(float("nan"))
@@ -225,14 +230,14 @@ def test_fp8_on_sm89_and_sm120_runs_the_portable_kernel():
             call = fp8_triton.dense_call(*d.shape, a.size(1), d, None, False)
             assert call.sm == arch.sm_of(cap) and fp8_plan.plan(call).kernel == "tl"
             assert run_launcher("fp8_gemm_nt", a, sfa, b, sfb, d, None, None, None, None, "nk", False) is None
-        assert deep_gemm.testing.calc_diff(d, expected) < TOLERANCES["kernel_fp8"], cap
+        assert deep_gemm.testing.calc_diff(d.cpu(), expected) < TOLERANCES["kernel_fp8"], cap
 
 
 def test_every_fp8_launcher_declines_on_sm80():
     from deep_gemm.attention import triton_launch as tl
     from deep_gemm.einsum import einsum_triton as et
     from deep_gemm.gemm import cublaslt, fp8_triton
-    (a, sfa), (b, sfb), _ = _fp8_dense_args(128, 128, 256)
+    (a, sfa), (b, sfb), _ = _fp8_dense_args(128, 128, 256, device="cpu")  # (nothing launches)
     with arch.forced_capability((8, 0)):
         d3 = torch.zeros(2, 128, 128, dtype=torch.bfloat16)
         masked = torch.tensor([128, 64], dtype=torch.int32)
@@ -259,7 +264,7 @@ def test_every_fp8_launcher_declines_on_sm80():
 
 def test_layout_launchers_decline_below_sm80():
     from deep_gemm.layout import layout_triton
-    sf = torch.rand(256, 4)
+    sf = torch.rand(256, 4, device=DEVICE)
     with arch.forced_capability((7, 5)):
         assert layout_triton.get_mn_major_tma_aligned_tensor(sf) is NotImplemented
         assert layout_triton.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, None) is NotImplemented
