@@ -45,7 +45,8 @@ def sass_counts(cubin: bytes, needles=("QGMMA", "HGMMA", "UTMALDG", "LDL", "STL"
 
 
 def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False, has_c=False, out="bf16",
-                     d_tma=None):
+                     d_tma=None, target=SM90):
+    """The tl.* FP8 GEMM kernel for one config, built for ``target`` (sm_90a unless given)."""
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     from deep_gemm.gemm.kernels.fp8_gemm import _fp8_gemm_kernel
     fn = _fp8_gemm_kernel
@@ -60,7 +61,7 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
                       D_TMA=d_tma, HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages})
 
 
 MODES = ("--ws", "--serialisation", "--budgets", "--bf16", "--bf16-ws")
@@ -204,9 +205,10 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
 
 
 def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
-                      a_k_major=True, b_k_major=True, tail=0, zero_gaps=True, uniform=False):
+                      a_k_major=True, b_k_major=True, tail=0, zero_gaps=True, uniform=False, target=SM90):
     """The BF16 GEMM kernel (kernels/bf16_gemm.py) for one config, as bf16_triton._execute launches it (``zero_gaps``:
-    ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped)."""
+    ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped), built for
+    ``target`` (sm_90a unless given)."""
     from deep_gemm.gemm.kernels.bf16_gemm import _bf16_gemm_kernel as fn
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     a_block = [bm, bk] if a_k_major else [bk, bm]
@@ -224,7 +226,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
                       A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail, UNIFORM=uniform)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages})
 
 
 # The configs bf16_plan picks for DeepGEMM's test shapes (and the layouts/groupings that change the kernel).

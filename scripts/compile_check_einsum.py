@@ -22,14 +22,14 @@ SMEM_LIMIT = 227 * 1024
 _TYPES = {"bf16": "bf16", "fp32": "fp32", "fp8": "fp8e4nv"}
 
 
-def _compile(fn, sig: dict, constexprs: dict, num_warps: int, num_stages: int):
+def _compile(fn, sig: dict, constexprs: dict, num_warps: int, num_stages: int, target=SM90):
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": num_warps, "num_stages": num_stages})
+    return triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages})
 
 
-def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=False):
+def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=False, target=SM90):
     from deep_gemm.einsum.kernels import _bh_einsum_gemm_kernel as fn
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     b_block = [1, bn, bk] if b_k_major else [1, bk, bn]
@@ -42,10 +42,10 @@ def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=F
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=cfg.num_stages,
                       B_K_MAJOR=b_k_major, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten,
                       D_HALVES=halves)
-    return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
+    return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages, target)
 
 
-def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False, reduce=0):
+def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False, reduce=0, target=SM90):
     from deep_gemm.einsum.kernels import _bmn_bnk_mn_gemm_impl as fn
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     sig = {"a_desc": f"tensordesc<bf16{[1, bm, bk]}>", "b_desc": f"tensordesc<bf16{[1, bn, bk]}>",
@@ -54,22 +54,22 @@ def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False, reduce=0)
     sig.update({n: "i32" for n in ("S", "M", "N", "K", "SPLITS", "stride_dm", "stride_cm")})
     constexprs = dict(BM=bm, BN=bn, BK=bk, NUM_STAGES=cfg.num_stages, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma,
                       REDUCE=reduce)
-    return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
+    return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages, target)
 
 
-def compile_bmk_reduce(cfg, rm, has_c=False, out="fp32", loads=64, aligned=True, legacy=False):
+def compile_bmk_reduce(cfg, rm, has_c=False, out="fp32", loads=64, aligned=True, legacy=False, target=SM90):
     from deep_gemm.einsum.einsum_triton import BMK_LEGACY_REDUCE_WARPS
     from deep_gemm.einsum.kernels import _bmk_reduce_partials, _bmk_reduce_partials_legacy
     sig = {"ws_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ("M", "N", "SPLITS", "stride_dm", "stride_cm")})
     if legacy:
         constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, HAS_C=has_c)
-        return _compile(_bmk_reduce_partials_legacy, sig, constexprs, BMK_LEGACY_REDUCE_WARPS, 1)
+        return _compile(_bmk_reduce_partials_legacy, sig, constexprs, BMK_LEGACY_REDUCE_WARPS, 1, target)
     constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, LOADS=loads, HAS_C=has_c, ALIGNED=aligned)
-    return _compile(_bmk_reduce_partials, sig, constexprs, max(1, rm * cfg.block_n // 128), 1)
+    return _compile(_bmk_reduce_partials, sig, constexprs, max(1, rm * cfg.block_n // 128), 1, target)
 
 
-def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma=False, bk=None):
+def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma=False, bk=None, target=SM90):
     from deep_gemm.einsum.kernels import _fp8_einsum_gemm_kernel as fn
     bm, bn, bk = cfg.block_m, cfg.block_n, bk or cfg.block_k
     sig = {"a_desc": f"tensordesc<fp8e4nv{[1, bm, bk]}>", "b_desc": f"tensordesc<fp8e4nv{[1, bn, bk]}>",
@@ -80,7 +80,7 @@ def compile_fp8(cfg, b_per_row=False, has_c=False, out="bf16", d_tma=True, c_tma
                                    "stride_cg", "stride_cm")})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=cfg.num_stages,
                       B_PER_ROW=b_per_row, HAS_C=has_c, D_TMA=d_tma, C_TMA=c_tma, FLATTEN=cfg.flatten)
-    return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages)
+    return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages, target)
 
 
 def _sass(cubin: bytes) -> str:

@@ -23,21 +23,21 @@ from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 
-def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int = 1):
+def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int = 1, target=SM90):
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages})
 
 
-def compile_hc(bm, bn, stages, b_tma, reduce, red_chunk, warps=4):
+def compile_hc(bm, bn, stages, b_tma, reduce, red_chunk, warps=4, target=SM90):
     from deep_gemm.hyperconnection.kernels import _hc_prenorm_kernel
     sig = {"a_desc": f"tensordesc<bf16{[bm, 64]}>",
            "b_desc": f"tensordesc<fp32{[bn, 64]}>" if b_tma else f"tensordesc<bf16{[bm, 64]}>",
            "b_ptr": "*fp32", "d_ptr": "*fp32", "sq_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32"}
     sig.update({n: "i32" for n in ("M", "N", "K", "NUM_SPLITS", "SUB", "stride_bn", "stride_dm", "stride_ds")})
     return _compile(_hc_prenorm_kernel, sig, dict(BM=bm, BN=bn, BK=64, NUM_STAGES=stages, B_TMA=b_tma,
-                                                  REDUCE=reduce, RED_CHUNK=red_chunk), warps, stages)
+                                                  REDUCE=reduce, RED_CHUNK=red_chunk), warps, stages, target)
 
 
 def hc_configs():
@@ -45,8 +45,8 @@ def hc_configs():
     return hc_plan.compile_configs()
 
 
-def compile_layout():
-    """The layout kernels at the tiles layout_triton.py launches them with."""
+def compile_layout(target=SM90):
+    """The layout kernels at the tiles layout_triton.py launches them with, built for ``target``."""
     from deep_gemm.layout import kernels as k
     from deep_gemm.layout import layout_triton as lt
     ints = lambda *names: {n: "i32" for n in names}  # noqa: E731
@@ -55,16 +55,17 @@ def compile_layout():
         yield f"mn_major_copy {br}x{bc} c_unit={c_unit}", _compile(k._mn_major_copy_kernel, {
             "sf_ptr": "*i32", "out_ptr": "*i32",
             **ints("R", "C", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
-            dict(BR=br, BC=bc, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS)
+            dict(BR=br, BC=bc, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS, target=target)
         yield f"pack_ue8m0 {br}x{bc} c_unit={c_unit}", _compile(k._pack_ue8m0_kernel, {
             "sf_ptr": "*fp32", "out_ptr": "*i32",
             **ints("R", "SFK", "PACKED", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},
-            dict(BR=br, BI=bc, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS)
+            dict(BR=br, BI=bc, C_UNIT=c_unit, R_UNIT=not c_unit), lt.NUM_WARPS, target=target)
     for psum in (False, True):
         yield f"k_grouped_pack psum={psum}", _compile(k._k_grouped_pack_kernel, {
             "sf_ptr": "*fp32", "layout_ptr": "*i32", "out_ptr": "*i32",
             **ints("ROWS", "MN", "NUM_SF_ROWS", "NUM_GROUPS", "GRAN_K", "K_ALIGNMENT")},
-            dict(USE_PSUM=psum, G_PAD=128, BP=lt.BLOCK_PACKED_ROWS, BC=lt.BLOCK_K_GROUPED_MN), lt.NUM_WARPS)
+            dict(USE_PSUM=psum, G_PAD=128, BP=lt.BLOCK_PACKED_ROWS, BC=lt.BLOCK_K_GROUPED_MN), lt.NUM_WARPS,
+            target=target)
 
 
 def spills(usage: str) -> int:

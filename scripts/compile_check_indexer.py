@@ -20,18 +20,18 @@ from triton.compiler import ASTSource  # noqa: E402
 from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
 
 
-def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: int | None = None):
+def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: int | None = None, target=SM90):
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     options = {"num_warps": warps, "num_stages": stages}
     if maxnreg is not None:
         options["maxnreg"] = maxnreg
-    return triton.compile(src, target=SM90, options=options)
+    return triton.compile(src, target=target, options=options)
 
 
 def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32",
-                    cols=128, fma_relu=False, interior=False, maxnreg=None, lean=None):
+                    cols=128, fma_relu=False, interior=False, maxnreg=None, lean=None, target=SM90):
     """lean: PrefillConfig.lean_interior (None: as the launcher's default, i.e. on with the interior loop)."""
     from deep_gemm.attention.kernels import _fp8_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
@@ -44,18 +44,19 @@ def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=
     constexprs = dict(H=h, D=d, BQ=cols // h, BLOCK_KV=block_kv, NUM_STAGES=stages, USE_TMA=tma, IS_FP4=fp4,
                       FP4_DOT_BF16=True, COMPRESSED=compressed, FMA_RELU=fma_relu, INTERIOR=interior,
                       LEAN_INTERIOR=interior if lean is None else lean, PTX=True)
-    return _compile(fn, sig, constexprs, warps, stages, maxnreg)
+    return _compile(fn, sig, constexprs, warps, stages, maxnreg, target)
 
 
-def compile_clean(out="fp32"):
+def compile_clean(out="fp32", aligned=True, target=SM90):
+    """The clean pass (``aligned``: its ALIGNED, whole blocks in 16-byte stores)."""
     from deep_gemm.attention.kernels import _clean_logits_kernel as fn
     sig = {"out_ptr": f"*{out}", "ks_ptr": "*i32", "ke_ptr": "*i32", "cols": "i32", "stride_out": "i32",
            "cols_per_program": "i32"}
-    return _compile(fn, sig, dict(BLOCK=1024), 4, 1)
+    return _compile(fn, sig, dict(BLOCK=1024, ALIGNED=aligned), 4, 1, target=target)
 
 
 def compile_paged(h=64, d=128, rows=2, block_kv=64, pages=8, warps=4, stages=3, fp4=False, tma=True, clean=False,
-                  ctx_2d=True, out="fp32"):
+                  ctx_2d=True, out="fp32", target=SM90):
     from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
@@ -66,13 +67,13 @@ def compile_paged(h=64, d=128, rows=2, block_kv=64, pages=8, warps=4, stages=3, 
                                    "stride_w", "stride_out"]})
     constexprs = dict(H=h, D=d, ROWS=rows, BLOCK_KV=block_kv, PAGES=pages, NUM_STAGES=stages, KV_TMA=tma,
                       IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean)
-    return _compile(fn, sig, constexprs, warps, stages)
+    return _compile(fn, sig, constexprs, warps, stages, target=target)
 
 
-def compile_schedule():
+def compile_schedule(target=SM90):
     from deep_gemm.attention.kernels import _paged_schedule_kernel as fn
     sig = {"ctx_ptr": "*i32", "out_ptr": "*i32", "batch": "i32", "next_n": "i32", "num_sms": "i32", "atoms": "i32"}
-    return _compile(fn, sig, dict(SMS_PAD=256, CHUNK=16), 4, 1)
+    return _compile(fn, sig, dict(SMS_PAD=256, CHUNK=16), 4, 1, target=target)
 
 
 def report(name, cfg, ck, ttgir=False):
@@ -105,7 +106,7 @@ if __name__ == "__main__" and "--only-persistent" not in sys.argv and "--ws" not
 
 def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warps=4, stages=5, fp4=False,
                              tma=True, clean=False, ctx_2d=True, out="fp32", q_align=1, row_dots=False,
-                             maxnreg=None, lean=False, reg_scales=False):
+                             maxnreg=None, lean=False, reg_scales=False, target=SM90):
     from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_persistent_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
@@ -119,7 +120,7 @@ def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warp
                       NUM_STAGES=stages, KV_TMA=tma, IS_FP4=fp4, FP4_DOT_BF16=True, CTX_2D=ctx_2d, CLEAN=clean,
                       TAIL_BLOCK=256, ATOM_CHUNK=64, Q_ALIGN=q_align, ROW_DOTS=row_dots, LEAN_LOOP=lean,
                       REG_SCALES=reg_scales, PTX=True)
-    return _compile(fn, sig, constexprs, warps, stages, maxnreg)
+    return _compile(fn, sig, constexprs, warps, stages, maxnreg, target)
 
 
 PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict(clean=True, ctx_2d=False),

@@ -27,7 +27,7 @@ SMEM_LIMIT = 227 * 1024
 
 
 def compile_kernel(fn, pointers: dict, ints: list, constexprs: dict, num_warps: int = api.NUM_WARPS,
-                   num_stages: int = api.NUM_STAGES):
+                   num_stages: int = api.NUM_STAGES, target=SM90):
     sig = dict(pointers)
     sig.update({name: "i32" for name in ints})
     sig.update({name: "constexpr" for name in constexprs})
@@ -37,7 +37,7 @@ def compile_kernel(fn, pointers: dict, ints: list, constexprs: dict, num_warps: 
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
                     attrs=attrs)
-    return triton.compile(src, target=SM90, options={"num_warps": num_warps, "num_stages": num_stages})
+    return triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages})
 
 
 def main() -> int:

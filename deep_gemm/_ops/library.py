@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import arch as _arch
 from .._internals import torch_api
 from .._triton import first_import as _first_import
 from ..runtime import _STATE as _RUNTIME
@@ -139,6 +140,8 @@ class OpKernels:
     # at the first launch, so wiring the function itself keeps `import deep_gemm` free of Triton.
     triton: Callable[..., Any] | None = None
     triton_note: str = ""
+    # What the launcher needs of the GPU architecture (deep_gemm.backends(); the launcher and its plan enforce it).
+    arch: _arch.OpArch = _arch.ANY_MMA
 
     # signature -> its token (see _SIGNATURE_TOKENS)
     _passed: dict = field(default_factory=dict, repr=False)
@@ -229,7 +232,7 @@ def names_for(name: str) -> list[str]:
 
 def register(name: str, *, check: Callable[..., None], reference: Callable[..., Any],
              fake: Callable[..., Any] | None = None, triton: Callable[..., Any] | None = None,
-             triton_note: str = "") -> None:
+             triton_note: str = "", arch: _arch.OpArch = _arch.ANY_MMA) -> None:
     """Register the kernels of op ``name`` (and of its aliases).
 
     ``check(*args)`` validates everything that can be validated from metadata (it runs on fake tensors too) and
@@ -237,14 +240,15 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
     that return tensors (in-place ops need none). ``triton`` is the CUDA launcher, called with the reference's
     arguments (plus ``signature=`` when it has ``accepts_signature``); it may return ``NotImplemented`` for
     argument combinations it does not cover, and the reference runs instead. Its module must not import Triton at
-    import time.
+    import time. ``arch`` (``deep_gemm.arch.OpArch``) says what the launcher needs of the GPU architecture, for
+    ``backends()``: the launcher itself declines (or its plan avoids) what the device cannot run.
     """
     define_all()
     if name in _KERNELS:
         raise RuntimeError(f"deep_gemm::{name} registered twice")
     binder = _Binder(SCHEMAS[name])
     check = _requiring_tensors(name, check, binder.required_tensors)
-    kernels = OpKernels(name, check, reference, fake, triton, triton_note)
+    kernels = OpKernels(name, check, reference, fake, triton, triton_note, arch)
     kernels.binder = binder if binder.has_tensor_args else None  # (the eager path serves only ops with tensors)
     _KERNELS[name] = kernels
 
@@ -336,16 +340,25 @@ def registered_ops() -> list[str]:
     return sorted(op for name in _KERNELS for op in names_for(name))
 
 
-def backends() -> dict[str, str]:
-    """Which implementation each op runs on CUDA tensors: 'triton', 'reference' (torch on the GPU) or 'host'
-    (ops without tensors). A trailing note says where a Triton op still falls back to the reference."""
+def backends(device: int | str | torch.device | None = None) -> dict[str, str]:
+    """Which implementation each op runs on CUDA tensors of ``device``: 'triton', 'triton (portable)' (the op's
+    sm_90a-only kernels, the warp-specialised Gluon ones, are not available on this architecture: its portable
+    ``tl.*`` kernels run), 'reference' (torch on the GPU: no Triton kernel runs this op on this architecture, e.g.
+    FP8 below sm_89, or DG_FORCE_REFERENCE is set) or 'host' (ops without tensors). A note in parentheses says
+    where a Triton op still falls back to the reference ('triton (note)', 'triton (portable; note)').
+
+    ``device``: None (the current CUDA device; without CUDA, an sm_90 device: what the kernels target, or the
+    capability forced with ``deep_gemm.arch.forced_capability``), a device index, ``"cuda:N"`` or a
+    ``torch.device``. A CPU device reports 'reference' for every op with tensors (its kernels are the references).
+    Reading a device's capability initialises CUDA."""
+    sm = _arch.report_sm(device)
     result = {}
     for name in sorted(_KERNELS):
         k = _KERNELS[name]
         if not _Binder(SCHEMAS[name]).has_tensor_args:
             backend = "host"
-        elif k.triton is not None and not _FORCE_REFERENCE:
-            backend = "triton" + (f" ({k.triton_note})" if k.triton_note else "")
+        elif k.triton is not None and not _FORCE_REFERENCE and sm is not None:
+            backend = k.arch.backend(sm, k.triton_note)
         else:
             backend = "reference"
         for op in names_for(name):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import arch
 from .._ops.library import register
 from .._triton.plans import replayable_allocating
 from . import checks
@@ -42,16 +43,16 @@ def _fake_fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, 
 
 register("fp8_fp4_mqa_logits", check=checks.check_fp8_fp4_mqa_logits,
          reference=ref.fp8_fp4_mqa_logits_reference, fake=_fake_fp8_fp4_mqa_logits,
-         triton=replayable_allocating(tri.fp8_fp4_mqa_logits_triton))
+         triton=replayable_allocating(tri.fp8_fp4_mqa_logits_triton), arch=arch.FP8_OPS)
 register("fp8_mqa_logits", check=checks.check_fp8_mqa_logits,
          reference=ref.fp8_mqa_logits_reference, fake=_fake_fp8_mqa_logits,
-         triton=replayable_allocating(tri.fp8_mqa_logits_triton))
+         triton=replayable_allocating(tri.fp8_mqa_logits_triton), arch=arch.FP8_OPS)
 register("get_paged_mqa_logits_metadata", check=checks.check_get_paged_mqa_logits_metadata,
          reference=ref.get_paged_mqa_logits_metadata_reference, fake=_fake_get_paged_mqa_logits_metadata,
          triton=replayable_allocating(tri.get_paged_mqa_logits_metadata_triton))
 register("fp8_fp4_paged_mqa_logits", check=checks.check_fp8_fp4_paged_mqa_logits,
          reference=ref.fp8_fp4_paged_mqa_logits_reference, fake=_fake_fp8_fp4_paged_mqa_logits,
-         triton=replayable_allocating(tri.fp8_fp4_paged_mqa_logits_triton))
+         triton=replayable_allocating(tri.fp8_fp4_paged_mqa_logits_triton), arch=arch.FP8_OPS)
 register("fp8_paged_mqa_logits", check=checks.check_fp8_paged_mqa_logits,
          reference=ref.fp8_paged_mqa_logits_reference, fake=_fake_fp8_paged_mqa_logits,
-         triton=replayable_allocating(tri.fp8_paged_mqa_logits_triton))
+         triton=replayable_allocating(tri.fp8_paged_mqa_logits_triton), arch=arch.FP8_OPS)

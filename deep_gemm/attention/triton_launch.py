@@ -2,6 +2,10 @@
 launch the kernels of ``attention/kernels.py``. Every argument combination the checks accept is covered (FP4
 included); nothing here reads a device tensor on the host, so every call is CUDA-graph capturable.
 
+The MQA-logits kernels take FP8 (or packed FP4) operands: on devices without FP8 MMAs (below sm_89,
+``deep_gemm.arch``) those launchers decline and the reference runs; the warp-specialised prefill kernel (opt-in)
+runs on sm_90a devices only. The paged schedule (metadata) kernel runs from sm_80 on.
+
 Importing this module does not import Triton (the kernels are imported at the first launch).
 """
 
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import arch
 from .._triton.launch import compiled_kernel, descriptor, interpreting, launch, programs_per_sm
 from ..utils.math import ceil_div
 from . import reference as ref
@@ -180,16 +185,17 @@ PREFILL_WS_MIN_HEADS = {2: 16, 3: 32}
 PREFILL_WS_HEAD_DIMS = (32, 64, 128)
 
 
-def prefill_ws_covers(cfg: PrefillConfig, num_heads: int, head_dim: int, is_fp4: bool, use_tma: bool) -> bool:
+def prefill_ws_covers(cfg: PrefillConfig, num_heads: int, head_dim: int, is_fp4: bool, use_tma: bool,
+                      sm: int = arch.SM90) -> bool:
     """Whether ``cfg.ws`` runs the warp-specialised kernel for a call (else the tl.* kernel does): FP8 operands
-    behind TMA descriptors, one 64-row wgmma per block, 128 (query, head) columns, a checked head dimension, on the
-    GPU (Gluon kernels cannot run in the interpreter)."""
+    behind TMA descriptors, one 64-row wgmma per block, 128 (query, head) columns, a checked head dimension, on an
+    sm_90a GPU (``sm``: the device's SM version; Gluon kernels cannot run in the interpreter)."""
     if cfg.ws_consumers not in PREFILL_WS_REGISTERS:
         raise ValueError(f"PrefillConfig.ws_consumers must be one of {sorted(PREFILL_WS_REGISTERS)}, "
                          f"not {cfg.ws_consumers}")
     return (cfg.ws and not is_fp4 and use_tma and cfg.block_kv == 64 and cfg.score_cols == SCORE_COLS
             and SCORE_COLS % num_heads == 0 and num_heads >= PREFILL_WS_MIN_HEADS[cfg.ws_consumers]
-            and head_dim in PREFILL_WS_HEAD_DIMS and not interpreting())
+            and head_dim in PREFILL_WS_HEAD_DIMS and not interpreting() and arch.has_wgmma(sm))
 
 
 def prefill_ws_stages(cfg: PrefillConfig) -> int:
@@ -241,6 +247,9 @@ def _aligned(t: torch.Tensor) -> bool:
 def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
                               max_seqlen_k, logits_dtype, *, config: PrefillConfig | None = None,
                               record: list | None = None):
+    sm = arch.sm_of_tensor(q)
+    if not arch.has_fp8_mma(sm):
+        return NotImplemented
     seq_len, num_heads = q.size(0), q.size(1)
     seq_len_kv = kv.size(0)
     out = ref.new_mqa_logits(seq_len, seq_len_kv, num_heads, max_seqlen_k, logits_dtype, q.device)
@@ -261,7 +270,7 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
     use_tma = not is_fp4 and _aligned(q) and _aligned(kv)
     compressed = max_seqlen_k > 0
     splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q))
-    if prefill_ws_covers(cfg, num_heads, head_dim, is_fp4, use_tma):
+    if prefill_ws_covers(cfg, num_heads, head_dim, is_fp4, use_tma, sm):
         _prefill_ws(q_rows, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, max_seqlen_k, cfg,
                     num_heads, head_dim, block_q, num_q_blocks, splits, compressed, record)
     else:
@@ -340,7 +349,7 @@ def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols
 # ---- paged -----------------------------------------------------------------------------------------------------
 
 def get_paged_mqa_logits_metadata_triton(context_lens, block_kv, num_sms, indices, *, record: list | None = None):
-    if num_sms > SCHEDULE_MAX_SMS:
+    if num_sms > SCHEDULE_MAX_SMS or not arch.kernels_run(arch.sm_of_tensor(context_lens)):
         return NotImplemented
     from .kernels import _paged_schedule_kernel
     batch = context_lens.size(0)
@@ -380,6 +389,8 @@ def schedule_matches_persistent_atoms(context_lens: torch.Tensor, next_n: int) -
 def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta,
                                     max_context_len, clean_logits, logits_dtype, indices, *,
                                     config: PagedConfig | None = None, record: list | None = None):
+    if not arch.has_fp8_mma(arch.sm_of_tensor(q)):
+        return NotImplemented
     batch, next_n, num_heads = q.size(0), q.size(1), q.size(2)
     is_fp4 = q.dtype == FP4_PACKED
     head_dim = q.size(3) * (2 if is_fp4 else 1)
@@ -448,11 +459,15 @@ def q_row_alignment(q: torch.Tensor) -> int:
     return TMA_ALIGN if _aligned(q) and row_bytes % TMA_ALIGN == 0 else 1
 
 
-def resident_programs(compiled, num_warps: int, wanted: int) -> int:
+def resident_programs(compiled, num_warps: int, wanted: int, sm: int = arch.SM90) -> int:
     """Lanes per schedule entry: ``wanted``, capped by the programs of the compiled kernel that fit on one SM at once
-    (``programs_per_sm``: registers, shared memory, warps). A lane that had to wait for a free slot would run its
-    whole share after the others, doubling the time."""
-    return max(1, min(wanted, programs_per_sm(compiled, num_warps)))
+    (``programs_per_sm``: registers, shared memory, warps, by sm_90's limits; on an ``sm`` whose SMs have less shared
+    memory, by its). A lane that had to wait for a free slot would run its whole share after the others, doubling
+    the time."""
+    fit = programs_per_sm(compiled, num_warps)
+    if not arch.sm90_occupancy(sm):
+        fit = min(fit, arch.programs_by_shared_memory(sm, compiled.metadata.shared))
+    return max(1, min(wanted, fit))
 
 
 def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
@@ -503,7 +518,7 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
                                    name="fp8_paged_mqa_logits_persistent", config_key=config_key,
                                    num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out),
                                    max_registers=cfg.max_registers)
-        per_sm = resident_programs(compiled, cfg.num_warps, per_sm)
+        per_sm = resident_programs(compiled, cfg.num_warps, per_sm, arch.sm_of_tensor(out))
     launch(kernel, (entries * per_sm, 1, 1), make_args(per_sm), name="fp8_paged_mqa_logits_persistent",
            config_key=config_key, num_warps=cfg.num_warps, num_stages=stages, device_index=_device_index(out),
            record=record, max_registers=cfg.max_registers)

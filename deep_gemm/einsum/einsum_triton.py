@@ -17,6 +17,11 @@ into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M,
 whose strides or start are not 16-byte aligned (TMA), FP8 scale recipes other than A per row and B per 128 or per
 row. Launches are recorded per argument signature and replayed (``_triton/plans.replayable``).
 
+Devices: the kernels are ``tl.*`` kernels tuned on sm_90a. On a device with less shared memory per block (sm_80,
+sm_89, sm_120: ``deep_gemm.arch``) the planned tile's pipeline is cut to fit (``fit_smem``), to a narrower tile where
+not even two stages fit; ``fp8_einsum`` needs FP8 MMAs (sm_89 and later, else the reference runs); the cooperative
+``"grid"`` reduction is offered only where SMs have sm_90's limits (``arch.sm90_occupancy``).
+
 Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_plan`` / ``fp8_config``; a ``config=`` keyword
 (through ``_ops.library.run_launcher``: a ``TileConfig``, or for ``bmk,bnk->mn`` a ``BmkPlan``) pins one for sweeps
 (``benchmarks/bench_einsum.py --sweep``).
@@ -25,10 +30,11 @@ Tile configs (``TileConfig``) come from ``bh_config`` / ``bmk_plan`` / ``fp8_con
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from .. import arch
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
 from .._triton.scratch import split_k_buffers
@@ -121,6 +127,46 @@ def _num_sms() -> int:
     return get_num_sms() or 1
 
 
+# Off sm_90, where a config's pipeline must fit less shared memory (fit_smem): the estimate's margin for Triton's
+# barriers and conversion scratch, and the narrower tiles tried, in order, when not even two stages of a tile fit.
+SMEM_MARGIN = 4096
+BF16_NARROWER = (BH_MEDIUM, BH_SMALL_M, BH_SMALL_M_NARROW)
+FP8_NARROWER = (FP8_CONFIGS[1], FP8_SMALL_M_NARROW)
+
+
+def fit_smem(cfg: TileConfig, sm: int, elem_bytes: int, epilogue_bytes: int, narrower=(), block_k: int = 0):
+    """``cfg`` on an ``sm`` device: itself where the device has sm_90's shared memory (the configs were sized and
+    compile-checked there), else its deepest pipeline (at most ``cfg.num_stages``) that fits the device's opt-in
+    shared memory next to ``epilogue_bytes`` of D / C staging, estimated as (BM + BN) x BK x ``elem_bytes`` per
+    stage; where not even two stages fit, the first of ``narrower`` (smaller tiles, persistence kept) where they do,
+    else one stage of the smallest. ``block_k``: the K block the launch uses, when not the config's (FP8 scales per
+    32)."""
+    if arch.shared_memory(sm) >= arch.SM90_SHARED_MEMORY:
+        return cfg
+    budget = arch.shared_memory(sm) - SMEM_MARGIN
+    candidate = cfg
+    for candidate in (cfg, *[replace(t, persistent=cfg.persistent, flatten=cfg.flatten and cfg.persistent)
+                             for t in narrower if t.block_m * t.block_n < cfg.block_m * cfg.block_n]):
+        epilogue = epilogue_bytes * candidate.block_m * candidate.block_n // (cfg.block_m * cfg.block_n)
+        per_stage = (candidate.block_m + candidate.block_n) * (block_k or candidate.block_k) * elem_bytes
+        stages = min(candidate.num_stages, (budget - epilogue) // per_stage)
+        if stages >= 2:
+            return replace(candidate, num_stages=stages, d_halves=candidate.d_halves and candidate is cfg)
+    return replace(candidate, num_stages=1, d_halves=False)
+
+
+def fitted_bh_config(cfg: TileConfig, out_bytes: int, has_c: bool, sm: int) -> TileConfig:
+    """A planned BF16 batched tile (``bh_config``) on an ``sm`` device (``fit_smem``; D and C tiles staged)."""
+    tile_bytes = cfg.block_m * cfg.block_n * out_bytes
+    return fit_smem(cfg, sm, 2, tile_bytes * (2 if has_c else 1), BF16_NARROWER)
+
+
+def fitted_fp8_config(cfg: TileConfig, out_bytes: int, has_c: bool, gran_k: int, sm: int) -> TileConfig:
+    """A planned FP8 batched tile (``fp8_config``) on an ``sm`` device, K blocks of ``gran_k`` (``fit_smem``)."""
+    tile_bytes = cfg.block_m * cfg.block_n * out_bytes
+    return fit_smem(cfg, sm, 1, tile_bytes * (2 if has_c else 1), FP8_NARROWER, gran_k)
+
+
 def bh_config(g: int, m: int, n: int, k: int, plain_bf16_out: bool) -> TileConfig:
     """``plain_bf16_out``: BF16 D stored by TMA without C, the only epilogue the 128x256 tile has room for (FP32 or
     C tiles exceed shared memory; pointer stores spill)."""
@@ -191,12 +237,18 @@ def bmk_reductions(cooperative: bool | None = None) -> tuple[str, ...]:
 
 
 def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str | None = None,
-             cooperative: bool | None = None) -> BmkPlan:
+             cooperative: bool | None = None, sm: int = arch.SM90) -> BmkPlan:
     """The batch split and reduction with about the least modelled time (``bmk_time_us``), at most one wave of
     programs (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile): so a ``"grid"`` plan's programs
     are all resident at once); ``reduce`` pins the reduction, ``cooperative`` whether ``"grid"`` may be picked
-    (``bmk_reductions``)."""
-    tile = tile or bmk_config(m, n, s, k)
+    (``bmk_reductions``; never where the device's SMs lack sm_90's limits, ``arch.sm90_occupancy``). ``sm``: the
+    device's SM version; a planned tile (not a given one) is fitted to its shared memory (``fit_smem``)."""
+    if tile is None:
+        # (FP32 partials or D, and C, staged for TMA at worst)
+        tile = bmk_config(m, n, s, k)
+        tile = fit_smem(tile, sm, 2, 2 * tile.block_m * tile.block_n * 4, (BMK_CONFIGS[1],))
+    if not arch.sm90_occupancy(sm):
+        cooperative = False
     tiles = _cdiv(m, tile.block_m) * _cdiv(n, tile.block_n)
     wave = BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * _num_sms()
     # Only the fewest ranges for each batch entries per range: more ranges of the same length add reduction only
@@ -356,8 +408,9 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     reduce = codes[plan.reduce]
     if splits == 1:
         reduce = REDUCE_NONE
-    elif reduce == REDUCE_GRID and interpreting():
-        reduce = REDUCE_PARALLEL  # (the same bits; see BmkPlan)
+    elif reduce == REDUCE_GRID and (interpreting() or not arch.sm90_occupancy(arch.sm_of_tensor(d))):
+        # (the same bits; see BmkPlan. The launcher sizes cooperative launches by sm_90's per-SM limits.)
+        reduce = REDUCE_PARALLEL
     device = d.device.index or 0
     c_arg = c if c is not None else d
     a_desc = _desc3(a, (1, bm, bk))
@@ -471,6 +524,11 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
     if d.numel() == 0:
         return None
     eq = Equation.parse(expr)
+    sm = arch.sm_of_tensor(d)
+    if expr != NO_CUBLASLT_EXPRESSION and use_cublaslt:
+        return _cublas_bh(eq, a, b, d, c)
+    if not arch.has_mma(sm):
+        return NotImplemented
     if expr == NO_CUBLASLT_EXPRESSION:
         s, m, k = a.shape
         n = b.size(1)
@@ -479,11 +537,9 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
             return None
         if not (_tma_ready(a) and _tma_ready(b)):
             return NotImplemented
-        plan = config if isinstance(config, BmkPlan) else bmk_plan(s, m, n, k, config)
+        plan = config if isinstance(config, BmkPlan) else bmk_plan(s, m, n, k, config, sm=sm)
         _launch_bmk(a, b, d, c, plan, recorder)
         return None
-    if use_cublaslt:
-        return _cublas_bh(eq, a, b, d, c)
     a3 = a.permute(eq.perm_a)  # [G, M, K], K-major (the last dim of a)
     b_nt = b.permute(eq.perm_b)  # [G, N, K]
     b_k_major = b_nt.stride(-1) == 1
@@ -501,6 +557,8 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, config: TileConfig | BmkPlan | Non
     cfg = config or bh_config(g, m, n, k, plain)
     if cfg in BH_WIDE and not plain:
         return NotImplemented  # (a pinned config without room for this epilogue)
+    if config is None:
+        cfg = fitted_bh_config(cfg, d.element_size(), c is not None, sm)
     _launch_bh(a3, b3, b_k_major, d3, c3, cfg, recorder)
     return None
 
@@ -561,6 +619,9 @@ def _fp8_per_entry(a3, sfa3, b3, sfb3, d3, c3, recipe) -> None:
 @replayable("fp8_einsum")
 def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None = None, route: str | None = None,
                recorder=None):
+    sm = arch.sm_of_tensor(d)
+    if not arch.has_fp8_mma(sm):
+        return NotImplemented
     r = resolve_recipe(recipe, None, None, sfb)
     if not _fp8_supported(sfa, sfb, r):
         return NotImplemented
@@ -584,6 +645,8 @@ def fp8_einsum(expr, a, sfa, b, sfb, d, c, recipe, *, config: TileConfig | None 
         return None
     from .kernels import _fp8_einsum_gemm_kernel
     cfg = config or fp8_config(g, m, n)
+    if config is None:
+        cfg = fitted_fp8_config(cfg, d.element_size(), c is not None, r.a[1], sm)
     bm, bn, bk = cfg.block_m, cfg.block_n, r.a[1]  # one K block per scale
     b_per_row = r.b[0] == 1
     tiles = g * _cdiv(m, bm) * _cdiv(n, bn)

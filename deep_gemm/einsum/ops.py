@@ -3,6 +3,7 @@ kernel needed). The launchers (``einsum_triton``) import Triton and their kernel
 
 from __future__ import annotations
 
+from .. import arch
 from .._ops.library import register
 from . import checks, einsum_triton, reference
 
@@ -10,4 +11,7 @@ register("einsum", check=checks.check_einsum, reference=reference.einsum_referen
          triton_note="reference for operands whose strides or start are not 16-byte aligned")
 register("fp8_einsum", check=checks.check_fp8_einsum, reference=reference.fp8_einsum_reference,
          triton=einsum_triton.fp8_einsum,
-         triton_note="reference for INT scales and for unaligned operands")
+         triton_note="reference for INT scales and for unaligned operands",
+         # (FP8 MMAs from sm_89 on; its large problems run the dense FP8 GEMM, whose warp-specialised kernel is
+         # sm_90a's)
+         arch=arch.FP8_OPS_WITH_SM90_KERNELS)

@@ -19,9 +19,12 @@ import os
 from dataclasses import dataclass, replace
 from math import gcd
 
+from .. import arch
+
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 
-# Shared memory a config may use (sm_90a opt-in limit 227 KB, less Triton's barriers and reduction scratch).
+# Shared memory a config may use (sm_90a opt-in limit 227 KB, less Triton's barriers and reduction scratch; other
+# architectures: the same margin below their own limit, arch.smem_budget).
 SMEM_BYTES = 220 * 1024
 MAX_STAGES = 12  # (streaming-bound tiles at M <= 128 want many K blocks in flight: STREAM_LATENCY_S)
 # Dense decode tiles (BM < 64) keep the 6-stage ring except an unsplit 16 x 32 tile: measured 2026-12-02 on the H200
@@ -149,6 +152,9 @@ class Bf16Call:
     # D's rows can be TMA-stored (16-byte aligned rows and start) even where not every row may be written (d_tma):
     # psum with gaps left untouched, whose WS kernel stores whole slabs by TMA
     d_aligned: bool = False
+    # The device's SM version (deep_gemm.arch): the WS kernel is sm_90a code (_ws_runs); the tl.* kernel's
+    # pipelines are sized to the device's shared memory (_smem); below sm_80 nothing runs (plan: None).
+    sm: int = arch.SM90
 
 
 @dataclass(frozen=True)
@@ -236,8 +242,19 @@ def _block_k(call: Bf16Call, preferred: int) -> int | None:
     return None
 
 
-def _stages(bm: int, bn: int, bk: int, epilogue_bytes: int) -> int:
-    return min(MAX_STAGES, (SMEM_BYTES - epilogue_bytes) // ((bm + bn) * bk * 2))
+def _smem(call: Bf16Call) -> int:
+    """The shared memory a tl.* config of the call may use on its device."""
+    return arch.smem_budget(SMEM_BYTES, call.sm)
+
+
+def _stages(bm: int, bn: int, bk: int, epilogue_bytes: int, smem: int = SMEM_BYTES) -> int:
+    return min(MAX_STAGES, (smem - epilogue_bytes) // ((bm + bn) * bk * 2))
+
+
+def _ws_runs(call: Bf16Call) -> bool:
+    """Whether the warp-specialised Gluon kernel can run the call at all: compiled (not under the interpreter) for
+    an sm_90a device (arch.has_wgmma)."""
+    return not call.interpreting and arch.has_wgmma(call.sm)
 
 
 def _rows(call: Bf16Call) -> int:
@@ -328,7 +345,7 @@ def _config(call: Bf16Call, bm: int, bn: int, warps: int, bk_pref: int, split: i
     if split > 1 and call.has_c and bm * bn >= POINTER_EPILOGUE_MAX_TILE:
         return None  # (C's pointer load in both epilogues of a split 128 x 128 tile spills: compile_check --bf16)
     epilogue = bm * bn * call.out_bytes if d_tma else 0
-    stages = _stages(bm, bn, bk, epilogue)
+    stages = _stages(bm, bn, bk, epilogue, _smem(call))
     if bm < 64 and call.grouping == GROUPING["dense"] and (split > 1 or bn > 32):
         stages = min(stages, DECODE_STAGES)
     if stages < 2:
@@ -374,7 +391,9 @@ def _ws_config(call: Bf16Call, bn: int, bk: int, tail: int = 0, bm: int = 128) -
 
 def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | None:
     """The call's plan, or None when no config covers it (an alignment no tile height divides, a K no K block
-    divides, a split of a grouped call)."""
+    divides, a split of a grouped call, a device without BF16 MMAs)."""
+    if not arch.has_mma(call.sm):
+        return None
     if call.grouping == GROUPING["masked"]:
         return _masked_plan(call, overrides)
     p = _plan(call, overrides)
@@ -411,7 +430,7 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
         if cfg.block_n_tail and not _tail_covers(call, cfg):
             return None
         d_tma = d_tma_ok and _stages(cfg.block_m, cfg.tile_n, cfg.block_k, cfg.block_m * cfg.tile_n
-                                     * call.out_bytes) >= 2
+                                     * call.out_bytes, _smem(call)) >= 2
         if mode == "on" and _ws_covers(call, cfg, d_tma or untouched_ok or kgrouped_ok):
             return _finish(call, _ws_config(call, cfg.block_n, cfg.block_k, cfg.block_n_tail), True, "ws")
         return _finish(call, cfg, d_tma)
@@ -638,7 +657,7 @@ def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
     width_ok = cfg.block_n == 128 or (cfg.block_n == 256 and call.out_bytes == 2)
     tail_ok = cfg.block_n_tail == 0 or (cfg.block_n == 128 and call.out_bytes == 2 and _tail_covers(call, cfg))
     gaps_ok = call.zero_gaps or (call.grouping == GROUPING["m_psum"] and call.d_aligned)
-    return (call.grouping in layouts and gaps_ok and c_ok and d_tma and not call.interpreting
+    return (call.grouping in layouts and gaps_ok and c_ok and d_tma and _ws_runs(call)
             and cfg.split_k == 1 and cfg.block_m == 128 and width_ok and tail_ok)
 
 
@@ -756,7 +775,7 @@ def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides, heights=(128,))
     64 or 128) within the overrides, where it covers the call: D's [G*Mmax, N] rows TMA-aligned (d_aligned), BF16 D,
     K-major A (the launcher copies an MN-major one), no split, a K block that divides the K of a stacked MN-major B;
     not in the interpreter (Gluon)."""
-    if not call.d_aligned or call.interpreting or call.out_bytes != 2 or not call.a_k_major:
+    if not call.d_aligned or not _ws_runs(call) or call.out_bytes != 2 or not call.a_k_major:
         return
     forced = overrides.config
     if forced is not None:

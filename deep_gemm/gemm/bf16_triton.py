@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import torch
 
+from .. import arch
 from .._triton.launch import FastDescriptor, descriptor, interpreting, launch
 from .._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from .._triton.scratch import split_k_buffers
@@ -197,7 +198,7 @@ def _call(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Tenso
           zero_gaps: bool = True, d_aligned: bool = False) -> Bf16Call:
     return Bf16Call(grouping, m, n, k, num_groups, _num_sms(), c is not None, d.element_size(), a_k_major,
                     b_k_major, d_tma, psum_align, expected_m, k_divisor, zero_gaps, _c_tma(c, d), interpreting(),
-                    d_aligned)
+                    d_aligned, arch.sm_of_tensor(d))
 
 
 def _c_tma(c, d) -> bool:

@@ -10,8 +10,8 @@ cuBLAS; nothing is copied for row-major D):
   ``aten::addmm.dtype_out``, cuBLAS with FP32 output; absent in old torch builds: the reference then runs).
 * FP8 (e4m3) A and B: ``torch._scaled_mm`` with unit tensor-wise scales (the raw FP8 values are multiplied, as
   DeepGEMM's benchmarks time cuBLASLt on FP8 data), fast accumulation off. cuBLASLt's FP8 GEMM needs A row-major
-  and B column-major with K and N multiples of 16; other FP8 calls run the reference. C (which ``_scaled_mm`` cannot
-  take) is added by one extra pass over D.
+  and B column-major with K and N multiples of 16, and a device with FP8 MMAs (sm_89 and later); other FP8 calls
+  run the reference. C (which ``_scaled_mm`` cannot take) is added by one extra pass over D.
 
 Every call returns ``NotImplemented`` for what it does not cover (the op then runs its torch reference on the GPU).
 No host sync, no host read of device tensors: capturable in CUDA graphs.
@@ -23,6 +23,7 @@ import threading
 
 import torch
 
+from .. import arch
 from .._triton.scratch import capturing
 from .operands import FP8, to_nt
 
@@ -61,6 +62,8 @@ def _fp8_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c):
     n = b.size(0)
     if a.stride(1) != 1 or b.stride(1) != 1 or k % 16 or n % 16 or k == 0:
         return NotImplemented
+    if not arch.has_fp8_mma(arch.sm_of_tensor(d)):
+        return NotImplemented  # (cuBLASLt's FP8 GEMM: sm_89 and later)
     one = _unit_scale(d)
     if c is None and d.stride(1) == 1 and d.stride(0) == n:
         torch._scaled_mm(a, b.t(), one, one, out_dtype=d.dtype, use_fast_accum=False, out=d)

@@ -54,7 +54,11 @@ class AutotuneCache:
 
     @staticmethod
     def key(problem: configs.Fp8GemmProblem) -> str:
-        return json.dumps(dataclasses.asdict(problem), sort_keys=True)
+        # (without the device's shared memory: the file is per GPU model, which decides it, and the keys stay those
+        # of the files written before the field existed)
+        fields = dataclasses.asdict(problem)
+        fields.pop("smem_bytes")
+        return json.dumps(fields, sort_keys=True)
 
     def _load(self) -> dict[str, dict]:
         if self._entries is None:

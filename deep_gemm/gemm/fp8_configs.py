@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import arch
+
 # One K block = one scale block: per-block promotion needs BK == the scale granularity.
 BLOCK_K = 128
-# H100/H200 dynamic shared memory per block (bytes).
-SMEM_BYTES_SM90 = 232_448
+# H100/H200 dynamic shared memory per block (bytes); other architectures: Fp8GemmProblem.smem_bytes.
+SMEM_BYTES_SM90 = arch.SM90_SHARED_MEMORY
 # Epilogue layout-conversion scratch: a BM x BN FP32 tile at worst.
 EPILOGUE_BYTES_PER_ELEMENT = 4
 # tl.dot needs at least 16 rows.
@@ -83,6 +85,9 @@ class Fp8GemmProblem:
     # Dense: the launcher can run 128-row split-K tiles on the warp-specialised one-wave kernel (1D2D scales, no C,
     # D stored by TMA, the kernel enabled); the heuristic then considers them for 64 < M <= 128.
     one_wave_split_k: bool = False
+    # Shared memory a config may use: the device's opt-in limit per block (arch.shared_memory; 99 KB on sm_89 and
+    # sm_120), which bounds the pipeline depth (_stages_for).
+    smem_bytes: int = SMEM_BYTES_SM90
 
 
 @dataclass(frozen=True)
@@ -101,12 +106,27 @@ class Fp8GemmConfig:
         return per_stage * self.num_stages + self.block_m * self.block_n * EPILOGUE_BYTES_PER_ELEMENT
 
 
-def _stages_for(block_m: int, block_n: int) -> int:
-    """Deepest pipeline that fits next to the epilogue scratch, capped at 4 (more measured no faster)."""
-    for stages in (4, 3, 2):
-        if Fp8GemmConfig(block_m, block_n, 8, stages).smem_bytes() <= SMEM_BYTES_SM90:
-            return stages
-    return 2
+# Devices with less shared memory than sm_90 (sm_89, sm_120: 99 KB): the tl.* kernel's builds there need the stage
+# ring plus about a BF16 tile of epilogue staging, whatever D's dtype (scripts/compile_check_arch.py, sm_120a, Triton
+# 3.6: 128 x 128, 2 stages, 66068 bytes with a BF16 D, 99336 with an FP32 D and C; 3 stages with a BF16 D 99352);
+# the 4-byte estimate of smem_bytes() would leave 128 x 128 tiles one stage. This many bytes of the tile per element,
+# and a reserve for barriers.
+SMALL_SMEM_EPILOGUE_BYTES_PER_ELEMENT = 2
+SMALL_SMEM_RESERVE = 2048
+
+
+def _stages_for(block_m: int, block_n: int, smem_bytes: int = SMEM_BYTES_SM90) -> int:
+    """Deepest pipeline that fits next to the epilogue scratch, capped at 4 (more measured no faster). On devices
+    with less shared memory than sm_90, by the estimate measured there (SMALL_SMEM_*), at least one stage (the K
+    loop unpipelined)."""
+    if smem_bytes >= SMEM_BYTES_SM90:
+        for stages in (4, 3, 2):
+            if Fp8GemmConfig(block_m, block_n, 8, stages).smem_bytes() <= smem_bytes:
+                return stages
+        return 2
+    per_stage = (block_m + block_n) * BLOCK_K
+    epilogue = block_m * block_n * SMALL_SMEM_EPILOGUE_BYTES_PER_ELEMENT + SMALL_SMEM_RESERVE
+    return max(1, min(4, (smem_bytes - epilogue) // per_stage))
 
 
 def _warps_for(block_m: int) -> int:
@@ -114,8 +134,8 @@ def _warps_for(block_m: int) -> int:
     return 8 if block_m >= 128 else 4
 
 
-def _config(bm: int, bn: int, split: int = 1) -> Fp8GemmConfig:
-    return Fp8GemmConfig(bm, bn, _warps_for(bm), _stages_for(bm, bn), 8, split,
+def _config(bm: int, bn: int, split: int = 1, smem_bytes: int = SMEM_BYTES_SM90) -> Fp8GemmConfig:
+    return Fp8GemmConfig(bm, bn, _warps_for(bm), _stages_for(bm, bn, smem_bytes), 8, split,
                          programs_per_sm=1 if bm >= 128 else SMALL_TILE_PROGRAMS_PER_SM)
 
 
@@ -142,7 +162,7 @@ def candidates(p: Fp8GemmProblem) -> list[Fp8GemmConfig]:
             splits = [1]
             if p.kind == "dense":
                 splits += [s for s in range(2, MAX_SPLIT_K + 1) if num_kb >= s * MIN_K_BLOCKS_PER_SPLIT]
-            out.extend(_config(bm, bn, s) for s in splits)
+            out.extend(_config(bm, bn, s, p.smem_bytes) for s in splits)
     return out
 
 
@@ -167,7 +187,7 @@ def _one_wave_split(p: Fp8GemmProblem) -> Fp8GemmConfig | None:
             continue
         wide_pays = bn == 128 and num_kb // split >= ONE_WAVE_SPLIT_WIDE_MIN_K_BLOCKS
         if best is None or fill > best[0] + 1e-9 or (abs(fill - best[0]) <= 1e-9 and wide_pays):
-            best = (fill, _config(128, bn, split))
+            best = (fill, _config(128, bn, split, p.smem_bytes))
     return None if best is None else best[1]
 
 
@@ -211,6 +231,6 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
             split = max(1, min(MAX_SPLIT_K, slots // tiles, num_kb // per_split))
             # Every split non-empty: the kernel gives each cdiv(#blocks, split) blocks.
             split = math.ceil(num_kb / math.ceil(num_kb / split))
-    choice = _config(bm, best_bn, split)
+    choice = _config(bm, best_bn, split, p.smem_bytes)
     assert choice in candidates(p), (choice, p)
     return choice

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from .. import arch
 from . import fp8_configs as configs
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
@@ -223,6 +224,9 @@ class Fp8Call:
     c_tma: bool = False  # C can arrive by TMA through a descriptor of D's shape and block
     on_gpu: bool = True  # a CUDA call (not the interpreter's CPU tensors)
     interpreting: bool = False  # Triton's interpreter: the Gluon kernel cannot run
+    # The device's SM version (deep_gemm.arch): the warp-specialised kernel is sm_90a code (ws_runs); elsewhere the
+    # tl.* kernel runs every call, with pipelines sized to the device's shared memory (tile_problem).
+    sm: int = arch.SM90
 
 
 @dataclass(frozen=True)
@@ -359,12 +363,18 @@ def ws_narrow(m: int, n: int, k: int, num_sms: int) -> int:
     return min(costs, key=lambda width: (costs[width], -width))
 
 
+def ws_runs(call: Fp8Call) -> bool:
+    """Whether the warp-specialised Gluon kernel can run the call at all: compiled (not under the interpreter) for
+    an sm_90a device (arch.has_wgmma: wgmma, setmaxnreg; no other architecture runs sm_90a code)."""
+    return not call.interpreting and arch.has_wgmma(call.sm)
+
+
 def one_wave_split_routable(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> bool:
     """Whether 128-row split-K tiles can run on the warp-specialised one-wave kernel: dense 1D2D without C, D stored
-    by TMA, the Gluon kernel enabled and compiled (not under the interpreter). The plan routes them by it, and
-    the heuristic is told so (``tile_problem``)."""
+    by TMA, the Gluon kernel enabled and runnable (``ws_runs``). The plan routes them by it, and the heuristic is
+    told so (``tile_problem``)."""
     return (call.grouping == GROUPING["dense"] and not call.b_per_row and not call.has_c and call.d_tma
-            and ws_mode_of(overrides) != "off" and not call.interpreting)
+            and ws_mode_of(overrides) != "off" and ws_runs(call))
 
 
 def wide_small_m(call: Fp8Call) -> bool:
@@ -420,16 +430,19 @@ def tile_problem(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> confi
     """What the tile-config heuristic (``fp8_configs``) and autotuning see of the call."""
     kind = {GROUPING["dense"]: "dense", GROUPING["m_ids"]: "m_grouped", GROUPING["m_psum"]: "m_grouped",
             GROUPING["masked"]: "masked", GROUPING["k_grouped"]: "k_grouped"}[call.grouping]
+    smem = arch.shared_memory(call.sm)
     if kind == "dense":
         return configs.Fp8GemmProblem(call.m, call.n, call.k, 1, "dense", call.num_sms,
-                                      one_wave_split_k=call.on_gpu and one_wave_split_routable(call, overrides))
+                                      one_wave_split_k=call.on_gpu and one_wave_split_routable(call, overrides),
+                                      smem_bytes=smem)
     if kind == "m_grouped":
         call = sized_call(call)
-        return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms, call.psum_align)
+        return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms, call.psum_align,
+                                      smem_bytes=smem)
     if kind == "masked":
         return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms,
-                                      expected_m=call.expected_m)
-    return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms)
+                                      expected_m=call.expected_m, smem_bytes=smem)
+    return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms, smem_bytes=smem)
 
 
 def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str) -> int:
@@ -442,7 +455,7 @@ def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str) -> int:
     research/results/fp8-sessions.md, session 32.)"""
     # (1D1D takes the two-wave kernel from 128 x 128 configs only: _ws_pays)
     if (call.grouping != GROUPING["dense"] or not call.b_per_row or call.head != (0, 0, 0)
-            or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or call.interpreting):
+            or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or not ws_runs(call)):
         return 0
     if mode == "off" or ws_waves(GROUPING["dense"], call.m, call.n, 128, False, call.num_sms) != (2, True):
         return 0
@@ -479,7 +492,7 @@ def plan_for_config(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Ove
         raise ValueError(f"FP8 GEMM config {cfg}: with 128x128 B scales block_n must divide 128 (one B scale per "
                          f"tile and K block), got {cfg.block_n}")
     if call.head != (0, 0, 0) and cfg.split_k > 1:  # the head remap lives in the direct epilogue only
-        cfg = configs._config(cfg.block_m, cfg.block_n, 1)
+        cfg = configs._config(cfg.block_m, cfg.block_n, 1, arch.shared_memory(call.sm))
     mode = ws_mode_of(overrides)
     tail = row_tail(call, cfg, mode)
     if tail:
@@ -508,7 +521,7 @@ def _ws_plan(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides,
     grouping, split = call.grouping, cfg.split_k
     ws_split = split > 1 and cfg.block_m == 128 and one_wave_split_routable(call, overrides)
     if not ((cfg.block_m == 128 or wide_small_m(call)) and (split == 1 or ws_split) and call.head == (0, 0, 0)
-            and not call.interpreting and (grouping != GROUPING["k_grouped"] or call.b_per_row) and call.d_rows):
+            and ws_runs(call) and (grouping != GROUPING["k_grouped"] or call.b_per_row) and call.d_rows):
         return None
     c_tma = call.has_c and call.ws_d_tma and grouping in (GROUPING["dense"], GROUPING["k_grouped"]) and call.c_tma
     c_by_pointer = call.has_c and not c_tma
@@ -579,4 +592,4 @@ def grouping_of(kind: str, use_psum_layout: bool = False) -> int:
 
 __all__ = ["Fp8Call", "Fp8Overrides", "Fp8Plan", "WsPlan", "GROUPING", "plan", "plan_for_config", "tile_problem",
            "ws_register_budget", "ws_stages", "ws_waves", "ws_narrow", "tail_narrow", "wide_small_m",
-           "one_wave_split_routable", "row_tail", "sized_call"]
+           "one_wave_split_routable", "row_tail", "sized_call", "ws_runs"]

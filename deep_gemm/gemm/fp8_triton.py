@@ -9,7 +9,8 @@ explicit ``overrides=`` (``fp8_plan.Fp8Overrides``) for sweeps and tests; nothin
 Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 128x128 block (1D2D) or per row
 (1D1D); BF16 or FP32 output; optional C. MN-major operands are first copied to K-major (FP8 wgmma reads K-major
 shared memory only; the copy is one memory-bound pass). Not covered (reference): packed FP4 operands, packed UE8M0
-(int32) scales, K granularity 32.
+(int32) scales, K granularity 32, and devices without FP8 MMAs (below sm_89: ``deep_gemm.arch``). The
+warp-specialised kernel runs on sm_90a devices only; elsewhere the plan keeps every call on the tl.* kernel.
 
 Dense launchers keep a ``LaunchPlan`` per argument signature (``_triton/plans.py``), so a repeated call shape
 replays its recorded launch.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import arch
 from .._internals import COMPILE_OPTIONS
 from .._triton.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from .._triton.plans import ConfigCache, PlanCache, Recorder, replayable
@@ -57,7 +59,13 @@ _UNCOVERED = object()  # (cached as a plan: ConfigCache treats None as "not reso
 
 def _supported(a, sfa, b, sfb, recipe) -> bool:
     return (a.dtype == FP8 and b.dtype == FP8 and sfa.dtype == torch.float32 and sfb.dtype == torch.float32
-            and recipe.a == (1, 128) and recipe.b[1] == 128)
+            and recipe.a == (1, 128) and recipe.b[1] == 128 and _fp8_device(a))
+
+
+def _fp8_device(t: torch.Tensor) -> bool:
+    """Whether t's device has FP8 MMAs (sm_89 and later; below, Triton cannot compile the FP8 kernels and the op
+    runs the reference)."""
+    return arch.has_fp8_mma(arch.sm_of_tensor(t))
 
 
 # Tile of the MN-major -> K-major copy kernel (kernels/transpose.py): 64 x 64 bytes per program.
@@ -173,7 +181,7 @@ def call_of(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Ten
     c_tma = c is not None and d_rows is not None and _c_tma_loadable(c, d, d_rows) is not None
     return Fp8Call(grouping, m, n, k, num_groups, _num_sms(), b_per_row, c is not None, d.element_size(),
                    tuple(head), zero_gaps, psum_align, expected_m, d_rows is not None, d_tma,
-                   _ws_tma_storable(d, grouping, d_tma), c_tma, d.is_cuda, interpreting())
+                   _ws_tma_storable(d, grouping, d_tma), c_tma, d.is_cuda, interpreting(), arch.sm_of_tensor(d))
 
 
 def _execute(p: Fp8Plan, call: Fp8Call, *, a, b, sfa, sfb, d, c, layout, strides_sfa, strides_sfb, stride_dg,
@@ -426,6 +434,8 @@ def _group_blocks_in_place(layout: str, p: Fp8Plan, a: torch.Tensor, b: torch.Te
 def _k_grouped(layout: str):
     def k_grouped(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout, *,
                   overrides: Fp8Overrides = NO_OVERRIDES):
+        if not _fp8_device(a):
+            return NotImplemented
         num_groups, m, n = d.shape
         ks = [int(x) for x in ks_cpu]
         if m == 0 or n == 0:

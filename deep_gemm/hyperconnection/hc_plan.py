@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import arch
 from .checks import BLOCK_K
 
 # Fewest K blocks a sub-split streams: below this the sub-split's fixed costs (pipeline fill, its share of the
@@ -36,9 +37,10 @@ MAX_SUB = 32
 # K blocks per program up to which the loop is latency-bound and runs SHORT_LOOP_STAGES stages.
 SHORT_LOOP_K_BLOCKS = 16
 SHORT_LOOP_STAGES = 4
-# Shared memory per SM usable by one program (H100/H200: 227 KB per block opt-in), less room for the epilogue.
+# Shared memory per SM usable by one program (H100/H200: 227 KB per block opt-in), less room for the epilogue; on
+# other architectures the same margin below their limit (arch.smem_budget: 72 KB on sm_89 / sm_120).
 SMEM_ONE_PROGRAM = 200 * 1024
-# ... and per program when two share an SM (more programs than SMs).
+# ... and per program when two share an SM (more programs than SMs): at most half the one-program budget.
 SMEM_TWO_PROGRAMS = 100 * 1024
 MIN_STAGES, MAX_STAGES = 2, 12
 # Programs per SM the sub-splits aim for: two resident programs hide each other's per-K-block waits (the MMA
@@ -85,8 +87,9 @@ def block_m_for(m: int, bn: int = 32, splits: int = 1) -> int:
     return 32 if m <= 32 else 64
 
 
-def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
-    """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs."""
+def plan(m: int, n: int, k: int, splits: int, num_sms: int, sm: int = arch.SM90) -> HcConfig:
+    """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs of an ``sm``
+    device (its shared memory bounds the pipeline)."""
     bn = max(16, next_pow2(n))
     bm = block_m_for(m, bn, splits)
     num_kb = k // BLOCK_K
@@ -102,8 +105,11 @@ def plan(m: int, n: int, k: int, splits: int, num_sms: int) -> HcConfig:
             sub = min(most, red_chunk * round(sub / red_chunk))
     programs = tiles * sub
     stage_bytes = bm * BLOCK_K * 2 + bn * BLOCK_K * 4
-    budget = SMEM_ONE_PROGRAM if programs <= num_sms else SMEM_TWO_PROGRAMS
-    stages = max(MIN_STAGES, min(MAX_STAGES, budget // stage_bytes))
+    one = arch.smem_budget(SMEM_ONE_PROGRAM, sm)
+    budget = one if programs <= num_sms else min(SMEM_TWO_PROGRAMS, one // 2)
+    # (at least MIN_STAGES wherever they fit: every sm_90 budget; a 64 x 128 tile on a 99 KB device runs one)
+    floor = MIN_STAGES if budget >= MIN_STAGES * stage_bytes else 1
+    stages = max(floor, min(MAX_STAGES, budget // stage_bytes))
     if -(-num_kb // (splits * sub)) <= SHORT_LOOP_K_BLOCKS:
         stages = min(stages, SHORT_LOOP_STAGES)
     # (one chunk size per tile shape, not per call: loads past SUB are masked off, and fewer variants compile)
@@ -115,18 +121,23 @@ def programs(m: int, splits: int, cfg: HcConfig) -> int:
     return -(-m // cfg.block_m) * splits * cfg.sub
 
 
-def compile_configs() -> list[dict]:
-    """The distinct kernel configs ``plan`` picks over DeepGEMM's test rows and decode rows (for
-    scripts/compile_check_hc.py), as compile_hc keyword arguments."""
+def compile_configs(sm: int = arch.SM90) -> list[dict]:
+    """The distinct kernel configs ``plan`` picks over DeepGEMM's test rows and decode rows on an ``sm`` device (for
+    scripts/compile_check_hc.py and scripts/compile_check_arch.py), as compile_hc keyword arguments. Below sm_90
+    (no TMA, so no TF32 rounding by the TMA unit) the launcher reads B through pointers only."""
     seen, out = set(), []
     for m in (1, 13, 32, 137, 4096, 8192):
         for n in (8, 24, 64, 128):
             for k in (7168, 28672):
                 for splits in (1, 16):
-                    c = plan(m, n, k, splits, 132)
+                    c = plan(m, n, k, splits, 132, sm)
                     key = (c.block_m, c.block_n, c.stages, c.reduce, c.red_chunk)
                     # The pointer fallback (no direct launch path: not Triton 3.6) is checked at BN <= 32 only.
-                    for b_tma in ((True, False) if c.block_n <= 32 else (True,)):
+                    if not arch.has_tma(sm):
+                        b_tmas = (False,)
+                    else:
+                        b_tmas = (True, False) if c.block_n <= 32 else (True,)
+                    for b_tma in b_tmas:
                         if (key, b_tma) not in seen:
                             seen.add((key, b_tma))
                             out.append(dict(bm=c.block_m, bn=c.block_n, stages=c.stages, b_tma=b_tma,

@@ -5,12 +5,14 @@ and recorded per argument signature, so a repeated call shape replays it (``_tri
 call costs the dispatcher, the memoised check and the C launcher).
 
 B reaches the tensor cores rounded to TF32: through a TMA map encoded as TFLOAT32 (``launch.Tf32RoundingDescriptor``)
-where the direct launch path is available (Triton 3.6), else through pointers with the rounding done in registers
-(interpreter, other Triton versions). Both round to nearest even.
+where the direct launch path is available (Triton 3.6) on a device with TMA (sm_90 and later), else through pointers
+with the rounding done in registers (interpreter, other Triton versions, sm_80 / sm_89: there Triton lowers
+descriptors to plain loads, which do not round). Both round to nearest even.
 """
 
 from __future__ import annotations
 
+from .. import arch
 from .._triton.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, tf32_rounding_available,
                               interpreting, launch)
 from .._triton.plans import ConfigCache, replayable
@@ -26,9 +28,9 @@ def _num_sms() -> int:
     return get_num_sms() or 1
 
 
-def config_of(m: int, n: int, k: int, splits: int) -> hc_plan.HcConfig:
+def config_of(m: int, n: int, k: int, splits: int, sm: int = arch.SM90) -> hc_plan.HcConfig:
     num_sms = _num_sms()
-    return CONFIGS.get((m, n, k, splits, num_sms), lambda key: hc_plan.plan(*key))
+    return CONFIGS.get((m, n, k, splits, num_sms, sm), lambda key: hc_plan.plan(*key))
 
 
 def _kernel():
@@ -43,8 +45,11 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config:
     n = b.size(0)
     if m == 0:
         return None
+    sm = arch.sm_of_tensor(d)
+    if not arch.has_mma(sm):
+        return NotImplemented
     splits = 1 if num_splits is None else num_splits
-    cfg = config if config is not None else config_of(m, n, k, splits)
+    cfg = config if config is not None else config_of(m, n, k, splits, sm)
     programs = hc_plan.programs(m, splits, cfg)
     if programs > hc_plan.MAX_PROGRAMS:
         return NotImplemented  # more splits than one launch has programs: the reference writes them
@@ -72,7 +77,7 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config:
         return (cfg, b_tma)
 
     b_tma = False
-    if not interpreting():
+    if not interpreting() and arch.has_tma(sm):
         compiled = compiled_kernel(_kernel(), grid, args(True), name="hc_prenorm", config_key=key(True),
                                    num_warps=cfg.num_warps, num_stages=cfg.stages, device_index=device_index)
         b_tma = tf32_rounding_available(compiled)

@@ -11,12 +11,16 @@ The launchers taking ``record=`` are wrapped in ``_triton/plans.replayable_alloc
 with a metadata signature computes the geometry and the launch and records it; later calls with that signature
 allocate the same output and replay the launch (no geometry, view or grid logic per call). Calls that make no
 launch (empty outputs, grids past CUDA's limits) record nothing and always take this full path.
+
+The kernels move 4-byte words (no MMA, no TMA): they run on every architecture from sm_80 on (below it, the
+reference: ``arch.kernels_run``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from .. import arch
 from .._triton.launch import launch
 from . import checks
 from .reference import allocate
@@ -91,13 +95,19 @@ def _mn_major_copy(sf: torch.Tensor, out: torch.Tensor, record: list | None = No
     return out
 
 
+def _runs(sf: torch.Tensor) -> bool:
+    return arch.kernels_run(arch.sm_of_tensor(sf))
+
+
 def get_mn_major_tma_aligned_tensor(sf, *, record: list | None = None):
+    if not _runs(sf):
+        return NotImplemented
     return _mn_major_copy(sf, allocate(checks.geometry_get_mn_major_tma_aligned_tensor(sf), sf.device), record)
 
 
 def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout, *, record: list | None = None):
     from .kernels import _pack_ue8m0_kernel
-    if psum_layout is not None:
+    if psum_layout is not None or not _runs(sf):
         return NotImplemented  # rows outside the psum groups: the reference zeroes them
     out = allocate(checks.geometry_get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout), sf.device)
     if out.numel() == 0:
@@ -121,6 +131,8 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout, *, record: lis
 def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, ks_cpu, gran_k, k_alignment,
                                                            use_psum_layout):
     from .kernels import _k_grouped_pack_kernel
+    if not _runs(sf):
+        return NotImplemented
     out = allocate(checks.geometry_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
         sf, grouped_layout, ks_cpu, gran_k, k_alignment, use_psum_layout), sf.device)
     rows, mn = out.shape
@@ -141,6 +153,8 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, k
 
 def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, psum_layout, *,
                                       record: list | None = None):
+    if not _runs(sf):
+        return NotImplemented
     geometry = checks.geometry_transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa,
                                                                  disable_ue8m0_cast, psum_layout)
     out = allocate(geometry, sf.device)

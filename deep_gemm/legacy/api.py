@@ -16,6 +16,7 @@ from typing import Tuple
 
 import torch
 
+from .. import arch
 from .._internals import COMPILE_OPTIONS
 from .._ops.errors import fail, require
 from .._triton.first_import import ensure_triton
@@ -40,7 +41,10 @@ def _interpreting() -> bool:
 
 
 def _use_triton(*tensors: torch.Tensor) -> bool:
-    return tensors[0].is_cuda or _interpreting()
+    """Whether the Triton kernels run: CUDA tensors on a device they run on (sm_80 and later, ``deep_gemm.arch``;
+    below it the torch definitions run on the GPU), or Triton's interpreter."""
+    t = tensors[0]
+    return (t.is_cuda and arch.kernels_run(arch.sm_of_tensor(t))) or _interpreting()
 
 
 def _int32_vector(name: str, t: torch.Tensor, length: int | None = None) -> None:
@@ -103,6 +107,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
         return
     ensure_triton()
     from . import kernels
+    tile = tile.for_sm(arch.sm_of_tensor(a))
     block_m = _block_m(tile.block_m)
     grid = (triton_cdiv(m, block_m) * triton_cdiv(n, tile.block_n),)
     common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
@@ -193,6 +198,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
         return
     ensure_triton()
     from . import kernels
+    tile = tile.for_sm(arch.sm_of_tensor(a))
     kernel = (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl if gather_a
               else kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl)
     grid = (triton_cdiv(m, tile.block_m) * triton_cdiv(n, tile.block_n), groups)

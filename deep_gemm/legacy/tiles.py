@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from .. import arch
+
+# What a tile's pipelined A and B tiles may use of a device's shared memory: its opt-in limit less this margin
+# (barriers, layout-conversion scratch).
+SMEM_MARGIN = 4096
+
 
 @dataclasses.dataclass(frozen=True)
 class LegacyTile:
@@ -34,6 +40,13 @@ class LegacyTile:
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Shared memory of the pipelined A and B tiles (what bounds the stage count)."""
         return (self.block_m + self.block_n) * self.block_k * elem_bytes * self.num_stages
+
+    def for_sm(self, sm: int) -> "LegacyTile":
+        """This tile on an ``sm`` device: the same, with as many of its stages as fit the device's shared memory
+        (at least one: the K loop unpipelined). The default tiles fit sm_90 and sm_80 as they are."""
+        per_stage = self.smem_bytes() // self.num_stages
+        stages = max(1, min(self.num_stages, (arch.shared_memory(sm) - SMEM_MARGIN) // per_stage))
+        return self if stages == self.num_stages else dataclasses.replace(self, num_stages=stages)
 
     def label(self) -> str:
         return f"{self.block_m}x{self.block_n}x{self.block_k}/w{self.num_warps}/s{self.num_stages}"
