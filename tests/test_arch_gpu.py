@@ -74,3 +74,62 @@ def test_bf16_einsum_hc_under_other_capabilities(cap):
     # B rounded to TF32 by the TMA unit (sm_90 on) or in registers (below): the same product either way
     assert calc_diff(hd, ha.double() @ round_to_tf32(hb).double().T) < 1e-11
     assert calc_diff(hs, ha.double().square().sum(-1)) < 1e-11
+
+# ---- odd shapes and the indexer, against the CPU reference kernels ------------------------------------------------
+
+GEMM_TOLERANCE = 1e-5  # the same FP8/BF16 operands on both sides: only the summation order differs
+
+
+def _both(*tensors):
+    """CPU tensors and their CUDA copies."""
+    return tensors, tuple(t.cuda() for t in tensors)
+
+
+def _nan_like(t):
+    return torch.full_like(t, float("nan"))
+
+
+@pytest.mark.parametrize("cap", CAPABILITIES, ids=lambda c: f"sm{c[0]}{c[1]}")
+@pytest.mark.parametrize("m,n,k", [(37, 256, 384), (1, 128, 128), (130, 384, 640)])
+def test_fp8_odd_shapes(cap, m, n, k):
+    torch.manual_seed(m + n + k)
+    a = per_token_cast_to_fp8(torch.randn(m, k, dtype=torch.bfloat16), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(n, k, dtype=torch.bfloat16), use_ue8m0=False)
+    (a0, a1, b0, b1), (ga0, ga1, gb0, gb1) = _both(a[0], a[1], b[0], b[1])
+    d = torch.empty(m, n, dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt((a0, a1), (b0, b1), d)
+    gd = _nan_like(d).cuda()
+    with arch.forced_capability(cap):
+        deep_gemm.fp8_gemm_nt((ga0, ga1), (gb0, gb1), gd)
+    assert calc_diff(gd.cpu(), d) < GEMM_TOLERANCE
+
+
+@pytest.mark.parametrize("cap", CAPABILITIES, ids=lambda c: f"sm{c[0]}{c[1]}")
+@pytest.mark.parametrize("m,n,k", [(37, 192, 256), (129, 256, 520)])
+def test_bf16_odd_shapes(cap, m, n, k):
+    torch.manual_seed(m * k)
+    (a, b), (ga, gb) = _both(torch.randn(m, k, dtype=torch.bfloat16), torch.randn(n, k, dtype=torch.bfloat16))
+    d = torch.empty(m, n, dtype=torch.float32)
+    deep_gemm.bf16_gemm_nt(a, b, d)
+    gd = _nan_like(d).cuda()
+    with arch.forced_capability(cap):
+        deep_gemm.bf16_gemm_nt(ga, gb, gd)
+    assert calc_diff(gd.cpu(), d) < GEMM_TOLERANCE
+
+
+@pytest.mark.parametrize("cap", CAPABILITIES, ids=lambda c: f"sm{c[0]}{c[1]}")
+def test_mqa_logits(cap):
+    torch.manual_seed(4)
+    s_len, sk, h, dim = 5, 300, 32, 128
+    q = torch.randn(s_len, h, dim).to(torch.float8_e4m3fn)
+    kv, kv_sf = torch.randn(sk, dim).to(torch.float8_e4m3fn), torch.rand(sk) + 0.5
+    weights = torch.randn(s_len, h)
+    ks = torch.tensor([0, 3, 10, 0, 250], dtype=torch.int32)
+    ke = torch.tensor([17, 200, 300, 1, 300], dtype=torch.int32)
+    cpu, gpu = _both(q, kv, kv_sf, weights, ks, ke)
+    logits = deep_gemm.fp8_mqa_logits(cpu[0], (cpu[1], cpu[2]), *cpu[3:])
+    with arch.forced_capability(cap):
+        glogits = deep_gemm.fp8_mqa_logits(gpu[0], (gpu[1], gpu[2]), *gpu[3:]).cpu()
+    inside = torch.isfinite(logits)
+    assert torch.equal(inside, torch.isfinite(glogits))
+    assert calc_diff(glogits[inside], logits[inside]) < GEMM_TOLERANCE
