@@ -306,9 +306,7 @@ def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True
     constexprs = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
                       B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c, TAIL_N=tail,
                       CONSUMER_REGS=consumer_regs,
-                      PRODUCER_REGS=producer_regs, ZERO_GAPS=zero_gaps, UNIFORM=uniform)
-    if split_n:  # (absent otherwise: the existing builds compile exactly as before the constexpr existed)
-        constexprs["SPLIT_N"] = True
+                      PRODUCER_REGS=producer_regs, ZERO_GAPS=zero_gaps, UNIFORM=uniform, SPLIT_N=split_n)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
