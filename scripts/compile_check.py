@@ -24,6 +24,10 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 SM90 = GPUTarget("cuda", 90, 32)
+# Multiply-adds fused into FMAs (enable_fp_fusion), stated as the launcher states it rather than left to Triton's
+# default, which is on up to 3.9 (3.9 warns when it is left out) and off from 3.10: the kernels' numerics are those
+# of fused multiply-adds (the FP8 kernels' per-128-K promotion is one FFMA per element).
+FP_FUSION = {"enable_fp_fusion": True}
 
 
 def resource_usage(cubin: bytes) -> str:
@@ -60,7 +64,7 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
                       D_TMA=d_tma, HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages, **FP_FUSION})
 
 
 MODES = ("--ws", "--serialisation", "--budgets", "--bf16", "--bf16-ws")
@@ -118,7 +122,8 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
     src = GluonASTSource(fn=fn, signature=sig,
                          constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
                          attrs={(fn.arg_names.index("ws_ptr"),): [["tt.divisibility", 16]]})
-    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg,
+                                                     **FP_FUSION})
 
 
 if __name__ == "__main__" and "--ws" in sys.argv:
@@ -224,7 +229,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
                       A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail, UNIFORM=uniform)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=SM90, options={"num_warps": warps, "num_stages": stages, **FP_FUSION})
 
 
 # The configs bf16_plan picks for DeepGEMM's test shapes (and the layouts/groupings that change the kernel).
@@ -309,7 +314,7 @@ def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True
                       PRODUCER_REGS=producer_regs, ZERO_GAPS=zero_gaps, UNIFORM=uniform, SPLIT_N=split_n)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, **FP_FUSION})
 
 
 BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, stages=3, b_k_major=False),

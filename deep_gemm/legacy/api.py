@@ -104,8 +104,9 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
     from . import kernels
     block_m = _block_m(tile.block_m)
     grid = (triton_cdiv(m, block_m) * triton_cdiv(n, tile.block_n),)
+    # enable_fp_fusion: multiply-adds fused as the kernels were tested (Triton's default turns it off from 3.10)
     common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
-                  num_warps=tile.num_warps, num_stages=tile.num_stages)
+                  num_warps=tile.num_warps, num_stages=tile.num_stages, enable_fp_fusion=True)
     strides = (a.stride(0), b.stride(0), b.stride(1), b.stride(2), d.stride(0))
     if row_indices is None:
         kernels.m_grouped_bf16_gemm_contiguous_tl_impl[grid](a, b, d, m_indices, m, n, k, *strides, **common)
@@ -197,7 +198,8 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     grid = (triton_cdiv(m, tile.block_m) * triton_cdiv(n, tile.block_n), groups)
     kernel[grid](a, b, d, k_indices, k_start, k_end, m, n, a.stride(0), b.stride(0), d.stride(0), d.stride(1),
                  ACC=bool(acc), DOT_FP32=_interpreting(), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
-                 BLOCK_K=tile.block_k, num_warps=tile.num_warps, num_stages=tile.num_stages)
+                 BLOCK_K=tile.block_k, num_warps=tile.num_warps, num_stages=tile.num_stages,
+                 enable_fp_fusion=True)  # as the kernels were tested (Triton's default turns it off from 3.10)
 
 
 def a_fused_k_grouped_bf16_gemm_tn_contiguous_tl(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
