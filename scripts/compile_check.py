@@ -23,7 +23,12 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+from deep_gemm._internals import COMPILE_OPTIONS  # noqa: E402
+
 SM90 = GPUTarget("cuda", 90, 32)
+# Multiply-adds fused into FMAs, as every launch compiles them (deep_gemm._internals.COMPILE_OPTIONS): the kernels'
+# numerics are those of fused multiply-adds (the FP8 kernels' per-128-K promotion is one FFMA per element).
+FP_FUSION = dict(COMPILE_OPTIONS)
 
 
 def resource_usage(cubin: bytes) -> str:
@@ -61,7 +66,7 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
                       D_TMA=d_tma, HEAD_LEFT=0, HEAD_MID=0, HEAD_RIGHT=0)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages, **FP_FUSION})
 
 
 MODES = ("--ws", "--serialisation", "--budgets", "--bf16", "--bf16-ws")
@@ -119,7 +124,8 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
     src = GluonASTSource(fn=fn, signature=sig,
                          constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
                          attrs={(fn.arg_names.index("ws_ptr"),): [["tt.divisibility", 16]]})
-    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg,
+                                                     **FP_FUSION})
 
 
 if __name__ == "__main__" and "--ws" in sys.argv:
@@ -226,7 +232,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
                       A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail, UNIFORM=uniform)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages, **FP_FUSION})
 
 
 # The configs bf16_plan picks for DeepGEMM's test shapes (and the layouts/groupings that change the kernel).
@@ -308,12 +314,10 @@ def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True
     constexprs = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP_M=8, NUM_SMS=132, A_K_MAJOR=a_k_major,
                       B_K_MAJOR=b_k_major, GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, HAS_C=has_c, TAIL_N=tail,
                       CONSUMER_REGS=consumer_regs,
-                      PRODUCER_REGS=producer_regs, ZERO_GAPS=zero_gaps, UNIFORM=uniform)
-    if split_n:  # (absent otherwise: the existing builds compile exactly as before the constexpr existed)
-        constexprs["SPLIT_N"] = True
+                      PRODUCER_REGS=producer_regs, ZERO_GAPS=zero_gaps, UNIFORM=uniform, SPLIT_N=split_n)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, **FP_FUSION})
 
 
 BF16_WS_CONFIGS = [dict(bn=256, stages=3), dict(bn=128, stages=6), dict(bn=256, stages=3, b_k_major=False),

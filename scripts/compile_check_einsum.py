@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import triton  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
+from compile_check import FP_FUSION, SM90, resource_usage, sass_counts  # noqa: E402
 
 SMEM_LIMIT = 227 * 1024
 _TYPES = {"bf16": "bf16", "fp32": "fp32", "fp8": "fp8e4nv"}
@@ -26,7 +26,8 @@ def _compile(fn, sig: dict, constexprs: dict, num_warps: int, num_stages: int, t
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages})
+    return triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages,
+                                                     **FP_FUSION})
 
 
 def compile_bh(cfg, b_k_major=True, has_c=False, out="bf16", d_tma=True, c_tma=False, target=SM90):

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import triton  # noqa: E402
-from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
+from compile_check import FP_FUSION, SM90, resource_usage, sass_counts  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 
@@ -27,7 +27,7 @@ def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int = 1, targe
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages, **FP_FUSION})
 
 
 def compile_hc(bm, bn, stages, b_tma, reduce, red_chunk, warps=4, target=SM90):

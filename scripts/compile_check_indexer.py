@@ -17,14 +17,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import triton  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from compile_check import SM90, resource_usage, sass_counts  # noqa: E402
+from compile_check import FP_FUSION, SM90, resource_usage, sass_counts  # noqa: E402
 
 
 def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: int | None = None, target=SM90):
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    options = {"num_warps": warps, "num_stages": stages}
+    options = {"num_warps": warps, "num_stages": stages, **FP_FUSION}
     if maxnreg is not None:
         options["maxnreg"] = maxnreg
     return triton.compile(src, target=target, options=options)
@@ -166,7 +166,7 @@ def compile_prefill_ws(h=64, d=128, stages=4, consumers=2, compressed=False, out
                       FMA_RELU=fma_relu, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1})
+    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, **FP_FUSION})
 
 
 # The WS kernel's variants (PrefillConfig(ws=True, ws_consumers=..., num_stages=...)): the H / D / output / mode

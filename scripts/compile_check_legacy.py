@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import triton  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from compile_check import SM90, resource_usage, spilled_bytes  # noqa: E402
+from compile_check import FP_FUSION, SM90, resource_usage, spilled_bytes  # noqa: E402
 from deep_gemm.legacy import api, kernels  # noqa: E402
 
 SMEM_LIMIT = 227 * 1024
@@ -37,7 +37,8 @@ def compile_kernel(fn, pointers: dict, ints: list, constexprs: dict, num_warps: 
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
                     attrs=attrs)
-    return triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages})
+    return triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages,
+                                                     **FP_FUSION})
 
 
 def main() -> int:

@@ -1,7 +1,8 @@
 """Test-session setup shared by every test module.
 
 Without a GPU, Triton kernels run in Triton's interpreter: TRITON_INTERPRET must be set before triton is imported
-(deep_gemm imports triton lazily, so setting it here is early enough).
+(deep_gemm imports triton lazily, so setting it here is early enough). Every test then runs with the interpreter's
+comparisons typed int1 (tests/interpreter_masks.py).
 """
 
 import os
@@ -13,6 +14,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import deep_gemm  # noqa: E402,F401  (registers the ops)
+import interpreter_masks  # noqa: E402,F401  (comparisons typed int1 in the interpreter)
 import opcheck_registry  # noqa: E402
 
 _opcheck = torch.library.opcheck

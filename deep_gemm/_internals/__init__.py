@@ -18,8 +18,9 @@ from __future__ import annotations
 import functools
 import re
 
-# Compile options every kernel launch passes. FP fusion (a * b + c as one FMA) was on by default up to Triton 3.8;
-# 3.9 announces the default going off. The kernels' numerics and speed were measured with it on, so it is asked for.
+# Compile options every kernel launch and compile check passes. FP fusion (a * b + c as one FMA) is Triton's default
+# up to 3.9, which warns that the default is going off: the kernels' numerics (the FP8 promotion is one FFMA per
+# element) and speed were measured with it on, so it is asked for.
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
 
 

@@ -45,6 +45,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
+from .._internals.gluon import tma_load
+
 # Key rows of one wgmma (M per warpgroup): the block each consumer takes.
 WG_ROWS = gl.constexpr(64)
 # Q buffers: the producer loads the next item's Q tile while the consumers finish the current item.
@@ -99,14 +101,14 @@ def _producer(q_desc, kv_desc, q_bufs, kv_bufs, q_ready, q_empty, ready, empty, 
                 mbarrier.wait(q_empty.index(qb), ((uses // Q_BUFFERS) & 1) ^ 1)
                 # (TMA counts a box's full bytes on the barrier, also where it reads past the tensor and zero-fills)
                 mbarrier.expect(q_ready.index(qb), q_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(q_desc, [q0 * H, 0], q_ready.index(qb), q_bufs.index(qb))
+                tma_load(q_desc, [q0 * H, 0], q_ready.index(qb), q_bufs.index(qb))
                 for j in range(blocks):
                     g = base + j
                     stage = g % STAGES
                     mbarrier.wait(empty.index(stage), ((g // STAGES) & 1) ^ 1)
                     bar = ready.index(stage)
                     mbarrier.expect(bar, kv_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(kv_desc, [lo + j * BLOCK_KV, 0], bar, kv_bufs.index(stage))
+                    tma_load(kv_desc, [lo + j * BLOCK_KV, 0], bar, kv_bufs.index(stage))
                 base += blocks
                 uses += 1
 

@@ -110,6 +110,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
     tile = tile.for_sm(arch.sm_of_tensor(a))
     block_m = _block_m(tile.block_m)
     grid = (triton_cdiv(m, block_m) * triton_cdiv(n, tile.block_n),)
+    # enable_fp_fusion: multiply-adds fused as the kernels were tested (Triton's default turns it off from 3.10)
     common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
                   num_warps=tile.num_warps, num_stages=tile.num_stages, **COMPILE_OPTIONS)
     strides = (a.stride(0), b.stride(0), b.stride(1), b.stride(2), d.stride(0))

@@ -52,6 +52,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
+from ..._internals.gluon import tma_load, tma_store
 from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from .uniform import warp_uniform
 
@@ -197,20 +198,20 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
             bar = ready.index(stage)
             mbarrier.expect(bar, STAGE_BYTES)
             if A_K_MAJOR:
-                tma.async_copy_global_to_shared(a_desc, [off_m, kb * BK], bar, a_bufs.index(stage))
+                tma_load(a_desc, [off_m, kb * BK], bar, a_bufs.index(stage))
             elif GROUPING == K_GROUPED:
-                tma.async_copy_global_to_shared(a_desc, [b_k + kb * BK, off_m], bar, a_bufs.index(stage))
+                tma_load(a_desc, [b_k + kb * BK, off_m], bar, a_bufs.index(stage))
             else:
-                tma.async_copy_global_to_shared(a_desc, [kb * BK, off_m], bar, a_bufs.index(stage))
+                tma_load(a_desc, [kb * BK, off_m], bar, a_bufs.index(stage))
             if B_K_MAJOR:
-                tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
+                tma_load(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
             else:
-                tma.async_copy_global_to_shared(b_desc, [b_k + kb * BK, b_row], bar, b_bufs.index(stage))
+                tma_load(b_desc, [b_k + kb * BK, b_row], bar, b_bufs.index(stage))
             if TAIL_N > 0:  # (dense: the tail's B rows follow the tile's BN)
                 if B_K_MAJOR:
-                    tma.async_copy_global_to_shared(b2_desc, [b_row + BN, kb * BK], bar, b2_bufs.index(stage))
+                    tma_load(b2_desc, [b_row + BN, kb * BK], bar, b2_bufs.index(stage))
                 else:
-                    tma.async_copy_global_to_shared(b2_desc, [kb * BK, b_row + BN], bar, b2_bufs.index(stage))
+                    tma_load(b2_desc, [kb * BK, b_row + BN], bar, b2_bufs.index(stage))
             it += 1
 
 
@@ -308,7 +309,7 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
                 tma.store_wait(pendings=0)
                 c_smem.store(acc.to(d_desc.dtype))
                 fence_async_shared()
-                tma.async_copy_shared_to_global(d_desc, [slab0, off_n], c_smem)
+                tma_store(d_desc, [slab0, off_n], c_smem)
             elif (expert >= 0) & (slab0 < row_end):  # the slab holding the group's end: its valid rows only
                 rows = slab0 + gl.arange(0, WG_ROWS, layout=ROWS)
                 cols = off_n + gl.arange(0, SLAB_N, layout=COLS)
@@ -345,7 +346,7 @@ def _store_slab(acc, acc_tail, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, 
     tma.store_wait(pendings=0)  # the staging buffers' previous stores have been read out
     if HAS_C:
         mbarrier.expect(c_bar, c_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(c_desc, [row, off_n], c_bar, c_smem)
+        tma_load(c_desc, [row, off_n], c_bar, c_smem)
         mbarrier.wait(c_bar, tiles_done & 1)
         acc = acc + c_smem.load(MMA).to(gl.float32)
     tiles_done += 1
@@ -353,9 +354,9 @@ def _store_slab(acc, acc_tail, d_desc, d2_desc, c_desc, c_smem, c2_smem, c_bar, 
     if TAIL_N > 0:
         c2_smem.store(acc_tail.to(d2_desc.dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(d_desc, [row, off_n], c_smem)
+    tma_store(d_desc, [row, off_n], c_smem)
     if TAIL_N > 0:  # (a tail wholly past N is clipped by TMA: nothing is written)
-        tma.async_copy_shared_to_global(d2_desc, [row, off_n + BN], c2_smem)
+        tma_store(d2_desc, [row, off_n + BN], c2_smem)
     return tiles_done
 
 

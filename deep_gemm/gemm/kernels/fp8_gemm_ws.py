@@ -41,6 +41,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
+from ..._internals.gluon import cp_async_load, smem_reinterpret, thread_barrier, tma_load, tma_store
 from .groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from .uniform import warp_uniform
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
@@ -334,24 +335,21 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bu
                 if SFB_SMEM:
                     # Per-column B scales of the block (zeros past N) by cp.async; each thread's arrival comes when
                     # its copies land, and `ready` counts it (_ready_arrivals), so it covers them too.
-                    async_copy.async_copy_global_to_shared(sfb_bufs.index(stage), sfb_src + kb * stride_sfb_k,
-                                                           mask=sfb_ok)
+                    cp_async_load(sfb_bufs.index(stage), sfb_src + kb * stride_sfb_k, mask=sfb_ok)
                     async_copy.mbarrier_arrive(bar, increment_count=False)
                 if SCALES_SMEM:
-                    async_copy.async_copy_global_to_shared(sfa_bufs.index(stage), sfa_src + kb * stride_sfa_k,
-                                                           mask=sfa_ok)
-                    async_copy.async_copy_global_to_shared(sb_bufs.index(stage), sb_src + kb * stride_sfb_k,
-                                                           mask=lane == 0)
+                    cp_async_load(sfa_bufs.index(stage), sfa_src + kb * stride_sfa_k, mask=sfa_ok)
+                    cp_async_load(sb_bufs.index(stage), sb_src + kb * stride_sfb_k, mask=lane == 0)
                     async_copy.mbarrier_arrive(bar, increment_count=False)
                 mbarrier.expect(bar, STAGE_BYTES)
                 if KG_DESC:
-                    tma.async_copy_global_to_shared(a_group, [a_row, (kb - kb0) * BK], bar, a_bufs.index(stage))
-                    tma.async_copy_global_to_shared(b_group, [off_n, (kb - kb0) * BK], bar, b_bufs.index(stage))
+                    tma_load(a_group, [a_row, (kb - kb0) * BK], bar, a_bufs.index(stage))
+                    tma_load(b_group, [off_n, (kb - kb0) * BK], bar, b_bufs.index(stage))
                 else:
-                    tma.async_copy_global_to_shared(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
-                    tma.async_copy_global_to_shared(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
+                    tma_load(a_desc, [a_row, kb * BK], bar, a_bufs.index(stage))
+                    tma_load(b_desc, [b_row, kb * BK], bar, b_bufs.index(stage))
                 if SPLIT:
-                    tma.async_copy_global_to_shared(b2_desc, [b2_row, kb * BK], bar, b2_bufs.index(stage))
+                    tma_load(b2_desc, [b2_row, kb * BK], bar, b2_bufs.index(stage))
                 it += 1
 
 
@@ -675,7 +673,7 @@ def _tma_store(acc, d_desc, c_smem, row0, off_n):
     tma.store_wait(pendings=0)
     c_smem.store(acc.to(d_desc.dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(d_desc, [row0, off_n], c_smem)
+    tma_store(d_desc, [row0, off_n], c_smem)
 
 
 @gluon.jit
@@ -704,7 +702,7 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
         if C_TMA:
             tma.store_wait(pendings=0)  # the staging buffer's previous store has been read out
             mbarrier.expect(c_bar, c_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(c_desc, [row0, off_n], c_bar, c_smem)
+            tma_load(c_desc, [row0, off_n], c_bar, c_smem)
             mbarrier.wait(c_bar, c_phase)
             c = c_smem.load(acc.type.layout)
         else:
@@ -774,16 +772,16 @@ def _split_k_reduce(acc, ws_ptr, counter_ptr, slot, split, stage_smem, BN: gl.co
     SWZ: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, order=[1, 0])
     SLAB: gl.constexpr = WG_ROWS * BN
     tma.store_wait(pendings=0)  # the buffer's previous TMA store has been read out
-    staging = stage_smem._reinterpret(gl.float32, [WG_ROWS, BN], SWZ)
+    staging = smem_reinterpret(stage_smem, gl.float32, [WG_ROWS, BN], SWZ)
     staging.store(acc)
-    gl.thread_barrier()
+    thread_barrier()
     part = staging.load(BLK)
     r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, BLK))
     c = gl.arange(0, BN, layout=gl.SliceLayout(0, BLK))
     offs = gl.expand_dims(r, 1) * BN + gl.expand_dims(c, 0)
     slab = ws_ptr + slot * (SPLIT_K * SLAB)
     gl.store(slab + split * SLAB + offs, part)
-    gl.thread_barrier()
+    thread_barrier()
     arrived = gl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")
     last = arrived == SPLIT_K - 1
     if last:
@@ -879,7 +877,7 @@ def _consumer(a_desc, b_desc, a_bufs, b_bufs, b2_bufs, sfb_bufs, sfa_bufs, sb_bu
             if SPLIT_K > 1:  # (dense, no C, D by TMA: rows past M are clipped by the store, nothing to zero)
                 acc, last = _split_k_reduce(acc, ws_ptr, counter_ptr, 2 * tile + WG, split, c_smem, BN, SPLIT_K)
                 if last:
-                    gl.thread_barrier()  # every thread's staging reads done before the buffer takes D's slab
+                    thread_barrier()  # every thread's staging reads done before the buffer takes D's slab
                     _tma_store(acc, d_desc, c_smem.slice(0, WG_ROWS), d_row0, off_n)
             else:
                 _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_ptr, d_ptr, c_ptr, d_desc,
