@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from .. import arch
+from .._internals import COMPILE_OPTIONS
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
 from .._triton.scratch import split_k_buffers
@@ -591,7 +592,7 @@ def _k_major_fp8(x3: torch.Tensor) -> torch.Tensor:
         grid = (_cdiv(mn, _TRANSPOSE_BLOCK), _cdiv(k, _TRANSPOSE_BLOCK), g)
         _transpose_kernel[grid](x3.view(torch.uint8), view.view(torch.uint8), mn, k, x3.stride(0), x3.stride(2),
                                 view.stride(0), view.stride(1), BR=_TRANSPOSE_BLOCK, BC=_TRANSPOSE_BLOCK,
-                                num_warps=4, enable_fp_fusion=True)  # (bytes only; stated so that 3.9 does not warn)
+                                num_warps=4, **COMPILE_OPTIONS)
     else:
         view.copy_(x3)
     return view
