@@ -47,11 +47,12 @@ def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=
     return _compile(fn, sig, constexprs, warps, stages, maxnreg)
 
 
-def compile_clean(out="fp32"):
+def compile_clean(out="fp32", aligned=False):
+    """The clean kernel (attention/kernels.py); ``aligned``: its ALIGNED (the launcher's vector_stores)."""
     from deep_gemm.attention.kernels import _clean_logits_kernel as fn
     sig = {"out_ptr": f"*{out}", "ks_ptr": "*i32", "ke_ptr": "*i32", "cols": "i32", "stride_out": "i32",
            "cols_per_program": "i32"}
-    return _compile(fn, sig, dict(BLOCK=1024), 4, 1)
+    return _compile(fn, sig, dict(BLOCK=1024, ALIGNED=aligned), 4, 1)
 
 
 def compile_paged(h=64, d=128, rows=2, block_kv=64, pages=8, warps=4, stages=3, fp4=False, tma=True, clean=False,
