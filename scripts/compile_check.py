@@ -149,14 +149,20 @@ if __name__ == "__main__" and "--ws" in sys.argv:
 
 
 def ptxas_info(ptx: str) -> str:
-    """What `ptxas -v` says about a kernel's PTX for sm_90a (its info lines name serialised wgmmas: C7514)."""
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    """What `ptxas -v` says about a kernel's PTX for sm_90a (its info lines name serialised wgmmas: C7514), from the
+    ptxas Triton assembles sm_90 with: Triton 3.9 uses its newer bundled ptxas (bin/ptxas-blackwell) there and
+    writes PTX that the older bin/ptxas refuses. A ptxas error raises rather than reading as "not serialised"."""
+    from triton.backends.nvidia.compiler import get_ptxas
+    tool = get_ptxas(SM90.arch).path
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "k.ptx")
         with open(src, "w") as f:
             f.write(ptx)
-        return subprocess.run([tool, "-arch=sm_90a", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
-                              capture_output=True, text=True).stderr
+        out = subprocess.run([tool, "-arch=sm_90a", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
+                             capture_output=True, text=True)
+        if out.returncode:
+            raise RuntimeError(f"{tool} failed: {out.stderr[-2000:]}")
+        return out.stderr
 
 
 # The Gluon kernel's mainloops, each in a grouping that runs it (see docs/ARCHITECTURE.md, "The FP8 kernels").
