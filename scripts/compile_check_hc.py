@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import triton  # noqa: E402
-from compile_check import FP_FUSION, SM90, resource_usage, sass_counts  # noqa: E402
+from compile_check import FP_FUSION, SM90, resource_usage, sass_counts, stack_allowance  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 
@@ -85,7 +85,8 @@ if __name__ == "__main__":
         counts = sass_counts(cubin, ("HMMA", "HGMMA", "UTMALDG", "LDGSTS", "LDL", "STL"))
         print("hc", cfg, "smem", ck.metadata.shared, usage, counts, flush=True)
         # The pointer fallback (Triton versions without the direct launch path) may spill a few words: reported only.
-        if (cfg["b_tma"] and (counts["LDL"] or counts["STL"])) or ck.metadata.shared > 227 * 1024:
+        # (stack_allowance: the slot Triton 3.8 / 3.9 leave outside the main loop.)
+        if (cfg["b_tma"] and spills(usage) > stack_allowance()) or ck.metadata.shared > 227 * 1024:
             bad += 1
         if "--ptx" in sys.argv:
             print("  ", sorted(set(re.findall(r"(wgmma\.\S+|mma\.sync\.\S+)", ck.asm["ptx"]))))
