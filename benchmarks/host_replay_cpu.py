@@ -63,7 +63,8 @@ def stub_gpu():
     # fill_tma_descriptor's stand-in: returns one object (the real one encodes 128 bytes in C).
     tensor_map = object()
     triton_driver._active = SimpleNamespace(
-        utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map))
+        utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map,  # (3.6; 3.7+ below)
+                                 fill_tma_descriptor_tiled=lambda *args: tensor_map))
 
 
 def best_per_call_us(stmts, env, number: int, rounds: int) -> dict:

@@ -60,7 +60,8 @@ def stub_gpu():
     launch_mod.KERNEL_CACHE.get = get
     triton_launch.compiled_kernel = lambda kernel, grid, args, *, name, **kw: get((name,))
     tensor_map = object()
-    triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map))
+    triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map,  # (3.6; 3.7+ below)
+                                 fill_tma_descriptor_tiled=lambda *args: tensor_map))
 
 
 def main():

@@ -25,7 +25,7 @@ more host time, the same results.
 from __future__ import annotations
 
 import contextvars
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from . import triton_version
 
@@ -99,8 +99,10 @@ class Abi:
         """Launch: ``words`` are the head words followed by the kernel's flat words."""
         raise NotImplementedError
 
-    def c_call_source(self) -> str:
-        """``c_call`` as one line of generated code over the names ``c_launch``, ``runner_`` and ``words``."""
+    def replay_code(self, words: list, runner) -> tuple[dict, list, Callable[[int], str], str]:
+        """``c_call`` as generated straight-line code for a replay that fills in some of ``words`` per call:
+        (names the code needs, the lines that copy the recorded words, word index -> the expression that holds it
+        in the copy, the line that calls ``c_launch``)."""
         raise NotImplementedError
 
     def wrapper_call(self, wrapper, runner, head: tuple, args: Sequence[Any]) -> None:
@@ -150,8 +152,8 @@ class _PositionalAbi(Abi):
     def c_call(self, c_launch, runner, words: list) -> None:
         c_launch(*words)
 
-    def c_call_source(self) -> str:
-        return "c_launch(*words)"
+    def replay_code(self, words, runner):
+        return {"words_": words}, ["words = words_.copy()"], (lambda w: f"words[{w}]"), "c_launch(*words)"
 
     def wrapper_call(self, wrapper, runner, head, args) -> None:
         wrapper(*head, *args)
@@ -178,9 +180,13 @@ class _AnnotatedAbi(Abi):
     def c_call(self, c_launch, runner, words: list) -> None:
         c_launch(*words[:HEAD_WORDS], runner.arg_annotations, runner.kernel_signature, words[HEAD_WORDS:])
 
-    def c_call_source(self) -> str:
-        return (f"c_launch(*words[:{HEAD_WORDS}], runner_.arg_annotations, runner_.kernel_signature, "
-                f"words[{HEAD_WORDS}:])")
+    def replay_code(self, words, runner):
+        # The head and the kernel's words as two lists, so that a call copies each once and slices nothing.
+        names = {"head_": words[:HEAD_WORDS], "args_": words[HEAD_WORDS:], "annotations_": runner.arg_annotations,
+                 "signature_": runner.kernel_signature}
+        return (names, ["head = head_.copy()", "args = args_.copy()"],
+                (lambda w: f"head[{w}]" if w < HEAD_WORDS else f"args[{w - HEAD_WORDS}]"),
+                "c_launch(*head, annotations_, signature_, args)")
 
     def wrapper_call(self, wrapper, runner, head, args) -> None:
         wrapper(*head, runner.arg_annotations, runner.kernel_signature, args)

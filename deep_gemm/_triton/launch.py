@@ -559,27 +559,27 @@ class _DirectReplay:
         tensor it calls data_ptr() and then asks the driver whether that address is device memory
         (cuPointerGetAttribute, one driver call per pointer argument per launch: triton 3.6 driver.py getPointer).
         The op's check already established that these are CUDA tensors of the launch's device."""
-        scope = {"torch": torch, "words_": self.words, "c_launch": self.c_launch, "runner_": self.runner,
-                 "maps": _TMA_DESCRIPTORS, "encode": _encode_tma_descriptor, "uint8": torch.uint8,
-                 "current_raw_stream": torch_api.current_raw_stream}
+        names, lines, word, call = self.abi.replay_code(self.words, self.runner)
+        scope = {"torch": torch, "c_launch": self.c_launch, "maps": _TMA_DESCRIPTORS, "encode": _encode_tma_descriptor,
+                 "uint8": torch.uint8, "current_raw_stream": torch_api.current_raw_stream, **names}
 
         def address(j: int, delta: int) -> str:
             return f"inputs[{j}].data_ptr()" + (f" + {delta}" if delta else "")
-        lines = ["def run(inputs):", "    words = words_.copy()",
-                 f"    words[{triton_launcher.STREAM_WORD}] = current_raw_stream({self.device_index})"]
-        lines += [f"    words[{word}] = {address(j, delta)}" for word, j, delta in self.tensor_words]
-        for i, (word, j, delta, layout) in enumerate(self.tma_words):  # (tma_descriptor(), inlined)
+        lines = ["def run(inputs):"] + ["    " + line for line in lines]
+        lines.append(f"    {word(triton_launcher.STREAM_WORD)} = current_raw_stream({self.device_index})")
+        lines += [f"    {word(w)} = {address(j, delta)}" for w, j, delta in self.tensor_words]
+        for i, (w, j, delta, layout) in enumerate(self.tma_words):  # (tma_descriptor(), inlined)
             scope[f"layout{i}"] = layout
             lines += [f"    data_ptr = {address(j, delta)}",
                       f"    tensor_map = maps.get((data_ptr, layout{i}))",
-                      f"    words[{word}] = tensor_map if tensor_map is not None else encode(data_ptr, layout{i})"]
-        for i, (word, shape, dtype, device) in enumerate(self.fresh_words):
+                      f"    {word(w)} = tensor_map if tensor_map is not None else encode(data_ptr, layout{i})"]
+        for i, (w, shape, dtype, device) in enumerate(self.fresh_words):
             scope[f"fresh{i}"] = (shape, dtype, device)
-            lines.append(f"    words[{word}] = torch.empty(fresh{i}[0], dtype=fresh{i}[1], device=fresh{i}[2])")
+            lines.append(f"    {word(w)} = torch.empty(fresh{i}[0], dtype=fresh{i}[1], device=fresh{i}[2])")
         if self.scratch_bytes:
-            lines.append(f"    words[{self.abi.scratch_word}] = torch.empty({self.scratch_bytes}, dtype=uint8, "
+            lines.append(f"    {word(self.abi.scratch_word)} = torch.empty({self.scratch_bytes}, dtype=uint8, "
                          f"device='cuda:{self.device_index}')")
-        lines.append("    " + self.abi.c_call_source())
+        lines.append("    " + call)
         exec(compile("\n".join(lines), "<direct replay>", "exec"), scope)
         return scope["run"]
 
