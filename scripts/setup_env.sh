@@ -26,7 +26,17 @@ TORCH_VERSION=${TORCH_VERSION:-2.14.1}
 TRITON_FOR_TORCH="2.11=3.6.0 2.12=3.7.1 2.13=3.7.1 2.14=3.8.0 2.15=3.9.0"
 
 if [ ! -x "$VENV/bin/python" ]; then
-  if [ "${VENV_SYSTEM:-0}" = 1 ]; then "$PY" -m venv --system-site-packages "$VENV"; else "$PY" -m venv "$VENV"; fi
+  if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    echo "setup_env.sh: $PY is not Python 3.10 or newer; set PYTHON to one that is" >&2
+    exit 1
+  fi
+  venv_args=()
+  if [ "${VENV_SYSTEM:-0}" = 1 ]; then venv_args=(--system-site-packages); fi
+  if ! "$PY" -m venv ${venv_args[@]+"${venv_args[@]}"} "$VENV"; then
+    rm -rf "$VENV"
+    echo "setup_env.sh: $PY cannot create a venv (on Debian and Ubuntu: apt install python3-venv)" >&2
+    exit 1
+  fi
 fi
 pip_install() { "$VENV/bin/python" -m pip install -q "$@"; }
 
