@@ -153,16 +153,22 @@ for i in "${!STACKS[@]}"; do
     failed=1
   fi
   summary+=("torch $stack ($versions): $result; setup ${setup_s} s, checks ${checks_s} s (CPU ${cpu_s} s)")
-  # Failed tests, per module: how many, and which test functions.
+  # Failed tests, per module: how many, and the first test functions.
   while IFS= read -r line; do summary+=("  $line"); done < <(
-    cat "$venv.logs"/tests_*.log | grep -E "^(FAILED|ERROR) " | sed -E 's/^(FAILED|ERROR) ([^ ]*).*/\2/' \
-      | sed -E 's/\[.*//' | awk -F'::' '{n[$1]++; if (!seen[$0]++) f[$1] = f[$1] " " $2} END {for (m in n) print m ": " n[m] " failed:" f[m]}' | sort)
-  # Failed compile checks, with the first error each reports.
+    cat "$venv.logs"/tests_*.log | grep -E "^(FAILED|ERROR) " | sed -E 's/^(FAILED|ERROR) ([^ ]*).*/\2/; s/\[.*//' \
+      | awk -F'::' '{n[$1]++; if (!seen[$0]++) { k[$1]++; if (k[$1] <= 3) f[$1] = f[$1] " " $2; else more[$1] = " ..." } }
+                    END {for (m in n) print m ": " n[m] " failed:" f[m] more[m]}' | sort)
+  # Failed compile checks, with the error each stopped at (the root cause of a chained Triton compile error).
+  exception='^[A-Za-z_][A-Za-z0-9_.]*(Error|Exception)\b[:(]'
   while IFS= read -r line; do
     check=$(echo "$line" | sed -E 's/^FAIL compile (.*) \| .*/\1/')
-    name=$(echo "compile $check" | tr -c 'A-Za-z0-9_.-' '_' | sed 's/_*$//')
-    error=$(grep -m1 -E "Error|FAILED|^FAIL|spill" "$venv.logs/$name.log" | cut -c1-200)
-    summary+=("  compile $check: $error")
+    log="$venv.logs/$(echo "compile $check" | tr -c 'A-Za-z0-9_.-' '_' | sed 's/_*$//').log"
+    error=$(grep -E "$exception" "$log" | grep -v "^triton.compiler.errors.CompilationError" | head -1)
+    [ -n "$error" ] || error=$(grep -E "$exception" "$log" | head -1)
+    [ -n "$error" ] || error=$(grep -m1 "^FAIL" "$log")
+    variants=$(grep -c " FAILED " "$log")
+    if [ "$variants" -gt 0 ]; then error="$variants variants FAILED, the first: $(grep -m1 " FAILED " "$log")"; fi
+    summary+=("  compile $check: $(echo "$error" | cut -c1-200)")
   done < <(grep "^FAIL compile" "$venv.results")
   if [ "${MATRIX_DISCARD:-0}" = 1 ]; then rm -rf "$venv"; fi
 done
