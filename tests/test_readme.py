@@ -73,3 +73,24 @@ def test_package_cites_no_file_outside_the_repository():
             for path in sorted((ROOT / "deep_gemm").rglob("*.py*")) if path.suffix in (".py", ".pyi")
             for n, line in enumerate(path.read_text().splitlines(), 1) if outside.search(line)]
     assert not hits, "\n".join(hits)
+
+
+def _setup_env_table() -> tuple[str, dict[str, str]]:
+    """scripts/setup_env.sh's default torch and its table torch minor version -> Triton."""
+    script = (ROOT / "scripts" / "setup_env.sh").read_text()
+    default = re.search(r"TORCH_VERSION=\$\{TORCH_VERSION:-([\d.]+)\}", script).group(1)
+    table = dict(entry.split("=") for entry in re.search(r'TRITON_FOR_TORCH="([^"]+)"', script).group(1).split())
+    return default, table
+
+
+def test_support_table_and_install_block_follow_setup_env():
+    # The README's support table, its Install block and the setup script name the same torch -> Triton pairs.
+    default, table = _setup_env_table()
+    section = README.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| \**([\d.]+)\** [^|]*\| ([\d.]+) \|", section, flags=re.M)
+    assert {torch.rsplit(".", 1)[0] for torch, _ in rows} == set(table)
+    for torch, triton in rows:
+        assert table[torch.rsplit(".", 1)[0]] == triton, torch
+    install = README.split("## Install", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert f"pip install torch=={default} " in install
+    assert f"pip install triton=={table[default.rsplit('.', 1)[0]]} " in install
