@@ -132,7 +132,7 @@ def compile_configs(sm: int = arch.SM90) -> list[dict]:
                 for splits in (1, 16):
                     c = plan(m, n, k, splits, 132, sm)
                     key = (c.block_m, c.block_n, c.stages, c.reduce, c.red_chunk)
-                    # The pointer fallback (no direct launch path: not Triton 3.6) is checked at BN <= 32 only.
+                    # The pointer fallback (no TF32 rounding by the launch) is checked at BN <= 32 only.
                     if not arch.has_tma(sm):
                         b_tmas = (False,)
                     else:

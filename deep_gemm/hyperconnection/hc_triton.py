@@ -5,9 +5,9 @@ and recorded per argument signature, so a repeated call shape replays it (``_tri
 call costs the dispatcher, the memoised check and the C launcher).
 
 B reaches the tensor cores rounded to TF32: through a TMA map encoded as TFLOAT32 (``launch.Tf32RoundingDescriptor``)
-where the direct launch path is available (Triton 3.6) on a device with TMA (sm_90 and later), else through pointers
-with the rounding done in registers (interpreter, other Triton versions, sm_80 / sm_89: there Triton lowers
-descriptors to plain loads, which do not round). Both round to nearest even.
+where the launch encodes it so (``launch.tf32_rounding_available``: the direct launch path, or Triton's own launch
+from 3.7 on) on a device with TMA (sm_90 and later), else through pointers with the rounding done in registers
+(interpreter, sm_80 / sm_89: there Triton lowers descriptors to plain loads, which do not round). Both round to nearest even.
 """
 
 from __future__ import annotations
