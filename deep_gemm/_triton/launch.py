@@ -29,8 +29,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .._internals import triton_launcher
-from .._internals import COMPILE_OPTIONS, torch_api
+from .._internals import COMPILE_OPTIONS, torch_api, triton_launcher
 from ..runtime import KERNEL_CACHE, device_num_sms, get_pdl
 
 _INT32_MAX = 2**31 - 1
@@ -169,10 +168,11 @@ def launch_compiled(compiled, grid: tuple[int, int, int], args: Sequence[Any], d
         if direct.verified or _verify(compiled, direct, head, args, device_index):
             direct.abi.c_call(direct.c_launch, runner, direct.flatten(head, args, device_index))
             return
-    triton_launcher.public_launch(compiled, grid, stream, [_tritons_argument(a) for a in args],
-                                  lambda size, alignment, stream: scratch if scratch is not None and
-                                  scratch.numel() >= size else torch.empty(size, dtype=torch.uint8,
-                                                                           device=f"cuda:{device_index}"))
+
+    def allocate(size: int, alignment: int, stream) -> torch.Tensor:  # (Triton asks for exactly _scratch_bytes)
+        return scratch if scratch is not None and scratch.numel() >= size else \
+            torch.empty(size, dtype=torch.uint8, device=f"cuda:{device_index}")
+    triton_launcher.public_launch(compiled, grid, stream, [_tritons_argument(a) for a in args], allocate)
 
 
 def _tritons_argument(arg):
