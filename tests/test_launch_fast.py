@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-import triton
 from launch_fakes import (ANNOTATED, BF16_TILE_META, FP8_TILE_META, SCRATCH_WORD, FakeDriver, FakeTensorMap, RecordingCLauncher,
                           fake_compiled, kernel_descriptor_meta, launch_with)
 from triton.backends.nvidia import driver as nvidia_driver
