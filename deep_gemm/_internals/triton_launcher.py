@@ -95,9 +95,12 @@ class Abi:
     def has_structure(self, runner) -> bool:
         raise NotImplementedError
 
-    def c_call(self, c_launch, runner, words: list) -> None:
-        """Launch: ``words`` are the head words followed by the kernel's flat words."""
+    def call_args(self, words: list, runner) -> Sequence[Any]:
+        """The C launcher's arguments for ``words`` (the head words followed by the kernel's flat words)."""
         raise NotImplementedError
+
+    def c_call(self, c_launch, runner, words: list) -> None:
+        c_launch(*self.call_args(words, runner))
 
     def replay_code(self, words: list, runner) -> tuple[dict, list, Callable[[int], str], str]:
         """``c_call`` as generated straight-line code for a replay that fills in some of ``words`` per call:
@@ -106,8 +109,9 @@ class Abi:
         raise NotImplementedError
 
     def wrapper_call(self, wrapper, runner, head: tuple, args: Sequence[Any]) -> None:
-        """Call Triton's wrapper (or C launcher) of ``runner`` as Triton's ``CudaLauncher.__call__`` does."""
-        raise NotImplementedError
+        """Call Triton's wrapper (or C launcher) of ``runner`` as Triton's ``CudaLauncher.__call__`` does (the
+        wrapper takes the kernel's arguments where the C launcher takes their flat words)."""
+        wrapper(*self.call_args([*head, *args], runner))
 
     def recorded_words(self, recorded: tuple) -> list:
         """The head and flat words of one recorded C-launcher call (inverse of ``c_call``)."""
@@ -149,14 +153,11 @@ class _PositionalAbi(Abi):
 
         return getattr(nvidia, "_BASE_ARGS_FORMAT_LEN", None) == HEAD_WORDS
 
-    def c_call(self, c_launch, runner, words: list) -> None:
-        c_launch(*words)
+    def call_args(self, words, runner):
+        return words
 
     def replay_code(self, words, runner):
         return {"words_": words}, ["words = words_.copy()"], (lambda w: f"words[{w}]"), "c_launch(*words)"
-
-    def wrapper_call(self, wrapper, runner, head, args) -> None:
-        wrapper(*head, *args)
 
     def recorded_words(self, recorded: tuple) -> list:
         return list(recorded)
@@ -177,8 +178,8 @@ class _AnnotatedAbi(Abi):
     def has_structure(self, runner) -> bool:
         return hasattr(runner, "arg_annotations") and hasattr(runner, "kernel_signature")
 
-    def c_call(self, c_launch, runner, words: list) -> None:
-        c_launch(*words[:HEAD_WORDS], runner.arg_annotations, runner.kernel_signature, words[HEAD_WORDS:])
+    def call_args(self, words, runner):
+        return (*words[:HEAD_WORDS], runner.arg_annotations, runner.kernel_signature, words[HEAD_WORDS:])
 
     def replay_code(self, words, runner):
         # The head and the kernel's words as two lists, so that a call copies each once and slices nothing.
@@ -187,9 +188,6 @@ class _AnnotatedAbi(Abi):
         return (names, ["head = head_.copy()", "args = args_.copy()"],
                 (lambda w: f"head[{w}]" if w < HEAD_WORDS else f"args[{w - HEAD_WORDS}]"),
                 "c_launch(*head, annotations_, signature_, args)")
-
-    def wrapper_call(self, wrapper, runner, head, args) -> None:
-        wrapper(*head, runner.arg_annotations, runner.kernel_signature, args)
 
     def recorded_words(self, recorded: tuple) -> list:
         return list(recorded[:HEAD_WORDS]) + list(recorded[-1])
