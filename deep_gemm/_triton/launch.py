@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import arch
 from .._internals import COMPILE_OPTIONS, torch_api, triton_launcher
 from ..runtime import KERNEL_CACHE, device_num_sms, get_pdl
 
@@ -112,21 +113,21 @@ def compiled_kernel(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, 
 
 
 # Per-SM limits of sm_90 that decide how many programs of a compiled kernel are resident at once: what a
-# cooperative launch must fit (the driver refuses a grid beyond its own occupancy count).
+# cooperative launch must fit (the driver refuses a grid beyond its own occupancy count). Shared memory per SM is
+# the architecture's (``arch.programs_by_shared_memory``).
 SM90_REGISTERS = 65536
 SM90_REGISTER_UNIT = 256  # registers are allocated per warp, in units of 256 (8 per thread)
-SM90_SHARED_BYTES = 233472  # 228 KB per SM (a block may use 227 KB of it)
-SM90_SHARED_RESERVED = 1024  # per block, kept by the system
 SM90_MAX_WARPS = 64
 SM90_MAX_PROGRAMS = 32
 
 
-def programs_per_sm(compiled, num_warps: int) -> int:
-    """Programs of a compiled kernel (``n_regs`` per thread, ``metadata.shared`` bytes) resident on one SM at once:
-    the fewest that registers, shared memory, warps and the block limit allow (0 when one does not fit)."""
+def programs_per_sm(compiled, num_warps: int, sm: int = arch.SM90) -> int:
+    """Programs of a compiled kernel (``n_regs`` per thread, ``metadata.shared`` bytes) resident on one SM of
+    ``sm`` at once: the fewest that registers, shared memory, warps and the block limit allow (0 when one does not
+    fit). Registers, warps and the block limit are sm_90's; shared memory is ``sm``'s."""
     warp_registers = -(-max(1, compiled.n_regs) * 32 // SM90_REGISTER_UNIT) * SM90_REGISTER_UNIT
     return min(SM90_REGISTERS // (warp_registers * num_warps),
-               SM90_SHARED_BYTES // (compiled.metadata.shared + SM90_SHARED_RESERVED),
+               arch.programs_by_shared_memory(sm, compiled.metadata.shared),
                SM90_MAX_WARPS // num_warps, SM90_MAX_PROGRAMS)
 
 

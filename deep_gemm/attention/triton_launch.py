@@ -461,13 +461,9 @@ def q_row_alignment(q: torch.Tensor) -> int:
 
 def resident_programs(compiled, num_warps: int, wanted: int, sm: int = arch.SM90) -> int:
     """Lanes per schedule entry: ``wanted``, capped by the programs of the compiled kernel that fit on one SM at once
-    (``programs_per_sm``: registers, shared memory, warps, by sm_90's limits; on an ``sm`` whose SMs have less shared
-    memory, by its). A lane that had to wait for a free slot would run its whole share after the others, doubling
-    the time."""
-    fit = programs_per_sm(compiled, num_warps)
-    if not arch.sm90_occupancy(sm):
-        fit = min(fit, arch.programs_by_shared_memory(sm, compiled.metadata.shared))
-    return max(1, min(wanted, fit))
+    (``programs_per_sm``: registers, warps, by sm_90's limits; shared memory by ``sm``'s). A lane that had to wait
+    for a free slot would run its whole share after the others, doubling the time."""
+    return max(1, min(wanted, programs_per_sm(compiled, num_warps, sm)))
 
 
 def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
