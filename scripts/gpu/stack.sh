@@ -38,6 +38,7 @@ for rel in ${TRITONS:-image}; do
     echo "$rel DeepGEMM tests: exit $? in $(( $(date +%s) - start )) s"
     grep -E "### (PASS|FAIL)|IMPORT FAIL" "$D/dg_tests.log" | head -40
   ) 2>&1 | tee "$D/run.log"
+  tar -czf "$REAL_OUT/stack.tgz" -C "$W" .  # what has run so far survives a time limit
 done
 for rel in ${TRITONS:-image}; do
   [ "$rel" = image ] && continue
