@@ -5,7 +5,7 @@
 # Per release: the GPU test files (in parallel, each under GPU_TEST_TIMEOUT) for the releases named in SUITE
 # (default: all of TRITONS), then DeepGEMM's own
 # tests against the package (DG_SPECS, one process under DG_TIMEOUT, printing DeepGEMM's "> Perf" lines with one
-# timer). Afterwards each release's Perf lines are compared with the image's (time under the image's Triton /
+# timer) and the host time per call of a few entry points. Afterwards each release's Perf lines are compared with the image's (time under the image's Triton /
 # time under that release: above 1 is faster). Everything lands in $OUT/stack/<release>/ and $OUT/stack.tgz.
 set -uo pipefail
 REAL_OUT=${OUT:?run on the device machine with OUT set}
@@ -37,6 +37,8 @@ for rel in ${TRITONS:-image}; do
     timeout "${DG_TIMEOUT:-150}" python3 $RUNNER .dg/DeepGEMM/tests $DG_SPECS > "$D/dg_tests.log" 2>&1
     echo "$rel DeepGEMM tests: exit $? in $(( $(date +%s) - start )) s"
     grep -E "### (PASS|FAIL)|IMPORT FAIL" "$D/dg_tests.log" | head -40
+    # Host time per call of a few entry points (no sync in the loop), under this release's launcher.
+    timeout 60 python3 .dg/tools/host_overhead.py > "$D/host.txt" 2>&1; grep -v "^HOST" "$D/host.txt"
   ) 2>&1 | tee "$D/run.log"
   tar -czf "$REAL_OUT/stack.tgz" -C "$W" .  # what has run so far survives a time limit
 done
