@@ -1,7 +1,7 @@
 """Refit of the einsum ``bmk,bnk->mn`` split model (``einsum_triton.bmk_time_us``) to a --sweep log of
 ``benchmarks/bench_einsum.py`` (CPU only: reads the log, no GPU).
 
-    python research/sweeps/fit_einsum_bmk_model.py research/results/2026-12-02-h200-s23-call2/einsum/sweep.log
+    python benchmarks/sweeps/fit_einsum_bmk_model.py sweep.log     # the log of bench_einsum.py --sweep
 
 Grid-searches the model's constants and the exponent ``p`` of the DRAM / per-program time combination (p = 2 is
 the root sum of squares the product uses; a large p is the former max) over the rows whose planned split is within

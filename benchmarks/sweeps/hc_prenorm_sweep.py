@@ -1,8 +1,8 @@
-"""Sweep of tf32_hc_prenorm_gemm configs on the GPU (ours only): the heuristic's config against hand-picked
-neighbours (sub-splits, stages, programs per SM) on the rows that decide the issue's targets, same timer as the
-benchmark. Prints one line per (row, config) and writes JSON.
+"""Sweep of the tf32_hc_prenorm_gemm plan on the GPU (this package only): the plan's config against hand-picked
+neighbours (sub-splits, stages, row blocks, programs per SM) on DeepGEMM's HC rows and the decode rows, same timer as
+benchmarks/bench_hc_prenorm.py. Prints one line per (row, config) and writes JSON. Run by scripts/gpu/hc.sh, or:
 
-    PYTHONPATH=$PWD python research/sweeps/hc_prenorm_sweep.py --out $OUT/hc
+    PYTHONPATH=$PWD python benchmarks/sweeps/hc_prenorm_sweep.py --out $OUT/hc
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ ROWS = [(8192, 24, 28672, None), (8192, 24, 7680, None), (8192, 24, 7168, None),
 
 
 def variants(base, m, splits):
-    """The heuristic's config and its neighbours. Session 24's first sweep: short K loops (a few K blocks per
+    """The heuristic's config and its neighbours. On the H200 (2026-12-02) short K loops (a few K blocks per
     program) ran fastest at 4-6 stages, not the 12 the shared-memory budget allows, so stages are swept on every
     row; warps on the small row blocks; sub-splits around the heuristic's; BM = 128 on the tall rows."""
     out, seen = [("heuristic", base)], {base}
@@ -57,7 +57,7 @@ def variants(base, m, splits):
         for sub in (2, 4):
             add(f"sub{sub}-st4", sub=sub, stages=4)
     if 32 < m < 4096:
-        # Shorter row blocks at M = 137 (session 27): 9 or 5 row blocks instead of 3, so more programs stream A
+        # Shorter row blocks at M = 137: 9 or 5 row blocks instead of 3, so more programs stream A
         # (the split rows there are ~5 us kernels of 7 K blocks per program, latency-bound).
         for bm in (16, 32):
             for stages in (3, 4, 6):
@@ -81,7 +81,7 @@ def main():
     from deep_gemm._ops.library import run_launcher
     from deep_gemm.hyperconnection import hc_triton
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="research/results")
+    parser.add_argument("--out", default="gpu_out")
     parser.add_argument("--tall-only", action="store_true", help="only the rows with M >= 4096")
     parser.add_argument("--short-only", action="store_true", help="only the rows with M < 4096")
     args = parser.parse_args()

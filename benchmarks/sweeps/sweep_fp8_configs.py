@@ -1,38 +1,36 @@
-"""The dense FP8 levers issue 18 leaves open, side by side in one process on DeepGEMM's dense rows: each variant
-forced through ``Fp8Overrides`` (``_ops.library.run_launcher(..., launcher_kwargs=dict(overrides=...))``, no module
-globals), checked against the fp32 reference (DeepGEMM's ``calc_diff`` < 1e-3) before it is timed with
+"""Sweep of the dense FP8 GEMM plan's open levers (M = 4096 1D2D tiles, ring depth, register budgets; the 1D1D
+weight-gradient budgets and its row tail's split-K configs), side by side in one process on DeepGEMM's dense rows:
+each variant forced through ``Fp8Overrides`` (the launchers' ``overrides=``; no module globals), checked against the fp32 reference (DeepGEMM's ``calc_diff`` < 1e-3) before it is timed with
 ``benchmarks/harness.py``'s KernelTimer (kernel time, L2 flushed, median).
 
 Sections (``--only``):
 
-* ``dense4096``: DeepGEMM's dense 1D2D rows at M=4096 (``benchmarks/shapes.py`` DENSE_1D2D_DG_US; issue 18: 0.85x).
+* ``dense4096``: DeepGEMM's dense 1D2D rows at M=4096 (``benchmarks/shapes.py`` DENSE_1D2D_DG_US; 0.85x DeepGEMM on the H200).
   ``plan`` is the shipped plan; ``tl`` the tl.* kernel; ``m256-s3`` / ``m256-s4`` DeepGEMM's 256 x 128 tile (two
-  waves stacked along M) without its 2-CTA A multicast, which Triton 3.6 cannot lower (session 12's PTX-hook
-  multicast was dropped: research/results/fp8-sessions.md), timed again as the control for that lever on today's
+  waves stacked along M) without its 2-CTA A multicast, which Triton 3.6 cannot lower (a PTX-hook
+  multicast build was measured and dropped: docs/TUNING.md), timed again as the control for that lever on today's
   kernel; ``n256-s3`` / ``n256-s4`` the 128 x 256 tile (4 stages is the most that fits: ws_stages); ``n192`` the
-  split 128 x 192 tile; ``n256-r232`` / ``-r224`` / ``-r240`` each register budget (since session 13 the dense
-  build spills 64 / 16 / 216 bytes at them, WS_REGISTER_BUDGETS' note, and the plan takes the one that spills least;
-  the budgets were last timed against each other in session 11, before those spills; every forced variant compiles
-  for sm_90a: research/probes/dense_variant_spills.py, results/2026-12-02-cpu-dense-variant-spills.log).
+  split 128 x 192 tile; ``n256-r232`` / ``-r224`` / ``-r240`` each register budget (the dense build spills
+  64 / 16 / 216 bytes at them, and the plan takes the one that spills least; the budgets were last timed against
+  each other on 2026-11-30, before those spills; every forced variant compiles for sm_90a).
 * ``wgrad``: DeepGEMM's 1D1D weight-gradient rows (DENSE_1D1D_DG_TFLOPS; FP32 out accumulated into C; 0.79x at
   2112x4096x7168): ``plan``, ``tl``, the three register budgets.
 * ``wgrad_tail``: 2112x4096x7168 with the main launch on the shipped 128 x 256 plan and its 64-row tail
-  (fp8_plan.row_tail) on each of a few tl.* split-K configs (``Fp8Overrides.config`` reaches only the tail's own
-  plan): the tail is ~23 us of ~168 us, and only the heuristic's 64 x 64 split 4 was ever timed. (A stream-K split
-  of the last round inside the Gluon kernel, the lever issue 18 names, is not in the kernel; running the tail on a
-  side stream was dropped in session 12.)
+  (the plan's row_tail) on each of a few tl.* split-K configs (``Fp8Overrides.config`` reaches only the tail's own
+  plan): the tail is ~23 us of ~168 us, and only the heuristic's 64 x 64 split 4 was ever timed. (Stream-K splits of the
+  last round inside the Gluon kernel and the tail on a side stream were measured and dropped: docs/TUNING.md.)
 
-Not repeated (dropped after measuring, fp8-sessions.md): pointer D stores, GROUP_M 16, staged scales on two-wave
+Not repeated (dropped after measuring, docs/TUNING.md): pointer D stores, GROUP_M 16, staged scales on two-wave
 tiles, per-warp barrier arrivals, A in registers, ptxas 12.9, a second epilogue buffer, the side-stream tail.
 The MoE layouts' scheduling sweep is ``sweep_moe_schedule.py``; this file's earlier sections (M-grouped, masked,
 M=128 / M=1 split-K, operand sharing, tail tiles; module globals) are in its git history before 2026-12-02.
 
-``--dg-log`` takes DeepGEMM's run of ``benchmarks/bench_fp8_gemm.py --tables dense,1d1d`` in the same device call
+``--dg-log`` takes DeepGEMM's run of ``benchmarks/bench_fp8_gemm.py --tables dense,1d1d`` in the same run
 (same timer, separate process: both packages are named deep_gemm) for the ratio column; without it the ratio is to
 DeepGEMM's 2026-11-29 figure in shapes.py. ``--smoke``: tiny rows on CPU under TRITON_INTERPRET (the interpreter runs
 the tl.* kernel for every variant: a check of this script and of the tail configs' legality, not of the variants).
 
-    python research/sweeps/sweep_fp8_configs.py [--out DIR] [--only dense4096,wgrad,wgrad_tail] [--variants a,b]
+    python benchmarks/sweeps/sweep_fp8_configs.py [--out DIR] [--only dense4096,wgrad,wgrad_tail] [--variants a,b]
         [--dg-log dg_bench.log] [--smoke]
 """
 
@@ -272,7 +270,7 @@ def _wall_timer(fn):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=os.environ.get("OUT", "research/results"))
+    parser.add_argument("--out", default=os.environ.get("OUT", "gpu_out"))
     parser.add_argument("--only", default="dense4096,wgrad,wgrad_tail")
     parser.add_argument("--variants", default=None, help="comma-separated variant names (default: every one of "
                         f"the table: {','.join(DENSE_VARIANTS)} / {','.join(WGRAD_VARIANTS)})")

@@ -9,9 +9,9 @@ only). One line per (row, tile), then the best tile per row and the geomean of e
 Kernels are compiled first in parallel threads (Triton's first compile is thread-safe), so the sweep spends its
 time measuring; lines are flushed as they come, so a run cut short by a timeout still has its rows.
 
-    python research/sweeps/sweep_legacy_tiles.py [--only k_b,m_nn,m_nt,k_a,m_afused] [--tiles 128x128x64/w8/s3,...]
+    python benchmarks/sweeps/sweep_legacy_tiles.py [--only k_b,m_nn,m_nt,k_a,m_afused] [--tiles 128x128x64/w8/s3,...]
                                                  [--groups 4,8] [--reps 10] [--out results.json] [--budget-s 380]
-    python research/sweeps/sweep_legacy_tiles.py --smoke     # CPU: Triton interpreter, tiny shapes, wall-clock
+    python benchmarks/sweeps/sweep_legacy_tiles.py --smoke     # CPU: Triton interpreter, tiny shapes, wall-clock
 """
 
 from __future__ import annotations

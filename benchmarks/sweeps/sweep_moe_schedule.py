@@ -1,10 +1,11 @@
 """Time the M-grouped scheduling choices of the warp-specialised FP8 kernel on the MoE rows of
 benchmarks/bench_fp8_gemm.py (DeepGEMM's test sizes: psum contiguous, masked decode through the psum layout,
 masked), each variant forced through ``Fp8Overrides`` (run_launcher's launcher_kwargs, no globals), same process,
-same timer (harness.KernelTimer: kernels only, L2 flushed), so one GPU call picks the winner per row.
+same timer (harness.KernelTimer: kernels only, L2 flushed), so one GPU run picks the winner per row. Run by
+scripts/gpu/moe.sh. What it decided (the walk for psum layouts) is in docs/TUNING.md, "TILE_WALK".
 
-Variants (research question: why psum and masked-through-psum lag DeepGEMM and our own expert-id layout):
-  plan       the shipped plan (the per-tile scan over every group, fp8_gemm_ws._tile_info)
+Variants (the question: why psum and masked-through-psum lag DeepGEMM and our own expert-id layout):
+  plan       the shipped plan (TILE_WALK: the walk on psum layouts, the per-tile scan over every group on masked)
   walk       DeepGEMM's carried tile walk (Fp8Overrides.tile_walk, fp8_gemm_ws._walk)
   walk_gm16  the walk with 16-row-block rasters (DeepGEMM picks 8 or 16 blocks per raster band by L2 footprint);
              it forces the 128 x 128 config, so on the masked m = 20 rows, which the plan runs on the tl.* kernel's
@@ -15,12 +16,12 @@ Variants (research question: why psum and masked-through-psum lag DeepGEMM and o
   ids        (psum rows only) the same problem in the expert-id layout on the shipped plan: what the lookup costs
 Every variant takes its register budget as the shipped plan would (ws_register_budget: up to three builds): the
 walk's two carried registers move ptxas's spills between budgets erratically (sm_90a, two-wave psum at G_PAD 32:
-216 B spilled at (240, 32), 24 B at (224, 56); research/probes/ws_loop_spills.py), so no budget fits every row.
+216 B spilled at (240, 32), 24 B at (224, 56)), so no budget fits every row.
 Every variant is checked against the dequantised reference first (and must be bit-identical to `plan` where only
 the tile order changes nothing: walk). Prints per row the time of each variant and its ratio to `plan`, then the
 geomean of each variant over the rows; writes sweep_moe_schedule.json under --out.
 
-    python research/sweeps/sweep_moe_schedule.py --out $OUT/moe/sweep [--only psum,decode,masked] [--variants ...]
+    python benchmarks/sweeps/sweep_moe_schedule.py --out $OUT/moe/sweep [--only psum,decode,masked] [--variants ...]
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ def _kwargs(ov):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=os.environ.get("OUT", "research/results"))
+    parser.add_argument("--out", default=os.environ.get("OUT", "gpu_out"))
     parser.add_argument("--only", default="psum,decode,masked")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--reps", type=int, default=10)
