@@ -122,7 +122,7 @@ def bench_contiguous(timer, results):
 
 
 def masked_inputs(g, expected, n, k):
-    """A masked row's operands (also the probes' in research/probes): masked_m = expected x U(0.7, 1.3) per group
+    """A masked row's operands: masked_m = expected x U(0.7, 1.3) per group
     (random.seed(0)), A [G, MASKED_MAX_M, K] and B [G, N, K] torch.randn (BF16). Returns (masked, masked_m, a, b)."""
     random.seed(0)
     masked = [int(expected * random.uniform(0.7, 1.3)) for _ in range(g)]

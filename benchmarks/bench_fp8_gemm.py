@@ -52,7 +52,7 @@ def fp8_operands(m, n, k, per_row_b=False):
 
 def _dequantize(data, sf, gran):
     """FP32 values of an FP8 operand [MN, K] with FP32 scales of (gran_mn, gran_k) blocks. Plain torch: the bench also
-    runs under DeepGEMM, whose package has none of ours (session 24's first call failed importing it)."""
+    runs under DeepGEMM, whose package has none of ours (importing it there fails)."""
     mn, k = data.shape
     scales = sf.float().repeat_interleave(gran[0], dim=0)[:mn].repeat_interleave(gran[1], dim=1)[:, :k]
     return data.float() * scales

@@ -11,7 +11,7 @@ GB/s = (Q, KV, scales, weights, windows, in-window logits) / t, clean GB/s = out
 paged TFLOPS = 2 * sum(context) * next_n * H * D / t, GB/s = (Q, weights, KV tokens of every context once, logits)
 / t. Times: the sum of the call's kernels (L2 flushed before every call, median of reps), with the main kernel and
 the clean kernel also timed by name. ``--sweep`` (this package only) times the prefill and paged kernels under a
-few tile configs on two shapes each (research: the defaults live in attention/triton_launch.py).
+few tile configs on two shapes each (the defaults, and why: docs/TUNING.md, "Indexer").
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa
     """None: the launcher's default for the shape (paged_default_config), timed first for the ratios."""
     paged_cfgs = [None, PagedConfig(), grid_config, PagedConfig(num_stages=4), PagedConfig(num_stages=7),
                   PagedConfig(programs_per_sm=2), PagedConfig(programs_per_sm=1, num_stages=10)]
-    # Issue 17's register levers (scripts/compile_check_indexer.py --only-persistent has their sm_90a registers):
+    # The persistent kernel's register levers (scripts/compile_check_indexer.py --only-persistent has their sm_90a registers):
     # 16-byte Q loads (159 registers, still 3 programs per SM), the same capped at 128 (spills, 4 per SM), one dot
     # per query row (<= 128, 4 per SM; 9+ stages no longer fit 4 in shared memory), 8 warps (2 per SM).
     paged_cfgs += [PagedConfig(num_stages=7, aligned_q_loads=True),

@@ -20,7 +20,7 @@ the test inverted (same cost). ``--profile NAME`` prints a cProfile of the publi
 CUDA-only calls are not in the numbers: stream and device queries, the C launcher's driver call, and the capture
 query a replay makes for a plan that keeps buffers on a stream other than the default (the HC case's plan keeps
 its sub-split workspace, as on the H200: M 16, K 1024 plans 2 sub-splits on 132 SMs); CPU tensors never ask it.
-``research/probes/hc_capture_query_gpu.py`` times that query on the GPU host.
+
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# BF16 GEMM family on the GPU (issue 15). Expected wall time, warm (Triton cache carried): ours ~4 min (pytest ~2,
+# BF16 GEMM family on the GPU. Expected wall time, warm (Triton cache carried): ours ~4 min (pytest ~2,
 # bench ~0.7, sweep ~1.5) + DeepGEMM's bench (its JIT: up to 200 s) = ~6-7 min; every step is bounded by its own
 # limit (sum 650 s), so run it with FAMILY_TIMEOUT=700 (all.sh's default 240 s would cut the later steps). Cold,
 # about 40 Triton configs compile on first use (~2 min more, mostly in the sweep, which keeps every row it measured).

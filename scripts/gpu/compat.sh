@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Drop-in compatibility on the GPU (issue 19). Expected wall time: ~3 minutes warm, ~4 cold (Triton compiles of the
+# Drop-in compatibility on the GPU. Expected wall time: ~3 minutes warm, ~4 cold (Triton compiles of the
 # legacy kernels; DeepGEMM autotunes its legacy kernels once per process). Every step has its own time limit (the
 # sum of the limits is ~13 minutes): run it with FAMILIES=compat FAMILY_TIMEOUT=600 bash scripts/gpu/all.sh.
 #   1. our GPU tests: legacy Triton kernels vs references, client call patterns, utils, README blocks on the GPU;
@@ -8,7 +8,7 @@
 #      test_lazy_init, and the import lines of every DeepGEMM test file; then test_legacy against DeepGEMM itself
 #      (same timer) for the perf lines;
 #   4. python -m deep_gemm on the GPU;
-#   5. only with LEGACY_SWEEP=1 (default off): research/sweeps/sweep_legacy_tiles.py, the legacy kernels' candidate
+#   5. only with LEGACY_SWEEP=1 (default off): benchmarks/sweeps/sweep_legacy_tiles.py, the legacy kernels' candidate
 #      tiles timed on test_legacy's rows (default arguments: the 4-group rows, 228 (row, tile) timings and 69
 #      compiles, ~2-3 minutes warm, ~4-5 cold; limit LEGACY_SWEEP_TIMEOUT, 420 s, and the sweep starts no row
 #      after 375 s so its summary still prints; LEGACY_SWEEP_ARGS="--groups 4,8,16" for every row, ~7 minutes).
@@ -36,7 +36,7 @@ step() {  # step NAME TIMEOUT COMMAND...
 # The legacy tile sweep: one line per (row, tile), BEST per row, GEOMEAN per tile; JSON and a summary beside it.
 legacy_sweep() {
   # shellcheck disable=SC2086
-  step legacy_tile_sweep "${LEGACY_SWEEP_TIMEOUT:-420}" python3 research/sweeps/sweep_legacy_tiles.py \
+  step legacy_tile_sweep "${LEGACY_SWEEP_TIMEOUT:-420}" python3 benchmarks/sweeps/sweep_legacy_tiles.py \
     ${LEGACY_SWEEP_ARGS:---groups 4} --budget-s $(( ${LEGACY_SWEEP_TIMEOUT:-420} - 45 )) \
     --out "$OUT_DIR/legacy_tile_sweep.json"
   grep -h "^BEST\|^GEOMEAN\|^BAD\|^FAIL\|^COMPILE-FAIL\|^#" "$OUT_DIR/legacy_tile_sweep.log" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# einsum / fp8_einsum / cuBLASLt wrappers on the GPU (issue 15, items 3 and 4). Expected wall time: ~4 min warm
+# einsum / fp8_einsum / cuBLASLt wrappers on the GPU. Expected wall time: ~4 min warm
 # (Triton and DeepGEMM JIT caches carried), at most 9.8 min cold (the step limits add up to 585 s: run with
 # FAMILY_TIMEOUT=590; about 45 Triton configs compile on first use, most of them in the sweep, and DeepGEMM
 # JIT-compiles its einsum kernels). Each step has its own time limit; a failing step never stops the next.

@@ -46,5 +46,5 @@ tail -n 12 "$D/compare.txt"; grep -h "host" "$D/bench_ours.log" "$D/bench_dg.log
 
 # Config sweep (ours only: heuristic vs neighbours) for the next tuning round; last, so it cannot starve the rest.
 T0=$(date +%s)
-timeout 120 env PYTHONPATH=$PWD python3 research/sweeps/hc_prenorm_sweep.py --out "$D" > "$D/sweep.log" 2>&1
+timeout 120 env PYTHONPATH=$PWD python3 benchmarks/sweeps/hc_prenorm_sweep.py --out "$D" > "$D/sweep.log" 2>&1
 step "config sweep" $?

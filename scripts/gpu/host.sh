@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host time per call (issues 16 and 18): the eager path of the public functions (_ops/library.eager_op) against the
+# Host time per call: the eager path of the public functions (the dispatcher bypass) against the
 # dispatcher op and against DeepGEMM, one device call. Expected wall time: ~3.5 min warm, ~5.5 min cold (the GPU tests
 # compile the HC, FP8 dense/masked and BF16 kernels once). Run as FAMILIES=host (FAMILY_TIMEOUT=360).
 #   1. tests/test_eager_path_gpu.py: eager == dispatcher bit for bit, new tensors, CUDA graphs, threads, errors, compile;

@@ -45,7 +45,7 @@ has dgtest && for fn in test_mqa_logits test_paged_mqa_logits; do
   step "dg_test_ours_$fn" 50 env SHIM=0 DG_MQA_NUM_CASES=$CASES python3 scripts/dg/run_dg_tests.py .dg/DeepGEMM/tests "test_attention:$fn"
   SELF=${DG_SELF:-1}; [ "$fn" = test_mqa_logits ] && [ "$SELF" != all ] && SELF=0
   [ $HAVE_DG = 1 ] && [ "$SELF" != 0 ] && step "dg_test_dg_$fn" 55 env $DGENV SHIM=0 DG_MQA_NUM_CASES=$CASES python3 scripts/dg/run_dg_tests.py .dg/DeepGEMM/tests "test_attention:$fn"
-  # Without deep_gemm.utils.math/layout (issue 19, the compat work) the file fails at import: measure with SHIM=1.
+  # Without deep_gemm.utils.math/layout the file fails at import: measure with SHIM=1.
   grep -q "IMPORT FAIL" "$D/dg_test_ours_$fn.log" && step "dg_test_ours_shim_$fn" 55 env SHIM=1 \
     DG_MQA_NUM_CASES=$CASES python3 scripts/dg/run_dg_tests.py .dg/DeepGEMM/tests "test_attention:$fn"
 done

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# MoE FP8 batch (issue 18), run from the repository root by scripts/gpu/all.sh with OUT set; writes $OUT/moe/.
+# MoE FP8 batch, run from the repository root by scripts/gpu/all.sh with OUT set; writes $OUT/moe/.
 #   FAMILIES=moe FAMILY_TIMEOUT=600 bash scripts/gpu/all.sh
 # Expected wall time, warm caches (.cache carried, DeepGEMM's JIT cache in .cache/dg-jit): ~4-5 min; every step has
 # its own limit (worst case ~10 min). The first run after a change to kernels/fp8_gemm_ws.py recompiles every
 # warp-specialised variant (Triton's cache is keyed by the source): step 1 compiles the MoE ones in 8 threads, so
 # the later steps find them built. A failure never stops the rest. In order:
-#   1. the scheduling sweep (research/sweeps/sweep_moe_schedule.py): DeepGEMM's psum, masked-through-psum and
+#   1. the scheduling sweep (benchmarks/sweeps/sweep_moe_schedule.py): DeepGEMM's psum, masked-through-psum and
 #      masked rows, each with the shipped plan, the carried tile walk, 16-row rasters and 128 x 192 tiles, and the
 #      expert-id layout; correctness checked per variant; one line per variant, a geomean per layout; ~60 kernel
 #      builds cold (8 threads), which the next steps reuse (<= 200 s)
@@ -16,7 +16,7 @@
 #   3. the GPU tests of the walk (tests/test_fp8_moe_walk_gpu.py: walk vs scan bit-identical, empty groups; ~18
 #      kernel builds cold) (<= 150 s)
 # MOE_PARTS=dense (not a default part; e.g. MOE_PARTS="dense" or "sweep dg walk dense"): the dense FP8 levers of
-#   issue 18 (research/sweeps/sweep_fp8_configs.py: M=4096 1D2D tiles / ring depth / register budgets, the 1D1D
+#   the sweep (benchmarks/sweeps/sweep_fp8_configs.py: M=4096 1D2D tiles / ring depth / register budgets, the 1D1D
 #   wgrad budgets and its row tail's split-K configs), each variant checked then timed, after DeepGEMM's own
 #   bench_fp8_gemm.py --quick --tables dense,1d1d run for the same-run ratio; ~3 min warm, ~6-7 min cold (every
 #   forced warp-specialised variant is a build of its own, 8 threads), capped at MOE_DENSE_LIMIT s (420) + 150;
@@ -38,7 +38,7 @@ DGT=scripts/dg; [ -f "$DGT/compare_perf_lines.py" ] || DGT=.dg/tools
 
 if has sweep; then
 step "1. scheduling sweep (ours, same process, same timer)"
-timeout 200 python3 research/sweeps/sweep_moe_schedule.py --out "$D/sweep" > "$D/sweep.log" 2>&1
+timeout 200 python3 benchmarks/sweeps/sweep_moe_schedule.py --out "$D/sweep" > "$D/sweep.log" 2>&1
 echo "sweep exit $?"
 grep -E "^ (>|!)|best|geomean|^ (psum|masked)|compiled|WRONG|DIFFERENT|Error|VERDICT" "$D/sweep.log" | tail -n 100
 
@@ -97,7 +97,7 @@ grep -E "^(FAILED|ERROR)" "$D/pytest_rerun.log" | head -20
 fi
 
 if has dense; then  # (MOE_PARTS=dense: not in the default parts)
-step "dense FP8 levers (issue 18): DeepGEMM's dense rows, then every forced variant of ours, same timer"
+step "dense FP8 levers: DeepGEMM's dense rows, then every forced variant of ours, same timer"
 if have_dg; then
   start=$(date +%s)
   timeout 150 env $DGENV python3 benchmarks/bench_fp8_gemm.py --quick --tables dense,1d1d --out "$D/dense_dg" \
@@ -109,7 +109,7 @@ else
 fi
 start=$(date +%s)
 # (SIGINT at the limit: the sweep still writes its JSON, its summary and its verdict)
-timeout -s INT -k 30 "${MOE_DENSE_LIMIT:-420}" python3 research/sweeps/sweep_fp8_configs.py --out "$D/dense" \
+timeout -s INT -k 30 "${MOE_DENSE_LIMIT:-420}" python3 benchmarks/sweeps/sweep_fp8_configs.py --out "$D/dense" \
   --only "${MOE_DENSE_ONLY:-dense4096,wgrad,wgrad_tail}" \
   --dg-log "$D/dense_dg.log" > "$D/dense_sweep.log" 2>&1
 echo "dense sweep exit $? in $(( $(date +%s) - start )) s"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The package under several Triton releases on one GPU, in one call: the image's Triton and each carried one
-# (bash ../shared/tools/carry-triton.sh X.Y.Z packs .triton-X.Y.Z/triton.tar.xz here; carry those folders and .dg).
+# (a release X.Y.Z packed as .triton-X.Y.Z/triton.tar.xz at the repository root; carry those folders and .dg).
 #   TRITONS="image 3.8.0" bash scripts/gpu/stack.sh
 # Per release: the GPU test files (in parallel, each under GPU_TEST_TIMEOUT) for the releases named in SUITE
 # (default: all of TRITONS), then DeepGEMM's own
