@@ -71,13 +71,16 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
 
 MODES = ("--ws", "--serialisation", "--budgets", "--bf16", "--bf16-ws")
 
+# The tl.* FP8 kernel's main configs (dense, 1D1D, M-grouped, masked, K-grouped).
+FP8_CONFIGS = [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
+               dict(bm=128, bn=64, warps=8, stages=4), dict(bm=64, bn=128, warps=4, stages=4),
+               dict(bm=16, bn=128, warps=4, stages=4, split=4),
+               dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True, has_c=True, out="fp32"),
+               dict(bm=128, bn=128, warps=8, stages=3, grouping=1), dict(bm=64, bn=128, warps=4, stages=4, grouping=3),
+               dict(bm=128, bn=128, warps=8, stages=4, grouping=4, b_per_row=True, has_c=True, out="fp32")]
+
 if __name__ == "__main__" and not any(mode in sys.argv for mode in MODES):
-    for cfg in [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
-                dict(bm=128, bn=64, warps=8, stages=4), dict(bm=64, bn=128, warps=4, stages=4),
-                dict(bm=16, bn=128, warps=4, stages=4, split=4), dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True,
-                                                                      has_c=True, out="fp32"),
-                dict(bm=128, bn=128, warps=8, stages=3, grouping=1), dict(bm=64, bn=128, warps=4, stages=4, grouping=3),
-                dict(bm=128, bn=128, warps=8, stages=4, grouping=4, b_per_row=True, has_c=True, out="fp32")]:
+    for cfg in FP8_CONFIGS:
         ck = compile_fp8_gemm(**cfg)
         print(cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
 
@@ -128,22 +131,25 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                                                      **FP_FUSION})
 
 
+# The warp-specialised FP8 kernel's variants: one- and two-wave tiles in every grouping, 1D1D, C by TMA.
+FP8_WS_CONFIGS = [dict(), dict(stages=6), dict(stages=6, scales_smem=True), dict(bn=64, stages=8, scales_smem=True),
+                  dict(grouping=1), dict(grouping=2), dict(grouping=3),
+                  dict(bm=256, waves=2, stages=4),
+                  dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True),
+                  dict(waves=2, wave_n=True, stages=4, grouping=1), dict(waves=2, wave_n=True, stages=4, grouping=2),
+                  dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4),
+                  dict(waves=2, wave_n=True, narrow=64, stages=4),
+                  dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=1),
+                  dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2),
+                  dict(waves=2, wave_n=True, narrow=16, stages=5), dict(waves=2, wave_n=True, narrow=32, stages=5,
+                                                                        grouping=1),
+                  dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True),
+                  dict(waves=2, wave_n=True, stages=3, b_per_row=True, out="fp32"),
+                  dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True,
+                       grouping=4, d_tma=True)]
+
 if __name__ == "__main__" and "--ws" in sys.argv:
-    for cfg in [dict(), dict(stages=6), dict(stages=6, scales_smem=True), dict(bn=64, stages=8, scales_smem=True),
-                dict(grouping=1), dict(grouping=2), dict(grouping=3),
-                dict(bm=256, waves=2, stages=4),
-                dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True),
-                dict(waves=2, wave_n=True, stages=4, grouping=1), dict(waves=2, wave_n=True, stages=4, grouping=2),
-                dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4),
-                dict(waves=2, wave_n=True, narrow=64, stages=4),
-                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=1),
-                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2),
-                dict(waves=2, wave_n=True, narrow=16, stages=5), dict(waves=2, wave_n=True, narrow=32, stages=5,
-                                                                      grouping=1),
-                dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True),
-                dict(waves=2, wave_n=True, stages=3, b_per_row=True, out="fp32"),
-                dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True,
-                     grouping=4, d_tma=True)]:
+    for cfg in FP8_WS_CONFIGS:
         ck = compile_fp8_gemm_ws(**cfg)
         print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
 

@@ -84,22 +84,28 @@ def report(name, cfg, ck, ttgir=False):
     print(line, flush=True)
 
 
+# The tl.* prefill kernel's variants: head counts and dims, FP4, compressed, the interior loop, the FMA ReLU.
+PREFILL_VARIANTS = [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
+                    dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
+                    dict(compressed=True), dict(out="bf16"), dict(tma=False), dict(cols=256, warps=8),
+                    dict(cols=256, warps=8, block_kv=128, stages=3),
+                    dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2),
+                    dict(fma_relu=True), dict(interior=True), dict(fma_relu=True, interior=True),
+                    dict(fma_relu=True, interior=True, maxnreg=128), dict(fma_relu=True, interior=True, compressed=True),
+                    dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2)]
+CLEAN_VARIANTS = [dict(), dict(out="bf16")]
+# The grid-walking paged kernel's variants.
+PAGED_VARIANTS = [dict(), dict(rows=1), dict(h=32, rows=4), dict(clean=True, ctx_2d=False), dict(tma=False),
+                  dict(block_kv=32, pages=16), dict(h=8, d=32, rows=2), dict(out="bf16"),
+                  dict(fp4=True), dict(fp4=True, d=64, rows=1, block_kv=32, pages=16)]
+
 if __name__ == "__main__" and "--only-persistent" not in sys.argv and "--ws" not in sys.argv:
     ttgir = "--ttgir" in sys.argv
-    for cfg in [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
-                dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
-                dict(compressed=True), dict(out="bf16"), dict(tma=False), dict(cols=256, warps=8),
-                dict(cols=256, warps=8, block_kv=128, stages=3),
-                dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2),
-                dict(fma_relu=True), dict(interior=True), dict(fma_relu=True, interior=True),
-                dict(fma_relu=True, interior=True, maxnreg=128), dict(fma_relu=True, interior=True, compressed=True),
-                dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2)]:
+    for cfg in PREFILL_VARIANTS:
         report("prefill", cfg, compile_prefill(**cfg), ttgir)
-    for cfg in [dict(), dict(out="bf16")]:
+    for cfg in CLEAN_VARIANTS:
         report("clean", cfg, compile_clean(**cfg), ttgir)
-    for cfg in [dict(), dict(rows=1), dict(h=32, rows=4), dict(clean=True, ctx_2d=False), dict(tma=False),
-                dict(block_kv=32, pages=16), dict(h=8, d=32, rows=2), dict(out="bf16"),
-                dict(fp4=True), dict(fp4=True, d=64, rows=1, block_kv=32, pages=16)]:
+    for cfg in PAGED_VARIANTS:
         report("paged", cfg, compile_paged(**cfg), ttgir)
     report("schedule", {}, compile_schedule(), ttgir)
 

@@ -104,11 +104,9 @@ def test_masked_overrides_force_either_kernel(monkeypatch):
 
 @pytest.mark.parametrize("groups, expected", BENCH_ROWS)
 @pytest.mark.parametrize("n, k", BENCH_NK)
-def test_masked_ws_64_row_tile_forced_and_auto(monkeypatch, groups, expected, n, k):
+def test_masked_ws_64_row_tile_forced(groups, expected, n, k):
     """The 64 x BN tile (the kernel's SPLIT_N): forced by ws=True with block_m=64 at either width, its ring as deep
-    as fits beside two 64 x BN/2 staging buffers; "auto" takes it only with AUTO_WS_MASKED_64 (off as shipped) for
-    (MASKED_WS64_MIN_EXPECTED_M, MASKED_WS_MIN_EXPECTED_M] expected rows; block_m=64 without ws=True stays tl.*."""
-    assert not bf16_plan.AUTO_WS_MASKED_64  # (the shipped default: not measured on the GPU yet)
+    as fits beside two 64 x BN/2 staging buffers; "auto" never takes it; block_m=64 without ws=True stays tl.*."""
     c = masked_call(groups, expected, n, k)
     for bn in (256, 128):
         p = bf16_plan.plan(c, Bf16Overrides(ws=True, block_m=64, block_n=bn))
@@ -122,18 +120,7 @@ def test_masked_ws_64_row_tile_forced_and_auto(monkeypatch, groups, expected, n,
     assert bf16_plan.plan(c, Bf16Overrides(block_m=64)).kernel == "tl"  # ("auto": the tl.* 64-row tile)
     forced = bf16_plan.plan(c, Bf16Overrides(ws=True, config=Bf16Config(64, 256, 64, 4, 4)))
     assert forced.kernel == "ws" and (forced.config.block_m, forced.config.block_n) == (64, 256)
-    shipped = bf16_plan.plan(c)
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_MASKED_64", True)
-    p = bf16_plan.plan(c)
-    if expected <= bf16_plan.MASKED_WS_MIN_EXPECTED_M:
-        assert p.kernel == "ws" and (p.config.block_m, p.config.block_n) == (64, bf16_plan.MASKED_WS_AUTO_WIDTH)
-        assert p == bf16_plan.plan(c, Bf16Overrides(ws=True, block_m=64, block_n=256))
-        assert bf16_plan.plan(c, Bf16Overrides(ws=False)).kernel == "tl"
-        assert bf16_plan.plan(c, Bf16Overrides(block_m=64)).kernel == "tl"  # (a forced height: not "auto"'s)
-    else:
-        assert p == shipped  # (the 128-row rule)
-    for few in (1, 32, bf16_plan.MASKED_WS64_MIN_EXPECTED_M):  # decode rows keep their tl.* tiles
-        assert bf16_plan.plan(masked_call(groups, few, n, k)).kernel == "tl"
+    assert bf16_plan.plan(c).config.block_m != 64 or bf16_plan.plan(c).kernel == "tl"
 
 
 def test_masked_ws_64_row_tile_grid_and_uncovered():
@@ -344,7 +331,7 @@ def test_masked_ws64_odd_shapes(g, max_m, n, k, masked, bn):
 @pytest.mark.gpu
 def test_masked_ws64_deepgemm_row():
     """bench_bf16_gemm's G = 32 x 192 row (masked_m = 192 x 0.7-1.3, Mmax 4096), N x K = 4096 x 2048, on the 64 x 256
-    tile (the target of bf16_plan.AUTO_WS_MASKED_64)."""
+    tile (forced: Bf16Overrides(ws=True, block_m=64))."""
     groups, expected, n, k = 32, 192, 4096, 2048
     masked, masked_m, a, b, d0 = _bench_row(groups, expected, n, k)
     d = d0.clone()

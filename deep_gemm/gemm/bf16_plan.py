@@ -27,16 +27,12 @@ GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 # architectures: the same margin below their own limit, arch.smem_budget).
 SMEM_BYTES = 220 * 1024
 MAX_STAGES = 12  # (streaming-bound tiles at M <= 128 want many K blocks in flight: STREAM_LATENCY_S)
-# Dense decode tiles (BM < 64) keep the 6-stage ring except an unsplit 16 x 32 tile: measured 2026-12-02 on the H200
-# (research/results/2026-12-02-h200-s23-call2/bf16/sweep.log, and the first call's bench with 6 stages against the
-# second's with the deep ring): 1 x 2112 x 7168 (16x32, split 2) 14.8 us at 6 stages against 15.4 at 12;
-# 1 x 576 x 7168 (16x32, split 8) 12.2 against 12.8; 1 x 7168 x 16384 (16x64) 65.7 against 69.8 at 10;
-# 1 x 7168 x 2048 (16x64) 12.9 against 13.7; only 1 x 4096 x 7168 (16x32, unsplit) kept 12: 23.7 against 24.1.
+# Dense decode tiles (BM < 64) keep a 6-stage ring: deeper rings were slower there, except on an unsplit 16 x 32
+# tile (see docs/TUNING.md).
 DECODE_STAGES = 6
 # The H200's dense BF16 tensor-core peak per SM (989 TFLOPS / 132 SMs) and the fraction of it a tile's K loop reaches
-# per tile shape (BM, BN, warps). The 128-row entries are fitted to the same-call bench on the H200
-# (research/results/2026-12-02-h200-s23-call1/bf16: time per wave of tiles at M = 4096, K = 7168); the narrower ones
-# are estimates that order the candidates.
+# per tile shape (BM, BN, warps): the 128-row entries are fitted to measured waves of tiles, the narrower ones are
+# estimates that order the candidates.
 PEAK_FLOPS_PER_SM = 989e12 / 132
 TILE_EFFICIENCY = {(128, 256, 8): 0.80, (256, 128, 8): 0.78, (128, 128, 8): 0.79, (128, 128, 4): 0.62,
                    (64, 256, 4): 0.62, (64, 128, 4): 0.55, (64, 64, 4): 0.45}
@@ -64,9 +60,7 @@ SECOND_LAUNCH_S = 3e-6
 MAX_SPLIT_K = 16
 MIN_K_BLOCKS_PER_SPLIT = 4
 # A split piece of a tile of 64 or more rows streams at least this many pipeline depths of K blocks: shorter pieces
-# ran slower than the model prices them (128 x 576 x 7168, H200, session 24, research/results/2026-12-02-h200-s24-
-# call3/bf16_sweep.log: 64 x 64 x 12 stages at split 3 / 4 / 6 12.8 / 15.8 / 18.7 us; 64 x 128 x 8 stages at split
-# 4 / 6 / 8 12.2 / 12.6 / 13.6 us).
+# run slower than the model prices them (their pipeline fill is not amortised).
 MIN_PIECE_DEPTHS = 3
 # Largest tile whose epilogue may touch memory through pointers: a 128 x 256 tile's pointer store, or its C load
 # (offsets and masks per element next to the 128-register accumulator), spills at 8 warps
@@ -75,55 +69,36 @@ POINTER_EPILOGUE_MAX_TILE = 128 * 128
 GROUP_M = 8
 # The warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py: one TMA producer warp, two consumer warpgroups) covers
 # dense calls (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA, without split-K. The plan prices it next
-# to the tl.* kernel ("auto") on dense and expert-id calls (faster on the expert-id rows of the same-call bench by
-# 1-17%), on psum calls with untouched gaps (AUTO_WS_PSUM, below) and on K-grouped calls (AUTO_WS_K_GROUPED).
-# DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the
-# call, "0" = never, unset = "auto"; Bf16Overrides.ws (True / False) overrides it per call.
+# to the tl.* kernel ("auto") on dense and expert-id calls, on psum calls with untouched gaps and on K-grouped calls.
+# DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the call, "0" = never, unset = "auto";
+# Bf16Overrides.ws (True / False) overrides it per call.
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_BF16_WS", "auto"), "auto")
 WS_SMEM_BYTES = 225 * 1024
 WS_MAX_STAGES = 8
-# At K <= 512 the WS kernel's 128 x 128 tile beats its 128 x 256 one (measured 2026-12-02, research/results/
-# 2026-12-02-h200-s23-call2/bf16/sweep.log: 4096 x 32768 x 512 205.2 us against 212.4 / 214.2; 128 x 32768 x 512
-# 16.0 against 16.5 / 16.6), and the tl.* kernel the model would take instead is slower still (4096 x 32768 x 512:
-# 264.1); from K = 1536 on the wide tile wins (4096 x 24576 x 1536: 401.5 against 410.3). So "auto" runs dense
-# short-K calls of at least a wave of 128 x 128 tiles (the measured rows have 2-62 waves) on the WS kernel's 128 x 128
-# tile wherever it covers them; fewer tiles stay with the cost model (64-row and split tiles fill more SMs).
+# At K <= 512 the WS kernel's 128 x 128 tile beats its 128 x 256 one (too few K blocks to amortise the wide tile's
+# prologue), and the tl.* kernel the model would take instead is slower still. So "auto" runs dense short-K calls of
+# at least a wave of 128 x 128 tiles on the WS kernel's 128 x 128 tile; fewer tiles stay with the cost model (64-row
+# and split tiles fill more SMs).
 SHORT_K_WS_NARROW = 512
 WS_REGISTERS = (232, 40)  # setmaxnreg per consumer warpgroup / producer warp (compiles without spills at 128 x 256)
 # The psum layout on the WS kernel. DeepGEMM's SM90 psum calls leave gap rows untouched (ensure_zero_padding=False),
-# which a whole-tile TMA store cannot: so far they ran the tl.* kernel on 128 x 128 tiles with a pointer epilogue
-# (128 x 256 needs a TMA store), while the same problems in the expert-id layout run the WS kernel's 128 x 256 tiles:
-# 0.87-1.00x DeepGEMM against 0.97-1.02x (H200, same-call bench, K 2048-7168). The WS kernel now stores a psum slab
-# wholly inside its group by TMA and the slab holding the group's end by a masked pointer store (its ZERO_GAPS), so
-# it covers these calls. Measured (research/probes/bf16_psum_ab.py, H200 2026-12-03, one process, DeepGEMM's 8 psum
-# rows with untouched gaps, research/results/2026-12-03-h200-s27-call3/bf16_psum_ab.log): the WS kernel 1.205x
-# faster than the tl.* plan, 1.284x with warp-uniform tiles (UNIFORM_TILES: 4892 -> 3790 us at G=4 N=6144 K=7168,
-# 976 -> 741 at G=8 N=4096 K=2048), level with the expert-id layout of the same problems (0.99-1.07x of its time),
-# same bits as the tl.* plan. So "auto" prices it for psum with untouched gaps (AUTO_WS_PSUM); psum with zeroed gaps
-# (not measured) stays on tl.*. Bf16Overrides(ws=True / False) forces either.
+# which a whole-tile TMA store cannot: the WS kernel stores a psum slab wholly inside its group by TMA and the slab
+# holding the group's end by a masked pointer store (its ZERO_GAPS), which makes these calls as fast as the expert-id
+# layout of the same problems. Psum with zeroed gaps stays on tl.*. Bf16Overrides(ws=True / False) forces either.
 AUTO_WS_PSUM = True
 # ... and with the tile's expert and group end (reductions over the per-group vector of group ends) marked
 # warp-uniform for ptxas (kernels/uniform.py, one redux.sync each): unmarked, the K loops they bound lose the uniform
-# datapath, 80 instructions per K block and consumer with 16 R2UR and 0 uniform ops (producer 50), against 53 with
-# 36 uniform ops (producer 36) for the expert-id layout; marked, psum's are the expert-id layout's, 53 / 36 (sm_90a,
-# 128 x 256, 3 stages, research/probes/bf16_psum_ab.py --compile, 2026-12-03). The same bits either way; on by
-# default since the GPU run above (1.284x against 1.205x unmarked). Bf16Overrides.uniform_tiles forces either.
+# datapath. The same bits either way. Bf16Overrides.uniform_tiles forces either.
 UNIFORM_TILES = True
 # K-grouped calls (D, C FP32 [G, M, N]; A, B MN-major) on the WS kernel (its K_GROUPED grouping: D and C through
 # [G*M, N] TMA descriptors, so M % 64 == 0: a 64-row slab never straddles two groups; 128 x 128 tiles, as every FP32-D
-# WS call: a 128 x 256 tile's two FP32 staging buffers would leave 2 stages of ring). The tl.* kernel runs them at
-# 465-592 TFLOPS (H200, benchmarks/bench_bf16_gemm.py K_GROUPED rows) against 750-820 for the WS kernel on dense and
-# M-grouped calls. Measured (research/probes/bf16_kgrouped_ab.py, H200 2026-12-03, one process, the bench's rows,
-# research/results/2026-12-03-h200-s28-call3/bf16_kgrouped_ab.log): the WS kernel 1.270x faster than the tl.* plan
-# over 4 rows (1.244-1.309x; 517 -> 676 TFLOPS geomean), 2783 / 1421 / 2863 / 1456 / 3209 / 1662 us on the six rows
-# against DeepGEMM's 2746 / 1405 / 2914 / 1485 / 3547 / 1700 (session 28 call 1): 0.99-1.11x. So "auto" takes it
-# wherever it covers a K-grouped call; Bf16Overrides(ws=False) forces the tl.* kernel.
+# WS call: a 128 x 256 tile's two FP32 staging buffers would leave 2 stages of ring). The WS kernel keeps its ring
+# full where the tl.* pipeline does not, so "auto" takes it wherever it covers a K-grouped call;
+# Bf16Overrides(ws=False) forces the tl.* kernel.
 AUTO_WS_K_GROUPED = True
-# The tl.* K-grouped build's K range marked warp-uniform (kernels/uniform.tl_warp_uniform): 119 SASS instructions per
-# K block with 30 R2UR and 3 uniform ops unmarked, 86 / 8 / 38 marked, the dense build's 87 / 8 / 39 (sm_90a, 128 x 128,
-# 5 stages, FP32 C; research/probes/bf16_kgrouped_ab.py --compile). Same bits by construction; measured in the same
-# run as above, 1.076x faster (1.049-1.093x over 4 rows): on for the calls the WS kernel does not cover (M % 64 != 0).
-# Bf16Overrides.uniform_tiles forces either (the WS K-grouped build follows UNIFORM_TILES, as psum does).
+# The tl.* K-grouped build's K range marked warp-uniform (kernels/uniform.tl_warp_uniform), so its K loop keeps the
+# uniform datapath as the dense build's does; same bits by construction. On for the calls the WS kernel does not cover
+# (M % 64 != 0). Bf16Overrides.uniform_tiles forces either.
 UNIFORM_K_GROUPED_TL = True
 
 
@@ -361,9 +336,8 @@ def _splits(call: Bf16Call, bm: int, bn: int):
         return
     tiles = _cdiv(call.m, bm) * _cdiv(call.n, bn)
     k_blocks = _cdiv(call.k, 64)
-    # Every split count whose pieces fit one round of programs (a second round of a few pieces doubled the time:
-    # 1 x 576 x 7168 on 16 x 32 tiles, 144 pieces on 132 SMs, 12.1 us against 7.9 at 108 pieces; H200, session 24,
-    # research/results/2026-12-02-h200-s24-call3/bf16_sweep.log), not only powers of two.
+    # Every split count whose pieces fit one round of programs (a second round of a few pieces nearly doubles the
+    # time), not only powers of two.
     for s in range(2, MAX_SPLIT_K + 1):
         if tiles * s > call.num_sms or k_blocks < MIN_K_BLOCKS_PER_SPLIT * s:
             break
@@ -512,12 +486,10 @@ def _plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     return _finish(call, best[1], best[2], best[3])
 
 
-# Tail widths of the WS kernel's 128 x (128 + tail) tile the plan takes on its own (session 26, H200, one process,
-# research/results/2026-12-03-h200-s26-call1/bf16_sweep.log): 4096 x 576 x 7168 on 128 x 144 tiles (one wave of 128
-# tiles) 50.8 us against the cost model's choice 66.4 (DeepGEMM 45.5 in the same call); 4096 x 2112 x 7168 on
-# 128 x 192 tiles 171.5 against 177.9 (DeepGEMM 159.2). 4096 x 7168 x 2048 (N a multiple of 128) keeps its plan.
+# Tail widths of the WS kernel's 128 x (128 + tail) tile the plan takes on its own: where N is a whole number of such
+# tiles (4096 x 576 on 128 x 144, 4096 x 2112 on 128 x 192) one wave of them beats the cost model's choice.
 WS_TAIL_WIDTHS = (16, 32, 64)
-# ... only where the tail tiles fill at least this share of a wave (both measured calls fill >= 89 % of their last).
+# ... only where the tail tiles fill at least this share of a wave (a thin last wave gives the gain back).
 WS_TAIL_MIN_WAVE_FILL = 0.85
 
 
@@ -528,7 +500,7 @@ def _wave_filling_tail(call: Bf16Call) -> int:
     best (ties: the wider tile). 0: none."""
     if call.grouping != GROUPING["dense"] or call.has_c or call.out_bytes != 2 or call.n % 128 == 0:
         return 0
-    if call.a_k_major != call.b_k_major:  # (nn / tt: the tail tile has not run on the H200 with mixed majors)
+    if call.a_k_major != call.b_k_major:  # (nn / tt: the tail tile is not tuned for mixed majors)
         return 0
     best, best_fill = 0, WS_TAIL_MIN_WAVE_FILL
     for tail in WS_TAIL_WIDTHS:
@@ -542,12 +514,8 @@ def _wave_filling_tail(call: Bf16Call) -> int:
 
 
 # Masked calls of at most MASKED_DECODE_MAX_M expected rows per group stream B and little else, and the cost model
-# prices every candidate tile within 2 % (all bound by HBM's unique bytes); measured, the 32 x 128 tile (BK 128, the
-# plan's 5 stages) was the fastest of ten tl.* tiles on all eight such rows of bench_bf16_gemm (H200, session 28,
-# research/probes/bf16_masked_tiles.py, research/results/2026-12-03-h200-s28-call2/bf16_masked_tiles.log): G = 6
-# m = 20 at N x K = 7168 x 3072 77.3 us against the model's 64 x 256 at 87.7, 6144 x 7168 153.8 against 164.6, the
-# G = 32 rows 1.015-1.039x faster, never slower. So the plan weights that tile in ahead of its near-ties (17-32
-# expected rows, where _candidates offers 32-row tiles; 16 and fewer take 16-row tiles: not measured).
+# prices every candidate tile within 2 % (all bound by HBM's unique bytes); the 32 x 128 tile (BK 128, the plan's 5
+# stages) is the fastest of them on such rows (see docs/TUNING.md), so the plan weights it in ahead of its near-ties.
 MASKED_DECODE_MAX_M = 32
 MASKED_DECODE_TILE = (32, 128, 128)  # (BM, BN, preferred BK): one of _candidates' decode tiles
 MASKED_DECODE_PREFERENCE = 0.9
@@ -562,16 +530,11 @@ def _masked_decode_tile(call: Bf16Call):
 
 # Masked decode calls with few tiles: split the last, partial wave along K. Those calls stream B (G x N x K BF16) and
 # little else; 32 x 128 tiles give G = 6, N x K = 6144 x 7168 288 tiles, 2.18 waves of 132 SMs: after two whole
-# waves 24 SMs stream the last 24 tiles while 108 idle, and a few SMs cannot draw HBM's bandwidth (DeepGEMM 0.90x
-# ours there: research/results/2026-12-03-h200-s28-call7/bf16_compare.md). The kernel cuts each tile of that last wave
-# into min(split_k, grid // its tiles) K ranges (it counts tiles on the device: masked_m is never read on the host),
-# so the pieces fill the grid. The plan picks split_k by a small model of the call (_masked_split_time): whole waves
-# at HBM's rate, the last wave at the rate of the SMs streaming it (at most HBM's), and the split's reduction.
-# Guesses until measured (GPU A/B: research/probes/bf16_masked_ab.py --rows 20):
-# - HBM rate: DeepGEMM's four G = 6, 20-row times in session 28 call 7 (137.5 / 75.4 / 60.5 / 34.9 us for 528 / 264
-#   / 201 / 101 MB of B) fit 10.7 us + bytes / 4.17 TB/s within 2 us.
-# - one SM's stream: our 32 x 128 tile's times on the same rows, past those whole waves, give 43-69 GB/s per SM of
-#   the last wave (the model's phases above, same fit); 55 is the middle.
+# waves 24 SMs stream the last 24 tiles while 108 idle, and a few SMs cannot draw HBM's bandwidth. The kernel cuts
+# each tile of that last wave into min(split_k, grid // its tiles) K ranges (it counts tiles on the device: masked_m
+# is never read on the host), so the pieces fill the grid. The plan picks split_k by a small model of the call
+# (_masked_split_time): whole waves at HBM's rate, the last wave at the rate of the SMs streaming it (at most HBM's),
+# and the split's reduction. The two rates are fitted to masked decode times (see docs/TUNING.md).
 MASKED_SPLIT_HBM_BYTES_PER_S = 4.17e12
 MASKED_SPLIT_SM_BYTES_PER_S = 55e9
 # A split must save this share of the modelled time (the model is fitted, not measured, for splits).
@@ -701,41 +664,21 @@ def k_divisor_of(ks) -> int:
 # The WS kernel's MASKED grouping (kernels/bf16_gemm_ws.py): tiles counted and placed on the device from masked_m
 # (no host sync, graph-capturable), 128 x 128 / 128 x 256 tiles, whole 64-row slabs of valid rows stored by TMA
 # through a [G*Mmax, N] descriptor of D (d_aligned), the slab holding a group's end by pointers, nothing past it.
-# Its K loops are the expert-id layout's (53 SASS instructions per K block and consumer at 128 x 256 with the tile's
-# values marked warp-uniform, 80 with 16 R2UR unmarked; sm_90a, research/probes/bf16_masked_ab.py --compile). On
-# the contiguous layouts that kernel runs 0.92-1.12x DeepGEMM, the tl.* masked plan 0.86-1.01x on the rows of 192
-# and 1024 expected rows per group (H200, same call: research/results/2026-12-03-h200-s28-call1/compare.md).
-# Measured (research/probes/bf16_masked_ab.py, H200 2026-12-03, one process, bench_bf16_gemm's masked rows,
-# research/results/2026-12-03-h200-s28-call4/bf16_masked_ab.log), plan / WS 128 x 256: G = 6, 1024 expected rows
-# 1.039 / 1.111 / 1.074 / 1.118x faster on the WS kernel (N x K 6144 x 7168, 7168 x 3072, 4096 x 4096, 4096 x 2048;
-# 128 x 128: 0.942 / 1.029 / 1.024 / 1.170x), G = 32, 192 rows 0.937 / 0.969 / 0.991 / 1.028x (B-streaming rows,
-# where the tl.* 64 x 256 tile stays ahead). So "auto" runs masked calls of more than MASKED_WS_MIN_EXPECTED_M
-# expected rows per group on the WS kernel's 128 x 256 tile (a measured rule: the cost model prices both kernels
-# within 2 % there and picked 128 x 128 on one of the four rows, 8 % slower). Between 192 and 1024 rows nothing was
-# measured: the threshold splits them. Bf16Overrides(ws=True / False) forces either way (DG_BF16_WS too; ws=True
-# prices both widths), Bf16Overrides.uniform_tiles the uniform marks (default UNIFORM_TILES, as for psum).
+# Its K loops are the expert-id layout's. "auto" runs masked calls of more than MASKED_WS_MIN_EXPECTED_M expected
+# rows per group on the WS kernel's 128 x 256 tile, where it is faster; B-streaming rows of fewer expected rows stay
+# on the tl.* kernel's tiles (see docs/TUNING.md). Bf16Overrides(ws=True / False) forces either way (DG_BF16_WS too;
+# ws=True prices both widths), Bf16Overrides.uniform_tiles the uniform marks (default UNIFORM_TILES, as for psum).
 AUTO_WS_MASKED = True
 MASKED_WS_MIN_EXPECTED_M = 512
 MASKED_WS_AUTO_WIDTH = 256
 # The WS kernel's 64 x 256 tile (SPLIT_N: its two consumers split the tile's columns, kernels/bf16_gemm_ws.py) for
-# masked calls of a few hundred rows per group, where 128-row tiles compute ~25% empty rows (192 x U(0.7, 1.3) rows
-# over 2 x 128) and the tl.* kernel's 64 x 256 tile runs 0.89-1.00x DeepGEMM (H200, same call: research/results/
-# 2026-12-03-h200-s28-call7/bf16_compare.md). Per K block and consumer its loop is the 128 x 256 masked build's
-# (52 / 51 SASS instructions with 35 / 36 uniform ops against 53 / 36; producer 34 / 24 against 36; 0 spilled;
-# sm_90a, research/probes/bf16_masked_ab.py --compile) for half the wgmma work. Measured on the H200 (correct,
-# sanitizer-clean): 0.920-1.004x the tl.* 64 x 256 tile's speed on those four rows, geomean 0.956x (research/results/
-# 2026-12-03-h200-s29-call1/bf16_masked_ws64_ab.log): half-width wgmma per consumer and B reloaded per 64 rows cost
-# what the empty rows saved. So off; kept for sweeps. With it on, "auto" runs masked calls of more than MASKED_WS64_MIN_EXPECTED_M and at most
-# MASKED_WS_MIN_EXPECTED_M expected rows per group on it; Bf16Overrides(ws=True, block_m=64) forces it either way.
-AUTO_WS_MASKED_64 = False
-MASKED_WS64_MIN_EXPECTED_M = 128
-
+# masked calls of a few hundred rows per group runs only where forced (Bf16Overrides(ws=True, block_m=64)): half-width
+# wgmmas and B reloaded per 64 rows cost what the empty rows of 128-row tiles would save.
 
 def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     """A masked call's plan: the tl.* kernel's (_plan), or the WS kernel's where forced (ws=True, DG_BF16_WS=1:
     the width the cost model prices lower; 64-row tiles with block_m=64) or, with AUTO_WS_MASKED, for a call of more
-    than MASKED_WS_MIN_EXPECTED_M expected rows per group (the measured 128 x MASKED_WS_AUTO_WIDTH tile), or, with
-    AUTO_WS_MASKED_64, for one of (MASKED_WS64_MIN_EXPECTED_M, MASKED_WS_MIN_EXPECTED_M] (64 x that width). A tl.*
+    than MASKED_WS_MIN_EXPECTED_M expected rows per group (the 128 x MASKED_WS_AUTO_WIDTH tile). A tl.*
     plan of a decode call splits its last wave where masked_split says (unless split_k or a config is forced)."""
     tl_plan = _plan(call, overrides)
     if tl_plan is not None and overrides.split_k is None and overrides.config is None:
@@ -744,18 +687,16 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
             tl_plan = replace(tl_plan, config=replace(tl_plan.config, split_k=split))
     mode = _ws_mode(overrides)
     expected = max(1, min(call.m, call.expected_m or call.m))
-    auto64 = (mode == "auto" and AUTO_WS_MASKED_64 and overrides.config is None and overrides.block_m is None
-              and MASKED_WS64_MIN_EXPECTED_M < expected <= MASKED_WS_MIN_EXPECTED_M)
     # (a forced config reaches the WS kernel in "on" mode only)
     auto128 = (mode == "auto" and AUTO_WS_MASKED and overrides.config is None
                and expected > MASKED_WS_MIN_EXPECTED_M)
-    if not (mode == "on" or auto64 or auto128):
+    if not (mode == "on" or auto128):
         return tl_plan
     if mode == "auto" and overrides.block_n is None:
         overrides = replace(overrides, block_n=MASKED_WS_AUTO_WIDTH)
-    # Tile heights: 64 (SPLIT_N) where forced (ws=True and block_m=64, or a forced 64-row config) or auto64; a
-    # block_m=64 override under "auto" keeps meaning the tl.* kernel's 64-row tile.
-    heights = (64,) if auto64 or (mode == "on" and overrides.block_m == 64) else (128,)
+    # Tile heights: 64 (SPLIT_N) where forced (ws=True and block_m=64, or a forced 64-row config); a block_m=64
+    # override under "auto" keeps meaning the tl.* kernel's 64-row tile.
+    heights = (64,) if mode == "on" and overrides.block_m == 64 else (128,)
     best = None
     for cfg in _masked_ws_configs(call, overrides, heights):
         cost = _cost(call, cfg, "ws")

@@ -23,139 +23,64 @@ from . import fp8_configs as configs
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 
-# (The `sweep_fp8_configs.py` sections cited in this file, `--only k_grouped`, `one_wave_scales`, `ws_split_k`,
-# `tail_tiles`, ..., are in that script's git history before 2026-12-02; their logs are the
-# `research/results/2026-11-30-h200-sweep-*` files. The current script times the open dense levers.)
-
-# Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it measured faster), "on" (wherever it
-# is legal), "off" (never). H200 2026-11-30 vs the tl.* kernel: two-wave tiles (ws_waves) 1.3-2.1x on every dense
-# M=4096 and M-grouped contiguous DeepSeek shape; the one-wave kernel 1.05-1.50x at dense K <= 2048 but 0.82-0.90x
-# at K >= 7168 (session 5, before its promotion overlapped; session 6, overlapped, M = 256-512: 0.96-1.10x at
-# K = 7168, 1.06x at K = 2048, so the K rule stays). Masked (DeepSeek table, Mmax = 4096): two-wave tiles with TMA
-# stores 1.1-1.5x at m >= 192, equal at m = 20 (2026-11-30, session 6); with pointer stores (Mmax not a multiple of
-# 128) 0.8x, so those stay on tl.*. The process default comes from DG_FP8_WS=0/1 (read once, at import);
-# ``Fp8Overrides.ws_mode`` overrides it per call.
+# Which 128-row tiles run the warp-specialised Gluon kernel: "auto" (where it is faster), "on" (wherever it is
+# legal), "off" (never). Two-wave tiles win on dense and M-grouped shapes; the one-wave kernel only at K <= 2048; masked
+# layouts with pointer stores stay on tl.* (see docs/TUNING.md). The process default comes from DG_FP8_WS=0/1 (read
+# once, at import); ``Fp8Overrides.ws_mode`` overrides it per call.
 WS_MODES = ("auto", "on", "off")
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_FP8_WS", "auto"), "auto")
 # Dense problems too small for two-wave tiles run the one-wave kernel up to this K in "auto" mode (see above).
 WS_MAX_DENSE_K = 2048
-# Register budgets per partition (setmaxnreg), (consumer warpgroup, producer warp), in the order tried: each consumer
-# warpgroup holds a 64xBN FP32 accumulator plus a 64xBN FP32 partial (2 x 64 registers at BN = 128; two-wave tiles
-# 2 x 64 + 64) and addresses; the TMA producer needs almost none. ptxas's spilling is not monotonic in the budget:
-# the first budget that compiles a variant with at most WS_SPILL_TOLERANCE_WORDS spilled is kept, else the one that
-# spills least (ws_register_budget). H200 2026-11-30 (session 11, `research/sweeps/sweep_fp8_configs.py`, variants
-# ws2n-s4 / -r224 / -r240, the two-wave 128 x 256 kernel; spilled bytes per thread from `scripts/compile_check.py`):
-# masked with 32 groups spills 48 / 8 / 104 bytes and ran 776 / 609 / 1029 us at 32 x 192 x 6144 x 7168; masked with
-# 6 groups 56 / 88 / 24 bytes, 225 / 272 / 222 us at 6 x 1024 x 4096 x 4096; psum 16 / 64 / 0 bytes, 987 / 1061 / 982
-# us at 4 x 34151 x 4096 x 4096; dense 40 / 8 / 96 bytes, 278.6 / 275.3 / 340.8 us at 4096 x 24576 x 1536: the fewest
-# spills was the fastest every time. Since session 13 the dense and psum builds spill 64 / 16 / 216 and 48 / 88 / 24
-# bytes (the next tile's first-block scales live across the epilogue: fp8_gemm_ws._next_first_scales); the budgets
-# kept, 224 and 240, still spill nothing inside the K loop.
+# Register budgets per partition (setmaxnreg), (consumer warpgroup, producer warp), in the order tried. ptxas's
+# spilling is not monotonic in the budget, and the build that spills least has been the fastest, so the first budget
+# within WS_SPILL_TOLERANCE_WORDS is kept, else the one that spills least (ws_register_budget).
 WS_REGISTER_BUDGETS = ((232, 40), (224, 56), (240, 32))
-# Spilled words per thread that count as none: the K-grouped variants spill 2 words at (232, 40), outside their K
-# loop, and none at (224, 56), where they ran 0-2.7 % slower (`sweep --only k_grouped`, session 11: 4 x 4096 x 7168 x
-# 34304 2491-2507 vs 2561-2576 us); the smallest spill that measured costly was 10 words (dense, above).
+# Spilled words per thread that count as none: spills this small sit outside the K loop and cost nothing measurable.
 WS_SPILL_TOLERANCE_WORDS = 2
 # Shared memory the warp-specialised kernel may use for its stage ring and epilogue buffers (sm_90a opt-in limit
 # minus the barriers and Triton's own reservation).
 WS_SMEM_BYTES = 230_000
 # Deeper rings stopped paying here (each stage beyond the MMA's latency only costs shared memory).
 WS_MAX_STAGES = 8
-# Wave widths (BN) at which the one-wave kernel's producer stages each K block's 1D2D scales in shared memory with
-# the operands; at the others the consumers load them from global memory next to each wgmma. H200 2026-11-30
-# (session 9, `sweep_fp8_configs.py --only one_wave_scales`, same process): 128 x 64 tiles faster staged on 9 of
-# 10 shapes (+4 to +18 %; 128x7168x16384 61.9 -> 52.3 us; 512x7168x2048 -7 %): a 64-column wgmma is too short to
-# hide a global load. 128 x 128 tiles 2-5 % slower staged at K >= 2048 (one stage fewer fits), faster only at
-# K <= 1536.
+# Wave widths (BN) at which the one-wave kernel's producer stages each K block's 1D2D scales in shared memory: a
+# 64-column wgmma is too short to hide a global scale load, while 128-wide tiles lose more to the stage it costs.
 WS_STAGED_SCALES_BN = (64,)
-# Split-K tiles stage them at every width: 128 x 128 split configs ran 2-7 % faster staged on 5 of 7 (shape, split)
-# pairs (128x7168x16384 split 2: 49.4 -> 46.0 us; slower: 128x2112x7168 split 4, 15.9 -> 16.2 us; session 10,
-# `sweep_fp8_configs.py --only ws_split_k`, variants ws1 / ws1g).
+# Split-K tiles stage them at every width: their short K ranges leave the loads nothing to hide behind.
 WS_SPLIT_K_STAGED_SCALES = True
-# Split 128 x 192 tiles cost more per column of work than 128 x 256 ones (H200 2026-11-30, same run, per column of
-# work per SM: 1.04-1.05x at K = 2048-16384, 1.09x at K = 512: less MMA work per byte loaded and per tile).
+# Split 128 x 192 tiles cost more per column of work than 128 x 256 ones (less MMA work per byte loaded).
 SPLIT_TILE_COLUMN_COST = 1.06
-# Tail tiles (128 + 16 or 32 columns, fp8_gemm_ws._split_tile_cols) cost ~1.2x a 128 x 192 tile per column (H200
-# 2026-11-30, session 11, `sweep_fp8_configs.py --only tail_tiles`, single-round shapes, us per column of tile width:
-# 4096x576x7168 0.288 vs 0.226 (41.4 vs 43.4 us), 4096x448x7168 0.259 vs 0.226 (41.4 vs 43.3 us)): the wide wave and
-# its promotion set the pace of a K block, and the narrow wave saves little of it.
+# Tail tiles (128 + 16 or 32 columns, fp8_gemm_ws._split_tile_cols) cost more per column still: the wide wave and its
+# promotion set the pace of a K block, and the narrow wave saves little of it.
 TAIL_TILE_COLUMN_COST = 1.25
 SPLIT_TILE_MIN_K = 1024
 # Widths of a tail tile's narrow wave: wgmma, TMA boxes and shared-memory shapes take these; wider tails are split
 # 128 + 64.
 TAIL_WAVE_WIDTHS = (16, 32)
-# K-grouped nt calls hand the warp-specialised kernel A and B as they come (each group's [M, K_g] / [N, K_g] block
-# in turn; the producer builds the group's TMA descriptors on the device) instead of concatenating the blocks into
-# one [rows, sum K] matrix per operand first: that copy moves sum K x (M + N) bytes twice per call, ~10 % of the
-# call at DeepGEMM's K-grouped shapes. H200 2026-12-02 (bench_fp8_gemm --tables moe, two runs of the same day, same
-# process and timer as the copying path): 6.6-9.3 % faster on all three of DeepGEMM's K-grouped rows (4 x 4096 x
-# 7168 x 34304: 2468 -> 2305 us; 8 x 4096 x 7168 x 34048: 2577 -> 2415 us; 16 x 7168 x 2048 x 34688: 1529 -> 1399
-# us), the same calc_diff (8.1e-9); compute-sanitizer memcheck clean (scripts/gpu/sanitize/fp8.py,
-# k_grouped_nt_ws_device_descriptors). So on by default wherever _group_blocks_in_place allows it (nt, the
-# warp-specialised kernel, contiguous 16-byte aligned storage); Fp8Overrides.k_grouped_device_descriptors forces
-# either (tests/test_fp8_gemm_gpu.py checks both give bit-identical results).
+# K-grouped nt calls hand the warp-specialised kernel A and B as they come (the producer builds each group's TMA
+# descriptors on the device) instead of concatenating the blocks first: that copy moves sum K x (M + N) bytes twice,
+# about a tenth of the call. On wherever _group_blocks_in_place allows it; Fp8Overrides.k_grouped_device_descriptors
+# forces either (both give bit-identical results).
 K_GROUPED_DEVICE_DESCRIPTORS = True
 # Psum and masked layouts on the warp-specialised kernel: how a tile finds its group. False: _tile_info's scan over
-# every group's rows on every tile (vector loads, a scan and four cross-warp reductions, twice per tile in each
-# consumer with the next tile's scales prefetched, once in the producer). True: DeepGEMM's walk (its scheduler's
-# MGroupedContiguousWithPsumLayout / MGroupedMasked paths), the current group carried from tile to tile, the layout
-# read only when a tile passes into the next group (fp8_gemm_ws._walk), which also lets masked layouts prefetch the
-# next tile's first scales. Why it should matter: our psum rows ran ~9 % slower than the same shapes with expert
-# ids (one scalar load per tile) on the same plan (H200 2026-12-02, bench_fp8_gemm --tables moe: 1024-1124 vs
-# 1140-1233 TFLOPS), and one extra scan per tile measured 3.5-5.3 % at 32 masked groups (_next_first_scales).
-# Per layout (tile_walk_layout), on only where the GPU measured it (research/sweeps/sweep_moe_schedule.py, H200,
-# measured 2026-12-02, research/results/2026-12-02-h200-s23-call2/moe/sweep.log): psum contiguous G=8 M=33464
-# N=4096 K=2048, plan 549.5 / 550.1 us, walk 522.9 / 524.9 us (+4.9 %, bit-identical; that run's row labelled K=4096
-# timed the same K=2048 tensors, a harness bug fixed since). The decode form (expected_m_for_psum_layout) walks since
-# its tiles are warp-uniform (UNIFORM_TILES): research/probes/ws_uniform_ab.py, H200 2026-12-03, five of DeepGEMM's
-# decode rows, the uniform walk 1.052x geomean over the uniform scan's 1.029x against the old plan (every row
-# faster: G=6 m=1024 N=4096 K=4096 232.9 -> 209.5 us). Masked layouts stay on the scan (not measured).
-# Fp8Overrides.tile_walk forces either.
+# every group's rows on every tile. True: DeepGEMM's walk, the current group carried from tile to tile and the layout
+# read only when a tile passes into the next group (fp8_gemm_ws._walk), which also lets the next tile's first scales
+# be prefetched. On per layout where it is faster (see docs/TUNING.md); Fp8Overrides.tile_walk forces either.
 TILE_WALK = {"m_psum": True, "m_psum_decode": True, "masked": False}
 # Psum and masked layouts on the warp-specialised kernel: mark the values read from the layout (the tile count, the
 # tile's group, its rows and first row) warp-uniform for ptxas (uniform.warp_uniform, one redux.sync each).
-# Unmarked, the device-computed tile count is a per-lane value as far as ptxas knows, so the persistent tile loop
-# it bounds is divergent and the K loops inside lose the uniform datapath: sm_90a, two-wave 128 x 256 psum (G_PAD 8,
-# no zeroed gaps), 270 / 271 instructions per K block and consumer with 32 R2UR and 0 uniform ops, against 232 / 231
-# with 56 uniform ops for the same tiles in the expert-id layout; marked, 236 / 234 (scan) or 240 / 237 (walk) with
-# 60-62 uniform ops, and the scan's build spills 8 bytes (none in a K loop) at (224, 56) where the unmarked walk's
-# spills 32 bytes at (240, 32), 4 of its loads inside a K loop; the decode form's split 128 x 192 scan build, 247 /
-# 242 with 32 R2UR and 40-80 bytes spilled, becomes 206 / 204 with none (research/probes/ws_uniform_ab.py --compile,
-# 2026-12-03).
-# Results are the same bits either way (checked bit for bit on the GPU). On: H200 2026-12-03, one process
-# (research/results/2026-12-03-h200-s27-call2/ws_uniform_ab.log), DeepGEMM's four psum rows 1.053x geomean faster
-# (2773 -> 2515, 1343 -> 1298, 1009 -> 972, 532 -> 512 us; the expert-id layout of the same problems: 1.084x), the
-# five decode rows 1.029x (1.052x with the walk). Fp8Overrides.uniform_tiles forces either.
+# Unmarked, the device-computed tile count is a per-lane value as far as ptxas knows, so the persistent tile loop it
+# bounds is divergent and the K loops inside lose the uniform datapath (more instructions per K block, and spills).
+# Results are the same bits either way. Fp8Overrides.uniform_tiles forces either.
 UNIFORM_TILES = True
-# K-grouped layouts on the warp-specialised kernel: mark a tile's K range (its group's first K block and block count,
-# two reductions over the K sizes read on the device, fp8_gemm_ws._k_blocks) warp-uniform, as UNIFORM_TILES does for
-# psum / masked tiles. Unmarked, the K loops they bound lose the uniform datapath: sm_90a, two-wave 128 x 256 1D1D
-# K-grouped (C and D by TMA), 412 / 414 instructions per K block and consumer with 32 R2UR and 0 uniform ops, the
-# producer's K loop 999 with 37 R2UR, 8 bytes spilled at (232, 40) (16 with per-group descriptors); marked, 375 /
-# 375 with 50 uniform ops, producer 853, nothing spilled, as the dense build of the same tile (373 / 373 with 48,
-# producer 852) (research/probes/ws_uniform_ab.py --compile --rows k_grouped, 2026-12-03). Same bits by
-# construction. Measured (research/probes/ws_uniform_ab.py --rows k_grouped, H200 2026-12-03, one process, three
-# benchmarks/shapes.K_GROUPED tn rows, research/results/2026-12-03-h200-s28-call1/kg_uniform_ab.log): 1.025x faster
-# geomean (2477 -> 2451, 2654 -> 2559, 1571 -> 1531 us), no row slower. Fp8Overrides.uniform_tiles forces either.
+# K-grouped layouts on the warp-specialised kernel: mark a tile's K range (fp8_gemm_ws._k_blocks) warp-uniform, as
+# UNIFORM_TILES does for psum / masked tiles, so the K loops it bounds keep the uniform datapath. Same bits by
+# construction. Fp8Overrides.uniform_tiles forces either.
 UNIFORM_K_GROUPED = True
-# Two-wave tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has
-# completed (1: the tile's first block, 2: every block; 3: the opposite, both warpgroups meet before each tile's K
-# loop; 0: off), meant to keep the two warpgroups' promotions from falling together while the tensor core idles
-# (fp8_gemm_ws._stagger_wait); per layout (keyed by GROUPING value). Measured with research/probes/ws_stagger_ab.py (H200
-# 2026-12-03, one process, interleaved rounds; logs research/results/2026-12-03-h200-s31-call{1..4}/), as the
-# unstaggered time over the staggered one:
-# - psum, level 1, DeepGEMM's four rows: 1.027x, 1.044x and 1.040x geomean in three calls. The three K <= 4096 rows
-#   were 1.024-1.050x every time; the 6144 x 7168 row, which spreads up to 8 % within a process, 0.996-1.061x.
-#   Level 2: 1.018x. Decode through psum, level 1: 1.012x / 1.014x (G=32 m=192: 1.040x twice).
-# - Dense 1D2D, level 1: 0.991x / 0.994x over five M=4096 rows. The K=7168 / 16384 rows were 2.5-3.8 % slower
-#   every time, 4096 x 24576 x 1536 1.8-2.1 % faster. Levels 2, 3: 0.994x, 0.993x.
-# - Expert ids, level 1: 1.006x / 1.005x / 1.009x. 1D1D (wgrad): 0.978x. K-grouped: 0.972x. Level 3: ids 1.014x,
-#   psum 0.980x.
-# So level 1 pays on psum layouts only. A clock probe (call 6, research/probes/ws_phase_probe.py) found that the
-# promotions did not fall together in the first place: warpgroup 1 trails warpgroup 0 by one to two K blocks,
-# spread widely across CTAs. Level 1 narrows that spread (on the psum row it removes the CTAs whose warpgroup 0
-# trailed). Why that costs dense rows is not known. DeepGEMM's psum rows in the same call (call 2): 0.881x,
-# against 0.854x in session 30. Fp8Overrides.stagger forces a level.
+# Two-wave tiles: warpgroup 1 issues wave 0 of a K block only after warpgroup 0's wave 0 of that block has completed
+# (1: the tile's first block, 2: every block; 3: the opposite, both warpgroups meet before each tile's K loop; 0:
+# off), per layout (keyed by GROUPING value; fp8_gemm_ws._stagger_wait). Level 1 narrows the spread between the
+# warpgroups, which pays on psum layouts only and costs dense ones (see docs/TUNING.md). Fp8Overrides.stagger forces
+# a level.
 STAGGER = {GROUPING["m_psum"]: 1}
 # Rows of one consumer warpgroup's slab (wgmma M): the warp-specialised kernel's tiles are made of 64-row slabs.
 WG_ROWS = 64
@@ -309,20 +234,16 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, c_by_pointer: bool, nu
     second wave is the next BN columns (a 128 x 2BN tile) rather than the next 64 rows (a 256 x BN tile).
 
     Two waves halve the operand traffic per FLOP of a 128 x BN tile, and each stage feeds twice the MMA work
-    (DeepGEMM's structure). H200 2026-11-30, M=4096, vs the tl.* kernel: 256 x 128 tiles 1.2-2.0x on the seven
-    DeepSeek shapes, 128 x 256 tiles another 0-14 % (0.64-0.82x DeepGEMM); M-grouped contiguous 128 x 256
-    1.4-1.8x (0.78-0.81x DeepGEMM). Used whenever the tiles fill at least half the SMs. Waves go along N (one B
-    scale block per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned), and
-    always for masked layouts (their tile count is known only on the device; measured 1.1-1.5x the tl.* kernel at
-    m >= 192, equal at m = 20). A C operand read through pointers needs registers the two-wave consumer does not
-    have (74 spilled words, sm_90a); read by TMA (``Fp8Call.c_tma``) it needs none."""
+    (DeepGEMM's structure). Used whenever the tiles fill at least half the SMs. Waves go along N (one B scale block
+    per wave) when BN is 128, which also suits grouped layouts (segments are 128-row aligned), and always for masked
+    layouts (their tile count is known only on the device). A C operand read through pointers needs registers the
+    two-wave consumer does not have (it spills); read by TMA (``Fp8Call.c_tma``) it needs none."""
     if c_by_pointer or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]):
         return 1, False
     half_wave = num_sms // 2
     if block_n == 128 and (grouping == GROUPING["masked"] or _cdiv(m, 128) * _cdiv(n, 256) >= half_wave):
         return 2, True
-    # 256 x BN tiles only with 128-wide waves: 256 x 64 measured 0.72x the tl.* kernel (512x2112x7168: 38.0 vs
-    # 27.2 us, H200 session 6).
+    # 256 x BN tiles only with 128-wide waves: 256 x 64 tiles are slower than the tl.* kernel.
     if grouping == GROUPING["dense"] and block_n == 128 and _cdiv(m, 256) * _cdiv(n, block_n) >= half_wave:
         return 2, False
     return 1, False
@@ -347,9 +268,8 @@ def ws_narrow(m: int, n: int, k: int, num_sms: int) -> int:
     (a tail tile: tail_narrow).
 
     DeepGEMM's wave model: count the rounds of #SMs tiles each width needs and the columns of work per SM that
-    makes, weighted by the tile's cost per column; the cheapest wins (the wider on a tie). Measured (H200, M=4096,
-    K=7168): N=2112 (11 x 192 exactly) 147 -> 120 us; N=576 51 us on 256 + 256 + 64 columns, 43 us on three 192-wide
-    tiles, 41 us on four 128 + 16 tail tiles; the other five DeepSeek shapes are faster on 128 x 256 (by 4-14 %)."""
+    makes, weighted by the tile's cost per column; the cheapest wins (the wider on a tie). It picks 192-wide tiles
+    for N = 2112 (11 x 192 exactly) and 128 + 16 tail tiles for N = 576."""
     if k < SPLIT_TILE_MIN_K:
         return 128
     row_blocks = _cdiv(m, 128)
@@ -379,11 +299,8 @@ def one_wave_split_routable(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDE
 
 def wide_small_m(call: Fp8Call) -> bool:
     """A dense 1D2D problem with 64 < M <= 128 (the tl.* config has 64-row tiles) that is wide enough for 128 x 256
-    two-wave tiles to fill the SMs (ws_waves): it runs those instead. H200 2026-11-30 (session 8, `sweep-m128-ws`):
-    128x24576x1536 21.6 -> 18.2 us (split 128 x 192 tiles, ws_narrow), 128x32768x512 13.0 -> 11.8 us (128 x 256);
-    the five narrower DeepSeek shapes have too few such tiles (9-56), and on them every warp-specialised variant
-    without split-K was 1.2-4.6x slower than the tl.* split-K kernel. M <= 64 was not measured, so it stays on
-    tl.*."""
+    two-wave tiles to fill the SMs (ws_waves): it runs those instead. Narrower problems have too few such tiles, and
+    there the tl.* split-K kernel is faster; M <= 64 stays on tl.*."""
     return (call.grouping == GROUPING["dense"] and not call.b_per_row and not call.has_c and 64 < call.m <= 128
             and ws_waves(call.grouping, call.m, call.n, 128, False, call.num_sms) == (2, True))
 
@@ -449,10 +366,9 @@ def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str) -> int:
     """Rows at the end of a dense 1D1D problem to run as a call of their own (0: none). 1D1D runs on 128 x 256
     two-wave tiles; when the last 128-row block alone spills the tiles into one more round of SMs, that round
     runs a handful of tiles on an otherwise idle GPU, as long as a full round. Those rows (at most 128) go to a
-    second launch instead, whose small-M config (split-K) spreads them over the SMs. H200 (session 10): 1D1D
-    2112x4096x7168 is 17 x 16 = 272 tiles, three rounds of 132 SMs for 2.06 rounds of work. (Stream-K, the last
-    round's tiles shared out by K blocks within the main launch, was 5-6 % slower on that row in three forms:
-    research/results/fp8-sessions.md, session 32.)"""
+    second launch instead, whose small-M config (split-K) spreads them over the SMs: 1D1D 2112 x 4096 x 7168 is
+    272 tiles, three rounds of 132 SMs for 2.06 rounds of work. (Stream-K within the main launch was slower; see
+    docs/TUNING.md.)"""
     # (1D1D takes the two-wave kernel from 128 x 128 configs only: _ws_pays)
     if (call.grouping != GROUPING["dense"] or not call.b_per_row or call.head != (0, 0, 0)
             or (cfg.block_m, cfg.block_n, cfg.split_k) != (128, 128, 1) or not ws_runs(call)):
