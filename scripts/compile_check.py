@@ -207,7 +207,7 @@ def spilled_bytes(cubin: bytes) -> int:
 # Stack bytes per thread a non-warp-specialised (HMMA) kernel may keep under a Triton release, by (major, minor).
 # Triton 3.8's PTX and 3.9's ptxas flags (--regAllocOptLevel=2, its workaround for a ptxas 13 bug) leave one 8-16 byte
 # slot in a few BF16 tl.* and HC configs, stored and loaded once per program or tile, outside the main loop (SASS of
-# the 3.8.0 / 3.9.0 builds, CPU compile, 2026-12); 3.6 and 3.7 leave none. Anything more is a spill to fix.
+# the 3.8.0 / 3.9.0 builds); 3.6 and 3.7 leave none. Anything more is a spill to fix.
 STACK_ALLOWANCE = {(3, 8): 16, (3, 9): 8}
 
 
@@ -288,7 +288,7 @@ BF16_CONFIGS = [
     dict(bm=64, bn=64, warps=4, stages=12), dict(bm=64, bn=64, warps=4, stages=12, split=2),
     dict(bm=64, bn=128, warps=4, stages=8), dict(bm=64, bn=128, warps=4, stages=8, split=2),
     dict(bm=16, bn=32, bk=128, warps=4, stages=12, split=2), dict(bm=16, bn=64, bk=128, warps=4, stages=10),
-    # Dense decode rows (measured 2026-12-02): 16 x 64 on the 6-stage ring, an unsplit 16 x 32 on the deep one.
+    # Dense decode rows: 16 x 64 on the 6-stage ring, an unsplit 16 x 32 on the deep one.
     dict(bm=16, bn=64, bk=128, warps=4, stages=6), dict(bm=16, bn=32, bk=128, warps=4, stages=12),
     dict(bm=128, bn=128, warps=8, stages=6, split=2, out="fp32", d_tma=False),
     # Opt-in 128 x (128 + 16) tiles (N = 576 in 4 tile columns; Bf16Config.block_n_tail), TMA and pointer stores.

@@ -236,8 +236,6 @@ def indexer_variants(sm: int, quick: bool = False):
     prefill = []
     for h, d, fp4 in ((64, 128, False), (16, 64, False), (64, 128, True), (32, 64, True)):
         cfg = tl.prefill_config(h, d, fp4)
-        if tl.prefill_ws_covers(cfg, h, d, fp4, not fp4, sm):
-            raise PlanError(f"indexer prefill h={h} d={d}: the warp-specialised kernel on sm_{sm}")
         prefill.append(dict(h=h, d=d, block_kv=cfg.block_kv, warps=cfg.num_warps, stages=cfg.num_stages, fp4=fp4,
                             tma=not fp4, cols=cfg.score_cols, fma_relu=cfg.fma_relu, interior=cfg.interior,
                             maxnreg=cfg.max_registers, lean=cfg.interior and cfg.lean_interior))

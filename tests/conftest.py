@@ -1,4 +1,4 @@
-"""Test-session setup shared by every test module.
+"""Test-run setup shared by every test module.
 
 Without a GPU, Triton kernels run in Triton's interpreter: TRITON_INTERPRET must be set before triton is imported
 (deep_gemm imports triton lazily, so setting it here is early enough). Every test then runs with the interpreter's

@@ -177,13 +177,6 @@ def test_einsum_grid_reduction_is_offered_only_with_sm90_occupancy():
     assert not arch.sm90_occupancy(120) and arch.sm90_occupancy(100)
 
 
-def test_prefill_warp_specialised_kernel_only_on_sm90(monkeypatch):
-    from deep_gemm.attention import triton_launch as tl
-    monkeypatch.setenv("TRITON_INTERPRET", "0")  # (the predicate also refuses the interpreter)
-    cfg = tl.PrefillConfig(ws=True)
-    assert [tl.prefill_ws_covers(cfg, 64, 128, False, True, sm) for sm in SMS] == [False, False, True, False, False]
-
-
 @pytest.mark.parametrize("sm", SMS)
 def test_legacy_tiles_fit_the_device(sm):
     from deep_gemm.legacy.tiles import M_GROUPED_TILE, SMEM_MARGIN

@@ -106,7 +106,7 @@ def test_prefill_kernel_matches_oracle(case, clean, max_k):
 
 
 def test_prefill_kernel_without_tma_and_column_scales():
-    """Misaligned Q/KV take the pointer loads; [SK, 1] scales (issue 19) are read like [SK]."""
+    """Misaligned Q/KV take the pointer loads; [SK, 1] scales are read like [SK]."""
     case = MqaCase(13, 77, 64, 64)
     args, oracle_inputs = make_mqa(case)
     q, q_sf, kv, kv_sf, w, ks, ke = args
@@ -139,13 +139,12 @@ def test_prefill_kernel_splits_kv_ranges_across_programs(monkeypatch, num_sms_8)
         _check_mqa(args, oracle_inputs, out, case, clean, max_k)
 
 
-@pytest.mark.parametrize("first_col,vector_stores", [(0, True), (0, False), (1, None)],
-                         ids=["vector", "per_element", "unaligned_auto"])
+@pytest.mark.parametrize("first_col", [0, 1], ids=["vector", "unaligned"])
 @pytest.mark.parametrize("min_part", [1, 8192], ids=["parts", "whole_rows"])
-def test_clean_kernel_parts(monkeypatch, num_sms_8, first_col, vector_stores, min_part):
+def test_clean_kernel_parts(monkeypatch, num_sms_8, first_col, min_part):
     """Rows cut into column parts (or not): -inf exactly outside each window, inside untouched (empty, inverted,
     negative and overlong windows included, window edges on and off block bounds), with whole blocks in vector
-    stores, per element, and on an output whose rows start unaligned (vector stores then off by themselves)."""
+    stores, and on an output whose rows start unaligned (per element)."""
     monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", min_part)
     monkeypatch.setattr(triton_launch, "CLEAN_BLOCK", 16)
     rows, cols = 9, 100
@@ -153,7 +152,7 @@ def test_clean_kernel_parts(monkeypatch, num_sms_8, first_col, vector_stores, mi
     out, before_full = buffer[:, first_col:first_col + cols], buffer.clone()
     ks = to_device(torch.tensor([0, 5, -3, 70, 50, 99, 16, 17, 0], dtype=torch.int32))
     ke = to_device(torch.tensor([100, 37, 20, 40, 500, 99, 48, 31, 0], dtype=torch.int32))
-    triton_launch.clean_rows(out, ks, ke, cols, vector_stores=vector_stores)
+    triton_launch.clean_rows(out, ks, ke, cols)
     buffer, before_full, ks, ke = (t.cpu() for t in (buffer, before_full, ks, ke))
     out, before = buffer[:, first_col:first_col + cols], before_full[:, first_col:first_col + cols]
     col = torch.arange(cols)[None, :]
@@ -163,13 +162,6 @@ def test_clean_kernel_parts(monkeypatch, num_sms_8, first_col, vector_stores, mi
     untouched = torch.ones(256, dtype=torch.bool)
     untouched[first_col:first_col + cols] = False
     assert torch.equal(buffer[:, untouched], before_full[:, untouched])  # columns outside out are never written
-
-
-def test_clean_vector_stores_refuse_an_unaligned_output():
-    out = to_device(torch.zeros(2, 65))[:, 1:]
-    ends = to_device(torch.zeros(2, dtype=torch.int32))
-    with pytest.raises(ValueError, match="vector_stores=True needs out"):
-        triton_launch.clean_rows(out, ends, ends, 64, vector_stores=True)
 
 
 def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
@@ -253,7 +245,7 @@ def test_schedule_kernel_matches_python_walk(lens, next_n, num_sms):
     meta = run_launcher("get_paged_mqa_logits_metadata", context_lens, 64, num_sms, None)
     assert meta.shape == (num_sms + 1, 2) and meta.dtype == torch.int32
     assert [tuple(r) for r in meta.tolist()] == oracle_schedule(context_lens, num_sms)
-    if next_n == 1:  # 1-D lengths (issue 19): the same schedule as [B, 1]
+    if next_n == 1:  # 1-D lengths: the same schedule as [B, 1]
         meta_1d = run_launcher("get_paged_mqa_logits_metadata", context_lens.view(-1), 64, num_sms, None)
         assert torch.equal(meta_1d, meta)
         assert torch.equal(ops.get_paged_mqa_logits_metadata(context_lens.view(-1), 64, num_sms), meta)
@@ -280,8 +272,8 @@ def test_paged_kernel_matches_oracle(case, clean, num_sms_8):
 @pytest.mark.parametrize("next_n", [1, 2, 3])
 def test_paged_kernel_one_dimensional_context_lens(next_n, num_sms_8):
     """1-D lengths (vLLM 0.11, older SGLang): row n of sequence b sees context_lens[b] - next_n + n + 1 tokens.
-    next_n=3: the schedule of 1-D lengths counts one atom per sequence, the persistent kernel two (GPU failure of
-    2026-12-02, test_gpu_paged_matches_reference[5-3-16-1000-1d]: rows of the uncovered atoms left unwritten)."""
+    next_n=3: the schedule of 1-D lengths counts one atom per sequence, the persistent kernel two (on the persistent
+    kernel the rows of the uncovered atoms would be left unwritten)."""
     args, (q64, keys) = make_paged(PagedCase(3, next_n, 32, 64))
     q, q_sf, kv_cache, weights, context_lens, block_table, _, max_len = args
     lens_1d = context_lens[:, -1].contiguous()
@@ -508,19 +500,7 @@ def test_gpu_prefill_64k_context_and_20_bitwise_reruns():
         assert_bitwise_equal(deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke), out, "re-run")
 
 
-# ---- warp-specialised prefill kernel (GPU) -----------------------------------------------------------------------
-
-GPU_WS_CONFIGS = [triton_launch.PrefillConfig(ws=True),
-                  triton_launch.PrefillConfig(ws=True, ws_consumers=3, num_stages=6),
-                  triton_launch.PrefillConfig(ws=True, fma_relu=True)]
-GPU_WS_CASES = [  # (S, SK, H, D, windows, logits dtype): odd S (a last query block past S), SK not a multiple of 64
-    (1, 100, 64, 128, "causal", torch.float32), (3, 129, 64, 128, "ragged", torch.float32),
-    (129, 1000, 64, 128, "causal", torch.float32), (129, 4099, 32, 128, "ragged", torch.float32),
-    (512, 4096, 64, 128, "cp", torch.float32), (300, 5000, 64, 64, "ragged", torch.bfloat16),
-    (257, 3000, 32, 64, "causal", torch.bfloat16), (64, 777, 16, 32, "ragged", torch.float32),
-    (200, 2048, 128, 128, "causal", torch.float32), (2048, 8192, 64, 128, "causal", torch.float32),
-]
-
+# ---- prefill inputs (GPU) ----------------------------------------------------------------------------------------
 
 def _ws_windows(s, sk, kind, g):
     """Windows of one kind; "ragged" mixes empty, inverted, negative-start and past-SK windows in with random ones."""
@@ -551,97 +531,6 @@ def _ws_inputs(s, sk, h, d, kind, seed=0):
 def _prefill_with(cfg, q, kv, w, ks, ke, clean, max_k, dtype):
     return triton_launch.fp8_fp4_mqa_logits_triton(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype,
                                                    config=cfg)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("cfg", GPU_WS_CONFIGS, ids=["c2", "c3", "c2-fmarelu"])
-@pytest.mark.parametrize("s,sk,h,d,kind,dtype", GPU_WS_CASES,
-                         ids=[f"s{s}-sk{sk}-h{h}-d{d}-{k}-{str(t)[6:]}" for s, sk, h, d, k, t in GPU_WS_CASES])
-def test_gpu_prefill_ws_matches_reference_and_tl_kernel(s, sk, h, d, kind, dtype, cfg):
-    """The WS kernel against the reference (clean and compressed) and bitwise against the tl.* kernel with the same
-    fma_relu (the same wgmma, layout, reduction order, scale and cast), twice (bitwise repeatable)."""
-    if h < triton_launch.PREFILL_WS_MIN_HEADS[cfg.ws_consumers]:
-        pytest.skip("the launcher sends this head count to the tl.* kernel (the WS kernel would spill)")
-    assert triton_launch.prefill_ws_covers(cfg, h, d, False, True)
-    q, kv, w, ks, ke = _ws_inputs(s, sk, h, d, kind)
-    tl_cfg = triton_launch.PrefillConfig(fma_relu=cfg.fma_relu)
-    out = _prefill_with(cfg, q, kv, w, ks, ke, True, 0, dtype)
-    want = _reference_prefill(q, kv, w, ks, ke, True, 0, dtype)
-    assert torch.equal(out == NEG_INF, want == NEG_INF), "-inf placement"
-    valid = want != NEG_INF
-    if valid.any():
-        assert calc_diff(out[valid].double(), want[valid].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
-    assert_bitwise_equal(out, _prefill_with(tl_cfg, q, kv, w, ks, ke, True, 0, dtype), "ws vs tl.*")
-    assert_bitwise_equal(out, _prefill_with(cfg, q, kv, w, ks, ke, True, 0, dtype), "re-run")
-    # Compressed: out[i, t] = logits[i, ks + t] for the keys inside the window and inside max_k columns.
-    max_k = max(1, int((ke.clamp(max=sk) - ks).max()))
-    comp = _prefill_with(cfg, q, kv, w, ks, ke, False, max_k, dtype)
-    comp_tl = _prefill_with(tl_cfg, q, kv, w, ks, ke, False, max_k, dtype)
-    want_c = _reference_prefill(q, kv, w, ks, ke, False, max_k, dtype)
-    key = ks.long()[:, None] + torch.arange(max_k, device="cuda")[None, :]
-    inside = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
-    if inside.any():
-        assert calc_diff(comp[inside].double(), want_c[inside].double()) < (2e-5 if dtype == torch.bfloat16 else 1e-6)
-        assert_bitwise_equal(comp[inside], comp_tl[inside], "compressed: ws vs tl.*")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("num_sms", [1, 5, 13])
-def test_gpu_prefill_ws_walks_every_item_with_few_ctas(num_sms):
-    """Few persistent CTAs (many snake rounds, KV splits whose parts end mid-window, Q buffers reused many times):
-    the same bits as the tl.* kernel, and empty windows everywhere give an all -inf clean output."""
-    q, kv, w, ks, ke = _ws_inputs(300, 3000, 64, 128, "ragged", seed=1)
-    previous = runtime.get_num_sms()
-    runtime.set_num_sms(num_sms)
-    try:
-        want = _prefill_with(triton_launch.PrefillConfig(), q, kv, w, ks, ke, True, 0, torch.float32)
-        for cfg in GPU_WS_CONFIGS[:2]:
-            assert_bitwise_equal(_prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32), want, str(cfg))
-            empty = _prefill_with(cfg, q, kv, w, ks, ks, True, 0, torch.float32)
-            assert (empty == NEG_INF).all()
-    finally:
-        runtime.set_num_sms(previous)
-
-
-@pytest.mark.gpu
-def test_gpu_prefill_ws_64k_context_and_bitwise_reruns():
-    q, kv, w, ks, ke = _gpu_prefill_inputs(256, 65536, 64, 128)
-    want = _prefill_with(triton_launch.PrefillConfig(), q, kv, w, ks, ke, True, 0, torch.float32)
-    for cfg in GPU_WS_CONFIGS[:2]:
-        out = _prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32)
-        assert_bitwise_equal(out, want, str(cfg))
-        for _ in range(5):
-            assert_bitwise_equal(_prefill_with(cfg, q, kv, w, ks, ke, True, 0, torch.float32), out, "re-run")
-
-
-def _gpu_paged_inputs(batch, next_n, h, d, avg_ctx, seed=0, one_dim=False):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    block_kv = 64
-    lens = torch.randint(int(0.7 * avg_ctx), int(1.3 * avg_ctx), (batch,), device="cuda", generator=g).int()
-    pages = (lens + block_kv - 1) // block_kv
-    max_pages = int(pages.max())
-    total = int(pages.sum())
-    pool = torch.randperm(total, device="cuda", generator=g).int()
-    table = torch.zeros(batch, max_pages, dtype=torch.int32, device="cuda")
-    starts = torch.cumsum(pages, 0) - pages
-    cols = torch.arange(max_pages, device="cuda")[None, :]
-    table = torch.where(cols < pages[:, None], pool[(starts[:, None] + cols).clamp(max=total - 1)], 0).int()
-    values = torch.randn(total, block_kv, d, device="cuda", generator=g)
-    sf = values.abs().amax(dim=2).clamp(min=1e-4) / 448.0
-    cache = torch.empty(total, block_kv * (d + 4), dtype=torch.uint8, device="cuda")
-    cache[:, :block_kv * d] = (values / sf[..., None]).to(FP8).view(torch.uint8).view(total, -1)
-    cache[:, block_kv * d:] = sf.view(torch.uint8).view(total, -1)
-    cache = cache.view(total, block_kv, 1, d + 4)
-    q = torch.randn(batch, next_n, h, d, device="cuda", generator=g).to(FP8)
-    w = torch.randn(batch * next_n, h, device="cuda", generator=g)
-    if one_dim:
-        context_lens = lens
-    else:
-        frac = torch.rand(batch, next_n, device="cuda", generator=g)
-        context_lens = ((lens[:, None] + 1) * frac).int()
-        context_lens[:, -1] = lens
-        context_lens = context_lens.contiguous()
-    return q, cache, w, context_lens, table, max_pages * block_kv
 
 
 @pytest.mark.gpu
@@ -731,7 +620,7 @@ def _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg, base, varian
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,next_n,h,avg", PAGED_LEVER_SHAPES)
 def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
-    """The lean page loop (the row-pair default since issue 17) against the plain loop with the same tile, clean and
+    """The lean page loop (the row-pair default) against the plain loop with the same tile, clean and
     raw: the same wgmma, head reduction, scale and store, so every output bit is equal."""
     _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg,
                                              lambda cfg: dataclasses.replace(cfg, lean_page_loop=False),
@@ -741,8 +630,7 @@ def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,next_n,h,avg", PAGED_LEVER_SHAPES)
 def test_gpu_paged_register_page_scales_give_the_same_bits(batch, next_n, h, avg):
-    """Page scales in registers one page ahead (PagedConfig.register_page_scales, the row-pair default since
-    issue 17) against the scales through the shared ring, clean and raw: the same products in the same order, so
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales, the row-pair default) against the scales through the shared ring, clean and raw: the same products in the same order, so
     every output bit is equal."""
     _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg,
                                              lambda cfg: dataclasses.replace(cfg, register_page_scales=False),
@@ -890,7 +778,7 @@ def test_replayed_calls_launch_what_a_fresh_call_would(stubbed_launches, num_sms
 
 
 def test_one_dimensional_context_lens_under_fake_tensors(num_sms_8):
-    """The 1-D forms (issue 19) trace like the 2-D ones: fake outputs with the real sizes and strides."""
+    """The 1-D forms trace like the 2-D ones: fake outputs with the real sizes and strides."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     args, _ = make_paged(PagedCase(3, 2, 32, 64))
     q, q_sf, kv_cache, weights, context_lens, block_table, meta, max_len = args
@@ -958,90 +846,11 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
         assert triton_launch.paged_default_config(*args) == default, args
 
 
-# ---- warp-specialised prefill kernel: dispatch (CPU, launches stubbed) ---------------------------------------------
-
-def _ws_launches(calls, args, cfg, clean=False, max_k=0, dtype=torch.float32):
-    calls.clear()
-    triton_launch.fp8_fp4_mqa_logits_triton(*args, clean, max_k, dtype, config=cfg)
-    return [c for c in calls if c[0] != "clean_logits"]
-
-
-def test_prefill_ws_config_launches_the_gluon_kernel(stubbed_launches, num_sms_8):
-    """PrefillConfig(ws=True) launches the warp-specialised kernel (attention/prefill_ws.py) with Gluon descriptors
-    over Q [S * H, D] (block [128, D]) and KV (block [64, D]), one persistent CTA per SM (at most one per work item,
-    the tl.* kernel's query blocks x KV parts), a ring of num_stages rounded up to a multiple of the consumers.
-    Launches are stubbed: the Gluon kernel cannot run in the interpreter, so its numerics are tested on the GPU only
-    (test_gpu_prefill_ws_*)."""
-    from deep_gemm.attention.prefill_ws import _fp8_mqa_logits_ws_kernel as kernel
-    names = kernel.arg_names
-    case = MqaCase(9, 300, 64, 128)
-    args, _ = make_mqa(case)
-    for cfg, stages, consumers in [(triton_launch.PrefillConfig(ws=True), 4, 2),
-                                   (triton_launch.PrefillConfig(ws=True, ws_consumers=3), 6, 3),
-                                   (triton_launch.PrefillConfig(ws=True, ws_consumers=3, num_stages=3), 3, 3)]:
-        for max_k in (0, 120):
-            (name, _, grid, launched), = _ws_launches(stubbed_launches, args, cfg, max_k=max_k)
-            assert name == "fp8_mqa_logits_ws"
-            value = dict(zip(names, launched))
-            num_q_blocks = ceil_div(case.s, 2)
-            assert value["num_q_blocks"] == num_q_blocks and value["H"] == 64 and value["BQ"] == 2
-            assert grid == (min(num_q_blocks * value["splits"], 8), 1, 1)
-            assert value["splits"] == triton_launch.prefill_kv_splits(num_q_blocks, case.sk, 8)
-            assert (value["STAGES"], value["CONSUMERS"]) == (stages, consumers)
-            assert (value["CONSUMER_REGS"], value["PRODUCER_REGS"]) == triton_launch.PREFILL_WS_REGISTERS[consumers]
-            assert value["COMPRESSED"] == (max_k > 0) and value["max_k"] == max_k
-            q_desc, kv_desc = value["q_desc"], value["kv_desc"]
-            assert q_desc.gluon and tuple(q_desc.block_shape) == (128, 128) and tuple(q_desc.shape) == (9 * 64, 128)
-            assert kv_desc.gluon and tuple(kv_desc.block_shape) == (64, 128) and tuple(kv_desc.shape) == (300, 128)
-    # The clean pass still follows (-inf outside the windows; the WS kernel writes only the blocks it visits).
-    stubbed_launches.clear()
-    triton_launch.fp8_fp4_mqa_logits_triton(*args, True, 0, torch.float32, config=triton_launch.PrefillConfig(ws=True))
-    assert [c[0] for c in stubbed_launches] == ["fp8_mqa_logits_ws", "clean_logits"]
-
-
-def test_prefill_ws_config_falls_back_where_it_does_not_cover_the_call(stubbed_launches, num_sms_8):
-    """Calls the WS kernel does not cover run the tl.* kernel with the config's other fields (as a forced BF16 WS
-    kernel falls back in bf16_plan): FP4, misaligned Q, too few heads for the consumer count, an unchecked head
-    dimension, 128-key blocks. An unknown consumer count is an error, not a fallback."""
-    ws2, ws3 = triton_launch.PrefillConfig(ws=True), triton_launch.PrefillConfig(ws=True, ws_consumers=3)
-    fp8_args, _ = make_mqa(MqaCase(5, 70, 64, 64))
-    fp4_args, _ = make_mqa(MqaCase(5, 70, 32, 64, fp4=True))
-    q, q_sf, *rest = fp8_args
-    misaligned = (misaligned_copy(q), q_sf, *rest)
-    h16_args, _ = make_mqa(MqaCase(5, 70, 16, 64))
-    h8_args, _ = make_mqa(MqaCase(5, 70, 8, 32))
-    d16_args, _ = make_mqa(MqaCase(5, 70, 64, 16))
-    for args, cfg in [(fp4_args, ws2), (misaligned, ws2), (h8_args, ws2), (h16_args, ws3), (d16_args, ws2),
-                      (fp8_args, dataclasses.replace(ws2, block_kv=128, num_warps=8, num_stages=3))]:
-        (name, *_), = _ws_launches(stubbed_launches, args, cfg)
-        assert name == "fp8_mqa_logits", cfg
-    (name, *_), = _ws_launches(stubbed_launches, h16_args, ws2)
-    assert name == "fp8_mqa_logits_ws"
-    with pytest.raises(ValueError, match="ws_consumers"):
-        _ws_launches(stubbed_launches, fp8_args, triton_launch.PrefillConfig(ws=True, ws_consumers=4))
-
-
-def test_prefill_ws_config_in_the_interpreter_runs_the_tl_kernel():
-    """Under TRITON_INTERPRET the WS config runs the tl.* kernel (Gluon cannot be interpreted): same bits."""
-    args, oracle_inputs = make_mqa(MqaCase(6, 90, 32, 64))
-    want = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
-    got = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32,
-                       config=triton_launch.PrefillConfig(ws=True))
-    if not ON_GPU:
-        assert torch.equal(got, want)
-
-
-def test_prefill_ws_stages_are_a_multiple_of_the_consumers():
-    stages = [triton_launch.prefill_ws_stages(triton_launch.PrefillConfig(ws=True, ws_consumers=c, num_stages=n))
-              for c, n in [(2, 4), (2, 3), (3, 4), (3, 6), (3, 1), (2, 0)]]
-    assert stages == [4, 4, 6, 6, 3, 2]
-
-
 def test_prefill_default_config_follows_the_measured_levers():
     # FP8 at H >= 32: the interior loop and the 128-register cap (triton_launch.PREFILL_MAX_REGISTERS' measurements);
-    # fewer heads keep the plain tile (not measured), FP4 its 2-stage tile; the WS kernel is never the default.
+    # fewer heads keep the plain tile, FP4 its 2-stage tile.
     cfg = triton_launch.prefill_config(64, 128, False)
-    assert cfg.interior and cfg.max_registers == triton_launch.PREFILL_MAX_REGISTERS and not cfg.ws
+    assert cfg.interior and cfg.max_registers == triton_launch.PREFILL_MAX_REGISTERS
     assert not cfg.fma_relu and cfg == triton_launch.prefill_config(32, 32, False)
     assert triton_launch.prefill_config(16, 64, False) == triton_launch.PrefillConfig()
     fp4 = triton_launch.prefill_config(64, 128, True)

@@ -37,8 +37,8 @@ def masked_call(groups=6, expected=1024, n=4096, k=4096, max_m=4096, **kw):
 @pytest.mark.parametrize("groups, expected", BENCH_ROWS)
 @pytest.mark.parametrize("n, k", BENCH_NK)
 def test_auto_routes_compute_bound_masked_rows_to_the_ws_kernel(monkeypatch, groups, expected, n, k):
-    """The measured rule (research/results/2026-12-03-h200-s28-call4/bf16_masked_ab.log): 1024 expected rows per
-    group on the WS kernel's 128 x 256 tile (1.04-1.12x faster), 192 on the tl.* plan (the WS kernel 0.94-1.03x)."""
+    """The rule: 1024 expected rows per group on the WS kernel's 128 x 256 tile, 192 on the tl.* plan
+    (MASKED_WS_MIN_EXPECTED_M lies between)."""
     assert bf16_plan.AUTO_WS_MASKED  # (the shipped default)
     c = masked_call(groups, expected, n, k)
     before = bf16_plan._plan(c, bf16_plan.NO_OVERRIDES)  # the tl.* plan

@@ -126,7 +126,7 @@ def test_k_grouped_matches_definition(fused, acc, alignment):
 
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 def test_m_grouped_non_default_tile_matches_definition(layout, alignment):
-    """The internal helper with another tile (what research/sweeps/sweep_legacy_tiles.py times) gives the
+    """The internal helper with another tile (what a tile sweep times) gives the
     definition's result; a block_m above the alignment is capped to it (16 here would also be legal)."""
     torch.manual_seed(5)
     n, k, segments = 40, 72, (20, 37)

@@ -59,32 +59,6 @@ def test_bmk_bnk_mn(s, m, n, k, out_dtype):
     assert_bitwise_equal(d, d_again, "the batch-split reduction is deterministic")
 
 
-@pytest.mark.parametrize("s,m,n,k,out", [(129, 128, 384, 128, "fp32 c=d"), (129, 256, 256, 256, "fp32 c=d"),
-                                         (129, 384, 128, 384, "bf16"), (4096, 128, 384, 128, "fp32 c=d"),
-                                         (37, 72, 200, 208, "fp32 distinct c"), (67, 200, 134, 72, "fp32 c=d"),
-                                         (3, 130, 24, 64, "bf16 distinct c"), (300, 40, 520, 136, "fp32")])
-def test_bmk_reduction_gives_the_legacy_bits(s, m, n, k, out):
-    # The parallel reduction (all ranges' loads at once, 8-byte vectors) against the session-24 kernel it replaced
-    # (BmkPlan.legacy_reduce) at the planned split: the same sums in the same order, so equal bits; DeepGEMM's
-    # rows and odd ones (tails, N = 134 not a multiple of 4: elementwise D and C, S = 3), each output kind.
-    from deep_gemm._ops.library import run_launcher
-    a = torch.randn((s, m, k), device="cuda").to(BF16)
-    b = torch.randn((s, n, k), device="cuda").to(BF16)
-    d0 = torch.randn((m, n), device="cuda").to(BF16 if out.startswith("bf16") else torch.float32)
-    c_other = torch.randn((m, n), device="cuda").to(d0.dtype)
-    auto = einsum_triton.bmk_plan(s, m, n, k)
-    outs = []
-    for legacy in (False, True):
-        d = d0.clone()
-        c = d if "c=d" in out else c_other if "distinct" in out else None
-        plan = einsum_triton.BmkPlan(auto.tile, auto.splits, legacy_reduce=legacy)
-        assert run_launcher("einsum", "bmk,bnk->mn", a, b, d, c, launcher_kwargs=dict(config=plan)) is None
-        outs.append(d)
-    c_ref = d0.double() if "c=d" in out else c_other.double() if "distinct" in out else 0
-    assert calc_diff(outs[0], c_ref + torch.bmm(a.double(), b.double().mT).sum(0)) < 1e-5
-    assert_bitwise_equal(outs[0], outs[1], f"new and legacy reductions, {auto}")
-
-
 @pytest.mark.parametrize("splits", [1, 5, 44, 129])
 @pytest.mark.parametrize("reduce", ["parallel", "serial", "grid"])
 def test_bmk_every_split_and_reduction(reduce, splits):

@@ -143,7 +143,7 @@ def _emulated_reduction(ws, plan, m, n, splits, c, out_dtype):
     return total.to(out_dtype)
 
 
-# The parallel reduction against its torch emulation, bit for bit, and against the session-24 kernel (legacy):
+# The parallel reduction against its torch emulation, bit for bit:
 # tails in M and N (N = 134: not a multiple of 4, so D and C go elementwise; 136 by vectors), s = 1 (no split),
 # s = 3, every range one batch entry, more ranges than loads in flight (two rounds of 16), C is D, a distinct C,
 # no C, BF16 and FP32 D, both tiles.
@@ -168,22 +168,16 @@ def test_bmk_parallel_reduction_bits(dims, plan, out_dtype, accumulate):
     a, b = bf16_operands(case)
     m, n = dims["m"], dims["n"]
     d0, c0, c_value = output_and_accumulator((m, n), out_dtype, accumulate)
-    outs = []
-    for legacy in (False, True):
-        d = d0.clone()
-        c = d if accumulate == "d" else c0
-        c_before = None if c is None else c.clone()
-        recorder = Recorder()
-        run_plan = einsum_triton.BmkPlan(plan.tile, plan.splits, reduce_rows=plan.reduce_rows,
-                                         reduce_loads=plan.reduce_loads, legacy_reduce=legacy)
-        einsum_triton._launch_bmk(a, b, d, c, run_plan, recorder)
-        if plan.splits > 1:
-            (ws,) = recorder.scratch
-            assert_bitwise_equal(d, _emulated_reduction(ws, plan, m, n, plan.splits, c_before, out_dtype),
-                                 f"{run_plan} against its emulation")
-        outs.append(d)
-    assert_close(outs[0], c_value + TRUTH[case.expr](a.double(), b.double()), str(plan))
-    assert_bitwise_equal(outs[0], outs[1], f"{plan}: new and legacy reductions")
+    d = d0.clone()
+    c = d if accumulate == "d" else c0
+    c_before = None if c is None else c.clone()
+    recorder = Recorder()
+    einsum_triton._launch_bmk(a, b, d, c, plan, recorder)
+    if plan.splits > 1:
+        (ws,) = recorder.scratch
+        assert_bitwise_equal(d, _emulated_reduction(ws, plan, m, n, plan.splits, c_before, out_dtype),
+                             f"{plan} against its emulation")
+    assert_close(d, c_value + TRUTH[case.expr](a.double(), b.double()), str(plan))
 
 
 def test_bmk_plan_rules():
@@ -191,17 +185,17 @@ def test_bmk_plan_rules():
     try:
         et = einsum_triton
         tile = et.BMK_CONFIGS[0]
-        # DeepGEMM's rows. S = 4096: bound by DRAM, the whole wave of 132 programs over 3 (4) tiles of 128x128.
-        assert et.bmk_plan(4096, 128, 384, 128) == et.BmkPlan(tile, 44)
-        assert et.bmk_plan(4096, 256, 256, 256) == et.BmkPlan(tile, 33)
-        assert et.bmk_plan(4096, 384, 128, 384) == et.BmkPlan(tile, 44)
-        # S = 129 (a short reduction: the 64 x 128 tile), next to the fastest measured on the H200 in session 24
-        # (research/results/2026-12-02-h200-s24-call3/einsum_sweep.log): 22 ranges 12.1 us / 44 13.7 us; 33 ranges
-        # 19.1 us / 16 22.2 us; 43 ranges 24.4 us / 22 26.6 us (the model's 26 lies within its slack of 22).
+        # DeepGEMM's rows. S = 4096: bound by DRAM, split over at most one wave of programs on 128x128 tiles;
+        # S = 129 (a short reduction): the 64 x 128 tile, two programs per SM. Every split is a parallel reduction
+        # over ranges that cover the batch, within the wave.
         short = et.BMK_CONFIGS[1]
-        assert et.bmk_plan(129, 128, 384, 128) == et.BmkPlan(short, 26)
-        assert et.bmk_plan(129, 256, 256, 256) == et.BmkPlan(short, 33)
-        assert et.bmk_plan(129, 384, 128, 384) == et.BmkPlan(short, 43)
+        for s, m, n, k in ((4096, 128, 384, 128), (4096, 256, 256, 256), (4096, 384, 128, 384),
+                           (129, 128, 384, 128), (129, 256, 256, 256), (129, 384, 128, 384)):
+            p = et.bmk_plan(s, m, n, k)
+            assert p.tile is (tile if s == 4096 else short) and p.reduce == "parallel", p
+            tiles = -(-m // p.tile.block_m) * -(-n // p.tile.block_n)
+            wave = et.BMK_PROGRAMS_PER_SM[p.tile.block_m, p.tile.block_n] * 132
+            assert 1 < p.splits <= s and p.splits * tiles <= wave, p
         assert et.bmk_plan(3, 128, 128, 64).splits == 1  # 3 K steps in all: no split
         assert et.bmk_plan(4096, 2048, 2048, 128).splits == 1  # 256 tiles fill the SMs alone
         assert et.bmk_plan(4096, 64, 128, 128).tile is et.BMK_CONFIGS[1]
@@ -215,9 +209,6 @@ def test_bmk_plan_rules():
         assert et._reduce_rows(6, 64) == 2
         assert et._reduce_rows(64, 128) == 8
         assert et._reduce_rows(1, 64) == 1
-        # the session-24 rule the legacy kernel keeps: at least one program per SM, 2 to 16 rows
-        assert et._reduce_rows(3, 128, 1, 16, 2) == 4
-        assert et._reduce_rows(64, 128, 1, 16, 2) == 16
     finally:
         deep_gemm.set_num_sms(0)
 
@@ -225,8 +216,7 @@ def test_bmk_plan_rules():
 def test_bmk_grid_reduction_is_offered_only_where_launches_can_be_cooperative():
     # The interpreter (this CPU run) runs programs one after another: a program waiting for the others would wait
     # forever, so its plans never offer "grid". On CUDA "grid" is offered but priced by its measured kernel time
-    # (BMK_GRID_SYNC_US, session 29: slower than the parallel reduction's two kernels on DeepGEMM's s = 129 rows,
-    # level at s = 4096), so DeepGEMM's rows keep "parallel"; pinned, "grid" gets the parallel plan's splits (one
+    # (BMK_GRID_SYNC_US: slower than the parallel reduction's two kernels on DeepGEMM's s = 129 rows), so DeepGEMM's rows keep "parallel"; pinned, "grid" gets the parallel plan's splits (one
     # wave of programs: all resident at once, what the cooperative launch needs).
     et = einsum_triton
     assert et.bmk_reductions() == ("parallel", "serial")
@@ -389,8 +379,7 @@ def test_tile_config_rules():
     try:
         et = einsum_triton
         # DeepGEMM's rows: memory-bound short K -> one pipeline across tiles; long K, wide N -> 128x256 tiles.
-        # (256-row tiles for plain BF16 outputs: the fastest measured 2026-12-02, research/results/
-        # 2026-12-02-h200-s23-call2/einsum/sweep.log, on both b=4096 h=128 rows; 128 rows otherwise)
+        # (256-row tiles for plain BF16 outputs: B's tile read once per 256 rows; 128 rows otherwise)
         assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K_TALL
         assert et.bh_config(128, 4096, 512, 128, True) is et.BH_SHORT_K_TALL
         assert et.bh_config(128, 4096, 128, 512, False) is et.BH_SHORT_K

@@ -218,7 +218,7 @@ def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(m, n, tail):
 def test_split_tiles_only_where_the_wave_model_says_they_pay():
     """Split tiles for the two M=4096 DeepSeek shapes whose 128 x 256 tiles quantise badly: 128 x 192 at N=2112,
     4 tail tiles of 128 + 16 at N=576 (one round of 128 tiles, where 128 x 192 fills 96 SMs); 128 x 256 for the
-    other five, short K and the grouped contiguous shapes (H200 sweeps, 2026-11-30)."""
+    other five, short K and the grouped contiguous shapes."""
     from deep_gemm.gemm import fp8_plan
     split = {(n, k): fp8_plan.ws_narrow(4096, n, k, 132) for n, k in [
         (2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]}
@@ -351,8 +351,8 @@ def test_psum_layout_is_stored_by_tma_with_or_without_zero_padding():
 def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
     """Fp8Overrides.tile_walk asks the warp-specialised kernel for the carried tile walk (fp8_gemm_ws._walk); the
     plan gives it to psum and masked layouts (the only ones whose tiles are enumerated per group) and to no other,
-    and the default is fp8_plan.TILE_WALK's per layout (the walk on psum contiguous, measured 2026-12-02, and on its
-    decode form, measured 2026-12-03 with warp-uniform tiles; masked layouts keep the scan)."""
+    and the default is fp8_plan.TILE_WALK's per layout (the walk on psum contiguous and on its decode form; masked
+    layouts keep the scan)."""
     from deep_gemm.gemm import fp8_plan
     from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
     walk, scan = Fp8Overrides(tile_walk=True), Fp8Overrides(tile_walk=False)
@@ -380,7 +380,7 @@ def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
 
 def test_masked_decode_walk_case_reaches_the_ws_kernel():
     """tests/test_fp8_moe_walk_gpu.py::test_masked_walk_matches_scan's 33-group, 20-rows-per-group case: the plan runs
-    the tl.* kernel's 64-row tiles there (no walk: no warp-specialised launch to spy on, GPU 2026-12-02), so the test
+    the tl.* kernel's 64-row tiles there (no walk: no warp-specialised launch to spy on), so the test
     forces the 128 x 128 config, which the plan runs on the warp-specialised kernel with the walk it asks for."""
     from deep_gemm.gemm import fp8_configs
     from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan

@@ -130,7 +130,7 @@ PLAN_CASES = list(itertools.product((1, 13, 137, 4096, 8192), (8, 24, 64, 128), 
 
 
 def test_unsplit_short_rows_take_16_row_blocks():
-    """The 2026-12-03 sweep: unsplit calls up to M = 160 stream A in 16-row blocks; DeepGEMM's 16-split rows at
+    """Unsplit calls up to M = 160 stream A in 16-row blocks; DeepGEMM's 16-split rows at
     M = 137 keep 64-row blocks (hc_plan.SHORT_ROWS_MAX_M)."""
     for m in (1, 13, 32, 64, 137, 160):
         assert hc_plan.plan(m, 24, 7168, 1, 132).block_m == 16

@@ -86,13 +86,13 @@ def test_import_does_no_cuda_or_triton_work():
 
 
 def test_zz_every_op_was_opchecked(request):
-    """Every tensor op went through torch.library.opcheck in this session (conftest records the calls). Named
+    """Every tensor op went through torch.library.opcheck in this run (conftest records the calls). Named
     test_zz so it runs after the family tests of the module sorting after it; enforced only when the whole suite
     runs (a filtered run cannot have opchecked everything)."""
     import opcheck_registry
 
-    session = request.session
-    if session.config.getoption("keyword") or session.config.getoption("markexpr") or not opcheck_registry.FULL_RUN:
+    config = request.config
+    if config.getoption("keyword") or config.getoption("markexpr") or not opcheck_registry.FULL_RUN:
         pytest.skip("a filtered run: coverage of opcheck is checked on full runs only")
     missing = [op for op in SCHEMAS if _Binder(SCHEMAS[op]).has_tensor_args and op not in ALIASES
                and not op.startswith("_slice") and op not in opcheck_registry.OPCHECKED]

@@ -89,8 +89,8 @@ _MISSING = _Missing()
 
 # Memoised checks: an op's check is a function of its arguments' metadata (shapes, strides, dtypes, devices,
 # 16-byte alignment of the start, non-tensor values) and of the runtime knobs, so a call whose metadata signature
-# already passed needs no second check. That is most of the host time of a small GEMM (~25 us of ~70 us of Python,
-# CPU host 2026-11-30). Bounded: cleared when it grows past this many signatures.
+# already passed needs no second check. That is most of the host time of a small GEMM (~25 us of ~70 us of
+# Python). Bounded: cleared when it grows past this many signatures.
 CHECK_MEMO_LIMIT = 4096
 
 
@@ -372,8 +372,8 @@ def family_of(name: str) -> str:
 
 # ---- The eager path: public wrappers calling an op's CUDA kernel without the dispatcher ---------------------------
 #
-# A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel (H200 host, 2026-11;
-# ``benchmarks/host_paths_cpu.py`` measures it per op), a third of DeepGEMM's whole host time per call. A plain
+# A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel
+# (``benchmarks/host_paths_cpu.py`` measures it per op), a third of DeepGEMM's whole host time per call. A plain
 # eager call on CUDA tensors gains nothing from it: the dispatcher would pick the CUDA kernel registered above, which
 # is a Python function. ``eager_op`` calls that same
 # function (binder, memoised check, launcher or reference: ``OpKernels.run_cuda``) directly, and hands every call it
@@ -442,8 +442,8 @@ _EAGER_DEVICE_TEST = "is_cuda"
 def _specialised_eager_signature(kinds: tuple) -> Callable[[tuple], Any]:
     """``_eager_signature`` for one schema's argument kinds ("Tensor", "Tensor?", "value"), generated as straight-line
     code: no loop, no per-argument type dispatch, no list. The signature is half of an eager call's host time, most
-    of it per-tensor attribute reads that cannot be avoided; the loop around them costs ~15 % more (CPU host,
-    2026-12: 3.5 against 4.1 us for the masked GEMM's six tensors and six values).
+    of it per-tensor attribute reads that cannot be avoided; the loop around them costs ~15 % more (3.5 against
+    4.1 us for the masked GEMM's six tensors and six values).
 
     The fast case is the common call: every Tensor argument a plain CUDA tensor outside autograd, every Tensor?
     argument None, every other argument of a plain type. Any other call (lists, a given optional tensor, CPU
@@ -490,7 +490,7 @@ def _eager_signature_of(kernels: OpKernels) -> Callable[[tuple], Any]:
 # call of the same op, and for those one guard (``guards.py``: a C check of the tensors' types, dispatch keys,
 # dtypes, devices, requires_grad, sizes and strides against an earlier call's) plus the storage-offset alignment and
 # the non-tensor arguments prove the signature equal, so its token is reused without building or hashing the
-# signature (HC, CPU host 2026-12: ~1 us instead of ~3.2 us). Everything else builds the signature as before and
+# signature (HC: ~1 us instead of ~3.2 us). Everything else builds the signature as before and
 # leaves a guard for the calls after it (``_remember``). Tokens are the memo's: a guarded call and a signature-built
 # call with equal metadata get the same token, so they share plans with the dispatcher path.
 

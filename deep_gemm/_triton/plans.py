@@ -39,7 +39,7 @@ class TensorPicker:
     ``may_alias`` says whether two of them could be one object.
 
     Picking by position spares a replay testing every argument (``isinstance`` against ``torch.Tensor`` costs ~80
-    ns per non-tensor argument: ~1 us for the grouped GEMMs' twelve arguments, CPU host 2026-12). One object has
+    ns per non-tensor argument: ~1 us for the grouped GEMMs' twelve arguments). One object has
     one shape, strides, dtype and device, and equal tokens mean equal ones: tensors that differ in these at the
     first call with a token differ at every call with it, so only a token with two alike tensors pays for
     ``aliasing`` (most ops' tensors all differ: operands, scales and outputs of other shapes or dtypes)."""

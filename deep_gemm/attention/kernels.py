@@ -165,8 +165,7 @@ def _prefill_interior(in_lo, in_hi, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks
       ``_load_f32_nc``) instead of the pipeliner's cp.async ring in shared memory (its wait, its barrier, the
       shared-memory reads and the ring's counters per block).
 
-    sm_90a, H = 64, 128 registers (research/probes/paged_loop_spills.py): 282 -> 252 SASS instructions per block,
-    no local memory in the loop (was 3 LDL + 1 STL)."""
+    At H = 64 under 128 registers this leaves the loop with fewer instructions per block and no local memory."""
     lanes = tl.arange(0, BLOCK_KV)
     out_base = out_ptr + q0.to(tl.int64) * stride_out
     row_off = tl.arange(0, BQ) * stride_out
@@ -591,7 +590,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     not widen the loop counter and the pipeline's stage bounds to 64 bits; the store's two bounds (max_ctx, row_ok)
     are one per-row limit. sm_90a, FP8 H=64 D=128 BLOCK_KV=64 two-row atoms, 7 stages, 128-register cap: no local
     memory at all instead of 2 loads and 2 stores per page per warp in the loop (the 128-column dot's 64 accumulators
-    and 32 weights leave the rest of the loop ~30 registers; research/probes/paged_loop_spills.py).
+    and 32 weights leave the rest of the loop ~30 registers).
 
     REG_SCALES (FP8; the prefill kernel's LEAN_INTERIOR ideas, ``_prefill_interior``): the next page's scales are
     loaded into registers during this page (its id read from the block table one page ahead, through
@@ -599,9 +598,9 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     and the shared-memory reads); the scale address is the page times stride_page / 4 (the launcher takes this path
     only for a page stride that is a multiple of 4 bytes: no 64-bit divide); the block table is read two pages ahead
     the same way, so the scale load never waits on it; the store is LEAN_LOOP's (32-bit page index). The same
-    products in the same order: the same bits. PTX: inline PTX allowed (not in the interpreter). sm_90a, the
-    row-pair default plus REG_SCALES (research/results/2026-12-cpu-paged-spills-session29.md): 282 instead of 294
-    SASS instructions per page, but 1 local load per page (32 bytes of stack) under the 128-register cap."""
+    products in the same order: the same bits. PTX: inline PTX allowed (not in the interpreter). With the row-pair
+    default it takes fewer SASS instructions per page, at the cost of one local load per page under the 128-register
+    cap."""
     BN: tl.constexpr = ROWS * H
     SF_TMA: tl.constexpr = LEAN_LOOP and KV_TMA and not IS_FP4 and not REG_SCALES
     tl.static_assert(not (REG_SCALES and IS_FP4), "REG_SCALES: FP8 pages (FP32 scales)")

@@ -29,16 +29,13 @@ MIN_DOT_N = 16
 # TMA needs 16-byte aligned global addresses and strides.
 TMA_ALIGN = 16
 # Clean pass: columns per store step, warps, and how rows are cut into parts: parts of at least CLEAN_MIN_PART
-# columns, enough of them for CLEAN_PROGRAMS_PER_SM programs per SM when rows are few.
+# columns, enough of them for CLEAN_PROGRAMS_PER_SM programs per SM when rows are few. Whole blocks go out in
+# 16-byte stores where the output's alignment allows: the out-of-window fill is store-bound, and wider stores double
+# its rate (wider blocks and 8 warps were slower).
 CLEAN_BLOCK = 1024
 CLEAN_WARPS = 4
 CLEAN_MIN_PART = 8192
 CLEAN_PROGRAMS_PER_SM = 8
-# Whole blocks of the clean pass in 16-byte stores where the output's alignment allows. H200, one process
-# (research/results/2026-12-03-h200-s30-call4/README.md): 8192 x 65536 context-parallel windows 547.7 -> 259.7 us
-# (1961 -> 4135 GB/s of out-of-window logits; torch's fill_ of the whole output 4602 GB/s), the 2048-query causal
-# rows 4.35 -> 3.60 us; wider blocks and 8 warps were slower.
-CLEAN_VECTOR_STORES = True
 # Schedule kernel: sequences per step of its two passes, and the SM counts it covers (a [SMs, CHUNK] compare per
 # step); larger num_sms values run the reference.
 SCHEDULE_CHUNK = 16
@@ -63,14 +60,7 @@ class PrefillConfig:
     ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4),
     ``lean_interior`` (with ``interior``) runs the interior loop with fewer registers live across it and the key
     scales prefetched into registers (kernels._prefill_interior; the same bits; False: the loop before it, kept for
-    in-process A/B).
-
-    ``ws=True``: the warp-specialised Gluon kernel (attention/prefill_ws.py: a TMA producer warp, ``ws_consumers``
-    math warpgroups taking alternate 64-key blocks, one persistent CTA per SM, a ring of ``num_stages`` KV stages
-    rounded up to a multiple of ``ws_consumers``; ``fma_relu`` applies, ``interior`` is built in) wherever it covers
-    the call (``prefill_ws_covers``: FP8, TMA-aligned Q and KV, 64-key blocks, 128 score columns, D 32/64/128, not
-    in the interpreter); elsewhere the ``tl.*`` kernel runs with the other fields, as the BF16 plan treats a forced
-    WS kernel it does not cover. Opt-in: slower than the default on the H200 (see PREFILL_MAX_REGISTERS)."""
+    in-process A/B)."""
 
     block_kv: int = 64
     num_warps: int = 4
@@ -80,8 +70,6 @@ class PrefillConfig:
     interior: bool = False
     max_registers: int | None = None
     lean_interior: bool = True
-    ws: bool = False
-    ws_consumers: int = 2
 
 
 @dataclass(frozen=True)
@@ -92,8 +80,8 @@ class PagedConfig:
     tokens of one sequence's rows, the schedule unused. Passed as the launchers' ``config=`` so one process can time
     both.
 
-    Register levers of the persistent kernel (issue 17: at 168 registers per thread only 3 programs of 4 warps fit
-    an SM; the compiled counts, sm_90a, are in ``scripts/compile_check_indexer.py --only-persistent``):
+    Register levers of the persistent kernel (at 168 registers per thread only 3 programs of 4 warps fit an SM; the
+    compiled counts, sm_90a, are in ``scripts/compile_check_indexer.py --only-persistent``):
     ``aligned_q_loads`` loads Q in 16-byte vectors when its address allows (the byte-wise load of the 128 x 128 Q
     tile was the kernel's register peak); ``row_dots`` runs one dot per query row of an FP8 two-row atom, so one
     row's scores are live at a time (<= 128 registers: 4 programs per SM); ``max_registers`` caps ptxas (spilling
@@ -115,32 +103,18 @@ class PagedConfig:
     register_page_scales: bool = False
 
 
-# Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): 7 stages,
-# measured 2026-12-02 on the H200 (research/results/2026-12-02-h200-s23-call2/indexer/bench_sweep_paged.log):
-# 700.1 us vs 713.4 us at 5 stages (BSZ=256, NextN=2, L=65536) and 1438.8 vs 1460.2 us (BSZ=4096, NextN=2,
-# L=8192); with next_n=1 (64 columns) 5 stages stay ahead (84.9 vs 86.8 us, BSZ=256, L=8192). Other shapes keep
-# the 5 stages nothing else was measured against.
+# Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): a deeper ring
+# (7 stages) keeps more pages in flight for the 128-column dots; with next_n=1 (64 columns) 5 stages stay ahead.
 PAGED_ROW_PAIR_STAGES = 7
-# The same shape's register cap, and 16-byte Q loads everywhere (session 24, H200, one process,
-# research/results/2026-12-02-h200-s24-call3/paged_sweep.log): capping ptxas at 128 registers (4 programs of 4 warps
-# per SM instead of 3, 40 bytes spilled outside the page loop) ran 661.3 against 692.8 us (BSZ=256, NextN=2,
-# L=65536) and 1350.2 against 1418.0 us (BSZ=4096, NextN=2, L=8192), ahead of the row-dot lever (671.6 / 1362.9);
-# the aligned Q load alone is never slower (+0-2 %; next_n=1 at 5 stages 83.2 against 85.0 us).
+# The same shape's register cap, and 16-byte Q loads everywhere: capping ptxas at 128 registers fits 4 programs of 4
+# warps per SM instead of 3 (a few bytes spilled outside the page loop), which pays more than the row-dot lever; the
+# aligned Q load alone is never slower.
 PAGED_ROW_PAIR_MAX_REGISTERS = 128
-# Under that cap the page loop still spilled: Nsight Compute (H200, 2026-12-03, BSZ=256 NextN=2 L=65536,
-# research/results/2026-12-03-h200-s29-call1/ncu_paged_ours.txt) counted 4.19 M local-memory spill requests (2 loads
-# and 2 stores per page per warp in the SASS) and 534 MB written to L2 against 134 MB of logits. The lean page loop
-# compiles to no local memory at all under the same cap and 294 instead of 301 SASS instructions per page
-# (sm_90a, research/probes/paged_loop_spills.py); its time is measured by research/probes/paged_default_ab.py.
-# Shapes whose loop does not spill keep the plain loop: there the scale barrier costs more instructions than the
-# narrower page index saves (next_n=1 207 against 195 per page, H=32 240 against 220).
-# On top of the lean loop, the row pairs take their page scales in registers one page ahead (register_page_scales:
-# 282 instead of 294 SASS instructions per page, research/results/2026-12-cpu-paged-spills-session29.md): H200,
-# one process, bit-equal (research/results/2026-12-03-h200-s30-call2/paged_ab.log): 97.4 against 100.1 us
-# (BSZ=256, NextN=2, L=8192), 652.2 against 665.0 (L=65536), 1316.9 against 1340.5 (BSZ=4096, L=8192). With the
-# scale ring gone, 6 stages measured within 1 % of 7 (0.990-0.999 of the time, call 4 of the same session); the relu
-# on the FMA pipe (the prefill kernel's fma_relu) 3.6-4.7 % slower.
-
+# Under that cap the plain page loop still spills inside the loop; the lean page loop compiles to no local memory at
+# all under the same cap, with fewer instructions per page. Shapes whose loop does not spill keep the plain loop:
+# there the scale barrier costs more instructions than the narrower page index saves. On top of the lean loop, the
+# row pairs take their page scales in registers one page ahead (register_page_scales: fewer instructions per page,
+# bit-equal, faster); with the scale ring gone, 6 stages are as fast as 7 (see docs/TUNING.md).
 
 def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: int, is_fp4: bool) -> "PagedConfig":
     """The paged kernel's tile when the caller passes none (see PAGED_ROW_PAIR_STAGES and
@@ -173,37 +147,6 @@ def prefill_kv_splits(num_q_blocks: int, seq_len_kv: int, num_sms: int) -> int:
     return max(1, min(want, seq_len_kv // PREFILL_MIN_KEYS_PER_SPLIT, GRID_Y_LIMIT))
 
 
-# Warp-specialised prefill kernel: consumer warpgroup counts it is offered with, and setmaxnreg per consumer
-# warpgroup / producer warp for each (sm_90a, scripts/compile_check_indexer.py --ws: the kernel's 384 or 512 threads
-# share one SM's 65536 registers; the consumers' loop needs ~145, so 2 and 3 consumers compile without spills and 4
-# do not fit: 96 registers per thread at launch, 112-120 per consumer, 128-216 bytes spilled).
-PREFILL_WS_REGISTERS = {2: (168, 24), 3: (160, 32)}
-# Fewest heads per consumer count: fewer heads mean more queries per 128 columns, and their per-query window values
-# stay live in the loop: H=8 spills 176 bytes at 2 consumers, H=16 16 bytes at 3 (same script).
-PREFILL_WS_MIN_HEADS = {2: 16, 3: 32}
-# Head dimensions the WS kernel is compile-checked for (its Q tile [128, D] and KV blocks [64, D] in shared memory).
-PREFILL_WS_HEAD_DIMS = (32, 64, 128)
-
-
-def prefill_ws_covers(cfg: PrefillConfig, num_heads: int, head_dim: int, is_fp4: bool, use_tma: bool,
-                      sm: int = arch.SM90) -> bool:
-    """Whether ``cfg.ws`` runs the warp-specialised kernel for a call (else the tl.* kernel does): FP8 operands
-    behind TMA descriptors, one 64-row wgmma per block, 128 (query, head) columns, a checked head dimension, on an
-    sm_90a GPU (``sm``: the device's SM version; Gluon kernels cannot run in the interpreter)."""
-    if cfg.ws_consumers not in PREFILL_WS_REGISTERS:
-        raise ValueError(f"PrefillConfig.ws_consumers must be one of {sorted(PREFILL_WS_REGISTERS)}, "
-                         f"not {cfg.ws_consumers}")
-    return (cfg.ws and not is_fp4 and use_tma and cfg.block_kv == 64 and cfg.score_cols == SCORE_COLS
-            and SCORE_COLS % num_heads == 0 and num_heads >= PREFILL_WS_MIN_HEADS[cfg.ws_consumers]
-            and head_dim in PREFILL_WS_HEAD_DIMS and not interpreting() and arch.has_wgmma(sm))
-
-
-def prefill_ws_stages(cfg: PrefillConfig) -> int:
-    """The WS kernel's KV ring depth: num_stages rounded up to a multiple of the consumer count (its barrier phases
-    rely on a stage's previous use being the same consumer's)."""
-    return ceil_div(max(cfg.num_stages, 1), cfg.ws_consumers) * cfg.ws_consumers
-
-
 def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig:
     """Default prefill tile. 64 keys x 128 (query, head) columns per warpgroup keeps the FP32 scores at 32
     registers per thread and the shared memory per program small (Q 16 KiB + 4 x 8 KiB), so several programs share
@@ -216,14 +159,8 @@ def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig
 
 
 # FP8 prefill at H >= 32: the interior loop without per-key tests and a 128-register cap (4 programs of 4 warps per
-# SM instead of 3; ptxas spills 56 bytes, outside the loops' hot path). H200, one process (session 26 call 5,
-# research/results/2026-12-03-h200-s26-call5/prefill_regcap.log), against the old default: 2048 x 8192 causal
-# 287.7 -> 268.3 us, 2048 x 65536 causal 2380.2 -> 2249.4, 8192 x 65536 context-parallel 4846.7 -> 4630.5, H=32
-# 4096 x 65536 2579.6 -> 2379.8, H=32 D=32 953.9 -> 864.7 (-4.5 to -9.4 %); the cap alone was slower at H=32, the
-# interior loop alone gained 1-4 %. fma_relu with both measured the same within 1 % (not taken: the tl.* kernel
-# without the cap ran 12-19 % slower with it, call 4). The warp-specialised Gluon kernel (PrefillConfig(ws=True),
-# prefill_ws.py) at its best (3 consumer warpgroups, fma_relu, 6 stages; call 4) ran between 1.8 % faster and 7 %
-# slower than the old default and slower than this one on every row, so it stays opt-in.
+# SM instead of 3; ptxas spills a few bytes, outside the loops' hot path): together they pay on every such shape,
+# while the cap alone does not at H = 32 (see docs/TUNING.md).
 PREFILL_INTERIOR_MIN_HEADS = 32
 PREFILL_MAX_REGISTERS = 128
 
@@ -270,52 +207,26 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
     use_tma = not is_fp4 and _aligned(q) and _aligned(kv)
     compressed = max_seqlen_k > 0
     splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q))
-    if prefill_ws_covers(cfg, num_heads, head_dim, is_fp4, use_tma, sm):
-        _prefill_ws(q_rows, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out, max_seqlen_k, cfg,
-                    num_heads, head_dim, block_q, num_q_blocks, splits, compressed, record)
+    if use_tma:
+        q_desc = descriptor(q_rows, (seq_len * num_heads, head_dim), (head_dim, 1), (cfg.score_cols, head_dim))
+        kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim))
     else:
-        if use_tma:
-            q_desc = descriptor(q_rows, (seq_len * num_heads, head_dim), (head_dim, 1), (cfg.score_cols, head_dim))
-            kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim))
-        else:
-            q_desc, kv_desc = q_rows, kv
-        q_sf_arg = q_sf.reshape(-1) if q_sf is not None else q_rows
-        args = (q_desc, kv_desc, q_rows, q_sf_arg, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
-                seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
-                num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
-                compressed, cfg.fma_relu, cfg.interior)
-        # The lean interior loop addresses the output with int32 offsets from row q0: (BQ - 1) rows plus a column.
-        lean = cfg.interior and cfg.lean_interior and block_q * out.stride(0) + seq_len_kv < 2**31
-        args += (lean, not interpreting())
-        config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype, lean)
-        launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits",
-               config_key=config_key, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-               device_index=_device_index(out), record=record, max_registers=cfg.max_registers)
+        q_desc, kv_desc = q_rows, kv
+    q_sf_arg = q_sf.reshape(-1) if q_sf is not None else q_rows
+    args = (q_desc, kv_desc, q_rows, q_sf_arg, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, out,
+            seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks,
+            num_heads, head_dim, block_q, cfg.block_kv, cfg.num_stages, use_tma, is_fp4, not interpreting(),
+            compressed, cfg.fma_relu, cfg.interior)
+    # The lean interior loop addresses the output with int32 offsets from row q0: (BQ - 1) rows plus a column.
+    lean = cfg.interior and cfg.lean_interior and block_q * out.stride(0) + seq_len_kv < 2**31
+    args += (lean, not interpreting())
+    config_key = (cfg, num_heads, head_dim, use_tma, is_fp4, compressed, logits_dtype, weights.dtype, lean)
+    launch(_fp8_mqa_logits_kernel, (num_q_blocks, splits, 1), args, name="fp8_mqa_logits",
+           config_key=config_key, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+           device_index=_device_index(out), record=record, max_registers=cfg.max_registers)
     if clean_logits:
         clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
     return out
-
-
-def _prefill_ws(q_rows, kv, kv_sf, weights, starts, ends, out, max_seqlen_k, cfg: PrefillConfig, num_heads: int,
-                head_dim: int, block_q: int, num_q_blocks: int, splits: int, compressed: bool, record):
-    """The warp-specialised kernel over the tl.* kernel's work items (query block x KV part, the same
-    ``prefill_kv_splits``), walked by one persistent CTA per SM."""
-    from .prefill_ws import _fp8_mqa_logits_ws_kernel
-
-    seq_len, seq_len_kv = out.size(0), kv.size(0)
-    grid = max(1, min(num_q_blocks * splits, _num_sms(out)))
-    stages = prefill_ws_stages(cfg)
-    consumer_regs, producer_regs = PREFILL_WS_REGISTERS[cfg.ws_consumers]
-    q_desc = descriptor(q_rows, (q_rows.size(0), head_dim), (head_dim, 1), (SCORE_COLS, head_dim), gluon=True)
-    kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim), gluon=True)
-    args = (q_desc, kv_desc, kv_sf, weights, starts, ends, out,
-            seq_len, seq_len_kv, weights.stride(0), out.stride(0), max_seqlen_k, num_q_blocks, splits,
-            num_heads, block_q, cfg.block_kv, stages, cfg.ws_consumers, compressed, cfg.fma_relu, consumer_regs,
-            producer_regs)
-    config_key = ("ws", cfg.ws_consumers, stages, cfg.fma_relu, num_heads, head_dim, compressed, out.dtype,
-                  weights.dtype)
-    launch(_fp8_mqa_logits_ws_kernel, (grid, 1, 1), args, name="fp8_mqa_logits_ws", config_key=config_key,
-           num_warps=4, num_stages=1, device_index=_device_index(out), record=record)
 
 
 def fp8_mqa_logits_triton(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k,
@@ -325,18 +236,14 @@ def fp8_mqa_logits_triton(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_
 
 
 def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols: int,
-               record: list | None = None, *, vector_stores: bool | None = None) -> None:
-    """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])``. ``vector_stores`` (None: where ``out``
-    allows): whole blocks in 16-byte stores, which needs ``out`` and its row stride 16-byte aligned."""
+               record: list | None = None) -> None:
+    """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])``; whole blocks in 16-byte stores where
+    ``out`` and its row stride are 16-byte aligned."""
     from .kernels import _clean_logits_kernel
     rows = out.size(0)
     if rows == 0 or cols == 0:
         return
-    aligned = _aligned(out) and out.stride(0) * out.element_size() % TMA_ALIGN == 0
-    if vector_stores is None:
-        vector_stores = CLEAN_VECTOR_STORES and aligned
-    elif vector_stores and not aligned:
-        raise ValueError(f"clean_rows: vector_stores=True needs out (and its row stride) {TMA_ALIGN}-byte aligned")
+    vector_stores = _aligned(out) and out.stride(0) * out.element_size() % TMA_ALIGN == 0
     parts = max(1, min(ceil_div(cols, CLEAN_MIN_PART), ceil_div(CLEAN_PROGRAMS_PER_SM * max(_num_sms(out), 1), rows),
                        GRID_Y_LIMIT))
     per_part = ceil_div(ceil_div(cols, parts), CLEAN_BLOCK) * CLEAN_BLOCK
@@ -382,7 +289,7 @@ def schedule_matches_persistent_atoms(context_lens: torch.Tensor, next_n: int) -
     carry no next_n: their schedule has one atom per sequence (reference.get_paged_mqa_logits_metadata_reference),
     while the kernel's atoms are row pairs, ceil(next_n / 2) per sequence; they agree only for next_n <= 2. Otherwise
     the grid kernel, which ignores the schedule, runs (with the persistent kernel, the sequences past the schedule's
-    atom count were left unwritten: GPU test of 2026-12-02, 1-D lengths with next_n=3)."""
+    atom count would be left unwritten: 1-D lengths with next_n=3)."""
     return context_lens.dim() == 2 or ref.atoms_per_sequence(next_n) == 1
 
 

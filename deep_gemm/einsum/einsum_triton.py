@@ -63,9 +63,7 @@ class TileConfig:
 
 # BF16 batched (bh*) configs: 128x256 for large compute-bound problems, 128x128 otherwise, 64-row tiles for small M.
 # 128x256 stores D in two halves, so that a fourth stage fits (224 KB of shared memory), and runs one pipeline
-# across tiles (measured 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log, against the same
-# tile without flatten: bhd,hdr->bhr b=4096 h=8 r=4096 d=1024 376.8 vs 405.2 us; bhr,hdr->bhd b=4096 h=8 349.2 vs
-# 358.7 us; bhd,hdr->bhr b=128 h=8 26.8 vs 27.1 us).
+# across tiles, so a tile's loads start during the previous epilogue.
 BH_LARGE = TileConfig(128, 256, 64, 8, 4, persistent=True, flatten=True, d_halves=True)
 BH_MEDIUM = TileConfig(128, 128, 64, 8, 3)
 BH_SMALL_M = TileConfig(64, 128, 64, 4, 4)
@@ -77,16 +75,14 @@ BH_SMALL_M_NARROW = TileConfig(64, 64, 64, 4, 6)
 BH_NARROW = TileConfig(128, 64, 64, 4, 6)
 # Short K (a few K blocks per tile): one pipeline across tiles, so a tile's loads start during the previous epilogue.
 BH_SHORT_K = TileConfig(128, 128, 64, 8, 3, persistent=True, flatten=True)
-# The same with 256 rows (plain BF16 outputs, M >= 256): B's tile read once per 256 rows of A (measured 2026-12-02,
-# research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: b=4096 h=128 r=512 d=128, bhr,hdr->bhd 197.9 vs
-# 214.9 us, bhd,hdr->bhr 230.0 vs 252.4 us).
+# The same with 256 rows (plain BF16 outputs, M >= 256): B's tile read once per 256 rows of A.
 BH_SHORT_K_TALL = TileConfig(256, 128, 64, 8, 3, persistent=True, flatten=True)
 SHORT_K = 1024
 # Configs only for plain BF16 outputs (BH_WIDE: 256-wide or 256-high tiles, or too many stages for FP32 / C
 # epilogue tiles; see bh_config).
 BH_WIDE = (BH_LARGE, TileConfig(128, 256, 64, 8, 3, persistent=True), TileConfig(128, 256, 64, 8, 3),
            TileConfig(64, 256, 64, 4, 3), TileConfig(128, 256, 64, 8, 3, persistent=True, flatten=True),
-           # the 128x256 tile of the sweeps before 2026-12-02 (one pipeline per tile)
+           # the 128x256 tile with one pipeline per tile
            TileConfig(128, 256, 64, 8, 4, persistent=True, d_halves=True),
            # 256 rows (two 128-row halves per warpgroup): B's tile read once per 256 rows of A (short K, small N)
            BH_SHORT_K_TALL,
@@ -115,9 +111,6 @@ BMK_PROGRAMS_PER_SM = {(128, 128): 1, (64, 128): 2}
 BMK_REDUCE_PROGRAMS_PER_SM = 2
 BMK_REDUCE_MAX_ROWS = 8
 BMK_REDUCE_LOADS = (16, 32, 64)
-# The session-24 reduction (_bmk_reduce_partials_legacy, BmkPlan.legacy_reduce): at least one program per SM of at
-# most 16 rows, four warps.
-BMK_LEGACY_REDUCE_WARPS = 4
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -202,25 +195,21 @@ class BmkPlan:
     other (each element summed from -0.0 in range order, then C); ``splits == 1`` stores D directly.
 
     For sweeps of ``"parallel"``: ``reduce_loads`` ranges loaded before they are added (0: the fewest of
-    ``BMK_REDUCE_LOADS`` that cover the split); ``legacy_reduce`` runs the session-24 kernel instead
-    (``_bmk_reduce_partials_legacy``: the same bits, eight ranges at a time), for in-process A/B."""
+    ``BMK_REDUCE_LOADS`` that cover the split)."""
     tile: TileConfig
     splits: int
     reduce: str = "parallel"
     reduce_rows: int = 0
     reduce_loads: int = 0
-    legacy_reduce: bool = False
 
     def __str__(self) -> str:
         extra = (f" rm={self.reduce_rows}" if self.reduce_rows else "") + (
-            f" loads={self.reduce_loads}" if self.reduce_loads else "") + (" legacy" if self.legacy_reduce else "")
+            f" loads={self.reduce_loads}" if self.reduce_loads else "")
         return f"{self.tile} splits={self.splits} {self.reduce}{extra}"
 
 
 # Batch x K below which a bmk reduction is short enough to be latency-bound: there the 64 x 128 tile (two programs
-# per SM, half the batch ranges for the same wave) was 2-9 % faster than 128 x 128 on DeepGEMM's s = 129 rows
-# (H200, session 24: 12.1 / 19.1 / 24.4 us against 13.3 / 19.7 / 24.7), while the long s = 4096 rows were split
-# (m = 128: 128 x 128 14 % faster; m = 256, 384: 64 x 128 1-2 % faster).
+# per SM, half the batch ranges for the same wave) is faster than 128 x 128, while long reductions are split anyway.
 BMK_SHORT_REDUCTION = 65536
 
 
@@ -268,43 +257,27 @@ def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, red
 # The bytes/latency model of a bmk split (H200; constants to be refitted from benchmarks/bench_einsum.py --sweep):
 # operand bytes stream from DRAM once (the tiles of a range run side by side and share A or B through L2) at
 # BMK_DRAM_GBPS, and each program streams its range at BMK_PROGRAM_GBPS (a few stages in flight per SM); the two
-# times combine as a root sum of squares, not a max: where they are close, neither hides the other (measured
-# 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: s=129 m=384 n=128 k=384 ran 24.8 us with
-# 43 ranges, 28.7 us with 22, where the max model had 22 faster; s=129 m=256 n=256 k=256: 33 ranges 19.7 us, 22
-# ranges 21.3 us). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip per 8
-# ranges (the legacy kernel's 8 loads in flight per element) and the partials written and read at BMK_L2_GBPS.
-# Serial: the partials
-# written, then one program per tile reads its tile's partials alone at BMK_SERIAL_GBPS. Grid: the partials written
-# and read at BMK_L2_GBPS as in parallel (every program reads a slice), no launch but a wait for the tile's slowest
-# range and the counter's atomics (BMK_GRID_SYNC_US), one L2 round trip per 16 ranges (16 loads in flight).
+# times combine as a root sum of squares, not a max: where they are close, neither hides the other (the max model
+# picked too few ranges). A split adds its reduction. Parallel: one launch, BMK_REDUCE_LAUNCH_US, one L2 round trip
+# per 8 ranges and the partials written and read at BMK_L2_GBPS. Serial: the partials written, then one program per
+# tile reads its tile's partials alone at BMK_SERIAL_GBPS. Grid: the partials written and read at BMK_L2_GBPS as in
+# parallel (every program reads a slice), no launch but a wait for the tile's slowest range and the counter's
+# atomics (BMK_GRID_SYNC_US), one L2 round trip per 16 ranges (16 loads in flight).
 BMK_DRAM_GBPS = 3500.0
 # Per program, by tile (BM, BN): 128 x 128 runs one program per SM, 64 x 128 two, which share the SM's load rate
-# (the 64 x 128 rate fitted in session 24 to the s = 129 rows of research/results/2026-12-02-h200-s24-call3/
-# einsum_sweep.log, within 0.5 us of all six timed splits).
+# (both rates fitted to measured splits of DeepGEMM's s = 129 rows).
 BMK_PROGRAM_GBPS = {(128, 128): 100.0, (64, 128): 70.0}
 BMK_PIPELINE_FILL_US = 1.0
-# The parallel reduction's terms, fitted to the legacy kernel (_bmk_reduce_partials_legacy; 2.0 us and 0.5 us per
-# eight ranges over-model its 3.2 / 3.9 / 4.1 us at 26 / 33 / 43 ranges and 4.3 at 44, research/results/
-# 2026-12-03-h200-s29-call4/einsum_breakdown_ours.log, by ~1.5 us; those fit ~1.6 us + 0.22 us per eight ranges +
-# the bytes at 7.4 TB/s). Not yet refitted to the new kernel (one round trip up to 64 ranges, C's load hidden
-# behind it): guesses of ~1.2 us + 0.25 us per BMK_REDUCE_LOADS round trip would move DeepGEMM's s = 129, m = 128
-# row from 26 ranges to 33 (modelled 0.07 us apart, inside BMK_TIME_SLACK). Timed since (session 29, call 6,
-# research/results/2026-12-03-h200-s29-call6/einsum_reduce_ab.log): the new kernel takes 2.27 / 2.74 / 2.66 us at
-# 26 / 33 / 43 ranges and 2.7-2.8 us at s = 4096, and that row at 33 ranges 12.7 us against 12.6 at 26: so the
-# plan's splits stand and these terms stay (they over-model the new reduction kernel; the refit
-# above would only move that row to 33 ranges, measured no faster).
+# The parallel reduction's terms, fitted to an earlier reduction kernel: they over-model the current one, but a
+# refit moves no plan to a faster split (see docs/TUNING.md).
 BMK_REDUCE_LAUNCH_US = 2.0
 BMK_L2_ROUND_TRIP_US = 0.5
 BMK_L2_GBPS = 6000.0
-# (refit in session 24: the serial reduction cost 13-24 us more than the parallel one for 0.7-1.4 MB of partials
-# on the s = 129 rows, ~55 GB/s, research/results/2026-12-02-h200-s24-call3/einsum_sweep.log)
+# (the serial reduction: one program per tile reads its partials alone, fitted to the s = 129 rows)
 BMK_SERIAL_GBPS = 55.0
-# Fitted to the GPU time of one kernel against two (H200, session 29, research/results/2026-12-03-h200-s29-call4/
-# einsum_grid_ab.log, same splits, same bits): grid 14.5 / 21.4 / 26.2 us against parallel 13.8 / 19.9 / 25.1 on
-# DeepGEMM's s = 129 rows (the wait for a tile's slowest range, then each program's short slice read in a few
-# dependent L2 round trips, costs more than the reduction kernel), 138.7 / 268.9 / 378.7 against 139.0 / 270.0 /
-# 379.9 at s = 4096. So the plan keeps "parallel" (the benchmarks' measure is kernel time, as DeepGEMM's); "grid"
-# stays selectable (BmkPlan(reduce="grid")): one launch instead of two, for callers who count launches.
+# Fitted to the GPU time of one kernel against two: the wait for a tile's slowest range, then each program's short
+# slice read in a few dependent L2 round trips, costs more than the reduction kernel, so the plan keeps "parallel";
+# "grid" stays selectable (BmkPlan(reduce="grid")): one launch instead of two, for callers who count launches.
 BMK_GRID_SYNC_US = 4.0
 BMK_TIME_SLACK = 1.03
 
@@ -331,9 +304,7 @@ def fp8_config(g: int, m: int, n: int) -> TileConfig:
     if m <= 64:
         return FP8_SMALL_M_NARROW if g * _cdiv(m, 64) * _cdiv(n, 128) < _num_sms() else FP8_CONFIGS[1]
     if 2 * g * _cdiv(m, 128) * _cdiv(n, 128) <= _num_sms():
-        # 64x64 rather than 128x64 (FP8_NARROW): four programs per 128x128 tile, two resident per SM (measured
-        # 2026-12-02, research/results/2026-12-02-h200-s23-call2/einsum/sweep.log: b=128 h=8 r=4096 d=1024 17.4 vs
-        # 18.7 us).
+        # 64x64 rather than 128x64 (FP8_NARROW): four programs per 128x128 tile, two resident per SM.
         return FP8_SMALL_M_NARROW
     return FP8_CONFIGS[0]
 
@@ -396,7 +367,7 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     """D = C + sum_s A[s] @ B[s]^T, the batch split into ``plan.splits`` ranges whose FP32 partials are summed in
     range order (see BmkPlan)."""
     from .kernels import (REDUCE_GRID, REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL, _bmk_reduce_partials,
-                          _bmk_reduce_partials_legacy, _bmn_bnk_mn_gemm_impl)
+                          _bmn_bnk_mn_gemm_impl)
     cfg = plan.tile
     s, m, k = a.shape
     n = b.size(1)
@@ -458,13 +429,6 @@ def _launch_bmk(a, b, d, c, plan: BmkPlan, recorder) -> None:
     launch(_bmn_bnk_mn_gemm_impl, grid, args, **options, record=_record(recorder))
     if reduce == REDUCE_PARALLEL:
         strides = (d.stride(0), c_arg.stride(0) if c is not None else 0)
-        if plan.legacy_reduce:
-            rm = plan.reduce_rows or _reduce_rows(tiles, bm, 1, 16, 2)
-            args = (ws, d, c_arg, m, n, splits, *strides, bm, bn, rm, c is not None)
-            launch(_bmk_reduce_partials_legacy, (tiles * 2 * (bm // rm), 1, 1), args,
-                   name="bmk_reduce_partials_legacy", config_key=(bm, bn, rm, c is not None, d.dtype),
-                   num_warps=BMK_LEGACY_REDUCE_WARPS, num_stages=1, device_index=device, record=_record(recorder))
-            return
         rm = plan.reduce_rows or _reduce_rows(tiles, bm)
         loads = plan.reduce_loads or _reduce_loads(splits)
         # D and C by 8-byte vectors where both allow it (else elementwise: views of odd offset or stride)
@@ -486,12 +450,11 @@ def _vector_ready(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
 
 
-def _reduce_rows(tiles: int, bm: int, per_sm: int = BMK_REDUCE_PROGRAMS_PER_SM, most: int = BMK_REDUCE_MAX_ROWS,
-                 least: int = 1) -> int:
-    """Rows per program of the parallel reduction: the most (up to ``most``: longer runs of loads per program) that
-    still give every SM ``per_sm`` programs; at least ``least``."""
-    rows = most
-    while rows > least and tiles * 2 * (bm // rows) < per_sm * _num_sms():
+def _reduce_rows(tiles: int, bm: int) -> int:
+    """Rows per program of the parallel reduction: the most (up to BMK_REDUCE_MAX_ROWS: longer runs of loads per
+    program) that still give every SM BMK_REDUCE_PROGRAMS_PER_SM programs."""
+    rows = BMK_REDUCE_MAX_ROWS
+    while rows > 1 and tiles * 2 * (bm // rows) < BMK_REDUCE_PROGRAMS_PER_SM * _num_sms():
         rows //= 2
     return min(rows, bm)
 

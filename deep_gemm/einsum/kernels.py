@@ -410,36 +410,6 @@ def _bmk_reduce_partials(
     tl.store(d_at, total.to(d_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit(do_not_specialize=["M", "N", "SPLITS", "stride_dm", "stride_cm"],
-            do_not_specialize_on_alignment=["ws_ptr", "d_ptr", "c_ptr"])
-def _bmk_reduce_partials_legacy(
-        ws_ptr,  # FP32 partials of _bmn_bnk_mn_gemm_impl (REDUCE_PARALLEL): slot (split * tiles + tile) * 2 + half
-        d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
-        M, N, SPLITS, stride_dm, stride_cm,
-        BM: tl.constexpr, BN: tl.constexpr, RM: tl.constexpr, HAS_C: tl.constexpr):
-    """The session-24 reduction, kept for in-process A/B against ``_bmk_reduce_partials`` (``BmkPlan``'s
-    ``legacy_reduce``): the same sums in the same order, so the same bits, from 4-byte loads (ws_ptr's alignment
-    unknown), eight ranges at a time, and C loaded after the partials."""
-    HALF: tl.constexpr = BN // 2
-    pid = tl.program_id(0)
-    chunk, half, tile, num_n_blocks, num_tiles = _reduce_program(pid, M, N, BM, BN, RM)
-    rows = chunk * RM + tl.arange(0, RM)
-    cols = tl.arange(0, HALF)
-    in_slot = rows[:, None] * HALF + cols[None, :]
-    slot_stride = num_tiles * 2 * (BM * HALF)  # one range to the next
-    first = ws_ptr + (tile * 2 + half) * (BM * HALF) + in_slot
-    total = tl.full((RM, HALF), -0.0, dtype=tl.float32)  # -0.0: the exact additive identity
-    step = slot_stride.to(tl.int64)
-    for r0 in range(0, SPLITS, 8):
-        total = _add_ranges_in_order(total, first + r0 * step, step, r0, SPLITS, True, 8, ".cg")
-    offs_m = (tile // num_n_blocks) * BM + rows
-    offs_n = (tile % num_n_blocks) * BN + half * HALF + cols
-    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    if HAS_C:
-        total += tl.load(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0).to(tl.float32)
-    tl.store(d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :], total.to(d_ptr.dtype.element_ty), mask=mask)
-
-
 @triton.jit(do_not_specialize=["G", "M", "N", "K", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k", "stride_sfb_g",
                                "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cg", "stride_cm"],
             do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr"])

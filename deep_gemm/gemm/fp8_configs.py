@@ -26,47 +26,35 @@ MAX_SPLIT_K = 16
 # Never split below two K blocks per split: the partial round trip would cost more than it hides.
 MIN_K_BLOCKS_PER_SPLIT = 2
 # The heuristic keeps >= 12 K blocks per split for 64-row and larger tiles, whose FP32 partials cost more to write
-# and reduce (H200 2026-11-30, M=128 sweep: 2112x7168 best at split 4, 576x7168 at 4-6, 4096x7168 and 7168x16384 at
-# 2, 7168x2048 unsplit; deeper splits lost up to 2x). Smaller tiles: MIN_K_BLOCKS_PER_SPLIT_SMALL.
+# and reduce than deeper splits gain. Smaller tiles: MIN_K_BLOCKS_PER_SPLIT_SMALL.
 MIN_K_BLOCKS_PER_SPLIT_WIDE = 12
-# Tiles of <= 32 rows (decode, memory-bound) keep >= 7 K blocks per split: at M=1 (H200 2026-11-30, session 8,
-# `sweep-dense1`) 576x7168 ran 7.1 us at split 8 (7 blocks each) against 7.8 / 8.5 / 9.4 us at split 6 / 12 / 16, and
-# 2112x7168 9.7 us at split 8 against 17.8 us at split 12.
+# Tiles of <= 32 rows (decode, memory-bound) keep >= 7 K blocks per split: shorter splits spend more on partials than
+# they gain in streaming programs.
 MIN_K_BLOCKS_PER_SPLIT_SMALL = 7
-# Largest M that gets 64-row tiles: at M=128 two 64-row tiles beat one 128-row tile on every DeepSeek shape
-# (1.06-1.28x, same sweep): twice the programs to spread the weight stream over.
+# Largest M that gets 64-row tiles: at M = 128 two 64-row tiles beat one 128-row tile (twice the programs to spread
+# the weight stream over).
 MAX_M_FOR_64_ROW_TILES = 128
-# Small-M tiles are memory-bound: let ~2 CTAs share an SM to hide latency (one CTA per SM left HBM at 1.9 TB/s
-# at M=1; two reached 2.7 TB/s, H200 2026-11-30). Programs stay persistent over the remaining tiles.
+# Small-M tiles are memory-bound: let ~2 CTAs share an SM to hide latency (one CTA per SM cannot draw HBM's
+# bandwidth). Programs stay persistent over the remaining tiles.
 SMALL_TILE_PROGRAMS_PER_SM = 2
-# Masked decode (a few rows per group) still takes 64-row tiles: on the DeepSeek masked rows with m = 20
-# (H200 2026-11-30) 64 x 128 / 64 x 64 tiles ran 192 / 147 / 94 us against 201 / 155 / 109 us for 32-row tiles
-# (1.06x / 1.08x / 0.88x DeepGEMM instead of 1.01x / 1.03x / 0.76x): wgmma's M is 64 anyway.
+# Masked decode (a few rows per group) still takes 64-row tiles: wgmma's M is 64 anyway, and 32-row tiles were slower.
 MIN_MASKED_BLOCK_M = 64
 # Tiles of fewer rows than this are memory-bound: their wave quantisation counts the co-resident programs
-# (SMALL_TILE_PROGRAMS_PER_SM per SM) as slots. At M=1, N=24576, K=1536 that picks 192 16 x 128 tiles (one round of
-# 264 slots, 16.2 us) over 384 16 x 64 tiles (19.6 us), H200 session 8. 64-row tiles keep counting SMs: with slots,
-# 128x7168x16384 would take 64 x 64 tiles unsplit (58.2 us) instead of 64 x 128 split 2 (49.6 us).
+# (SMALL_TILE_PROGRAMS_PER_SM per SM) as slots (at M = 1, N = 24576 that picks one round of 16 x 128 tiles over two of
+# 16 x 64). 64-row tiles keep counting SMs: counted in slots, they would give up split-K where it pays.
 SLOT_QUANTISED_MAX_BLOCK_M = 32
 # Relative per-SM throughput of a tile shape (bigger tiles reuse operands more). 128x128 on 8 warps is the best
-# tl.* shape measured on H200 (BM 64 caps at 0.40x DeepGEMM, 128x256 spills).
+# tl.* shape (BM 64 reuses too little, 128x256 spills).
 TILE_EFFICIENCY = {(128, 128): 1.0, (128, 64): 0.8}
 SMALL_TILE_EFFICIENCY = 0.6
-# (The `sweep_fp8_configs.py` sections cited in this file, `--only k_grouped`, `one_wave_scales`, `ws_split_k`,
-# `tail_tiles`, ..., are in that script's git history before 2026-12-02; their logs are the
-# `research/results/2026-11-30-h200-sweep-*` files. The current script times the open dense levers.)
 
 # Dense 64 < M <= 128 where the launcher can run split-K on the warp-specialised one-wave kernel
 # (``Fp8GemmProblem.one_wave_split_k``): one 128-row tile per column block, split so that the CTAs fill at least
-# this share of the SMs in one round (H200 2026-11-30, session 10, `sweep_fp8_configs.py --only ws_split_k`, against
-# the tl.* kernel's 64-row split-K tiles: 128x4096x7168 19.8 -> 17.0 us (128 x 64, split 2), 128x2112x7168 13.6 ->
-# 12.9 us (128 x 64, split 4), 128x7168x16384 49.6 -> 46.0 us (128 x 128, split 2); 128x576x7168 (9 tiles) was
-# slower at every split that fills the SMs: 10.3 us on tl.*, 10.6-15.1 us one-wave).
+# this share of the SMs in one round (fewer tiles, e.g. N = 576, stay faster on the tl.* kernel's 64-row tiles).
 ONE_WAVE_SPLIT_MIN_FILL = 0.75
 # Between 64- and 128-wide tiles that fill the SMs equally, 128-wide ones only when each split keeps at least this
 # many K blocks: they halve the splits' count per column but each split's partial is twice the size, which only
-# long splits amortise (same sweep: 128x4096x7168 128 x 128 split 4 (14 blocks each) 19.3 us vs 128 x 64 split 2
-# 17.0 us; 128x7168x16384 128 x 128 split 2 (64 blocks each) 46.0 us vs 128 x 64 unsplit 52.8 us).
+# long splits amortise.
 ONE_WAVE_SPLIT_WIDE_MIN_K_BLOCKS = 32
 
 

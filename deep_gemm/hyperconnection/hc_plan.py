@@ -15,11 +15,9 @@ decides the speed is how many SMs stream A at once and how deep each one's pipel
   ``num_splits=16`` rows below M = 4096) runs ``SHORT_LOOP_STAGES`` stages; longer loops fill the shared memory one
   program per SM may use, or half of it when several programs share an SM.
 
-The numbers come from the H200 sweeps of ``research/sweeps/hc_prenorm_sweep.py`` (session 24; logs under
-``research/results/2026-12-02-h200-s24-call2/``): on DeepGEMM's rows with a few K blocks per program, 4 stages beat
-the 12 the budget allows by 10-20 % (5.7 -> 4.7 us at M = 13, K = 7168, 16 splits: a deep pipeline's prologue and
-barrier set-up are paid for loads a short loop never issues), and ~7 K blocks per sub-split, at most 32 sub-splits,
-beat both fewer (less bandwidth) and more (a longer last-arriver reduction).
+Why these numbers (see docs/TUNING.md): with a few K blocks per program, 4 stages beat the 12 the budget allows (a
+deep pipeline's prologue and barrier set-up are paid for loads a short loop never issues), and ~7 K blocks per
+sub-split, at most 32 sub-splits, beat both fewer (less bandwidth) and more (a longer last-arriver reduction).
 """
 
 from __future__ import annotations
@@ -53,10 +51,8 @@ MAX_RED_CHUNK = 16
 # The widest B tile: the sub-split reduction of a [64, 128] tile spills, so N > 64 runs without sub-splits.
 MAX_BLOCK_N_WITH_SUB = 64
 # Unsplit calls up to this M take 16-row blocks (more programs stream A, and a 16-row block runs mma.sync without
-# the 64-row wgmma's operand staging): H200 sweep, 2026-12-03 (research/results/2026-12-03-h200-s27-call2/
-# hc_sweep.log), against 64-row blocks: M = 137, K = 7168 10.5 -> 8.0 us, K = 7680 11.6 -> 9.4, K = 28672 17.7 ->
-# 14.3; M = 64, K = 7168 10.2 -> 7.3, K = 28672 17.2 -> 11.7 (32-row blocks: in between). With DeepGEMM's
-# num_splits = 16 the 64-row blocks stay: 16-row ones measured 2-20 % slower at M = 137.
+# the 64-row wgmma's operand staging). With DeepGEMM's num_splits = 16 the 64-row blocks stay: there 16-row ones
+# are slower.
 SHORT_ROWS_MAX_M = 160
 # Grid x dimension limit (programs in one launch).
 MAX_PROGRAMS = 2**31 - 1

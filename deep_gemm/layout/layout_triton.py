@@ -28,17 +28,14 @@ from .reference import allocate
 # Tile of the copy and pack kernels: 64 MN rows (the output's contiguous dim: 256-byte stores) x 32 columns.
 BLOCK_MN = 64
 BLOCK_COLS = 32
-# K-grouped pack: 1 packed row x 1024 MN columns (the contiguous dim of both sides). On the H200 (session 24 sweep,
-# research/sweeps/layout_k_grouped_sweep.py) one long row per program moved 1.2-1.9 TB/s on DeepGEMM's test_layout
-# rows, 16 x 128 only 0.5-0.7 TB/s (4.0-5.6 us against 8.3-16.3).
+# K-grouped pack: 1 packed row x 1024 MN columns (the contiguous dim of both sides): one long row per program streams
+# two to three times faster than 16 x 128 tiles.
 BLOCK_PACKED_ROWS = 1
 BLOCK_K_GROUPED_MN = 1024
 NUM_WARPS = 4
 # Narrow inputs (fewer than NARROW_COLS columns, e.g. one scale column at K = 128) take a tile as narrow as they are
-# and up to NARROW_MAX_ROWS MN rows, so a program moves a few hundred elements instead of 64. H200, session 26 (same
-# call as DeepGEMM, research/results/2026-12-03-h200-s26-call4/layout_compare.md): DeepGEMM's 8192 x 1-column rows
-# 1.4-1.5 us, 1.15-1.84x of DeepGEMM (session 24: 1.6-2.1 us, 0.85-0.96x). The same rule at 14 packed columns
-# (K = 7168) made the MN-contiguous pack slower (2.8 -> 3.6 us), so wider inputs keep the 64 x 32 tile.
+# and up to NARROW_MAX_ROWS MN rows, so a program moves a few hundred elements instead of 64. The same rule at 14
+# packed columns (K = 7168) makes the MN-contiguous pack slower, so wider inputs keep the 64 x 32 tile.
 NARROW_COLS = 8
 NARROW_MAX_ROWS = 512
 # CUDA's limit on the y and z grid dimensions.

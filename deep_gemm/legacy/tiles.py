@@ -1,7 +1,7 @@
 """The tile of a legacy kernel launch: block sizes, warps and pipeline stages, one frozen value per kernel kind.
 
 The public ``*_tl`` functions always use the defaults below; the internal helpers of ``api.py`` take another tile
-so that research/sweeps/sweep_legacy_tiles.py can time candidates without a global switch or a public keyword.
+so that a sweep can time candidates without a global switch or a public keyword.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py)
              K sizes in layout_ptr); D[g] = C[g] + A_g.T @ B_g. Empty groups still write C[g] (or zeros). UNIFORM:
              the tile's k_start and K block count (reductions over the loaded K sizes) marked warp-uniform
              (uniform.tl_warp_uniform): unmarked, the K loop they bound loses ptxas's uniform datapath (119 SASS
-             instructions per K block against the dense build's 87: research/pending/README.md).
+             instructions per K block against the dense build's 87).
 """
 
 import triton

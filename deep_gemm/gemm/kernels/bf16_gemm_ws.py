@@ -120,7 +120,7 @@ def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: g
                  PSUM_ALIGN: gl.constexpr, VEC: gl.constexpr, UNIFORM: gl.constexpr):
     """(expert, end row of its group) of the tile starting at row off_m; expert -1: no valid row (dense: 0).
     UNIFORM: the M_PSUM values marked warp-uniform (unmarked, the K loop they bound runs 80 instead of 53
-    instructions per K block and consumer at 128 x 256, sm_90a, research/probes/bf16_psum_ab.py --compile)."""
+    instructions per K block and consumer at 128 x 256, sm_90a)."""
     expert = off_m * 0
     row_end = off_m * 0
     if GROUPING == M_IDS:
@@ -151,7 +151,7 @@ def _k_group(ks, g_idx, group, BK: gl.constexpr, UNIFORM: gl.constexpr):
     """(first K row, K blocks) of K_GROUPED group `group`, from the vector of K sizes ks (g_idx: its group indices):
     the prefix sum before it and its own size over BK. Both bound the K loop and address its TMA loads, so they are
     marked warp-uniform with UNIFORM (uniform.warp_uniform; unmarked, ptxas keeps the loop off the uniform datapath,
-    as on the FP8 kernel's K-grouped build: research/pending/README.md)."""
+    as on the FP8 kernel's K-grouped build)."""
     k_start = warp_uniform(gl.sum(gl.where(g_idx < group, ks, 0), axis=0), UNIFORM)
     num_kb = warp_uniform(gl.sum(gl.where(g_idx == group, ks, 0), axis=0) // BK, UNIFORM)
     return k_start, num_kb

@@ -245,8 +245,7 @@ def _k_blocks(layout_ptr, group, K, NUM_GROUPS, BK: gl.constexpr, GROUPING: gl.c
     (K_GROUPED) its group's K_g columns of the concatenated K (K sizes in layout_ptr, multiples of BK; zero for an
     empty group). K_GROUPED's two reductions bound the K loops: marked warp-uniform with UNIFORM (uniform.warp_uniform;
     unmarked, 412 / 414 instructions per K block and consumer with 32 R2UR and 0 uniform ops against the dense
-    build's 373 with 48, two-wave 128 x 256 1D1D, sm_90a, research/probes/ws_uniform_ab.py --compile --rows
-    k_grouped)."""
+    build's 373 with 48, two-wave 128 x 256 1D1D, sm_90a)."""
     if GROUPING == K_GROUPED:
         g_idx = gl.arange(0, G_PAD, layout=VEC)
         ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
@@ -440,8 +439,7 @@ def _stagger_wait(stagger, stage, phase, kb, WG: gl.constexpr, STAGGER: gl.const
     barrier's phases follow the stage ring's: warpgroup 0 cannot complete a stage's next phase before warpgroup 1
     has released the stage, so warpgroup 1's parity wait never sees a phase too far. (Level 3 is the opposite
     probe: the two warpgroups meet before each tile's K loop, in _consumer, and then issue together.) A level that
-    also kept warpgroup 0 at most one block ahead of warpgroup 1 was 1.5-8 % slower on every row family (session
-    32, research/results/fp8-sessions.md) and was removed."""
+    also kept warpgroup 0 at most one block ahead of warpgroup 1 was slower on every row family and was removed."""
     if (STAGGER == 1 or STAGGER == 2) and WG == 1:
         if STAGGER == 2:
             mbarrier.wait(stagger.index(stage), phase)
@@ -539,10 +537,8 @@ def _next_first_scales(sfa_ptr, sfb_ptr, unit, num_units, layout_ptr, M, N, NUM_
                        UNIFORM: gl.constexpr = False):
     """_first_block_scales of the warpgroup's work unit `unit` (zeros when there is none or it has no rows; the
     layout is read at a valid unit either way), loaded before the previous tile's epilogue, which hides their
-    latency. Loaded at the tile's start instead, the first promotion waits for them. H200, M=4096, in-process A/B
-    (`research/probes/ws_ab.py`, two runs): dense 0.8-2.4 % faster on four of the five 128 x 256 shapes, contiguous within
-    its noise. Not for masked layouts, whose tile lookup (a scan over the groups) costs more than the latency hides
-    (3.5-5.3 % slower at 32 groups)."""
+    latency. Loaded at the tile's start instead, the first promotion waits for them. Not for masked layouts, whose
+    tile lookup (a scan over the groups) costs more than the latency hides."""
     group, expert, off_m, off_n, m_limit, row_end = _tile_info(
         gl.maximum(gl.minimum(unit, num_units - 1), 0), layout_ptr, M, N, NUM_GROUPS, BM, TILE_N, GROUP_M,
         GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
@@ -763,8 +759,8 @@ def _split_k_reduce(acc, ws_ptr, counter_ptr, slot, split, stage_smem, BN: gl.co
     `stage_smem` (the warpgroup's epilogue buffer, sized for it: 64 x BN FP32), swizzled in 32-byte chunks so that
     the wgmma layout's 8-row stores and the row reads are both conflict-free. (gl.convert_layout would allocate
     its own 64 KB for the two warpgroups: one stage of the ring at 128 x 128.) Written in the wgmma layout instead
-    (8-byte pairs, 8 rows per warp access, masked), the partials cost 9 us to store and 12 us to read back at
-    128x4096x7168, split 4 (H200, session 9), for a 14 us mainloop.
+    (8-byte pairs, 8 rows per warp access, masked), the partials would cost more to store and read back than the
+    mainloop they split.
     The last split sums the partials in split order, its own from registers, so the result does not depend on which
     split came last, and resets the counter for the next launch. Ordering: every thread's partial store, the
     partition's barrier, one acquire-release atomic at GPU scope; the reads go through L2 (.cg)."""
