@@ -31,7 +31,7 @@ class _RuntimeState:
     block_n_multiple_of: int = 1
     mk_alignment: int = DEFAULT_MK_ALIGNMENT
     # Bumped by every setter and by clearing the kernel cache: memoised argument checks (_ops/library.py) and
-    # launch plans (gemm/fp8_triton.py) are keyed on it.
+    # launch plans (gemm/fp8/launch.py) are keyed on it.
     version: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
 

@@ -75,10 +75,10 @@ class PlanError(Exception):
     """A plan chose something the architecture cannot run (an sm_90a-only kernel, or no kernel at all)."""
 
 
-# ---- FP8 GEMM (kernels/fp8_gemm.py, the tl.* kernel) ---------------------------------------------------------------
+# ---- FP8 GEMM (gemm/fp8/kernels/gemm.py, the tl.* kernel) ---------------------------------------------------------------
 
 def fp8_calls(sm: int):
-    from deep_gemm.gemm.fp8_plan import GROUPING as G, Fp8Call
+    from deep_gemm.gemm.fp8.plan import GROUPING as G, Fp8Call
     calls = [Fp8Call(G["dense"], m, n, k, 1, NUM_SMS, sm=sm)
              for m, n, k in ((1, 2112, 7168), (64, 7168, 2048), (128, 4096, 7168), (4096, 7168, 2048),
                              (4096, 24576, 1536), (4096, 576, 7168))]
@@ -94,7 +94,7 @@ def fp8_calls(sm: int):
 
 
 def fp8_variants(sm: int, quick: bool = False):
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     kwargs_list = []
     calls = fp8_calls(sm)
     for call in calls[3:4] if quick else calls:  # (quick: 4096 x 7168 x 2048, the 128 x 128 tile)
@@ -115,17 +115,17 @@ def fp8_variants(sm: int, quick: bool = False):
 
 def _compile_transpose(t):
     from triton.compiler import ASTSource
-    from deep_gemm.gemm.kernels.transpose import _transpose_kernel as fn
+    from deep_gemm.common.kernels.transpose import _transpose_kernel as fn
     sig = {"y_ptr": "*u8", "out_ptr": "*u8", "R": "i32", "C": "i32", "stride_yb": "i32", "stride_yc": "i32",
            "stride_ob": "i32", "stride_or": "i32", "BR": "constexpr", "BC": "constexpr"}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index("BR"),): 64, (fn.arg_names.index("BC"),): 64})
     return triton.compile(src, target=t, options={"num_warps": 4, "num_stages": 1})
 
 
-# ---- BF16 GEMM (kernels/bf16_gemm.py) -------------------------------------------------------------------------------
+# ---- BF16 GEMM (gemm/bf16/kernels/gemm.py) -------------------------------------------------------------------------------
 
 def bf16_calls(sm: int):
-    from deep_gemm.gemm.bf16_plan import GROUPING as G, Bf16Call
+    from deep_gemm.gemm.bf16.plan import GROUPING as G, Bf16Call
 
     def call(grouping, m, n, k, groups=1, has_c=False, out=2, a_k=True, b_k=True, d_tma=True, **kw):
         return Bf16Call(grouping, m, n, k, groups, NUM_SMS, has_c, out, a_k, b_k, d_tma, sm=sm, **kw)
@@ -146,7 +146,7 @@ def bf16_calls(sm: int):
 
 
 def bf16_variants(sm: int, quick: bool = False):
-    from deep_gemm.gemm import bf16_plan
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
     kwargs_list = []
     calls = bf16_calls(sm)
     for call in calls[2:3] if quick else calls:  # (quick: 4096 x 7168 x 2048 nt)
@@ -170,7 +170,7 @@ def bf16_variants(sm: int, quick: bool = False):
 # ---- einsum (einsum/kernels.py) --------------------------------------------------------------------------------------
 
 def einsum_variants(sm: int, quick: bool = False):
-    from deep_gemm.einsum import einsum_triton as et
+    from deep_gemm.einsum import launch as et
     from deep_gemm.einsum.kernels import REDUCE_GRID, REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL
     variants = []
     rows = [(8, 4096, 1024, 4096, True, "bf16", False), (8, 4096, 1024, 4096, False, "fp32", True),
@@ -212,7 +212,7 @@ def einsum_variants(sm: int, quick: bool = False):
 # ---- HyperConnection, layout --------------------------------------------------------------------------------------
 
 def hc_variants(sm: int, quick: bool = False):
-    from deep_gemm.hyperconnection import hc_plan
+    from deep_gemm.hyperconnection import plan as hc_plan
     configs = hc_plan.compile_configs(sm)
     return _distinct("hc", configs[:1] if quick else configs, ch.compile_hc, "hc ")
 
@@ -227,7 +227,7 @@ def layout_variants(sm: int, quick: bool = False):
 # ---- indexer (attention/kernels.py) ----------------------------------------------------------------------------------
 
 def indexer_variants(sm: int, quick: bool = False):
-    from deep_gemm.attention import triton_launch as tl
+    from deep_gemm.attention import launch as tl
     variants = [Variant("indexer", "paged schedule", lambda t: ci.compile_schedule(target=t))]
     if quick:
         return variants

@@ -1,6 +1,6 @@
 """Compile the einsum family's Triton kernels for sm_90a without a GPU and report registers, spills, shared memory
 and the SASS that matters (HGMMA / QGMMA count, TMA loads, local memory traffic) for every config the launchers pick
-(``deep_gemm.einsum.einsum_triton.CONFIGS``). Exits non-zero when a config spills or needs more than 227 KB of
+(``deep_gemm.einsum.launch.CONFIGS``). Exits non-zero when a config spills or needs more than 227 KB of
 shared memory.
 
     python scripts/compile_check_einsum.py      (without TRITON_INTERPRET)
@@ -115,13 +115,13 @@ def report(label: str, ck) -> bool:
 
 
 def main() -> int:
-    from deep_gemm.einsum.einsum_triton import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
+    from deep_gemm.einsum.launch import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
     ok = True
     for cfg in BH_CONFIGS:
         for b_k_major in (True, False):
             ok &= report(f"bh {cfg} b_k_major={b_k_major}", compile_bh(cfg, b_k_major))
         if cfg in BH_WIDE:
-            continue  # plain BF16 outputs only (einsum_triton.bh_config)
+            continue  # plain BF16 outputs only (einsum_launch.bh_config)
         ok &= report(f"bh {cfg} fp32 out + C by TMA", compile_bh(cfg, has_c=True, out="fp32", c_tma=True))
         ok &= report(f"bh {cfg} fp32 out + C, pointers", compile_bh(cfg, has_c=True, out="fp32", d_tma=False))
         ok &= report(f"bh {cfg} fp32 out by TMA + C by pointers", compile_bh(cfg, has_c=True, out="fp32"))

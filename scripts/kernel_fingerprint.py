@@ -100,7 +100,7 @@ def _compile_transpose():
 
 def _layout_names():
     # compile_layout yields (name, kernel) lazily; names only, without compiling.
-    from deep_gemm.layout import layout_triton as lt
+    from deep_gemm.layout import launch as lt
     names = []
     for cols, c_unit in ((lt.BLOCK_COLS, True), (lt.BLOCK_COLS, False), (1, False), (4, True)):
         br, bc = lt._tile(cols)
@@ -110,7 +110,7 @@ def _layout_names():
 
 
 def _einsum(add):
-    from deep_gemm.einsum.einsum_triton import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
+    from deep_gemm.einsum.launch import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
     for cfg in BH_CONFIGS:
         for b_k_major in (True, False):
             add(f"einsum bh {_key(cfg)} b_k_major={b_k_major}", lambda c=cfg, b=b_k_major: ce.compile_bh(c, b))

@@ -71,7 +71,7 @@ def test_predicates_per_architecture():
 # ---- plans per architecture -----------------------------------------------------------------------------------------
 
 def _fp8_calls(sm):
-    from deep_gemm.gemm.fp8_plan import GROUPING as G, Fp8Call
+    from deep_gemm.gemm.fp8.plan import GROUPING as G, Fp8Call
     return {"dense": Fp8Call(G["dense"], 4096, 7168, 2048, 1, 132, sm=sm),
             "dense_m128": Fp8Call(G["dense"], 128, 4096, 7168, 1, 132, sm=sm),
             "wgrad": Fp8Call(G["dense"], 2112, 4096, 7168, 1, 132, b_per_row=True, has_c=True, out_bytes=4,
@@ -84,7 +84,8 @@ def _fp8_calls(sm):
 
 @pytest.mark.parametrize("sm", SMS)
 def test_fp8_plan_runs_the_warp_specialised_kernel_on_sm90_only(sm):
-    from deep_gemm.gemm import fp8_configs, fp8_plan
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     for name, call in _fp8_calls(sm).items():
         p = fp8_plan.plan(call)
         assert p.kernel == ("ws" if sm == 90 else "tl"), (name, sm, p)
@@ -102,8 +103,8 @@ def test_fp8_plan_runs_the_warp_specialised_kernel_on_sm90_only(sm):
 
 @pytest.mark.parametrize("sm", SMS)
 def test_bf16_plan_runs_the_warp_specialised_kernel_on_sm90_only(sm):
-    from deep_gemm.gemm import bf16_plan
-    from deep_gemm.gemm.bf16_plan import GROUPING as G, Bf16Call
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16.plan import GROUPING as G, Bf16Call
     calls = {"dense": Bf16Call(G["dense"], 4096, 7168, 2048, 1, 132, False, 2, True, True, True, d_aligned=True,
                                sm=sm),
              "masked": Bf16Call(G["masked"], 1024, 4096, 4096, 6, 132, False, 2, True, True, False, expected_m=1024,
@@ -125,8 +126,8 @@ def test_bf16_plan_runs_the_warp_specialised_kernel_on_sm90_only(sm):
 
 def test_fp8_and_bf16_plans_on_sm90_are_the_default_calls():
     """A call without an ``sm`` is an sm_90 call: the plans there are what they were before the gate."""
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.fp8_plan import GROUPING as G, Fp8Call
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8.plan import GROUPING as G, Fp8Call
     assert Fp8Call(G["dense"], 1, 1, 1, 1, 1).sm == 90
     for call in _fp8_calls(90).values():
         assert fp8_plan.plan(call) == fp8_plan.plan(dataclasses.replace(call, sm=arch.SM90))
@@ -134,7 +135,7 @@ def test_fp8_and_bf16_plans_on_sm90_are_the_default_calls():
 
 @pytest.mark.parametrize("sm", SMS)
 def test_hc_plan_fits_the_device_and_reads_b_by_tma_only_where_there_is_tma(sm):
-    from deep_gemm.hyperconnection import hc_plan
+    from deep_gemm.hyperconnection import plan as hc_plan
     from deep_gemm.hyperconnection.checks import BLOCK_K
     for m, n, k, splits in ((4096, 24, 28672, 1), (13, 24, 7168, 16), (8192, 128, 7168, 1)):
         cfg = hc_plan.plan(m, n, k, splits, 132, sm)
@@ -147,7 +148,7 @@ def test_hc_plan_fits_the_device_and_reads_b_by_tma_only_where_there_is_tma(sm):
 
 @pytest.mark.parametrize("sm", SMS)
 def test_einsum_tiles_fit_the_device(sm):
-    from deep_gemm.einsum import einsum_triton as et
+    from deep_gemm.einsum import launch as et
     large = et.bh_config(8, 4096, 1024, 4096, True)
     assert large is et.BH_LARGE
     fitted = et.fitted_bh_config(large, 2, False, sm)
@@ -167,7 +168,7 @@ def test_einsum_tiles_fit_the_device(sm):
 
 
 def test_einsum_grid_reduction_is_offered_only_with_sm90_occupancy():
-    from deep_gemm.einsum import einsum_triton as et
+    from deep_gemm.einsum import launch as et
     s, m, n, k = 4096, 256, 256, 256
     assert et.bmk_plan(s, m, n, k, reduce="grid", cooperative=True).reduce == "grid"
     for sm in (80, 89, 120):
@@ -216,31 +217,33 @@ def test_fp8_on_sm89_and_sm120_runs_the_portable_kernel():
     plan."""
     (a, sfa), (b, sfb), d = _fp8_dense_args()
     expected = _oracle(a, sfa, b, sfb)
-    from deep_gemm.gemm import fp8_plan, fp8_triton
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     for cap in ((8, 9), (12, 0)):
         d.fill_(float("nan"))
         with arch.forced_capability(cap):
-            call = fp8_triton.dense_call(*d.shape, a.size(1), d, None, False)
+            call = fp8_launch.dense_call(*d.shape, a.size(1), d, None, False)
             assert call.sm == arch.sm_of(cap) and fp8_plan.plan(call).kernel == "tl"
             assert run_launcher("fp8_gemm_nt", a, sfa, b, sfb, d, None, None, None, None, "nk", False) is None
         assert deep_gemm.testing.calc_diff(d.cpu(), expected) < TOLERANCES["kernel_fp8"], cap
 
 
 def test_every_fp8_launcher_declines_on_sm80():
-    from deep_gemm.attention import triton_launch as tl
-    from deep_gemm.einsum import einsum_triton as et
-    from deep_gemm.gemm import cublaslt, fp8_triton
+    from deep_gemm.attention import launch as tl
+    from deep_gemm.einsum import launch as et
+    from deep_gemm.gemm.cublaslt import api as cublaslt
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     (a, sfa), (b, sfb), _ = _fp8_dense_args(128, 128, 256, device="cpu")  # (nothing launches)
     with arch.forced_capability((8, 0)):
         d3 = torch.zeros(2, 128, 128, dtype=torch.bfloat16)
         masked = torch.tensor([128, 64], dtype=torch.int32)
         a3, sfa3 = a.view(1, 128, 256).expand(2, -1, -1).contiguous(), sfa.view(1, 128, 2).expand(2, -1, -1)
         b3, sfb3 = b.view(1, 128, 256).expand(2, -1, -1).contiguous(), sfb.view(1, 1, 2).expand(2, -1, -1)
-        assert fp8_triton.m_grouped_fp8_gemm_nt_masked(a3, sfa3.contiguous(), b3, sfb3.contiguous(), d3, masked, 128,
+        assert fp8_launch.m_grouped_fp8_gemm_nt_masked(a3, sfa3.contiguous(), b3, sfb3.contiguous(), d3, masked, 128,
                                                         None, None, None, "nk", False) is NotImplemented
         ks = [128, 128]
         dk = torch.zeros(2, 128, 128)
-        assert fp8_triton.k_grouped_fp8_gemm_nt_contiguous(
+        assert fp8_launch.k_grouped_fp8_gemm_nt_contiguous(
             a.view(-1), sfa, b.view(-1), sfb, dk, ks, torch.tensor(ks, dtype=torch.int32), dk, None, "mn",
             False) is NotImplemented
         assert cublaslt.cublaslt_gemm_nt(a, b, torch.zeros(128, 128, dtype=torch.bfloat16), None) is NotImplemented
@@ -256,13 +259,13 @@ def test_every_fp8_launcher_declines_on_sm80():
 
 
 def test_layout_launchers_decline_below_sm80():
-    from deep_gemm.layout import layout_triton
+    from deep_gemm.layout import launch as layout_launch
     sf = torch.rand(256, 4, device=DEVICE)
     with arch.forced_capability((7, 5)):
-        assert layout_triton.get_mn_major_tma_aligned_tensor(sf) is NotImplemented
-        assert layout_triton.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, None) is NotImplemented
+        assert layout_launch.get_mn_major_tma_aligned_tensor(sf) is NotImplemented
+        assert layout_launch.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, None) is NotImplemented
     with arch.forced_capability((8, 0)):
-        out = layout_triton.get_mn_major_tma_aligned_tensor(sf)
+        out = layout_launch.get_mn_major_tma_aligned_tensor(sf)
     assert torch.equal(out, sf)
 
 

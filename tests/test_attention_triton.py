@@ -14,7 +14,7 @@ import deep_gemm
 from deep_gemm import runtime
 from deep_gemm._ops.library import _Binder, backends, kernels_of
 from deep_gemm._ops.schemas import SCHEMAS
-from deep_gemm.attention import triton_launch
+from deep_gemm.attention import launch as attention_launch
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.utils.math import ceil_div
 
@@ -130,10 +130,10 @@ def test_prefill_kernel_causal_windows_skip_blocks_and_place_inf_exactly():
 
 def test_prefill_kernel_splits_kv_ranges_across_programs(monkeypatch, num_sms_8):
     """With few query blocks the KV range of each is cut into parts (grid axis 1); windows straddle the parts."""
-    monkeypatch.setattr(triton_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
+    monkeypatch.setattr(attention_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
     case = MqaCase(4, 400, 64, 32)
     args, oracle_inputs = make_mqa(case)
-    assert triton_launch.prefill_kv_splits(2, 400, 8) == 6
+    assert attention_launch.prefill_kv_splits(2, 400, 8) == 6
     for clean, max_k in [(True, 0), (False, 410)]:
         out = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32)
         _check_mqa(args, oracle_inputs, out, case, clean, max_k)
@@ -145,14 +145,14 @@ def test_clean_kernel_parts(monkeypatch, num_sms_8, first_col, min_part):
     """Rows cut into column parts (or not): -inf exactly outside each window, inside untouched (empty, inverted,
     negative and overlong windows included, window edges on and off block bounds), with whole blocks in vector
     stores, and on an output whose rows start unaligned (per element)."""
-    monkeypatch.setattr(triton_launch, "CLEAN_MIN_PART", min_part)
-    monkeypatch.setattr(triton_launch, "CLEAN_BLOCK", 16)
+    monkeypatch.setattr(attention_launch, "CLEAN_MIN_PART", min_part)
+    monkeypatch.setattr(attention_launch, "CLEAN_BLOCK", 16)
     rows, cols = 9, 100
     buffer = to_device(torch.randn(rows, 256))
     out, before_full = buffer[:, first_col:first_col + cols], buffer.clone()
     ks = to_device(torch.tensor([0, 5, -3, 70, 50, 99, 16, 17, 0], dtype=torch.int32))
     ke = to_device(torch.tensor([100, 37, 20, 40, 500, 99, 48, 31, 0], dtype=torch.int32))
-    triton_launch.clean_rows(out, ks, ke, cols)
+    attention_launch.clean_rows(out, ks, ke, cols)
     buffer, before_full, ks, ke = (t.cpu() for t in (buffer, before_full, ks, ke))
     out, before = buffer[:, first_col:first_col + cols], before_full[:, first_col:first_col + cols]
     col = torch.arange(cols)[None, :]
@@ -170,8 +170,8 @@ def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
     first = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
     assert_bitwise_equal(first, run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32), "repeat")
     valid = first != NEG_INF
-    for cfg in (triton_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3),
-                triton_launch.PrefillConfig(block_kv=64, num_warps=8, num_stages=4, score_cols=256)):
+    for cfg in (attention_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3),
+                attention_launch.PrefillConfig(block_kv=64, num_warps=8, num_stages=4, score_cols=256)):
         other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32, config=cfg)
         assert torch.equal(other == NEG_INF, ~valid), cfg
         assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9, cfg
@@ -186,7 +186,7 @@ def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypat
     # mid-window); odd S leaves a last query block with a query past S (no interior there).
     s, sk, h, d = 9, 300, 32, 64
     if windows == "splits":
-        monkeypatch.setattr(triton_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
+        monkeypatch.setattr(attention_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
     args, _ = make_mqa(MqaCase(s, sk, h, d))
     i = torch.arange(s, dtype=torch.int32)
     ks, ke = {"causal": (torch.zeros(s, dtype=torch.int32), i + (sk - s)),
@@ -202,9 +202,9 @@ def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypat
         key = ks.long()[:, None] + torch.arange(max_k)[None, :]
         written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
     assert written.any()
-    for cfg in (triton_launch.PrefillConfig(fma_relu=True), triton_launch.PrefillConfig(interior=True),
-                triton_launch.PrefillConfig(interior=True, lean_interior=False),
-                triton_launch.PrefillConfig(fma_relu=True, interior=True)):
+    for cfg in (attention_launch.PrefillConfig(fma_relu=True), attention_launch.PrefillConfig(interior=True),
+                attention_launch.PrefillConfig(interior=True, lean_interior=False),
+                attention_launch.PrefillConfig(fma_relu=True, interior=True)):
         other = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32, config=cfg).cpu()
         assert torch.equal(other[written], base[written]), cfg
 
@@ -223,7 +223,7 @@ def test_prefill_lean_interior_gives_the_same_bits(windows, max_k, logits, h, nu
     ks, ke = {"causal": (torch.zeros(s, dtype=torch.int32), i + (sk - s)),
               "chunks": (torch.full((s,), 37, dtype=torch.int32), i * 7 + 230)}[windows]
     args = args[:5] + (ks, ke)
-    new = triton_launch.prefill_config(h, d, False)
+    new = attention_launch.prefill_config(h, d, False)
     assert new.interior and new.lean_interior
     old = dataclasses.replace(new, lean_interior=False)
     want = run_launcher("fp8_fp4_mqa_logits", *args, max_k == 0, max_k, logits, config=old).cpu()
@@ -300,14 +300,14 @@ def test_paged_kernel_context_beyond_block_table(num_sms_8):
 def test_paged_kernel_bitwise_repeatable(num_sms_8):
     args, (q64, keys) = make_paged(PagedCase(3, 2, 64, 128))
     valid = oracle_paged(q64, keys, args[3], args[4], args[7]) != NEG_INF
-    grid = triton_launch.PAGED_GRID_CONFIG
+    grid = attention_launch.PAGED_GRID_CONFIG
     first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None, config=grid)
     again = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
                          config=dataclasses.replace(grid, tokens_per_program=128))
     assert torch.equal(first[valid], again[valid])  # every token is reduced alone: the split cannot matter
     persistent = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None)
     lanes_1 = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
-                           config=triton_launch.PagedConfig(programs_per_sm=1))
+                           config=attention_launch.PagedConfig(programs_per_sm=1))
     assert torch.equal(persistent[valid], lanes_1[valid])
     assert_kernel_logits_close(persistent, oracle_paged(q64, keys, args[3], args[4], args[7]), check_mask=False)
 
@@ -332,7 +332,7 @@ def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
         for clean, lanes in ((True, 3), (True, 1), (False, 3)):
             out = run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, context_lens, block_table,
                                meta, max_len, clean, torch.float32, None,
-                               config=triton_launch.PagedConfig(programs_per_sm=lanes))
+                               config=attention_launch.PagedConfig(programs_per_sm=lanes))
             assert_kernel_logits_close(out, want, check_mask=clean)
             outs.append(out)
     finally:
@@ -345,9 +345,9 @@ def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
 # The persistent kernel's register levers (PagedConfig): each must place -inf exactly as the default does and match
 # the oracle; shapes they do not apply to (one-row atoms, FP4, H < 16) fall back to the one-dot kernel.
 PAGED_REGISTER_VARIANTS = [
-    triton_launch.PagedConfig(aligned_q_loads=True),
-    triton_launch.PagedConfig(row_dots=True),
-    triton_launch.PagedConfig(row_dots=True, aligned_q_loads=True, num_stages=7),
+    attention_launch.PagedConfig(aligned_q_loads=True),
+    attention_launch.PagedConfig(row_dots=True),
+    attention_launch.PagedConfig(row_dots=True, aligned_q_loads=True, num_stages=7),
 ]
 
 
@@ -395,7 +395,7 @@ def test_lean_page_loop_gives_the_same_bits(case, num_sms_8):
     """The lean page loop (scales through their own TMA descriptor, a 32-bit page index, one store limit per row)
     against the plain loop with the same tile: every output bit equal with clean_logits, every finite logit equal
     without (the rest is left unwritten; padded pages: no TMA, only the index changes; FP4: no scale descriptor)."""
-    plain = triton_launch.PagedConfig(num_stages=7, aligned_q_loads=True)
+    plain = attention_launch.PagedConfig(num_stages=7, aligned_q_loads=True)
     _assert_paged_launches_give_the_same_bits(case, plain, dataclasses.replace(plain, lean_page_loop=True))
 
 
@@ -407,7 +407,7 @@ def test_register_page_scales_give_the_same_bits(case, num_sms_8):
     shared ring, every other field the shape's default (the first case: the row-pair default, lean loop): the same
     products in the same order, so every bit equal with clean_logits and every finite logit without (FP4: the field
     is ignored)."""
-    default = triton_launch.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
+    default = attention_launch.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
     _assert_paged_launches_give_the_same_bits(case, *(dataclasses.replace(default, register_page_scales=on)
                                                       for on in (False, True)))
 
@@ -477,7 +477,7 @@ def test_gpu_prefill_lean_interior_gives_the_same_bits(s, sk, h, d, kind, dtype,
     # The lean interior loop (the default at H >= 32) against the loop before it, compiled for the GPU (inline PTX
     # loads of the key scales): every written bit equal.
     q, kv, w, ks, ke = _ws_inputs(s, sk, h, d, kind)
-    new = triton_launch.prefill_config(h, d, False)
+    new = attention_launch.prefill_config(h, d, False)
     old = dataclasses.replace(new, lean_interior=False)
     got = _prefill_with(new, q, kv, w, ks, ke, max_k == 0, max_k, dtype)
     want = _prefill_with(old, q, kv, w, ks, ke, max_k == 0, max_k, dtype)
@@ -529,7 +529,7 @@ def _ws_inputs(s, sk, h, d, kind, seed=0):
 
 
 def _prefill_with(cfg, q, kv, w, ks, ke, clean, max_k, dtype):
-    return triton_launch.fp8_fp4_mqa_logits_triton(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype,
+    return attention_launch.fp8_fp4_mqa_logits_triton(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype,
                                                    config=cfg)
 
 
@@ -567,8 +567,8 @@ def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
     launcher = kernels_of("fp8_paged_mqa_logits").triton
     args = (q, cache, w, lens, table, meta, max_len, True, None)
     default = launcher(*args)
-    grid = launcher(*args, config=triton_launch.PAGED_GRID_CONFIG)
-    default_cfg = triton_launch.paged_default_config(next_n, h, 128, 64, False)  # the same stages, 1 lane
+    grid = launcher(*args, config=attention_launch.PAGED_GRID_CONFIG)
+    default_cfg = attention_launch.paged_default_config(next_n, h, 128, 64, False)  # the same stages, 1 lane
     one_lane = launcher(*args, config=dataclasses.replace(default_cfg, programs_per_sm=1))
     valid = grid != NEG_INF
     assert torch.equal(default == NEG_INF, ~valid)
@@ -578,8 +578,8 @@ def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", PAGED_REGISTER_VARIANTS + [
-    triton_launch.PagedConfig(num_stages=7, aligned_q_loads=True, max_registers=128),
-    triton_launch.PagedConfig(num_warps=8, num_stages=10, aligned_q_loads=True)], ids=str)
+    attention_launch.PagedConfig(num_stages=7, aligned_q_loads=True, max_registers=128),
+    attention_launch.PagedConfig(num_warps=8, num_stages=10, aligned_q_loads=True)], ids=str)
 @pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 32, 3000), (7, 3, 64, 20000)])
 def test_gpu_paged_register_variants_agree(batch, next_n, h, avg, variant):
     """The register levers of PagedConfig at decode sizes: the default's -inf placement with clean_logits, its values
@@ -607,7 +607,7 @@ def _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg, base, varian
     q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
     meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
     launcher = kernels_of("fp8_paged_mqa_logits").triton
-    default = triton_launch.paged_default_config(next_n, h, 128, 64, False)
+    default = attention_launch.paged_default_config(next_n, h, 128, 64, False)
     base, variant = base(default), variant(default)
     args = (q, cache, w, lens, table, meta, max_len, True, None)
     want = launcher(*args, config=base)
@@ -682,7 +682,7 @@ def test_gpu_clean_pass_writes_only_outside_windows():
     q, kv, w, ks, ke = _gpu_prefill_inputs(s, sk, 32, 64, causal=False)
     out = deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=False)
     before = out.clone()
-    triton_launch.clean_rows(out, ks, ke, sk)
+    attention_launch.clean_rows(out, ks, ke, sk)
     cols = torch.arange(sk, device="cuda")[None, :]
     inside = (cols >= ks[:, None]) & (cols < ke[:, None])
     assert torch.equal(out[inside], before[inside])
@@ -714,11 +714,11 @@ def stubbed_launches(monkeypatch):
         name = next(n for (n, _), c in compiled.items() if c is ck)
         calls.append((name, ck, grid, list(args)))
 
-    monkeypatch.setattr(triton_launch, "launch", fake_launch)
+    monkeypatch.setattr(attention_launch, "launch", fake_launch)
     # The persistent paged launcher sizes its lanes from the compiled kernel's registers: 128 (4 lanes fit).
-    monkeypatch.setattr(triton_launch, "compiled_kernel", lambda *a, **k: SimpleNamespace(
+    monkeypatch.setattr(attention_launch, "compiled_kernel", lambda *a, **k: SimpleNamespace(
         n_regs=128, metadata=SimpleNamespace(shared=32768)))
-    monkeypatch.setattr(triton_launch, "interpreting", lambda: False)
+    monkeypatch.setattr(attention_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_module, "interpreting", lambda: False)
     monkeypatch.setattr(plans_module, "interpreting", lambda: False)  # the replay wrapper records only off it
     monkeypatch.setattr(launch_module, "launch_compiled", fake_launch_compiled)
@@ -800,13 +800,13 @@ def test_persistent_paged_lanes_are_capped_by_what_fits_on_an_sm():
     with 1 KiB kept per program)."""
     def compiled(regs, smem):
         return SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=smem))
-    assert triton_launch.resident_programs(compiled(168, 42024), 4, 4) == 3
-    assert triton_launch.resident_programs(compiled(128, 42024), 4, 4) == 4
-    assert triton_launch.resident_programs(compiled(128, 100 * 1024), 4, 4) == 2
-    assert triton_launch.resident_programs(compiled(255, 49412), 4, 4) == 2
-    assert triton_launch.resident_programs(compiled(64, 1024), 4, 3) == 3
-    assert triton_launch.resident_programs(compiled(96, 57856), 4, 5) == 3  # (227 KiB // 56.5 KiB would say 4)
-    assert triton_launch.resident_programs(compiled(255, 240 * 1024), 4, 4) == 1  # never below one lane
+    assert attention_launch.resident_programs(compiled(168, 42024), 4, 4) == 3
+    assert attention_launch.resident_programs(compiled(128, 42024), 4, 4) == 4
+    assert attention_launch.resident_programs(compiled(128, 100 * 1024), 4, 4) == 2
+    assert attention_launch.resident_programs(compiled(255, 49412), 4, 4) == 2
+    assert attention_launch.resident_programs(compiled(64, 1024), 4, 3) == 3
+    assert attention_launch.resident_programs(compiled(96, 57856), 4, 5) == 3  # (227 KiB // 56.5 KiB would say 4)
+    assert attention_launch.resident_programs(compiled(255, 240 * 1024), 4, 4) == 1  # never below one lane
 
 
 def test_persistent_paged_lanes_split_long_contexts_inside_atoms():
@@ -821,7 +821,7 @@ def test_persistent_paged_lanes_split_long_contexts_inside_atoms():
         meta = run_launcher("get_paged_mqa_logits_metadata", context_lens, case.block_kv, 2, None)
         outs = [run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, context_lens, block_table, meta,
                              max_len, True, torch.float32, None,
-                             config=triton_launch.PagedConfig(programs_per_sm=lanes)) for lanes in (4, 1)]
+                             config=attention_launch.PagedConfig(programs_per_sm=lanes)) for lanes in (4, 1)]
     finally:
         runtime.set_num_sms(previous)
     want = oracle_paged(q64, keys, weights, context_lens, max_len)
@@ -833,25 +833,25 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
     """The persistent kernel runs only where the schedule counts its atoms (1-D lengths: next_n <= 2; the grid
     kernel otherwise); 7 stages only for the FP8 H=64 D=128 row-pair tile measured faster on the H200."""
     lens_1d, lens_2d = torch.ones(4, dtype=torch.int32), torch.ones(4, 3, dtype=torch.int32)
-    assert [triton_launch.schedule_matches_persistent_atoms(lens_1d, n) for n in (1, 2, 3, 4)] == \
+    assert [attention_launch.schedule_matches_persistent_atoms(lens_1d, n) for n in (1, 2, 3, 4)] == \
            [True, True, False, False]
-    assert triton_launch.schedule_matches_persistent_atoms(lens_2d, 3)
-    default = triton_launch.PagedConfig(aligned_q_loads=True)
+    assert attention_launch.schedule_matches_persistent_atoms(lens_2d, 3)
+    default = attention_launch.PagedConfig(aligned_q_loads=True)
     for next_n in (2, 4):
-        row_pairs = triton_launch.paged_default_config(next_n, 64, 128, 64, False)
-        assert row_pairs.num_stages == triton_launch.PAGED_ROW_PAIR_STAGES
-        assert row_pairs.max_registers == triton_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
+        row_pairs = attention_launch.paged_default_config(next_n, 64, 128, 64, False)
+        assert row_pairs.num_stages == attention_launch.PAGED_ROW_PAIR_STAGES
+        assert row_pairs.max_registers == attention_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
         assert row_pairs.lean_page_loop and row_pairs.register_page_scales
     for args in [(1, 64, 128, 64, False), (2, 32, 128, 64, False), (2, 64, 128, 32, False), (2, 64, 128, 64, True)]:
-        assert triton_launch.paged_default_config(*args) == default, args
+        assert attention_launch.paged_default_config(*args) == default, args
 
 
 def test_prefill_default_config_follows_the_measured_levers():
-    # FP8 at H >= 32: the interior loop and the 128-register cap (triton_launch.PREFILL_MAX_REGISTERS' measurements);
+    # FP8 at H >= 32: the interior loop and the 128-register cap (attention_launch.PREFILL_MAX_REGISTERS' measurements);
     # fewer heads keep the plain tile, FP4 its 2-stage tile.
-    cfg = triton_launch.prefill_config(64, 128, False)
-    assert cfg.interior and cfg.max_registers == triton_launch.PREFILL_MAX_REGISTERS
-    assert not cfg.fma_relu and cfg == triton_launch.prefill_config(32, 32, False)
-    assert triton_launch.prefill_config(16, 64, False) == triton_launch.PrefillConfig()
-    fp4 = triton_launch.prefill_config(64, 128, True)
+    cfg = attention_launch.prefill_config(64, 128, False)
+    assert cfg.interior and cfg.max_registers == attention_launch.PREFILL_MAX_REGISTERS
+    assert not cfg.fma_relu and cfg == attention_launch.prefill_config(32, 32, False)
+    assert attention_launch.prefill_config(16, 64, False) == attention_launch.PrefillConfig()
+    fp4 = attention_launch.prefill_config(64, 128, True)
     assert fp4.num_stages == 2 and not fp4.interior

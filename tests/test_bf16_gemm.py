@@ -16,7 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from deep_gemm import runtime
 from deep_gemm._ops.errors import DeepGEMMError
-from deep_gemm.gemm import bf16_api as api
+from deep_gemm.gemm.bf16 import api
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.utils import align
 

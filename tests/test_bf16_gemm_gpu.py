@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.gemm.bf16_plan import Bf16Overrides
+from deep_gemm.gemm.bf16.plan import Bf16Overrides
 from deep_gemm.testing import calc_diff
 from triton_harness import run_forced
 
@@ -114,17 +114,17 @@ def test_split_k(split, m, n, k):
 def test_repeated_calls_replay_the_launch_plan(monkeypatch, m, n, k):
     """The first call of a signature plans and launches (and records); later calls replay the recorded launch
     without planning: the launcher's planning path runs once, results stay right with fresh tensors."""
-    from deep_gemm.gemm import bf16_triton
-    bf16_triton.PLANS.clear()  # (earlier tests may have recorded this signature already)
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    bf16_launch.PLANS.clear()  # (earlier tests may have recorded this signature already)
     planned = []
-    execute = bf16_triton._execute
-    monkeypatch.setattr(bf16_triton, "_execute", lambda *a, **kw: (planned.append(1), execute(*a, **kw))[1])
+    execute = bf16_launch._execute
+    monkeypatch.setattr(bf16_launch, "_execute", lambda *a, **kw: (planned.append(1), execute(*a, **kw))[1])
     for _ in range(4):
         a, b = _rand(m, k), _rand(n, k)
         d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
         deep_gemm.bf16_gemm_nt(a, b, d)
         assert calc_diff(d, _ref(a, b)) < TOL
-    assert len(planned) == 1 and len(bf16_triton.PLANS) == 1
+    assert len(planned) == 1 and len(bf16_launch.PLANS) == 1
 
 
 def _contiguous(num_groups, ms, n, k, alignment=128, psum=False):
@@ -176,7 +176,7 @@ def test_masked(g, expected, n, k):
 
 
 # Masked decode rows (DeepGEMM's G = 6 / 32 x 20 expected rows) and the split of their last wave (bf16_plan.masked_split:
-# 6 x 6144 x 7168 and 6 x 4096 x 4096 split; kernels/bf16_gemm.py cuts the last wave's tiles on the device). Mmax 64:
+# 6 x 6144 x 7168 and 6 x 4096 x 4096 split; gemm/bf16/kernels/gemm.py cuts the last wave's tiles on the device). Mmax 64:
 # the plan sees the expected rows, not Mmax, and the rows past masked_m must stay untouched either way.
 MASKED_NK = [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]
 
@@ -212,11 +212,12 @@ def _masked_check(a, b, masked, expected, over, max_m=64, calls=2):
 @pytest.mark.parametrize("n,k", MASKED_NK)
 def test_masked_decode_rows_split_k(g, n, k):
     """The plan (split where masked_split says), unsplit and a forced split of 4, each against the reference."""
-    from deep_gemm.gemm import bf16_plan, bf16_triton
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     expected, max_m = 20, 64
     a, b = _rand(g, max_m, k), _rand(g, n, k)
     masked = torch.randint(14, 27, (g,), device="cuda", dtype=torch.int32)  # (DeepGEMM's expected_m x 0.7-1.3)
-    call = bf16_triton._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, torch.empty(1, device="cuda", dtype=BF16),
+    call = bf16_launch._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, torch.empty(1, device="cuda", dtype=BF16),
                              None, True, True, False, expected_m=expected, d_aligned=True)
     split = bf16_plan.plan(call).config.split_k
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -294,7 +295,7 @@ def test_last_wave_split(m, n, k, accumulate):
     kernel's whole waves, then the tl.* kernel's pieces; 4096 x 2112 and x 576 without C: the WS kernel's
     128 x (128 + tail) tile), without the WS kernel, and forced ones (split_from past
     the tiles, every tile split); the same bits on every call."""
-    from deep_gemm.gemm.bf16_plan import Bf16Config
+    from deep_gemm.gemm.bf16.plan import Bf16Config
     a, b = _rand(m, k), _rand(n, k)
     c = _rand(m, n) * 8 if accumulate else None
     ref = _ref(a, b, c)
@@ -411,8 +412,9 @@ def test_warp_specialised_opt_in(layout, m, n, k, bn):
     a_mk, b_nk = _rand(m, k), _rand(n, k)
     a, b = _given(layout, a_mk, b_nk)
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
-    from deep_gemm.gemm import bf16_plan, bf16_triton
-    call = bf16_triton._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    call = bf16_launch._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
                              layout[1] == "t", True)
     assert bf16_plan.plan(call, over).kernel == "ws"
     for _ in range(2):  # the second call replays the recorded launch
@@ -428,12 +430,13 @@ def test_warp_specialised_tile_with_tail_columns(layout, m, n, k, tail):
     """The Gluon WS kernel's 128 x (128 + tail) tile (TAIL_N), forced: M not a multiple of 128, N ending in the main
     block, in the tail, or with a tail wholly past N (N = 200: the second 144-wide tile's tail starts at column 272);
     K-major ("nt") and MN-major ("tn": A as [K, M], B as [K, N]) operands."""
-    from deep_gemm.gemm import bf16_plan, bf16_triton
-    from deep_gemm.gemm.bf16_plan import Bf16Config
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    from deep_gemm.gemm.bf16.plan import Bf16Config
     a_mk, b_nk = _rand(m, k), _rand(n, k)
     a, b = _given(layout, a_mk, b_nk)
     over = Bf16Overrides(ws=True, config=Bf16Config(128, 128, 64, 5, 4, block_n_tail=tail))
-    call = bf16_triton._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
+    call = bf16_launch._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
                              layout[1] == "t", True)
     p = bf16_plan.plan(call, over)
     assert p.kernel == "ws" and p.config.block_n_tail == tail, p
@@ -499,7 +502,8 @@ def test_warp_specialised_psum_with_untouched_gaps(layout, uniform, ms, spare, n
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (300, 1000, 200, 128), (4096, 7168, 2048, 128)])
 def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
     """The Gluon WS kernel forced, with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
-    from deep_gemm.gemm import bf16_plan, bf16_triton
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     if out == torch.float32 and bn == 256:
         bn = 128
     a, b = _rand(m, k), _rand(n, k)
@@ -507,7 +511,7 @@ def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
     c = d if c_kind == "d" else _rand(m, n, dtype=out)
     ref = _ref(a, b, c)
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
-    call = bf16_triton._call(0, m, n, k, 1, d, c, True, True, True)
+    call = bf16_launch._call(0, m, n, k, 1, d, c, True, True, True)
     assert bf16_plan.plan(call, over).kernel == "ws"
     run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=over)
     assert calc_diff(d, ref) < (TOL if out == BF16 else 1e-9)
@@ -536,15 +540,15 @@ def _k_grouped_operands(g, m, n, k_per, empty):
 
 
 def _spy_ws(monkeypatch):
-    """Counts the launcher's WS kernel launches (bf16_triton._execute_ws), so a test sees which kernel ran."""
-    from deep_gemm.gemm import bf16_triton
+    """Counts the launcher's WS kernel launches (bf16_launch._execute_ws), so a test sees which kernel ran."""
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     launches = []
-    real = bf16_triton._execute_ws
+    real = bf16_launch._execute_ws
 
     def spy(*args, **kwargs):
         launches.append(args[0])
         return real(*args, **kwargs)
-    monkeypatch.setattr(bf16_triton, "_execute_ws", spy)
+    monkeypatch.setattr(bf16_launch, "_execute_ws", spy)
     return launches
 
 

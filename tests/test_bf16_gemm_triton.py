@@ -1,4 +1,4 @@
-"""The BF16 GEMM Triton kernel (kernels/bf16_gemm.py) through its launchers (bf16_triton.py): in Triton's interpreter
+"""The BF16 GEMM Triton kernel (gemm/bf16/kernels/gemm.py) through its launchers (gemm/bf16/launch.py): in Triton's interpreter
 on CPU (BF16 dots patched by tests/interpreter_bf16.py), on the GPU when there is one. Small odd shapes, every layout
 and majorness, zero sizes, C accumulation (distinct and ``c is d``), forced split-K and tiles, every grouping; each
 result against a float64 truth computed by broadcasting. The launcher must not decline (triton_harness)."""
@@ -12,8 +12,8 @@ import torch
 
 import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
 from deep_gemm import runtime
-from deep_gemm.gemm import bf16_plan
-from deep_gemm.gemm.bf16_plan import Bf16Call, Bf16Config, Bf16Overrides
+from deep_gemm.gemm.bf16 import plan as bf16_plan
+from deep_gemm.gemm.bf16.plan import Bf16Call, Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff
 from triton_harness import DEVICE, run_forced, run_triton, triton_launcher
 
@@ -295,7 +295,7 @@ def test_masked(b_order):
         assert torch.all(d[g, mg:] == SENTINEL), f"group {g}: rows past masked_m are untouched"
 
 
-# Masked split-K (kernels/bf16_gemm.py: the tiles of the last, partial wave, counted on the device from masked_m, run
+# Masked split-K (gemm/bf16/kernels/gemm.py: the tiles of the last, partial wave, counted on the device from masked_m, run
 # as min(split_k, grid // those tiles) K ranges). The grid is the SMs runtime.set_num_sms gives (1 on a CPU without
 # it): small grids put whole waves before the split last wave, or no whole wave, or a last wave too wide to split.
 SPLIT_TILE = (16, 16, 16)  # (BM, BN, BK): K = 200 is 13 K blocks, the last one a TMA-padded tail
@@ -320,7 +320,7 @@ def expected_split_slots(masked, n, sms, split):
 def run_masked_split(monkeypatch, a, b, d, masked_m, split, sms):
     """The masked op on the split tile through the CUDA path; returns (workspace, counters) of the launch, the
     workspace filled with NaN before the kernel runs (so the slots it wrote can be counted)."""
-    from deep_gemm.gemm import bf16_triton
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     seen = []
 
     def buffers(d_, split_, counters_, elems, recorder=None):
@@ -329,8 +329,8 @@ def run_masked_split(monkeypatch, a, b, d, masked_m, split, sms):
             ws.fill_(float("nan"))
         seen.append((ws, counters))
         return ws, counters
-    real = bf16_triton.split_k_buffers
-    monkeypatch.setattr(bf16_triton, "split_k_buffers", buffers)
+    real = bf16_launch.split_k_buffers
+    monkeypatch.setattr(bf16_launch, "split_k_buffers", buffers)
     old = runtime.get_num_sms()
     runtime.set_num_sms(sms)
     try:
@@ -501,10 +501,8 @@ def test_plan_chooses_the_warp_specialised_kernel_where_it_measured_faster(monke
     assert bf16_plan.plan(call(n=2176), Bf16Overrides(ws_tail=False)).kernel != "ws_tail"
     forced = bf16_plan.plan(call(n=576), Bf16Overrides(ws_tail=True))
     assert forced.kernel == "ws_tail" and forced.config.split_from == 132
-    monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "off")
-    assert bf16_plan.plan(call(n=4096)).kernel == "tl"
-    monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "on")
-    assert bf16_plan.plan(call(n=4096)).kernel == "ws"
+    assert bf16_plan.plan(call(n=4096), Bf16Overrides(ws=False)).kernel == "tl"
+    assert bf16_plan.plan(call(n=4096), Bf16Overrides(ws=True)).kernel == "ws"
 
 
 def test_plan_warp_specialised_only_where_it_covers():
@@ -536,15 +534,14 @@ def k_grouped_call(m=4096, n=7168, groups=4, k_per=8192, has_c=True, **kw):
                     **facts)
 
 
-def test_plan_k_grouped_on_the_warp_specialised_kernel(monkeypatch):
+def test_plan_k_grouped_on_the_warp_specialised_kernel():
     ws = Bf16Overrides(ws=True)
     c = k_grouped_call()
     # The shipped defaults (both faster): K-grouped calls on the WS kernel, the
     # tl.* fallback's K range marked warp-uniform.
-    assert bf16_plan.AUTO_WS_K_GROUPED and bf16_plan.UNIFORM_K_GROUPED_TL and bf16_plan.plan(c).kernel == "ws"
-    # With the lever off: the tl.* kernel, its K range marked as UNIFORM_K_GROUPED_TL says.
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_K_GROUPED", False)
-    p = bf16_plan.plan(c)
+    assert bf16_plan.UNIFORM_K_GROUPED_TL and bf16_plan.plan(c).kernel == "ws"
+    # The WS kernel off: the tl.* kernel, its K range marked as UNIFORM_K_GROUPED_TL says.
+    p = bf16_plan.plan(c, Bf16Overrides(ws=False))
     assert p.kernel == "tl" and p.uniform == bf16_plan.UNIFORM_K_GROUPED_TL and not p.d_tma
     # Forced: 128 x 128 (FP32 D: a 128 x 256 tile's staging buffers leave too few stages), the ring as deep as fits
     # beside two FP32 staging buffers, one program per SM over G * tiles, K range marked (UNIFORM_TILES).
@@ -569,8 +566,7 @@ def test_plan_k_grouped_on_the_warp_specialised_kernel(monkeypatch):
     assert not bf16_plan.plan(k_grouped_call(interpreting=True), Bf16Overrides(ws=True, uniform_tiles=True)).uniform
     assert bf16_plan.plan(k_grouped_call(m=64), ws).kernel == "tl"
     assert bf16_plan.plan(c, Bf16Overrides(ws=False)).kernel == "tl"
-    # "auto" with AUTO_WS_K_GROUPED: every K-grouped bench row on the WS kernel, bit-for-bit the forced plan.
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_K_GROUPED", True)
+    # "auto": every K-grouped bench row on the WS kernel, bit-for-bit the forced plan.
     for g, m, n, k_per in K_GROUPED_ROWS:
         row = k_grouped_call(m, n, g, k_per)
         assert bf16_plan.plan(row) == bf16_plan.plan(row, ws), row
@@ -578,26 +574,23 @@ def test_plan_k_grouped_on_the_warp_specialised_kernel(monkeypatch):
     assert bf16_plan.plan(c, Bf16Overrides(ws=False)).kernel == "tl"
 
 
-def test_plan_runs_psum_with_untouched_gaps_on_the_warp_specialised_kernel_when_asked(monkeypatch):
+def test_plan_runs_psum_with_untouched_gaps_on_the_warp_specialised_kernel():
     """DeepGEMM's SM90 psum calls leave gap rows untouched: the WS kernel covers them where D's rows are TMA-aligned
-    (whole slabs by TMA, the slab holding a group's end by pointers), when forced (ws=True) or, once measured, by
-    default (AUTO_WS_PSUM); never where D may not be TMA-stored."""
+    (whole slabs by TMA, the slab holding a group's end by pointers), forced (ws=True) or by default; never where D
+    may not be TMA-stored."""
     untouched = call("m_psum", m=33464, n=4096, k=2048, groups=8, zero_gaps=False, d_aligned=True)
     untouched = replace(untouched, d_tma=False)  # (as the launcher builds it: no whole-tile TMA store)
     ws = Bf16Overrides(ws=True)
-    assert bf16_plan.plan(untouched).kernel == ("ws" if bf16_plan.AUTO_WS_PSUM else "tl")
+    assert bf16_plan.plan(untouched).kernel == "ws"
     forced = bf16_plan.plan(untouched, ws)
     assert forced.kernel == "ws" and forced.config.block_n == 256 and forced.d_tma
     assert bf16_plan.plan(replace(untouched, d_aligned=False), ws).kernel == "tl"
     assert bf16_plan.plan(untouched, Bf16Overrides(ws=True, d_tma=False)).kernel == "tl"
     assert bf16_plan.plan(replace(untouched, interpreting=True), ws).kernel == "tl"
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_PSUM", True)
-    assert bf16_plan.plan(untouched).kernel == "ws"
-    # zeroed gaps were not measured on the WS kernel: "auto" leaves them to tl.*
+    # zeroed gaps: "auto" leaves them to tl.*
     zeroed = call("m_psum", m=33464, n=4096, k=2048, groups=8, zero_gaps=True, d_aligned=True)
     assert bf16_plan.plan(zeroed).kernel == "tl"
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_PSUM", False)
-    assert bf16_plan.plan(untouched).kernel == "tl"
+    assert bf16_plan.plan(untouched, Bf16Overrides(ws=False)).kernel == "tl"
 
 
 def test_uniform_tiles_is_planned_for_psum_on_the_warp_specialised_kernel_only():
@@ -626,13 +619,13 @@ def test_untouched_gaps_and_uniform_tiles_reach_the_warp_specialised_kernel(monk
     """The launcher passes the call's gap rule (ZERO_GAPS) and the plan's uniform flag (UNIFORM) to the WS kernel,
     with D's storage and row stride for the pointer store of the slabs holding a group's end; both in the compiled
     kernel's key. (The launch itself is faked: the Gluon kernel does not run in the interpreter.)"""
-    from deep_gemm.gemm import bf16_triton
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     launches = []
 
     def fake_launch(kernel, grid, args, *, config_key, **kwargs):
         launches.append((dict(zip(kernel.arg_names, args)), config_key))
-    monkeypatch.setattr(bf16_triton, "launch", fake_launch)
-    monkeypatch.setattr(bf16_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(bf16_launch, "launch", fake_launch)
+    monkeypatch.setattr(bf16_launch, "interpreting", lambda: False)
     a, b, ids, ends, _, _ = contiguous_inputs([300, 0, 70], 256, 128, 128, "nt")
     d = torch.full((a.size(0), 256), SENTINEL, dtype=BF16, device=DEVICE)
     cases = [(ends, True, False, Bf16Overrides(ws=True, uniform_tiles=True), (False, True)),
@@ -641,7 +634,7 @@ def test_untouched_gaps_and_uniform_tiles_reach_the_warp_specialised_kernel(monk
              (ids, False, False, Bf16Overrides(ws=True, uniform_tiles=True), (True, False))]
     for layout, psum, zero_padding, over, (zero_gaps, uniform) in cases:
         launches.clear()
-        bf16_triton.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, "nk", psum, zero_padding, overrides=over)
+        bf16_launch.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, "nk", psum, zero_padding, overrides=over)
         (args, key), = launches
         assert (args["ZERO_GAPS"], args["UNIFORM"]) == (zero_gaps, uniform) and key[-2:] == (zero_gaps, uniform)
         assert args["d_ptr"] is d and args["stride_dm"] == d.stride(0)
@@ -703,11 +696,10 @@ def masked_bench_call(g, e, n, k):
 
 
 @pytest.mark.parametrize("row", MASKED_BENCH, ids=lambda r: "G%d-m%d-%dx%d" % r)
-def test_plan_splits_only_the_few_tile_masked_decode_rows(monkeypatch, row):
+def test_plan_splits_only_the_few_tile_masked_decode_rows(row):
     c = masked_bench_call(*row)
     p = bf16_plan.plan(c)
-    monkeypatch.setattr(bf16_plan, "MASKED_SPLIT_MIN_GAIN", 1.0)  # (no split can save all of the time)
-    before = bf16_plan.plan(c)
+    before = bf16_plan.plan(c, Bf16Overrides(split_k=1))
     assert before.config.split_k == 1
     split = MASKED_SPLIT_ROWS.get(row, 1)
     assert p == replace(before, config=replace(before.config, split_k=split)), (row, p)

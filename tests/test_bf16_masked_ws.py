@@ -1,4 +1,4 @@
-"""``m_grouped_bf16_gemm_nt_masked`` on the warp-specialised Gluon kernel (kernels/bf16_gemm_ws.py, GROUPING MASKED).
+"""``m_grouped_bf16_gemm_nt_masked`` on the warp-specialised Gluon kernel (gemm/bf16/kernels/gemm_ws.py, GROUPING MASKED).
 
 CPU: the plan's routing (bf16_plan._masked_plan: AUTO_WS_MASKED, the decode rows left to tl.*, the overrides) and
 what the launcher hands the kernel (the launch faked: Gluon does not run in Triton's interpreter). GPU (marked
@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from deep_gemm.gemm import bf16_plan
-from deep_gemm.gemm.bf16_plan import Bf16Call, Bf16Config, Bf16Overrides
+from deep_gemm.gemm.bf16 import plan as bf16_plan
+from deep_gemm.gemm.bf16.plan import Bf16Call, Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff
 from triton_harness import DEVICE, run_forced
 
@@ -36,15 +36,12 @@ def masked_call(groups=6, expected=1024, n=4096, k=4096, max_m=4096, **kw):
 
 @pytest.mark.parametrize("groups, expected", BENCH_ROWS)
 @pytest.mark.parametrize("n, k", BENCH_NK)
-def test_auto_routes_compute_bound_masked_rows_to_the_ws_kernel(monkeypatch, groups, expected, n, k):
+def test_auto_routes_compute_bound_masked_rows_to_the_ws_kernel(groups, expected, n, k):
     """The rule: 1024 expected rows per group on the WS kernel's 128 x 256 tile, 192 on the tl.* plan
     (MASKED_WS_MIN_EXPECTED_M lies between)."""
-    assert bf16_plan.AUTO_WS_MASKED  # (the shipped default)
     c = masked_call(groups, expected, n, k)
     before = bf16_plan._plan(c, bf16_plan.NO_OVERRIDES)  # the tl.* plan
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_MASKED", False)
-    assert bf16_plan.plan(c) == before and before.kernel == "tl"
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_MASKED", True)
+    assert before.kernel == "tl"
     p = bf16_plan.plan(c)
     if expected <= bf16_plan.MASKED_WS_MIN_EXPECTED_M:
         assert p == before
@@ -59,8 +56,7 @@ def test_auto_routes_compute_bound_masked_rows_to_the_ws_kernel(monkeypatch, gro
 
 
 @pytest.mark.parametrize("expected", [1, 20, 32, 64])
-def test_auto_leaves_decode_rows_on_their_tl_tiles(monkeypatch, expected):
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_MASKED", True)
+def test_auto_leaves_decode_rows_on_their_tl_tiles(expected):
     for groups in (6, 32):
         for n, k in BENCH_NK:
             c = masked_call(groups, expected, n, k)
@@ -73,8 +69,7 @@ def test_auto_leaves_decode_rows_on_their_tl_tiles(monkeypatch, expected):
     assert bf16_plan.plan(masked_call(32, bf16_plan.MASKED_WS_MIN_EXPECTED_M + 1)).kernel == "ws"
 
 
-def test_masked_overrides_force_either_kernel(monkeypatch):
-    monkeypatch.setattr(bf16_plan, "AUTO_WS_MASKED", True)
+def test_masked_overrides_force_either_kernel():
     big, decode = masked_call(), masked_call(32, 20)
     assert bf16_plan.plan(big, Bf16Overrides(ws=False)).kernel == "tl"
     forced = bf16_plan.plan(decode, Bf16Overrides(ws=True))
@@ -95,11 +90,9 @@ def test_masked_overrides_force_either_kernel(monkeypatch):
                       replace(big, a_k_major=False)):
         assert bf16_plan.plan(uncovered, Bf16Overrides(ws=True)).kernel == "tl", uncovered
         assert bf16_plan.plan(uncovered).kernel == "tl", uncovered
-    # DG_BF16_WS (read at import) as "on" / "off"
-    monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "on")
-    assert bf16_plan.plan(decode).kernel == "ws"
-    monkeypatch.setattr(bf16_plan, "DEFAULT_WS_MODE", "off")
-    assert bf16_plan.plan(big).kernel == "tl"
+    # ws=True / False: as DG_BF16_WS=1 / 0 (the process default, read at import)
+    assert bf16_plan.plan(decode, Bf16Overrides(ws=True)).kernel == "ws"
+    assert bf16_plan.plan(big, Bf16Overrides(ws=False)).kernel == "tl"
 
 
 @pytest.mark.parametrize("groups, expected", BENCH_ROWS)
@@ -152,13 +145,13 @@ def test_launcher_hands_the_ws_kernel_row_views_and_masked_m(monkeypatch):
     """A [G, Mmax, K] and D [G, Mmax, N] reach the kernel as [G*Mmax, *] row matrices with M = G*Mmax, masked_m as
     its layout vector, GROUPING MASKED and the plan's UNIFORM (both in the compiled kernel's key); a D whose rows
     cannot be one TMA matrix stays on the tl.* kernel."""
-    from deep_gemm.gemm import bf16_triton
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     launches = []
 
     def fake_launch(kernel, grid, args, *, config_key, name, **kwargs):
         launches.append((name, dict(zip(kernel.arg_names, args)), config_key, grid))
-    monkeypatch.setattr(bf16_triton, "launch", fake_launch)
-    monkeypatch.setattr(bf16_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(bf16_launch, "launch", fake_launch)
+    monkeypatch.setattr(bf16_launch, "interpreting", lambda: False)
     g, max_m, n, k = 3, 200, 136, 128
     a = torch.randn(g, max_m, k, device=DEVICE).to(BF16)
     b = torch.randn(g, n, k, device=DEVICE).to(BF16)
@@ -166,7 +159,7 @@ def test_launcher_hands_the_ws_kernel_row_views_and_masked_m(monkeypatch):
     d = torch.zeros(g, max_m, n, dtype=BF16, device=DEVICE)
     for uniform in (True, False):
         launches.clear()
-        bf16_triton.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk",
+        bf16_launch.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk",
                                                   overrides=Bf16Overrides(ws=True, uniform_tiles=uniform))
         (name, args, key, grid), = launches
         assert name == "bf16_gemm_ws" and args["GROUPING"] == MASKED and args["UNIFORM"] is uniform
@@ -176,22 +169,22 @@ def test_launcher_hands_the_ws_kernel_row_views_and_masked_m(monkeypatch):
         rows = args["d_ptr"]
         assert rows.shape == (g * max_m, n) and rows.data_ptr() == d.data_ptr() and args["stride_dm"] == n
         # (Mmax 200: at most 2 row blocks per group)
-        assert grid == (min(bf16_triton._num_sms(), g * 2 * -(-n // args["BN"])), 1, 1)
+        assert grid == (min(bf16_launch._num_sms(), g * 2 * -(-n // args["BN"])), 1, 1)
     # the 64-row tile: SPLIT_N, D's block [64, BN/2], 64-row blocks in the grid
     launches.clear()
-    bf16_triton.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk",
+    bf16_launch.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk",
                                               overrides=Bf16Overrides(ws=True, block_m=64, block_n=256))
     (name, args, key, grid), = launches
     assert name == "bf16_gemm_ws" and args["SPLIT_N"] and (args["BM"], args["BN"]) == (64, 256)
     assert list(args["d_desc"].block_shape) == [64, 128] and list(args["a_desc"].block_shape) == [64, 64]
-    assert grid == (min(bf16_triton._num_sms(), g * 4 * 1), 1, 1)
+    assert grid == (min(bf16_launch._num_sms(), g * 4 * 1), 1, 1)
     launches.clear()
-    bf16_triton.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk", overrides=Bf16Overrides(ws=True))
+    bf16_launch.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk", overrides=Bf16Overrides(ws=True))
     assert launches[0][1]["SPLIT_N"] is False
     # D with a gap between groups (a slice of a taller buffer): no [G*Mmax, N] view, so the tl.* kernel
     tall = torch.zeros(g, max_m + 8, n, dtype=BF16, device=DEVICE)[:, :max_m]
     launches.clear()
-    bf16_triton.m_grouped_bf16_gemm_nt_masked(a, b, tall, masked_m, 160, "nk", overrides=Bf16Overrides(ws=True))
+    bf16_launch.m_grouped_bf16_gemm_nt_masked(a, b, tall, masked_m, 160, "nk", overrides=Bf16Overrides(ws=True))
     assert [launch[0] for launch in launches] == ["bf16_gemm"]
 
 

@@ -193,7 +193,8 @@ def test_threads(cpu_as_cuda):
 def test_every_public_wrapper_uses_the_eager_path():
     """The families' wrappers reach the ops through ``eager_ops`` (one mechanism), not ``torch.ops`` directly."""
     from deep_gemm.einsum import api as einsum_api
-    from deep_gemm.gemm import bf16_api, fp8_api
+    from deep_gemm.gemm.bf16 import api as bf16_api
+    from deep_gemm.gemm.fp8 import api as fp8_api
     from deep_gemm.hyperconnection import api as hc_api
     from deep_gemm.layout import api as layout_api
     for module in (fp8_api, bf16_api, hc_api, einsum_api, layout_api):

@@ -1,5 +1,5 @@
 """The one-launch ("grid") reduction of ``einsum('bmk,bnk->mn')`` on the GPU (every test marked ``gpu``): the batch
-ranges' partials summed inside the GEMM launch (``einsum_triton.BmkPlan``). Checked: the same bits as the
+ranges' partials summed inside the GEMM launch (``einsum_launch.BmkPlan``). Checked: the same bits as the
 two-launch parallel reduction and on every call, against float64 at DeepGEMM's rows and odd shapes (M, N not
 multiples of the tile, S = 1 and 3, no C, C = D, a distinct C, BF16 D), one kernel per call, the tile counters back
 at zero after each call, CUDA-graph capture and replay, and two streams (and two graphs) running at once. The plan
@@ -13,7 +13,7 @@ import torch
 
 from deep_gemm._ops.library import run_launcher
 from deep_gemm._triton.scratch import arrival_counters
-from deep_gemm.einsum import einsum_triton as et
+from deep_gemm.einsum import launch as et
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
 pytestmark = pytest.mark.gpu

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.einsum import einsum_triton
+from deep_gemm.einsum import launch as einsum_launch
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
 pytestmark = pytest.mark.gpu
@@ -73,7 +73,7 @@ def test_bmk_every_split_and_reduction(reduce, splits):
     ref = d0.double() + torch.bmm(a.double(), b.double().mT).sum(0)
     outs = {}
     for variant in (reduce, "parallel"):
-        plan = einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], splits, variant)
+        plan = einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], splits, variant)
         for call in range(2):
             d = d0.clone()
             assert run_launcher("einsum", "bmk,bnk->mn", a, b, d, d, launcher_kwargs=dict(config=plan)) is None
@@ -250,8 +250,8 @@ def test_second_call_replays_a_recorded_launch():
     x, y = _bh_operands("bhr,hdr->bhd", 64, 4, 256, 128)
     z = torch.empty((64, 4, 128), device="cuda", dtype=BF16)
     deep_gemm.einsum("bhr,hdr->bhd", x, y, z)
-    before = len(einsum_triton.einsum.plans)
+    before = len(einsum_launch.einsum.plans)
     x2 = torch.randn_like(x)
     deep_gemm.einsum("bhr,hdr->bhd", x2, y, z)
-    assert len(einsum_triton.einsum.plans) >= 1 and len(einsum_triton.einsum.plans) == before
+    assert len(einsum_launch.einsum.plans) >= 1 and len(einsum_launch.einsum.plans) == before
     assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x2, y)) < 1e-10

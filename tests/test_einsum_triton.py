@@ -14,7 +14,7 @@ import torch
 import deep_gemm
 import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
 from deep_gemm._ops.library import run_launcher
-from deep_gemm.einsum import einsum_triton
+from deep_gemm.einsum import launch as einsum_launch
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
 from bf16_inputs import output_and_accumulator, randn  # noqa: E402
@@ -58,7 +58,7 @@ def test_bf16_einsum_kernels(case, out_dtype, accumulate, eight_sms):
     assert_close(d, truth, str(case))
 
 
-@pytest.mark.parametrize("cfg", einsum_triton.BH_CONFIGS, ids=str)
+@pytest.mark.parametrize("cfg", einsum_launch.BH_CONFIGS, ids=str)
 @pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
 def test_every_bh_tile_config(expr, cfg):
     case = EinsumCase(expr, dict(b=70, h=2, r=136, d=264) if expr == "bhr,hdr->bhd" else dict(b=70, h=2, d=136, r=264))
@@ -68,7 +68,7 @@ def test_every_bh_tile_config(expr, cfg):
     assert_close(d, TRUTH[expr](a.double(), b.double()), f"{case} {cfg}")
 
 
-@pytest.mark.parametrize("cfg", einsum_triton.BMK_CONFIGS, ids=str)
+@pytest.mark.parametrize("cfg", einsum_launch.BMK_CONFIGS, ids=str)
 @pytest.mark.parametrize("sms", [1, 8])
 def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):
     deep_gemm.set_num_sms(sms)
@@ -90,10 +90,10 @@ def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):
 # Batch splits of bmk,bnk->mn: both reductions, a split that does not divide S (a short last range), every batch
 # entry its own range, a reduction row count other than the planned one, 64-row tiles; odd M and N tails.
 BMK_PLANS = [
-    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 3),
-    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 7, reduce_rows=4),
-    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 3, "serial"),
-    einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 2, reduce_rows=16),
+    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 3),
+    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 7, reduce_rows=4),
+    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 3, "serial"),
+    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 2, reduce_rows=16),
 ]
 
 
@@ -121,7 +121,7 @@ def test_bmk_parallel_and_serial_reductions_agree():
     outs = []
     for reduce in ("parallel", "serial"):
         d = torch.zeros(40, 24)
-        plan = einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 4, reduce)
+        plan = einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 4, reduce)
         assert run_launcher("einsum", case.expr, a, b, d, launcher_kwargs=dict(config=plan)) is None
         outs.append(d)
     assert torch.equal(outs[0], outs[1])
@@ -148,14 +148,14 @@ def _emulated_reduction(ws, plan, m, n, splits, c, out_dtype):
 # s = 3, every range one batch entry, more ranges than loads in flight (two rounds of 16), C is D, a distinct C,
 # no C, BF16 and FP32 D, both tiles.
 BMK_REDUCTION_CASES = [
-    (dict(b=3, m=72, n=136, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 3), torch.float32, "d"),
-    (dict(b=1, m=40, n=24, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 1), torch.float32, "d"),
-    (dict(b=5, m=130, n=134, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 5), BF16, "distinct"),
-    (dict(b=20, m=40, n=136, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 20, reduce_loads=16),
+    (dict(b=3, m=72, n=136, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 3), torch.float32, "d"),
+    (dict(b=1, m=40, n=24, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 1), torch.float32, "d"),
+    (dict(b=5, m=130, n=134, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 5), BF16, "distinct"),
+    (dict(b=20, m=40, n=136, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 20, reduce_loads=16),
      torch.float32, "distinct"),
-    (dict(b=7, m=72, n=134, k=80), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 4, reduce_rows=1), BF16,
+    (dict(b=7, m=72, n=134, k=80), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 4, reduce_rows=1), BF16,
      "d"),
-    (dict(b=7, m=64, n=128, k=64), einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], 7, reduce_rows=8),
+    (dict(b=7, m=64, n=128, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 7, reduce_rows=8),
      torch.float32, "none"),
 ]
 
@@ -172,7 +172,7 @@ def test_bmk_parallel_reduction_bits(dims, plan, out_dtype, accumulate):
     c = d if accumulate == "d" else c0
     c_before = None if c is None else c.clone()
     recorder = Recorder()
-    einsum_triton._launch_bmk(a, b, d, c, plan, recorder)
+    einsum_launch._launch_bmk(a, b, d, c, plan, recorder)
     if plan.splits > 1:
         (ws,) = recorder.scratch
         assert_bitwise_equal(d, _emulated_reduction(ws, plan, m, n, plan.splits, c_before, out_dtype),
@@ -183,7 +183,7 @@ def test_bmk_parallel_reduction_bits(dims, plan, out_dtype, accumulate):
 def test_bmk_plan_rules():
     deep_gemm.set_num_sms(132)
     try:
-        et = einsum_triton
+        et = einsum_launch
         tile = et.BMK_CONFIGS[0]
         # DeepGEMM's rows. S = 4096: bound by DRAM, split over at most one wave of programs on 128x128 tiles;
         # S = 129 (a short reduction): the 64 x 128 tile, two programs per SM. Every split is a parallel reduction
@@ -218,7 +218,7 @@ def test_bmk_grid_reduction_is_offered_only_where_launches_can_be_cooperative():
     # forever, so its plans never offer "grid". On CUDA "grid" is offered but priced by its measured kernel time
     # (BMK_GRID_SYNC_US: slower than the parallel reduction's two kernels on DeepGEMM's s = 129 rows), so DeepGEMM's rows keep "parallel"; pinned, "grid" gets the parallel plan's splits (one
     # wave of programs: all resident at once, what the cooperative launch needs).
-    et = einsum_triton
+    et = einsum_launch
     assert et.bmk_reductions() == ("parallel", "serial")
     assert et.bmk_reductions(cooperative=True) == ("parallel", "serial", "grid")
     deep_gemm.set_num_sms(132)
@@ -250,7 +250,7 @@ def test_bmk_grid_plan_runs_the_parallel_reduction_in_the_interpreter(accumulate
     for reduce in ("grid", "parallel"):
         d_call = d.clone()
         c_call = d_call if accumulate == "d" else c
-        plan = einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[1], 3, reduce)
+        plan = einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 3, reduce)
         assert run_launcher("einsum", case.expr, a, b, d_call, c_call, launcher_kwargs=dict(config=plan)) is None
         outs.append(d_call)
     assert_close(outs[0], c_value + TRUTH[case.expr](a.double(), b.double()))
@@ -349,7 +349,7 @@ def test_fp8_einsum_kernels(case, accumulate):
     assert_close(d, c_value + TRUTH[case.expr](a64, b64), str(case))
 
 
-@pytest.mark.parametrize("cfg", einsum_triton.FP8_CONFIGS, ids=str)
+@pytest.mark.parametrize("cfg", einsum_launch.FP8_CONFIGS, ids=str)
 def test_every_fp8_tile_config(cfg):
     case = FP8_CASES[0]
     a, sfa, a64 = fp8_operand(case, "a")
@@ -377,7 +377,7 @@ def test_fp8_deep_gemm_recipe_close_to_bf16():
 def test_tile_config_rules():
     deep_gemm.set_num_sms(132)
     try:
-        et = einsum_triton
+        et = einsum_launch
         # DeepGEMM's rows: memory-bound short K -> one pipeline across tiles; long K, wide N -> 128x256 tiles.
         # (256-row tiles for plain BF16 outputs: B's tile read once per 256 rows; 128 rows otherwise)
         assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K_TALL
@@ -415,4 +415,4 @@ def test_fp8_per_entry_route(case):
     assert run_launcher("fp8_einsum", case.expr, a, sfa, b, sfb, d, c, list(case.recipe),
                         launcher_kwargs=dict(route="per_entry")) is None
     assert_close(d, c_value + TRUTH[case.expr](a64, b64), str(case))
-    assert einsum_triton._fp8_route(8, 4096) == "per_entry" and einsum_triton._fp8_route(8, 128) == "batched"
+    assert einsum_launch._fp8_route(8, 4096) == "per_entry" and einsum_launch._fp8_route(8, 128) == "batched"

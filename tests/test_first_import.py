@@ -20,8 +20,8 @@ _RACE = textwrap.dedent("""
     import deep_gemm
     assert "triton" not in sys.modules, "import deep_gemm imported Triton"
     from deep_gemm._triton.first_import import ensure_triton
-    modules = ["deep_gemm.gemm.kernels.bf16_gemm", "deep_gemm.gemm.kernels.bf16_gemm_ws", "triton.language",
-               "triton.tools.tensor_descriptor", "triton.compiler", "deep_gemm.gemm.kernels.fp8_gemm_ws",
+    modules = ["deep_gemm.gemm.bf16.kernels.gemm", "deep_gemm.gemm.bf16.kernels.gemm_ws", "triton.language",
+               "triton.tools.tensor_descriptor", "triton.compiler", "deep_gemm.gemm.fp8.kernels.gemm_ws",
                "deep_gemm.einsum.kernels", "deep_gemm.attention.kernels", "deep_gemm.layout.kernels",
                "triton.experimental.gluon.language.nvidia.hopper"]
     errors = []

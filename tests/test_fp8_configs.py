@@ -9,8 +9,8 @@ import torch
 
 import deep_gemm
 from deep_gemm._ops.errors import DeepGEMMError
-from deep_gemm.gemm import fp8_autotune
-from deep_gemm.gemm import fp8_configs as configs
+from deep_gemm.gemm.fp8 import autotune as fp8_autotune
+from deep_gemm.gemm.fp8 import configs
 
 SHAPES = [(1, 2112, 7168), (128, 576, 7168), (4096, 24576, 1536), (37, 200, 208), (0, 128, 128), (4096, 7168, 16384)]
 
@@ -128,8 +128,8 @@ def test_warmup_compiles_ahead_of_the_first_call():
 
 def test_launcher_grouping_names_match_the_kernels():
     """The launchers' GROUPING names carry the kernels' grouping constants (kernels/groupings.py)."""
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.kernels import groupings
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.common.kernels import groupings
     assert fp8_plan.GROUPING == {"dense": groupings.DENSE.value, "m_ids": groupings.M_IDS.value,
                                    "m_psum": groupings.M_PSUM.value, "masked": groupings.MASKED.value,
                                    "k_grouped": groupings.K_GROUPED.value}
@@ -147,7 +147,7 @@ def test_ws_stage_ring_fills_shared_memory():
     """The ring is as deep as shared memory allows next to the 64 x wave-width epilogue buffers: a 128 x 256 tile
     (two 128-wide waves, BF16 out) holds 4 stages of 48 KB (229,376 B with 32 KB of epilogue buffers, under the
     227 KB a block may use); sizing the epilogue by the tile width instead gave 3."""
-    from deep_gemm.gemm.fp8_plan import WS_SMEM_BYTES, ws_stages
+    from deep_gemm.gemm.fp8.plan import WS_SMEM_BYTES, ws_stages
     assert ws_stages(128, 256, 128, 2) == 4
     assert ws_stages(256, 128, 128, 2) == 4
     assert ws_stages(128, 128, 128, 2) == 6
@@ -160,7 +160,7 @@ def test_ws_stage_ring_fills_shared_memory():
 def test_ws_split_k_stage_ring_counts_the_fp32_staging_buffers():
     """Split-K tiles stage each warpgroup's 64 x BN FP32 partial in its epilogue buffer, which is sized for it: 5
     stages at 128 x 128 (4 with staged scales), 7 at 128 x 64 (sm_90a compile: 229,648 and 209,616 B)."""
-    from deep_gemm.gemm.fp8_plan import WS_SMEM_BYTES, ws_stages
+    from deep_gemm.gemm.fp8.plan import WS_SMEM_BYTES, ws_stages
     assert ws_stages(128, 128, 128, 2, split_k=True) == 5
     assert ws_stages(128, 128, 128, 2, scales_staged=True, split_k=True) == 4
     assert ws_stages(128, 64, 64, 2, scales_staged=True, split_k=True) == 7
@@ -173,13 +173,14 @@ def test_ws_split_k_stage_ring_counts_the_fp32_staging_buffers():
 def test_dense_call_offers_one_wave_split_k_only_where_the_plan_can_route_it(monkeypatch):
     """The heuristic's one_wave_split_k flag mirrors the plan's split-K route to the Gluon kernel: 1D2D, no C, a
     TMA-storable CUDA D, the Gluon kernel on, not under the interpreter."""
-    from deep_gemm.gemm import fp8_plan, fp8_triton
-    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    monkeypatch.setattr(fp8_launch, "interpreting", lambda: False)
     d = torch.empty(128, 4096, dtype=torch.bfloat16, device="meta")
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
 
     def offered(d, c, b_per_row, ws_mode="auto"):
-        call = fp8_triton.dense_call(128, 4096, 7168, d, c, b_per_row)
+        call = fp8_launch.dense_call(128, 4096, 7168, d, c, b_per_row)
         return fp8_plan.tile_problem(call, fp8_plan.Fp8Overrides(ws_mode=ws_mode)).one_wave_split_k
     assert offered(d, None, False)
     assert not offered(d, d, False)  # C
@@ -190,7 +191,7 @@ def test_dense_call_offers_one_wave_split_k_only_where_the_plan_can_route_it(mon
 
 
 def _dense_call(m, n, k=7168, b_per_row=False, has_c=False, head=(0, 0, 0), num_sms=132):
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     return fp8_plan.Fp8Call(fp8_plan.GROUPING["dense"], m, n, k, 1, num_sms, b_per_row, has_c, head=head)
 
 
@@ -201,7 +202,7 @@ def test_1d1d_row_tail_only_where_the_last_row_block_costs_a_round(m, n, tail):
     """row_tail hands the last 128-row block of a 1D1D problem to a launch of its own exactly when that block
     alone pushes the 128 x 256 tiles into one more round of 132 SMs (2112 rows: 272 tiles, 3 rounds; 2048 rows:
     256 tiles, 2 rounds); never for 1D2D, a split or 128 x 64 config, a head remap, or below two-wave sizes."""
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     cfg = configs._config(128, 128)
     assert fp8_plan.row_tail(_dense_call(m, n, b_per_row=True), cfg, "auto") == tail
     assert fp8_plan.plan_for_config(_dense_call(m, n, b_per_row=True), cfg).row_tail == tail
@@ -219,7 +220,7 @@ def test_split_tiles_only_where_the_wave_model_says_they_pay():
     """Split tiles for the two M=4096 DeepSeek shapes whose 128 x 256 tiles quantise badly: 128 x 192 at N=2112,
     4 tail tiles of 128 + 16 at N=576 (one round of 128 tiles, where 128 x 192 fills 96 SMs); 128 x 256 for the
     other five, short K and the grouped contiguous shapes."""
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     split = {(n, k): fp8_plan.ws_narrow(4096, n, k, 132) for n, k in [
         (2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]}
     assert {nk: w for nk, w in split.items() if w != 128} == {(2112, 7168): 64, (576, 7168): 16}
@@ -234,7 +235,7 @@ def test_tail_tiles_cover_the_columns_past_the_last_whole_block(n, width):
     kernel takes (16 or 32), and as many tiles as the kernel derives from its tile width (cdiv(N, 128 + width));
     else 0 (no tail, no whole block, tail pieces too wide: 200 = 128 + 72; too many blocks for the count rule:
     2112 = 16 x 128 + 64, 4160)."""
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     assert fp8_plan.tail_narrow(n) == width
     if width:
         whole = n // 128
@@ -248,7 +249,7 @@ def test_wide_m128_shapes_take_two_wave_tiles():
     with C."""
     from dataclasses import replace
 
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     wide = {(n, k) for n, k in [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384),
                                 (4096, 7168), (7168, 2048)] if fp8_plan.wide_small_m(_dense_call(128, n, k))}
     assert wide == {(24576, 1536), (32768, 512)}
@@ -274,7 +275,7 @@ def test_masked_decode_takes_64_row_tiles():
 
 def test_two_wave_tiles_need_128_wide_waves():
     """256 x 64 tiles (two waves along M, 64 wide) measured slower than the tl.* kernel: not chosen."""
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     assert fp8_plan.ws_waves(fp8_plan.GROUPING["dense"], 512, 2112, 64, False, 132) == (1, False)
     assert fp8_plan.ws_waves(fp8_plan.GROUPING["dense"], 4096, 4096, 128, False, 132) == (2, True)
 
@@ -282,15 +283,15 @@ def test_two_wave_tiles_need_128_wide_waves():
 def test_hand_made_config_breaking_the_b_scale_rule_is_rejected():
     """A config whose tile spans two 128-column B-scale blocks would silently use one scale for both (a sweep's
     hand-made 64x256 config gave calc_diff 2.8e-3 on the H200): the launcher refuses it before launching."""
-    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
     a = per_token_cast_to_fp8(torch.randn(64, 256, dtype=torch.bfloat16), use_ue8m0=False)
     b = per_block_cast_to_fp8(torch.randn(256, 256, dtype=torch.bfloat16), use_ue8m0=False)
     d = torch.full((64, 256), float("nan"), dtype=torch.bfloat16)
     bad = configs.Fp8GemmConfig(64, 256, 4, 4)
     with pytest.raises(ValueError, match="block_n must divide 128"):
-        fp8_triton._launch_dense(a[0], a[1], b[0], b[1], d, None, False,
-                                 overrides=fp8_triton.Fp8Overrides(config=bad))
+        fp8_launch._launch_dense(a[0], a[1], b[0], b[1], d, None, False,
+                                 overrides=fp8_launch.Fp8Overrides(config=bad))
     assert d.isnan().all()
 
 
@@ -298,7 +299,7 @@ def test_register_budget_keeps_the_first_build_without_spills_else_the_fewest():
     """ws_register_budget builds the warp-specialised variant with each budget in turn: it stops at the first one
     that spills no more than the tolerance, else keeps the one that spills least (the earlier on a tie), and builds
     no more than it needs."""
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     budgets = fp8_plan.WS_REGISTER_BUDGETS
     tolerance = fp8_plan.WS_SPILL_TOLERANCE_WORDS
     assert len(set(budgets)) == len(budgets) >= 2
@@ -327,7 +328,7 @@ def test_register_budget_keeps_the_first_build_without_spills_else_the_fewest():
 def test_psum_decode_form_is_sized_by_its_expected_rows():
     """expected_m_for_psum_layout sizes the tile choice of a psum call (A may hold G x Mmax rows, few of them used):
     G segments of align(expected_m) rows, at most M; other calls are planned as they are."""
-    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, plan, sized_call
+    from deep_gemm.gemm.fp8.plan import GROUPING, Fp8Call, plan, sized_call
     decode = Fp8Call(GROUPING["m_psum"], 32 * 4096, 7168, 3072, 32, 132, expected_m=24)
     assert sized_call(decode).m == 32 * 128
     assert sized_call(Fp8Call(GROUPING["m_psum"], 300, 7168, 3072, 32, 132, expected_m=24)).m == 300
@@ -340,7 +341,7 @@ def test_psum_decode_form_is_sized_by_its_expected_rows():
 def test_psum_layout_is_stored_by_tma_with_or_without_zero_padding():
     """The warp-specialised kernel stores psum tiles by TMA whether or not the gaps are zeroed (its tiles never reach
     past a group's padded segment); the tl.* kernel keeps pointer stores when gap rows must stay untouched."""
-    from deep_gemm.gemm.fp8_triton import GROUPING, call_of
+    from deep_gemm.gemm.fp8.launch import GROUPING, call_of
     d = torch.empty(512, 256, dtype=torch.bfloat16)
     for zero_gaps in (True, False):
         call = call_of(GROUPING["m_psum"], 512, 256, 512, 4, d, None, False, zero_gaps=zero_gaps)
@@ -349,12 +350,12 @@ def test_psum_layout_is_stored_by_tma_with_or_without_zero_padding():
 
 
 def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
-    """Fp8Overrides.tile_walk asks the warp-specialised kernel for the carried tile walk (fp8_gemm_ws._walk); the
+    """Fp8Overrides.tile_walk asks the warp-specialised kernel for the carried tile walk (gemm_ws._walk); the
     plan gives it to psum and masked layouts (the only ones whose tiles are enumerated per group) and to no other,
     and the default is fp8_plan.TILE_WALK's per layout (the walk on psum contiguous and on its decode form; masked
     layouts keep the scan)."""
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8.plan import GROUPING, Fp8Call, Fp8Overrides, plan
     walk, scan = Fp8Overrides(tile_walk=True), Fp8Overrides(tile_walk=False)
     calls = {"m_psum": Fp8Call(GROUPING["m_psum"], 4 * 8192, 7168, 3072, 4, 132),
              "m_psum_decode": Fp8Call(GROUPING["m_psum"], 32 * 1024, 7168, 3072, 32, 132, expected_m=192),
@@ -382,8 +383,8 @@ def test_masked_decode_walk_case_reaches_the_ws_kernel():
     """tests/test_fp8_moe_walk_gpu.py::test_masked_walk_matches_scan's 33-group, 20-rows-per-group case: the plan runs
     the tl.* kernel's 64-row tiles there (no walk: no warp-specialised launch to spy on), so the test
     forces the 128 x 128 config, which the plan runs on the warp-specialised kernel with the walk it asks for."""
-    from deep_gemm.gemm import fp8_configs
-    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8.plan import GROUPING, Fp8Call, Fp8Overrides, plan
     call = Fp8Call(GROUPING["masked"], 128, 7168, 256, 33, 132, expected_m=20)
     fields = dict(ws_mode="on", regs=(232, 40), waves=2, wave_n=True)
     assert plan(call, Fp8Overrides(tile_walk=True, **fields)).kernel == "tl"
@@ -400,8 +401,8 @@ def test_uniform_tiles_is_planned_for_psum_and_masked_layouts_only():
     changes nothing else of the plan."""
     from dataclasses import replace
 
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8.plan import GROUPING, Fp8Call, Fp8Overrides, plan
     calls = {"m_psum": Fp8Call(GROUPING["m_psum"], 8 * 4096, 4096, 2048, 8, 132, zero_gaps=False),
              "m_psum_decode": Fp8Call(GROUPING["m_psum"], 6 * 4096, 4096, 4096, 6, 132, zero_gaps=False,
                                       expected_m=1228),
@@ -419,13 +420,13 @@ def test_uniform_tiles_is_planned_for_psum_and_masked_layouts_only():
 
 
 def test_uniform_tiles_reaches_k_grouped_plans_on_by_default():
-    """K-grouped K ranges are read from the layout on the device (fp8_gemm_ws._k_blocks), so Fp8Overrides.uniform_tiles
+    """K-grouped K ranges are read from the layout on the device (gemm_ws._k_blocks), so Fp8Overrides.uniform_tiles
     also marks them warp-uniform; the K-grouped default is fp8_plan.UNIFORM_K_GROUPED (on since its GPU A/B), and the
     flag changes nothing else of the plan."""
     from dataclasses import replace
 
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8.plan import GROUPING, Fp8Call, Fp8Overrides, plan
     for m, n in ((4096, 7168), (7168, 2048)):
         call = Fp8Call(GROUPING["k_grouped"], m, n, 34304, 4, 132, b_per_row=True, has_c=True, out_bytes=4,
                        c_tma=True)
@@ -438,13 +439,13 @@ def test_uniform_tiles_reaches_k_grouped_plans_on_by_default():
 
 def test_stagger_is_planned_for_two_wave_tiles_only():
     """Fp8Overrides.stagger (warpgroup 1 issues a K block's first wave after warpgroup 0's has completed,
-    fp8_gemm_ws._stagger_wait) reaches the two-wave plans of every layout (1D2D and 1D1D scales), and no other
+    gemm_ws._stagger_wait) reaches the two-wave plans of every layout (1D2D and 1D1D scales), and no other
     variant (one-wave, split 128 x 192 tiles); the default is fp8_plan.STAGGER's level for the layout; it changes
     nothing else of the plan; a level other than 0-3 is refused."""
     from dataclasses import replace
 
-    from deep_gemm.gemm import fp8_plan
-    from deep_gemm.gemm.fp8_plan import GROUPING, Fp8Call, Fp8Overrides, plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8.plan import GROUPING, Fp8Call, Fp8Overrides, plan
     two_wave = {"dense": Fp8Call(GROUPING["dense"], 4096, 4096, 7168, 1, 132),
                 "m_ids": Fp8Call(GROUPING["m_ids"], 8 * 4096, 4096, 2048, 8, 132),
                 "m_psum": Fp8Call(GROUPING["m_psum"], 8 * 4096, 4096, 2048, 8, 132, zero_gaps=False),

@@ -34,14 +34,14 @@ def _operands(m, n, k, per_row_b=False):
 
 def _ws(**fields):
     """Overrides forcing the warp-specialised kernel (where legal) with the given variant fields."""
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     return Fp8Overrides(ws_mode="on", **fields)
 
 
 def _forced_config(block_m, block_n, split_k, **fields):
     """Overrides forcing a tile config (and any other plan field)."""
-    from deep_gemm.gemm import fp8_configs
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     return Fp8Overrides(config=fp8_configs._config(block_m, block_n, split_k), **fields)
 
 
@@ -97,13 +97,13 @@ def test_dense_deepseek_shapes(m, n, k):
 def test_repeated_calls_replay_the_launch_plan(m, n, k):
     """After the first call of a shape, calls replay its recorded launch (the host fast path) with new tensors:
     split-K workspaces, both kernels, fresh data every time."""
-    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     for _ in range(3):
         a, b = _operands(m, n, k)
         d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         deep_gemm.fp8_gemm_nt(a, b, d)
         assert calc_diff(d, _ref(a, b)) < TOL
-    assert any(key[0] == "nt" for key in fp8_triton.PLANS)
+    assert any(key[0] == "nt" for key in fp8_launch.PLANS)
 
 
 @pytest.mark.parametrize("m,n,k", ODD)
@@ -140,7 +140,7 @@ def test_dense_warp_specialised_variants(variant, m, n, k):
 def test_register_budgets_give_identical_results(monkeypatch, m, n, k):
     """The two-wave kernel built with each register budget ws_register_budget may choose computes the same bits
     (a budget moves values between registers and local memory, not the arithmetic), matching the reference."""
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
     outs = []
@@ -198,12 +198,12 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     """1D1D whose last 128-row block alone spills its 128 x 256 tiles into another round of SMs: those rows run as
     a second launch (fp8_plan.row_tail), accumulating into C = D and into another C, twice each (a call of two launches
     records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
+    monkeypatch.setattr(fp8_launch, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
     rows = []
-    real_execute = fp8_triton._execute
-    monkeypatch.setattr(fp8_triton, "_execute", lambda p, call, **kw: rows.append(call.m) or real_execute(p, call, **kw))
+    real_execute = fp8_launch._execute
+    monkeypatch.setattr(fp8_launch, "_execute", lambda p, call, **kw: rows.append(call.m) or real_execute(p, call, **kw))
     a, b = _operands(m, n, k, per_row_b=True)
     product = _ref(a, b, (1, 128))
     for c_kind in ("d", "other"):
@@ -219,14 +219,14 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
 def _spy_ws_launches(monkeypatch):
     """The list of the warp-specialised launcher's calls from here on (it still launches); plans recorded before
     are dropped (a replayed plan would launch unspied)."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    calls, run_ws = [], fp8_triton._execute_ws
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
+    calls, run_ws = [], fp8_launch._execute_ws
 
     def counted(*args, **kwargs):
         calls.append(args)
         return run_ws(*args, **kwargs)
-    monkeypatch.setattr(fp8_triton, "_execute_ws", counted)
+    monkeypatch.setattr(fp8_launch, "_execute_ws", counted)
     return calls
 
 
@@ -431,14 +431,15 @@ def test_split_k_calls_on_concurrent_streams(monkeypatch, m, n, k, ws):
     split-4 tiles on the warp-specialised kernel, 64 CTAs. Either way two launches fit on the GPU side by side; a
     GPU-side sleep at the head of both streams lets every launch queue up first (the host is slower than these
     kernels)."""
-    from deep_gemm.gemm import fp8_configs, fp8_triton
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     rounds = 24
     overrides = None
     if ws:
         overrides = _forced_config(128, 64, 4)
         calls = _spy_ws_launches(monkeypatch)
     else:
-        problem = fp8_configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
+        problem = fp8_configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_launch._num_sms())
         assert fp8_configs.heuristic(problem).split_k > 1
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     inputs = [_operands(m, n, k) for _ in streams]
@@ -470,10 +471,12 @@ def test_split_k_results_are_bitwise_repeatable(monkeypatch, m, n, k, ws):
     """Whichever split arrives last reduces the tile, but the sum runs in split order, so repeated calls give
     bit-identical results; and the reduction is right against the reference. The heuristic's own configs: 128-row
     split tiles on the warp-specialised kernel for 64 < M <= 128 (``ws``), the tl.* kernel's below."""
-    from deep_gemm.gemm import fp8_configs, fp8_plan, fp8_triton
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     a, b = _operands(m, n, k)
     outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(16)]
-    problem = fp8_plan.tile_problem(fp8_triton.dense_call(m, n, k, outs[0], None, False))
+    problem = fp8_plan.tile_problem(fp8_launch.dense_call(m, n, k, outs[0], None, False))
     assert problem.one_wave_split_k
     assert fp8_configs.heuristic(problem).split_k > 1
     calls = _spy_ws_launches(monkeypatch)
@@ -616,7 +619,7 @@ def test_concurrent_first_compilation_from_threads():
 def test_mn_major_operand_copy_is_bit_exact(shape):
     """The coalesced MN-major -> K-major copy (kernels/transpose.py) against torch's, bit for bit, on every FP8
     bit pattern the random bytes hit (NaNs included), partial 64 x 64 tiles and an empty batch."""
-    from deep_gemm.gemm.fp8_triton import _k_major
+    from deep_gemm.gemm.fp8.launch import _k_major
     y = torch.randint(0, 256, (*shape[:-2], shape[-1], shape[-2]), dtype=torch.uint8, device="cuda")
     x = y.view(torch.float8_e4m3fn).transpose(-1, -2)  # MN-major: the last dim strided
     out = _k_major(x)
@@ -686,7 +689,7 @@ def test_k_grouped_nt_on_per_group_descriptors(monkeypatch, m, n, ks):
     """K-grouped nt with the descriptors of each group's A and B blocks built on the device
     (Fp8Overrides.k_grouped_device_descriptors): no concatenating copy, empty groups first / middle / last, N past
     the last tile's second wave; bit-identical to the concatenating path (same operands, same promotion order)."""
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     calls = _spy_ws_launches(monkeypatch)
     qa, qb = [], []
     for kg in ks:

@@ -38,7 +38,7 @@ DENSE = [
 
 def test_dense_heuristic_splits_k_for_the_split_cases():
     """The cases above meant to cover split-K get a split config from the heuristic (it moves with calibration)."""
-    from deep_gemm.gemm import fp8_configs as configs
+    from deep_gemm.gemm.fp8 import configs
     for k, split in [(2944, 3), (2048, 2), (1024, 1)]:
         assert configs.heuristic(configs.Fp8GemmProblem(16, 128, k, 1, "dense", 132)).split_k == split, k
 
@@ -47,16 +47,16 @@ def test_dense_heuristic_splits_k_for_the_split_cases():
 def test_split_k_reduction_any_split_count(split):
     """Forced split counts, including ones that do not divide the 12 K blocks evenly (5: 3 + 3 + 3 + 3 + 0 blocks is
     not what the heuristic would pick, the last split is empty) and more splits than the heuristic allows."""
-    from deep_gemm.gemm import fp8_configs as configs
-    from deep_gemm.gemm import fp8_triton
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8 import configs
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     m, n, k = 16, 128, 1536
     a = quantize(torch.randn(m, k), 1)
     b = quantize(torch.randn(n, k), 128)
     expected = oracle_gemm(*a, (1, 128), *b, (128, 128))
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
     a0, a1, b0, b1, d = _to(*a, *b, d)
-    fp8_triton._launch_dense(a0, a1, b0, b1, d, None, False, overrides=Fp8Overrides(config=configs._config(16, 64, split)))
+    fp8_launch._launch_dense(a0, a1, b0, b1, d, None, False, overrides=Fp8Overrides(config=configs._config(16, 64, split)))
     assert calc_diff(d.cpu(), expected) < TOL
 
 
@@ -172,17 +172,18 @@ def test_k_grouped(layout, accumulate):
 def test_k_grouped_uniform_tiles_reach_the_warp_specialised_kernel(layout, monkeypatch):
     """The plan's uniform flag (Fp8Overrides.uniform_tiles on a K-grouped call) is the WS kernel's UNIFORM, and is
     in the compiled kernel's key. (The launch itself is faked: the Gluon kernel does not run in the interpreter.)"""
-    from deep_gemm.gemm import fp8_plan, fp8_triton
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     launches = []
 
     def fake_launch(kernel, grid, args, *, config_key, **kwargs):
         launches.append((dict(zip(kernel.arg_names, args)), config_key))
-    monkeypatch.setattr(fp8_triton, "launch", fake_launch)
-    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(fp8_launch, "launch", fake_launch)
+    monkeypatch.setattr(fp8_launch, "interpreting", lambda: False)
     ks, m, n = [256, 0, 128, 384], 256, 512
     a, b, _, _ = k_grouped_inputs(layout, ks, m, n)
     d = torch.zeros(len(ks), m, n)
-    op = getattr(fp8_triton, f"k_grouped_fp8_gemm_{layout}_contiguous")
+    op = getattr(fp8_launch, f"k_grouped_fp8_gemm_{layout}_contiguous")
     for uniform, expected in ((None, fp8_plan.UNIFORM_K_GROUPED), (True, True), (False, False)):
         launches.clear()
         over = fp8_plan.Fp8Overrides(uniform_tiles=uniform, regs=(232, 40), ws_mode="on")

@@ -1,4 +1,4 @@
-"""The carried tile walk of the warp-specialised FP8 kernel (Fp8Overrides.tile_walk; fp8_gemm_ws._walk) on psum
+"""The carried tile walk of the warp-specialised FP8 kernel (Fp8Overrides.tile_walk; gemm_ws._walk) on psum
 and masked layouts: the same tiles as the per-tile scan, so bit-identical results, on layouts that exercise every
 step of the walk (empty groups first, in the middle and last; a 1-row group; a group filling a whole segment; rows
 after the last group; more groups than a CTA's tiles cross). Skipped without CUDA."""
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _overrides(walk, **fields):
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     return Fp8Overrides(ws_mode="on", tile_walk=walk, regs=(232, 40), **fields)
 
 
@@ -90,7 +90,7 @@ MASKED_CASES = [(8, 192, 1024, 512, 1024, False), (33, 20, 128, 7168, 256, True)
 
 def masked_walk_overrides(walk, variant, force_128):
     """The overrides of test_masked_walk_matches_scan (shared with its CPU plan check)."""
-    from deep_gemm.gemm import fp8_configs
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
     return _overrides(walk, **variant, **(dict(config=fp8_configs._config(128, 128, 1)) if force_128 else {}))
 
 

@@ -1,5 +1,5 @@
 """Staggered consumer warpgroups on the warp-specialised FP8 kernel's two-wave tiles (Fp8Overrides.stagger;
-fp8_gemm_ws._stagger_wait: warpgroup 1 issues a K block's first wave only after warpgroup 0's has completed, at a
+gemm_ws._stagger_wait: warpgroup 1 issues a K block's first wave only after warpgroup 0's has completed, at a
 tile's first block (1) or every block (2); or (3) both warpgroups meet before each tile's K loop). Only the issue
 order changes, so every level computes the same bits
 as the unstaggered kernel, on shapes that cover what the extra barrier could get wrong: a tile of one K block,

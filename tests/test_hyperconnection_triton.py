@@ -13,7 +13,7 @@ import itertools
 import pytest
 import torch
 
-from deep_gemm.hyperconnection import hc_plan
+from deep_gemm.hyperconnection import plan as hc_plan
 from deep_gemm.hyperconnection.reference import round_to_tf32, split_k_blocks
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from triton_harness import DEVICE, triton_launcher

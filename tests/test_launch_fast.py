@@ -21,7 +21,7 @@ import deep_gemm._triton.launch as launch_mod
 from deep_gemm._internals import torch_api, triton_launcher
 from deep_gemm._triton.plans import PlanCache
 from deep_gemm._ops import library
-from deep_gemm.gemm import fp8_triton
+from deep_gemm.gemm.fp8 import launch as fp8_launch
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 STREAM = 0xC0FFEE
@@ -154,14 +154,14 @@ def _fake_fp8_kernels(monkeypatch, c_launch):
 
     def get(key):
         if key[0] not in compiled:
-            kernel = (fp8_triton._tl_kernel() if key[0] == "fp8_gemm"
-                      else __import__("deep_gemm.gemm.kernels.fp8_gemm_ws", fromlist=["_"])._fp8_gemm_ws_kernel)
+            kernel = (fp8_launch._tl_kernel() if key[0] == "fp8_gemm"
+                      else __import__("deep_gemm.gemm.fp8.kernels.gemm_ws", fromlist=["_"])._fp8_gemm_ws_kernel)
             compiled[key[0]] = fake_compiled(kernel.arg_names, kernel_descriptor_meta(kernel), c_launch)
         return compiled[key[0]]
-    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(fp8_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", get)
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
+    monkeypatch.setattr(fp8_launch, "_num_sms", lambda: 132)
+    monkeypatch.setattr(fp8_launch, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
 
 
 def _addresses(words):
@@ -174,7 +174,7 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
     the words a fresh launch of the same call does (which test_direct_launch_* compare with Triton's)."""
     c_launch = RecordingCLauncher()
     _fake_fp8_kernels(monkeypatch, c_launch)
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
     kernels = library.kernels_of("fp8_gemm_nt")
     binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
 
@@ -190,7 +190,7 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
         return c_launch.calls[-1]
     first = operands(0)  # kept alive: the second call's tensors cannot reuse its addresses
     call(first, True)  # records
-    (plan,) = fp8_triton.PLANS.values()
+    (plan,) = fp8_launch.PLANS.values()
     assert plan.direct is not None
     second = operands(1)
     before = fake_gpu.encodes

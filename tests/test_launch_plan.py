@@ -17,7 +17,7 @@ from deep_gemm._internals import torch_api
 from deep_gemm._triton.plans import PlanCache
 from deep_gemm._ops import library
 from deep_gemm._ops.errors import DeepGEMMError
-from deep_gemm.gemm import fp8_triton
+from deep_gemm.gemm.fp8 import launch as fp8_launch
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 
@@ -28,16 +28,16 @@ COMPILED = SimpleNamespace(n_spills=0)
 def stubbed_gpu(monkeypatch):
     """Pretend to run on a GPU host: compile nothing, launch nothing, record every launch's arguments."""
     launched = []
-    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(fp8_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_mod, "interpreting", lambda: False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(launch_mod, "_ensure_context", lambda index: None)
     monkeypatch.setattr(launch_mod, "launch_compiled", lambda compiled, grid, args, dev: launched.append((grid, args)))
     # (a loaded kernel that spills nothing: the warp-specialised launcher reads n_spills to pick a register budget)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: COMPILED)
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
+    monkeypatch.setattr(fp8_launch, "_num_sms", lambda: 132)
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
+    monkeypatch.setattr(fp8_launch, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
     return launched
 
 
@@ -75,7 +75,7 @@ def _same_args(x, y, tensors_x, tensors_y):
 def test_replayed_plan_passes_the_arguments_a_fresh_launch_would(stubbed_gpu, m, n, k):
     first = _operands(m, n, k, 0)
     _call(*first)  # records the plan
-    assert len(fp8_triton.PLANS) == 1
+    assert len(fp8_launch.PLANS) == 1
     second = _operands(m, n, k, 1)
     _call(*second)  # replays it
     _call(*second, signature=False)  # the full path, for comparison
@@ -105,7 +105,7 @@ def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
     args_alias = call(d, d)
     c = torch.zeros_like(d)
     args_separate = call(c, d)
-    assert len(fp8_triton.PLANS) == 2
+    assert len(fp8_launch.PLANS) == 2
     assert any(x is c for x in args_separate) and not any(x is c for x in args_alias)
     # And replays keep them apart.
     assert any(x is c for x in call(c, d))
@@ -115,10 +115,10 @@ def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
 def test_clearing_the_kernel_cache_retires_plans(stubbed_gpu):
     a, b, d = _operands(16, 128, 128, 0)
     _call(a, b, d)
-    keys_before = set(fp8_triton.PLANS)
+    keys_before = set(fp8_launch.PLANS)
     deep_gemm.get_jit().clear()
     _call(a, b, d)
-    assert set(fp8_triton.PLANS) - keys_before  # a new plan, recorded after the clear
+    assert set(fp8_launch.PLANS) - keys_before  # a new plan, recorded after the clear
 
 
 def test_plan_refuses_tensors_it_cannot_rederive(stubbed_gpu):

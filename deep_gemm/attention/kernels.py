@@ -1,5 +1,5 @@
 """Device code of the MQA-logits family (DeepSeek V3.2 indexer): prefill logits, the clean pass, paged decode
-logits and the paged schedule. No allocation and no config logic here (``attention/triton_launch.py`` does that).
+logits and the paged schedule. No allocation and no config logic here (``attention/launch.py`` does that).
 
 Orientation (all score kernels): KV rows on the MMA's M side, (query, head) pairs on N, so one ``tl.dot`` gives a
 ``[BLOCK_KV, ROWS * H]`` score tile whose head reduction stays inside a warp (the heads of one query are adjacent

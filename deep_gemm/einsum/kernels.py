@@ -19,7 +19,7 @@ dim in memory.
   ``_triton/scratch``); REDUCE_GRID: in the same launch by every range (``_bmk_grid_reduce``): each waits at its
   tile's counter for all the tile's ranges, then sums its own 1/SPLITS of the tile's elements over every range
   (cooperative launch: the waits need every program resident).
-* ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/kernels/fp8_gemm.py``): every
+* ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/fp8/kernels/gemm.py``): every
   128-K block is one ``tl.dot`` into a fresh FP32 tile, promoted into the FP32 accumulator with its scales (A per
   row, B per 128-block or per row); K-major operands only (FP8 wgmma), the launcher copies MN-major ones.
 
@@ -30,7 +30,7 @@ L2 while its M blocks pass; a program loops over tiles p, p + NUM_PROGRAMS, ... 
 import triton
 import triton.language as tl
 
-from ..gemm.kernels.fp8_gemm import _tile_coords
+from ..gemm.fp8.kernels.gemm import _tile_coords
 
 
 @triton.jit
