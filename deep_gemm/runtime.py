@@ -72,6 +72,11 @@ def get_num_sms() -> int:
     return n if n > 0 else device_num_sms()
 
 
+def usable_sms() -> int:
+    """get_num_sms(), at least 1: the SM count plans and grids divide work by (one without a GPU)."""
+    return get_num_sms() or 1
+
+
 def set_tc_util(tc_util: int) -> None:
     require_int_range("tc_util", tc_util, 0, 100)
     with _STATE.lock:

@@ -193,7 +193,7 @@ def einsum_variants(sm: int, quick: bool = False):
         tma = reduce in (REDUCE_NONE, REDUCE_SERIAL)
         bmk.append(dict(cfg=plan.tile, has_c=True, out="fp32", d_tma=tma, c_tma=tma, reduce=reduce))
         if reduce == REDUCE_PARALLEL:
-            reduce_kernels.append(dict(cfg=plan.tile, rm=2, has_c=True, loads=et._reduce_loads(plan.splits)))
+            reduce_kernels.append(dict(cfg=plan.tile, rm=2, has_c=True, loads=et.reduce_loads(plan.splits)))
     variants += _distinct("einsum", bmk, ce.compile_bmk, "bmk ")
     variants += _distinct("einsum", reduce_kernels, ce.compile_bmk_reduce, "bmk reduce ")
     if arch.has_fp8_mma(sm):
@@ -227,7 +227,7 @@ def layout_variants(sm: int, quick: bool = False):
 # ---- indexer (attention/kernels.py) ----------------------------------------------------------------------------------
 
 def indexer_variants(sm: int, quick: bool = False):
-    from deep_gemm.attention import launch as tl
+    from deep_gemm.attention import plan as tl
     variants = [Variant("indexer", "paged schedule", lambda t: ci.compile_schedule(target=t))]
     if quick:
         return variants
@@ -263,7 +263,7 @@ def indexer_variants(sm: int, quick: bool = False):
 
 def legacy_variants(sm: int, quick: bool = False):
     from deep_gemm.legacy import kernels
-    from deep_gemm.legacy.tiles import K_GROUPED_TILE, M_GROUPED_TILE
+    from deep_gemm.legacy.plan import K_GROUPED_TILE, M_GROUPED_TILE
     m_tile, k_tile = M_GROUPED_TILE.for_sm(sm), K_GROUPED_TILE.for_sm(sm)
     cases = []
     for unit in cl.B_UNIT_STRIDES[:1] if quick else cl.B_UNIT_STRIDES:

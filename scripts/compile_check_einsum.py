@@ -121,7 +121,7 @@ def main() -> int:
         for b_k_major in (True, False):
             ok &= report(f"bh {cfg} b_k_major={b_k_major}", compile_bh(cfg, b_k_major))
         if cfg in BH_WIDE:
-            continue  # plain BF16 outputs only (einsum_launch.bh_config)
+            continue  # plain BF16 outputs only (einsum_plan.bh_config)
         ok &= report(f"bh {cfg} fp32 out + C by TMA", compile_bh(cfg, has_c=True, out="fp32", c_tma=True))
         ok &= report(f"bh {cfg} fp32 out + C, pointers", compile_bh(cfg, has_c=True, out="fp32", d_tma=False))
         ok &= report(f"bh {cfg} fp32 out by TMA + C by pointers", compile_bh(cfg, has_c=True, out="fp32"))

@@ -100,10 +100,10 @@ def _compile_transpose():
 
 def _layout_names():
     # compile_layout yields (name, kernel) lazily; names only, without compiling.
-    from deep_gemm.layout import launch as lt
+    from deep_gemm.layout import plan as lt
     names = []
     for cols, c_unit in ((lt.BLOCK_COLS, True), (lt.BLOCK_COLS, False), (1, False), (4, True)):
-        br, bc = lt._tile(cols)
+        br, bc = lt.tile(cols)
         names += [(f"mn_major_copy {br}x{bc} c_unit={c_unit}", None), (f"pack_ue8m0 {br}x{bc} c_unit={c_unit}", None)]
     names += [(f"k_grouped_pack psum={psum}", None) for psum in (False, True)]
     return names

@@ -180,7 +180,7 @@ def test_einsum_grid_reduction_is_offered_only_with_sm90_occupancy():
 
 @pytest.mark.parametrize("sm", SMS)
 def test_legacy_tiles_fit_the_device(sm):
-    from deep_gemm.legacy.tiles import M_GROUPED_TILE, SMEM_MARGIN
+    from deep_gemm.legacy.plan import M_GROUPED_TILE, SMEM_MARGIN
     tile = M_GROUPED_TILE.for_sm(sm)
     assert tile.smem_bytes() <= arch.shared_memory(sm) - SMEM_MARGIN
     assert (tile is M_GROUPED_TILE) == (sm not in (89, 120))
@@ -229,7 +229,7 @@ def test_fp8_on_sm89_and_sm120_runs_the_portable_kernel():
 
 
 def test_every_fp8_launcher_declines_on_sm80():
-    from deep_gemm.attention import launch as tl
+    from deep_gemm.attention import plan as tl
     from deep_gemm.einsum import launch as et
     from deep_gemm.gemm.cublaslt import api as cublaslt
     from deep_gemm.gemm.fp8 import launch as fp8_launch

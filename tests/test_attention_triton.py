@@ -15,6 +15,8 @@ from deep_gemm import runtime
 from deep_gemm._ops.library import _Binder, backends, kernels_of
 from deep_gemm._ops.schemas import SCHEMAS
 from deep_gemm.attention import launch as attention_launch
+from deep_gemm.attention import plan as attention_plan
+from deep_gemm.attention.plan import AttentionOverrides
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.utils.math import ceil_div
 
@@ -26,6 +28,16 @@ ops = torch.ops.deep_gemm
 FP8 = torch.float8_e4m3fn
 INDEXER_OPS = ("fp8_fp4_mqa_logits", "fp8_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits",
                "fp8_paged_mqa_logits")
+
+
+def _prefill(cfg, **more) -> AttentionOverrides:
+    """The prefill kernel forced onto ``cfg``."""
+    return AttentionOverrides(prefill=cfg, **more)
+
+
+def _paged(cfg) -> AttentionOverrides:
+    """The paged kernel forced onto ``cfg``."""
+    return AttentionOverrides(paged=cfg)
 
 
 ON_GPU = torch.cuda.is_available()
@@ -128,31 +140,30 @@ def test_prefill_kernel_causal_windows_skip_blocks_and_place_inf_exactly():
         _check_mqa(args, oracle_inputs, out, case, True, 0)
 
 
-def test_prefill_kernel_splits_kv_ranges_across_programs(monkeypatch, num_sms_8):
+def test_prefill_kernel_splits_kv_ranges_across_programs(num_sms_8):
     """With few query blocks the KV range of each is cut into parts (grid axis 1); windows straddle the parts."""
-    monkeypatch.setattr(attention_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
     case = MqaCase(4, 400, 64, 32)
     args, oracle_inputs = make_mqa(case)
-    assert attention_launch.prefill_kv_splits(2, 400, 8) == 6
+    assert attention_plan.prefill_kv_splits(2, 400, 8, min_keys=64) == 6
+    short_splits = AttentionOverrides(min_keys_per_split=64)
     for clean, max_k in [(True, 0), (False, 410)]:
-        out = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32)
+        out = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32, overrides=short_splits)
         _check_mqa(args, oracle_inputs, out, case, clean, max_k)
 
 
 @pytest.mark.parametrize("first_col", [0, 1], ids=["vector", "unaligned"])
 @pytest.mark.parametrize("min_part", [1, 8192], ids=["parts", "whole_rows"])
-def test_clean_kernel_parts(monkeypatch, num_sms_8, first_col, min_part):
+def test_clean_kernel_parts(num_sms_8, first_col, min_part):
     """Rows cut into column parts (or not): -inf exactly outside each window, inside untouched (empty, inverted,
     negative and overlong windows included, window edges on and off block bounds), with whole blocks in vector
     stores, and on an output whose rows start unaligned (per element)."""
-    monkeypatch.setattr(attention_launch, "CLEAN_MIN_PART", min_part)
-    monkeypatch.setattr(attention_launch, "CLEAN_BLOCK", 16)
     rows, cols = 9, 100
     buffer = to_device(torch.randn(rows, 256))
     out, before_full = buffer[:, first_col:first_col + cols], buffer.clone()
     ks = to_device(torch.tensor([0, 5, -3, 70, 50, 99, 16, 17, 0], dtype=torch.int32))
     ke = to_device(torch.tensor([100, 37, 20, 40, 500, 99, 48, 31, 0], dtype=torch.int32))
-    attention_launch.clean_rows(out, ks, ke, cols)
+    attention_launch.clean_rows(out, ks, ke, cols,
+                                overrides=AttentionOverrides(clean_block=16, clean_min_part=min_part))
     buffer, before_full, ks, ke = (t.cpu() for t in (buffer, before_full, ks, ke))
     out, before = buffer[:, first_col:first_col + cols], before_full[:, first_col:first_col + cols]
     col = torch.arange(cols)[None, :]
@@ -170,23 +181,22 @@ def test_prefill_kernel_is_bitwise_repeatable_and_configs_agree():
     first = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32)
     assert_bitwise_equal(first, run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32), "repeat")
     valid = first != NEG_INF
-    for cfg in (attention_launch.PrefillConfig(block_kv=128, num_warps=8, num_stages=3),
-                attention_launch.PrefillConfig(block_kv=64, num_warps=8, num_stages=4, score_cols=256)):
-        other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32, config=cfg)
+    for cfg in (attention_plan.PrefillConfig(block_kv=128, num_warps=8, num_stages=3),
+                attention_plan.PrefillConfig(block_kv=64, num_warps=8, num_stages=4, score_cols=256)):
+        other = run_launcher("fp8_fp4_mqa_logits", *args, True, 0, torch.float32, overrides=_prefill(cfg))
         assert torch.equal(other == NEG_INF, ~valid), cfg
         assert calc_diff(other[valid].double(), first[valid].double()) < 1e-9, cfg
 
 
 @pytest.mark.parametrize("windows", ["causal", "chunks", "random", "splits"])
 @pytest.mark.parametrize("max_k", [0, 150])
-def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypatch, num_sms_8):
+def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, num_sms_8):
     # fma_relu computes the same products ((s + |s|) * w/2 == max(s, 0) * w exactly) and interior only drops tests
     # that hold inside every window: every output bit equals the default's. Windows: causal (the interior loop runs
     # most blocks), context-parallel chunks starting mid-block, random (mostly no interior), and KV splits (parts end
     # mid-window); odd S leaves a last query block with a query past S (no interior there).
     s, sk, h, d = 9, 300, 32, 64
-    if windows == "splits":
-        monkeypatch.setattr(attention_launch, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
+    min_keys = 64 if windows == "splits" else None
     args, _ = make_mqa(MqaCase(s, sk, h, d))
     i = torch.arange(s, dtype=torch.int32)
     ks, ke = {"causal": (torch.zeros(s, dtype=torch.int32), i + (sk - s)),
@@ -196,16 +206,18 @@ def test_prefill_instruction_levers_give_the_same_bits(windows, max_k, monkeypat
     ks, ke = ks.cpu(), ke.cpu().to(torch.int32)
     args = args[:5] + (ks, ke)  # (CPU tensors: run_launcher moves every argument to the GPU when there is one)
     clean = max_k == 0  # (every element then written: the kernel's in-window ones, the clean pass's -inf)
-    base = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32).cpu()
+    base = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32,
+                        overrides=AttentionOverrides(min_keys_per_split=min_keys)).cpu()
     written = torch.ones_like(base, dtype=torch.bool)
     if max_k:  # compressed: column c of row r is key ks[r] + c, written when that key is in the window
         key = ks.long()[:, None] + torch.arange(max_k)[None, :]
         written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
     assert written.any()
-    for cfg in (attention_launch.PrefillConfig(fma_relu=True), attention_launch.PrefillConfig(interior=True),
-                attention_launch.PrefillConfig(interior=True, lean_interior=False),
-                attention_launch.PrefillConfig(fma_relu=True, interior=True)):
-        other = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32, config=cfg).cpu()
+    for cfg in (attention_plan.PrefillConfig(fma_relu=True), attention_plan.PrefillConfig(interior=True),
+                attention_plan.PrefillConfig(interior=True, lean_interior=False),
+                attention_plan.PrefillConfig(fma_relu=True, interior=True)):
+        other = run_launcher("fp8_fp4_mqa_logits", *args, clean, max_k, torch.float32,
+                             overrides=_prefill(cfg, min_keys_per_split=min_keys)).cpu()
         assert torch.equal(other[written], base[written]), cfg
 
 
@@ -223,11 +235,11 @@ def test_prefill_lean_interior_gives_the_same_bits(windows, max_k, logits, h, nu
     ks, ke = {"causal": (torch.zeros(s, dtype=torch.int32), i + (sk - s)),
               "chunks": (torch.full((s,), 37, dtype=torch.int32), i * 7 + 230)}[windows]
     args = args[:5] + (ks, ke)
-    new = attention_launch.prefill_config(h, d, False)
+    new = attention_plan.prefill_config(h, d, False)
     assert new.interior and new.lean_interior
     old = dataclasses.replace(new, lean_interior=False)
-    want = run_launcher("fp8_fp4_mqa_logits", *args, max_k == 0, max_k, logits, config=old).cpu()
-    got = run_launcher("fp8_fp4_mqa_logits", *args, max_k == 0, max_k, logits, config=new).cpu()
+    want = run_launcher("fp8_fp4_mqa_logits", *args, max_k == 0, max_k, logits, overrides=_prefill(old)).cpu()
+    got = run_launcher("fp8_fp4_mqa_logits", *args, max_k == 0, max_k, logits, overrides=_prefill(new)).cpu()
     if max_k:  # compressed: columns past a row's window are not written by either
         key = ks.long()[:, None] + torch.arange(max_k)[None, :]
         written = (key >= ks.clamp(min=0).long()[:, None]) & (key < ke.clamp(max=sk).long()[:, None])
@@ -300,14 +312,14 @@ def test_paged_kernel_context_beyond_block_table(num_sms_8):
 def test_paged_kernel_bitwise_repeatable(num_sms_8):
     args, (q64, keys) = make_paged(PagedCase(3, 2, 64, 128))
     valid = oracle_paged(q64, keys, args[3], args[4], args[7]) != NEG_INF
-    grid = attention_launch.PAGED_GRID_CONFIG
-    first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None, config=grid)
+    grid = attention_plan.PAGED_GRID_CONFIG
+    first = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None, overrides=_paged(grid))
     again = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
-                         config=dataclasses.replace(grid, tokens_per_program=128))
+                         overrides=_paged(dataclasses.replace(grid, tokens_per_program=128)))
     assert torch.equal(first[valid], again[valid])  # every token is reduced alone: the split cannot matter
     persistent = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None)
     lanes_1 = run_launcher("fp8_fp4_paged_mqa_logits", *args, False, torch.float32, None,
-                           config=attention_launch.PagedConfig(programs_per_sm=1))
+                           overrides=_paged(attention_plan.PagedConfig(programs_per_sm=1)))
     assert torch.equal(persistent[valid], lanes_1[valid])
     assert_kernel_logits_close(persistent, oracle_paged(q64, keys, args[3], args[4], args[7]), check_mask=False)
 
@@ -332,7 +344,7 @@ def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
         for clean, lanes in ((True, 3), (True, 1), (False, 3)):
             out = run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, context_lens, block_table,
                                meta, max_len, clean, torch.float32, None,
-                               config=attention_launch.PagedConfig(programs_per_sm=lanes))
+                               overrides=_paged(attention_plan.PagedConfig(programs_per_sm=lanes)))
             assert_kernel_logits_close(out, want, check_mask=clean)
             outs.append(out)
     finally:
@@ -345,9 +357,9 @@ def test_persistent_paged_kernel_follows_any_schedule(case, num_sms):
 # The persistent kernel's register levers (PagedConfig): each must place -inf exactly as the default does and match
 # the oracle; shapes they do not apply to (one-row atoms, FP4, H < 16) fall back to the one-dot kernel.
 PAGED_REGISTER_VARIANTS = [
-    attention_launch.PagedConfig(aligned_q_loads=True),
-    attention_launch.PagedConfig(row_dots=True),
-    attention_launch.PagedConfig(row_dots=True, aligned_q_loads=True, num_stages=7),
+    attention_plan.PagedConfig(aligned_q_loads=True),
+    attention_plan.PagedConfig(row_dots=True),
+    attention_plan.PagedConfig(row_dots=True, aligned_q_loads=True, num_stages=7),
 ]
 
 
@@ -367,7 +379,7 @@ def test_persistent_paged_register_variants_match_default(case, variant, num_sms
         default = run_launcher("fp8_fp4_paged_mqa_logits", *args, clean, torch.float32, None)
         for q_in in (q, misaligned_copy(q)):
             out = run_launcher("fp8_fp4_paged_mqa_logits", q_in, q_sf, kv_cache, weights, context_lens, block_table,
-                               meta, max_len, clean, torch.float32, None, config=variant)
+                               meta, max_len, clean, torch.float32, None, overrides=_paged(variant))
             assert_kernel_logits_close(out, want, check_mask=clean)
             if clean:  # (raw: only the valid logits are written)
                 assert torch.equal(out == NEG_INF, default == NEG_INF)
@@ -380,7 +392,7 @@ def _assert_paged_launches_give_the_same_bits(case, base, variant):
     args, _ = make_paged(case)
 
     def run(clean, cfg):
-        return run_launcher("fp8_fp4_paged_mqa_logits", *args, clean, case.logits, None, config=cfg)
+        return run_launcher("fp8_fp4_paged_mqa_logits", *args, clean, case.logits, None, overrides=_paged(cfg))
 
     want = run(True, base)
     assert_bitwise_equal(run(True, variant), want, "clean")
@@ -395,7 +407,7 @@ def test_lean_page_loop_gives_the_same_bits(case, num_sms_8):
     """The lean page loop (scales through their own TMA descriptor, a 32-bit page index, one store limit per row)
     against the plain loop with the same tile: every output bit equal with clean_logits, every finite logit equal
     without (the rest is left unwritten; padded pages: no TMA, only the index changes; FP4: no scale descriptor)."""
-    plain = attention_launch.PagedConfig(num_stages=7, aligned_q_loads=True)
+    plain = attention_plan.PagedConfig(num_stages=7, aligned_q_loads=True)
     _assert_paged_launches_give_the_same_bits(case, plain, dataclasses.replace(plain, lean_page_loop=True))
 
 
@@ -407,7 +419,7 @@ def test_register_page_scales_give_the_same_bits(case, num_sms_8):
     shared ring, every other field the shape's default (the first case: the row-pair default, lean loop): the same
     products in the same order, so every bit equal with clean_logits and every finite logit without (FP4: the field
     is ignored)."""
-    default = attention_launch.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
+    default = attention_plan.paged_default_config(case.next_n, case.h, case.d, case.block_kv, case.fp4)
     _assert_paged_launches_give_the_same_bits(case, *(dataclasses.replace(default, register_page_scales=on)
                                                       for on in (False, True)))
 
@@ -477,7 +489,7 @@ def test_gpu_prefill_lean_interior_gives_the_same_bits(s, sk, h, d, kind, dtype,
     # The lean interior loop (the default at H >= 32) against the loop before it, compiled for the GPU (inline PTX
     # loads of the key scales): every written bit equal.
     q, kv, w, ks, ke = _ws_inputs(s, sk, h, d, kind)
-    new = attention_launch.prefill_config(h, d, False)
+    new = attention_plan.prefill_config(h, d, False)
     old = dataclasses.replace(new, lean_interior=False)
     got = _prefill_with(new, q, kv, w, ks, ke, max_k == 0, max_k, dtype)
     want = _prefill_with(old, q, kv, w, ks, ke, max_k == 0, max_k, dtype)
@@ -530,7 +542,7 @@ def _ws_inputs(s, sk, h, d, kind, seed=0):
 
 def _prefill_with(cfg, q, kv, w, ks, ke, clean, max_k, dtype):
     return attention_launch.fp8_fp4_mqa_logits_triton(q, None, kv[0], kv[1], w, ks, ke, clean, max_k, dtype,
-                                                   config=cfg)
+                                                   overrides=_prefill(cfg))
 
 
 @pytest.mark.gpu
@@ -567,9 +579,9 @@ def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
     launcher = kernels_of("fp8_paged_mqa_logits").triton
     args = (q, cache, w, lens, table, meta, max_len, True, None)
     default = launcher(*args)
-    grid = launcher(*args, config=attention_launch.PAGED_GRID_CONFIG)
-    default_cfg = attention_launch.paged_default_config(next_n, h, 128, 64, False)  # the same stages, 1 lane
-    one_lane = launcher(*args, config=dataclasses.replace(default_cfg, programs_per_sm=1))
+    grid = launcher(*args, overrides=_paged(attention_plan.PAGED_GRID_CONFIG))
+    default_cfg = attention_plan.paged_default_config(next_n, h, 128, 64, False)  # the same stages, 1 lane
+    one_lane = launcher(*args, overrides=_paged(dataclasses.replace(default_cfg, programs_per_sm=1)))
     valid = grid != NEG_INF
     assert torch.equal(default == NEG_INF, ~valid)
     assert calc_diff(default[valid].double(), grid[valid].double()) < 1e-6
@@ -578,8 +590,8 @@ def test_gpu_paged_persistent_and_grid_kernels_agree(batch, next_n, h, avg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", PAGED_REGISTER_VARIANTS + [
-    attention_launch.PagedConfig(num_stages=7, aligned_q_loads=True, max_registers=128),
-    attention_launch.PagedConfig(num_warps=8, num_stages=10, aligned_q_loads=True)], ids=str)
+    attention_plan.PagedConfig(num_stages=7, aligned_q_loads=True, max_registers=128),
+    attention_plan.PagedConfig(num_warps=8, num_stages=10, aligned_q_loads=True)], ids=str)
 @pytest.mark.parametrize("batch,next_n,h,avg", [(256, 2, 64, 8192), (33, 2, 32, 3000), (7, 3, 64, 20000)])
 def test_gpu_paged_register_variants_agree(batch, next_n, h, avg, variant):
     """The register levers of PagedConfig at decode sizes: the default's -inf placement with clean_logits, its values
@@ -589,11 +601,11 @@ def test_gpu_paged_register_variants_agree(batch, next_n, h, avg, variant):
     launcher = kernels_of("fp8_paged_mqa_logits").triton
     args = (q, cache, w, lens, table, meta, max_len, True, None)
     default = launcher(*args)
-    out = launcher(*args, config=variant)
+    out = launcher(*args, overrides=_paged(variant))
     valid = default != NEG_INF
     assert torch.equal(out == NEG_INF, ~valid)
     assert calc_diff(out[valid].double(), default[valid].double()) < 1e-9
-    assert_bitwise_equal(launcher(*args, config=variant), out, "re-run")
+    assert_bitwise_equal(launcher(*args, overrides=_paged(variant)), out, "re-run")
 
 
 # Paged shapes of the loop-lever bit tests: the row pair (the levers' target), odd batches and lengths, three rows
@@ -607,13 +619,13 @@ def _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg, base, varian
     q, cache, w, lens, table, max_len = _gpu_paged_inputs(batch, next_n, h, 128, avg)
     meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
     launcher = kernels_of("fp8_paged_mqa_logits").triton
-    default = attention_launch.paged_default_config(next_n, h, 128, 64, False)
+    default = attention_plan.paged_default_config(next_n, h, 128, 64, False)
     base, variant = base(default), variant(default)
     args = (q, cache, w, lens, table, meta, max_len, True, None)
-    want = launcher(*args, config=base)
-    assert_bitwise_equal(launcher(*args, config=variant), want, "clean")
+    want = launcher(*args, overrides=_paged(base))
+    assert_bitwise_equal(launcher(*args, overrides=_paged(variant)), want, "clean")
     valid = want != NEG_INF
-    raw = [launcher(*args[:-2], False, None, config=cfg) for cfg in (base, variant)]
+    raw = [launcher(*args[:-2], False, None, overrides=_paged(cfg)) for cfg in (base, variant)]
     assert_bitwise_equal(raw[1][valid], raw[0][valid], "raw")
 
 
@@ -630,7 +642,8 @@ def test_gpu_paged_lean_page_loop_gives_the_same_bits(batch, next_n, h, avg):
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,next_n,h,avg", PAGED_LEVER_SHAPES)
 def test_gpu_paged_register_page_scales_give_the_same_bits(batch, next_n, h, avg):
-    """Page scales in registers one page ahead (PagedConfig.register_page_scales, the row-pair default) against the scales through the shared ring, clean and raw: the same products in the same order, so
+    """Page scales in registers one page ahead (PagedConfig.register_page_scales, the row-pair default) against the
+    scales through the shared ring, clean and raw: the same products in the same order, so
     every output bit is equal."""
     _assert_paged_configs_give_the_same_bits(batch, next_n, h, avg,
                                              lambda cfg: dataclasses.replace(cfg, register_page_scales=False),
@@ -821,7 +834,7 @@ def test_persistent_paged_lanes_split_long_contexts_inside_atoms():
         meta = run_launcher("get_paged_mqa_logits_metadata", context_lens, case.block_kv, 2, None)
         outs = [run_launcher("fp8_fp4_paged_mqa_logits", q, q_sf, kv_cache, weights, context_lens, block_table, meta,
                              max_len, True, torch.float32, None,
-                             config=attention_launch.PagedConfig(programs_per_sm=lanes)) for lanes in (4, 1)]
+                             overrides=_paged(attention_plan.PagedConfig(programs_per_sm=lanes))) for lanes in (4, 1)]
     finally:
         runtime.set_num_sms(previous)
     want = oracle_paged(q64, keys, weights, context_lens, max_len)
@@ -836,22 +849,22 @@ def test_paged_kernel_choice_follows_the_schedule_and_the_measured_stages():
     assert [attention_launch.schedule_matches_persistent_atoms(lens_1d, n) for n in (1, 2, 3, 4)] == \
            [True, True, False, False]
     assert attention_launch.schedule_matches_persistent_atoms(lens_2d, 3)
-    default = attention_launch.PagedConfig(aligned_q_loads=True)
+    default = attention_plan.PagedConfig(aligned_q_loads=True)
     for next_n in (2, 4):
-        row_pairs = attention_launch.paged_default_config(next_n, 64, 128, 64, False)
-        assert row_pairs.num_stages == attention_launch.PAGED_ROW_PAIR_STAGES
-        assert row_pairs.max_registers == attention_launch.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
+        row_pairs = attention_plan.paged_default_config(next_n, 64, 128, 64, False)
+        assert row_pairs.num_stages == attention_plan.PAGED_ROW_PAIR_STAGES
+        assert row_pairs.max_registers == attention_plan.PAGED_ROW_PAIR_MAX_REGISTERS and row_pairs.aligned_q_loads
         assert row_pairs.lean_page_loop and row_pairs.register_page_scales
     for args in [(1, 64, 128, 64, False), (2, 32, 128, 64, False), (2, 64, 128, 32, False), (2, 64, 128, 64, True)]:
-        assert attention_launch.paged_default_config(*args) == default, args
+        assert attention_plan.paged_default_config(*args) == default, args
 
 
 def test_prefill_default_config_follows_the_measured_levers():
-    # FP8 at H >= 32: the interior loop and the 128-register cap (attention_launch.PREFILL_MAX_REGISTERS' measurements);
+    # FP8 at H >= 32: the interior loop and the 128-register cap (attention_plan.PREFILL_MAX_REGISTERS' measurements);
     # fewer heads keep the plain tile, FP4 its 2-stage tile.
-    cfg = attention_launch.prefill_config(64, 128, False)
-    assert cfg.interior and cfg.max_registers == attention_launch.PREFILL_MAX_REGISTERS
-    assert not cfg.fma_relu and cfg == attention_launch.prefill_config(32, 32, False)
-    assert attention_launch.prefill_config(16, 64, False) == attention_launch.PrefillConfig()
-    fp4 = attention_launch.prefill_config(64, 128, True)
+    cfg = attention_plan.prefill_config(64, 128, False)
+    assert cfg.interior and cfg.max_registers == attention_plan.PREFILL_MAX_REGISTERS
+    assert not cfg.fma_relu and cfg == attention_plan.prefill_config(32, 32, False)
+    assert attention_plan.prefill_config(16, 64, False) == attention_plan.PrefillConfig()
+    fp4 = attention_plan.prefill_config(64, 128, True)
     assert fp4.num_stages == 2 and not fp4.interior

@@ -17,6 +17,7 @@ import torch
 from deep_gemm.gemm.bf16 import plan as bf16_plan
 from deep_gemm.gemm.bf16.plan import Bf16Call, Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff
+from deep_gemm.utils.numeric import group_pad
 from triton_harness import DEVICE, run_forced
 
 BF16 = torch.bfloat16
@@ -51,7 +52,7 @@ def test_auto_routes_compute_bound_masked_rows_to_the_ws_kernel(groups, expected
     assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.block_n_tail) == (128, bf16_plan.MASKED_WS_AUTO_WIDTH, 1, 0)
     smem = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * 2 + 2 * 64 * cfg.block_n * 2
     assert cfg.num_stages >= 3 and smem <= bf16_plan.WS_SMEM_BYTES
-    assert p.grid == 132 and p.g_pad == bf16_plan.next_pow2(groups)
+    assert p.grid == 132 and p.g_pad == group_pad(groups)
     assert bf16_plan.plan(c) == p  # pure
 
 
@@ -108,7 +109,7 @@ def test_masked_ws_64_row_tile_forced(groups, expected, n, k):
         assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.split_k, cfg.block_n_tail) == (64, bn, 64, 1, 0)
         ring = cfg.num_stages * (64 + bn) * 64 * 2
         assert cfg.num_stages == {256: 4, 128: 8}[bn] and ring + 2 * 64 * (bn // 2) * 2 <= bf16_plan.WS_SMEM_BYTES
-        assert p.grid == 132 and p.g_pad == bf16_plan.next_pow2(groups)
+        assert p.grid == 132 and p.g_pad == group_pad(groups)
     assert bf16_plan.plan(c, Bf16Overrides(ws=True, block_m=64)).config.block_n in (128, 256)
     assert bf16_plan.plan(c, Bf16Overrides(block_m=64)).kernel == "tl"  # ("auto": the tl.* 64-row tile)
     forced = bf16_plan.plan(c, Bf16Overrides(ws=True, config=Bf16Config(64, 256, 64, 4, 4)))

@@ -14,7 +14,7 @@ from deep_gemm import legacy
 from deep_gemm._ops.errors import DeepGEMMError
 from deep_gemm.legacy import api as legacy_api
 from deep_gemm.legacy import reference
-from deep_gemm.legacy.tiles import LegacyTile
+from deep_gemm.legacy.plan import LegacyTile
 from deep_gemm.testing import calc_diff
 
 BF16 = torch.bfloat16

@@ -1,5 +1,5 @@
 """The one-launch ("grid") reduction of ``einsum('bmk,bnk->mn')`` on the GPU (every test marked ``gpu``): the batch
-ranges' partials summed inside the GEMM launch (``einsum_launch.BmkPlan``). Checked: the same bits as the
+ranges' partials summed inside the GEMM launch (``einsum_plan.BmkPlan``). Checked: the same bits as the
 two-launch parallel reduction and on every call, against float64 at DeepGEMM's rows and odd shapes (M, N not
 multiples of the tile, S = 1 and 3, no C, C = D, a distinct C, BF16 D), one kernel per call, the tile counters back
 at zero after each call, CUDA-graph capture and replay, and two streams (and two graphs) running at once. The plan
@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deep_gemm._ops.library import run_launcher
 from deep_gemm._triton.scratch import arrival_counters
 from deep_gemm.einsum import launch as et
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
+from deep_gemm.einsum.plan import EinsumOverrides
+from triton_harness import run_forced
 
 pytestmark = pytest.mark.gpu
 BF16 = torch.bfloat16
@@ -30,7 +31,7 @@ def _operands(s: int, m: int, n: int, k: int):
 
 
 def _call(plan, a, b, d, c) -> None:
-    assert run_launcher("einsum", BMK, a, b, d, c, launcher_kwargs=dict(config=plan)) is None
+    run_forced("einsum", BMK, a, b, d, c, overrides=EinsumOverrides(config=plan))
 
 
 def _output(output: str, m: int, n: int):

@@ -13,7 +13,10 @@ import torch
 
 import deep_gemm
 from deep_gemm.einsum import launch as einsum_launch
+from deep_gemm.einsum import plan as einsum_plan
+from deep_gemm.einsum.plan import EinsumOverrides
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
+from triton_harness import run_forced
 
 pytestmark = pytest.mark.gpu
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
@@ -65,7 +68,6 @@ def test_bmk_every_split_and_reduction(reduce, splits):
     # The variants the sweep compares (benchmarks/bench_einsum.py --sweep), pinned: correct, the same bits on a
     # second call, and the reductions equal (all sum the same partials in range order). (grid with 129 ranges of
     # 3 tiles: more programs than fit at once, so the launcher runs the parallel reduction instead.)
-    from deep_gemm._ops.library import run_launcher
     s, m, n, k = 129, 128, 384, 128
     a = torch.randn((s, m, k), dtype=BF16, device="cuda")
     b = torch.randn((s, n, k), dtype=BF16, device="cuda")
@@ -73,10 +75,10 @@ def test_bmk_every_split_and_reduction(reduce, splits):
     ref = d0.double() + torch.bmm(a.double(), b.double().mT).sum(0)
     outs = {}
     for variant in (reduce, "parallel"):
-        plan = einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], splits, variant)
+        plan = einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], splits, variant)
         for call in range(2):
             d = d0.clone()
-            assert run_launcher("einsum", "bmk,bnk->mn", a, b, d, d, launcher_kwargs=dict(config=plan)) is None
+            run_forced("einsum", "bmk,bnk->mn", a, b, d, d, overrides=EinsumOverrides(config=plan))
             outs[variant, call] = d
     assert calc_diff(outs[reduce, 0], ref) < 1e-5
     assert_bitwise_equal(outs[reduce, 0], outs[reduce, 1], f"two calls, {splits} ranges {reduce}")
@@ -111,7 +113,6 @@ def _fp8_x_w(x: torch.Tensor, w: torch.Tensor):
 @pytest.mark.parametrize("route", [None, "batched", "per_entry"])
 @pytest.mark.parametrize("b", [4, 128, 4096])
 def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b, route):
-    from deep_gemm._ops.library import run_launcher
     h, r, d = 8, 4096, 1024
     x = torch.randn((b, h, r), device="cuda", dtype=BF16)
     y = torch.randn((h, d, r), device="cuda", dtype=BF16)
@@ -120,21 +121,18 @@ def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b, route):
     if route is None:
         deep_gemm.fp8_einsum("bhr,hdr->bhd", x_fp8, y_fp8, z)
     else:
-        assert run_launcher("fp8_einsum", "bhr,hdr->bhd", *x_fp8, *y_fp8, z,
-                            launcher_kwargs=dict(route=route)) is None
+        run_forced("fp8_einsum", "bhr,hdr->bhd", *x_fp8, *y_fp8, z, overrides=EinsumOverrides(route=route))
     assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)) < 1e-3
 
 
 @pytest.mark.parametrize("route", [None, "per_entry"])
 def test_fp8_sm100_equations(route):
-    from deep_gemm._ops.library import run_launcher
 
     def fp8_einsum(expr, x, y, z, c=None, recipe=(1, 128, 128)):
         if route is None:
             deep_gemm.fp8_einsum(expr, x, y, z, c, recipe=recipe)
         else:
-            assert run_launcher("fp8_einsum", expr, *x, *y, z, c, list(recipe),
-                                launcher_kwargs=dict(route=route)) is None
+            run_forced("fp8_einsum", expr, *x, *y, z, c, list(recipe), overrides=EinsumOverrides(route=route))
     h, r, d, b = 8, 512, 256, 640
     x = torch.randn((b, h, d), device="cuda", dtype=BF16)
     y = torch.randn((h, d, r), device="cuda", dtype=BF16)

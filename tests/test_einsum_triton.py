@@ -15,7 +15,10 @@ import deep_gemm
 import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
 from deep_gemm._ops.library import run_launcher
 from deep_gemm.einsum import launch as einsum_launch
+from deep_gemm.einsum import plan as einsum_plan
+from deep_gemm.einsum.plan import EinsumOverrides
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
+from triton_harness import run_forced
 
 from bf16_inputs import output_and_accumulator, randn  # noqa: E402
 from test_einsum import (FP8_CASES, TRUTH, EinsumCase, _subscripts, assert_close, bf16_operands,  # noqa: E402
@@ -58,17 +61,17 @@ def test_bf16_einsum_kernels(case, out_dtype, accumulate, eight_sms):
     assert_close(d, truth, str(case))
 
 
-@pytest.mark.parametrize("cfg", einsum_launch.BH_CONFIGS, ids=str)
+@pytest.mark.parametrize("cfg", einsum_plan.BH_CONFIGS, ids=str)
 @pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
 def test_every_bh_tile_config(expr, cfg):
     case = EinsumCase(expr, dict(b=70, h=2, r=136, d=264) if expr == "bhr,hdr->bhd" else dict(b=70, h=2, d=136, r=264))
     a, b = bf16_operands(case)
     d = torch.empty(case.shape(_subscripts(expr)[2]), dtype=BF16)
-    assert run_launcher("einsum", expr, a, b, d, launcher_kwargs=dict(config=cfg)) is None
+    run_forced("einsum", expr, a, b, d, overrides=EinsumOverrides(config=cfg))
     assert_close(d, TRUTH[expr](a.double(), b.double()), f"{case} {cfg}")
 
 
-@pytest.mark.parametrize("cfg", einsum_launch.BMK_CONFIGS, ids=str)
+@pytest.mark.parametrize("cfg", einsum_plan.BMK_CONFIGS, ids=str)
 @pytest.mark.parametrize("sms", [1, 8])
 def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):
     deep_gemm.set_num_sms(sms)
@@ -79,7 +82,7 @@ def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):
         outs = []
         for _ in range(2):  # the second call finds the tile counters reset by the first
             d = d0.clone()
-            assert run_launcher("einsum", case.expr, a, b, d, d, launcher_kwargs=dict(config=cfg)) is None
+            run_forced("einsum", case.expr, a, b, d, d, overrides=EinsumOverrides(config=cfg))
             outs.append(d)
         assert_close(outs[0], d0.double() + TRUTH[case.expr](a.double(), b.double()))
         assert_bitwise_equal(outs[0], outs[1], "two calls")
@@ -90,10 +93,10 @@ def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):
 # Batch splits of bmk,bnk->mn: both reductions, a split that does not divide S (a short last range), every batch
 # entry its own range, a reduction row count other than the planned one, 64-row tiles; odd M and N tails.
 BMK_PLANS = [
-    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 3),
-    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 7, reduce_rows=4),
-    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 3, "serial"),
-    einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 2, reduce_rows=16),
+    einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], 3),
+    einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], 7, reduce_rows=4),
+    einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], 3, "serial"),
+    einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[1], 2, reduce_rows=16),
 ]
 
 
@@ -108,7 +111,7 @@ def test_bmk_batch_splits_and_reductions(plan, out_dtype, accumulate):
     for _ in range(2):  # the same bits on the second call (which also finds the serial counters reset)
         d_call = d.clone()
         c_call = d_call if accumulate == "d" else c
-        assert run_launcher("einsum", case.expr, a, b, d_call, c_call, launcher_kwargs=dict(config=plan)) is None
+        run_forced("einsum", case.expr, a, b, d_call, c_call, overrides=EinsumOverrides(config=plan))
         outs.append(d_call)
     assert_close(outs[0], c_value + TRUTH[case.expr](a.double(), b.double()), str(plan))
     assert_bitwise_equal(outs[0], outs[1], f"two calls of {plan}")
@@ -121,8 +124,8 @@ def test_bmk_parallel_and_serial_reductions_agree():
     outs = []
     for reduce in ("parallel", "serial"):
         d = torch.zeros(40, 24)
-        plan = einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 4, reduce)
-        assert run_launcher("einsum", case.expr, a, b, d, launcher_kwargs=dict(config=plan)) is None
+        plan = einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], 4, reduce)
+        run_forced("einsum", case.expr, a, b, d, overrides=EinsumOverrides(config=plan))
         outs.append(d)
     assert torch.equal(outs[0], outs[1])
 
@@ -148,14 +151,14 @@ def _emulated_reduction(ws, plan, m, n, splits, c, out_dtype):
 # s = 3, every range one batch entry, more ranges than loads in flight (two rounds of 16), C is D, a distinct C,
 # no C, BF16 and FP32 D, both tiles.
 BMK_REDUCTION_CASES = [
-    (dict(b=3, m=72, n=136, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 3), torch.float32, "d"),
-    (dict(b=1, m=40, n=24, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 1), torch.float32, "d"),
-    (dict(b=5, m=130, n=134, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 5), BF16, "distinct"),
-    (dict(b=20, m=40, n=136, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 20, reduce_loads=16),
+    (dict(b=3, m=72, n=136, k=64), einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[1], 3), torch.float32, "d"),
+    (dict(b=1, m=40, n=24, k=64), einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[1], 1), torch.float32, "d"),
+    (dict(b=5, m=130, n=134, k=64), einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], 5), BF16, "distinct"),
+    (dict(b=20, m=40, n=136, k=64), einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[1], 20, reduce_loads=16),
      torch.float32, "distinct"),
-    (dict(b=7, m=72, n=134, k=80), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 4, reduce_rows=1), BF16,
+    (dict(b=7, m=72, n=134, k=80), einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[1], 4, reduce_rows=1), BF16,
      "d"),
-    (dict(b=7, m=64, n=128, k=64), einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[0], 7, reduce_rows=8),
+    (dict(b=7, m=64, n=128, k=64), einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], 7, reduce_rows=8),
      torch.float32, "none"),
 ]
 
@@ -183,7 +186,7 @@ def test_bmk_parallel_reduction_bits(dims, plan, out_dtype, accumulate):
 def test_bmk_plan_rules():
     deep_gemm.set_num_sms(132)
     try:
-        et = einsum_launch
+        et = einsum_plan
         tile = et.BMK_CONFIGS[0]
         # DeepGEMM's rows. S = 4096: bound by DRAM, split over at most one wave of programs on 128x128 tiles;
         # S = 129 (a short reduction): the 64 x 128 tile, two programs per SM. Every split is a parallel reduction
@@ -205,10 +208,10 @@ def test_bmk_plan_rules():
         times = [et.bmk_time_us(129, 128, 384, 128, tile, x) for x in (1, 22, 44)]
         assert times[1] < times[2] < times[0]
         # Rows per reduction program: at least two programs per SM (3 tiles x 2 halves x 64 chunks = 384), at most 8
-        assert et._reduce_rows(3, 128) == 2
-        assert et._reduce_rows(6, 64) == 2
-        assert et._reduce_rows(64, 128) == 8
-        assert et._reduce_rows(1, 64) == 1
+        assert et.reduce_rows(3, 128) == 2
+        assert et.reduce_rows(6, 64) == 2
+        assert et.reduce_rows(64, 128) == 8
+        assert et.reduce_rows(1, 64) == 1
     finally:
         deep_gemm.set_num_sms(0)
 
@@ -216,9 +219,10 @@ def test_bmk_plan_rules():
 def test_bmk_grid_reduction_is_offered_only_where_launches_can_be_cooperative():
     # The interpreter (this CPU run) runs programs one after another: a program waiting for the others would wait
     # forever, so its plans never offer "grid". On CUDA "grid" is offered but priced by its measured kernel time
-    # (BMK_GRID_SYNC_US: slower than the parallel reduction's two kernels on DeepGEMM's s = 129 rows), so DeepGEMM's rows keep "parallel"; pinned, "grid" gets the parallel plan's splits (one
+    # (BMK_GRID_SYNC_US: slower than the parallel reduction's two kernels on DeepGEMM's s = 129 rows), so DeepGEMM's
+    # rows keep "parallel"; pinned, "grid" gets the parallel plan's splits (one
     # wave of programs: all resident at once, what the cooperative launch needs).
-    et = einsum_launch
+    et = einsum_plan
     assert et.bmk_reductions() == ("parallel", "serial")
     assert et.bmk_reductions(cooperative=True) == ("parallel", "serial", "grid")
     deep_gemm.set_num_sms(132)
@@ -250,8 +254,8 @@ def test_bmk_grid_plan_runs_the_parallel_reduction_in_the_interpreter(accumulate
     for reduce in ("grid", "parallel"):
         d_call = d.clone()
         c_call = d_call if accumulate == "d" else c
-        plan = einsum_launch.BmkPlan(einsum_launch.BMK_CONFIGS[1], 3, reduce)
-        assert run_launcher("einsum", case.expr, a, b, d_call, c_call, launcher_kwargs=dict(config=plan)) is None
+        plan = einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[1], 3, reduce)
+        run_forced("einsum", case.expr, a, b, d_call, c_call, overrides=EinsumOverrides(config=plan))
         outs.append(d_call)
     assert_close(outs[0], c_value + TRUTH[case.expr](a.double(), b.double()))
     assert_bitwise_equal(outs[0], outs[1], "grid (run as parallel) and parallel")
@@ -349,14 +353,14 @@ def test_fp8_einsum_kernels(case, accumulate):
     assert_close(d, c_value + TRUTH[case.expr](a64, b64), str(case))
 
 
-@pytest.mark.parametrize("cfg", einsum_launch.FP8_CONFIGS, ids=str)
+@pytest.mark.parametrize("cfg", einsum_plan.FP8_CONFIGS, ids=str)
 def test_every_fp8_tile_config(cfg):
     case = FP8_CASES[0]
     a, sfa, a64 = fp8_operand(case, "a")
     b, sfb, b64 = fp8_operand(case, "b")
     d = torch.empty(tuple(case.sizes[x] for x in "bhd"), dtype=BF16)
-    assert run_launcher("fp8_einsum", case.expr, a, sfa, b, sfb, d, None, list(case.recipe),
-                        launcher_kwargs=dict(config=cfg)) is None
+    run_forced("fp8_einsum", case.expr, a, sfa, b, sfb, d, None, list(case.recipe),
+               overrides=EinsumOverrides(config=cfg))
     assert_close(d, TRUTH[case.expr](a64, b64), f"{case} {cfg}")
 
 
@@ -377,7 +381,7 @@ def test_fp8_deep_gemm_recipe_close_to_bf16():
 def test_tile_config_rules():
     deep_gemm.set_num_sms(132)
     try:
-        et = einsum_launch
+        et = einsum_plan
         # DeepGEMM's rows: memory-bound short K -> one pipeline across tiles; long K, wide N -> 128x256 tiles.
         # (256-row tiles for plain BF16 outputs: B's tile read once per 256 rows; 128 rows otherwise)
         assert et.bh_config(128, 4096, 128, 512, True) is et.BH_SHORT_K_TALL
@@ -412,7 +416,7 @@ def test_fp8_per_entry_route(case):
     b, sfb, b64 = fp8_operand(case, "b")
     d, c, c_value = output_and_accumulator(tuple(case.sizes[x] for x in _subscripts(case.expr)[2]), case.out_dtype,
                                            "distinct")
-    assert run_launcher("fp8_einsum", case.expr, a, sfa, b, sfb, d, c, list(case.recipe),
-                        launcher_kwargs=dict(route="per_entry")) is None
+    run_forced("fp8_einsum", case.expr, a, sfa, b, sfb, d, c, list(case.recipe),
+               overrides=EinsumOverrides(route="per_entry"))
     assert_close(d, c_value + TRUTH[case.expr](a64, b64), str(case))
-    assert einsum_launch._fp8_route(8, 4096) == "per_entry" and einsum_launch._fp8_route(8, 128) == "batched"
+    assert einsum_plan.fp8_route(8, 4096) == "per_entry" and einsum_plan.fp8_route(8, 128) == "batched"

@@ -200,7 +200,7 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
     from deep_gemm.gemm.fp8 import launch as fp8_launch
     monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
-    monkeypatch.setattr(fp8_launch, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
+    monkeypatch.setattr(fp8_launch, "usable_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
     rows = []
     real_execute = fp8_launch._execute
     monkeypatch.setattr(fp8_launch, "_execute", lambda p, call, **kw: rows.append(call.m) or real_execute(p, call, **kw))

@@ -35,7 +35,7 @@ def _run(m, n, k, num_splits, config=None, seed=0):
     lead = () if num_splits is None else (num_splits,)
     d = torch.full((*lead, m, n), float("nan"), device=DEVICE)
     sq = torch.full((*lead, m), float("nan"), device=DEVICE)
-    result = triton_launcher("tf32_hc_prenorm_gemm")(a, b, d, sq, num_splits, config=config)
+    result = triton_launcher("tf32_hc_prenorm_gemm")(a, b, d, sq, num_splits, overrides=hc_plan.HcOverrides(config))
     assert result is not NotImplemented
     return a.cpu(), b.cpu(), d.cpu(), sq.cpu()
 

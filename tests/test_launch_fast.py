@@ -160,7 +160,7 @@ def _fake_fp8_kernels(monkeypatch, c_launch):
         return compiled[key[0]]
     monkeypatch.setattr(fp8_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", get)
-    monkeypatch.setattr(fp8_launch, "_num_sms", lambda: 132)
+    monkeypatch.setattr(fp8_launch, "usable_sms", lambda: 132)
     monkeypatch.setattr(fp8_launch, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
 
 

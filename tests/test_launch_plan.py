@@ -35,7 +35,7 @@ def stubbed_gpu(monkeypatch):
     monkeypatch.setattr(launch_mod, "launch_compiled", lambda compiled, grid, args, dev: launched.append((grid, args)))
     # (a loaded kernel that spills nothing: the warp-specialised launcher reads n_spills to pick a register budget)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: COMPILED)
-    monkeypatch.setattr(fp8_launch, "_num_sms", lambda: 132)
+    monkeypatch.setattr(fp8_launch, "usable_sms", lambda: 132)
     monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
     monkeypatch.setattr(fp8_launch, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
     return launched

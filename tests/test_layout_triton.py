@@ -27,7 +27,7 @@ def _layouts(t):
     return [t, t.transpose(-1, -2).contiguous().transpose(-1, -2), strided]
 
 
-# (Narrow inputs take tiles of up to layout_launch.NARROW_MAX_ROWS rows: 1100 x 1 and 600 x 3 span several.)
+# (Narrow inputs take tiles of up to layout_plan.NARROW_MAX_ROWS rows: 1100 x 1 and 600 x 3 span several.)
 SHAPES = [(5, 3), (129, 7), (2, 65, 57), (64, 1), (3, 4, 130), (2, 1100, 1), (600, 3)]
 
 

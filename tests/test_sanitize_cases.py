@@ -39,7 +39,7 @@ def test_fp8_cases_plan_the_kernel_they_name(monkeypatch):
     # not (this test failed after any earlier test that imported triton without Gluon).
     ensure_triton()
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # plan as on the GPU (the Gluon kernel is eligible)
-    monkeypatch.setattr(fp8_launch, "_num_sms", lambda: 132)
+    monkeypatch.setattr(fp8_launch, "usable_sms", lambda: 132)
     monkeypatch.setattr(fp8_launch, "_execute", lambda p, call, **kwargs: None)
     monkeypatch.setattr(fp8_launch, "_k_major", lambda x: x.contiguous())
     monkeypatch.setattr(fp8_launch, "PLAN_OF_CALL", type(fp8_launch.PLAN_OF_CALL)())

@@ -3,167 +3,28 @@ launch the kernels of ``attention/kernels.py``. Every argument combination the c
 included); nothing here reads a device tensor on the host, so every call is CUDA-graph capturable.
 
 The MQA-logits kernels take FP8 (or packed FP4) operands: on devices without FP8 MMAs (below sm_89,
-``deep_gemm.arch``) those launchers decline and the reference runs; the warp-specialised prefill kernel (opt-in)
-runs on sm_90a devices only. The paged schedule (metadata) kernel runs from sm_80 on.
+``deep_gemm.arch``) those launchers decline and the reference runs. The paged schedule (metadata) kernel runs from
+sm_80 on. Tiles, splits and kernel choices come from ``plan.py``; an ``overrides=`` keyword
+(``plan.AttentionOverrides``) forces them.
 
 Importing this module does not import Triton (the kernels are imported at the first launch).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from .. import arch
 from .._triton.launch import compiled_kernel, descriptor, interpreting, launch, programs_per_sm
 from ..utils.math import ceil_div
+from ..utils.numeric import next_pow2
 from . import reference as ref
-from .checks import FP4_PACKED, MMA_TILE_ROWS, kv_cache_token_bytes
+from .checks import FP4_PACKED, kv_cache_token_bytes
+from .plan import (CLEAN_BLOCK, CLEAN_MIN_PART, CLEAN_PROGRAMS_PER_SM, CLEAN_WARPS, GRID_Y_LIMIT, MIN_DOT_N,
+                   NO_OVERRIDES, PAGED_ATOM_CHUNK, PAGED_GRID_CONFIG, PAGED_TAIL_BLOCK, PREFILL_MIN_KEYS_PER_SPLIT,
+                   SCHEDULE_CHUNK, SCHEDULE_MAX_SMS, TMA_ALIGN, AttentionOverrides, PagedConfig, paged_default_config,
+                   paged_rows_per_program, prefill_config, prefill_kv_splits)
 from .reference import SPLIT_KV
-
-# Columns of a score tile: (query, head) pairs (DeepGEMM's BLOCK_Q * H = 128).
-SCORE_COLS = MMA_TILE_ROWS
-# The smallest N a tensor-core dot takes: with few heads and one query row per sequence, rows are padded to it.
-MIN_DOT_N = 16
-# TMA needs 16-byte aligned global addresses and strides.
-TMA_ALIGN = 16
-# Clean pass: columns per store step, warps, and how rows are cut into parts: parts of at least CLEAN_MIN_PART
-# columns, enough of them for CLEAN_PROGRAMS_PER_SM programs per SM when rows are few. Whole blocks go out in
-# 16-byte stores where the output's alignment allows: the out-of-window fill is store-bound, and wider stores double
-# its rate (wider blocks and 8 warps were slower).
-CLEAN_BLOCK = 1024
-CLEAN_WARPS = 4
-CLEAN_MIN_PART = 8192
-CLEAN_PROGRAMS_PER_SM = 8
-# Schedule kernel: sequences per step of its two passes, and the SM counts it covers (a [SMs, CHUNK] compare per
-# step); larger num_sms values run the reference.
-SCHEDULE_CHUNK = 16
-SCHEDULE_MAX_SMS = 1024
-# Paged kernel: tokens per program (the work of one program is these tokens of one sequence's rows); the grid's
-# second axis counts these chunks, so it is widened when max_context_len would exceed the grid limit.
-PAGED_TOKENS_PER_PROGRAM = 512
-GRID_Y_LIMIT = 65535
-
-
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
-
-
-@dataclass(frozen=True)
-class PrefillConfig:
-    """Tile of the prefill kernel: BLOCK_KV keys per step, warps, pipeline stages, and the (query, head) columns of
-    a program (128: 128 / H queries, DeepGEMM's block; 256 halves the KV traffic through L2 per FLOP).
-
-    Instruction levers (the kernel is issue-bound, see _fp8_mqa_logits_kernel): ``fma_relu`` moves the relu to the
-    FMA pipe (same products), ``interior`` runs the blocks inside every window without per-key tests,
-    ``max_registers`` caps ptxas (144 registers at 4 warps allow 3 programs per SM; 128 allow 4),
-    ``lean_interior`` (with ``interior``) runs the interior loop with fewer registers live across it and the key
-    scales prefetched into registers (kernels._prefill_interior; the same bits; False: the loop before it, kept for
-    in-process A/B)."""
-
-    block_kv: int = 64
-    num_warps: int = 4
-    num_stages: int = 4
-    score_cols: int = SCORE_COLS
-    fma_relu: bool = False
-    interior: bool = False
-    max_registers: int | None = None
-    lean_interior: bool = True
-
-
-@dataclass(frozen=True)
-class PagedConfig:
-    """The paged kernel and its tile. ``persistent=True`` (the default): ``programs_per_sm`` programs per row of the
-    schedule (``schedule_meta``) walk its equal shares of the work, ``num_stages`` pipeline stages over pages
-    (``tokens_per_program`` unused). ``persistent=False``: the grid kernel, one program per ``tokens_per_program``
-    tokens of one sequence's rows, the schedule unused. Passed as the launchers' ``config=`` so one process can time
-    both.
-
-    Register levers of the persistent kernel (at 168 registers per thread only 3 programs of 4 warps fit an SM; the
-    compiled counts, sm_90a, are in ``scripts/compile_check_indexer.py --only-persistent``):
-    ``aligned_q_loads`` loads Q in 16-byte vectors when its address allows (the byte-wise load of the 128 x 128 Q
-    tile was the kernel's register peak); ``row_dots`` runs one dot per query row of an FP8 two-row atom, so one
-    row's scores are live at a time (<= 128 registers: 4 programs per SM); ``max_registers`` caps ptxas (spilling
-    what does not fit); ``lean_page_loop`` keeps fewer registers live across the page loop (scales through a TMA
-    descriptor of their own when the values have one, a 32-bit page index: the kernel's LEAN_LOOP), the same bits
-    out; ``register_page_scales`` (FP8) loads each page's scales into registers one page ahead instead of through a
-    shared-memory ring (the kernel's REG_SCALES), the same bits out. The defaults
-    (``paged_default_config``) say which are on."""
-
-    tokens_per_program: int = PAGED_TOKENS_PER_PROGRAM
-    num_warps: int = 4
-    num_stages: int = 5
-    persistent: bool = True
-    programs_per_sm: int = 4
-    aligned_q_loads: bool = False
-    row_dots: bool = False
-    max_registers: int | None = None
-    lean_page_loop: bool = False
-    register_page_scales: bool = False
-
-
-# Persistent kernel, FP8, H=64, D=128, block_kv=64, next_n >= 2 (atoms of 2 rows: a 128-column dot): a deeper ring
-# (7 stages) keeps more pages in flight for the 128-column dots; with next_n=1 (64 columns) 5 stages stay ahead.
-PAGED_ROW_PAIR_STAGES = 7
-# The same shape's register cap, and 16-byte Q loads everywhere: capping ptxas at 128 registers fits 4 programs of 4
-# warps per SM instead of 3 (a few bytes spilled outside the page loop), which pays more than the row-dot lever; the
-# aligned Q load alone is never slower.
-PAGED_ROW_PAIR_MAX_REGISTERS = 128
-# Under that cap the plain page loop still spills inside the loop; the lean page loop compiles to no local memory at
-# all under the same cap, with fewer instructions per page. Shapes whose loop does not spill keep the plain loop:
-# there the scale barrier costs more instructions than the narrower page index saves. On top of the lean loop, the
-# row pairs take their page scales in registers one page ahead (register_page_scales: fewer instructions per page,
-# bit-equal, faster); with the scale ring gone, 6 stages are as fast as 7 (see docs/TUNING.md).
-
-def paged_default_config(next_n: int, num_heads: int, head_dim: int, block_kv: int, is_fp4: bool) -> "PagedConfig":
-    """The paged kernel's tile when the caller passes none (see PAGED_ROW_PAIR_STAGES and
-    PAGED_ROW_PAIR_MAX_REGISTERS for the measurements)."""
-    if next_n >= 2 and num_heads == 64 and head_dim == 128 and block_kv == 64 and not is_fp4:
-        return PagedConfig(num_stages=PAGED_ROW_PAIR_STAGES, aligned_q_loads=True,
-                           max_registers=PAGED_ROW_PAIR_MAX_REGISTERS, lean_page_loop=True,
-                           register_page_scales=True)
-    return PagedConfig(aligned_q_loads=True)
-
-
-# The grid kernel's tile before the persistent kernel became the default (kept for comparison and as a fallback).
-PAGED_GRID_CONFIG = PagedConfig(PAGED_TOKENS_PER_PROGRAM, 4, 3, persistent=False)
-# Persistent kernel: tokens per store step of its clean pass; atoms per step of the walk that cuts a schedule
-# entry into its lanes' parts.
-PAGED_TAIL_BLOCK = 256
-PAGED_ATOM_CHUNK = 64
-
-
-# Prefill grid: programs per SM the KV split aims for (a few waves of ~3 resident programs, so the last wave's
-# imbalance stays small), and the fewest keys a split keeps (its Q tile load is then < 2 % of its KV traffic).
-PREFILL_PROGRAMS_PER_SM = 24
-PREFILL_MIN_KEYS_PER_SPLIT = 1024
-
-
-def prefill_kv_splits(num_q_blocks: int, seq_len_kv: int, num_sms: int) -> int:
-    """Parts each query block's KV range is cut into: enough programs for PREFILL_PROGRAMS_PER_SM per SM when the
-    query blocks alone are fewer, never parts shorter than PREFILL_MIN_KEYS_PER_SPLIT keys of a full-width window."""
-    want = ceil_div(PREFILL_PROGRAMS_PER_SM * max(num_sms, 1), max(num_q_blocks, 1))
-    return max(1, min(want, seq_len_kv // PREFILL_MIN_KEYS_PER_SPLIT, GRID_Y_LIMIT))
-
-
-def prefill_config(num_heads: int, head_dim: int, is_fp4: bool) -> PrefillConfig:
-    """Default prefill tile. 64 keys x 128 (query, head) columns per warpgroup keeps the FP32 scores at 32
-    registers per thread and the shared memory per program small (Q 16 KiB + 4 x 8 KiB), so several programs share
-    an SM and one's head reduction overlaps another's MMA (DeepGEMM gets that overlap from 4 math warpgroups)."""
-    if is_fp4:  # unpacking costs registers: fewer stages
-        return PrefillConfig(block_kv=64, num_warps=4, num_stages=2)
-    if num_heads >= PREFILL_INTERIOR_MIN_HEADS:
-        return PrefillConfig(interior=True, max_registers=PREFILL_MAX_REGISTERS)
-    return PrefillConfig()
-
-
-# FP8 prefill at H >= 32: the interior loop without per-key tests and a 128-register cap (4 programs of 4 warps per
-# SM instead of 3; ptxas spills a few bytes, outside the loops' hot path): together they pay on every such shape,
-# while the cap alone does not at H = 32 (see docs/TUNING.md).
-PREFILL_INTERIOR_MIN_HEADS = 32
-PREFILL_MAX_REGISTERS = 128
-
 
 def _num_sms(t: torch.Tensor) -> int:
     """SMs the kernels may use (the runtime knob when set, else the device's count; 0 without a GPU)."""
@@ -182,7 +43,7 @@ def _aligned(t: torch.Tensor) -> bool:
 # ---- prefill ---------------------------------------------------------------------------------------------------
 
 def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                              max_seqlen_k, logits_dtype, *, config: PrefillConfig | None = None,
+                              max_seqlen_k, logits_dtype, *, overrides: AttentionOverrides = NO_OVERRIDES,
                               record: list | None = None):
     sm = arch.sm_of_tensor(q)
     if not arch.has_fp8_mma(sm):
@@ -199,14 +60,15 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
 
     is_fp4 = q.dtype == FP4_PACKED
     head_dim = q.size(2) * (2 if is_fp4 else 1)
-    cfg = config or prefill_config(num_heads, head_dim, is_fp4)
+    cfg = overrides.prefill or prefill_config(num_heads, head_dim, is_fp4)
     block_q = cfg.score_cols // num_heads
     num_q_blocks = ceil_div(seq_len, block_q)
     q_rows = q.view(seq_len * num_heads, q.size(2))
     kv_sf = kv_sf.reshape(-1)
     use_tma = not is_fp4 and _aligned(q) and _aligned(kv)
     compressed = max_seqlen_k > 0
-    splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q))
+    splits = prefill_kv_splits(num_q_blocks, seq_len_kv, _num_sms(q),
+                               overrides.min_keys_per_split or PREFILL_MIN_KEYS_PER_SPLIT)
     if use_tma:
         q_desc = descriptor(q_rows, (seq_len * num_heads, head_dim), (head_dim, 1), (cfg.score_cols, head_dim))
         kv_desc = descriptor(kv, (seq_len_kv, head_dim), (head_dim, 1), (cfg.block_kv, head_dim))
@@ -225,18 +87,18 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
            config_key=config_key, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
            device_index=_device_index(out), record=record, max_registers=cfg.max_registers)
     if clean_logits:
-        clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record)
+        clean_rows(out, cu_seq_len_k_start, cu_seq_len_k_end, seq_len_kv, record=record, overrides=overrides)
     return out
 
 
 def fp8_mqa_logits_triton(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k,
-                          *, config: PrefillConfig | None = None, record: list | None = None):
+                          *, overrides: AttentionOverrides = NO_OVERRIDES, record: list | None = None):
     return fp8_fp4_mqa_logits_triton(q, None, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end,
-                                     clean_logits, max_seqlen_k, torch.float32, config=config, record=record)
+                                     clean_logits, max_seqlen_k, torch.float32, overrides=overrides, record=record)
 
 
 def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols: int,
-               record: list | None = None) -> None:
+               record: list | None = None, overrides: AttentionOverrides = NO_OVERRIDES) -> None:
     """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])``; whole blocks in 16-byte stores where
     ``out`` and its row stride are 16-byte aligned."""
     from .kernels import _clean_logits_kernel
@@ -244,12 +106,13 @@ def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols
     if rows == 0 or cols == 0:
         return
     vector_stores = _aligned(out) and out.stride(0) * out.element_size() % TMA_ALIGN == 0
-    parts = max(1, min(ceil_div(cols, CLEAN_MIN_PART), ceil_div(CLEAN_PROGRAMS_PER_SM * max(_num_sms(out), 1), rows),
+    block, min_part = overrides.clean_block or CLEAN_BLOCK, overrides.clean_min_part or CLEAN_MIN_PART
+    parts = max(1, min(ceil_div(cols, min_part), ceil_div(CLEAN_PROGRAMS_PER_SM * max(_num_sms(out), 1), rows),
                        GRID_Y_LIMIT))
-    per_part = ceil_div(ceil_div(cols, parts), CLEAN_BLOCK) * CLEAN_BLOCK
-    args = (out, starts, ends, cols, out.stride(0), per_part, CLEAN_BLOCK, vector_stores)
+    per_part = ceil_div(ceil_div(cols, parts), block) * block
+    args = (out, starts, ends, cols, out.stride(0), per_part, block, vector_stores)
     launch(_clean_logits_kernel, (rows, ceil_div(cols, per_part), 1), args, name="clean_logits",
-           config_key=(out.dtype, CLEAN_BLOCK, vector_stores), num_warps=CLEAN_WARPS, device_index=_device_index(out),
+           config_key=(out.dtype, block, vector_stores), num_warps=CLEAN_WARPS, device_index=_device_index(out),
            record=record)
 
 
@@ -263,8 +126,8 @@ def get_paged_mqa_logits_metadata_triton(context_lens, block_kv, num_sms, indice
     next_n = context_lens.size(1) if context_lens.dim() == 2 else 1
     out = ref.new_paged_mqa_logits_metadata(num_sms, context_lens.device)
     args = (context_lens, out, batch, next_n, num_sms, ref.atoms_per_sequence(next_n),
-            _next_pow2(num_sms + 1), SCHEDULE_CHUNK)
-    launch(_paged_schedule_kernel, (1, 1, 1), args, name="paged_schedule", config_key=(_next_pow2(num_sms + 1),),
+            next_pow2(num_sms + 1), SCHEDULE_CHUNK)
+    launch(_paged_schedule_kernel, (1, 1, 1), args, name="paged_schedule", config_key=(next_pow2(num_sms + 1),),
            num_warps=4, device_index=_device_index(out), record=record)
     return out
 
@@ -275,13 +138,6 @@ def _typed_alias(t: torch.Tensor, dtype: torch.dtype, nbytes: int) -> torch.Tens
     elem = torch.empty((), dtype=dtype).element_size()
     offset = t.storage_offset() * t.element_size() // elem
     return torch.empty(0, dtype=dtype, device=t.device).set_(t.untyped_storage(), offset, (nbytes // elem,), (1,))
-
-
-def paged_rows_per_program(next_n: int, num_heads: int) -> int:
-    """Query rows of one sequence per program: all of them when they fit the 128 score columns (the pages are then
-    read once per sequence), at least enough for a 16-column dot."""
-    rows = min(_next_pow2(next_n), SCORE_COLS // num_heads)
-    return max(rows, ceil_div(MIN_DOT_N, num_heads))
 
 
 def schedule_matches_persistent_atoms(context_lens: torch.Tensor, next_n: int) -> bool:
@@ -295,7 +151,7 @@ def schedule_matches_persistent_atoms(context_lens: torch.Tensor, next_n: int) -
 
 def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta,
                                     max_context_len, clean_logits, logits_dtype, indices, *,
-                                    config: PagedConfig | None = None, record: list | None = None):
+                                    overrides: AttentionOverrides = NO_OVERRIDES, record: list | None = None):
     if not arch.has_fp8_mma(arch.sm_of_tensor(q)):
         return NotImplemented
     batch, next_n, num_heads = q.size(0), q.size(1), q.size(2)
@@ -308,7 +164,7 @@ def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, bl
     max_blocks = block_table.size(1)
     from .kernels import _fp8_paged_mqa_logits_kernel
 
-    cfg = config or paged_default_config(next_n, num_heads, head_dim, block_kv, is_fp4)
+    cfg = overrides.paged or paged_default_config(next_n, num_heads, head_dim, block_kv, is_fp4)
     if cfg.persistent and SPLIT_KV % block_kv == 0 and schedule_matches_persistent_atoms(context_lens, next_n):
         return _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta,
                                  max_context_len, clean_logits, out, cfg, record)
@@ -429,8 +285,8 @@ def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, sch
 
 
 def fp8_paged_mqa_logits_triton(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                                clean_logits, indices, *, config: PagedConfig | None = None,
+                                clean_logits, indices, *, overrides: AttentionOverrides = NO_OVERRIDES,
                                 record: list | None = None):
     return fp8_fp4_paged_mqa_logits_triton(q, None, kv_cache, weights, context_lens, block_table, schedule_meta,
-                                           max_context_len, clean_logits, torch.float32, indices, config=config,
+                                           max_context_len, clean_logits, torch.float32, indices, overrides=overrides,
                                            record=record)

@@ -12,8 +12,8 @@ from .. import arch
 from .._ops.library import register
 from .._triton.plans import replayable_allocating
 from . import checks
-from . import reference as ref
 from . import launch as tri
+from . import reference as ref
 
 
 def _fake_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,

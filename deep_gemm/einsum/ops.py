@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from .. import arch
 from .._ops.library import register
-from . import checks
+from . import checks, reference
 from . import launch as einsum_launch
-from . import reference
 
 register("einsum", check=checks.check_einsum, reference=reference.einsum_reference, triton=einsum_launch.einsum,
          triton_note="reference for operands whose strides or start are not 16-byte aligned")

@@ -1,6 +1,6 @@
 """CUDA launcher of ``tf32_hc_prenorm_gemm`` (the op's CUDA kernel calls it after the shared check).
 
-One launch per call (``kernels._hc_prenorm_kernel``), configured by ``hc_plan.plan`` (resolved once per call shape)
+One launch per call (``kernels._hc_prenorm_kernel``), configured by ``plan.plan`` (resolved once per call shape)
 and recorded per argument signature, so a repeated call shape replays it (``_triton/plans.replayable``: the second
 call costs the dispatcher, the memoised check and the C launcher).
 
@@ -17,19 +17,15 @@ from .._triton.launch import (Tf32RoundingDescriptor, compiled_kernel, descripto
                               interpreting, launch)
 from .._triton.plans import ConfigCache, replayable
 from .._triton.scratch import arrival_counters, stream_workspace
-from ..runtime import get_num_sms
+from ..runtime import usable_sms
 from . import plan as hc_plan
 from .checks import BLOCK_K
 
 CONFIGS = ConfigCache()
 
 
-def _num_sms() -> int:
-    return get_num_sms() or 1
-
-
 def config_of(m: int, n: int, k: int, splits: int, sm: int = arch.SM90) -> hc_plan.HcConfig:
-    num_sms = _num_sms()
+    num_sms = usable_sms()
     return CONFIGS.get((m, n, k, splits, num_sms, sm), lambda key: hc_plan.plan(*key))
 
 
@@ -39,8 +35,9 @@ def _kernel():
 
 
 @replayable("tf32_hc_prenorm_gemm")
-def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config: hc_plan.HcConfig | None = None):
-    """``config`` pins a config (tests and sweeps; it is part of the replay key as a launcher keyword)."""
+def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None,
+                         overrides: hc_plan.HcOverrides = hc_plan.NO_OVERRIDES):
+    """``overrides`` pins a config (tests and sweeps; it is part of the replay key as a launcher keyword)."""
     m, k = a.shape
     n = b.size(0)
     if m == 0:
@@ -49,7 +46,7 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None, config:
     if not arch.has_mma(sm):
         return NotImplemented
     splits = 1 if num_splits is None else num_splits
-    cfg = config if config is not None else config_of(m, n, k, splits, sm)
+    cfg = overrides.config if overrides.config is not None else config_of(m, n, k, splits, sm)
     programs = hc_plan.programs(m, splits, cfg)
     if programs > hc_plan.MAX_PROGRAMS:
         return NotImplemented  # more splits than one launch has programs: the reference writes them

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import arch
+from ..utils.numeric import next_pow2
 from .checks import BLOCK_K
 
 # Fewest K blocks a sub-split streams: below this the sub-split's fixed costs (pipeline fill, its share of the
@@ -56,10 +57,6 @@ MAX_BLOCK_N_WITH_SUB = 64
 SHORT_ROWS_MAX_M = 160
 # Grid x dimension limit (programs in one launch).
 MAX_PROGRAMS = 2**31 - 1
-
-
-def next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
 
 
 @dataclass(frozen=True)
@@ -139,3 +136,13 @@ def compile_configs(sm: int = arch.SM90) -> list[dict]:
                             out.append(dict(bm=c.block_m, bn=c.block_n, stages=c.stages, b_tma=b_tma,
                                             reduce=c.reduce, red_chunk=c.red_chunk))
     return out
+
+
+@dataclass(frozen=True)
+class HcOverrides:
+    """Forced choices for sweeps and tests (None = the plan decides): the whole kernel config."""
+
+    config: HcConfig | None = None
+
+
+NO_OVERRIDES = HcOverrides()

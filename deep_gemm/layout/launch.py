@@ -1,5 +1,5 @@
 """CUDA launchers of the scale-factor layout ops (the op's CUDA kernel calls them after the shared check): allocate
-the geometry the check computed, launch one kernel of ``kernels.py``, return the fresh tensor.
+the geometry the check computed, launch one kernel of ``kernels.py`` on the tile ``plan.py`` gives, return the fresh tensor.
 
 Covered: every input of ``get_mn_major_tma_aligned_tensor``, ``get_mn_major_tma_aligned_packed_ue8m0_tensor``
 without ``psum_layout`` (with it: the reference), ``get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor``, and
@@ -22,28 +22,10 @@ import torch
 
 from .. import arch
 from .._triton.launch import launch
+from ..utils.numeric import ceil_div
 from . import checks
+from .plan import BLOCK_K_GROUPED_MN, BLOCK_PACKED_ROWS, MAX_GRID_YZ, NUM_WARPS, tile
 from .reference import allocate
-
-# Tile of the copy and pack kernels: 64 MN rows (the output's contiguous dim: 256-byte stores) x 32 columns.
-BLOCK_MN = 64
-BLOCK_COLS = 32
-# K-grouped pack: 1 packed row x 1024 MN columns (the contiguous dim of both sides): one long row per program streams
-# two to three times faster than 16 x 128 tiles.
-BLOCK_PACKED_ROWS = 1
-BLOCK_K_GROUPED_MN = 1024
-NUM_WARPS = 4
-# Narrow inputs (fewer than NARROW_COLS columns, e.g. one scale column at K = 128) take a tile as narrow as they are
-# and up to NARROW_MAX_ROWS MN rows, so a program moves a few hundred elements instead of 64. The same rule at 14
-# packed columns (K = 7168) makes the MN-contiguous pack slower, so wider inputs keep the 64 x 32 tile.
-NARROW_COLS = 8
-NARROW_MAX_ROWS = 512
-# CUDA's limit on the y and z grid dimensions.
-MAX_GRID_YZ = 65535
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _batched(t: torch.Tensor) -> torch.Tensor:
@@ -52,15 +34,6 @@ def _batched(t: torch.Tensor) -> torch.Tensor:
 
 def _device_index(t: torch.Tensor) -> int:
     return t.device.index or 0
-
-
-def _tile(cols: int) -> tuple[int, int]:
-    """(MN rows, columns) of a program's tile for ``cols`` columns: BLOCK_MN x BLOCK_COLS, or below NARROW_COLS
-    the next power of two >= cols wide and as many rows as keep BLOCK_MN * BLOCK_COLS elements (<= NARROW_MAX_ROWS)."""
-    if cols >= NARROW_COLS:
-        return BLOCK_MN, BLOCK_COLS
-    width = 1 << max(0, (cols - 1).bit_length())
-    return min(NARROW_MAX_ROWS, BLOCK_MN * BLOCK_COLS // width), width
 
 
 def _unit_strides(src: torch.Tensor) -> tuple[bool, bool]:
@@ -79,8 +52,8 @@ def _mn_major_copy(sf: torch.Tensor, out: torch.Tensor, record: list | None = No
     groups, rows, cols = src.shape
     src_i = src.view(torch.int32) if src.dtype != torch.int32 else src
     dst_i = dst.view(torch.int32) if dst.dtype != torch.int32 else dst
-    block_mn, block_cols = _tile(cols)
-    grid = (_cdiv(rows, block_mn), _cdiv(cols, block_cols), groups)
+    block_mn, block_cols = tile(cols)
+    grid = (ceil_div(rows, block_mn), ceil_div(cols, block_cols), groups)
     if max(grid[1:]) > MAX_GRID_YZ:
         return out.copy_(sf)
     c_unit, r_unit = _unit_strides(src)
@@ -112,8 +85,8 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout, *, record: lis
     src, dst = _batched(sf), _batched(out)
     groups, rows, sf_k = src.shape
     packed = dst.size(2)
-    block_mn, block_cols = _tile(packed)
-    grid = (_cdiv(rows, block_mn), _cdiv(packed, block_cols), groups)
+    block_mn, block_cols = tile(packed)
+    grid = (ceil_div(rows, block_mn), ceil_div(packed, block_cols), groups)
     if max(grid[1:]) > MAX_GRID_YZ:
         return NotImplemented
     c_unit, r_unit = _unit_strides(src)
@@ -137,7 +110,7 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, k
         return out
     num_groups = grouped_layout.size(0)
     g_pad = max(2, 1 << (num_groups - 1).bit_length())
-    grid = (_cdiv(rows, BLOCK_PACKED_ROWS), _cdiv(mn, BLOCK_K_GROUPED_MN), 1)
+    grid = (ceil_div(rows, BLOCK_PACKED_ROWS), ceil_div(mn, BLOCK_K_GROUPED_MN), 1)
     if grid[1] > MAX_GRID_YZ:
         return NotImplemented
     args = (sf, grouped_layout, out, rows, mn, sf.size(0), num_groups, gran_k, k_alignment, bool(use_psum_layout),

@@ -20,8 +20,9 @@ from .. import arch
 from .._internals import COMPILE_OPTIONS
 from .._ops.errors import fail, require
 from .._triton.first_import import ensure_triton
+from ..utils.numeric import ceil_div
 from . import reference
-from .tiles import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
+from .plan import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
 
 __all__ = [
     "m_grouped_bf16_gemm_nt_contiguous_tl", "m_grouped_bf16_gemm_nn_contiguous_tl",
@@ -78,7 +79,7 @@ def _block_m(max_block_m: int = M_GROUPED_TILE.block_m) -> int:
 def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor,
                row_indices: torch.Tensor | None, tile: LegacyTile = M_GROUPED_TILE) -> None:
     """b: [G, N, K] view (K-major for nt, N-major for nn). tile: the launch's tile (its block_m is an upper
-    bound, see tiles.py)."""
+    bound, see plan.py)."""
     _bf16("a", a, 2)
     _bf16("b", b, 3)
     _bf16("d", d, 2)
@@ -109,7 +110,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
     from . import kernels
     tile = tile.for_sm(arch.sm_of_tensor(a))
     block_m = _block_m(tile.block_m)
-    grid = (triton_cdiv(m, block_m) * triton_cdiv(n, tile.block_n),)
+    grid = (ceil_div(m, block_m) * ceil_div(n, tile.block_n),)
     # enable_fp_fusion: multiply-adds fused as the kernels were tested (Triton's default turns it off from 3.10)
     common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
                   num_warps=tile.num_warps, num_stages=tile.num_stages, **COMPILE_OPTIONS)
@@ -119,10 +120,6 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
     else:
         kernels.a_fused_m_grouped_bf16_gemm_contiguous_tl_impl[grid](a, b, d, m_indices, row_indices, m, n, k,
                                                                      *strides, **common)
-
-
-def triton_cdiv(x: int, y: int) -> int:
-    return (x + y - 1) // y
 
 
 def m_grouped_bf16_gemm_nt_contiguous_tl(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
@@ -202,7 +199,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     tile = tile.for_sm(arch.sm_of_tensor(a))
     kernel = (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl if gather_a
               else kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl)
-    grid = (triton_cdiv(m, tile.block_m) * triton_cdiv(n, tile.block_n), groups)
+    grid = (ceil_div(m, tile.block_m) * ceil_div(n, tile.block_n), groups)
     kernel[grid](a, b, d, k_indices, k_start, k_end, m, n, a.stride(0), b.stride(0), d.stride(0), d.stride(1),
                  ACC=bool(acc), DOT_FP32=_interpreting(), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
                  BLOCK_K=tile.block_k, num_warps=tile.num_warps, num_stages=tile.num_stages, **COMPILE_OPTIONS)

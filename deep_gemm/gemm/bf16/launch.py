@@ -23,10 +23,11 @@ from ... import arch
 from ..._triton.launch import FastDescriptor, descriptor, interpreting, launch
 from ..._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from ..._triton.scratch import split_k_buffers
-from ...runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
+from ...runtime import get_mk_alignment_for_contiguous_layout, usable_sms
+from ...utils.numeric import group_pad
+from ..operands import to_nt, write_without_product
 from . import plan as bf16_plan
 from .plan import GROUPING, NO_OVERRIDES, Bf16Call, Bf16Overrides, Bf16Plan
-from ..operands import to_nt, write_without_product
 
 TMA_BYTES = 16
 PLAN_OF_CALL = ConfigCache()
@@ -36,10 +37,6 @@ _UNCOVERED = object()  # (cached as a plan: ConfigCache treats None as "not reso
 def _plan_for(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     p = PLAN_OF_CALL.get((call, overrides), lambda key: bf16_plan.plan(*key) or _UNCOVERED)
     return None if p is _UNCOVERED else p
-
-
-def _num_sms() -> int:
-    return get_num_sms() or 1
 
 
 def _aligned_stride(cols: int) -> int:
@@ -180,7 +177,7 @@ def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b,
         b2_desc = gluon_desc(b, tail, cfg.block_k) if b_k_major else gluon_desc(b, cfg.block_k, tail)
         d2_desc = gluon_desc(d, 64, tail)
     consumer_regs, producer_regs = bf16_plan.WS_REGISTERS
-    g_pad = bf16_plan.next_pow2(call.num_groups)
+    g_pad = group_pad(call.num_groups)
     zero_gaps = call.zero_gaps or call.grouping != GROUPING["m_psum"]  # (the kernel's ZERO_GAPS: psum only)
     args = (a_desc, b_desc, b2_desc, d_desc, d2_desc, c_desc, layout if layout is not None else d, d, d.stride(-2),
             call.m, call.n, call.k, call.num_groups, b_group_n, b_group_k, num_tiles, cfg.block_m, cfg.block_n,
@@ -196,7 +193,7 @@ def _execute_ws(cfg, grid: int, num_tiles: int, call: Bf16Call, a, a_k_major, b,
 def _call(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Tensor, c, a_k_major: bool,
           b_k_major: bool, d_tma: bool, psum_align: int = 128, expected_m: int = 0, k_divisor: int = 0,
           zero_gaps: bool = True, d_aligned: bool = False) -> Bf16Call:
-    return Bf16Call(grouping, m, n, k, num_groups, _num_sms(), c is not None, d.element_size(), a_k_major,
+    return Bf16Call(grouping, m, n, k, num_groups, usable_sms(), c is not None, d.element_size(), a_k_major,
                     b_k_major, d_tma, psum_align, expected_m, k_divisor, zero_gaps, _c_tma(c, d), interpreting(),
                     d_aligned, arch.sm_of_tensor(d))
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ... import arch
 from ..._ops.library import register
 from . import checks
-from . import reference as ref
 from . import launch as launchers  # (imports no Triton: the kernel loads at the first launch)
+from . import reference as ref
 
 _M_GROUPED_NOTE = ("reference for K == 0, an M alignment no tile height (64, 128) divides, and an MN-major B whose K "
                    "no K block (16-64) divides")

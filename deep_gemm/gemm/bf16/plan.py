@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from math import gcd
 
 from ... import arch
+from ...utils.numeric import ceil_div, group_pad, next_pow2
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
 
@@ -202,14 +203,6 @@ class Bf16Plan:
     uniform: bool = False  # psum / masked on "ws", K-grouped: the layout values marked warp-uniform (UNIFORM_TILES, ...)
 
 
-def next_pow2(x: int) -> int:
-    return 1 << max(1, (max(1, x) - 1).bit_length())
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _block_k(call: Bf16Call, preferred: int) -> int | None:
     for bk in (preferred, 64, 32, 16):
         if bk <= preferred and (call.k_divisor == 0 or call.k_divisor % bk == 0):
@@ -254,12 +247,12 @@ def _candidates(call: Bf16Call):
 
 def _tiles(call: Bf16Call, bm: int, bn: int) -> int:
     if call.grouping == GROUPING["masked"]:
-        m_blocks = call.num_groups * _cdiv(max(1, _rows(call) // call.num_groups), bm)
+        m_blocks = call.num_groups * ceil_div(max(1, _rows(call) // call.num_groups), bm)
     elif call.grouping == GROUPING["k_grouped"]:
-        m_blocks = call.num_groups * _cdiv(call.m, bm)
+        m_blocks = call.num_groups * ceil_div(call.m, bm)
     else:
-        m_blocks = _cdiv(call.m, bm)
-    return m_blocks * _cdiv(call.n, bn)
+        m_blocks = ceil_div(call.m, bm)
+    return m_blocks * ceil_div(call.n, bn)
 
 
 def _cost(call: Bf16Call, cfg: Bf16Config, kernel: str = "tl") -> float:
@@ -283,8 +276,8 @@ def _cost(call: Bf16Call, cfg: Bf16Config, kernel: str = "tl") -> float:
         stream = (a_rows + bn) * k_len * 2.0 / (stages * (bm + bn) * bk * 2 / STREAM_LATENCY_S)
         return max(compute, stream)
 
-    k_blocks = _cdiv(int(call.k / groups_k), bk)
-    rounds = _cdiv(whole, call.num_sms)
+    k_blocks = ceil_div(int(call.k / groups_k), bk)
+    rounds = ceil_div(whole, call.num_sms)
     overheads = 0.0
     if kernel == "ws_tail":  # the whole waves in the WS kernel (its ring), then a second launch for the pieces
         ws = _ws_config(call, bn, bk)
@@ -294,8 +287,8 @@ def _cost(call: Bf16Call, cfg: Bf16Config, kernel: str = "tl") -> float:
         body = rounds * tile_time(k_blocks * bk)
     if pieces:
         partial = bm * bn * 4.0 / PARTIAL_BYTES_PER_S
-        piece_rounds = _cdiv(pieces, call.num_sms)
-        body += piece_rounds * tile_time(_cdiv(k_blocks, split) * bk)
+        piece_rounds = ceil_div(pieces, call.num_sms)
+        body += piece_rounds * tile_time(ceil_div(k_blocks, split) * bk)
         rounds += piece_rounds
         overheads += piece_rounds * partial + SPLIT_OVERHEAD_S + split * partial  # (the last piece's reduction)
     b_sets = call.num_groups if call.grouping in (GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]) else 1
@@ -334,8 +327,8 @@ def _splits(call: Bf16Call, bm: int, bn: int):
     yield 1, 0
     if call.grouping != GROUPING["dense"] or bm * bn > POINTER_EPILOGUE_MAX_TILE:
         return
-    tiles = _cdiv(call.m, bm) * _cdiv(call.n, bn)
-    k_blocks = _cdiv(call.k, 64)
+    tiles = ceil_div(call.m, bm) * ceil_div(call.n, bn)
+    k_blocks = ceil_div(call.k, 64)
     # Every split count whose pieces fit one round of programs (a second round of a few pieces nearly doubles the
     # time), not only powers of two.
     for s in range(2, MAX_SPLIT_K + 1):
@@ -505,8 +498,8 @@ def _wave_filling_tail(call: Bf16Call) -> int:
     for tail in WS_TAIL_WIDTHS:
         if call.n % (128 + tail):
             continue
-        tiles = _cdiv(call.m, 128) * (call.n // (128 + tail))
-        fill = tiles / (_cdiv(tiles, call.num_sms) * call.num_sms)
+        tiles = ceil_div(call.m, 128) * (call.n // (128 + tail))
+        fill = tiles / (ceil_div(tiles, call.num_sms) * call.num_sms)
         if fill >= best_fill:
             best, best_fill = tail, fill
     return best
@@ -548,7 +541,7 @@ def _masked_split_time(call: Bf16Call, cfg: Bf16Config, split: int) -> float:
     tiles = _tiles(call, cfg.block_m, cfg.block_n)
     waves, last = divmod(tiles, call.num_sms)
     pieces = min(split, call.num_sms // last) if last else 1  # (the kernel's rule)
-    tile_bytes = 2.0 * call.n / _cdiv(call.n, cfg.block_n) * call.k  # (B's bytes per tile: it dominates)
+    tile_bytes = 2.0 * call.n / ceil_div(call.n, cfg.block_n) * call.k  # (B's bytes per tile: it dominates)
     whole = waves * call.num_sms * tile_bytes / MASKED_SPLIT_HBM_BYTES_PER_S
     rate = min(MASKED_SPLIT_HBM_BYTES_PER_S, last * pieces * MASKED_SPLIT_SM_BYTES_PER_S)
     tail = last * tile_bytes / rate if last else 0.0
@@ -565,7 +558,7 @@ def masked_split(call: Bf16Call, cfg: Bf16Config) -> int:
     if (_masked_decode_tile(call) is None or cfg.split_k != 1 or cfg.block_n_tail
             or cfg.block_m * cfg.block_n > POINTER_EPILOGUE_MAX_TILE):
         return 1
-    most = min(MAX_SPLIT_K, _cdiv(call.k, cfg.block_k) // MIN_K_BLOCKS_PER_SPLIT)
+    most = min(MAX_SPLIT_K, ceil_div(call.k, cfg.block_k) // MIN_K_BLOCKS_PER_SPLIT)
     unsplit = _masked_split_time(call, cfg, 1)
     best, best_time = 1, unsplit
     for split in range(2, most + 1):
@@ -577,7 +570,7 @@ def masked_split(call: Bf16Call, cfg: Bf16Config) -> int:
 
 def _piece_too_short(call: Bf16Call, cfg: Bf16Config) -> bool:
     return (cfg.split_k > 1 and cfg.block_m >= 64
-            and _cdiv(_cdiv(call.k, cfg.block_k), cfg.split_k) < MIN_PIECE_DEPTHS * cfg.num_stages)
+            and ceil_div(ceil_div(call.k, cfg.block_k), cfg.split_k) < MIN_PIECE_DEPTHS * cfg.num_stages)
 
 
 def _splits_ok(call: Bf16Call) -> bool:
@@ -625,20 +618,20 @@ def _ws_covers(call: Bf16Call, cfg: Bf16Config, d_tma: bool) -> bool:
 
 def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, kernel: str = "tl") -> Bf16Plan:
     if kernel == "ws":
-        tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.tile_n)
+        tiles = ceil_div(call.m, cfg.block_m) * ceil_div(call.n, cfg.tile_n)
         if call.grouping == GROUPING["k_grouped"]:
             tiles *= call.num_groups
-        return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, next_pow2(call.num_groups), "ws")
+        return Bf16Plan(cfg, max(1, min(tiles, call.num_sms)), True, group_pad(call.num_groups), "ws")
     if kernel == "ws_tail":  # (grid: the tl.* launch of the pieces; the WS launch runs the whole waves on every SM)
-        pieces = (_cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n) - cfg.split_from) * cfg.split_k
-        return Bf16Plan(cfg, max(1, min(pieces, call.num_sms)), d_tma, next_pow2(call.num_groups), "ws_tail",
+        pieces = (ceil_div(call.m, cfg.block_m) * ceil_div(call.n, cfg.block_n) - cfg.split_from) * cfg.split_k
+        return Bf16Plan(cfg, max(1, min(pieces, call.num_sms)), d_tma, group_pad(call.num_groups), "ws_tail",
                         _ws_config(call, cfg.block_n, cfg.block_k))
     if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]):
         grid = call.num_sms  # the tile count is known on the device only (masked) or may be large
         if call.grouping == GROUPING["k_grouped"]:
-            grid = min(grid, call.num_groups * _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n))
+            grid = min(grid, call.num_groups * ceil_div(call.m, cfg.block_m) * ceil_div(call.n, cfg.block_n))
     else:
-        tiles = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.tile_n)
+        tiles = ceil_div(call.m, cfg.block_m) * ceil_div(call.n, cfg.tile_n)
         if cfg.split_k > 1:
             whole = min(cfg.split_from, tiles)
             if whole != cfg.split_from:
@@ -648,7 +641,7 @@ def _finish(call: Bf16Call, cfg: Bf16Config, d_tma: bool, kernel: str = "tl") ->
         grid = min(tiles, call.num_sms)
     if call.grouping == GROUPING["masked"] or call.grouping == GROUPING["k_grouped"]:
         d_tma = False
-    return Bf16Plan(cfg, max(1, grid), d_tma, next_pow2(call.num_groups))
+    return Bf16Plan(cfg, max(1, grid), d_tma, group_pad(call.num_groups))
 
 
 def k_divisor_of(ks) -> int:
@@ -705,8 +698,8 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     uniform = _uniform(overrides, UNIFORM_TILES)
     # (grid: the SMs, or fewer where masked_m could not give as many tiles; only the device knows the count, and a
     # CTA past it exits at once)
-    grid = min(call.num_sms, call.num_groups * _cdiv(call.m, best[1].block_m) * _cdiv(call.n, best[1].block_n))
-    return Bf16Plan(best[1], max(1, grid), True, next_pow2(call.num_groups), "ws", uniform=uniform)
+    grid = min(call.num_sms, call.num_groups * ceil_div(call.m, best[1].block_m) * ceil_div(call.n, best[1].block_n))
+    return Bf16Plan(best[1], max(1, grid), True, group_pad(call.num_groups), "ws", uniform=uniform)
 
 
 def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides, heights=(128,)):

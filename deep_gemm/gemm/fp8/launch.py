@@ -25,12 +25,13 @@ from ..._internals import COMPILE_OPTIONS
 from ..._triton.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ..._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from ..._triton.scratch import split_k_buffers
-from ...runtime import get_mk_alignment_for_contiguous_layout, get_num_sms
+from ...runtime import get_mk_alignment_for_contiguous_layout, usable_sms
+from ...utils.numeric import ceil_div, group_pad
+from ..operands import FP8, resolve_recipe, to_nt, write_without_product
 from . import autotune as fp8_autotune
 from . import configs
 from . import plan as fp8_plan
-from .plan import GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, next_pow2, ws_register_budget
-from ..operands import FP8, resolve_recipe, to_nt, write_without_product
+from .plan import GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, ws_register_budget
 
 # Plans resolved per (call, overrides): the heuristic's, or (opt-in) autotuning's tile config and what follows.
 PLAN_OF_CALL = ConfigCache()
@@ -91,7 +92,7 @@ def _transposed_copy(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty((batch, rows, cols), dtype=x.dtype, device=x.device)
     if out.numel():
         blk = TRANSPOSE_BLOCK
-        grid = (_cdiv(rows, blk), _cdiv(cols, blk), batch)
+        grid = (ceil_div(rows, blk), ceil_div(cols, blk), batch)
         _transpose_kernel[grid](x3.view(torch.uint8), out.view(torch.uint8), rows, cols, x3.stride(0),
                                 x3.stride(2), out.stride(0), out.stride(1), BR=blk, BC=blk, num_warps=4,
                                 **COMPILE_OPTIONS)
@@ -101,14 +102,6 @@ def _transposed_copy(x: torch.Tensor) -> torch.Tensor:
 def _rows_desc(x: torch.Tensor, rows_block: int):
     """TMA descriptor of a K-major 2-D operand [R, K], block [rows_block, 128]."""
     return descriptor(x, (x.size(0), x.size(1)), (x.stride(0), 1), (rows_block, configs.BLOCK_K))
-
-
-def _num_sms() -> int:
-    return get_num_sms() or 1
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _tma_storable(d: torch.Tensor, grouping: int, zero_gaps: bool, head) -> bool:
@@ -179,7 +172,7 @@ def call_of(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Ten
     d_rows = _rows_view(d)
     d_tma = _tma_storable(d, grouping, zero_gaps, head)
     c_tma = c is not None and d_rows is not None and _c_tma_loadable(c, d, d_rows) is not None
-    return Fp8Call(grouping, m, n, k, num_groups, _num_sms(), b_per_row, c is not None, d.element_size(),
+    return Fp8Call(grouping, m, n, k, num_groups, usable_sms(), b_per_row, c is not None, d.element_size(),
                    tuple(head), zero_gaps, psum_align, expected_m, d_rows is not None, d_tma,
                    _ws_tma_storable(d, grouping, d_tma), c_tma, d.is_cuda, interpreting(), arch.sm_of_tensor(d))
 
@@ -201,10 +194,10 @@ def _execute(p: Fp8Plan, call: Fp8Call, *, a, b, sfa, sfb, d, c, layout, strides
     stride_cm = c_arg.stride(-2) if c is not None else 0
     a_desc, b_desc = _rows_desc(a, cfg.block_m), _rows_desc(b, cfg.block_n)
     # Split-K on the tl.* kernel: one counter per tile, the partials as [split, M, N].
-    ws, counters = split_k_buffers(d, split, _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n), split * m * n,
+    ws, counters = split_k_buffers(d, split, ceil_div(m, cfg.block_m) * ceil_div(n, cfg.block_n), split * m * n,
                                    recorder)
     d_desc = descriptor(d, (m, n), (d.stride(0), 1), (cfg.block_m, cfg.block_n)) if call.d_tma else a_desc
-    g_pad = next_pow2(call.num_groups)
+    g_pad = group_pad(call.num_groups)
     args = (a_desc, b_desc, sfa, sfb, d, c_arg, d_desc, layout if layout is not None else d, ws, counters,
             m, n, call.k, call.num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cg, stride_cm,
             cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, grid[0], cfg.num_stages, split, call.grouping,
@@ -227,7 +220,7 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
     c_arg = c if c is not None else d
     stride_cm = c_arg.stride(-2) if c is not None else 0
     # Split-K: one counter per 64 x BN slab, its partials contiguous ([2 * tiles, split, 64 * BN]).
-    slabs = 2 * _cdiv(m, 128) * _cdiv(n, cfg.block_n)
+    slabs = 2 * ceil_div(m, 128) * ceil_div(n, cfg.block_n)
     ws, counters = split_k_buffers(d, cfg.split_k, slabs, slabs * cfg.split_k * 64 * cfg.block_n, recorder)
     kg_desc = group_blocks is not None
     if kg_desc:  # (the split-K slots carry A's and B's storage: gemm_ws, KG_DESC)
@@ -239,7 +232,7 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
     b_gluon = _gluon_operand_desc(b, w.bn if w.split_tile else w.tile_n)
     b2_gluon = _gluon_operand_desc(b, w.narrow) if w.split_tile else b_gluon
     c_desc = _gluon_slab_desc(_c_tma_loadable(c, d, d_rows), w.bn) if w.c_tma else d_desc
-    g_pad = next_pow2(num_groups)
+    g_pad = group_pad(num_groups)
     head = (a_gluon, b_gluon, b2_gluon, sfa, sfb, d, c_arg, d_desc, d2_desc, c_desc,
             layout if layout is not None else d, ws, counters,
             m, n, k, num_groups, *strides_sfa, *strides_sfb, stride_dg, stride_dm, stride_cm,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ... import arch
 from ..._ops.library import register
 from . import checks
-from . import reference as ref
 from . import launch as launchers  # (imports no Triton: its kernels load at the first launch)
+from . import reference as ref
 
 _NOT_COVERED = "reference for FP4 operands, int32 UE8M0 scales and K granularity 32"
 

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ... import arch
+from ...utils.numeric import ceil_div, next_pow2
 from . import configs
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
@@ -189,14 +190,6 @@ class Fp8Plan:
     row_tail: int = 0
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def next_pow2(x: int) -> int:
-    return 1 << max(1, (max(1, x) - 1).bit_length())
-
-
 def ws_mode_of(overrides: Fp8Overrides) -> str:
     return overrides.ws_mode or DEFAULT_WS_MODE
 
@@ -241,10 +234,10 @@ def ws_waves(grouping: int, m: int, n: int, block_n: int, c_by_pointer: bool, nu
     if c_by_pointer or grouping not in (GROUPING["dense"], GROUPING["m_ids"], GROUPING["m_psum"], GROUPING["masked"]):
         return 1, False
     half_wave = num_sms // 2
-    if block_n == 128 and (grouping == GROUPING["masked"] or _cdiv(m, 128) * _cdiv(n, 256) >= half_wave):
+    if block_n == 128 and (grouping == GROUPING["masked"] or ceil_div(m, 128) * ceil_div(n, 256) >= half_wave):
         return 2, True
     # 256 x BN tiles only with 128-wide waves: 256 x 64 tiles are slower than the tl.* kernel.
-    if grouping == GROUPING["dense"] and block_n == 128 and _cdiv(m, 256) * _cdiv(n, block_n) >= half_wave:
+    if grouping == GROUPING["dense"] and block_n == 128 and ceil_div(m, 256) * ceil_div(n, block_n) >= half_wave:
         return 2, False
     return 1, False
 
@@ -257,8 +250,8 @@ def tail_narrow(n: int) -> int:
     whole, tail = divmod(n, 128)
     if whole == 0 or tail == 0:
         return 0
-    width = max(TAIL_WAVE_WIDTHS[0], next_pow2(_cdiv(tail, whole)))
-    if width not in TAIL_WAVE_WIDTHS or _cdiv(n, 128 + width) != whole:
+    width = max(TAIL_WAVE_WIDTHS[0], next_pow2(ceil_div(tail, whole)))
+    if width not in TAIL_WAVE_WIDTHS or ceil_div(n, 128 + width) != whole:
         return 0
     return width
 
@@ -272,11 +265,11 @@ def ws_narrow(m: int, n: int, k: int, num_sms: int) -> int:
     for N = 2112 (11 x 192 exactly) and 128 + 16 tail tiles for N = 576."""
     if k < SPLIT_TILE_MIN_K:
         return 128
-    row_blocks = _cdiv(m, 128)
+    row_blocks = ceil_div(m, 128)
 
     def cost(tiles_n, tile_n, per_column):
-        return _cdiv(row_blocks * tiles_n, num_sms) * tile_n * per_column
-    costs = {128: cost(_cdiv(n, 256), 256, 1.0), 64: cost(_cdiv(n, 192), 192, SPLIT_TILE_COLUMN_COST)}
+        return ceil_div(row_blocks * tiles_n, num_sms) * tile_n * per_column
+    costs = {128: cost(ceil_div(n, 256), 256, 1.0), 64: cost(ceil_div(n, 192), 192, SPLIT_TILE_COLUMN_COST)}
     tail = tail_narrow(n)
     if tail:
         costs[tail] = cost(n // 128, 128 + tail, TAIL_TILE_COLUMN_COST)
@@ -375,8 +368,8 @@ def row_tail(call: Fp8Call, cfg: configs.Fp8GemmConfig, mode: str) -> int:
         return 0
     if mode == "off" or ws_waves(GROUPING["dense"], call.m, call.n, 128, False, call.num_sms) != (2, True):
         return 0
-    row_blocks, col_blocks = _cdiv(call.m, 128), _cdiv(call.n, 256)
-    rounds = _cdiv(row_blocks * col_blocks, call.num_sms)
+    row_blocks, col_blocks = ceil_div(call.m, 128), ceil_div(call.n, 256)
+    rounds = ceil_div(row_blocks * col_blocks, call.num_sms)
     if row_blocks < 2 or (row_blocks - 1) * col_blocks > (rounds - 1) * call.num_sms:
         return 0
     return call.m - (row_blocks - 1) * 128
@@ -398,7 +391,7 @@ def sized_call(call: Fp8Call) -> Fp8Call:
     if call.grouping != GROUPING["m_psum"] or call.expected_m <= 0:
         return call
     align = max(call.psum_align, 1)
-    return replace(call, m=max(1, min(call.m, call.num_groups * _cdiv(call.expected_m, align) * align)))
+    return replace(call, m=max(1, min(call.m, call.num_groups * ceil_div(call.expected_m, align) * align)))
 
 
 def plan_for_config(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Overrides = NO_OVERRIDES) -> Fp8Plan:
@@ -419,7 +412,7 @@ def plan_for_config(call: Fp8Call, cfg: configs.Fp8GemmConfig, overrides: Fp8Ove
         return Fp8Plan(cfg, "tl", grid, None, tail)
     if (ws.block_m, ws.tile_n) != (cfg.block_m, cfg.block_n):
         groups_in_grid = call.num_groups if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
-        tiles = _cdiv(call.m, ws.block_m) * _cdiv(call.n, ws.tile_n) * groups_in_grid * cfg.split_k
+        tiles = ceil_div(call.m, ws.block_m) * ceil_div(call.n, ws.tile_n) * groups_in_grid * cfg.split_k
         grid = max(1, min(call.num_sms, tiles))
     return Fp8Plan(cfg, "ws", grid, ws, tail)
 
@@ -428,7 +421,7 @@ def _tl_grid(call: Fp8Call, cfg: configs.Fp8GemmConfig) -> int:
     """Persistent programs of the tl.* kernel: SM slots, or fewer when there are fewer tiles. Masked tile counts are
     only known on the device: the grid is sized by slots and the programs loop over the tiles."""
     groups_in_grid = call.num_groups if call.grouping in (GROUPING["masked"], GROUPING["k_grouped"]) else 1
-    tiles_upper = _cdiv(call.m, cfg.block_m) * _cdiv(call.n, cfg.block_n) * cfg.split_k * groups_in_grid
+    tiles_upper = ceil_div(call.m, cfg.block_m) * ceil_div(call.n, cfg.block_n) * cfg.split_k * groups_in_grid
     return max(1, min(call.num_sms * cfg.programs_per_sm, tiles_upper))
 
 
