@@ -79,7 +79,7 @@ def fp8_fp4_mega_moe(y: _torch.Tensor, l1_weights: _Tuple[_torch.Tensor, _torch.
                      fast_math: bool, num_ring_tokens: int, /) -> None:
     """Raw fused FP8 x FP4 Mega MoE over a flat symmetric buffer (``deep_gemm.fp8_fp4_mega_moe`` is the public
     form, taking a ``SymmBuffer``)."""
-    from .gemm.fp8.api import unpack_pair
+    from .common.operands import unpack_pair
     op = _flat_op("fp8_fp4_mega_moe")
     l1, l1_sf = unpack_pair("l1_weights", l1_weights)
     l2, l2_sf = unpack_pair("l2_weights", l2_weights)

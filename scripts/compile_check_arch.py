@@ -170,7 +170,7 @@ def bf16_variants(sm: int, quick: bool = False):
 # ---- einsum (einsum/kernels.py) --------------------------------------------------------------------------------------
 
 def einsum_variants(sm: int, quick: bool = False):
-    from deep_gemm.einsum import launch as et
+    from deep_gemm.einsum import plan as et
     from deep_gemm.einsum.kernels import REDUCE_GRID, REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL
     variants = []
     rows = [(8, 4096, 1024, 4096, True, "bf16", False), (8, 4096, 1024, 4096, False, "fp32", True),

@@ -56,7 +56,7 @@ def barrier_facts(ptx: str, stages: int) -> dict:
 
 
 def check_barriers() -> dict:
-    from deep_gemm.gemm.fp8.kernels.gemm_ws import PRODUCER_THREADS
+    from deep_gemm.gemm.fp8.kernels.ws_mainloop import PRODUCER_THREADS
     report = {}
     for name, (cfg, staged) in BARRIER_VARIANTS.items():
         facts = barrier_facts(compile_fp8_gemm_ws(**cfg).asm["ptx"], cfg["stages"])

@@ -148,7 +148,7 @@ def test_hc_plan_fits_the_device_and_reads_b_by_tma_only_where_there_is_tma(sm):
 
 @pytest.mark.parametrize("sm", SMS)
 def test_einsum_tiles_fit_the_device(sm):
-    from deep_gemm.einsum import launch as et
+    from deep_gemm.einsum import plan as et
     large = et.bh_config(8, 4096, 1024, 4096, True)
     assert large is et.BH_LARGE
     fitted = et.fitted_bh_config(large, 2, False, sm)
@@ -168,7 +168,7 @@ def test_einsum_tiles_fit_the_device(sm):
 
 
 def test_einsum_grid_reduction_is_offered_only_with_sm90_occupancy():
-    from deep_gemm.einsum import launch as et
+    from deep_gemm.einsum import plan as et
     s, m, n, k = 4096, 256, 256, 256
     assert et.bmk_plan(s, m, n, k, reduce="grid", cooperative=True).reduce == "grid"
     for sm in (80, 89, 120):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from deep_gemm._triton.scratch import arrival_counters
-from deep_gemm.einsum import launch as et
+from deep_gemm.einsum import plan as et
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.einsum.plan import EinsumOverrides
 from triton_harness import run_forced

@@ -1,4 +1,4 @@
-"""The carried tile walk of the warp-specialised FP8 kernel (gemm_ws._walk, _walk_info, _group_at: psum and
+"""The carried tile walk of the warp-specialised FP8 kernel (ws_scheduler._walk, _walk_info, _group_at: psum and
 masked layouts, Fp8Overrides.tile_walk) on the CPU. The Gluon kernel cannot run under Triton's interpreter, so the
 kernel's own walk functions run here as plain Python (their ``.fn``), their ``gl`` calls on integers, and every
 CTA's tile sequence is checked against the tiles the per-tile scan (_tile_info) defines: each group's
@@ -12,7 +12,8 @@ import types
 
 import pytest
 
-from deep_gemm.gemm.fp8.kernels import gemm_ws as ws
+from deep_gemm.common.kernels import tiles
+from deep_gemm.gemm.fp8.kernels import ws_scheduler as ws
 
 
 class _I(int):
@@ -61,7 +62,8 @@ _GL = types.SimpleNamespace(cdiv=lambda a, b: _I(-(-int(a) // int(b))), maximum=
 def walk(monkeypatch):
     """The kernel module's walk functions, callable on integers."""
     monkeypatch.setattr(ws, "gl", _GL)
-    for name in ("_group_at", "_walk_start", "_walk", "_walk_info", "_swizzle", "warp_uniform"):
+    monkeypatch.setattr(tiles, "gl", _GL)
+    for name in ("_group_at", "_walk_start", "_walk", "_walk_info", "swizzle", "warp_uniform"):
         monkeypatch.setattr(ws, name, getattr(ws, name).fn)
     return ws
 
@@ -82,7 +84,7 @@ def _groups(layout, m, grouping, align):
 
 def _scan_tiles(layout, m, n, grouping, bm, bn, group_m, align):
     """Every tile (group, off_m, off_n, m_limit) in the scan's order: groups in turn, each rastered in GROUP_M
-    bands of row blocks (gemm_ws._swizzle)."""
+    bands of row blocks (common.kernels.tiles.swizzle)."""
     tiles = []
     nb = -(-n // bn)
     for g, (rows, start) in enumerate(_groups(layout, m, grouping, align)):

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 import torch
 
 from .._ops.library import eager_ops
-from ..gemm.fp8.api import unpack_pair
+from ..common.operands import unpack_pair
 
 __all__ = ["einsum", "fp8_einsum"]
 

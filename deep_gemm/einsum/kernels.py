@@ -23,14 +23,15 @@ dim in memory.
   128-K block is one ``tl.dot`` into a fresh FP32 tile, promoted into the FP32 accumulator with its scales (A per
   row, B per 128-block or per row); K-major operands only (FP8 wgmma), the launcher copies MN-major ones.
 
-Tiles are walked in grouped order (``fp8_gemm._tile_coords``) inside each batch entry, so a batch entry's B stays in
+Tiles are walked in grouped order (``common.kernels.tiles.tile_coords``) inside each batch entry, so a batch
+entry's B stays in
 L2 while its M blocks pass; a program loops over tiles p, p + NUM_PROGRAMS, ... (persistent when the grid is #SMs).
 """
 
 import triton
 import triton.language as tl
 
-from ..gemm.fp8.kernels.gemm import _tile_coords
+from ..common.kernels.tiles import tile_coords
 
 
 @triton.jit
@@ -40,7 +41,7 @@ def _batched_tile(tile, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.co
     num_n_blocks = tl.cdiv(N, BN)
     per_g = num_m_blocks * num_n_blocks
     g = tile // per_g
-    pid_m, pid_n = _tile_coords(tile % per_g, num_m_blocks, num_n_blocks, GROUP_M)
+    pid_m, pid_n = tile_coords(tile % per_g, num_m_blocks, num_n_blocks, GROUP_M)
     return g, pid_m * BM, pid_n * BN
 
 

@@ -35,7 +35,7 @@ from .._internals import COMPILE_OPTIONS
 from .._triton.launch import descriptor, interpreting, launch
 from .._triton.plans import replayable
 from .._triton.scratch import split_k_buffers
-from ..gemm.operands import resolve_recipe, write_without_product
+from ..common.operands import resolve_recipe, write_without_product
 from ..runtime import usable_sms
 from ..utils.numeric import ceil_div
 from .checks import NO_CUBLASLT_EXPRESSION, Equation

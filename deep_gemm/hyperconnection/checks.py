@@ -13,7 +13,7 @@ import torch
 
 from .._ops.errors import (fail, require, require_contiguous, require_dim, require_dtype, require_int_range,
                            require_same_device, require_shape)
-from ..gemm.operands import require_tma_aligned
+from ..common.operands import require_tma_aligned
 from ..runtime import INT32_MAX
 
 # K is cut into blocks of this many columns; num_splits partitions whole blocks (DeepGEMM's SM90 BLOCK_K).

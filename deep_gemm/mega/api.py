@@ -16,7 +16,7 @@ import torch
 
 from .._ops.errors import (
     DeepGEMMError, fail, require, require_contiguous, require_dim, require_dtype, require_same_device, require_shape)
-from ..gemm.fp8.api import unpack_pair
+from ..common.operands import unpack_pair
 from ..utils.math import align
 from . import buffer as _buffer
 

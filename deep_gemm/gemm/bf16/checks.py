@@ -23,7 +23,7 @@ from ..._ops.errors import (require, require_dim, require_dtype, require_major,
 from ..fp8.checks import GemmProblem
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
                              check_ks_cpu, check_masked_m)
-from ..operands import Recipe, check_accumulator, check_compiled_dims, check_out, require_tma_aligned, to_nt
+from ...common.operands import Recipe, check_accumulator, check_compiled_dims, check_out, require_tma_aligned, to_nt
 
 BF16 = torch.bfloat16
 # What the vendor-BLAS GEMM multiplies (one dtype for A and B), always with FP32 compute. float8_e4m3fn values are

@@ -25,7 +25,7 @@ from ..._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from ..._triton.scratch import split_k_buffers
 from ...runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...utils.numeric import group_pad
-from ..operands import to_nt, write_without_product
+from ...common.operands import to_nt, write_without_product
 from . import plan as bf16_plan
 from .plan import GROUPING, NO_OVERRIDES, Bf16Call, Bf16Overrides, Bf16Plan
 

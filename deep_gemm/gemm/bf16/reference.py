@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..fp8.reference import m_grouped_rows_matmul, row_groups, write_grouped_rows, write_masked_rows
-from ..operands import to_nt, write_output
+from ...common.operands import to_nt, write_output
 
 
 def _dense_product(layout: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,7 @@ import torch
 
 from ... import arch
 from ..._triton.scratch import capturing
-from ..operands import FP8, to_nt
+from ...common.operands import FP8, to_nt
 
 _HALF = (torch.bfloat16, torch.float16)
 # Unit FP32 scales for _scaled_mm, kept per device (made outside graph capture; see _unit_scale).

@@ -12,6 +12,7 @@ import torch
 
 from ..._ops.errors import fail
 from ..._ops.library import eager_ops
+from ...common.operands import unpack_pair
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
 _ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
@@ -25,15 +26,6 @@ __all__ = [
     "m_grouped_fp8_fp4_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked",
     "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
 ]
-
-
-def unpack_pair(name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:
-    """(data, scale) from any length-2 sequence, as DeepGEMM's bindings accept."""
-    if type(pair) is tuple and len(pair) == 2:  # the common form, tested first (host time per call)
-        return pair
-    if isinstance(pair, torch.Tensor) or not hasattr(pair, "__len__") or len(pair) != 2:
-        fail(f"{name}: expected a (data, scale) pair, got {type(pair).__name__}")
-    return pair[0], pair[1]
 
 
 def _ints(x: Optional[Sequence[int]]) -> Optional[list[int]]:

@@ -27,7 +27,7 @@ from ..._triton.plans import ConfigCache, PlanCache, Recorder, replayable
 from ..._triton.scratch import split_k_buffers
 from ...runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...utils.numeric import ceil_div, group_pad
-from ..operands import FP8, resolve_recipe, to_nt, write_without_product
+from ...common.operands import FP8, resolve_recipe, to_nt, write_without_product
 from . import autotune as fp8_autotune
 from . import configs
 from . import plan as fp8_plan
@@ -162,7 +162,7 @@ def _gluon_operand_desc(x: torch.Tensor, rows_block: int) -> FastDescriptor:
 
 def _gluon_slab_desc(rows: torch.Tensor, width: int) -> FastDescriptor:
     """The Gluon kernel's descriptor over a [rows, N] output (or C) view, block one 64 x width slab."""
-    from .kernels.gemm_ws import WG_ROWS
+    from .kernels.ws_scheduler import WG_ROWS
     return FastDescriptor(rows, (rows.size(0), rows.size(1)), (rows.stride(0), 1), (WG_ROWS.value, width), gluon=True)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ...runtime import get_mk_alignment_for_contiguous_layout
-from ..operands import dequantize, resolve_recipe, to_nt, write_output
+from ...common.operands import dequantize, resolve_recipe, to_nt, write_output
 
 
 def make_dense_reference(layout: str):

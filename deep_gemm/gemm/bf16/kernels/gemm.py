@@ -53,19 +53,8 @@ import triton
 import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+from ....common.kernels.tiles import tile_coords
 from ....common.kernels.uniform import tl_warp_uniform
-
-
-@triton.jit
-def _tile_coords(tile, num_m_blocks, num_n_blocks, GROUP_M: tl.constexpr):
-    """Grouped order: GROUP_M M-blocks share the N sweep, so B tiles are reused from L2."""
-    per_group = GROUP_M * num_n_blocks
-    group = tile // per_group
-    first_m = group * GROUP_M
-    rows = tl.minimum(num_m_blocks - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % rows
-    pid_n = (tile % per_group) // rows
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -201,11 +190,11 @@ def _bf16_gemm_kernel(
             group = tl.sum((group_end <= mn_tile).to(tl.int32), axis=0)
             local = mn_tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
             m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
-            pid_m, pid_n = _tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+            pid_m, pid_n = tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
         elif GROUPING == K_GROUPED:
             per_group = num_m_blocks * num_n_blocks
             group = tile // per_group
-            pid_m, pid_n = _tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
+            pid_m, pid_n = tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
             k_start = tl_warp_uniform(tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0), UNIFORM)
             # (BK divides every K_g: the plan)
@@ -223,7 +212,7 @@ def _bf16_gemm_kernel(
                     kb_per_split = tl.cdiv(num_kb, SPLIT_K)
                     kb_begin = split * kb_per_split
                     kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
-            pid_m, pid_n = _tile_coords(mn_tile, num_m_blocks, num_n_blocks, GROUP_M)
+            pid_m, pid_n = tile_coords(mn_tile, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
         off_m = pid_m * BM
         off_n = pid_n * (BN + BN_TAIL)

@@ -54,26 +54,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from ...._internals.gluon import tma_load, tma_store
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+from ....common.kernels.tiles import add, swizzle
 from ....common.kernels.uniform import warp_uniform
 
 # Rows each consumer warpgroup owns (wgmma's M per warpgroup).
 WG_ROWS = gl.constexpr(64)
-
-
-@gluon.jit
-def _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
-    """Grouped order: GROUP_M M-blocks share the N sweep, so B tiles are reused from L2."""
-    per_group = GROUP_M * num_n_blocks
-    first_m = (tile // per_group) * GROUP_M
-    rows = gl.minimum(num_m_blocks - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % rows
-    pid_n = (tile % per_group) // rows
-    return pid_m, pid_n
-
-
-@gluon.jit
-def _add(x, y):
-    return x + y
 
 
 @gluon.jit
@@ -105,12 +90,12 @@ def _masked_tile(tile, layout_ptr, M, N, NUM_GROUPS, BM: gl.constexpr, TILE_N: g
     and bound what the consumers store."""
     g_idx, rows = _masked_rows(layout_ptr, M, NUM_GROUPS, G_PAD, VEC)
     tiles = gl.cdiv(rows, BM) * gl.cdiv(N, TILE_N)
-    ends = gl.associative_scan(tiles, 0, _add)
+    ends = gl.associative_scan(tiles, 0, add)
     group = warp_uniform(gl.sum((ends <= tile).to(gl.int32), axis=0), UNIFORM)
     this = g_idx == group
     local = tile - warp_uniform(gl.sum(gl.where(this, ends - tiles, 0), axis=0), UNIFORM)
     group_rows = warp_uniform(gl.sum(gl.where(this, rows, 0), axis=0), UNIFORM)
-    pid_m, pid_n = _swizzle(local, gl.cdiv(group_rows, BM), gl.cdiv(N, TILE_N), GROUP_M)
+    pid_m, pid_n = swizzle(local, gl.cdiv(group_rows, BM), gl.cdiv(N, TILE_N), GROUP_M)
     first_row = group * (M // NUM_GROUPS)
     return first_row + pid_m * BM, pid_n, group, first_row + group_rows
 
@@ -142,7 +127,7 @@ def _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
     """(group, pid_m, pid_n) of a K_GROUPED tile: groups run one after another, each one's tiles in grouped order."""
     per_group = num_m_blocks * num_n_blocks
     group = tile // per_group
-    pid_m, pid_n = _swizzle(tile - group * per_group, num_m_blocks, num_n_blocks, GROUP_M)
+    pid_m, pid_n = swizzle(tile - group * per_group, num_m_blocks, num_n_blocks, GROUP_M)
     return group, pid_m, pid_n
 
 
@@ -180,7 +165,7 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
         if GROUPING == K_GROUPED:
             group, pid_m, pid_n = _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M)
         else:
-            pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+            pid_m, pid_n = swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         if GROUPING == MASKED:  # (B's expert is the tile's group)
@@ -249,7 +234,7 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
         if GROUPING == K_GROUPED:
             group, pid_m, pid_n = _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M)
         else:
-            pid_m, pid_n = _swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+            pid_m, pid_n = swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * (BN + TAIL_N)
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)

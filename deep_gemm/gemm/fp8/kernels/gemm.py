@@ -28,18 +28,7 @@ import triton
 import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
-
-
-@triton.jit
-def _tile_coords(tile, num_m_blocks, num_n_blocks, GROUP_M: tl.constexpr):
-    """Grouped order: GROUP_M M-blocks share the N sweep, so B tiles are reused from L2."""
-    per_group = GROUP_M * num_n_blocks
-    group = tile // per_group
-    first_m = group * GROUP_M
-    rows = tl.minimum(num_m_blocks - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % rows
-    pid_n = (tile % per_group) // rows
-    return pid_m, pid_n
+from ....common.kernels.tiles import tile_coords
 
 
 @triton.jit
@@ -148,17 +137,17 @@ def _fp8_gemm_kernel(
             group = tl.sum((group_end <= tile).to(tl.int32), axis=0)
             local = tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
             m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
-            pid_m, pid_n = _tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+            pid_m, pid_n = tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
         elif GROUPING == K_GROUPED:
             per_group = num_m_blocks * num_n_blocks
             group = tile // per_group
-            pid_m, pid_n = _tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
+            pid_m, pid_n = tile_coords(tile % per_group, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
             kb_begin = tl.sum(tl.where(g_idx == group, k_starts, 0), axis=0) // BK
             kb_end = kb_begin + tl.sum(tl.where(g_idx == group, ks, 0), axis=0) // BK
         else:
             split = tile % SPLIT_K
-            pid_m, pid_n = _tile_coords(tile // SPLIT_K, num_m_blocks, num_n_blocks, GROUP_M)
+            pid_m, pid_n = tile_coords(tile // SPLIT_K, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
             kb_per_split = tl.cdiv(num_kb, SPLIT_K)
             kb_begin = split * kb_per_split

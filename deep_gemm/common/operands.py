@@ -1,4 +1,5 @@
-"""Shared pieces of every GEMM family: scaling recipes, quantised-operand checks, layout views, dequantisation.
+"""Operand pieces shared by the op families: ``(data, scale)`` pairs of the public API (``unpack_pair``), scaling
+recipes, quantised-operand checks, layout views, dequantisation.
 
 A quantised operand is ``(data, sf)``:
 
@@ -201,3 +202,12 @@ def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None) -> 
     if c is not None:
         acc = acc + c.float()
     d.copy_(acc.to(d.dtype))
+
+
+def unpack_pair(name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:
+    """(data, scale) from any length-2 sequence, as DeepGEMM's bindings accept."""
+    if type(pair) is tuple and len(pair) == 2:  # the common form, tested first (host time per call)
+        return pair
+    if isinstance(pair, torch.Tensor) or not hasattr(pair, "__len__") or len(pair) != 2:
+        fail(f"{name}: expected a (data, scale) pair, got {type(pair).__name__}")
+    return pair[0], pair[1]
