@@ -4,7 +4,7 @@ Code written against DeepGEMM sometimes calls ``deep_gemm._C.<name>`` directly. 
 
 * every entry point under its DeepGEMM name as the very function object the public package exports
   (``_C.fp8_gemm_nt is deep_gemm.fp8_gemm_nt``). The names are not copied by hand: they are the public ops and
-  aliases of the schema table (``deep_gemm/_ops/schemas.py``), resolved against the package on first access, so a
+  aliases of the schema table (``core/schemas.py``), resolved against the package on first access, so a
   family that lands later is covered without touching this file;
 * pybind's positional-only behaviour where DeepGEMM binds a function without ``py::arg`` (``_POSITIONAL_ONLY``
   below): those functions are real positional-only Python functions (``def f(x, /)``), so passing an argument by
@@ -25,8 +25,8 @@ from typing import List as _List, Optional as _Optional, Sequence as _Sequence, 
 
 import torch as _torch
 
-from ._ops.schemas import SCHEMAS as _SCHEMAS
-from .runtime import JITRuntime as _JITRuntime
+from .core.schemas import SCHEMAS as _SCHEMAS
+from .core.runtime import JITRuntime as _JITRuntime
 
 _ops = _torch.ops.deep_gemm
 
@@ -102,7 +102,7 @@ def bf16_mega_moe(y: _torch.Tensor, l1_weights: _torch.Tensor, l2_weights: _torc
 def get_jit() -> _JITRuntime:
     """The process's kernel runtime (``deep_gemm.get_jit()``): ``.cache_dir``, ``.num_compiled_kernels``,
     ``.clear()``. Initialises nothing on CUDA."""
-    from .config import get_jit as runtime
+    from .core.config import get_jit as runtime
     return runtime()
 
 

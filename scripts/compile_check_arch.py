@@ -5,7 +5,7 @@ Per architecture and op family, the family's own plan runs over representative p
 M-grouped, masked, K-grouped, decode rows) with that architecture's capability, and every distinct kernel variant
 it picks is compiled for the target with Triton's compiler (the same builders as scripts/compile_check*.py). A
 variant passes when it compiles and its shared memory fits the architecture's opt-in limit per block
-(``deep_gemm.arch.shared_memory``: Triton refuses to load a kernel that needs more). Spills are reported, not
+(``deep_gemm.core.arch.shared_memory``: Triton refuses to load a kernel that needs more). Spills are reported, not
 failed: these kernels are tuned on sm_90a only. Plans that choose sm_90a-only kernels elsewhere, and FP8 kernels
 on sm_80 (no FP8 MMA: the ops run the reference there), fail the check.
 
@@ -38,7 +38,7 @@ import compile_check_einsum as ce  # noqa: E402
 import compile_check_hc as ch  # noqa: E402
 import compile_check_indexer as ci  # noqa: E402
 import compile_check_legacy as cl  # noqa: E402
-from deep_gemm import arch  # noqa: E402
+from deep_gemm.core import arch  # noqa: E402
 
 ARCHS = (100, 120, 89, 80)
 FAMILIES = ("fp8", "bf16", "einsum", "hc", "indexer", "layout", "legacy")
@@ -362,7 +362,7 @@ def main(argv=None) -> int:
             only.append((int(sm), family))
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error("run without TRITON_INTERPRET (the interpreter does not compile)")
-    from deep_gemm import runtime
+    from deep_gemm.core import runtime
     runtime.set_num_sms(NUM_SMS)
     results = check(args.arch, args.family, args.quick, verbose=not args.json, only=only)
     bad = [r for r in results if not r["ok"]]

@@ -115,7 +115,7 @@ def report(label: str, ck) -> bool:
 
 
 def main() -> int:
-    from deep_gemm.einsum.launch import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
+    from deep_gemm.einsum.plan import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
     ok = True
     for cfg in BH_CONFIGS:
         for b_k_major in (True, False):

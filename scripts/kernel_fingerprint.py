@@ -110,7 +110,7 @@ def _layout_names():
 
 
 def _einsum(add):
-    from deep_gemm.einsum.launch import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
+    from deep_gemm.einsum.plan import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
     for cfg in BH_CONFIGS:
         for b_k_major in (True, False):
             add(f"einsum bh {_key(cfg)} b_k_major={b_k_major}", lambda c=cfg, b=b_k_major: ce.compile_bh(c, b))

@@ -1,4 +1,4 @@
-"""The GPU architecture gate (deep_gemm.arch): with the capability forced to 8.0 / 8.9 / 9.0 / 10.0 / 12.0, each
+"""The GPU architecture gate (deep_gemm.core.arch): with the capability forced to 8.0 / 8.9 / 9.0 / 10.0 / 12.0, each
 family's plan picks kernels that architecture can run (sm_90a-only kernels on 9.0 only, FP8 on 8.0 the reference),
 sized to its shared memory, and ``deep_gemm.backends(device=...)`` says so. Plans are pure functions of the call
 (its ``sm`` field); launchers read the device's capability, forced here through ``arch.forced_capability``.
@@ -19,11 +19,11 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import arch
-from deep_gemm._ops.errors import DeepGEMMError
-from deep_gemm._ops.library import _Binder, kernels_of, run_launcher
-from deep_gemm._ops.schemas import SCHEMAS
-from deep_gemm.runtime import _STATE as RUNTIME
+from deep_gemm.core import arch
+from deep_gemm.core.errors import DeepGEMMError
+from deep_gemm.core.registry import _Binder, kernels_of, run_launcher
+from deep_gemm.core.schemas import SCHEMAS
+from deep_gemm.core.runtime import _STATE as RUNTIME
 
 from fp8_inputs import oracle_gemm, quantize
 from tolerances import TOLERANCES

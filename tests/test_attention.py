@@ -11,8 +11,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import deep_gemm
-from deep_gemm import runtime
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core import runtime
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.utils import align, ceil_div, per_token_cast_to_fp4
 

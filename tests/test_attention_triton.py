@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import runtime
-from deep_gemm._ops.library import _Binder, backends, kernels_of
-from deep_gemm._ops.schemas import SCHEMAS
+from deep_gemm.core import runtime
+from deep_gemm.core.registry import _Binder, backends, kernels_of
+from deep_gemm.core.schemas import SCHEMAS
 from deep_gemm.attention import launch as attention_launch
 from deep_gemm.attention import plan as attention_plan
 from deep_gemm.attention.plan import AttentionOverrides
@@ -711,8 +711,8 @@ class _Compiled:
 @pytest.fixture
 def stubbed_launches(monkeypatch):
     """Launches recorded instead of run: the launcher's full path and a replay both end in ``launch_compiled``."""
-    from deep_gemm._triton import launch as launch_module
-    from deep_gemm._triton import plans as plans_module
+    from deep_gemm.core import launch as launch_module
+    from deep_gemm.core import plans as plans_module
     calls = []
     compiled = {}
 

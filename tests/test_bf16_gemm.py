@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from deep_gemm import runtime
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core import runtime
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.gemm.bf16 import api
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.utils import align

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
-from deep_gemm import runtime
+from deep_gemm.core import runtime
 from deep_gemm.gemm.bf16 import plan as bf16_plan
 from deep_gemm.gemm.bf16.plan import Bf16Call, Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff

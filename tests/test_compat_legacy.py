@@ -11,7 +11,7 @@ import torch
 
 import deep_gemm
 from deep_gemm import legacy
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.legacy import api as legacy_api
 from deep_gemm.legacy import reference
 from deep_gemm.legacy.plan import LegacyTile

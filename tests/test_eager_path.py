@@ -1,4 +1,4 @@
-"""The eager path (``_ops/library.eager_op``): public wrappers call an op's CUDA kernel without the dispatcher for
+"""The eager path (``core/eager.eager_op``): public wrappers call an op's CUDA kernel without the dispatcher for
 plain eager calls, and hand everything else to the dispatcher op.
 
 On CPU the eager path's CUDA test is inverted (``cpu_as_cuda``: the same function with ``x.is_cuda`` negated), so
@@ -18,17 +18,16 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import deep_gemm
-from deep_gemm._ops import library
-from deep_gemm._ops.errors import DeepGEMMError
-from eager_harness import count_eager_calls, hc_compiled_graph
+from deep_gemm.core import eager, registry
+from deep_gemm.core.errors import DeepGEMMError
 
 M, N, K = 5, 8, 128
 
 
 @pytest.fixture
-def cpu_as_cuda(monkeypatch):
-    """Make CPU tensors eligible for the eager path and count the calls that took it (eager_harness.py)."""
-    return count_eager_calls(monkeypatch, "tf32_hc_prenorm_gemm")
+def cpu_as_cuda(eager_calls):
+    """Make CPU tensors eligible for the eager path and count the calls that took it (conftest's eager_calls)."""
+    return eager_calls("tf32_hc_prenorm_gemm")
 
 
 def _hc_inputs(seed: int = 0, m: int = M):
@@ -42,26 +41,26 @@ def _launcher_result(a, b, num_splits=None):
     """What the op's CUDA kernel computes for these inputs (the dispatcher's CPU kernel is the reference)."""
     d = torch.empty(M, N) if num_splits is None else torch.empty(num_splits, M, N)
     s = torch.empty(M) if num_splits is None else torch.empty(num_splits, M)
-    library.run_launcher("tf32_hc_prenorm_gemm", a, b, d, s, num_splits)
+    registry.run_launcher("tf32_hc_prenorm_gemm", a, b, d, s, num_splits)
     return d, s
 
 
 def test_eager_signature_is_the_memo_signature(cpu_as_cuda):
     a, b, d, s = _hc_inputs()
     for args in [(a, b, d, s, None), (a, b, d, s, 3), (a[1:], b, d[1:], s[1:], None), (a, [1, 2], 2.5, "nk", True)]:
-        assert library._eager_signature(args) == library._signature(args)
+        assert eager._eager_signature(args) == registry._signature(args)
 
 
 def test_generated_signatures_are_the_eager_signature(cpu_as_cuda, monkeypatch):
-    """Each op's generated signature (library._specialised_eager_signature) gives ``_eager_signature``'s key: on its
+    """Each op's generated signature (eager._specialised_eager_signature) gives ``_eager_signature``'s key: on its
     fast case (here with the device test inverted, as cpu_as_cuda inverts the generic one) and on every call it
     hands to the generic function (lists, a given optional tensor, other devices, wrong types, other lengths)."""
-    monkeypatch.setattr(library, "_EAGER_DEVICE_TEST", "is_cpu")
+    monkeypatch.setattr(eager, "_EAGER_DEVICE_TEST", "is_cpu")
     a, b, d, s = _hc_inputs()
-    hc = library._specialised_eager_signature(library.kernels_of("tf32_hc_prenorm_gemm").binder.kinds)
-    masked_kinds = library.kernels_of("m_grouped_fp8_gemm_nt_masked").binder.kinds
-    masked = library._specialised_eager_signature(masked_kinds)
-    fp8 = library._specialised_eager_signature(library.kernels_of("fp8_gemm_nt").binder.kinds)
+    hc = eager._specialised_eager_signature(registry.kernels_of("tf32_hc_prenorm_gemm").binder.kinds)
+    masked_kinds = registry.kernels_of("m_grouped_fp8_gemm_nt_masked").binder.kinds
+    masked = eager._specialised_eager_signature(masked_kinds)
+    fp8 = eager._specialised_eager_signature(registry.kernels_of("fp8_gemm_nt").binder.kinds)
     g = torch.empty(2, 16, 128).to(torch.float8_e4m3fn)
     masked_args = (g, torch.empty(2, 16, 1), g[:, :8], torch.empty(2, 1, 1),
                    torch.empty(2, 16, 8, dtype=torch.bfloat16), torch.empty(2, dtype=torch.int32), 4, None, None, None,
@@ -74,9 +73,9 @@ def test_generated_signatures_are_the_eager_signature(cpu_as_cuda, monkeypatch):
              (fp8, (g[0], torch.empty(16, 1), g[1], torch.empty(1, 1), d, None, None, None, None, "nk", False)),
              (fp8, (g[0], torch.empty(16, 1), g[1], torch.empty(1, 1), d, d, None, None, None, "nk", False))]
     for fn, args in cases:
-        assert fn(args) == library._eager_signature(args)
+        assert fn(args) == eager._eager_signature(args)
     with torch.no_grad():
-        assert hc((a, w, d, s, None)) == library._eager_signature((a, w, d, s, None)) is not None
+        assert hc((a, w, d, s, None)) == eager._eager_signature((a, w, d, s, None)) is not None
 
 
 def test_eager_path_taken_and_equal_to_the_cuda_kernel(cpu_as_cuda):
@@ -146,7 +145,7 @@ def test_falls_back_to_the_dispatcher(cpu_as_cuda, monkeypatch):
     deep_gemm.tf32_hc_prenorm_gemm(a, b_grad, d, s)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
-    monkeypatch.setattr(library, "_is_compiling", lambda: True)
+    monkeypatch.setattr(eager, "_is_compiling", lambda: True)
     deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
     assert cpu_as_cuda == []  # every call above went through the dispatcher (whose CPU kernel is the reference)
     assert torch.equal(d, want_d) and torch.equal(s, want_s)
@@ -155,7 +154,7 @@ def test_falls_back_to_the_dispatcher(cpu_as_cuda, monkeypatch):
         deep_gemm.tf32_hc_prenorm_gemm(a, b_grad, d, s)
 
 
-def test_fake_tensors_and_compile_go_through_the_op():
+def test_fake_tensors_and_compile_go_through_the_op(hc_compiled_graph):
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K)
@@ -198,14 +197,14 @@ def test_every_public_wrapper_uses_the_eager_path():
     from deep_gemm.hyperconnection import api as hc_api
     from deep_gemm.layout import api as layout_api
     for module in (fp8_api, bf16_api, hc_api, einsum_api, layout_api):
-        assert module._ops is library.eager_ops, module.__name__
-    assert library.eager_ops.fp8_gemm_nt.default.op is torch.ops.deep_gemm.fp8_gemm_nt.default
+        assert module._ops is eager.eager_ops, module.__name__
+    assert eager.eager_ops.fp8_gemm_nt.default.op is torch.ops.deep_gemm.fp8_gemm_nt.default
 
 
 def test_eager_path_can_be_turned_off(monkeypatch):
     """DG_NO_EAGER_PATH=1 (read at import) makes eager_op hand out the dispatcher op itself."""
-    monkeypatch.setattr(library, "_EAGER_PATH", False)
-    assert library.eager_op("tf32_hc_prenorm_gemm") is torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default
+    monkeypatch.setattr(eager, "_EAGER_PATH", False)
+    assert eager.eager_op("tf32_hc_prenorm_gemm") is torch.ops.deep_gemm.tf32_hc_prenorm_gemm.default
 
 
 # torch.jit.trace is deprecated but still what older integrations call: the test uses it on purpose.

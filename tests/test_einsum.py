@@ -15,7 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import deep_gemm
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
 from bf16_inputs import output_and_accumulator, randn  # noqa: E402

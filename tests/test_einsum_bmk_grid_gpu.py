@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deep_gemm._triton.scratch import arrival_counters
+from deep_gemm.core.scratch import arrival_counters
 from deep_gemm.einsum import plan as et
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.einsum.plan import EinsumOverrides
@@ -120,7 +120,7 @@ def test_cuda_graph_capture_and_replay():
 
 
 def test_two_streams_at_once():
-    # Each stream has its own tile counters (_triton/scratch); both launches need every SM's programs, so the
+    # Each stream has its own tile counters (core/scratch); both launches need every SM's programs, so the
     # second cooperative launch starts when the first has ended, whichever stream issues first.
     problems = [_grid_problem(), _grid_problem(129, 384, 128, 384)]
     expected = []

@@ -13,7 +13,7 @@ import torch
 
 import deep_gemm
 import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
-from deep_gemm._ops.library import run_launcher
+from deep_gemm.core.registry import run_launcher
 from deep_gemm.einsum import launch as einsum_launch
 from deep_gemm.einsum import plan as einsum_plan
 from deep_gemm.einsum.plan import EinsumOverrides
@@ -166,7 +166,7 @@ BMK_REDUCTION_CASES = [
 @pytest.mark.parametrize("dims,plan,out_dtype,accumulate", BMK_REDUCTION_CASES,
                          ids=lambda x: str(x) if not isinstance(x, dict) else "-".join(f"{k}{v}" for k, v in x.items()))
 def test_bmk_parallel_reduction_bits(dims, plan, out_dtype, accumulate):
-    from deep_gemm._triton.plans import Recorder
+    from deep_gemm.core.plans import Recorder
     case = EinsumCase("bmk,bnk->mn", dims)
     a, b = bf16_operands(case)
     m, n = dims["m"], dims["n"]

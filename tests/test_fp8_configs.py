@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.gemm.fp8 import autotune as fp8_autotune
 from deep_gemm.gemm.fp8 import configs
 

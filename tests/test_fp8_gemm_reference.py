@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, ceil_div
 

@@ -11,7 +11,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import deep_gemm
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.testing import assert_bitwise_equal as _assert_bitwise_equal
 
 ops = torch.ops.deep_gemm

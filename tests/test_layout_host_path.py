@@ -1,6 +1,6 @@
 """The layout family's host fast path: the public ``transform_sf_into_required_layout`` decides "return the input as
 is" once per signature token (``layout/api.py``) instead of re-running the op's check on every call, and the layout
-launchers replay their launch per signature (``_triton/plans.replayable_allocating``).
+launchers replay their launch per signature (``core/plans.replayable_allocating``).
 
 Checked on CPU: the eager path (CPU tensors made eligible, as in ``test_eager_path.py``) gives the dispatcher path's
 results and errors, a cached decision never survives a change of strides, dtype or recipe, fake tensors and modes
@@ -14,20 +14,19 @@ import pytest
 import torch
 
 import deep_gemm
-import deep_gemm._triton.launch as launch_mod
-import deep_gemm._triton.plans as plans_mod
-from deep_gemm._ops import library
-from deep_gemm._ops.errors import DeepGEMMError
+import deep_gemm.core.launch as launch_mod
+import deep_gemm.core.plans as plans_mod
+from deep_gemm.core import eager, registry
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.layout import reference as ref
-from eager_harness import count_eager_calls
 
 NAME = "transform_sf_into_required_layout"
 
 
 @pytest.fixture
-def cpu_as_cuda(monkeypatch):
-    """Make CPU tensors eligible for the eager path and count the calls that took it (eager_harness.py)."""
-    return count_eager_calls(monkeypatch, NAME)
+def cpu_as_cuda(eager_calls):
+    """Make CPU tensors eligible for the eager path and count the calls that took it (conftest's eager_calls)."""
+    return eager_calls(NAME)
 
 
 def _reference(sf, mn, k, recipe, groups=None, is_sfa=None):
@@ -113,7 +112,7 @@ def test_modes_and_fake_tensors_go_through_the_op(cpu_as_cuda, monkeypatch):
         with pytest.raises(DeepGEMMError):
             deep_gemm.transform_sf_into_required_layout(torch.empty(8, 5), 8, 512, (1, 128))
     sf = torch.randn(8, 4)
-    monkeypatch.setattr(library, "_is_compiling", lambda: True)
+    monkeypatch.setattr(eager, "_is_compiling", lambda: True)
     out = deep_gemm.transform_sf_into_required_layout(sf, 8, 512, (1, 128))
     assert torch.equal(out, sf) and out.stride() == (1, 8)
     assert cpu_as_cuda == []
@@ -122,13 +121,13 @@ def test_modes_and_fake_tensors_go_through_the_op(cpu_as_cuda, monkeypatch):
 def test_eager_checked_declines_what_eager_op_declines(cpu_as_cuda, monkeypatch):
     sf = torch.randn(8, 4)
     args = (sf, 8, 512, [1, 128], None, None, False, None)
-    kernels, full, token = library.eager_checked(NAME, args)
-    assert kernels is library.kernels_of(NAME) and full == args
+    kernels, full, token = eager.eager_checked(NAME, args)
+    assert kernels is registry.kernels_of(NAME) and full == args
     assert token == kernels.checked(full)  # the dispatcher path's token: shared memo and plans
-    assert library.eager_checked(NAME, (None, 8, 512, [1, 128], None, None, False, None)) is None  # no tensor
-    assert library.eager_checked(NAME, (sf.requires_grad_(True), *args[1:])) is None
-    monkeypatch.setattr(library, "_EAGER_PATH", False)
-    assert library.eager_checked(NAME, args) is None
+    assert eager.eager_checked(NAME, (None, 8, 512, [1, 128], None, None, False, None)) is None  # no tensor
+    assert eager.eager_checked(NAME, (sf.requires_grad_(True), *args[1:])) is None
+    monkeypatch.setattr(eager, "_EAGER_PATH", False)
+    assert eager.eager_checked(NAME, args) is None
 
 
 # ---- replay of the layout launchers, GPU stubbed -------------------------------------------------------------------
@@ -173,7 +172,7 @@ def _same_launch(fresh, replayed, fresh_inputs, replayed_inputs):
     ("get_mn_major_tma_aligned_packed_ue8m0_tensor", (torch.randn(9, 6), None)),
 ])
 def test_replayed_layout_launch_passes_what_a_fresh_launch_would(stubbed_gpu, name, args):
-    kernels = library.kernels_of(name)
+    kernels = registry.kernels_of(name)
     launcher = kernels.triton
     token = kernels.checked(args)
     plans_before = len(launcher.plans)
@@ -190,7 +189,7 @@ def test_replayed_layout_launch_passes_what_a_fresh_launch_would(stubbed_gpu, na
 
 
 def test_no_plan_without_a_launch(stubbed_gpu):
-    kernels = library.kernels_of(NAME)
+    kernels = registry.kernels_of(NAME)
     for args in [(torch.randn(0, 4), 0, 512, [1, 128], None, None, False, None),  # empty: nothing launched
                  (torch.randn(2, 4), 200, 512, [128, 128], None, None, False, None)]:  # (128, 128): the reference
         before = len(kernels.triton.plans)

@@ -3,7 +3,7 @@ launch the kernels of ``attention/kernels.py``. Every argument combination the c
 included); nothing here reads a device tensor on the host, so every call is CUDA-graph capturable.
 
 The MQA-logits kernels take FP8 (or packed FP4) operands: on devices without FP8 MMAs (below sm_89,
-``deep_gemm.arch``) those launchers decline and the reference runs. The paged schedule (metadata) kernel runs from
+``deep_gemm.core.arch``) those launchers decline and the reference runs. The paged schedule (metadata) kernel runs from
 sm_80 on. Tiles, splits and kernel choices come from ``plan.py``; an ``overrides=`` keyword
 (``plan.AttentionOverrides``) forces them.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import arch
-from .._triton.launch import compiled_kernel, descriptor, interpreting, launch, programs_per_sm
+from ..core import arch
+from ..core.launch import compiled_kernel, descriptor, interpreting, launch, programs_per_sm
 from ..utils.math import ceil_div
 from ..utils.numeric import next_pow2
 from . import reference as ref
@@ -28,7 +28,7 @@ from .reference import SPLIT_KV
 
 def _num_sms(t: torch.Tensor) -> int:
     """SMs the kernels may use (the runtime knob when set, else the device's count; 0 without a GPU)."""
-    from ..runtime import get_num_sms
+    from ..core.runtime import get_num_sms
     return get_num_sms()
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import arch
-from .._ops.library import register
-from .._triton.plans import replayable_allocating
+from ..core import arch
+from ..core.registry import register
+from ..core.plans import replayable_allocating
 from . import checks
 from . import launch as tri
 from . import reference as ref

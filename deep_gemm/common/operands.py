@@ -18,7 +18,7 @@ from typing import Sequence
 
 import torch
 
-from .._ops.errors import fail, require_dtype
+from ..core.errors import fail, require_dtype
 from ..utils.math import TMA_ALIGNMENT_BYTES, ceil_div
 from ..utils.quant import fp4_e2m1_to_float, unpack_ue8m0_from_int
 

@@ -16,7 +16,7 @@ dim in memory.
   range order: deterministic (bit-identical from run to run), unlike atomics. REDUCE_PARALLEL: by
   ``_bmk_reduce_partials``, a second launch whose programs each own a few rows of a tile; REDUCE_SERIAL: by the
   last range to arrive at the tile's counter, which resets it (counters are kept zeroed between calls,
-  ``_triton/scratch``); REDUCE_GRID: in the same launch by every range (``_bmk_grid_reduce``): each waits at its
+  ``core/scratch``); REDUCE_GRID: in the same launch by every range (``_bmk_grid_reduce``): each waits at its
   tile's counter for all the tile's ranges, then sums its own 1/SPLITS of the tile's elements over every range
   (cooperative launch: the waits need every program resident).
 * ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/fp8/kernels/gemm.py``): every
@@ -113,7 +113,7 @@ def _load_b(b_desc, g, off_n, k, BN: tl.constexpr, BK: tl.constexpr, B_K_MAJOR: 
     return b
 
 
-# Runtime ints and pointers are not specialised on (see _triton/launch.py): one binary per config.
+# Runtime ints and pointers are not specialised on (see core/launch.py): one binary per config.
 @triton.jit(do_not_specialize=["G", "M", "N", "K", "stride_dg", "stride_dm", "stride_cg", "stride_cm"],
             do_not_specialize_on_alignment=["d_ptr", "c_ptr"])
 def _bh_einsum_gemm_kernel(
@@ -264,7 +264,7 @@ def _add_ranges_in_order(total, at, step, r0, SPLITS, ok, LOADS: tl.constexpr, C
 @triton.jit
 def _wait_for_ranges(counter, SPLITS):
     """Arrive at a tile's counter and wait until all SPLITS ranges of the tile have; then leave, the last to leave
-    resetting it to zero (for the next launch on this stream: ``_triton/scratch``).
+    resetting it to zero (for the next launch on this stream: ``core/scratch``).
 
     The arrival is a release at GPU scope after a CTA barrier, so every thread's partial stores precede it (the
     release is cumulative over what the barrier ordered before it); the wait polls with acquire loads (a relaxed

@@ -15,28 +15,28 @@ into the NT form ``A [G, M, K]``, ``B [G, N, K]`` (or ``[G, K, N]``), ``D [G, M,
 ``use_cublaslt=True`` (the ``bh*`` expressions) runs cuBLAS's strided batched GEMM through ``torch.bmm`` into ``d``
 (DeepGEMM's cuBLASLt path). Calls the kernels do not cover return ``NotImplemented`` (the reference runs): operands
 whose strides or start are not 16-byte aligned (TMA), FP8 scale recipes other than A per row and B per 128 or per
-row. Launches are recorded per argument signature and replayed (``_triton/plans.replayable``).
+row. Launches are recorded per argument signature and replayed (``core/plans.replayable``).
 
 Devices: the kernels are ``tl.*`` kernels tuned on sm_90a. On a device with less shared memory per block (sm_80,
-sm_89, sm_120: ``deep_gemm.arch``) the planned tile's pipeline is cut to fit (``fit_smem``), to a narrower tile where
+sm_89, sm_120: ``deep_gemm.core.arch``) the planned tile's pipeline is cut to fit (``fit_smem``), to a narrower tile where
 not even two stages fit; ``fp8_einsum`` needs FP8 MMAs (sm_89 and later, else the reference runs); the cooperative
 ``"grid"`` reduction is offered only where SMs have sm_90's limits (``arch.sm90_occupancy``).
 
 Tile configs, batch splits and FP8 routes come from ``plan.py``; an ``overrides=`` keyword (``plan.EinsumOverrides``,
-through ``_ops.library.run_launcher``) pins them for sweeps and tests.
+through ``core.registry.run_launcher``) pins them for sweeps and tests.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .. import arch
+from ..core import arch
 from .._internals import COMPILE_OPTIONS
-from .._triton.launch import descriptor, interpreting, launch
-from .._triton.plans import replayable
-from .._triton.scratch import split_k_buffers
+from ..core.launch import descriptor, interpreting, launch
+from ..core.plans import replayable
+from ..core.scratch import split_k_buffers
 from ..common.operands import resolve_recipe, write_without_product
-from ..runtime import usable_sms
+from ..core.runtime import usable_sms
 from ..utils.numeric import ceil_div
 from .checks import NO_CUBLASLT_EXPRESSION, Equation
 from .plan import (BH_WIDE, NO_OVERRIDES, BmkPlan, EinsumOverrides, TileConfig, bh_config, bmk_plan,

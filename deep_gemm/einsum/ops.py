@@ -3,8 +3,8 @@ kernel needed). The launchers (``einsum_launch``) import Triton and their kernel
 
 from __future__ import annotations
 
-from .. import arch
-from .._ops.library import register
+from ..core import arch
+from ..core.registry import register
 from . import checks, reference
 from . import launch as einsum_launch
 

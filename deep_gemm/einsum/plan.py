@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .. import arch
-from .._triton.launch import interpreting
-from ..runtime import usable_sms
+from ..core import arch
+from ..core.launch import interpreting
+from ..core.runtime import usable_sms
 from ..utils.numeric import ceil_div
 
 
@@ -153,7 +153,7 @@ class BmkPlan:
       arrived, then sums 1/``splits`` of the tile's elements over all ranges (one cooperative launch, the reduction
       spread over every program). CUDA only: the interpreter runs programs one after another, where a wait never
       ends, so the launcher runs ``"parallel"`` there; on CUDA it does the same when the compiled kernel's programs
-      would not all be resident at once (``_triton.launch.launch`` declines such a cooperative launch).
+      would not all be resident at once (``core.launch.launch`` declines such a cooperative launch).
 
     All give the same bits on every call (no float atomics); ``"grid"`` and ``"parallel"`` the same bits as each
     other (each element summed from -0.0 in range order, then C); ``splits == 1`` stores D directly.

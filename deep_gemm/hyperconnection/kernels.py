@@ -21,7 +21,7 @@ for the unsplit [M, N] / [M] form); a split without K blocks writes zeros.
             per-call workspace and bumps its (m_block, split)'s arrival counter; the last to arrive sums the SUB
             partials in sub-split order (RED_CHUNK loads issued at a time), so the result has the same bits
             whichever arrives last, stores the tile and resets the counter to zero (counters are zero at rest:
-            _triton/scratch.py).
+            core/scratch.py).
 """
 
 import triton

@@ -1,7 +1,7 @@
 """CUDA launcher of ``tf32_hc_prenorm_gemm`` (the op's CUDA kernel calls it after the shared check).
 
 One launch per call (``kernels._hc_prenorm_kernel``), configured by ``plan.plan`` (resolved once per call shape)
-and recorded per argument signature, so a repeated call shape replays it (``_triton/plans.replayable``: the second
+and recorded per argument signature, so a repeated call shape replays it (``core/plans.replayable``: the second
 call costs the dispatcher, the memoised check and the C launcher).
 
 B reaches the tensor cores rounded to TF32: through a TMA map encoded as TFLOAT32 (``launch.Tf32RoundingDescriptor``)
@@ -12,12 +12,12 @@ from 3.7 on) on a device with TMA (sm_90 and later), else through pointers with 
 
 from __future__ import annotations
 
-from .. import arch
-from .._triton.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, tf32_rounding_available,
+from ..core import arch
+from ..core.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, tf32_rounding_available,
                               interpreting, launch)
-from .._triton.plans import ConfigCache, replayable
-from .._triton.scratch import arrival_counters, stream_workspace
-from ..runtime import usable_sms
+from ..core.plans import ConfigCache, replayable
+from ..core.scratch import arrival_counters, stream_workspace
+from ..core.runtime import usable_sms
 from . import plan as hc_plan
 from .checks import BLOCK_K
 
@@ -53,7 +53,7 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, *, recorder=None,
     tiles = programs // cfg.sub
     tile_elems = cfg.block_m * cfg.block_n + cfg.block_m
     if cfg.sub > 1:
-        # Both kept per stream (the workspace too: _triton/scratch.stream_workspace), so a replay allocates nothing.
+        # Both kept per stream (the workspace too: core/scratch.stream_workspace), so a replay allocates nothing.
         ws, counters = stream_workspace(d, tiles * cfg.sub * tile_elems), arrival_counters(d, tiles)
         if recorder is not None:
             recorder.persistent += [ws, counters]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._ops.library import register
+from ..core.registry import register
 from .checks import check_tf32_hc_prenorm_gemm
 from .launch import tf32_hc_prenorm_gemm as _launcher
 from .reference import tf32_hc_prenorm_gemm_reference

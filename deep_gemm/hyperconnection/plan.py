@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import arch
+from ..core import arch
 from ..utils.numeric import next_pow2
 from .checks import BLOCK_K
 

@@ -7,7 +7,7 @@ without ``psum_layout`` (with it: the reference), ``get_k_grouped_mn_major_tma_a
 input's layout and is a plain copy (the reference). The public API returns the input itself where it is already in
 the required layout (``api.py``), so these run only when something has to move.
 
-The launchers taking ``record=`` are wrapped in ``_triton/plans.replayable_allocating`` (``ops.py``): the first call
+The launchers taking ``record=`` are wrapped in ``core/plans.replayable_allocating`` (``ops.py``): the first call
 with a metadata signature computes the geometry and the launch and records it; later calls with that signature
 allocate the same output and replay the launch (no geometry, view or grid logic per call). Calls that make no
 launch (empty outputs, grids past CUDA's limits) record nothing and always take this full path.
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import arch
-from .._triton.launch import launch
+from ..core import arch
+from ..core.launch import launch
 from ..utils.numeric import ceil_div
 from . import checks
 from .plan import BLOCK_K_GROUPED_MN, BLOCK_PACKED_ROWS, MAX_GRID_YZ, NUM_WARPS, tile

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .._ops.library import register
-from .._triton.plans import replayable_allocating
+from ..core.registry import register
+from ..core.plans import replayable_allocating
 from . import checks
 from . import launch as _LAUNCHERS  # (imports no Triton at import time)
 from . import reference as ref

@@ -16,10 +16,10 @@ from typing import Tuple
 
 import torch
 
-from .. import arch
+from ..core import arch
 from .._internals import COMPILE_OPTIONS
-from .._ops.errors import fail, require
-from .._triton.first_import import ensure_triton
+from ..core.errors import fail, require
+from ..core.first_import import ensure_triton
 from ..utils.numeric import ceil_div
 from . import reference
 from .plan import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
@@ -42,7 +42,7 @@ def _interpreting() -> bool:
 
 
 def _use_triton(*tensors: torch.Tensor) -> bool:
-    """Whether the Triton kernels run: CUDA tensors on a device they run on (sm_80 and later, ``deep_gemm.arch``;
+    """Whether the Triton kernels run: CUDA tensors on a device they run on (sm_80 and later, ``deep_gemm.core.arch``;
     below it the torch definitions run on the GPU), or Triton's interpreter."""
     t = tensors[0]
     return (t.is_cuda and arch.kernels_run(arch.sm_of_tensor(t))) or _interpreting()
@@ -70,7 +70,7 @@ def _same_device(**tensors: torch.Tensor) -> None:
 
 
 def _block_m(max_block_m: int = M_GROUPED_TILE.block_m) -> int:
-    from ..config import get_mk_alignment_for_contiguous_layout
+    from ..core.config import get_mk_alignment_for_contiguous_layout
     alignment = get_mk_alignment_for_contiguous_layout()
     block = alignment & -alignment  # largest power of two dividing the alignment
     return max(16, min(max_block_m, block))
@@ -96,7 +96,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
         require(a.size(0) == m, f"a: expected {m} rows (rows of d), got {a.size(0)}")
     else:
         _int32_vector("m_row_indices", row_indices, m)
-    from ..config import get_mk_alignment_for_contiguous_layout
+    from ..core.config import get_mk_alignment_for_contiguous_layout
     alignment = get_mk_alignment_for_contiguous_layout()
     require(m % alignment == 0, f"d: expected a row count that is a multiple of the contiguous-layout alignment "
                                 f"{alignment} (get_mk_alignment_for_contiguous_layout()), got {m}")
@@ -184,7 +184,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     require(d.shape == (groups, m, n), f"d: expected shape {(groups, m, n)} (groups, M, N), got {tuple(d.shape)}")
     k = b.size(0) if gather_a else a.size(0)
     _int32_vector("k_indices", k_indices, k)
-    from ..config import get_mk_alignment_for_contiguous_layout
+    from ..core.config import get_mk_alignment_for_contiguous_layout
     alignment = get_mk_alignment_for_contiguous_layout()
     require(k % alignment == 0, f"{'b' if gather_a else 'a'}: expected a row count (K) that is a multiple of the "
                                 f"contiguous-layout alignment {alignment}, got {k}")

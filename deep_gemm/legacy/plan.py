@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import arch
+from ..core import arch
 
 # What a tile's pipelined A and B tiles may use of a device's shared memory: its opt-in limit less this margin
 # (barriers, layout-conversion scratch).

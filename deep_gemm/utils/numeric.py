@@ -38,6 +38,6 @@ def align(x: int, y: int) -> int:
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """x rounded up so that x elements of ``element_size`` bytes span a multiple of 16 bytes."""
     if TMA_ALIGNMENT_BYTES % element_size != 0:
-        from .._ops.errors import fail
+        from ..core.errors import fail
         fail(f"element_size: expected a divisor of {TMA_ALIGNMENT_BYTES}, got {element_size}")
     return align(x, TMA_ALIGNMENT_BYTES // element_size)

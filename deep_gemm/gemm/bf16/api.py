@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from ..._ops.errors import fail
-from ..._ops.library import eager_ops
+from ...core.errors import fail
+from ...core.eager import eager_ops
 
 __all__ = [
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
@@ -24,7 +24,7 @@ __all__ = [
     "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
 ]
 
-_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (core/registry.py)
 
 # layout -> (text, A as given, B as given, how a caller holding A [M,K] and B [N,K] passes them)
 _LAYOUTS = {

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..._ops.errors import (require, require_dim, require_dtype, require_major,
+from ...core.errors import (require, require_dim, require_dtype, require_major,
                            require_same_device)
 from ..fp8.checks import GemmProblem
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,

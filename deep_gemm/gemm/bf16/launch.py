@@ -9,7 +9,7 @@ psum layout, and M-grouped calls with K == 0. Launchers accept an explicit ``ove
 
 Operands go to the kernel as they are: a TMA descriptor over the K-major matrix or, for an MN-major operand, over
 the [K, rows] matrix it is in memory (BF16 wgmma reads both from shared memory), so no layout is copied. The
-dense, M-grouped and masked launchers keep a ``LaunchPlan`` per argument signature (``_triton/plans.py``): a repeated
+dense, M-grouped and masked launchers keep a ``LaunchPlan`` per argument signature (``core/plans.py``): a repeated
 call shape replays its recorded launch without planning.
 """
 
@@ -19,11 +19,11 @@ from dataclasses import replace
 
 import torch
 
-from ... import arch
-from ..._triton.launch import FastDescriptor, descriptor, interpreting, launch
-from ..._triton.plans import ConfigCache, PlanCache, Recorder, replayable
-from ..._triton.scratch import split_k_buffers
-from ...runtime import get_mk_alignment_for_contiguous_layout, usable_sms
+from ...core import arch
+from ...core.launch import FastDescriptor, descriptor, interpreting, launch
+from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
+from ...core.scratch import split_k_buffers
+from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...utils.numeric import group_pad
 from ...common.operands import to_nt, write_without_product
 from . import plan as bf16_plan

@@ -6,8 +6,8 @@ They only write their ``d`` argument, so no fake kernel is needed (the check sti
 
 from __future__ import annotations
 
-from ... import arch
-from ..._ops.library import register
+from ...core import arch
+from ...core.registry import register
 from . import checks
 from . import launch as launchers  # (imports no Triton: the kernel loads at the first launch)
 from . import reference as ref

@@ -3,7 +3,7 @@
 ``plan(call, overrides)`` is a pure function of ``Bf16Call`` (the call's sizes, grouping, operand majorness and what
 the launcher read off D's metadata) and of explicit ``Bf16Overrides`` (tests and sweeps force tiles and splits
 through them; nothing here reads a mutable global). The launchers in ``gemm/bf16/launch.py`` only read the plan, and
-resolve it once per call shape (``_triton/plans.ConfigCache``).
+resolve it once per call shape (``core/plans.ConfigCache``).
 
 Tile choice: a small cost model over a fixed candidate list, each candidate priced as
 ``max(tensor-core time over the waves of tiles, operand bytes / achievable bandwidth)`` plus per-wave and split-K
@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, replace
 from math import gcd
 
-from ... import arch
+from ...core import arch
 from ...utils.numeric import ceil_div, group_pad, next_pow2
 
 GROUPING = {"dense": 0, "m_ids": 1, "m_psum": 2, "masked": 3, "k_grouped": 4}
@@ -128,7 +128,7 @@ class Bf16Call:
     # D's rows can be TMA-stored (16-byte aligned rows and start) even where not every row may be written (d_tma):
     # psum with gaps left untouched, whose WS kernel stores whole slabs by TMA
     d_aligned: bool = False
-    # The device's SM version (deep_gemm.arch): the WS kernel is sm_90a code (_ws_runs); the tl.* kernel's
+    # The device's SM version (deep_gemm.core.arch): the WS kernel is sm_90a code (_ws_runs); the tl.* kernel's
     # pipelines are sized to the device's shared memory (_smem); below sm_80 nothing runs (plan: None).
     sm: int = arch.SM90
 

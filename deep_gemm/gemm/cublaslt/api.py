@@ -23,8 +23,8 @@ import threading
 
 import torch
 
-from ... import arch
-from ..._triton.scratch import capturing
+from ...core import arch
+from ...core.scratch import capturing
 from ...common.operands import FP8, to_nt
 
 _HALF = (torch.bfloat16, torch.float16)

@@ -6,8 +6,8 @@ They only write their ``d`` argument, so no fake kernel is needed (the check sti
 
 from __future__ import annotations
 
-from ... import arch
-from ..._ops.library import register
+from ...core import arch
+from ...core.registry import register
 from ..bf16 import checks
 from ..bf16 import reference as ref
 from . import api as cublaslt

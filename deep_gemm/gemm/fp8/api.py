@@ -10,12 +10,12 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from ..._ops.errors import fail
-from ..._ops.library import eager_ops
+from ...core.errors import fail
+from ...core.eager import eager_ops
 from ...common.operands import unpack_pair
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
-_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (core/registry.py)
 
 __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",

@@ -18,7 +18,7 @@ import tempfile
 import threading
 from typing import Callable
 
-from ...runtime import cache_dir
+from ...core.runtime import cache_dir
 from . import configs
 
 _STATE = {"enabled": os.environ.get("DG_AUTOTUNE", "0") == "1"}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..._ops.errors import (fail, major_of, require, require_contiguous, require_dim, require_dtype,
+from ...core.errors import (fail, major_of, require, require_contiguous, require_dim, require_dtype,
                            require_same_device)
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
                              check_ks_cpu, check_masked_m)

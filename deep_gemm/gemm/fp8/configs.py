@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ... import arch
+from ...core import arch
 
 # One K block = one scale block: per-block promotion needs BK == the scale granularity.
 BLOCK_K = 128

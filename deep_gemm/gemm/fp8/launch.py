@@ -9,10 +9,10 @@ explicit ``overrides=`` (``fp8_plan.Fp8Overrides``) for sweeps and tests; nothin
 Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 128x128 block (1D2D) or per row
 (1D1D); BF16 or FP32 output; optional C. MN-major operands are first copied to K-major (FP8 wgmma reads K-major
 shared memory only; the copy is one memory-bound pass). Not covered (reference): packed FP4 operands, packed UE8M0
-(int32) scales, K granularity 32, and devices without FP8 MMAs (below sm_89: ``deep_gemm.arch``). The
+(int32) scales, K granularity 32, and devices without FP8 MMAs (below sm_89: ``deep_gemm.core.arch``). The
 warp-specialised kernel runs on sm_90a devices only; elsewhere the plan keeps every call on the tl.* kernel.
 
-Dense launchers keep a ``LaunchPlan`` per argument signature (``_triton/plans.py``), so a repeated call shape
+Dense launchers keep a ``LaunchPlan`` per argument signature (``core/plans.py``), so a repeated call shape
 replays its recorded launch.
 """
 
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import torch
 
-from ... import arch
+from ...core import arch
 from ..._internals import COMPILE_OPTIONS
-from ..._triton.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
-from ..._triton.plans import ConfigCache, PlanCache, Recorder, replayable
-from ..._triton.scratch import split_k_buffers
-from ...runtime import get_mk_alignment_for_contiguous_layout, usable_sms
+from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
+from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
+from ...core.scratch import split_k_buffers
+from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...utils.numeric import ceil_div, group_pad
 from ...common.operands import FP8, resolve_recipe, to_nt, write_without_product
 from . import autotune as fp8_autotune
@@ -260,8 +260,8 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
            record=recorder.launches if recorder is not None else None)
 
 
-# Dense calls whose metadata signature was seen before replay a recorded launch (_triton/plans.py): keyed by the
-# signature the op's check was memoised under (_ops/library.py) plus the call's overrides.
+# Dense calls whose metadata signature was seen before replay a recorded launch (core/plans.py): keyed by the
+# signature the op's check was memoised under (core/registry.py) plus the call's overrides.
 PLANS = PlanCache()
 
 

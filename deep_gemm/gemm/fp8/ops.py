@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ... import arch
-from ..._ops.library import register
+from ...core import arch
+from ...core.registry import register
 from . import checks
 from . import launch as launchers  # (imports no Triton: its kernels load at the first launch)
 from . import reference as ref

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from ... import arch
+from ...core import arch
 from ...utils.numeric import ceil_div, next_pow2
 from . import configs
 
@@ -150,7 +150,7 @@ class Fp8Call:
     c_tma: bool = False  # C can arrive by TMA through a descriptor of D's shape and block
     on_gpu: bool = True  # a CUDA call (not the interpreter's CPU tensors)
     interpreting: bool = False  # Triton's interpreter: the Gluon kernel cannot run
-    # The device's SM version (deep_gemm.arch): the warp-specialised kernel is sm_90a code (ws_runs); elsewhere the
+    # The device's SM version (deep_gemm.core.arch): the warp-specialised kernel is sm_90a code (ws_runs); elsewhere the
     # tl.* kernel runs every call, with pipelines sized to the device's shared memory (tile_problem).
     sm: int = arch.SM90
 

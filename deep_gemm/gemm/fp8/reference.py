@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ...runtime import get_mk_alignment_for_contiguous_layout
+from ...core.runtime import get_mk_alignment_for_contiguous_layout
 from ...common.operands import dequantize, resolve_recipe, to_nt, write_output
 
 

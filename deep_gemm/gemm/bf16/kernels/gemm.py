@@ -27,7 +27,7 @@ Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py)
              fill the SMs the whole tiles would leave idle (wave quantisation). Every piece writes an FP32 partial
              to its slot of a tile-major workspace [(tile - SPLIT_FROM) * SPLIT_K + split, BM, BN] and the last
              piece to arrive at the tile's counter sums them in split order (deterministic), runs the epilogue and
-             resets the counter (``_triton/scratch.py``). FIRST_ITEM = SPLIT_FROM runs only the split pieces: the
+             resets the counter (``core/scratch.py``). FIRST_ITEM = SPLIT_FROM runs only the split pieces: the
              whole tiles before them ran in the warp-specialised kernel (gemm/bf16/kernels/gemm_ws.py, NUM_TILES = SPLIT_FROM).
   M_IDS      M-grouped contiguous, expert id per row (-1 = padding: the tile is skipped and its rows written as 0).
   M_PSUM     M-grouped contiguous, cumulative group ends; group g's rows start at align(end[g-1], PSUM_ALIGN).
@@ -119,7 +119,7 @@ def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_sto
 
 
 # Runtime ints and pointers are not specialised on (value 1, divisibility, alignment), so one compiled binary per
-# config serves every call (host time, see _triton/launch.py).
+# config serves every call (host time, see core/launch.py).
 @triton.jit(do_not_specialize=["M", "N", "K", "NUM_GROUPS", "A_GROUP_M", "B_GROUP_N", "B_GROUP_K", "stride_dg",
                                "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM", "FIRST_ITEM"],
             do_not_specialize_on_alignment=["d_ptr", "c_ptr", "layout_ptr", "ws_ptr", "counter_ptr"])

@@ -28,9 +28,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .. import arch
+from . import arch
 from .._internals import COMPILE_OPTIONS, torch_api, triton_launcher
-from ..runtime import KERNEL_CACHE, device_num_sms, get_pdl
+from .runtime import KERNEL_CACHE, device_num_sms, get_pdl
 
 _INT32_MAX = 2**31 - 1
 _INTERPRETER_LOCK = threading.Lock()

@@ -27,7 +27,7 @@ import contextlib
 import threading
 from typing import Iterator
 
-from ._ops.errors import fail
+from .errors import fail
 
 # The architecture the kernels target: what a host without CUDA (the interpreter, CPU-only reports) stands for.
 DEFAULT_CAPABILITY = (9, 0)
@@ -165,7 +165,7 @@ def has_fp8_mma(sm_version: int) -> bool:
 
 def sm90_occupancy(sm_version: int) -> bool:
     """Whether an SM has sm_90's per-SM limits (228 KB shared memory, 64 K registers, 64 warps, 32 blocks), which
-    ``_triton.launch.programs_per_sm`` assumes when it sizes cooperative launches: sm_90 and sm_100 / sm_103."""
+    ``core.launch.programs_per_sm`` assumes when it sizes cooperative launches: sm_90 and sm_100 / sm_103."""
     return sm_version // 10 in (9, 10)
 
 

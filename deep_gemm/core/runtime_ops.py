@@ -1,6 +1,6 @@
 """Registers the runtime knobs and the kernel-cache handle (``deep_gemm/runtime.py``) as dispatcher ops.
 
-Kept apart from ``runtime.py`` so that the dispatcher plumbing (``_ops/library.py``, which reads the knobs' version
+Kept apart from ``runtime.py`` so that the dispatcher plumbing (``core/registry.py``, which reads the knobs' version
 for its memoised checks) and the knobs import in one direction only.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
 
-from ._ops.library import register
+from .registry import register
 from .runtime import (get_jit, get_mk_alignment_for_contiguous_layout, get_num_sms, get_pdl,
                       get_theoretical_mk_alignment_for_contiguous_layout, get_tc_util, jit_cache_dir,
                       jit_clear_cache, jit_num_compiled_kernels, set_block_size_multiple_of,

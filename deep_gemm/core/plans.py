@@ -2,7 +2,7 @@
 per argument signature and replayed (``launch.LaunchPlan``).
 
 A launcher that sets ``accepts_signature = True`` receives the token of the metadata signature its op's check was
-memoised under (``_ops/library.py``); equal tokens mean equal shapes, strides, dtypes, alignment and knob state, so
+memoised under (``core/registry.py``); equal tokens mean equal shapes, strides, dtypes, alignment and knob state, so
 the first call's launch can be replayed for the next call's tensors. ``PlanCache`` keys plans on that token plus
 what the signature cannot see (which arguments are the same tensor, the stream) and on whatever the launcher adds.
 """

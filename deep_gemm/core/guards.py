@@ -1,6 +1,6 @@
 """Metadata guards: one C call that tells whether a call's tensors have the exact metadata of an earlier call's.
 
-The eager path (``library.eager_op``) keys its memoised check and launch plans on a signature tuple built from each
+The eager path (``eager.eager_op``) keys its memoised check and launch plans on a signature tuple built from each
 tensor's shape, strides, dtype, device and alignment. Building and hashing that tuple is most of a replayed call's
 host time (2.7 us to build and 0.5 us to look up HC's four-tensor signature, of a 6.9 us public call), nearly all of it Python attribute reads (~0.08-0.15 us each, seven per tensor). An op called again with
 tensors of the same metadata (the common case: the next layer, the next step) can instead ask one guard, built at

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ._ops.errors import fail, require_int_range
+from .errors import fail, require_int_range
 
 # SM90 kernels tile groups of the contiguous layouts in BLOCK_M rows; 128 is DeepGEMM's default and the only
 # BLOCK_M its SM90 grouped kernels try.
@@ -30,7 +30,7 @@ class _RuntimeState:
     block_m_multiple_of: int = 1
     block_n_multiple_of: int = 1
     mk_alignment: int = DEFAULT_MK_ALIGNMENT
-    # Bumped by every setter and by clearing the kernel cache: memoised argument checks (_ops/library.py) and
+    # Bumped by every setter and by clearing the kernel cache: memoised argument checks (core/registry.py) and
     # launch plans (gemm/fp8/launch.py) are keyed on it.
     version: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)

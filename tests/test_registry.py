@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm._ops.library import _Binder, registered_ops
-from deep_gemm._ops.schemas import ALIASES, SCHEMAS
+from deep_gemm.core.registry import _Binder, registered_ops
+from deep_gemm.core.schemas import ALIASES, SCHEMAS
 
 # DeepGEMM's top-level names (spec §0.1 at 54e2261, SM90-relevant ones and the legacy aliases).
 LEGACY_NAMES = """
@@ -85,10 +85,11 @@ def test_import_does_no_cuda_or_triton_work():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
-def test_zz_every_op_was_opchecked(request):
-    """Every tensor op went through torch.library.opcheck in this run (conftest records the calls). Named
-    test_zz so it runs after the family tests of the module sorting after it; enforced only when the whole suite
-    runs (a filtered run cannot have opchecked everything)."""
+@pytest.mark.after_all
+def test_every_op_was_opchecked(request):
+    """Every tensor op went through torch.library.opcheck in this run (conftest records the calls, and runs this
+    test after every other one: its mark); enforced only when the whole suite runs (a filtered run cannot have
+    opchecked everything)."""
     import opcheck_registry
 
     config = request.config
