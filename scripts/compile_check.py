@@ -237,9 +237,9 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
 
 def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
                       a_k_major=True, b_k_major=True, tail=0, zero_gaps=True, uniform=False, target=SM90):
-    """The BF16 GEMM kernel (gemm/bf16/kernels/gemm.py) for one config, as bf16_launch._execute launches it (``zero_gaps``:
-    ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped), built for
-    ``target`` (sm_90a unless given)."""
+    """The BF16 GEMM kernel (gemm/bf16/kernels/gemm.py) for one config, as bf16_launch._execute launches it
+    (``zero_gaps``: ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped),
+    built for ``target`` (sm_90a unless given)."""
     from deep_gemm.gemm.bf16.kernels.gemm import _bf16_gemm_kernel as fn
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     a_block = [bm, bk] if a_k_major else [bk, bm]

@@ -75,7 +75,8 @@ class PlanError(Exception):
     """A plan chose something the architecture cannot run (an sm_90a-only kernel, or no kernel at all)."""
 
 
-# ---- FP8 GEMM (gemm/fp8/kernels/gemm.py, the tl.* kernel) ---------------------------------------------------------------
+# ---- FP8 GEMM (gemm/fp8/kernels/gemm.py, the tl.* kernel)
+# ---------------------------------------------------------------
 
 def fp8_calls(sm: int):
     from deep_gemm.gemm.fp8.plan import GROUPING as G, Fp8Call
@@ -122,7 +123,8 @@ def _compile_transpose(t):
     return triton.compile(src, target=t, options={"num_warps": 4, "num_stages": 1})
 
 
-# ---- BF16 GEMM (gemm/bf16/kernels/gemm.py) -------------------------------------------------------------------------------
+# ---- BF16 GEMM (gemm/bf16/kernels/gemm.py)
+# -------------------------------------------------------------------------------
 
 def bf16_calls(sm: int):
     from deep_gemm.gemm.bf16.plan import GROUPING as G, Bf16Call

@@ -11,9 +11,14 @@ import pytest
 import torch
 
 import deep_gemm
+from deep_gemm.gemm.bf16 import plan as bf16_plan
 from deep_gemm.gemm.bf16.plan import Bf16Overrides
+from deep_gemm.gemm.bf16.plan import Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff
+
 from triton_harness import run_forced
+from triton_harness import run_forced
+from test_bf16_gemm_cpu import BENCH_ROWS
 
 pytestmark = pytest.mark.gpu
 BF16 = torch.bfloat16
@@ -175,9 +180,10 @@ def test_masked(g, expected, n, k):
         assert torch.all(d[i, m:] == 7.0), "rows past masked_m are untouched"
 
 
-# Masked decode rows (DeepGEMM's G = 6 / 32 x 20 expected rows) and the split of their last wave (bf16_plan.masked_split:
-# 6 x 6144 x 7168 and 6 x 4096 x 4096 split; gemm/bf16/kernels/gemm.py cuts the last wave's tiles on the device). Mmax 64:
-# the plan sees the expected rows, not Mmax, and the rows past masked_m must stay untouched either way.
+# Masked decode rows (DeepGEMM's G = 6 / 32 x 20 expected rows) and the split of their last wave
+# (bf16_plan.masked_split: 6 x 6144 x 7168 and 6 x 4096 x 4096 split; gemm/bf16/kernels/gemm.py cuts the last wave's
+# tiles on the device). Mmax 64: the plan sees the expected rows, not Mmax, and the rows past masked_m must stay
+# untouched either way.
 MASKED_NK = [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]
 
 
@@ -628,3 +634,145 @@ def test_k_grouped_warp_specialised_cuda_graph(monkeypatch, c_kind):
     assert calc_diff(eager, prod + (c if c is not None else 0)) < TOL
     _captured(call, d, eager)
     assert launches
+
+
+# ---- Masked calls on the warp-specialised kernel ------------------------------------------------------------------
+# ``m_grouped_bf16_gemm_nt_masked`` on the warp-specialised Gluon kernel (gemm/bf16/kernels/gemm_ws.py, GROUPING
+# MASKED).
+
+def _run(a, b, d, masked_m, expected, over):
+    run_forced("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, expected, "nk", overrides=over)
+
+
+def _sentinel(shape):
+    """D's starting bits: random BF16 values, so an untouched row is recognisable bit for bit."""
+    return torch.randn(*shape, device="cuda").to(BF16)
+
+
+def _check(a, b, d, d0, masked):
+    """Valid rows against the FP32 reference, rows past masked_m bit for bit D's starting values."""
+    for i, m in enumerate(masked):
+        m = min(m, a.size(1))
+        if m:
+            assert calc_diff(d[i, :m], _ref(a[i, :m], b[i])) < TOL, (i, m)
+        assert torch.equal(d[i, m:].view(torch.int16), d0[i, m:].view(torch.int16)), f"group {i}: rows past {m}"
+
+
+# (G, Mmax, N, K, masked_m): rows of 0, 1, 127, 128, 129 and Mmax; Mmax and N not multiples of the tile; G = 1, 32
+# and 40 (G_PAD 64: two groups per lane of the producer's vector).
+MASKED_ODD = [(6, 300, 200, 256, [0, 1, 127, 128, 129, 300]), (1, 4096, 4096, 1024, [4096]), (1, 130, 136, 64, [129]),
+       (32, 257, 1000, 512, [(37 * i) % 258 for i in range(32)]), (40, 130, 256, 128, [i * 3 for i in range(40)]),
+       (4, 64, 512, 192, [64, 0, 63, 1]), (3, 512, 384, 320, [0, 0, 0])]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("g, max_m, n, k, masked", MASKED_ODD, ids=lambda v: str(v) if not isinstance(v, list) else "m")
+@pytest.mark.parametrize("bn, uniform", [(128, True), (256, True), (256, False)])
+def test_masked_ws_odd_shapes(g, max_m, n, k, masked, bn, uniform):
+    a, b = torch.randn(g, max_m, k, device="cuda").to(BF16), torch.randn(g, n, k, device="cuda").to(BF16)
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    d0 = _sentinel((g, max_m, n))
+    outs = []
+    for _ in range(2):  # (the second call replays the recorded launch)
+        d = d0.clone()
+        _run(a, b, d, masked_m, max(1, sum(masked) // g), Bf16Overrides(ws=True, block_n=bn, uniform_tiles=uniform))
+        _check(a, b, d, d0, masked)
+        outs.append(d)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), "the same bits call after call"
+    d = d0.clone()
+    _run(a, b, d, masked_m, max(1, sum(masked) // g), Bf16Overrides(ws=False))
+    _check(a, b, d, d0, masked)
+    for i, m in enumerate(masked):
+        if m:
+            assert calc_diff(d[i, :m], outs[0][i, :m]) < TOL
+
+
+@pytest.mark.gpu
+def test_masked_ws_mn_major_b():
+    g, max_m, n, k = 4, 384, 512, 448
+    a = torch.randn(g, max_m, k, device="cuda").to(BF16)
+    b = torch.randn(g, k, n, device="cuda").to(BF16).transpose(1, 2)  # [G, N, K] view of an MN-major B
+    masked = [384, 5, 200, 0]
+    d0 = _sentinel((g, max_m, n))
+    d = d0.clone()
+    _run(a, b, d, torch.tensor(masked, dtype=torch.int32, device="cuda"), 150, Bf16Overrides(ws=True))
+    _check(a, b, d, d0, masked)
+
+
+def _bench_row(groups, expected, n, k):
+    """A bench_bf16_gemm-like masked row: masked_m = expected x U(0.7, 1.3) (seeded), Mmax 4096; D a sentinel."""
+    gen = torch.Generator().manual_seed(0)
+    masked = [int(expected * (0.7 + 0.6 * float(torch.rand(1, generator=gen)))) for _ in range(groups)]
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    a = torch.randn(groups, 4096, k, device="cuda").to(BF16)
+    b = torch.randn(groups, n, k, device="cuda").to(BF16)
+    return masked, masked_m, a, b, _sentinel((groups, 4096, n))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("groups, expected", BENCH_ROWS)
+@pytest.mark.parametrize("n, k", [(6144, 7168), (4096, 2048)])
+def test_masked_ws_deepgemm_shapes(groups, expected, n, k):
+    """bench_bf16_gemm's masked rows (masked_m = expected x 0.7-1.3, Mmax 4096) on both WS tiles and the plan."""
+    masked, masked_m, a, b, d0 = _bench_row(groups, expected, n, k)
+    for over in (Bf16Overrides(ws=True, block_n=256), Bf16Overrides(ws=True, block_n=128), Bf16Overrides()):
+        d = d0.clone()
+        _run(a, b, d, masked_m, expected, over)
+        _check(a, b, d, d0, masked)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bn", [128, 256])
+def test_masked_ws_cuda_graph_reads_masked_m_on_the_device(bn):
+    g, max_m, n, k = 4, 320, 512, 1024
+    a, b = torch.randn(g, max_m, k, device="cuda").to(BF16), torch.randn(g, n, k, device="cuda").to(BF16)
+    masked_m = torch.tensor([10, 0, 320, 77], dtype=torch.int32, device="cuda")
+    d0 = _sentinel((g, max_m, n))
+    d = d0.clone()
+    over = Bf16Overrides(ws=True, block_n=bn)
+    _run(a, b, d, masked_m, 64, over)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _run(a, b, d, masked_m, 64, over)
+    for masked in ([200, 3, 0, 320], [0, 0, 0, 0], [129, 128, 127, 1], [10, 0, 320, 77]):
+        masked_m.copy_(torch.tensor(masked, dtype=torch.int32))
+        d.copy_(d0)
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(a, b, d, d0, masked)
+
+
+# The 64 x BN tile (the kernel's SPLIT_N: the consumers split its columns). Shapes chosen so that each build is one
+# compile (grid = every SM, G_PAD 8): (G, Mmax, N, K, masked_m) with rows of 0, 1, 63, 64, 65 and Mmax; Mmax not a
+# multiple of 64; N not a multiple of BN (300: the last tile column's upper half wholly past N at BN 256; 72: every
+# tile's at BN 256, its lower half partly).
+ODD64 = [(6, 1000, 300, 256, [0, 1, 63, 64, 65, 1000]),
+         (8, 1100, 72, 192, [1099, 128, 127, 129, 0, 1100, 3, 200])]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("g, max_m, n, k, masked", ODD64, ids=lambda v: str(v) if not isinstance(v, list) else "m")
+@pytest.mark.parametrize("bn", [256, 128])
+def test_masked_ws64_odd_shapes(g, max_m, n, k, masked, bn):
+    a, b = torch.randn(g, max_m, k, device="cuda").to(BF16), torch.randn(g, n, k, device="cuda").to(BF16)
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    d0 = _sentinel((g, max_m, n))
+    over = Bf16Overrides(ws=True, block_m=64, block_n=bn)
+    outs = []
+    for _ in range(2):  # (the second call replays the recorded launch)
+        d = d0.clone()
+        _run(a, b, d, masked_m, max(1, sum(masked) // g), over)
+        _check(a, b, d, d0, masked)
+        outs.append(d)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), "the same bits call after call"
+
+
+@pytest.mark.gpu
+def test_masked_ws64_deepgemm_row():
+    """bench_bf16_gemm's G = 32 x 192 row (masked_m = 192 x 0.7-1.3, Mmax 4096), N x K = 4096 x 2048, on the 64 x 256
+    tile (forced: Bf16Overrides(ws=True, block_m=64))."""
+    groups, expected, n, k = 32, 192, 4096, 2048
+    masked, masked_m, a, b, d0 = _bench_row(groups, expected, n, k)
+    d = d0.clone()
+    _run(a, b, d, masked_m, expected, Bf16Overrides(ws=True, block_m=64, block_n=256))
+    _check(a, b, d, d0, masked)

@@ -2,12 +2,12 @@
 the metadata of one of the op's recent calls reuses that signature's token through one C guard instead of building
 the signature.
 
-Checked on CPU (CPU tensors made eligible: conftest's ``eager_calls``): a guarded call gets exactly the token the signature
-path (and the dispatcher path) gives; every metadata change the signature sees (shape, strides, dtype, alignment,
-non-tensor arguments, runtime knobs) misses the guard, and so do Python type and requires_grad; errors are still
-raised before anything is written; lists kept by a guard are copies; more signatures than the guards kept; threads;
-tracing, fake tensors and dispatch modes still go through the op after guards exist; without guards the signature
-path serves every call.
+Checked on CPU (CPU tensors made eligible: conftest's ``eager_calls``): a guarded call gets exactly the token the
+signature path (and the dispatcher path) gives; every metadata change the signature sees (shape, strides, dtype,
+alignment, non-tensor arguments, runtime knobs) misses the guard, and so do Python type and requires_grad; errors are
+still raised before anything is written; lists kept by a guard are copies; more signatures than the guards kept;
+threads; tracing, fake tensors and dispatch modes still go through the op after guards exist; without guards the
+signature path serves every call.
 """
 
 from __future__ import annotations

@@ -217,7 +217,7 @@ def _same_logits(eager, op, valid, clean):
 def test_eager_indexer_equals_dispatcher(clean):
     """The indexer's public functions (prefill, metadata, paged decode) on the eager path: the dispatcher op's logits
     bit for bit, for new tensors at the same metadata (the 2nd seed replays the 1st's plan)."""
-    from test_attention import MqaCase, PagedCase, make_mqa, make_paged
+    from test_attention_reference_cpu import MqaCase, PagedCase, make_mqa, make_paged
     ops = torch.ops.deep_gemm
     for seed in range(2):
         torch.manual_seed(seed)
@@ -244,7 +244,7 @@ def test_eager_indexer_equals_dispatcher(clean):
 
 
 def test_eager_is_taken_for_the_paged_indexer(monkeypatch):
-    from test_attention import PagedCase, make_paged
+    from test_attention_reference_cpu import PagedCase, make_paged
     kernels = registry.kernels_of("fp8_paged_mqa_logits")
     taken = []
     run_cuda = kernels.run_cuda

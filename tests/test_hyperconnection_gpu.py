@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 
 BLOCK_K = 64
 TOLERANCES = {
-    # DeepGEMM's own bar (tests/test_hyperconnection.py) against torch's TF32 matmul.
+    # DeepGEMM's own bar (tests/test_hyperconnection_reference_cpu.py) against torch's TF32 matmul.
     "vs_torch_tf32": 1e-8,
     # Against the FP64 product of TF32-rounded B: FP32 summation only.
     "vs_tf32_product": 1e-11,

@@ -59,7 +59,8 @@ def _eager_probes():
     return found if all(callable(f) for f in found) else None
 
 
-#: ``(dispatch_mode_depth, function_mode_enabled, functorch_active, jit_tracing_state, profiler_enabled)``: what the eager path asks
+#: ``(dispatch_mode_depth, function_mode_enabled, functorch_active, jit_tracing_state, profiler_enabled)``: what the
+# eager path asks
 #: before skipping the dispatcher; None where this torch lacks one of them (the eager path then always takes the
 #: dispatcher: correct, a few microseconds slower).
 EAGER_PROBES = _eager_probes()

@@ -21,8 +21,8 @@ from .schemas import ALIASES
 #
 # A call through ``torch.ops`` costs ~3 us of dispatcher work on top of the Python kernel
 # (``benchmarks/host_paths_cpu.py`` measures it per op), a third of DeepGEMM's whole host time per call. A plain
-# eager call on CUDA tensors gains nothing from it: the dispatcher would pick the CUDA kernel registered in registry.py, which
-# is a Python function. ``eager_op`` calls that same
+# eager call on CUDA tensors gains nothing from it: the dispatcher would pick the CUDA kernel registered in registry.py,
+# which is a Python function. ``eager_op`` calls that same
 # function (binder, memoised check, launcher or reference: ``OpKernels.run_cuda``) directly, and hands every call it
 # cannot prove plain to the dispatcher op, so the op stays THE path for everything that needs the dispatcher:
 #

@@ -2,11 +2,12 @@
 
 The eager path (``eager.eager_op``) keys its memoised check and launch plans on a signature tuple built from each
 tensor's shape, strides, dtype, device and alignment. Building and hashing that tuple is most of a replayed call's
-host time (2.7 us to build and 0.5 us to look up HC's four-tensor signature, of a 6.9 us public call), nearly all of it Python attribute reads (~0.08-0.15 us each, seven per tensor). An op called again with
-tensors of the same metadata (the common case: the next layer, the next step) can instead ask one guard, built at
-the earlier call, whether its tensors match: torch's own ``TensorGuards`` (what ``torch.compile``'s compiled frames
-check their inputs with) compares Python type, dispatch keys (device type, autograd and inference state), dtype,
-device index, requires_grad, sizes and strides in C++ (~0.4 us for four tensors, ~0.1 us when the first differs).
+host time (2.7 us to build and 0.5 us to look up HC's four-tensor signature, of a 6.9 us public call), nearly all of it
+Python attribute reads (~0.08-0.15 us each, seven per tensor). An op called again with tensors of the same metadata (the
+common case: the next layer, the next step) can instead ask one guard, built at the earlier call, whether its tensors
+match: torch's own ``TensorGuards`` (what ``torch.compile``'s compiled frames check their inputs with) compares Python
+type, dispatch keys (device type, autograd and inference state), dtype, device index, requires_grad, sizes and strides
+in C++ (~0.4 us for four tensors, ~0.1 us when the first differs).
 
 It is stricter than the signature (Python type, dispatch keys, requires_grad), never looser: storage-offset
 alignment and the non-tensor arguments are compared by the caller. A stricter guard only costs a miss (the signature

@@ -1,11 +1,11 @@
 """Cheap Triton launches: compile once per (kernel, config, argument types), then call the compiled launcher.
 
 A plain ``kernel[grid](...)`` call costs ~17 us of host time (argument binding and specialisation on every call)
-and ``@triton.autotune`` ~22 us; the compiled kernel's own launcher costs ~5 us. Kernels launched here declare their integer arguments ``do_not_specialize`` and their raw pointers
-``do_not_specialize_on_alignment``, so the compiled binary depends only on the config (constexprs, dtypes, block
-shapes: the caller's ``config_key``) and on whether an integer needs 64 bits (``_type_key``). That key selects a
-compiled kernel from the process-wide ``KERNEL_CACHE`` (safe under concurrent first compilation: one build per
-key).
+and ``@triton.autotune`` ~22 us; the compiled kernel's own launcher costs ~5 us. Kernels launched here declare their
+integer arguments ``do_not_specialize`` and their raw pointers ``do_not_specialize_on_alignment``, so the compiled
+binary depends only on the config (constexprs, dtypes, block shapes: the caller's ``config_key``) and on whether an
+integer needs 64 bits (``_type_key``). That key selects a compiled kernel from the process-wide ``KERNEL_CACHE`` (safe
+under concurrent first compilation: one build per key).
 
 Kernels with TMA descriptor arguments are launched around Triton's Python wrapper of the C launcher
 (``wrap_handle_tensordesc``), which rebuilds the flat argument list and encodes every descriptor on every call:
@@ -551,8 +551,8 @@ class _DirectReplay:
 
     def _straight_line(self) -> Callable[[Sequence[Any]], None]:
         """``run(inputs)``: launch for these inputs, generated for this plan as straight-line code (each word's
-        index, input and byte delta written in; ~25 % less host time than looping over the word lists). Per call: a copy of the words, the current stream, the inputs' addresses, the TMA maps over them
-        and the per-call buffers.
+        index, input and byte delta written in; ~25 % less host time than looping over the word lists). Per call: a copy
+        of the words, the current stream, the inputs' addresses, the TMA maps over them and the per-call buffers.
 
         Tensors go in as addresses: Triton's C launcher takes an int as a device pointer as it is, where for a
         tensor it calls data_ptr() and then asks the driver whether that address is device memory

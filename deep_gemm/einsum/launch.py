@@ -18,8 +18,8 @@ whose strides or start are not 16-byte aligned (TMA), FP8 scale recipes other th
 row. Launches are recorded per argument signature and replayed (``core/plans.replayable``).
 
 Devices: the kernels are ``tl.*`` kernels tuned on sm_90a. On a device with less shared memory per block (sm_80,
-sm_89, sm_120: ``deep_gemm.core.arch``) the planned tile's pipeline is cut to fit (``fit_smem``), to a narrower tile where
-not even two stages fit; ``fp8_einsum`` needs FP8 MMAs (sm_89 and later, else the reference runs); the cooperative
+sm_89, sm_120: ``deep_gemm.core.arch``) the planned tile's pipeline is cut to fit (``fit_smem``), to a narrower tile
+where not even two stages fit; ``fp8_einsum`` needs FP8 MMAs (sm_89 and later, else the reference runs); the cooperative
 ``"grid"`` reduction is offered only where SMs have sm_90's limits (``arch.sm90_occupancy``).
 
 Tile configs, batch splits and FP8 routes come from ``plan.py``; an ``overrides=`` keyword (``plan.EinsumOverrides``,

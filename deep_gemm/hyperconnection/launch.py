@@ -7,7 +7,8 @@ call costs the dispatcher, the memoised check and the C launcher).
 B reaches the tensor cores rounded to TF32: through a TMA map encoded as TFLOAT32 (``launch.Tf32RoundingDescriptor``)
 where the launch encodes it so (``launch.tf32_rounding_available``: the direct launch path, or Triton's own launch
 from 3.7 on) on a device with TMA (sm_90 and later), else through pointers with the rounding done in registers
-(interpreter, sm_80 / sm_89: there Triton lowers descriptors to plain loads, which do not round). Both round to nearest even.
+(interpreter, sm_80 / sm_89: there Triton lowers descriptors to plain loads, which do not round). Both round to nearest
+even.
 """
 
 from __future__ import annotations

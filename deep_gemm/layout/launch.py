@@ -1,5 +1,6 @@
 """CUDA launchers of the scale-factor layout ops (the op's CUDA kernel calls them after the shared check): allocate
-the geometry the check computed, launch one kernel of ``kernels.py`` on the tile ``plan.py`` gives, return the fresh tensor.
+the geometry the check computed, launch one kernel of ``kernels.py`` on the tile ``plan.py`` gives, return the fresh
+tensor.
 
 Covered: every input of ``get_mn_major_tma_aligned_tensor``, ``get_mn_major_tma_aligned_packed_ue8m0_tensor``
 without ``psum_layout`` (with it: the reference), ``get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor``, and

@@ -1,6 +1,7 @@
-"""The grouping kinds of the FP8 GEMM kernels (their GROUPING constexpr), shared by the tl.* kernel (gemm/fp8/kernels/gemm.py)
-and the Gluon kernel (gemm/fp8/kernels/gemm_ws.py). The launchers name them through ``fp8_launch.GROUPING``, plain ints so that
-importing the launchers does not import Triton; tests/test_fp8_configs.py checks that the two agree."""
+"""The grouping kinds of the FP8 GEMM kernels (their GROUPING constexpr), shared by the tl.* kernel
+(gemm/fp8/kernels/gemm.py) and the Gluon kernel (gemm/fp8/kernels/gemm_ws.py). The launchers name them through
+``fp8_launch.GROUPING``, plain ints so that importing the launchers does not import Triton;
+tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
 
 import triton.language as tl
 

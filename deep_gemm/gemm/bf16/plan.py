@@ -68,10 +68,10 @@ MIN_PIECE_DEPTHS = 3
 # (scripts/compile_check.py --bf16): wider tiles need a TMA store and no C. Split-K partials are pointer stores too.
 POINTER_EPILOGUE_MAX_TILE = 128 * 128
 GROUP_M = 8
-# The warp-specialised Gluon kernel (gemm/bf16/kernels/gemm_ws.py: one TMA producer warp, two consumer warpgroups) covers
-# dense calls (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA, without split-K. The plan prices it next
-# to the tl.* kernel ("auto") on dense and expert-id calls, on psum calls with untouched gaps and on K-grouped calls
-# (_plan), and runs masked calls of many rows per group on it (_masked_plan).
+# The warp-specialised Gluon kernel (gemm/bf16/kernels/gemm_ws.py: one TMA producer warp, two consumer warpgroups)
+# covers dense calls (C by TMA) and M-grouped contiguous 128-row tiles, D by TMA, without split-K. The plan prices it
+# next to the tl.* kernel ("auto") on dense and expert-id calls, on psum calls with untouched gaps and on K-grouped
+# calls (_plan), and runs masked calls of many rows per group on it (_masked_plan).
 # DG_BF16_WS (read once, at import): "1" = the WS kernel wherever it covers the call, "0" = never, unset = "auto";
 # Bf16Overrides.ws (True / False) overrides it per call.
 DEFAULT_WS_MODE = {"1": "on", "0": "off"}.get(os.environ.get("DG_BF16_WS", "auto"), "auto")
@@ -195,8 +195,8 @@ class Bf16Plan:
     grid: int  # programs (persistent: each walks work items grid apart)
     d_tma: bool
     g_pad: int  # power of two >= the group count (the kernel's per-group vectors)
-    # "tl" (gemm/bf16/kernels/gemm.py), "ws" (gemm/bf16/kernels/gemm_ws.py; config.num_stages is its ring) or "ws_tail": the
-    # WS kernel (ws_config) runs the whole waves, tiles [0, config.split_from), then the tl.* kernel only the split
+    # "tl" (gemm/bf16/kernels/gemm.py), "ws" (gemm/bf16/kernels/gemm_ws.py; config.num_stages is its ring) or "ws_tail":
+    # the WS kernel (ws_config) runs the whole waves, tiles [0, config.split_from), then the tl.* kernel only the split
     # pieces of the tiles after them (config).
     kernel: str = "tl"
     ws_config: Bf16Config | None = None

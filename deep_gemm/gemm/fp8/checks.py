@@ -15,8 +15,8 @@ from ...core.errors import (fail, major_of, require, require_contiguous, require
                            require_same_device)
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
                              check_ks_cpu, check_masked_m)
-from ...common.operands import (FP4_PACKED, Recipe, check_accumulator, check_compiled_dims, check_out, check_sf, logical_k,
-                       require_tma_aligned, resolve_recipe, to_nt)
+from ...common.operands import (FP4_PACKED, Recipe, check_accumulator, check_compiled_dims, check_out, check_sf,
+                                logical_k, require_tma_aligned, resolve_recipe, to_nt)
 
 
 @dataclass(frozen=True)

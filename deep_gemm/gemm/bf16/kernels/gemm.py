@@ -28,7 +28,8 @@ Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py)
              to its slot of a tile-major workspace [(tile - SPLIT_FROM) * SPLIT_K + split, BM, BN] and the last
              piece to arrive at the tile's counter sums them in split order (deterministic), runs the epilogue and
              resets the counter (``core/scratch.py``). FIRST_ITEM = SPLIT_FROM runs only the split pieces: the
-             whole tiles before them ran in the warp-specialised kernel (gemm/bf16/kernels/gemm_ws.py, NUM_TILES = SPLIT_FROM).
+             whole tiles before them ran in the warp-specialised kernel (gemm/bf16/kernels/gemm_ws.py, NUM_TILES =
+             SPLIT_FROM).
   M_IDS      M-grouped contiguous, expert id per row (-1 = padding: the tile is skipped and its rows written as 0).
   M_PSUM     M-grouped contiguous, cumulative group ends; group g's rows start at align(end[g-1], PSUM_ALIGN).
              Gap rows are zeroed (ZERO_GAPS) or left untouched.

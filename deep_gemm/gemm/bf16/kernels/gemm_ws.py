@@ -1,7 +1,7 @@
 """Warp-specialised BF16 GEMM (Gluon, SM90) for dense, M-grouped contiguous (expert ids, psum) and K-grouped layouts,
 chosen per call by bf16_plan (``DG_BF16_WS`` / ``Bf16Overrides(ws=...)`` force it): DeepGEMM's
-producer/consumer structure for what the ``tl.*`` kernel (gemm/bf16/kernels/gemm.py) runs with its loads and MMAs in the same
-warps.
+producer/consumer structure for what the ``tl.*`` kernel (gemm/bf16/kernels/gemm.py) runs with its loads and MMAs in the
+same warps.
 
 Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ... in grouped order):
   producer   1 warp: for every (tile, K block) waits for a free stage, then TMA-loads the A tile ([BM, BK] K-major
@@ -20,10 +20,10 @@ TAIL_N > 0 (dense, no C): a tile is BN + TAIL_N columns wide (128 + 16 = 144 cov
 Register tensors, shared buffers and TMA blocks must have power-of-two shapes, so the tail has its own B descriptor
 and ring (b2_desc: [TAIL_N, BK] per stage, behind the same `ready` barrier), its own wgmma on the same A slice into
 a second [64, TAIL_N] accumulator, and its own staging buffer and TMA store (d2_desc: [64, TAIL_N]).
-M-grouped tiles (GROUPING M_IDS / M_PSUM, as in gemm/bf16/kernels/gemm.py) lie in one expert's rows: the expert of an M_IDS tile
-is the id of its first row (segments start at multiples of the tile height; a tile of padding has id -1), that of
-an M_PSUM tile the group whose aligned start..end holds its first row. A tile without an expert loads nothing and
-stores zeros; rows of another id (padding) or past the group's end are stored as zeros. M_PSUM with gaps left
+M-grouped tiles (GROUPING M_IDS / M_PSUM, as in gemm/bf16/kernels/gemm.py) lie in one expert's rows: the expert of an
+M_IDS tile is the id of its first row (segments start at multiples of the tile height; a tile of padding has id -1),
+that of an M_PSUM tile the group whose aligned start..end holds its first row. A tile without an expert loads nothing
+and stores zeros; rows of another id (padding) or past the group's end are stored as zeros. M_PSUM with gaps left
 untouched (not ZERO_GAPS): a slab wholly inside its group's rows is stored by TMA, the slab holding the group's end
 by a masked pointer store of its valid rows (d_ptr), and a slab or tile without valid rows stores nothing.
 MASKED (A and D [G, Mmax, *] as [G*Mmax, *] row matrices, the kernel's M = G*Mmax; B [G, N, K] stacked as for

@@ -1,7 +1,7 @@
 """Warp-specialised block-scaled FP8 GEMM (Gluon, SM90): DeepGEMM's producer/consumer structure in Triton.
 
-Maths as in gemm/fp8/kernels/gemm.py: every 128-K block is one wgmma chain into a fresh FP32 tile, promoted into the FP32
-accumulator with sfa[row] * sfb (per-row products formed once per block), so FP8 products never accumulate across K
+Maths as in gemm/fp8/kernels/gemm.py: every 128-K block is one wgmma chain into a fresh FP32 tile, promoted into the
+FP32 accumulator with sfa[row] * sfb (per-row products formed once per block), so FP8 products never accumulate across K
 blocks in the tensor core's reduced-precision accumulator.
 
 Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
@@ -25,8 +25,8 @@ Structure (one persistent CTA per SM, tiles t = pid, pid + NUM_SMS, ...):
 The two consumers never synchronise with each other, so one promotes while the other's wgmma runs. The register
 budget is split per partition (setmaxnreg).
 
-Groupings mirror gemm/fp8/kernels/gemm.py (DENSE, M_IDS, M_PSUM, MASKED, K_GROUPED); the expert of an M_IDS tile is the id of
-its first row (segments start at multiples of the tile height), rows with another id are written as zeros.
+Groupings mirror gemm/fp8/kernels/gemm.py (DENSE, M_IDS, M_PSUM, MASKED, K_GROUPED); the expert of an M_IDS tile is the
+id of its first row (segments start at multiples of the tile height), rows with another id are written as zeros.
 M_PSUM and MASKED tiles are enumerated per group on the device (_tile_info: cdiv(rows, BM) row blocks from the
 group's first row), so no tile straddles two groups or covers rows of no group, and no host ever reads the layout.
 With WALK (Fp8Overrides.tile_walk) each partition finds those tiles as DeepGEMM's scheduler does, carrying the current

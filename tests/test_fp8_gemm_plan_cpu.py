@@ -1,5 +1,5 @@
-"""FP8 GEMM configs: the heuristic always returns a legal candidate, split-K fills the GPU, autotuning picks the
-fastest shortlisted config and persists it, warmup validates its input."""
+"""FP8 GEMM plans and configs (CPU): the heuristic always returns a legal candidate, split-K fills the GPU, autotuning
+picks the fastest shortlisted config and persists it, warmup validates its input."""
 
 from __future__ import annotations
 
@@ -112,18 +112,6 @@ def test_warmup_validates_and_is_a_noop_without_cuda():
         deep_gemm.warmup([("fp8_gemm_nt", (1, 128, 128))])
     if not torch.cuda.is_available():
         assert deep_gemm.warmup([("fp8_gemm_nt", dict(m=1, n=128, k=128))]) == 0
-
-
-@pytest.mark.gpu
-def test_warmup_compiles_ahead_of_the_first_call():
-    calls = [("fp8_gemm_nt", dict(m=m, n=576, k=7168)) for m in (3, 200)] + [
-        ("m_grouped_fp8_gemm_nt_masked", dict(num_groups=4, max_m=64, n=512, k=512, expected_m=20)),
-        ("k_grouped_fp8_gemm_tn_contiguous", dict(ks=[128, 0, 256], m=64, n=128))]
-    compiled = deep_gemm.warmup(calls)
-    assert compiled >= 1
-    assert deep_gemm.warmup(calls) == 0, "a second warmup of the same calls compiles nothing new"
-    jit = deep_gemm.get_jit()
-    assert jit.num_compiled_kernels >= compiled
 
 
 def test_launcher_grouping_names_match_the_kernels():
@@ -380,7 +368,7 @@ def test_tile_walk_is_planned_for_psum_and_masked_layouts_only():
 
 
 def test_masked_decode_walk_case_reaches_the_ws_kernel():
-    """tests/test_fp8_moe_walk_gpu.py::test_masked_walk_matches_scan's 33-group, 20-rows-per-group case: the plan runs
+    """tests/test_fp8_gemm_gpu.py::test_masked_walk_matches_scan's 33-group, 20-rows-per-group case: the plan runs
     the tl.* kernel's 64-row tiles there (no walk: no warp-specialised launch to spy on), so the test
     forces the 128 x 128 config, which the plan runs on the warp-specialised kernel with the walk it asks for."""
     from deep_gemm.gemm.fp8 import configs as fp8_configs

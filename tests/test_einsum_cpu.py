@@ -2,8 +2,9 @@
 
 Every case runs the op's CUDA launcher on CPU tensors after the op's check (``triton_harness.run_triton``: the test
 fails if the launcher declines, so it cannot pass on the reference) and compares with a float64 computation written
-without einsum or matmul (``test_einsum.TRUTH``). BF16 dots need the interpreter patch (``interpreter_bf16``).
-GPU checks (DeepGEMM's shapes and thresholds, graphs, compile, threads) are in ``test_einsum_gpu.py``.
+without einsum or matmul (``test_einsum_reference_cpu.TRUTH``). BF16 dots need the interpreter patch
+(``interpreter_bf16``). GPU checks (DeepGEMM's shapes and thresholds, graphs, compile, threads) are in
+``test_einsum_gpu.py``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from triton_harness import run_forced
 
 from bf16_inputs import output_and_accumulator, randn  # noqa: E402
-from test_einsum import (FP8_CASES, TRUTH, EinsumCase, _subscripts, assert_close, bf16_operands,  # noqa: E402
-                         fp8_operand)
+from test_einsum_reference_cpu import (FP8_CASES, TRUTH, EinsumCase, _subscripts, assert_close,  # noqa: E402
+                                       bf16_operands, fp8_operand)
 from triton_harness import run_triton  # noqa: E402
 
 BF16 = torch.bfloat16

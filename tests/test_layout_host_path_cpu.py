@@ -2,7 +2,7 @@
 is" once per signature token (``layout/api.py``) instead of re-running the op's check on every call, and the layout
 launchers replay their launch per signature (``core/plans.replayable_allocating``).
 
-Checked on CPU: the eager path (CPU tensors made eligible, as in ``test_eager_path.py``) gives the dispatcher path's
+Checked on CPU: the eager path (CPU tensors made eligible, as in ``test_eager_path_cpu.py``) gives the dispatcher path's
 results and errors, a cached decision never survives a change of strides, dtype or recipe, fake tensors and modes
 still go through the op; with the GPU stubbed, a replayed launch passes the kernel what a fresh launch would."""
 
