@@ -1,12 +1,16 @@
 """Fingerprint every shipped kernel variant: compile each for sm_90a with Triton's compiler (no GPU needed) and print
-one line per variant, ``<variant name> <sha256 of its SASS>``, sorted by name.
+one line per variant, ``<variant name> <hash>``, sorted by name.
 
 The variants are the ones scripts/compile_check*.py enumerate (the FP8 and BF16 GEMM kernels, tl.* and
 warp-specialised; einsum; HyperConnection; the layout kernels; the MQA-logits indexer; legacy), minus variants the
-package does not ship. The SASS comes from Triton's bundled ``cuobjdump --dump-sass``; lines that carry source
-positions (``//##`` line info) and the blank-space layout are dropped before hashing, so moving a ``@triton.jit``
-function to another file, or reflowing its source, keeps its fingerprint, while any change to the generated code
-changes it.
+package does not ship.
+
+The hash is of the PTX Triton hands to ptxas, with what only names source positions removed: ``.loc`` / ``.file``
+lines, the line-table labels and the DWARF sections. So moving a ``@triton.jit`` function to another file, or
+reflowing its source, keeps the fingerprint, while any change to the generated code changes it. Not the SASS by
+default: ptxas (the one Triton bundles, run on this CPU) is not deterministic for every variant, e.g. the one-wave
+warp-specialised psum / masked builds come out with other register numbers from one compile of the same PTX to the
+next. ``--sass`` hashes the SASS instead (``cuobjdump --dump-sass``, line info dropped), to look at such differences.
 
 Compare two trees (same Python environment, same Triton):
 
@@ -160,12 +164,25 @@ def sass_hash(cubin: bytes) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
+def ptx_hash(ptx: str) -> str:
+    """The PTX without what names source positions (.loc / .file lines, line-table labels, the DWARF sections)."""
+    cut = re.search(r"^\s*\.section\s+\.debug", ptx, re.M)
+    body = ptx[:cut.start()] if cut else ptx
+    lines = [" ".join(line.split()) for line in body.splitlines()]
+    lines = [line for line in lines if line and not re.match(r"(\.loc|\.file)\b|\$L__tmp\d+:$", line)]
+    if not any(line.startswith(".entry") or ".entry" in line for line in lines):
+        raise RuntimeError("no kernel entry in the PTX")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
 _VARIANTS: dict = {}
+_SASS = False
 
 
 def _fingerprint(name: str) -> str:
     try:
-        return f"{name} {sass_hash(_VARIANTS[name]().asm['cubin'])}"
+        ck = _VARIANTS[name]()
+        return f"{name} {sass_hash(ck.asm['cubin']) if _SASS else ptx_hash(ck.asm['ptx'])}"
     except Exception as exc:  # noqa: BLE001  (reported per variant)
         return f"{name} FAILED {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc) else ''}"
 
@@ -174,7 +191,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="compiling processes (default: %(default)s)")
     parser.add_argument("--only", default="", help="variants whose name contains this string")
+    parser.add_argument("--sass", action="store_true", help="hash the SASS instead of the PTX (see above)")
     args = parser.parse_args(argv)
+    global _SASS
+    _SASS = args.sass
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error("run without TRITON_INTERPRET (the interpreter does not compile)")
     _VARIANTS.update(variants())

@@ -31,6 +31,7 @@ L2 while its M blocks pass; a program loops over tiles p, p + NUM_PROGRAMS, ... 
 import triton
 import triton.language as tl
 
+from ..common.kernels.scaling import promote
 from ..common.kernels.tiles import tile_coords
 
 
@@ -443,12 +444,6 @@ def _fp8_einsum_gemm_kernel(
             a = a_desc.load([g, off_m, kb * BK]).reshape(BM, BK)
             b = b_desc.load([g, off_n, kb * BK]).reshape(BN, BK).T
             partial = tl.dot(a, b)  # a fresh FP32 tile per 128-K block, promoted below
-            sa = tl.load(sfa_rows + kb * stride_sfa_k, mask=m_ok, other=0.0)
-            if B_PER_ROW:
-                sb = tl.load(sfb_cols + kb * stride_sfb_k, mask=n_ok, other=0.0)
-                acc += partial * sa[:, None] * sb[None, :]
-            else:
-                sb = tl.load(sfb_cols + kb * stride_sfb_k)
-                acc += partial * (sa * sb)[:, None]
+            acc = promote(acc, partial, sfa_rows, sfb_cols, kb, m_ok, n_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
         _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg,
                     stride_cm, BM, BN, HAS_C, D_TMA, C_TMA)

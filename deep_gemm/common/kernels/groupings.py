@@ -1,8 +1,9 @@
-"""The grouping kinds of the FP8 GEMM kernels (their GROUPING constexpr), shared by the tl.* kernel
-(gemm/fp8/kernels/gemm.py) and the Gluon kernel (gemm/fp8/kernels/gemm_ws.py). The launchers name them through
-``fp8_launch.GROUPING``, plain ints so that importing the launchers does not import Triton;
-tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
+"""The grouping kinds of the GEMM kernels (their GROUPING constexpr), shared by the FP8 and BF16 tl.* and Gluon
+kernels, and the tl.* kernels' grouping preamble (``grouped_rows``: which rows of an M-grouped tile are stored, and
+from which expert B comes). The launchers name the kinds through their plans' ``GROUPING``, plain ints so that
+importing the launchers does not import Triton; tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
 
+import triton
 import triton.language as tl
 
 DENSE = tl.constexpr(0)
@@ -10,3 +11,29 @@ M_IDS = tl.constexpr(1)
 M_PSUM = tl.constexpr(2)
 MASKED = tl.constexpr(3)
 K_GROUPED = tl.constexpr(4)
+
+
+@triton.jit
+def grouped_rows(layout_ptr, off_m, offs_m, row_store, expert, NUM_GROUPS, GROUPING: tl.constexpr,
+                 G_PAD: tl.constexpr, PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr):
+    """(expert, row_valid, row_store) of the tile at rows offs_m: M_IDS, the expert of its first row, the rows of
+    another expert not valid; M_PSUM, the group the tile lies in (-1: a gap), its rows past the group's end not valid
+    (nor stored unless ZERO_GAPS). Other groupings keep ``expert`` and every stored row valid."""
+    row_valid = row_store
+    if GROUPING == M_IDS:
+        ids = tl.load(layout_ptr + offs_m, mask=row_store, other=-1)
+        expert = tl.max(ids, axis=0)
+        row_valid = row_store & (ids == expert)
+    if GROUPING == M_PSUM:
+        g_idx = tl.arange(0, G_PAD)
+        ends = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        prev = tl.load(layout_ptr + g_idx - 1, mask=(g_idx > 0) & (g_idx < NUM_GROUPS), other=0)
+        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        # PSUM_ALIGN is a multiple of BM (the plan), so a tile lies in one group or in a gap.
+        inside = (off_m >= starts) & (off_m < ends) & (g_idx < NUM_GROUPS)
+        expert = tl.max(tl.where(inside, g_idx, -1), axis=0)
+        group_end_row = tl.sum(tl.where(g_idx == expert, ends, 0), axis=0)
+        row_valid = row_store & (expert >= 0) & (offs_m < group_end_row)
+        if not ZERO_GAPS:
+            row_store = row_valid
+    return expert, row_valid, row_store

@@ -28,6 +28,8 @@ import triton
 import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+from ....common.kernels.groupings import grouped_rows
+from ....common.kernels.scaling import promote
 from ....common.kernels.tiles import tile_coords
 
 
@@ -54,13 +56,7 @@ def _scaled_mainloop(a_desc, b_desc, sfa_ptr, sfb_ptr, a_row, b_row, off_n, offs
         a = a_desc.load([a_row, kb * BK])
         b = b_desc.load([b_row, kb * BK]).T
         partial = tl.dot(a, b)
-        sa = tl.load(sfa_rows + kb * stride_sfa_k, mask=m_ok, other=0.0)
-        if B_PER_ROW:
-            sb = tl.load(sfb_cols + kb * stride_sfb_k, mask=n_ok, other=0.0)
-            acc += partial * sa[:, None] * sb[None, :]
-        else:
-            sb = tl.load(sfb_cols + kb * stride_sfb_k)
-            acc += partial * (sa * sb)[:, None]
+        acc = promote(acc, partial, sfa_rows, sfb_cols, kb, m_ok, n_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
     return acc
 
 
@@ -159,24 +155,8 @@ def _fp8_gemm_kernel(
 
         # Which rows this tile stores, and from which expert B comes.
         row_store = offs_m < m_limit
-        row_valid = row_store
-        expert = group
-        if GROUPING == M_IDS:
-            ids = tl.load(layout_ptr + offs_m, mask=row_store, other=-1)
-            expert = tl.max(ids, axis=0)
-            row_valid = row_store & (ids == expert)
-        if GROUPING == M_PSUM:
-            g_idx = tl.arange(0, G_PAD)
-            ends = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-            prev = tl.load(layout_ptr + g_idx - 1, mask=(g_idx > 0) & (g_idx < NUM_GROUPS), other=0)
-            starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
-            # PSUM_ALIGN is a multiple of BM, so a tile lies in one group or in a gap.
-            inside = (off_m >= starts) & (off_m < ends) & (g_idx < NUM_GROUPS)
-            expert = tl.max(tl.where(inside, g_idx, -1), axis=0)
-            group_end_row = tl.sum(tl.where(g_idx == expert, ends, 0), axis=0)
-            row_valid = row_store & (expert >= 0) & (offs_m < group_end_row)
-            if not ZERO_GAPS:
-                row_store = row_valid
+        expert, row_valid, row_store = grouped_rows(layout_ptr, off_m, offs_m, row_store, group, NUM_GROUPS, GROUPING,
+                                                    G_PAD, PSUM_ALIGN, ZERO_GAPS)
         if GROUPING == K_GROUPED:
             expert = 0  # one B for all groups; the group picks the K range
 
