@@ -229,7 +229,7 @@ def test_fp8_on_sm89_and_sm120_runs_the_portable_kernel():
 
 
 def test_every_fp8_launcher_declines_on_sm80():
-    from deep_gemm.attention import plan as tl
+    from deep_gemm.attention import launch as tl
     from deep_gemm.einsum import launch as et
     from deep_gemm.gemm.cublaslt import api as cublaslt
     from deep_gemm.gemm.fp8 import launch as fp8_launch

@@ -910,7 +910,7 @@ def test_launcher_hands_the_ws_kernel_row_views_and_masked_m(monkeypatch):
         rows = args["d_ptr"]
         assert rows.shape == (g * max_m, n) and rows.data_ptr() == d.data_ptr() and args["stride_dm"] == n
         # (Mmax 200: at most 2 row blocks per group)
-        assert grid == (min(bf16_launch._num_sms(), g * 2 * -(-n // args["BN"])), 1, 1)
+        assert grid == (min(bf16_launch.usable_sms(), g * 2 * -(-n // args["BN"])), 1, 1)
     # the 64-row tile: SPLIT_N, D's block [64, BN/2], 64-row blocks in the grid
     launches.clear()
     bf16_launch.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk",
@@ -918,7 +918,7 @@ def test_launcher_hands_the_ws_kernel_row_views_and_masked_m(monkeypatch):
     (name, args, key, grid), = launches
     assert name == "bf16_gemm_ws" and args["SPLIT_N"] and (args["BM"], args["BN"]) == (64, 256)
     assert list(args["d_desc"].block_shape) == [64, 128] and list(args["a_desc"].block_shape) == [64, 64]
-    assert grid == (min(bf16_launch._num_sms(), g * 4 * 1), 1, 1)
+    assert grid == (min(bf16_launch.usable_sms(), g * 4 * 1), 1, 1)
     launches.clear()
     bf16_launch.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 160, "nk", overrides=Bf16Overrides(ws=True))
     assert launches[0][1]["SPLIT_N"] is False

@@ -15,7 +15,7 @@ import types
 import pytest
 import torch
 
-from deep_gemm.common.kernels import tiles
+from deep_gemm.common.kernels import tiles as tile_order
 from deep_gemm.gemm.fp8.kernels import ws_scheduler as ws
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align
@@ -258,7 +258,7 @@ _GL = types.SimpleNamespace(cdiv=lambda a, b: _I(-(-int(a) // int(b))), maximum=
 def walk(monkeypatch):
     """The kernel module's walk functions, callable on integers."""
     monkeypatch.setattr(ws, "gl", _GL)
-    monkeypatch.setattr(tiles, "gl", _GL)
+    monkeypatch.setattr(tile_order, "gl", _GL)
     for name in ("_group_at", "_walk_start", "_walk", "_walk_info", "swizzle", "warp_uniform"):
         monkeypatch.setattr(ws, name, getattr(ws, name).fn)
     return ws

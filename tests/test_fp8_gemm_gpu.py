@@ -442,7 +442,7 @@ def test_split_k_calls_on_concurrent_streams(monkeypatch, m, n, k, ws):
         overrides = _forced_config(128, 64, 4)
         calls = _spy_ws_launches(monkeypatch)
     else:
-        problem = fp8_configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_launch._num_sms())
+        problem = fp8_configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_launch.usable_sms())
         assert fp8_configs.heuristic(problem).split_k > 1
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     inputs = [_operands(m, n, k) for _ in streams]

@@ -197,6 +197,19 @@ def write_without_product(d: torch.Tensor, c: torch.Tensor | None) -> None:
         d.copy_(c)
 
 
+def k_grouped_sizes(d: torch.Tensor, c, ks_cpu) -> list[int] | None:
+    """The K sizes of a K-grouped call into d [G, M, N], or None when nothing is left to launch: an empty output, or
+    every K zero (then D = C, or zeros, is written here)."""
+    _, m, n = d.shape
+    ks = [int(x) for x in ks_cpu]
+    if m == 0 or n == 0:
+        return None
+    if sum(ks) == 0:
+        write_without_product(d, c)
+        return None
+    return ks
+
+
 def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None) -> None:
     """d = (c + acc) cast to d's dtype; c is read before d is written, so c may be d."""
     if c is not None:

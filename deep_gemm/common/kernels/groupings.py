@@ -1,10 +1,12 @@
 """The grouping kinds of the GEMM kernels (their GROUPING constexpr), shared by the FP8 and BF16 tl.* and Gluon
-kernels, and the tl.* kernels' grouping preamble (``grouped_rows``: which rows of an M-grouped tile are stored, and
-from which expert B comes). The launchers name the kinds through their plans' ``GROUPING``, plain ints so that
+kernels, and the tl.* kernels' grouping preamble: where a masked tile lies (``masked_tile``), which rows of an
+M-grouped tile are stored and from which expert B comes (``grouped_rows``). The launchers name the kinds through their plans' ``GROUPING``, plain ints so that
 importing the launchers does not import Triton; tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
 
 import triton
 import triton.language as tl
+
+from .tiles import tile_coords
 
 DENSE = tl.constexpr(0)
 M_IDS = tl.constexpr(1)
@@ -37,3 +39,14 @@ def grouped_rows(layout_ptr, off_m, offs_m, row_store, expert, NUM_GROUPS, GROUP
         if not ZERO_GAPS:
             row_store = row_valid
     return expert, row_valid, row_store
+
+
+@triton.jit
+def masked_tile(tile, g_idx, masked, group_tiles, group_end, num_n_blocks, BM: tl.constexpr, GROUP_M: tl.constexpr):
+    """(group, rows of the group, pid_m, pid_n) of MASKED tile ``tile``: the groups' tiles are numbered one group
+    after the other (group_end: the running count of group_tiles), each group's in grouped order."""
+    group = tl.sum((group_end <= tile).to(tl.int32), axis=0)
+    local = tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
+    m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
+    pid_m, pid_n = tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+    return group, m_limit, pid_m, pid_n

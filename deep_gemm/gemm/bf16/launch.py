@@ -19,13 +19,13 @@ from dataclasses import replace
 
 import torch
 
+from ...common.operands import k_grouped_sizes, to_nt, write_without_product
 from ...core import arch
 from ...core.launch import FastDescriptor, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
-from ...core.scratch import split_k_buffers
 from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
+from ...core.scratch import split_k_buffers
 from ...utils.numeric import group_pad
-from ...common.operands import to_nt, write_without_product
 from . import plan as bf16_plan
 from .plan import GROUPING, NO_OVERRIDES, Bf16Call, Bf16Overrides, Bf16Plan
 
@@ -320,13 +320,10 @@ def k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, compil
                                       overrides: Bf16Overrides = NO_OVERRIDES):
     if use_psum_layout:
         return NotImplemented
+    ks = k_grouped_sizes(d, c, ks_cpu)
+    if ks is None:
+        return None
     num_groups, m, n = d.shape
-    ks = [int(x) for x in ks_cpu]
-    if m == 0 or n == 0:
-        return None
-    if sum(ks) == 0:
-        write_without_product(d, c)
-        return None
     a_mat, a_k_major = _matrix(a.t())  # [sum K, M] MN-major: held as itself
     b_mat, b_k_major = _matrix(b.t())
     if a_k_major or b_k_major:

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import torch
 
-from ...core import arch
 from ..._internals import COMPILE_OPTIONS
+from ...common.operands import FP8, k_grouped_sizes, resolve_recipe, to_nt, write_without_product
+from ...core import arch
 from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
-from ...core.scratch import split_k_buffers
 from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
+from ...core.scratch import split_k_buffers
 from ...utils.numeric import ceil_div, group_pad
-from ...common.operands import FP8, resolve_recipe, to_nt, write_without_product
 from . import autotune as fp8_autotune
 from . import configs
 from . import plan as fp8_plan
@@ -429,13 +429,10 @@ def _k_grouped(layout: str):
                   overrides: Fp8Overrides = NO_OVERRIDES):
         if not _fp8_device(a):
             return NotImplemented
+        ks = k_grouped_sizes(d, c, ks_cpu)
+        if ks is None:
+            return None
         num_groups, m, n = d.shape
-        ks = [int(x) for x in ks_cpu]
-        if m == 0 or n == 0:
-            return None
-        if sum(ks) == 0:
-            write_without_product(d, c)
-            return None
         call = call_of(GROUPING["k_grouped"], m, n, sum(ks), num_groups, d, c, True)
         p = _plan_for(call, overrides)
         sfa_strides = (0, sfa.stride(0), sfa.stride(1)) if layout == "nt" else (0, sfa.stride(1), sfa.stride(0))

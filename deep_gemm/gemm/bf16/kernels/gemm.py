@@ -54,7 +54,7 @@ import triton
 import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
-from ....common.kernels.groupings import grouped_rows
+from ....common.kernels.groupings import grouped_rows, masked_tile
 from ....common.kernels.tiles import tile_coords
 from ....common.kernels.uniform import tl_warp_uniform
 
@@ -189,10 +189,8 @@ def _bf16_gemm_kernel(
                 # by the plan, and an empty one would still publish its zero partial)
                 kb_begin = split * num_kb // splits
                 kb_end = tl.where(is_piece, (split + 1) * num_kb // splits, num_kb)
-            group = tl.sum((group_end <= mn_tile).to(tl.int32), axis=0)
-            local = mn_tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
-            m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
-            pid_m, pid_n = tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+            group, m_limit, pid_m, pid_n = masked_tile(mn_tile, g_idx, masked, group_tiles, group_end, num_n_blocks,
+                                                       BM, GROUP_M)
         elif GROUPING == K_GROUPED:
             per_group = num_m_blocks * num_n_blocks
             group = tile // per_group
