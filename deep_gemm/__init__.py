@@ -11,6 +11,7 @@ from .core.registry import backends, define_all
 define_all()
 
 # Every family registers its ops when imported.
+from .core import arch  # noqa: E402,F401  (deep_gemm.arch: the architecture gate, forced_capability)
 from .core import runtime, runtime_ops  # noqa: E402,F401  (runtime knob ops)
 from . import gemm, einsum, attention, hyperconnection, layout, mega  # noqa: E402,F401
 from . import testing, utils  # noqa: E402
