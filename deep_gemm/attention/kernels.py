@@ -51,6 +51,18 @@ def _unpack_fp4(packed, sf, ROWS: tl.constexpr, D: tl.constexpr):
 
 
 @triton.jit
+def _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN: tl.constexpr, D: tl.constexpr, FP4_DOT_BF16: tl.constexpr):
+    """The [BN, D] query tile of packed FP4 rows q_rows (rows where not col_ok read as zeros), unpacked with their
+    scales; BF16 when FP4_DOT_BF16 (the dot's operand type), else FP32."""
+    packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :], mask=col_ok[:, None], other=0)
+    q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
+    q_tile = _unpack_fp4(packed, q_sf, BN, D)
+    if FP4_DOT_BF16:
+        q_tile = q_tile.to(tl.bfloat16)
+    return q_tile
+
+
+@triton.jit
 def _load_fp8_rows(ptr, rows, ok, D: tl.constexpr, ALIGN: tl.constexpr):
     """Rows ``rows`` (int64 [R]) of a row-major FP8 [*, D] tensor as [R, D], zero where not ``ok``. ALIGN: a byte
     multiple every row's address is known to have (the launcher checks it). Unknown (1), each thread loads one byte
@@ -395,12 +407,7 @@ def _fp8_paged_mqa_logits_kernel(
         weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
                           other=0.0).to(tl.float32)
         if IS_FP4:
-            packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
-                             mask=col_ok[:, None], other=0)
-            q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
-            q_tile = _unpack_fp4(packed, q_sf, BN, D)
-            if FP4_DOT_BF16:
-                q_tile = q_tile.to(tl.bfloat16)
+            q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
         else:
             q_tile = tl.load(q_ptr + q_rows[:, None] * D + tl.arange(0, D)[None, :], mask=col_ok[:, None],
                              other=0.0)
@@ -671,12 +678,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                 weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
                                   other=0.0).to(tl.float32)
                 if IS_FP4:
-                    packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
-                                     mask=col_ok[:, None], other=0)
-                    q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
-                    q_tile = _unpack_fp4(packed, q_sf, BN, D)
-                    if FP4_DOT_BF16:
-                        q_tile = q_tile.to(tl.bfloat16)
+                    q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
                 else:
                     q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
                 q_t = tl.trans(q_tile)

@@ -197,17 +197,23 @@ def write_without_product(d: torch.Tensor, c: torch.Tensor | None) -> None:
         d.copy_(c)
 
 
+def written_without_launch(d: torch.Tensor, c, m: int, n: int, k: int) -> bool:
+    """Whether a GEMM of M x N outputs over K needs no launch: an empty output, or K = 0 (then D = C, or zeros, is
+    written here)."""
+    if m == 0 or n == 0:
+        return True
+    if k == 0:
+        write_without_product(d, c)
+        return True
+    return False
+
+
 def k_grouped_sizes(d: torch.Tensor, c, ks_cpu) -> list[int] | None:
-    """The K sizes of a K-grouped call into d [G, M, N], or None when nothing is left to launch: an empty output, or
-    every K zero (then D = C, or zeros, is written here)."""
+    """The K sizes of a K-grouped call into d [G, M, N], or None when nothing is left to launch
+    (``written_without_launch`` over the sum of the K sizes)."""
     _, m, n = d.shape
     ks = [int(x) for x in ks_cpu]
-    if m == 0 or n == 0:
-        return None
-    if sum(ks) == 0:
-        write_without_product(d, c)
-        return None
-    return ks
+    return None if written_without_launch(d, c, m, n, sum(ks)) else ks
 
 
 def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None) -> None:

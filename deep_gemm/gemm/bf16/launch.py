@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import torch
 
-from ...common.operands import k_grouped_sizes, to_nt, write_without_product
+from ...common.operands import k_grouped_sizes, to_nt, written_without_launch
 from ...core import arch
 from ...core.launch import FastDescriptor, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
@@ -220,10 +220,7 @@ def _dense(layout: str):
         a_nt, _, b_nt, _ = to_nt(layout, a, None, b, None)
         m, k = a_nt.shape
         n = b_nt.size(0)
-        if m == 0 or n == 0:
-            return None
-        if k == 0:
-            write_without_product(d, c)
+        if written_without_launch(d, c, m, n, k):
             return None
         a_mat, a_k_major = _matrix(a_nt)
         b_mat, b_k_major = _matrix(b_nt)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..._internals import COMPILE_OPTIONS
-from ...common.operands import FP8, k_grouped_sizes, resolve_recipe, to_nt, write_without_product
+from ...common.operands import FP8, k_grouped_sizes, resolve_recipe, to_nt, written_without_launch
 from ...core import arch
 from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
@@ -300,10 +300,7 @@ def _launch_dense(a, sfa, b, sfb, d, c, b_per_row: bool, head=(0, 0, 0), overrid
                   recorder=None, config=None):
     m, k = a.shape
     n = b.size(0)
-    if m == 0 or n == 0:
-        return None
-    if k == 0:
-        write_without_product(d, c)
+    if written_without_launch(d, c, m, n, k):
         return None
     call = dense_call(m, n, k, d, c, b_per_row, head)
     if config is not None:  # an autotuning trial
