@@ -54,6 +54,7 @@ import triton
 import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+from ....common.kernels.epilogue import store_tile
 from ....common.kernels.groupings import grouped_rows, masked_tile
 from ....common.kernels.tiles import tile_coords
 from ....common.kernels.uniform import tl_warp_uniform
@@ -102,22 +103,6 @@ def _mainloop_tail(a_desc, b_desc, b2_desc, a_row, b_row, kb_end, BM: tl.constex
         acc = tl.dot(a, _load_b(b_desc, b_row, k, B_K_MAJOR), acc)
         acc_tail = tl.dot(a, _load_b(b2_desc, b_row + BN, k, B_K_MAJOR), acc_tail)
     return acc, acc_tail
-
-
-@triton.jit
-def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_store, n_limit, stride_dm, stride_cm,
-                HAS_C: tl.constexpr, D_TMA: tl.constexpr):
-    """d[rows, cols] = (c + acc) for rows where row_store and cols < n_limit. D_TMA: one TMA store of the whole tile
-    (the hardware clips rows/columns past the tensor); only used when every in-range row is written."""
-    n_ok = offs_n < n_limit
-    mask = row_store[:, None] & n_ok[None, :]
-    if HAS_C:
-        c = tl.load(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0)
-        acc += c.to(tl.float32)
-    if D_TMA:
-        d_desc.store([off_m, off_n], acc.to(d_desc.dtype))
-    else:
-        tl.store(d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :], acc.to(d_ptr.dtype.element_ty), mask=mask)
 
 
 # Runtime ints and pointers are not specialised on (value 1, divisibility, alignment), so one compiled binary per
@@ -230,8 +215,8 @@ def _bf16_gemm_kernel(
         if BN_TAIL > 0:  # (dense: the tail's columns are stored here, the first BN below as any tile's)
             acc, acc_tail = _mainloop_tail(a_desc, b_desc, b2_desc, off_m, off_n, num_kb, BM, BN, BN_TAIL, BK,
                                            NUM_STAGES, A_K_MAJOR, B_K_MAJOR)
-            _store_tile(acc_tail, d_ptr, d2_desc, c_ptr, off_m, off_n + BN, offs_m,
-                        off_n + BN + tl.arange(0, BN_TAIL), row_store, N, stride_dm, stride_cm, False, D_TMA)
+            store_tile(acc_tail, d_ptr, d2_desc, c_ptr, off_m, off_n + BN, offs_m,
+                       off_n + BN + tl.arange(0, BN_TAIL), row_store, N, stride_dm, stride_cm, False, D_TMA, 0, 0, 0)
         elif expert >= 0:
             acc = _mainloop(a_desc, b_desc, group * A_GROUP_M + off_m, k_start, expert * B_GROUP_N + off_n,
                             expert * B_GROUP_K + k_start, kb_begin, kb_end, BM, BN, BK, NUM_STAGES, A_K_MAJOR,
@@ -242,11 +227,11 @@ def _bf16_gemm_kernel(
         d_tile = d_ptr + group * stride_dg
         c_tile = c_ptr + group * stride_cg
         if SPLIT_K == 1:
-            _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
-                        stride_cm, HAS_C, D_TMA)
+            store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                       stride_cm, HAS_C, D_TMA, 0, 0, 0)
         elif tile < split_from:  # a whole tile before the split ones
-            _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
-                        stride_cm, HAS_C, D_TMA)
+            store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                       stride_cm, HAS_C, D_TMA, 0, 0, 0)
         else:
             # Split-K: publish this piece's partial in the tile's workspace slots (whole tiles: no masks); the last
             # piece to arrive reduces them in split order (the same sum every call) and stores (MASKED: only rows
@@ -262,6 +247,6 @@ def _bf16_gemm_kernel(
                 total = tl.zeros((BM, BN), dtype=tl.float32)
                 for s in range(splits):
                     total += tl.load(ws_tile + s * (BM * BN), cache_modifier=".cg")
-                _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
-                            stride_cm, HAS_C, D_TMA)
+                store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                           stride_cm, HAS_C, D_TMA, 0, 0, 0)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")

@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
+from ....common.kernels.epilogue import store_tile
 from ....common.kernels.groupings import grouped_rows, masked_tile
 from ....common.kernels.scaling import promote
 from ....common.kernels.tiles import tile_coords
@@ -58,29 +59,6 @@ def _scaled_mainloop(a_desc, b_desc, sfa_ptr, sfb_ptr, a_row, b_row, off_n, offs
         partial = tl.dot(a, b)
         acc = promote(acc, partial, sfa_rows, sfb_cols, kb, m_ok, n_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
     return acc
-
-
-@triton.jit
-def _store_tile(acc, d_ptr, d_desc, c_ptr, off_m, off_n, offs_m, offs_n, row_store, n_limit, stride_dm, stride_cm,
-                HAS_C: tl.constexpr, D_TMA: tl.constexpr, HEAD_LEFT: tl.constexpr, HEAD_MID: tl.constexpr,
-                HEAD_RIGHT: tl.constexpr):
-    """d[rows, cols] = (c + acc) for rows where row_store and cols < n_limit; columns remapped for skip-head-mid.
-
-    D_TMA: one TMA store of the whole tile (rows/columns past the tensor are clipped by the hardware); only used
-    when every in-range row is written, i.e. row_store == (row < M)."""
-    n_ok = offs_n < n_limit
-    mask = row_store[:, None] & n_ok[None, :]
-    if HAS_C:
-        c = tl.load(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0)
-        acc += c.to(tl.float32)
-    if D_TMA:
-        d_desc.store([off_m, off_n], acc.to(d_desc.dtype))
-        return
-    if HEAD_MID > 0:
-        cols = offs_n + (offs_n + HEAD_RIGHT) // (HEAD_LEFT + HEAD_RIGHT) * HEAD_MID
-    else:
-        cols = offs_n
-    tl.store(d_ptr + offs_m[:, None] * stride_dm + cols[None, :], acc.to(d_ptr.dtype.element_ty), mask=mask)
 
 
 # Runtime ints and pointers are not specialised on (value 1, divisibility, alignment), so one compiled binary per
@@ -175,8 +153,8 @@ def _fp8_gemm_kernel(
         d_tile = d_ptr + group * stride_dg
         c_tile = c_ptr + group * stride_cg
         if SPLIT_K == 1:
-            _store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
-                        stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
+            store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                       stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
         else:
             # Split-K: publish this split's partial, and let the last split to arrive reduce and store.
             mask = row_store[:, None] & (offs_n < N)[None, :]
@@ -189,6 +167,6 @@ def _fp8_gemm_kernel(
                 total = tl.zeros((BM, BN), dtype=tl.float32)
                 for s in range(SPLIT_K):
                     total += tl.load(ws_tile + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-                _store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
-                            stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
+                store_tile(total, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
+                           stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
