@@ -83,11 +83,6 @@ if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
 
 
-# (The name the FP8 probes import: compile_check.compile_fp8_gemm_ws now takes ZERO_GAPS, KG_DESC, WALK, UNIFORM
-# and STAGGER itself.)
-compile_ws = compile_fp8_gemm_ws
-
-
 # The psum layout's variants: two-wave 128 x 256, split 128 x 192, one-wave; with and without zeroed gaps.
 PSUM_VARIANTS = {
     "two-wave 128x256 psum": dict(waves=2, wave_n=True, stages=4, grouping=2),
@@ -121,6 +116,6 @@ if __name__ == "__main__" and "--psum" in sys.argv:
     for name, cfg in PSUM_VARIANTS.items():
         if only not in name:
             continue
-        ck = compile_ws(**cfg)
+        ck = compile_fp8_gemm_ws(**cfg)
         print(f"{name:56s} smem {ck.metadata.shared} {resource_usage(ck.asm['cubin'])} "
               f"serialised={'C7514' in ptxas_info(ck.asm['ptx'])} {sass_counts(ck.asm['cubin'])}", flush=True)
