@@ -4,7 +4,7 @@ Code written against DeepGEMM sometimes calls ``deep_gemm._C.<name>`` directly. 
 
 * every entry point under its DeepGEMM name as the very function object the public package exports
   (``_C.fp8_gemm_nt is deep_gemm.fp8_gemm_nt``). The names are not copied by hand: they are the public ops and
-  aliases of the schema table (``deep_gemm/_ops/schemas.py``), resolved against the package on first access, so a
+  aliases of the schema table (``core/schemas.py``), resolved against the package on first access, so a
   family that lands later is covered without touching this file;
 * pybind's positional-only behaviour where DeepGEMM binds a function without ``py::arg`` (``_POSITIONAL_ONLY``
   below): those functions are real positional-only Python functions (``def f(x, /)``), so passing an argument by
@@ -25,8 +25,8 @@ from typing import List as _List, Optional as _Optional, Sequence as _Sequence, 
 
 import torch as _torch
 
-from ._ops.schemas import SCHEMAS as _SCHEMAS
-from .runtime import JITRuntime as _JITRuntime
+from .core.schemas import SCHEMAS as _SCHEMAS
+from .core.runtime import JITRuntime as _JITRuntime
 
 _ops = _torch.ops.deep_gemm
 
@@ -79,7 +79,7 @@ def fp8_fp4_mega_moe(y: _torch.Tensor, l1_weights: _Tuple[_torch.Tensor, _torch.
                      fast_math: bool, num_ring_tokens: int, /) -> None:
     """Raw fused FP8 x FP4 Mega MoE over a flat symmetric buffer (``deep_gemm.fp8_fp4_mega_moe`` is the public
     form, taking a ``SymmBuffer``)."""
-    from .gemm.fp8_api import unpack_pair
+    from .common.operands import unpack_pair
     op = _flat_op("fp8_fp4_mega_moe")
     l1, l1_sf = unpack_pair("l1_weights", l1_weights)
     l2, l2_sf = unpack_pair("l2_weights", l2_weights)
@@ -102,7 +102,7 @@ def bf16_mega_moe(y: _torch.Tensor, l1_weights: _torch.Tensor, l2_weights: _torc
 def get_jit() -> _JITRuntime:
     """The process's kernel runtime (``deep_gemm.get_jit()``): ``.cache_dir``, ``.num_compiled_kernels``,
     ``.clear()``. Initialises nothing on CUDA."""
-    from .config import get_jit as runtime
+    from .core.config import get_jit as runtime
     return runtime()
 
 

@@ -3,7 +3,7 @@
 # (CI runs `python scripts/generate_pyi.py --check`, which fails when this file is stale).
 
 import torch
-from deep_gemm.runtime import JITRuntime
+from deep_gemm.core.runtime import JITRuntime
 from typing import Optional, Sequence, Tuple
 
 __all__ = [

@@ -5,13 +5,14 @@ kernel (Triton, or the torch reference until a Triton kernel covers it: see ``de
 below keep DeepGEMM's Python API call for call. Importing this package never initialises CUDA or imports Triton.
 """
 
-from ._ops.errors import DeepGEMMError
-from ._ops.library import backends, define_all
+from .core.errors import DeepGEMMError
+from .core.registry import backends, define_all
 
 define_all()
 
 # Every family registers its ops when imported.
-from . import runtime, runtime_ops  # noqa: E402,F401  (runtime knob ops)
+from .core import arch  # noqa: E402,F401  (deep_gemm.arch: the architecture gate, forced_capability)
+from .core import runtime, runtime_ops  # noqa: E402,F401  (runtime knob ops)
 from . import gemm, einsum, attention, hyperconnection, layout, mega  # noqa: E402,F401
 from . import testing, utils  # noqa: E402
 from . import _public  # noqa: E402

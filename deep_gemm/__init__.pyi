@@ -4,7 +4,7 @@
 
 import torch
 import torch.distributed.distributed_c10d
-from deep_gemm.runtime import JITRuntime
+from deep_gemm.core.runtime import JITRuntime
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 __all__ = [

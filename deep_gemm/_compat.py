@@ -18,7 +18,7 @@ from typing import Callable, Tuple
 
 import torch
 
-from ._ops.errors import fail
+from .core.errors import fail
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
 

@@ -6,11 +6,11 @@ import importlib
 
 # (module, why it is public). Families that a later stage adds are picked up here and nowhere else.
 _API_MODULES = (
-    "deep_gemm.config",            # runtime knobs, alignment getters, get_jit
-    "deep_gemm.gemm.fp8_api",      # FP8 dense / M-grouped / K-grouped GEMMs
-    "deep_gemm.gemm.bf16_api",     # BF16 and cuBLASLt GEMMs
+    "deep_gemm.core.config",       # runtime knobs, alignment getters, get_jit
+    "deep_gemm.gemm.fp8.api",      # FP8 dense / M-grouped / K-grouped GEMMs
+    "deep_gemm.gemm.bf16.api",     # BF16 and cuBLASLt GEMMs
     "deep_gemm.gemm.warmup",       # ahead-of-time kernel compilation
-    "deep_gemm.gemm.fp8_autotune_api",  # opt-in FP8 config autotuning
+    "deep_gemm.gemm.fp8.autotune_api",  # opt-in FP8 config autotuning
     "deep_gemm.einsum",            # einsum, fp8_einsum
     "deep_gemm.attention",         # MQA logits (indexer)
     "deep_gemm.hyperconnection",   # tf32_hc_prenorm_gemm

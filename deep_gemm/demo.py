@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     backends = deep_gemm.backends()
     print(f"deep_gemm {deep_gemm.__version__} on {torch.cuda.get_device_name() if device == 'cuda' else 'CPU'} "
           f"(torch {torch.__version__})")
-    print("error: calc_diff vs a float64 computation for products, max |difference| for exact ops (see --help)")
+    print("Legend, error: calc_diff vs a float64 computation for products, max |difference| for exact ops (see --help)")
     header = f"{'op':44s} {'backend':14s} {'device':6s} {'error vs fp64':>14s} {'time':>10s}  ok"
     print(header)
     print("-" * len(header))

@@ -53,7 +53,7 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
                      d_tma=None, target=SM90):
     """The tl.* FP8 GEMM kernel for one config, built for ``target`` (sm_90a unless given)."""
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
-    from deep_gemm.gemm.kernels.fp8_gemm import _fp8_gemm_kernel
+    from deep_gemm.gemm.fp8.kernels.gemm import _fp8_gemm_kernel
     fn = _fp8_gemm_kernel
     sig = {"a_desc": f"tensordesc<fp8e4nv{[bm, 128]}>", "b_desc": f"tensordesc<fp8e4nv{[bn, 128]}>",
            "sfa_ptr": "*fp32", "sfb_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}",
@@ -71,13 +71,16 @@ def compile_fp8_gemm(bm, bn, warps, stages, split=1, grouping=0, b_per_row=False
 
 MODES = ("--ws", "--serialisation", "--budgets", "--bf16", "--bf16-ws")
 
+# The tl.* FP8 kernel's main configs (dense, 1D1D, M-grouped, masked, K-grouped).
+FP8_CONFIGS = [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
+               dict(bm=128, bn=64, warps=8, stages=4), dict(bm=64, bn=128, warps=4, stages=4),
+               dict(bm=16, bn=128, warps=4, stages=4, split=4),
+               dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True, has_c=True, out="fp32"),
+               dict(bm=128, bn=128, warps=8, stages=3, grouping=1), dict(bm=64, bn=128, warps=4, stages=4, grouping=3),
+               dict(bm=128, bn=128, warps=8, stages=4, grouping=4, b_per_row=True, has_c=True, out="fp32")]
+
 if __name__ == "__main__" and not any(mode in sys.argv for mode in MODES):
-    for cfg in [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, warps=8, stages=4),
-                dict(bm=128, bn=64, warps=8, stages=4), dict(bm=64, bn=128, warps=4, stages=4),
-                dict(bm=16, bn=128, warps=4, stages=4, split=4), dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True,
-                                                                      has_c=True, out="fp32"),
-                dict(bm=128, bn=128, warps=8, stages=3, grouping=1), dict(bm=64, bn=128, warps=4, stages=4, grouping=3),
-                dict(bm=128, bn=128, warps=8, stages=4, grouping=4, b_per_row=True, has_c=True, out="fp32")]:
+    for cfg in FP8_CONFIGS:
         ck = compile_fp8_gemm(**cfg)
         print(cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
 
@@ -97,7 +100,7 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
     K-grouped per-group descriptors, A's and B's FP8 storage in ws_ptr / counter_ptr; WALK / UNIFORM / STAGGER:
     Fp8Overrides.tile_walk / uniform_tiles / stagger) are always set: a hand-built source does not apply the
     defaults."""
-    from deep_gemm.gemm.kernels.fp8_gemm_ws import _fp8_gemm_ws_kernel as fn
+    from deep_gemm.gemm.fp8.kernels.gemm_ws import _fp8_gemm_ws_kernel as fn
     narrow = bn if narrow is None else narrow
     tile_n = bn + narrow if wave_n else bn
     split = wave_n and narrow < bn
@@ -128,22 +131,25 @@ def compile_fp8_gemm_ws(bm=128, bn=128, stages=5, grouping=0, b_per_row=False, h
                                                      **FP_FUSION})
 
 
+# The warp-specialised FP8 kernel's variants: one- and two-wave tiles in every grouping, 1D1D, C by TMA.
+FP8_WS_CONFIGS = [dict(), dict(stages=6), dict(stages=6, scales_smem=True), dict(bn=64, stages=8, scales_smem=True),
+                  dict(grouping=1), dict(grouping=2), dict(grouping=3),
+                  dict(bm=256, waves=2, stages=4),
+                  dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True),
+                  dict(waves=2, wave_n=True, stages=4, grouping=1), dict(waves=2, wave_n=True, stages=4, grouping=2),
+                  dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4),
+                  dict(waves=2, wave_n=True, narrow=64, stages=4),
+                  dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=1),
+                  dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2),
+                  dict(waves=2, wave_n=True, narrow=16, stages=5), dict(waves=2, wave_n=True, narrow=32, stages=5,
+                                                                        grouping=1),
+                  dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True),
+                  dict(waves=2, wave_n=True, stages=3, b_per_row=True, out="fp32"),
+                  dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True,
+                       grouping=4, d_tma=True)]
+
 if __name__ == "__main__" and "--ws" in sys.argv:
-    for cfg in [dict(), dict(stages=6), dict(stages=6, scales_smem=True), dict(bn=64, stages=8, scales_smem=True),
-                dict(grouping=1), dict(grouping=2), dict(grouping=3),
-                dict(bm=256, waves=2, stages=4),
-                dict(bm=256, waves=2, stages=3), dict(bm=256, waves=2, stages=4, has_c=True),
-                dict(waves=2, wave_n=True, stages=4, grouping=1), dict(waves=2, wave_n=True, stages=4, grouping=2),
-                dict(waves=2, wave_n=True, stages=4, grouping=3), dict(waves=2, wave_n=True, stages=4),
-                dict(waves=2, wave_n=True, narrow=64, stages=4),
-                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=1),
-                dict(waves=2, wave_n=True, narrow=64, stages=4, grouping=2),
-                dict(waves=2, wave_n=True, narrow=16, stages=5), dict(waves=2, wave_n=True, narrow=32, stages=5,
-                                                                      grouping=1),
-                dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True),
-                dict(waves=2, wave_n=True, stages=3, b_per_row=True, out="fp32"),
-                dict(waves=2, wave_n=True, stages=3, b_per_row=True, has_c=True, out="fp32", c_tma=True,
-                     grouping=4, d_tma=True)]:
+    for cfg in FP8_WS_CONFIGS:
         ck = compile_fp8_gemm_ws(**cfg)
         print("ws", cfg, "smem", ck.metadata.shared, resource_usage(ck.asm["cubin"]), sass_counts(ck.asm["cubin"]))
 
@@ -201,7 +207,7 @@ def spilled_bytes(cubin: bytes) -> int:
 # Stack bytes per thread a non-warp-specialised (HMMA) kernel may keep under a Triton release, by (major, minor).
 # Triton 3.8's PTX and 3.9's ptxas flags (--regAllocOptLevel=2, its workaround for a ptxas 13 bug) leave one 8-16 byte
 # slot in a few BF16 tl.* and HC configs, stored and loaded once per program or tile, outside the main loop (SASS of
-# the 3.8.0 / 3.9.0 builds, CPU compile, 2026-12); 3.6 and 3.7 leave none. Anything more is a spill to fix.
+# the 3.8.0 / 3.9.0 builds); 3.6 and 3.7 leave none. Anything more is a spill to fix.
 STACK_ALLOWANCE = {(3, 8): 16, (3, 9): 8}
 
 
@@ -219,7 +225,7 @@ BUDGET_VARIANTS = {**SERIALISATION_VARIANTS,
                                                                g_pad=32)}
 
 if __name__ == "__main__" and "--budgets" in sys.argv:
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     budgets = fp8_plan.WS_REGISTER_BUDGETS
     print(f"{'variant':52s}", *(f"{c}/{p:<4d}" for c, p in budgets), " kept  (spilled bytes per thread)")
     for name, cfg in BUDGET_VARIANTS.items():
@@ -231,10 +237,10 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
 
 def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
                       a_k_major=True, b_k_major=True, tail=0, zero_gaps=True, uniform=False, target=SM90):
-    """The BF16 GEMM kernel (kernels/bf16_gemm.py) for one config, as bf16_triton._execute launches it (``zero_gaps``:
-    ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped), built for
-    ``target`` (sm_90a unless given)."""
-    from deep_gemm.gemm.kernels.bf16_gemm import _bf16_gemm_kernel as fn
+    """The BF16 GEMM kernel (gemm/bf16/kernels/gemm.py) for one config, as bf16_launch._execute launches it
+    (``zero_gaps``: ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped),
+    built for ``target`` (sm_90a unless given)."""
+    from deep_gemm.gemm.bf16.kernels.gemm import _bf16_gemm_kernel as fn
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     a_block = [bm, bk] if a_k_major else [bk, bm]
     b_block = [bn, bk] if b_k_major else [bk, bn]
@@ -282,7 +288,7 @@ BF16_CONFIGS = [
     dict(bm=64, bn=64, warps=4, stages=12), dict(bm=64, bn=64, warps=4, stages=12, split=2),
     dict(bm=64, bn=128, warps=4, stages=8), dict(bm=64, bn=128, warps=4, stages=8, split=2),
     dict(bm=16, bn=32, bk=128, warps=4, stages=12, split=2), dict(bm=16, bn=64, bk=128, warps=4, stages=10),
-    # Dense decode rows (measured 2026-12-02): 16 x 64 on the 6-stage ring, an unsplit 16 x 32 on the deep one.
+    # Dense decode rows: 16 x 64 on the 6-stage ring, an unsplit 16 x 32 on the deep one.
     dict(bm=16, bn=64, bk=128, warps=4, stages=6), dict(bm=16, bn=32, bk=128, warps=4, stages=12),
     dict(bm=128, bn=128, warps=8, stages=6, split=2, out="fp32", d_tma=False),
     # Opt-in 128 x (128 + 16) tiles (N = 576 in 4 tile columns; Bf16Config.block_n_tail), TMA and pointer stores.
@@ -314,11 +320,11 @@ if __name__ == "__main__" and "--bf16" in sys.argv:
 def compile_bf16_gemm_ws(bn=256, bk=64, stages=3, a_k_major=True, b_k_major=True, grouping=0, has_c=False,
                          out="bfloat16", consumer_regs=232, producer_regs=40, tail=0, zero_gaps=True, uniform=False,
                          bm=128):
-    """The warp-specialised BF16 kernel (kernels/bf16_gemm_ws.py) for one config (``tail``: its TAIL_N columns,
-    B and D blocks of their own as bf16_triton._execute_ws passes them; ``zero_gaps`` / ``uniform``: its ZERO_GAPS
+    """The warp-specialised BF16 kernel (gemm/bf16/kernels/gemm_ws.py) for one config (``tail``: its TAIL_N columns,
+    B and D blocks of their own as bf16_launch._execute_ws passes them; ``zero_gaps`` / ``uniform``: its ZERO_GAPS
     and UNIFORM, the psum layout's gap rows zeroed and its layout values marked warp-uniform; ``bm`` 64: the
     64 x BN tile whose column halves the consumers split, SPLIT_N, D's block [64, BN / 2])."""
-    from deep_gemm.gemm.kernels.bf16_gemm_ws import _bf16_gemm_ws_kernel as fn
+    from deep_gemm.gemm.bf16.kernels.gemm_ws import _bf16_gemm_ws_kernel as fn
     from triton.experimental.gluon._runtime import GluonASTSource
     b_block = [bn, bk] if b_k_major else [bk, bn]
     b2_block = ([tail, bk] if b_k_major else [bk, tail]) if tail else b_block

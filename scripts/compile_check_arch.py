@@ -5,7 +5,7 @@ Per architecture and op family, the family's own plan runs over representative p
 M-grouped, masked, K-grouped, decode rows) with that architecture's capability, and every distinct kernel variant
 it picks is compiled for the target with Triton's compiler (the same builders as scripts/compile_check*.py). A
 variant passes when it compiles and its shared memory fits the architecture's opt-in limit per block
-(``deep_gemm.arch.shared_memory``: Triton refuses to load a kernel that needs more). Spills are reported, not
+(``deep_gemm.core.arch.shared_memory``: Triton refuses to load a kernel that needs more). Spills are reported, not
 failed: these kernels are tuned on sm_90a only. Plans that choose sm_90a-only kernels elsewhere, and FP8 kernels
 on sm_80 (no FP8 MMA: the ops run the reference there), fail the check.
 
@@ -38,7 +38,7 @@ import compile_check_einsum as ce  # noqa: E402
 import compile_check_hc as ch  # noqa: E402
 import compile_check_indexer as ci  # noqa: E402
 import compile_check_legacy as cl  # noqa: E402
-from deep_gemm import arch  # noqa: E402
+from deep_gemm.core import arch  # noqa: E402
 
 ARCHS = (100, 120, 89, 80)
 FAMILIES = ("fp8", "bf16", "einsum", "hc", "indexer", "layout", "legacy")
@@ -75,10 +75,11 @@ class PlanError(Exception):
     """A plan chose something the architecture cannot run (an sm_90a-only kernel, or no kernel at all)."""
 
 
-# ---- FP8 GEMM (kernels/fp8_gemm.py, the tl.* kernel) ---------------------------------------------------------------
+# ---- FP8 GEMM (gemm/fp8/kernels/gemm.py, the tl.* kernel)
+# ---------------------------------------------------------------
 
 def fp8_calls(sm: int):
-    from deep_gemm.gemm.fp8_plan import GROUPING as G, Fp8Call
+    from deep_gemm.gemm.fp8.plan import GROUPING as G, Fp8Call
     calls = [Fp8Call(G["dense"], m, n, k, 1, NUM_SMS, sm=sm)
              for m, n, k in ((1, 2112, 7168), (64, 7168, 2048), (128, 4096, 7168), (4096, 7168, 2048),
                              (4096, 24576, 1536), (4096, 576, 7168))]
@@ -94,7 +95,7 @@ def fp8_calls(sm: int):
 
 
 def fp8_variants(sm: int, quick: bool = False):
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     kwargs_list = []
     calls = fp8_calls(sm)
     for call in calls[3:4] if quick else calls:  # (quick: 4096 x 7168 x 2048, the 128 x 128 tile)
@@ -115,17 +116,18 @@ def fp8_variants(sm: int, quick: bool = False):
 
 def _compile_transpose(t):
     from triton.compiler import ASTSource
-    from deep_gemm.gemm.kernels.transpose import _transpose_kernel as fn
+    from deep_gemm.common.kernels.transpose import _transpose_kernel as fn
     sig = {"y_ptr": "*u8", "out_ptr": "*u8", "R": "i32", "C": "i32", "stride_yb": "i32", "stride_yc": "i32",
            "stride_ob": "i32", "stride_or": "i32", "BR": "constexpr", "BC": "constexpr"}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index("BR"),): 64, (fn.arg_names.index("BC"),): 64})
     return triton.compile(src, target=t, options={"num_warps": 4, "num_stages": 1})
 
 
-# ---- BF16 GEMM (kernels/bf16_gemm.py) -------------------------------------------------------------------------------
+# ---- BF16 GEMM (gemm/bf16/kernels/gemm.py)
+# -------------------------------------------------------------------------------
 
 def bf16_calls(sm: int):
-    from deep_gemm.gemm.bf16_plan import GROUPING as G, Bf16Call
+    from deep_gemm.gemm.bf16.plan import GROUPING as G, Bf16Call
 
     def call(grouping, m, n, k, groups=1, has_c=False, out=2, a_k=True, b_k=True, d_tma=True, **kw):
         return Bf16Call(grouping, m, n, k, groups, NUM_SMS, has_c, out, a_k, b_k, d_tma, sm=sm, **kw)
@@ -146,7 +148,7 @@ def bf16_calls(sm: int):
 
 
 def bf16_variants(sm: int, quick: bool = False):
-    from deep_gemm.gemm import bf16_plan
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
     kwargs_list = []
     calls = bf16_calls(sm)
     for call in calls[2:3] if quick else calls:  # (quick: 4096 x 7168 x 2048 nt)
@@ -170,7 +172,7 @@ def bf16_variants(sm: int, quick: bool = False):
 # ---- einsum (einsum/kernels.py) --------------------------------------------------------------------------------------
 
 def einsum_variants(sm: int, quick: bool = False):
-    from deep_gemm.einsum import einsum_triton as et
+    from deep_gemm.einsum import plan as et
     from deep_gemm.einsum.kernels import REDUCE_GRID, REDUCE_NONE, REDUCE_PARALLEL, REDUCE_SERIAL
     variants = []
     rows = [(8, 4096, 1024, 4096, True, "bf16", False), (8, 4096, 1024, 4096, False, "fp32", True),
@@ -193,7 +195,7 @@ def einsum_variants(sm: int, quick: bool = False):
         tma = reduce in (REDUCE_NONE, REDUCE_SERIAL)
         bmk.append(dict(cfg=plan.tile, has_c=True, out="fp32", d_tma=tma, c_tma=tma, reduce=reduce))
         if reduce == REDUCE_PARALLEL:
-            reduce_kernels.append(dict(cfg=plan.tile, rm=2, has_c=True, loads=et._reduce_loads(plan.splits)))
+            reduce_kernels.append(dict(cfg=plan.tile, rm=2, has_c=True, loads=et.reduce_loads(plan.splits)))
     variants += _distinct("einsum", bmk, ce.compile_bmk, "bmk ")
     variants += _distinct("einsum", reduce_kernels, ce.compile_bmk_reduce, "bmk reduce ")
     if arch.has_fp8_mma(sm):
@@ -212,7 +214,7 @@ def einsum_variants(sm: int, quick: bool = False):
 # ---- HyperConnection, layout --------------------------------------------------------------------------------------
 
 def hc_variants(sm: int, quick: bool = False):
-    from deep_gemm.hyperconnection import hc_plan
+    from deep_gemm.hyperconnection import plan as hc_plan
     configs = hc_plan.compile_configs(sm)
     return _distinct("hc", configs[:1] if quick else configs, ch.compile_hc, "hc ")
 
@@ -227,7 +229,7 @@ def layout_variants(sm: int, quick: bool = False):
 # ---- indexer (attention/kernels.py) ----------------------------------------------------------------------------------
 
 def indexer_variants(sm: int, quick: bool = False):
-    from deep_gemm.attention import triton_launch as tl
+    from deep_gemm.attention import plan as tl
     variants = [Variant("indexer", "paged schedule", lambda t: ci.compile_schedule(target=t))]
     if quick:
         return variants
@@ -236,8 +238,6 @@ def indexer_variants(sm: int, quick: bool = False):
     prefill = []
     for h, d, fp4 in ((64, 128, False), (16, 64, False), (64, 128, True), (32, 64, True)):
         cfg = tl.prefill_config(h, d, fp4)
-        if tl.prefill_ws_covers(cfg, h, d, fp4, not fp4, sm):
-            raise PlanError(f"indexer prefill h={h} d={d}: the warp-specialised kernel on sm_{sm}")
         prefill.append(dict(h=h, d=d, block_kv=cfg.block_kv, warps=cfg.num_warps, stages=cfg.num_stages, fp4=fp4,
                             tma=not fp4, cols=cfg.score_cols, fma_relu=cfg.fma_relu, interior=cfg.interior,
                             maxnreg=cfg.max_registers, lean=cfg.interior and cfg.lean_interior))
@@ -265,7 +265,7 @@ def indexer_variants(sm: int, quick: bool = False):
 
 def legacy_variants(sm: int, quick: bool = False):
     from deep_gemm.legacy import kernels
-    from deep_gemm.legacy.tiles import K_GROUPED_TILE, M_GROUPED_TILE
+    from deep_gemm.legacy.plan import K_GROUPED_TILE, M_GROUPED_TILE
     m_tile, k_tile = M_GROUPED_TILE.for_sm(sm), K_GROUPED_TILE.for_sm(sm)
     cases = []
     for unit in cl.B_UNIT_STRIDES[:1] if quick else cl.B_UNIT_STRIDES:
@@ -364,7 +364,7 @@ def main(argv=None) -> int:
             only.append((int(sm), family))
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error("run without TRITON_INTERPRET (the interpreter does not compile)")
-    from deep_gemm import runtime
+    from deep_gemm.core import runtime
     runtime.set_num_sms(NUM_SMS)
     results = check(args.arch, args.family, args.quick, verbose=not args.json, only=only)
     bad = [r for r in results if not r["ok"]]

@@ -1,6 +1,6 @@
 """Compile the einsum family's Triton kernels for sm_90a without a GPU and report registers, spills, shared memory
 and the SASS that matters (HGMMA / QGMMA count, TMA loads, local memory traffic) for every config the launchers pick
-(``deep_gemm.einsum.einsum_triton.CONFIGS``). Exits non-zero when a config spills or needs more than 227 KB of
+(``deep_gemm.einsum.launch.CONFIGS``). Exits non-zero when a config spills or needs more than 227 KB of
 shared memory.
 
     python scripts/compile_check_einsum.py      (without TRITON_INTERPRET)
@@ -58,14 +58,10 @@ def compile_bmk(cfg, has_c=False, out="fp32", d_tma=True, c_tma=False, reduce=0,
     return _compile(fn, sig, constexprs, cfg.num_warps, cfg.num_stages, target)
 
 
-def compile_bmk_reduce(cfg, rm, has_c=False, out="fp32", loads=64, aligned=True, legacy=False, target=SM90):
-    from deep_gemm.einsum.einsum_triton import BMK_LEGACY_REDUCE_WARPS
-    from deep_gemm.einsum.kernels import _bmk_reduce_partials, _bmk_reduce_partials_legacy
+def compile_bmk_reduce(cfg, rm, has_c=False, out="fp32", loads=64, aligned=True, target=SM90):
+    from deep_gemm.einsum.kernels import _bmk_reduce_partials
     sig = {"ws_ptr": "*fp32", "d_ptr": f"*{out}", "c_ptr": f"*{out}"}
     sig.update({n: "i32" for n in ("M", "N", "SPLITS", "stride_dm", "stride_cm")})
-    if legacy:
-        constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, HAS_C=has_c)
-        return _compile(_bmk_reduce_partials_legacy, sig, constexprs, BMK_LEGACY_REDUCE_WARPS, 1, target)
     constexprs = dict(BM=cfg.block_m, BN=cfg.block_n, RM=rm, LOADS=loads, HAS_C=has_c, ALIGNED=aligned)
     return _compile(_bmk_reduce_partials, sig, constexprs, max(1, rm * cfg.block_n // 128), 1, target)
 
@@ -119,13 +115,13 @@ def report(label: str, ck) -> bool:
 
 
 def main() -> int:
-    from deep_gemm.einsum.einsum_triton import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
+    from deep_gemm.einsum.plan import BH_CONFIGS, BH_WIDE, BMK_CONFIGS, BMK_REDUCE_LOADS, FP8_CONFIGS
     ok = True
     for cfg in BH_CONFIGS:
         for b_k_major in (True, False):
             ok &= report(f"bh {cfg} b_k_major={b_k_major}", compile_bh(cfg, b_k_major))
         if cfg in BH_WIDE:
-            continue  # plain BF16 outputs only (einsum_triton.bh_config)
+            continue  # plain BF16 outputs only (einsum_plan.bh_config)
         ok &= report(f"bh {cfg} fp32 out + C by TMA", compile_bh(cfg, has_c=True, out="fp32", c_tma=True))
         ok &= report(f"bh {cfg} fp32 out + C, pointers", compile_bh(cfg, has_c=True, out="fp32", d_tma=False))
         ok &= report(f"bh {cfg} fp32 out by TMA + C by pointers", compile_bh(cfg, has_c=True, out="fp32"))
@@ -142,8 +138,6 @@ def main() -> int:
         ok &= report_reduce(f"bmk reduction {cfg} rows 2 loads 64 bf16", compile_bmk_reduce(cfg, 2, out="bf16"), 64)
         ok &= report_reduce(f"bmk reduction {cfg} rows 2 loads 64 fp32 + C, unaligned",
                             compile_bmk_reduce(cfg, 2, has_c=True, aligned=False), 64)
-        ok &= report_reduce(f"bmk legacy reduction {cfg} rows 4 fp32 + C",
-                            compile_bmk_reduce(cfg, 4, True, legacy=True), 0)
         ok &= report(f"bmk {cfg} fp32 + C by TMA", compile_bmk(cfg, has_c=True, c_tma=True))
         ok &= report(f"bmk {cfg} fp32 + C, pointers", compile_bmk(cfg, has_c=True, d_tma=False))
         ok &= report(f"bmk {cfg} bf16", compile_bmk(cfg, out="bf16"))

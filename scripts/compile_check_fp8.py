@@ -8,7 +8,7 @@ producer's `ready` barrier gets one arrive.expect_tx from one elected thread, pl
 by cp.async (1D1D B scales, or the one-wave kernel's 1D2D scales), one `cp.async.mbarrier.arrive.noinc` per thread
 of the producer warp per K block. `.noinc` arrivals must be counted at init; the incrementing form raises the
 pending count of the current phase instead, which compute-sanitizer's synccheck reports as a barrier overflow
-(fp8_gemm_ws._ready_arrivals). The report lists, per variant, the init counts found in the PTX, the cp.async
+(gemm_ws._ready_arrivals). The report lists, per variant, the init counts found in the PTX, the cp.async
 arrive forms, and whether they agree.
 
 Run without TRITON_INTERPRET (the interpreter cannot compile warp-specialised kernels).
@@ -56,7 +56,7 @@ def barrier_facts(ptx: str, stages: int) -> dict:
 
 
 def check_barriers() -> dict:
-    from deep_gemm.gemm.kernels.fp8_gemm_ws import PRODUCER_THREADS
+    from deep_gemm.gemm.fp8.kernels.ws_mainloop import PRODUCER_THREADS
     report = {}
     for name, (cfg, staged) in BARRIER_VARIANTS.items():
         facts = barrier_facts(compile_fp8_gemm_ws(**cfg).asm["ptx"], cfg["stages"])
@@ -81,11 +81,6 @@ def check_barriers() -> dict:
 
 if __name__ == "__main__" and "--barriers" in sys.argv:
     print(json.dumps(check_barriers()))
-
-
-# (The name the FP8 probes import: compile_check.compile_fp8_gemm_ws now takes ZERO_GAPS, KG_DESC, WALK, UNIFORM
-# and STAGGER itself.)
-compile_ws = compile_fp8_gemm_ws
 
 
 # The psum layout's variants: two-wave 128 x 256, split 128 x 192, one-wave; with and without zeroed gaps.
@@ -121,6 +116,6 @@ if __name__ == "__main__" and "--psum" in sys.argv:
     for name, cfg in PSUM_VARIANTS.items():
         if only not in name:
             continue
-        ck = compile_ws(**cfg)
+        ck = compile_fp8_gemm_ws(**cfg)
         print(f"{name:56s} smem {ck.metadata.shared} {resource_usage(ck.asm['cubin'])} "
               f"serialised={'C7514' in ptxas_info(ck.asm['ptx'])} {sass_counts(ck.asm['cubin'])}", flush=True)

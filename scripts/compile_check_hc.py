@@ -41,17 +41,17 @@ def compile_hc(bm, bn, stages, b_tma, reduce, red_chunk, warps=4, target=SM90):
 
 
 def hc_configs():
-    from deep_gemm.hyperconnection import hc_plan
+    from deep_gemm.hyperconnection import plan as hc_plan
     return hc_plan.compile_configs()
 
 
 def compile_layout(target=SM90):
-    """The layout kernels at the tiles layout_triton.py launches them with, built for ``target``."""
+    """The layout kernels at the tiles layout/plan.py gives their launches, built for ``target``."""
     from deep_gemm.layout import kernels as k
-    from deep_gemm.layout import layout_triton as lt
+    from deep_gemm.layout import plan as lt
     ints = lambda *names: {n: "i32" for n in names}  # noqa: E731
     for cols, c_unit in ((lt.BLOCK_COLS, True), (lt.BLOCK_COLS, False), (1, False), (4, True)):
-        br, bc = lt._tile(cols)
+        br, bc = lt.tile(cols)
         yield f"mn_major_copy {br}x{bc} c_unit={c_unit}", _compile(k._mn_major_copy_kernel, {
             "sf_ptr": "*i32", "out_ptr": "*i32",
             **ints("R", "C", "stride_g", "stride_r", "stride_c", "out_stride_g", "out_stride_c")},

@@ -4,7 +4,6 @@ shared memory, SASS counts and layout conversions per variant. Run without TRITO
     python scripts/compile_check_indexer.py             # the variants the launchers use
     python scripts/compile_check_indexer.py --ttgir     # also count convert_layout ops in the TTGIR
     python scripts/compile_check_indexer.py --only-persistent   # only the persistent paged kernel's variants
-    python scripts/compile_check_indexer.py --ws        # only the warp-specialised prefill kernel (--json: as JSON)
 """
 
 from __future__ import annotations
@@ -84,22 +83,28 @@ def report(name, cfg, ck, ttgir=False):
     print(line, flush=True)
 
 
-if __name__ == "__main__" and "--only-persistent" not in sys.argv and "--ws" not in sys.argv:
+# The tl.* prefill kernel's variants: head counts and dims, FP4, compressed, the interior loop, the FMA ReLU.
+PREFILL_VARIANTS = [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
+                    dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
+                    dict(compressed=True), dict(out="bf16"), dict(tma=False), dict(cols=256, warps=8),
+                    dict(cols=256, warps=8, block_kv=128, stages=3),
+                    dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2),
+                    dict(fma_relu=True), dict(interior=True), dict(fma_relu=True, interior=True),
+                    dict(fma_relu=True, interior=True, maxnreg=128), dict(fma_relu=True, interior=True, compressed=True),
+                    dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2)]
+CLEAN_VARIANTS = [dict(), dict(out="bf16")]
+# The grid-walking paged kernel's variants.
+PAGED_VARIANTS = [dict(), dict(rows=1), dict(h=32, rows=4), dict(clean=True, ctx_2d=False), dict(tma=False),
+                  dict(block_kv=32, pages=16), dict(h=8, d=32, rows=2), dict(out="bf16"),
+                  dict(fp4=True), dict(fp4=True, d=64, rows=1, block_kv=32, pages=16)]
+
+if __name__ == "__main__" and "--only-persistent" not in sys.argv:
     ttgir = "--ttgir" in sys.argv
-    for cfg in [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64), dict(h=8, d=32),
-                dict(block_kv=128, warps=8, stages=3), dict(block_kv=128, warps=4, stages=3),
-                dict(compressed=True), dict(out="bf16"), dict(tma=False), dict(cols=256, warps=8),
-                dict(cols=256, warps=8, block_kv=128, stages=3),
-                dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2),
-                dict(fma_relu=True), dict(interior=True), dict(fma_relu=True, interior=True),
-                dict(fma_relu=True, interior=True, maxnreg=128), dict(fma_relu=True, interior=True, compressed=True),
-                dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2)]:
+    for cfg in PREFILL_VARIANTS:
         report("prefill", cfg, compile_prefill(**cfg), ttgir)
-    for cfg in [dict(), dict(out="bf16")]:
+    for cfg in CLEAN_VARIANTS:
         report("clean", cfg, compile_clean(**cfg), ttgir)
-    for cfg in [dict(), dict(rows=1), dict(h=32, rows=4), dict(clean=True, ctx_2d=False), dict(tma=False),
-                dict(block_kv=32, pages=16), dict(h=8, d=32, rows=2), dict(out="bf16"),
-                dict(fp4=True), dict(fp4=True, d=64, rows=1, block_kv=32, pages=16)]:
+    for cfg in PAGED_VARIANTS:
         report("paged", cfg, compile_paged(**cfg), ttgir)
     report("schedule", {}, compile_schedule(), ttgir)
 
@@ -128,7 +133,7 @@ PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict
                        dict(stages=3), dict(stages=6), dict(h=32), dict(h=32, rows=1, atom_rows=1), dict(tma=False),
                        dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"), dict(fp4=True, stages=1),
                        dict(fp4=True, d=64, rows=1, atom_rows=1, block_kv=32, stages=1)]
-# The register levers of PagedConfig (issue 17): 16-byte Q loads (q_align=16), one dot per row (row_dots), a ptxas
+# The register levers of PagedConfig: 16-byte Q loads (q_align=16), one dot per row (row_dots), a ptxas
 # cap (maxnreg), 8 warps; <= 128 registers at 4 warps lets 4 programs share an SM (65536 registers).
 PERSISTENT_REGISTER_VARIANTS = [
     dict(stages=7, q_align=16), dict(stages=7, q_align=16, maxnreg=128), dict(stages=7, row_dots=True),
@@ -136,71 +141,12 @@ PERSISTENT_REGISTER_VARIANTS = [
     dict(stages=7, row_dots=True, q_align=16, clean=True, ctx_2d=False),
     dict(stages=7, row_dots=True, q_align=16, out="bf16"), dict(h=32, stages=7, row_dots=True, q_align=16),
     dict(stages=7, q_align=16, warps=8), dict(stages=7, row_dots=True, q_align=16, warps=8),
-    # The lean page loop (PagedConfig.lean_page_loop, issue 17): the defaults with it, and without TMA.
+    # The lean page loop (PagedConfig.lean_page_loop): the defaults with it, and without TMA.
     dict(stages=7, q_align=16, maxnreg=128, lean=True), dict(stages=7, q_align=16, maxnreg=128, lean=True, out="bf16"),
     dict(stages=7, q_align=16, maxnreg=128, lean=True, clean=True, ctx_2d=False),
     dict(stages=7, q_align=16, maxnreg=128, lean=True, tma=False), dict(rows=1, atom_rows=1, q_align=16, lean=True),
     dict(h=32, q_align=16, lean=True), dict(fp4=True, stages=1, lean=True)]
 
-if __name__ == "__main__" and "--ws" not in sys.argv:  # the persistent paged kernel (default paged path)
+if __name__ == "__main__":  # the persistent paged kernel (default paged path)
     for cfg in PERSISTENT_VARIANTS + PERSISTENT_REGISTER_VARIANTS:
         report("paged_persistent", cfg, compile_paged_persistent(**cfg), "--ttgir" in sys.argv)
-
-
-
-def compile_prefill_ws(h=64, d=128, stages=4, consumers=2, compressed=False, out="fp32", fma_relu=False,
-                       weights="fp32", consumer_regs=None, producer_regs=None):
-    """The warp-specialised Gluon prefill kernel (attention/prefill_ws.py) as triton_launch._prefill_ws passes it
-    (registers: PREFILL_WS_REGISTERS of the consumer count unless given)."""
-    from deep_gemm.attention.prefill_ws import _fp8_mqa_logits_ws_kernel as fn
-    from deep_gemm.attention.triton_launch import PREFILL_WS_REGISTERS
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from compile_check import gluon_desc_sig
-    regs = PREFILL_WS_REGISTERS.get(consumers, (112, 24))
-    consumer_regs = regs[0] if consumer_regs is None else consumer_regs
-    producer_regs = regs[1] if producer_regs is None else producer_regs
-    sig = {"q_desc": gluon_desc_sig([128, d]), "kv_desc": gluon_desc_sig([64, d]), "kv_sf_ptr": "*fp32",
-           "w_ptr": f"*{weights}", "ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": f"*{out}"}
-    sig.update({n: "i32" for n in ["S", "SK", "stride_w", "stride_out", "max_k", "num_q_blocks", "splits"]})
-    constexprs = dict(H=h, BQ=128 // h, BLOCK_KV=64, STAGES=stages, CONSUMERS=consumers, COMPRESSED=compressed,
-                      FMA_RELU=fma_relu, CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs)
-    sig.update({k: "constexpr" for k in constexprs})
-    src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=SM90, options={"num_warps": 4, "num_stages": 1, **FP_FUSION})
-
-
-# The WS kernel's variants (PrefillConfig(ws=True, ws_consumers=..., num_stages=...)): the H / D / output / mode
-# combinations the launcher sends to it, at 2 and 3 consumers; printed (not --json) for the record too: what it does
-# not take because it spills (4 consumers, H=8, H=16 at 3 consumers).
-PREFILL_WS_VARIANTS = [dict(), dict(stages=6), dict(consumers=3, stages=6), dict(consumers=3, stages=3),
-                       dict(h=32), dict(h=32, consumers=3, stages=6), dict(h=16, d=64), dict(h=128),
-                       dict(d=64), dict(d=32), dict(compressed=True), dict(consumers=3, stages=6, compressed=True),
-                       dict(out="bf16"), dict(consumers=3, stages=6, out="bf16", compressed=True),
-                       dict(weights="bf16"), dict(fma_relu=True), dict(consumers=3, stages=6, fma_relu=True)]
-
-
-def ws_facts(ck) -> dict:
-    """Registers at launch, spilled bytes, shared memory, SASS counts, the partitions' (budget, used), and the
-    mbarriers: init counts in order (Q ready / Q empty pairs, then ready / empty per stage) and whether every plain
-    arrive is predicated (one thread per partition: the Q-empty barrier counts one arrival per consumer)."""
-    import re
-    from compile_check import partition_registers, spilled_bytes
-    usage = resource_usage(ck.asm["cubin"])
-    ptx = ck.asm["ptx"]
-    inits = [int(n) for n in re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64\s+\[[^\]]+\],\s*(\d+);", ptx)]
-    arrives = re.findall(r"^\s*(@!?%p\d+\s+)?mbarrier\.arrive\.shared", ptx, re.M)
-    return dict(regs=int(usage.split("REG:")[1].split()[0]), spill=spilled_bytes(ck.asm["cubin"]),
-                smem=ck.metadata.shared, sass=sass_counts(ck.asm["cubin"], ("QGMMA", "UTMALDG", "LDL", "STL")),
-                partitions=partition_registers(ck.asm["cubin"]), barrier_inits=inits, arrive_sites=len(arrives),
-                arrives_predicated=all(arrives))
-
-
-if __name__ == "__main__" and "--ws" in sys.argv:
-    import json
-    if "--json" in sys.argv:
-        print(json.dumps({json.dumps(cfg, sort_keys=True): ws_facts(compile_prefill_ws(**cfg))
-                          for cfg in PREFILL_WS_VARIANTS}))
-    else:
-        spilling = [dict(consumers=4, stages=8), dict(h=8, d=32), dict(h=16, consumers=3, stages=6)]
-        for cfg in PREFILL_WS_VARIANTS + spilling:
-            print("prefill_ws", cfg, ws_facts(compile_prefill_ws(**cfg)), flush=True)

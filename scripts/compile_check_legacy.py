@@ -1,15 +1,8 @@
 """Compile deep_gemm.legacy's Triton kernels for sm_90a without a GPU and report shared memory, registers and
-spills (run without TRITON_INTERPRET): ``python scripts/compile_check_legacy.py``.
-
-``--candidates`` compiles instead every candidate tile of research/sweeps/sweep_legacy_tiles.py (M-grouped plain
-and A-fused with a bf16 output; K-grouped A- and B-fused with an fp32 output accumulated, what test_legacy times)
-and prints, per tile, the worst registers / spills over its kernels: a tile that spills belongs in the sweep's
-SPILLING set."""
+spills (run without TRITON_INTERPRET): ``python scripts/compile_check_legacy.py``."""
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import os
 import re
 import sys
@@ -41,8 +34,8 @@ def compile_kernel(fn, pointers: dict, ints: list, constexprs: dict, num_warps: 
                                                      **FP_FUSION})
 
 
-def main() -> int:
-    bad = 0
+def shipped_cases() -> list:
+    """(kernel, pointer signature, int arguments, constexprs) of every launch the legacy ops make."""
     tiles = dict(DOT_FP32=False, BLOCK_N=api.BLOCK_N, BLOCK_K=api.BLOCK_K)
     m_ints = ["M", "N", "K", "stride_am", "stride_bg", "stride_bn", "stride_bk", "stride_dm"]
     k_ints = ["M", "N", "stride_ak", "stride_bk", "stride_dg", "stride_dm"]
@@ -64,6 +57,12 @@ def main() -> int:
                                        k_start_ptr="*i32", k_end_ptr="*i32"), k_ints,
                               dict(tiles, ACC=acc, BLOCK_M=api.K_GROUPED_BLOCK_M,
                                    BLOCK_N=api.K_GROUPED_BLOCK_N)))
+    return cases
+
+
+def main() -> int:
+    bad = 0
+    cases = shipped_cases()
     for fn, pointers, ints, constexprs in cases:
         ck = compile_kernel(fn, pointers, ints, constexprs)
         spills = spilled_bytes(ck.asm["cubin"])
@@ -87,58 +86,5 @@ K_INTS = ["M", "N", "stride_ak", "stride_bk", "stride_dg", "stride_dm"]
 B_UNIT_STRIDES = ("stride_bk", "stride_bn")
 
 
-def _sweep_module():
-    path = os.path.join(os.path.dirname(__file__), "..", "research", "sweeps", "sweep_legacy_tiles.py")
-    spec = importlib.util.spec_from_file_location("sweep_legacy_tiles", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def check_candidates() -> int:
-    """Every candidate tile of the sweep; 1 if any spills or overflows shared memory."""
-    sweep = _sweep_module()
-    spilling = []
-    for family, tiles in sweep.all_candidates().items():
-        for tile in tiles:
-            if family == "m":
-                block_m = min(tile.block_m, api.M_GROUPED_MAX_BLOCK_M)  # capped by the 128 alignment
-                cases = [(fn, pointers, [i for i in M_INTS if i != unit], {unit: 1})
-                         for fn, pointers in ((kernels.m_grouped_bf16_gemm_contiguous_tl_impl, M_POINTERS),
-                                              (kernels.a_fused_m_grouped_bf16_gemm_contiguous_tl_impl,
-                                               dict(M_POINTERS, row_indices_ptr="*i32")))
-                         for unit in B_UNIT_STRIDES]
-                extra = {}
-            else:
-                block_m = tile.block_m
-                cases = [(kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl, K_POINTERS, K_INTS, {}),
-                         (kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl, K_POINTERS, K_INTS, {})]
-                extra = {"ACC": True}
-            constexprs = dict(DOT_FP32=False, BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, **extra)
-            worst_regs, worst_spills, worst_smem, spilled = 0, 0, 0, []
-            for fn, pointers, ints, unit in cases:
-                ck = compile_kernel(fn, pointers, ints, dict(constexprs, **unit), tile.num_warps, tile.num_stages)
-                regs = re.search(r"REG:(\d+)", resource_usage(ck.asm["cubin"]))
-                worst_regs = max(worst_regs, int(regs.group(1)) if regs else -1)
-                spills = spilled_bytes(ck.asm["cubin"])
-                worst_spills = max(worst_spills, spills)
-                worst_smem = max(worst_smem, ck.metadata.shared)
-                if spills:
-                    layout = {"stride_bk": "nt", "stride_bn": "nn"}.get(next(iter(unit), ""), "")
-                    name = fn.__name__.replace("_bf16_gemm_contiguous_tl_impl", "")
-                    spilled.append(f"{name}/{layout}" if layout else name)
-            ok = worst_spills == 0 and worst_smem <= SMEM_LIMIT
-            if not ok:
-                spilling.append((family, tile.label()))
-            where = f" in {', '.join(spilled)}" if spilled else ""
-            print(f"{'ok ' if ok else 'BAD'} {family}-grouped tile={tile.label():22s} regs={worst_regs} "
-                  f"spills={worst_spills} smem={worst_smem}{where}", flush=True)
-    print(f"spilling or over shared memory (the sweep's SPILLING): {spilling}")
-    return 1 if spilling else 0
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--candidates", action="store_true",
-                        help="compile research/sweeps/sweep_legacy_tiles.py's candidate tiles instead")
-    sys.exit(check_candidates() if parser.parse_args().candidates else main())
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Test-session setup shared by every test module.
+"""Test-run setup shared by every test module.
 
 Without a GPU, Triton kernels run in Triton's interpreter: TRITON_INTERPRET must be set before triton is imported
 (deep_gemm imports triton lazily, so setting it here is early enough). Every test then runs with the interpreter's
@@ -31,7 +31,9 @@ torch.library.opcheck = _recording_opcheck
 
 
 def pytest_collection_modifyitems(config, items):
-    # The opcheck coverage test is meaningful only when every test module was collected.
+    # Checks of the whole run (mark after_all) run after every other test, wherever they were collected; the opcheck
+    # coverage check is meaningful only when every test module was collected.
+    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)
     collected = {item.module.__name__ for item in items}
     every = {p.stem for p in __import__("pathlib").Path(__file__).parent.glob("test_*.py")}
     opcheck_registry.FULL_RUN = every <= collected
@@ -47,3 +49,67 @@ def pytest_collection_modifyitems(config, items):
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+# ---- The eager-path and torch.compile harness shared by the eager-path tests of every family ---------------------
+
+@pytest.fixture
+def eager_calls(monkeypatch):
+    """``eager_calls(op_name)``: CPU tensors on the eager path (``core/eager.eager_op``). The eager path takes only
+    CUDA tensors, so this swaps in the same ``_eager_signature`` with its CUDA test inverted (and the generated per-op
+    signatures and metadata guards with it) and returns the list the signature tokens of the calls that reached
+    ``op_name``'s CUDA kernel (its Triton launcher, in the interpreter) are appended to."""
+    import inspect
+
+    from deep_gemm.core import eager, registry
+
+    def count(op_name: str) -> list:
+        if torch.cuda.is_available():
+            pytest.skip("CPU tensors through the CUDA kernel need the interpreter (the *_gpu.py files cover GPUs)")
+        source = inspect.getsource(eager._eager_signature).replace("not x.is_cuda", "x.is_cuda")
+        namespace = dict(eager.__dict__)
+        exec(compile(source, eager.__file__, "exec"), namespace)
+        monkeypatch.setattr(eager, "_eager_signature", namespace["_eager_signature"])
+        # The generated per-op functions and the metadata guards they leave (eager._remember) take CPU tensors too
+        # while the test runs; every op's are regenerated inside it and restored after it, so no CPU guard outlives
+        # it.
+        monkeypatch.setattr(eager, "_EAGER_DEVICE_TEST", "is_cpu")
+        for each in registry._KERNELS.values():
+            for attr, value in (("eager_signature", None), ("eager_token", None), ("recent", ()), ("_guards", {})):
+                monkeypatch.setattr(each, attr, value)
+        kernels = registry.kernels_of(op_name)
+        taken = []
+        run_cuda = kernels.run_cuda
+
+        def counting(full, token):
+            taken.append(token)
+            return run_cuda(full, token)
+        monkeypatch.setattr(kernels, "run_cuda", counting)
+        return taken
+
+    return count
+
+
+@pytest.fixture
+def hc_compiled_graph():
+    """``hc_compiled_graph(a, b, d, s)``: the one FX graph ``torch.compile(fullgraph=True)`` traces for a step calling
+    the public ``tf32_hc_prenorm_gemm`` (the eager path must leave the dispatcher op in it, never its own fast
+    path)."""
+    return _hc_compiled_graph
+
+
+def _hc_compiled_graph(a, b, d, s) -> str:
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    @torch.compile(backend=backend, fullgraph=True)
+    def step(a, b, d, s):
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+        return d.sum() + s.sum()
+
+    step(a, b, d, s)
+    assert len(graphs) == 1
+    return graphs[0]

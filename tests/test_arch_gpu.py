@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import arch
+from deep_gemm.core import arch
 from deep_gemm.hyperconnection.reference import round_to_tf32
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8

@@ -11,9 +11,14 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.gemm.bf16_plan import Bf16Overrides
+from deep_gemm.gemm.bf16 import plan as bf16_plan
+from deep_gemm.gemm.bf16.plan import Bf16Overrides
+from deep_gemm.gemm.bf16.plan import Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff
+
 from triton_harness import run_forced
+from triton_harness import run_forced
+from test_bf16_gemm_cpu import BENCH_ROWS
 
 pytestmark = pytest.mark.gpu
 BF16 = torch.bfloat16
@@ -114,17 +119,17 @@ def test_split_k(split, m, n, k):
 def test_repeated_calls_replay_the_launch_plan(monkeypatch, m, n, k):
     """The first call of a signature plans and launches (and records); later calls replay the recorded launch
     without planning: the launcher's planning path runs once, results stay right with fresh tensors."""
-    from deep_gemm.gemm import bf16_triton
-    bf16_triton.PLANS.clear()  # (earlier tests may have recorded this signature already)
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    bf16_launch.PLANS.clear()  # (earlier tests may have recorded this signature already)
     planned = []
-    execute = bf16_triton._execute
-    monkeypatch.setattr(bf16_triton, "_execute", lambda *a, **kw: (planned.append(1), execute(*a, **kw))[1])
+    execute = bf16_launch._execute
+    monkeypatch.setattr(bf16_launch, "_execute", lambda *a, **kw: (planned.append(1), execute(*a, **kw))[1])
     for _ in range(4):
         a, b = _rand(m, k), _rand(n, k)
         d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
         deep_gemm.bf16_gemm_nt(a, b, d)
         assert calc_diff(d, _ref(a, b)) < TOL
-    assert len(planned) == 1 and len(bf16_triton.PLANS) == 1
+    assert len(planned) == 1 and len(bf16_launch.PLANS) == 1
 
 
 def _contiguous(num_groups, ms, n, k, alignment=128, psum=False):
@@ -175,9 +180,10 @@ def test_masked(g, expected, n, k):
         assert torch.all(d[i, m:] == 7.0), "rows past masked_m are untouched"
 
 
-# Masked decode rows (DeepGEMM's G = 6 / 32 x 20 expected rows) and the split of their last wave (bf16_plan.masked_split:
-# 6 x 6144 x 7168 and 6 x 4096 x 4096 split; kernels/bf16_gemm.py cuts the last wave's tiles on the device). Mmax 64:
-# the plan sees the expected rows, not Mmax, and the rows past masked_m must stay untouched either way.
+# Masked decode rows (DeepGEMM's G = 6 / 32 x 20 expected rows) and the split of their last wave
+# (bf16_plan.masked_split: 6 x 6144 x 7168 and 6 x 4096 x 4096 split; gemm/bf16/kernels/gemm.py cuts the last wave's
+# tiles on the device). Mmax 64: the plan sees the expected rows, not Mmax, and the rows past masked_m must stay
+# untouched either way.
 MASKED_NK = [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]
 
 
@@ -212,11 +218,12 @@ def _masked_check(a, b, masked, expected, over, max_m=64, calls=2):
 @pytest.mark.parametrize("n,k", MASKED_NK)
 def test_masked_decode_rows_split_k(g, n, k):
     """The plan (split where masked_split says), unsplit and a forced split of 4, each against the reference."""
-    from deep_gemm.gemm import bf16_plan, bf16_triton
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     expected, max_m = 20, 64
     a, b = _rand(g, max_m, k), _rand(g, n, k)
     masked = torch.randint(14, 27, (g,), device="cuda", dtype=torch.int32)  # (DeepGEMM's expected_m x 0.7-1.3)
-    call = bf16_triton._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, torch.empty(1, device="cuda", dtype=BF16),
+    call = bf16_launch._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, torch.empty(1, device="cuda", dtype=BF16),
                              None, True, True, False, expected_m=expected, d_aligned=True)
     split = bf16_plan.plan(call).config.split_k
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -294,7 +301,7 @@ def test_last_wave_split(m, n, k, accumulate):
     kernel's whole waves, then the tl.* kernel's pieces; 4096 x 2112 and x 576 without C: the WS kernel's
     128 x (128 + tail) tile), without the WS kernel, and forced ones (split_from past
     the tiles, every tile split); the same bits on every call."""
-    from deep_gemm.gemm.bf16_plan import Bf16Config
+    from deep_gemm.gemm.bf16.plan import Bf16Config
     a, b = _rand(m, k), _rand(n, k)
     c = _rand(m, n) * 8 if accumulate else None
     ref = _ref(a, b, c)
@@ -411,8 +418,9 @@ def test_warp_specialised_opt_in(layout, m, n, k, bn):
     a_mk, b_nk = _rand(m, k), _rand(n, k)
     a, b = _given(layout, a_mk, b_nk)
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
-    from deep_gemm.gemm import bf16_plan, bf16_triton
-    call = bf16_triton._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    call = bf16_launch._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
                              layout[1] == "t", True)
     assert bf16_plan.plan(call, over).kernel == "ws"
     for _ in range(2):  # the second call replays the recorded launch
@@ -428,12 +436,13 @@ def test_warp_specialised_tile_with_tail_columns(layout, m, n, k, tail):
     """The Gluon WS kernel's 128 x (128 + tail) tile (TAIL_N), forced: M not a multiple of 128, N ending in the main
     block, in the tail, or with a tail wholly past N (N = 200: the second 144-wide tile's tail starts at column 272);
     K-major ("nt") and MN-major ("tn": A as [K, M], B as [K, N]) operands."""
-    from deep_gemm.gemm import bf16_plan, bf16_triton
-    from deep_gemm.gemm.bf16_plan import Bf16Config
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    from deep_gemm.gemm.bf16.plan import Bf16Config
     a_mk, b_nk = _rand(m, k), _rand(n, k)
     a, b = _given(layout, a_mk, b_nk)
     over = Bf16Overrides(ws=True, config=Bf16Config(128, 128, 64, 5, 4, block_n_tail=tail))
-    call = bf16_triton._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
+    call = bf16_launch._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
                              layout[1] == "t", True)
     p = bf16_plan.plan(call, over)
     assert p.kernel == "ws" and p.config.block_n_tail == tail, p
@@ -499,7 +508,8 @@ def test_warp_specialised_psum_with_untouched_gaps(layout, uniform, ms, spare, n
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (300, 1000, 200, 128), (4096, 7168, 2048, 128)])
 def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
     """The Gluon WS kernel forced, with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
-    from deep_gemm.gemm import bf16_plan, bf16_triton
+    from deep_gemm.gemm.bf16 import plan as bf16_plan
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     if out == torch.float32 and bn == 256:
         bn = 128
     a, b = _rand(m, k), _rand(n, k)
@@ -507,7 +517,7 @@ def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
     c = d if c_kind == "d" else _rand(m, n, dtype=out)
     ref = _ref(a, b, c)
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
-    call = bf16_triton._call(0, m, n, k, 1, d, c, True, True, True)
+    call = bf16_launch._call(0, m, n, k, 1, d, c, True, True, True)
     assert bf16_plan.plan(call, over).kernel == "ws"
     run_forced("bf16_gemm_nt", a, b, d, c, "nk", overrides=over)
     assert calc_diff(d, ref) < (TOL if out == BF16 else 1e-9)
@@ -536,15 +546,15 @@ def _k_grouped_operands(g, m, n, k_per, empty):
 
 
 def _spy_ws(monkeypatch):
-    """Counts the launcher's WS kernel launches (bf16_triton._execute_ws), so a test sees which kernel ran."""
-    from deep_gemm.gemm import bf16_triton
+    """Counts the launcher's WS kernel launches (bf16_launch._execute_ws), so a test sees which kernel ran."""
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
     launches = []
-    real = bf16_triton._execute_ws
+    real = bf16_launch._execute_ws
 
     def spy(*args, **kwargs):
         launches.append(args[0])
         return real(*args, **kwargs)
-    monkeypatch.setattr(bf16_triton, "_execute_ws", spy)
+    monkeypatch.setattr(bf16_launch, "_execute_ws", spy)
     return launches
 
 
@@ -624,3 +634,145 @@ def test_k_grouped_warp_specialised_cuda_graph(monkeypatch, c_kind):
     assert calc_diff(eager, prod + (c if c is not None else 0)) < TOL
     _captured(call, d, eager)
     assert launches
+
+
+# ---- Masked calls on the warp-specialised kernel ------------------------------------------------------------------
+# ``m_grouped_bf16_gemm_nt_masked`` on the warp-specialised Gluon kernel (gemm/bf16/kernels/gemm_ws.py, GROUPING
+# MASKED).
+
+def _run(a, b, d, masked_m, expected, over):
+    run_forced("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, expected, "nk", overrides=over)
+
+
+def _sentinel(shape):
+    """D's starting bits: random BF16 values, so an untouched row is recognisable bit for bit."""
+    return torch.randn(*shape, device="cuda").to(BF16)
+
+
+def _check(a, b, d, d0, masked):
+    """Valid rows against the FP32 reference, rows past masked_m bit for bit D's starting values."""
+    for i, m in enumerate(masked):
+        m = min(m, a.size(1))
+        if m:
+            assert calc_diff(d[i, :m], _ref(a[i, :m], b[i])) < TOL, (i, m)
+        assert torch.equal(d[i, m:].view(torch.int16), d0[i, m:].view(torch.int16)), f"group {i}: rows past {m}"
+
+
+# (G, Mmax, N, K, masked_m): rows of 0, 1, 127, 128, 129 and Mmax; Mmax and N not multiples of the tile; G = 1, 32
+# and 40 (G_PAD 64: two groups per lane of the producer's vector).
+MASKED_ODD = [(6, 300, 200, 256, [0, 1, 127, 128, 129, 300]), (1, 4096, 4096, 1024, [4096]), (1, 130, 136, 64, [129]),
+       (32, 257, 1000, 512, [(37 * i) % 258 for i in range(32)]), (40, 130, 256, 128, [i * 3 for i in range(40)]),
+       (4, 64, 512, 192, [64, 0, 63, 1]), (3, 512, 384, 320, [0, 0, 0])]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("g, max_m, n, k, masked", MASKED_ODD, ids=lambda v: str(v) if not isinstance(v, list) else "m")
+@pytest.mark.parametrize("bn, uniform", [(128, True), (256, True), (256, False)])
+def test_masked_ws_odd_shapes(g, max_m, n, k, masked, bn, uniform):
+    a, b = torch.randn(g, max_m, k, device="cuda").to(BF16), torch.randn(g, n, k, device="cuda").to(BF16)
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    d0 = _sentinel((g, max_m, n))
+    outs = []
+    for _ in range(2):  # (the second call replays the recorded launch)
+        d = d0.clone()
+        _run(a, b, d, masked_m, max(1, sum(masked) // g), Bf16Overrides(ws=True, block_n=bn, uniform_tiles=uniform))
+        _check(a, b, d, d0, masked)
+        outs.append(d)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), "the same bits call after call"
+    d = d0.clone()
+    _run(a, b, d, masked_m, max(1, sum(masked) // g), Bf16Overrides(ws=False))
+    _check(a, b, d, d0, masked)
+    for i, m in enumerate(masked):
+        if m:
+            assert calc_diff(d[i, :m], outs[0][i, :m]) < TOL
+
+
+@pytest.mark.gpu
+def test_masked_ws_mn_major_b():
+    g, max_m, n, k = 4, 384, 512, 448
+    a = torch.randn(g, max_m, k, device="cuda").to(BF16)
+    b = torch.randn(g, k, n, device="cuda").to(BF16).transpose(1, 2)  # [G, N, K] view of an MN-major B
+    masked = [384, 5, 200, 0]
+    d0 = _sentinel((g, max_m, n))
+    d = d0.clone()
+    _run(a, b, d, torch.tensor(masked, dtype=torch.int32, device="cuda"), 150, Bf16Overrides(ws=True))
+    _check(a, b, d, d0, masked)
+
+
+def _bench_row(groups, expected, n, k):
+    """A bench_bf16_gemm-like masked row: masked_m = expected x U(0.7, 1.3) (seeded), Mmax 4096; D a sentinel."""
+    gen = torch.Generator().manual_seed(0)
+    masked = [int(expected * (0.7 + 0.6 * float(torch.rand(1, generator=gen)))) for _ in range(groups)]
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    a = torch.randn(groups, 4096, k, device="cuda").to(BF16)
+    b = torch.randn(groups, n, k, device="cuda").to(BF16)
+    return masked, masked_m, a, b, _sentinel((groups, 4096, n))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("groups, expected", BENCH_ROWS)
+@pytest.mark.parametrize("n, k", [(6144, 7168), (4096, 2048)])
+def test_masked_ws_deepgemm_shapes(groups, expected, n, k):
+    """bench_bf16_gemm's masked rows (masked_m = expected x 0.7-1.3, Mmax 4096) on both WS tiles and the plan."""
+    masked, masked_m, a, b, d0 = _bench_row(groups, expected, n, k)
+    for over in (Bf16Overrides(ws=True, block_n=256), Bf16Overrides(ws=True, block_n=128), Bf16Overrides()):
+        d = d0.clone()
+        _run(a, b, d, masked_m, expected, over)
+        _check(a, b, d, d0, masked)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bn", [128, 256])
+def test_masked_ws_cuda_graph_reads_masked_m_on_the_device(bn):
+    g, max_m, n, k = 4, 320, 512, 1024
+    a, b = torch.randn(g, max_m, k, device="cuda").to(BF16), torch.randn(g, n, k, device="cuda").to(BF16)
+    masked_m = torch.tensor([10, 0, 320, 77], dtype=torch.int32, device="cuda")
+    d0 = _sentinel((g, max_m, n))
+    d = d0.clone()
+    over = Bf16Overrides(ws=True, block_n=bn)
+    _run(a, b, d, masked_m, 64, over)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _run(a, b, d, masked_m, 64, over)
+    for masked in ([200, 3, 0, 320], [0, 0, 0, 0], [129, 128, 127, 1], [10, 0, 320, 77]):
+        masked_m.copy_(torch.tensor(masked, dtype=torch.int32))
+        d.copy_(d0)
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(a, b, d, d0, masked)
+
+
+# The 64 x BN tile (the kernel's SPLIT_N: the consumers split its columns). Shapes chosen so that each build is one
+# compile (grid = every SM, G_PAD 8): (G, Mmax, N, K, masked_m) with rows of 0, 1, 63, 64, 65 and Mmax; Mmax not a
+# multiple of 64; N not a multiple of BN (300: the last tile column's upper half wholly past N at BN 256; 72: every
+# tile's at BN 256, its lower half partly).
+ODD64 = [(6, 1000, 300, 256, [0, 1, 63, 64, 65, 1000]),
+         (8, 1100, 72, 192, [1099, 128, 127, 129, 0, 1100, 3, 200])]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("g, max_m, n, k, masked", ODD64, ids=lambda v: str(v) if not isinstance(v, list) else "m")
+@pytest.mark.parametrize("bn", [256, 128])
+def test_masked_ws64_odd_shapes(g, max_m, n, k, masked, bn):
+    a, b = torch.randn(g, max_m, k, device="cuda").to(BF16), torch.randn(g, n, k, device="cuda").to(BF16)
+    masked_m = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    d0 = _sentinel((g, max_m, n))
+    over = Bf16Overrides(ws=True, block_m=64, block_n=bn)
+    outs = []
+    for _ in range(2):  # (the second call replays the recorded launch)
+        d = d0.clone()
+        _run(a, b, d, masked_m, max(1, sum(masked) // g), over)
+        _check(a, b, d, d0, masked)
+        outs.append(d)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), "the same bits call after call"
+
+
+@pytest.mark.gpu
+def test_masked_ws64_deepgemm_row():
+    """bench_bf16_gemm's G = 32 x 192 row (masked_m = 192 x 0.7-1.3, Mmax 4096), N x K = 4096 x 2048, on the 64 x 256
+    tile (forced: Bf16Overrides(ws=True, block_m=64))."""
+    groups, expected, n, k = 32, 192, 4096, 2048
+    masked, masked_m, a, b, d0 = _bench_row(groups, expected, n, k)
+    d = d0.clone()
+    _run(a, b, d, masked_m, expected, Bf16Overrides(ws=True, block_m=64, block_n=256))
+    _check(a, b, d, d0, masked)

@@ -7,7 +7,7 @@ import torch
 
 import deep_gemm
 from deep_gemm import _C
-from deep_gemm._ops.schemas import SCHEMAS
+from deep_gemm.core.schemas import SCHEMAS
 from deep_gemm.testing import assert_bitwise_equal
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 

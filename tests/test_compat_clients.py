@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import runtime
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core import runtime
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.attention.reference import pack_paged_kv_cache
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8

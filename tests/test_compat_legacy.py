@@ -11,10 +11,10 @@ import torch
 
 import deep_gemm
 from deep_gemm import legacy
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.legacy import api as legacy_api
 from deep_gemm.legacy import reference
-from deep_gemm.legacy.tiles import LegacyTile
+from deep_gemm.legacy.plan import LegacyTile
 from deep_gemm.testing import calc_diff
 
 BF16 = torch.bfloat16
@@ -126,7 +126,7 @@ def test_k_grouped_matches_definition(fused, acc, alignment):
 
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 def test_m_grouped_non_default_tile_matches_definition(layout, alignment):
-    """The internal helper with another tile (what research/sweeps/sweep_legacy_tiles.py times) gives the
+    """The internal helper with another tile (what a tile sweep times) gives the
     definition's result; a block_m above the alignment is capped to it (16 here would also be legal)."""
     torch.manual_seed(5)
     n, k, segments = 40, 72, (20, 37)

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm._ops.schemas import SCHEMAS
+from deep_gemm.core.schemas import SCHEMAS
 from deep_gemm.mega import buffer as mega_buffer
 
 pytestmark = pytest.mark.slow
@@ -255,7 +255,7 @@ def test_layout_dtype_codes_are_cpp_scalar_types(ext):
 
 
 def test_runtime_state_is_shared_with_cpp(ext, monkeypatch, tmp_path):
-    saved = deep_gemm.runtime._STATE.num_sms
+    saved = deep_gemm.core.runtime._STATE.num_sms
     try:
         ext.set_num_sms(1)
         assert deep_gemm.get_num_sms() == 1
@@ -264,6 +264,6 @@ def test_runtime_state_is_shared_with_cpp(ext, monkeypatch, tmp_path):
         with pytest.raises(RuntimeError, match=r"num_sms: expected an integer in \[0, \d+\], got -1"):
             ext.set_num_sms(-1)
     finally:
-        deep_gemm.runtime.set_num_sms(saved)
+        deep_gemm.core.runtime.set_num_sms(saved)
     monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
     assert ext.jit_cache_dir() == str(tmp_path)

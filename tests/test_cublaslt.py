@@ -1,4 +1,4 @@
-"""cublaslt_gemm_{nt,nn,tn,tt}: the CUDA launchers (gemm/cublaslt.py: cuBLAS through torch) against a float64
+"""cublaslt_gemm_{nt,nn,tn,tt}: the CUDA launchers (gemm/cublaslt/api.py: cuBLAS through torch) against a float64
 product, every layout, output dtype, accumulation form (none, c is d, distinct c) and FP8 operands.
 
 On CPU the launchers run directly on CPU tensors (torch.mm / addmm / _scaled_mm exist there, except the
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.gemm import cublaslt
-from deep_gemm.gemm.bf16_checks import make_cublaslt_check
+from deep_gemm.gemm.cublaslt import api as cublaslt
+from deep_gemm.gemm.bf16.checks import make_cublaslt_check
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
 from bf16_inputs import output_and_accumulator  # noqa: E402

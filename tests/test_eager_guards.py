@@ -1,13 +1,13 @@
-"""The eager path's metadata guards (``_ops/guards.py``, ``_ops/library._specialised_eager_token``): a call repeating
+"""The eager path's metadata guards (``core/guards.py``, ``core/eager._specialised_eager_token``): a call repeating
 the metadata of one of the op's recent calls reuses that signature's token through one C guard instead of building
 the signature.
 
-Checked on CPU (CPU tensors made eligible, ``eager_harness``): a guarded call gets exactly the token the signature
-path (and the dispatcher path) gives; every metadata change the signature sees (shape, strides, dtype, alignment,
-non-tensor arguments, runtime knobs) misses the guard, and so do Python type and requires_grad; errors are still
-raised before anything is written; lists kept by a guard are copies; more signatures than the guards kept; threads;
-tracing, fake tensors and dispatch modes still go through the op after guards exist; without guards the signature
-path serves every call.
+Checked on CPU (CPU tensors made eligible: conftest's ``eager_calls``): a guarded call gets exactly the token the
+signature path (and the dispatcher path) gives; every metadata change the signature sees (shape, strides, dtype,
+alignment, non-tensor arguments, runtime knobs) misses the guard, and so do Python type and requires_grad; errors are
+still raised before anything is written; lists kept by a guard are copies; more signatures than the guards kept;
+threads; tracing, fake tensors and dispatch modes still go through the op after guards exist; without guards the
+signature path serves every call.
 """
 
 from __future__ import annotations
@@ -20,29 +20,27 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import deep_gemm
-from deep_gemm import runtime
-from deep_gemm._ops import guards, library
-from deep_gemm._ops.errors import DeepGEMMError
-from eager_harness import count_eager_calls, hc_compiled_graph
+from deep_gemm.core import eager, guards, registry, runtime
+from deep_gemm.core.errors import DeepGEMMError
 
 NAME = "tf32_hc_prenorm_gemm"
 M, N, K = 5, 8, 128
 
 
 @pytest.fixture
-def hc(monkeypatch):
+def hc(monkeypatch, eager_calls):
     """CPU tensors on the eager path; ``taken``: tokens that reached the kernel, ``slow``: the calls that built the
     signature (True where the call was guardable and left a guard)."""
-    taken = count_eager_calls(monkeypatch, NAME)
+    taken = eager_calls(NAME)
     slow = []
-    slow_token = library._slow_token
+    slow_token = eager._slow_token
 
     def counting(kernels, signature, full, probe):
         if kernels.name == NAME:
             slow.append(probe is not None)
         return slow_token(kernels, signature, full, probe)
-    monkeypatch.setattr(library, "_slow_token", counting)
-    return SimpleNamespace(taken=taken, slow=slow, kernels=library.kernels_of(NAME))
+    monkeypatch.setattr(eager, "_slow_token", counting)
+    return SimpleNamespace(taken=taken, slow=slow, kernels=registry.kernels_of(NAME))
 
 
 def _inputs(seed: int = 0, m: int = M):
@@ -54,7 +52,7 @@ def _inputs(seed: int = 0, m: int = M):
 
 def _want(a, b, d, s, num_splits=None):
     want_d, want_s = torch.empty_like(d), torch.empty_like(s)
-    library.run_launcher(NAME, a, b, want_d, want_s, num_splits)
+    registry.run_launcher(NAME, a, b, want_d, want_s, num_splits)
     return want_d, want_s
 
 
@@ -149,12 +147,12 @@ def test_requires_grad_is_never_guarded(hc):
     assert len(hc.taken) == 3
 
 
-def test_guarded_lists_are_copies(monkeypatch):
+def test_guarded_lists_are_copies(eager_calls):
     """A guard compares non-tensor arguments by value; the list a caller passed may change after the call."""
     name = "transform_sf_into_required_layout"
-    count_eager_calls(monkeypatch, name)
-    kernels = library.kernels_of(name)
-    op = library.eager_op(name)
+    eager_calls(name)
+    kernels = registry.kernels_of(name)
+    op = eager.eager_op(name)
     sf = torch.randn(8, 4)
     recipe = [1, 128]
     first = op(sf, 8, 512, recipe, None, None, False, None)
@@ -205,7 +203,7 @@ def test_threads_with_several_shapes(hc):
         assert torch.equal(d, want_d) and torch.equal(s, want_s)
 
 
-def test_tracing_and_modes_go_through_the_op_after_a_guard(hc):
+def test_tracing_and_modes_go_through_the_op_after_a_guard(hc, hc_compiled_graph):
     """Guards exist for these very tensors; compile, export, fake tensors and dispatch modes still reach the op."""
     a, b, d, s = _inputs()
     deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm._ops import library
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core import eager, registry
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 pytestmark = pytest.mark.gpu
@@ -157,7 +157,7 @@ def test_eager_errors_before_writing():
 
 
 def test_eager_is_taken_on_cuda(monkeypatch):
-    kernels = library.kernels_of("tf32_hc_prenorm_gemm")
+    kernels = registry.kernels_of("tf32_hc_prenorm_gemm")
     taken = []
     run_cuda = kernels.run_cuda
     monkeypatch.setattr(kernels, "run_cuda", lambda full, token: taken.append(token) or run_cuda(full, token))
@@ -168,15 +168,15 @@ def test_eager_is_taken_on_cuda(monkeypatch):
 
 def test_repeated_cuda_calls_take_the_metadata_guard(monkeypatch):
     """On CUDA tensors the second call with the same metadata reuses the first's token through its guard
-    (``_ops/guards.py``) without building the signature, and gets the token the dispatcher path's memo gives."""
-    kernels = library.kernels_of("tf32_hc_prenorm_gemm")
+    (``core/guards.py``) without building the signature, and gets the token the dispatcher path's memo gives."""
+    kernels = registry.kernels_of("tf32_hc_prenorm_gemm")
     built = []
-    slow_token = library._slow_token
+    slow_token = eager._slow_token
 
     def counting(kernels_, signature, full, probe):
         built.append(kernels_.name)
         return slow_token(kernels_, signature, full, probe)
-    monkeypatch.setattr(library, "_slow_token", counting)
+    monkeypatch.setattr(eager, "_slow_token", counting)
     taken = []
     run_cuda = kernels.run_cuda
     monkeypatch.setattr(kernels, "run_cuda", lambda full, token: taken.append(token) or run_cuda(full, token))
@@ -217,7 +217,7 @@ def _same_logits(eager, op, valid, clean):
 def test_eager_indexer_equals_dispatcher(clean):
     """The indexer's public functions (prefill, metadata, paged decode) on the eager path: the dispatcher op's logits
     bit for bit, for new tensors at the same metadata (the 2nd seed replays the 1st's plan)."""
-    from test_attention import MqaCase, PagedCase, make_mqa, make_paged
+    from test_attention_reference_cpu import MqaCase, PagedCase, make_mqa, make_paged
     ops = torch.ops.deep_gemm
     for seed in range(2):
         torch.manual_seed(seed)
@@ -244,8 +244,8 @@ def test_eager_indexer_equals_dispatcher(clean):
 
 
 def test_eager_is_taken_for_the_paged_indexer(monkeypatch):
-    from test_attention import PagedCase, make_paged
-    kernels = library.kernels_of("fp8_paged_mqa_logits")
+    from test_attention_reference_cpu import PagedCase, make_paged
+    kernels = registry.kernels_of("fp8_paged_mqa_logits")
     taken = []
     run_cuda = kernels.run_cuda
     monkeypatch.setattr(kernels, "run_cuda", lambda full, token: taken.append(token) or run_cuda(full, token))

@@ -12,12 +12,17 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.einsum import einsum_triton
+from deep_gemm.einsum import launch as einsum_launch
+from deep_gemm.einsum import plan as einsum_plan
+from deep_gemm.einsum.plan import EinsumOverrides
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
+from triton_harness import run_forced
+from deep_gemm.core.scratch import arrival_counters
+from deep_gemm.einsum import plan as et
 
 pytestmark = pytest.mark.gpu
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
-DG_BH_SHAPES = [(128, 512, 128), (8, 4096, 1024)]  # (h, r, d) of DeepGEMM's tests/test_einsum.py
+DG_BH_SHAPES = [(128, 512, 128), (8, 4096, 1024)]  # (h, r, d) of DeepGEMM's tests/test_einsum_reference_cpu.py
 
 
 def _bh_operands(expr: str, b: int, h: int, r: int, d: int):
@@ -59,39 +64,12 @@ def test_bmk_bnk_mn(s, m, n, k, out_dtype):
     assert_bitwise_equal(d, d_again, "the batch-split reduction is deterministic")
 
 
-@pytest.mark.parametrize("s,m,n,k,out", [(129, 128, 384, 128, "fp32 c=d"), (129, 256, 256, 256, "fp32 c=d"),
-                                         (129, 384, 128, 384, "bf16"), (4096, 128, 384, 128, "fp32 c=d"),
-                                         (37, 72, 200, 208, "fp32 distinct c"), (67, 200, 134, 72, "fp32 c=d"),
-                                         (3, 130, 24, 64, "bf16 distinct c"), (300, 40, 520, 136, "fp32")])
-def test_bmk_reduction_gives_the_legacy_bits(s, m, n, k, out):
-    # The parallel reduction (all ranges' loads at once, 8-byte vectors) against the session-24 kernel it replaced
-    # (BmkPlan.legacy_reduce) at the planned split: the same sums in the same order, so equal bits; DeepGEMM's
-    # rows and odd ones (tails, N = 134 not a multiple of 4: elementwise D and C, S = 3), each output kind.
-    from deep_gemm._ops.library import run_launcher
-    a = torch.randn((s, m, k), device="cuda").to(BF16)
-    b = torch.randn((s, n, k), device="cuda").to(BF16)
-    d0 = torch.randn((m, n), device="cuda").to(BF16 if out.startswith("bf16") else torch.float32)
-    c_other = torch.randn((m, n), device="cuda").to(d0.dtype)
-    auto = einsum_triton.bmk_plan(s, m, n, k)
-    outs = []
-    for legacy in (False, True):
-        d = d0.clone()
-        c = d if "c=d" in out else c_other if "distinct" in out else None
-        plan = einsum_triton.BmkPlan(auto.tile, auto.splits, legacy_reduce=legacy)
-        assert run_launcher("einsum", "bmk,bnk->mn", a, b, d, c, launcher_kwargs=dict(config=plan)) is None
-        outs.append(d)
-    c_ref = d0.double() if "c=d" in out else c_other.double() if "distinct" in out else 0
-    assert calc_diff(outs[0], c_ref + torch.bmm(a.double(), b.double().mT).sum(0)) < 1e-5
-    assert_bitwise_equal(outs[0], outs[1], f"new and legacy reductions, {auto}")
-
-
 @pytest.mark.parametrize("splits", [1, 5, 44, 129])
 @pytest.mark.parametrize("reduce", ["parallel", "serial", "grid"])
 def test_bmk_every_split_and_reduction(reduce, splits):
     # The variants the sweep compares (benchmarks/bench_einsum.py --sweep), pinned: correct, the same bits on a
     # second call, and the reductions equal (all sum the same partials in range order). (grid with 129 ranges of
     # 3 tiles: more programs than fit at once, so the launcher runs the parallel reduction instead.)
-    from deep_gemm._ops.library import run_launcher
     s, m, n, k = 129, 128, 384, 128
     a = torch.randn((s, m, k), dtype=BF16, device="cuda")
     b = torch.randn((s, n, k), dtype=BF16, device="cuda")
@@ -99,10 +77,10 @@ def test_bmk_every_split_and_reduction(reduce, splits):
     ref = d0.double() + torch.bmm(a.double(), b.double().mT).sum(0)
     outs = {}
     for variant in (reduce, "parallel"):
-        plan = einsum_triton.BmkPlan(einsum_triton.BMK_CONFIGS[0], splits, variant)
+        plan = einsum_plan.BmkPlan(einsum_plan.BMK_CONFIGS[0], splits, variant)
         for call in range(2):
             d = d0.clone()
-            assert run_launcher("einsum", "bmk,bnk->mn", a, b, d, d, launcher_kwargs=dict(config=plan)) is None
+            run_forced("einsum", "bmk,bnk->mn", a, b, d, d, overrides=EinsumOverrides(config=plan))
             outs[variant, call] = d
     assert calc_diff(outs[reduce, 0], ref) < 1e-5
     assert_bitwise_equal(outs[reduce, 0], outs[reduce, 1], f"two calls, {splits} ranges {reduce}")
@@ -137,7 +115,6 @@ def _fp8_x_w(x: torch.Tensor, w: torch.Tensor):
 @pytest.mark.parametrize("route", [None, "batched", "per_entry"])
 @pytest.mark.parametrize("b", [4, 128, 4096])
 def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b, route):
-    from deep_gemm._ops.library import run_launcher
     h, r, d = 8, 4096, 1024
     x = torch.randn((b, h, r), device="cuda", dtype=BF16)
     y = torch.randn((h, d, r), device="cuda", dtype=BF16)
@@ -146,21 +123,18 @@ def test_fp8_bhr_hdr_bhd_deep_gemm_shapes(b, route):
     if route is None:
         deep_gemm.fp8_einsum("bhr,hdr->bhd", x_fp8, y_fp8, z)
     else:
-        assert run_launcher("fp8_einsum", "bhr,hdr->bhd", *x_fp8, *y_fp8, z,
-                            launcher_kwargs=dict(route=route)) is None
+        run_forced("fp8_einsum", "bhr,hdr->bhd", *x_fp8, *y_fp8, z, overrides=EinsumOverrides(route=route))
     assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x, y)) < 1e-3
 
 
 @pytest.mark.parametrize("route", [None, "per_entry"])
 def test_fp8_sm100_equations(route):
-    from deep_gemm._ops.library import run_launcher
 
     def fp8_einsum(expr, x, y, z, c=None, recipe=(1, 128, 128)):
         if route is None:
             deep_gemm.fp8_einsum(expr, x, y, z, c, recipe=recipe)
         else:
-            assert run_launcher("fp8_einsum", expr, *x, *y, z, c, list(recipe),
-                                launcher_kwargs=dict(route=route)) is None
+            run_forced("fp8_einsum", expr, *x, *y, z, c, list(recipe), overrides=EinsumOverrides(route=route))
     h, r, d, b = 8, 512, 256, 640
     x = torch.randn((b, h, d), device="cuda", dtype=BF16)
     y = torch.randn((h, d, r), device="cuda", dtype=BF16)
@@ -276,8 +250,162 @@ def test_second_call_replays_a_recorded_launch():
     x, y = _bh_operands("bhr,hdr->bhd", 64, 4, 256, 128)
     z = torch.empty((64, 4, 128), device="cuda", dtype=BF16)
     deep_gemm.einsum("bhr,hdr->bhd", x, y, z)
-    before = len(einsum_triton.einsum.plans)
+    before = len(einsum_launch.einsum.plans)
     x2 = torch.randn_like(x)
     deep_gemm.einsum("bhr,hdr->bhd", x2, y, z)
-    assert len(einsum_triton.einsum.plans) >= 1 and len(einsum_triton.einsum.plans) == before
+    assert len(einsum_launch.einsum.plans) >= 1 and len(einsum_launch.einsum.plans) == before
     assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x2, y)) < 1e-10
+
+
+# ---- The grid reduction of bmk,bnk->mn (one cooperative launch) ---------------------------------------------------
+# The one-launch ("grid") reduction of ``einsum('bmk,bnk->mn')`` on the GPU (every test marked ``gpu``): the batch
+# ranges' partials summed inside the GEMM launch (``einsum_plan.BmkPlan``). Checked: the same bits as the two-launch
+# parallel reduction and on every call, against float64 at DeepGEMM's rows and odd shapes (M, N not multiples of the
+# tile, S = 1 and 3, no C, C = D, a distinct C, BF16 D), one kernel per call, the tile counters back at zero after
+# each call, CUDA-graph capture and replay, and two streams (and two graphs) running at once. The plan itself keeps
+# "parallel" (BMK_GRID_SYNC_US: measured slower in kernel time), so every test pins "grid".
+
+BF16 = torch.bfloat16
+BMK = "bmk,bnk->mn"
+DG_ROWS = [(s, m, n, k) for s in (129, 4096) for m, n, k in [(128, 384, 128), (256, 256, 256), (384, 128, 384)]]
+# Tails in M and N (both tiles), a batch of one (no split) and of three (three one-entry ranges), long and short K.
+ODD_ROWS = [(1, 72, 200, 64), (3, 130, 24, 64), (37, 72, 200, 208), (67, 200, 136, 72), (300, 40, 520, 136)]
+OUTPUTS = ["fp32, no C", "fp32, C is D", "fp32, distinct C", "bf16, no C"]
+
+
+def _operands(s: int, m: int, n: int, k: int):
+    return (torch.randn((s, m, k), device="cuda").to(BF16), torch.randn((s, n, k), device="cuda").to(BF16))
+
+
+def _call(plan, a, b, d, c) -> None:
+    run_forced("einsum", BMK, a, b, d, c, overrides=EinsumOverrides(config=plan))
+
+
+def _output(output: str, m: int, n: int):
+    """(d0, c for a call on a clone d of d0: a function of d, the C term of the reference)."""
+    d0 = torch.randn((m, n), device="cuda").to(BF16 if output.startswith("bf16") else torch.float32)
+    if output == "fp32, C is D":
+        return d0, (lambda d: d), d0.double()
+    if output == "fp32, distinct C":
+        c = torch.randn((m, n), device="cuda")
+        return d0, (lambda d: c), c.double()
+    return d0, (lambda d: None), 0
+
+
+@pytest.mark.parametrize("s,m,n,k,output", [(*row, out) for row in DG_ROWS for out in OUTPUTS[1::2]]
+                         + [(*row, out) for row in ODD_ROWS for out in OUTPUTS], ids=str)
+def test_grid_reduction_gives_the_parallel_bits(s, m, n, k, output):
+    a, b = _operands(s, m, n, k)
+    d0, c_of, c_ref = _output(output, m, n)
+    auto = et.bmk_plan(s, m, n, k, reduce="grid")
+    product = torch.bmm(a.double(), b.double().mT).sum(0)
+    # The planned split, and a pinned one that does not divide S (a short last range), where there is a batch.
+    for splits in sorted({auto.splits, min(s, 3)}):
+        outs = {}
+        for name, reduce in (("grid", "grid"), ("grid again", "grid"), ("parallel", "parallel")):
+            d = d0.clone()
+            _call(et.BmkPlan(auto.tile, splits, reduce), a, b, d, c_of(d))
+            outs[name] = d
+        ref = c_ref + product
+        what = f"s={s} m={m} n={n} k={k} {output}, {splits} ranges"
+        assert calc_diff(outs["grid"], ref) < 1e-5, what
+        assert_bitwise_equal(outs["grid"], outs["grid again"], f"two grid calls, {what}")
+        assert_bitwise_equal(outs["grid"], outs["parallel"], f"grid and parallel, {what}")
+
+
+def _kernel_names(fn) -> list[str]:
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.parametrize("s,m,n,k", DG_ROWS, ids=str)
+def test_grid_plan_is_one_kernel_and_leaves_the_counters_at_zero(s, m, n, k):
+    # One GEMM kernel per call (the launcher did not fall back to the parallel reduction's second launch), and the
+    # arrival counters of this stream zero again afterwards: the last range to leave a tile resets its counter.
+    a, b = _operands(s, m, n, k)
+    d = torch.zeros((m, n), device="cuda")
+    plan = et.bmk_plan(s, m, n, k, reduce="grid")
+    assert plan.reduce == "grid" and plan.splits > 1
+    _call(plan, a, b, d, d)  # (compiles)
+    names = _kernel_names(lambda: _call(plan, a, b, d, d))
+    assert [x for x in names if "bmn_bnk_mn_gemm_impl" in x] and not [x for x in names if "reduce" in x], names
+    assert len(names) == 1, names
+    counters = arrival_counters(d, 1)  # (this stream's kept counters, all of them)
+    assert int(counters.count_nonzero()) == 0
+    ref = 2 * torch.bmm(a.double(), b.double().mT).sum(0)
+    assert calc_diff(d, ref) < 1e-5
+
+
+def _grid_problem(s=129, m=256, n=256, k=256):
+    """A problem and its pinned grid plan: the parallel plan's splits (129 x 256 x 256 x 256: 8 tiles of 64 x 128,
+    33 ranges, filling both programs of every SM)."""
+    a, b = _operands(s, m, n, k)
+    plan = et.bmk_plan(s, m, n, k, reduce="grid")
+    assert plan.reduce == "grid" and plan.splits == et.bmk_plan(s, m, n, k).splits > 1
+    return a, b, plan
+
+
+def test_cuda_graph_capture_and_replay():
+    # Captured launches get counters of their own (zeroed by the capture); replays accumulate the eager bits.
+    a, b, plan = _grid_problem()
+    eager = torch.zeros((256, 256), device="cuda")
+    for _ in range(3):
+        _call(plan, a, b, eager, eager)
+    acc = torch.zeros((256, 256), device="cuda")
+    _call(plan, a, b, acc, acc)  # (outside the capture: compile)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _call(plan, a, b, acc, acc)
+    acc.zero_()
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    assert_bitwise_equal(acc, eager, "three replays and three eager calls")
+
+
+def test_two_streams_at_once():
+    # Each stream has its own tile counters (core/scratch); both launches need every SM's programs, so the
+    # second cooperative launch starts when the first has ended, whichever stream issues first.
+    problems = [_grid_problem(), _grid_problem(129, 384, 128, 384)]
+    expected = []
+    for a, b, plan in problems:
+        d = torch.zeros((a.size(1), b.size(1)), device="cuda")
+        _call(plan, a, b, d, None)
+        expected.append(d)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [[torch.empty_like(e) for _ in range(8)] for e in expected]
+    torch.cuda.synchronize()
+    for i in range(8):
+        for (a, b, plan), stream, out in zip(problems, streams, outs):
+            with torch.cuda.stream(stream):
+                _call(plan, a, b, out[i], None)
+    torch.cuda.synchronize()
+    for e, out in zip(expected, outs):
+        for i, d in enumerate(out):
+            assert_bitwise_equal(d, e, f"call {i}")
+
+
+def test_two_graphs_replayed_at_once_on_two_streams():
+    # Graphs captured on one stream replayed on two: each captured launch has its own counters.
+    a, b, plan = _grid_problem()
+    expected = torch.zeros((256, 256), device="cuda")
+    _call(plan, a, b, expected, None)
+    outs, graphs = [torch.empty_like(expected) for _ in range(2)], []
+    for out in outs:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            _call(plan, a, b, out, None)
+        graphs.append(graph)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    for _ in range(8):
+        for graph, stream, out in zip(graphs, streams, outs):
+            with torch.cuda.stream(stream):
+                out.zero_()
+                graph.replay()
+        torch.cuda.synchronize()
+        for out in outs:
+            assert_bitwise_equal(out, expected, "a replay")

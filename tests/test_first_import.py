@@ -1,4 +1,4 @@
-"""Triton's first import in a process happens once, under a lock (``deep_gemm/_triton/first_import.py``): threads
+"""Triton's first import in a process happens once, under a lock (``core/first_import.py``): threads
 that enter Triton's package tree at once at different modules otherwise get partially initialised modules (seen
 on the H200 when eight threads made a process's first launches; on a CPU, the race below without ensure_triton()
 failed in every one of six fresh processes)."""
@@ -19,9 +19,9 @@ _RACE = textwrap.dedent("""
     import importlib, sys, threading
     import deep_gemm
     assert "triton" not in sys.modules, "import deep_gemm imported Triton"
-    from deep_gemm._triton.first_import import ensure_triton
-    modules = ["deep_gemm.gemm.kernels.bf16_gemm", "deep_gemm.gemm.kernels.bf16_gemm_ws", "triton.language",
-               "triton.tools.tensor_descriptor", "triton.compiler", "deep_gemm.gemm.kernels.fp8_gemm_ws",
+    from deep_gemm.core.first_import import ensure_triton
+    modules = ["deep_gemm.gemm.bf16.kernels.gemm", "deep_gemm.gemm.bf16.kernels.gemm_ws", "triton.language",
+               "triton.tools.tensor_descriptor", "triton.compiler", "deep_gemm.gemm.fp8.kernels.gemm_ws",
                "deep_gemm.einsum.kernels", "deep_gemm.attention.kernels", "deep_gemm.layout.kernels",
                "triton.experimental.gluon.language.nvidia.hopper"]
     errors = []
@@ -55,8 +55,8 @@ def test_threads_first_launches_import_triton_once(attempt):
 def test_every_cuda_kernel_imports_triton_before_its_launcher(monkeypatch):
     """OpKernels.run_cuda (the dispatcher's CUDA kernel and the eager path) and run_launcher reach the launcher only
     after ensure_triton() has run."""
-    from deep_gemm._ops import library
-    from deep_gemm._triton import first_import
+    from deep_gemm.core import registry
+    from deep_gemm.core import first_import
 
     seen = []
     monkeypatch.setattr(first_import, "_done", False)
@@ -65,17 +65,17 @@ def test_every_cuda_kernel_imports_triton_before_its_launcher(monkeypatch):
     def launcher(*args):
         seen.append("launch")
         return None
-    kernels = library.OpKernels("probe", check=lambda *a: None, reference=lambda *a: "reference", triton=launcher)
-    monkeypatch.setattr(library, "_FORCE_REFERENCE", False)
+    kernels = registry.OpKernels("probe", check=lambda *a: None, reference=lambda *a: "reference", triton=launcher)
+    monkeypatch.setattr(registry, "_FORCE_REFERENCE", False)
     kernels.run_cuda((1, 2), None)
     assert seen == ["import", "launch"]
     # run_launcher: the same order for a registered op's launcher.
     seen.clear()
     name = "get_paged_mqa_logits_metadata"
-    real = library.kernels_of(name)
+    real = registry.kernels_of(name)
     monkeypatch.setattr(real, "triton", launcher)
     monkeypatch.setattr(real, "checked", lambda full: None)
-    library.run_launcher(name, *_metadata_args())
+    registry.run_launcher(name, *_metadata_args())
     assert seen == ["import", "launch"]
 
 

@@ -10,13 +10,15 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm._triton.plans import PlanCache
-from deep_gemm.gemm.operands import dequantize
+from deep_gemm.common.operands import dequantize
+from deep_gemm.core.plans import PlanCache
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
+from deep_gemm.utils import align
 
 from tolerances import TOLERANCES
 from triton_harness import run_forced
+from fp8_inputs import k_grouped_inputs
 
 pytestmark = pytest.mark.gpu
 TOL = TOLERANCES["kernel_fp8"]
@@ -34,14 +36,14 @@ def _operands(m, n, k, per_row_b=False):
 
 def _ws(**fields):
     """Overrides forcing the warp-specialised kernel (where legal) with the given variant fields."""
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     return Fp8Overrides(ws_mode="on", **fields)
 
 
 def _forced_config(block_m, block_n, split_k, **fields):
     """Overrides forcing a tile config (and any other plan field)."""
-    from deep_gemm.gemm import fp8_configs
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     return Fp8Overrides(config=fp8_configs._config(block_m, block_n, split_k), **fields)
 
 
@@ -97,13 +99,13 @@ def test_dense_deepseek_shapes(m, n, k):
 def test_repeated_calls_replay_the_launch_plan(m, n, k):
     """After the first call of a shape, calls replay its recorded launch (the host fast path) with new tensors:
     split-K workspaces, both kernels, fresh data every time."""
-    from deep_gemm.gemm import fp8_triton
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     for _ in range(3):
         a, b = _operands(m, n, k)
         d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         deep_gemm.fp8_gemm_nt(a, b, d)
         assert calc_diff(d, _ref(a, b)) < TOL
-    assert any(key[0] == "nt" for key in fp8_triton.PLANS)
+    assert any(key[0] == "nt" for key in fp8_launch.PLANS)
 
 
 @pytest.mark.parametrize("m,n,k", ODD)
@@ -140,7 +142,7 @@ def test_dense_warp_specialised_variants(variant, m, n, k):
 def test_register_budgets_give_identical_results(monkeypatch, m, n, k):
     """The two-wave kernel built with each register budget ws_register_budget may choose computes the same bits
     (a budget moves values between registers and local memory, not the arithmetic), matching the reference."""
-    from deep_gemm.gemm import fp8_plan
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
     calls = _spy_ws_launches(monkeypatch)
     a, b = _operands(m, n, k)
     outs = []
@@ -198,12 +200,13 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
     """1D1D whose last 128-row block alone spills its 128 x 256 tiles into another round of SMs: those rows run as
     a second launch (fp8_plan.row_tail), accumulating into C = D and into another C, twice each (a call of two launches
     records no plan, so both calls take the launcher's path; without a tail the second call replays a plan)."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
+    monkeypatch.setattr(fp8_launch, "usable_sms", lambda: 132)  # (the tail rule's arithmetic assumes the H200's SMs)
     rows = []
-    real_execute = fp8_triton._execute
-    monkeypatch.setattr(fp8_triton, "_execute", lambda p, call, **kw: rows.append(call.m) or real_execute(p, call, **kw))
+    real_execute = fp8_launch._execute
+    monkeypatch.setattr(fp8_launch, "_execute",
+                        lambda p, call, **kw: rows.append(call.m) or real_execute(p, call, **kw))
     a, b = _operands(m, n, k, per_row_b=True)
     product = _ref(a, b, (1, 128))
     for c_kind in ("d", "other"):
@@ -219,14 +222,14 @@ def test_1d1d_last_row_block_runs_on_its_own(monkeypatch, m, n, k, tail):
 def _spy_ws_launches(monkeypatch):
     """The list of the warp-specialised launcher's calls from here on (it still launches); plans recorded before
     are dropped (a replayed plan would launch unspied)."""
-    from deep_gemm.gemm import fp8_triton
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    calls, run_ws = [], fp8_triton._execute_ws
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
+    calls, run_ws = [], fp8_launch._execute_ws
 
     def counted(*args, **kwargs):
         calls.append(args)
         return run_ws(*args, **kwargs)
-    monkeypatch.setattr(fp8_triton, "_execute_ws", counted)
+    monkeypatch.setattr(fp8_launch, "_execute_ws", counted)
     return calls
 
 
@@ -431,14 +434,15 @@ def test_split_k_calls_on_concurrent_streams(monkeypatch, m, n, k, ws):
     split-4 tiles on the warp-specialised kernel, 64 CTAs. Either way two launches fit on the GPU side by side; a
     GPU-side sleep at the head of both streams lets every launch queue up first (the host is slower than these
     kernels)."""
-    from deep_gemm.gemm import fp8_configs, fp8_triton
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     rounds = 24
     overrides = None
     if ws:
         overrides = _forced_config(128, 64, 4)
         calls = _spy_ws_launches(monkeypatch)
     else:
-        problem = fp8_configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_triton._num_sms())
+        problem = fp8_configs.Fp8GemmProblem(m, n, k, 1, "dense", fp8_launch.usable_sms())
         assert fp8_configs.heuristic(problem).split_k > 1
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     inputs = [_operands(m, n, k) for _ in streams]
@@ -470,10 +474,12 @@ def test_split_k_results_are_bitwise_repeatable(monkeypatch, m, n, k, ws):
     """Whichever split arrives last reduces the tile, but the sum runs in split order, so repeated calls give
     bit-identical results; and the reduction is right against the reference. The heuristic's own configs: 128-row
     split tiles on the warp-specialised kernel for 64 < M <= 128 (``ws``), the tl.* kernel's below."""
-    from deep_gemm.gemm import fp8_configs, fp8_plan, fp8_triton
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
     a, b = _operands(m, n, k)
     outs = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(16)]
-    problem = fp8_plan.tile_problem(fp8_triton.dense_call(m, n, k, outs[0], None, False))
+    problem = fp8_plan.tile_problem(fp8_launch.dense_call(m, n, k, outs[0], None, False))
     assert problem.one_wave_split_k
     assert fp8_configs.heuristic(problem).split_k > 1
     calls = _spy_ws_launches(monkeypatch)
@@ -616,7 +622,7 @@ def test_concurrent_first_compilation_from_threads():
 def test_mn_major_operand_copy_is_bit_exact(shape):
     """The coalesced MN-major -> K-major copy (kernels/transpose.py) against torch's, bit for bit, on every FP8
     bit pattern the random bytes hit (NaNs included), partial 64 x 64 tiles and an empty batch."""
-    from deep_gemm.gemm.fp8_triton import _k_major
+    from deep_gemm.gemm.fp8.launch import _k_major
     y = torch.randint(0, 256, (*shape[:-2], shape[-1], shape[-2]), dtype=torch.uint8, device="cuda")
     x = y.view(torch.float8_e4m3fn).transpose(-1, -2)  # MN-major: the last dim strided
     out = _k_major(x)
@@ -686,7 +692,7 @@ def test_k_grouped_nt_on_per_group_descriptors(monkeypatch, m, n, ks):
     """K-grouped nt with the descriptors of each group's A and B blocks built on the device
     (Fp8Overrides.k_grouped_device_descriptors): no concatenating copy, empty groups first / middle / last, N past
     the last tile's second wave; bit-identical to the concatenating path (same operands, same promotion order)."""
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     calls = _spy_ws_launches(monkeypatch)
     qa, qb = [], []
     for kg in ks:
@@ -711,3 +717,235 @@ def test_k_grouped_nt_on_per_group_descriptors(monkeypatch, m, n, ks):
         expected = c[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0)
         assert calc_diff(outs[0][i], expected) < TOL
     assert torch.equal(outs[0], outs[1])
+
+
+# ---- Staggered consumer warpgroups (Fp8Overrides.stagger) ---------------------------------------------------------
+# Staggered consumer warpgroups on the warp-specialised FP8 kernel's two-wave tiles (Fp8Overrides.stagger;
+# gemm_ws._stagger_wait: warpgroup 1 issues a K block's first wave only after warpgroup 0's has completed, at a tile's
+# first block (1) or every block (2); or (3) both warpgroups meet before each tile's K loop). Only the issue order
+# changes, so every level computes the same bits as the unstaggered kernel, on shapes that cover what the extra
+# barrier could get wrong: a tile of one K block, fewer K blocks than ring stages, partial tiles in M and N, several
+# tiles per CTA, empty groups and tiles with no rows (whose K loops both warpgroups skip). Skipped without CUDA.
+
+LEVELS = (0, 1, 2, 3)
+# Two-wave variants: 128 x 256 (waves along N) and 256 x 128 (waves along M)
+VARIANTS = [dict(waves=2, wave_n=True, narrow=128, stages=4), dict(waves=2, stages=3)]
+TILE_128X256 = dict(waves=2, wave_n=True, narrow=128)
+
+
+def _forced(level, **variant):
+    """The warp-specialised kernel on 128 x 128 waves (whatever the heuristic's config), at a stagger level."""
+    return _forced_config(128, 128, 1, ws_mode="on", stagger=level, **variant)
+
+
+def _cuda(tensors):
+    """The same (nested) tuple or list of CPU tensors on the GPU."""
+    if isinstance(tensors, torch.Tensor):
+        return tensors.cuda()
+    return type(tensors)(_cuda(t) for t in tensors)
+
+
+def _every_level(calls, fresh, run):
+    """One output per stagger level: ``fresh()`` makes it, ``run(d, level)`` computes it; the spied launches
+    (``calls``) were planned at the levels in turn."""
+    outs = []
+    for level in LEVELS:
+        d = fresh()
+        run(d, level)
+        outs.append(d)
+    assert [args[0].ws.stagger for args in calls] == list(LEVELS)
+    return outs
+
+
+def _assert_same_bits(outs, unwritten_nan=False):
+    """Every level's output equals level 0's bit for bit (``unwritten_nan``: NaN where the op leaves D unwritten,
+    equal when both are)."""
+    if unwritten_nan:
+        outs = [o.nan_to_num(7.0) for o in outs]
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k", [(129, 320, 128), (300, 576, 384), (4096, 2112, 7168), (8000, 200, 256),
+                                   (37, 4096, 1536)])
+def test_dense_stagger_levels_compute_the_same_bits(monkeypatch, variant, m, n, k):
+    calls = _spy_ws_launches(monkeypatch)
+    a, b = _operands(m, n, k)
+    outs = _every_level(calls, lambda: torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16),
+                        lambda d, level: _gemm(a, b, d, overrides=_forced(level, **variant)))
+    assert calc_diff(outs[0], _ref(a, b)) < TOL
+    _assert_same_bits(outs)
+
+
+@pytest.mark.parametrize("psum", [False, True])
+@pytest.mark.parametrize("ms,n,k", [([3000, 0, 129, 1, 700], 4096, 1024), ([5] * 40, 576, 384)])
+def test_m_grouped_stagger_levels_compute_the_same_bits(monkeypatch, psum, ms, n, k):
+    calls = _spy_ws_launches(monkeypatch)
+    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
+    outs = _every_level(
+        calls, lambda: torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16),
+        lambda d, level: run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d,
+                                    ends if psum else ids, use_psum_layout=psum,
+                                    overrides=_forced(level, **TILE_128X256)))
+    for g, (s, e) in enumerate(zip(starts, stops)):
+        if e > s:
+            assert calc_diff(outs[0][s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
+    _assert_same_bits(outs, unwritten_nan=True)
+
+
+def test_masked_stagger_levels_compute_the_same_bits(monkeypatch):
+    calls = _spy_ws_launches(monkeypatch)
+    random.seed(3)
+    g, max_m, n, k = 6, 384, 448, 2048
+    masked = [0, max_m, 1, *(random.randint(1, max_m) for _ in range(g - 3))]
+    a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
+    mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    outs = _every_level(calls, lambda: torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16),
+                        lambda d, level: run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm,
+                                                    200, overrides=_forced(level, **TILE_128X256)))
+    _check_masked(a, b, outs[0], masked)
+    _assert_same_bits(outs, unwritten_nan=True)
+
+
+@pytest.mark.parametrize("m,n,k", [(129, 256, 208), (300, 448, 1024), (1000, 320, 7168), (4096, 4096, 2048)])
+def test_1d1d_stagger_levels_compute_the_same_bits(monkeypatch, m, n, k):
+    """1D1D (per-column B scales from shared memory, _mainloop_two_waves_1d1d), C = D as in the weight gradient."""
+    calls = _spy_ws_launches(monkeypatch)
+    a, b = _operands(m, n, k, per_row_b=True)
+    c = torch.randn(m, n, device="cuda")
+    outs = _every_level(calls, c.clone,
+                        lambda d, level: _gemm(a, b, d, c=d, recipe=(1, 1, 128),
+                                               overrides=_forced(level, **TILE_128X256)))
+    assert calc_diff(outs[0], _ref(a, b, (1, 128)) + c) < TOL
+    _assert_same_bits(outs)
+
+
+@pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 208, [0, 128, 0, 640, 0])])
+def test_k_grouped_stagger_levels_compute_the_same_bits(monkeypatch, m, n, ks):
+    """K-grouped tn (MN-major operands, every group's K columns in turn), empty groups first, in the middle and
+    last: the tiles of an empty group run no K block, so neither warpgroup waits or arrives."""
+    calls = _spy_ws_launches(monkeypatch)
+    a, b, qa, qb = (_cuda(x) for x in k_grouped_inputs("tn", ks, m, n))
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    c = torch.randn(len(ks), m, n, device="cuda")
+    outs = _every_level(calls, c.clone,
+                        lambda d, level: run_forced("k_grouped_fp8_gemm_tn_contiguous", a[0], a[1], b[0], b[1], d,
+                                                    ks, layout, c=d, overrides=_forced(level)))
+    for i, kg in enumerate(ks):
+        assert calc_diff(outs[0][i], c[i] + (_ref(qa[i], qb[i], (1, 128)) if kg else 0)) < TOL
+    _assert_same_bits(outs)
+
+
+# ---- The carried tile walk on the GPU (Fp8Overrides.tile_walk) ----------------------------------------------------
+# The carried tile walk of the warp-specialised FP8 kernel (Fp8Overrides.tile_walk; gemm_ws._walk) on psum and masked
+# layouts: the same tiles as the per-tile scan, so bit-identical results, on layouts that exercise every step of the
+# walk (empty groups first, in the middle and last; a 1-row group; a group filling a whole segment; rows after the
+# last group; more groups than a CTA's tiles cross). Skipped without CUDA.
+
+def _overrides(walk, **fields):
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
+    return Fp8Overrides(ws_mode="on", tile_walk=walk, regs=(232, 40), **fields)
+
+
+def _walked(calls):
+    """Whether each spied warp-specialised launch ran the walk (its plan's WsPlan.walk)."""
+    return [args[0].ws.walk for args in calls]
+
+
+PSUM_LAYOUTS = [
+    [0, 3000, 0, 129, 1, 128, 256, 0],  # empty groups first, in the middle and last; a 1-row group; full segments
+    [5] * 40,  # many small groups: a CTA crosses several per step
+]
+# (variant, ensure_zero_padding, N, K): two-wave 128 x 256 and split 128 x 192 tiles (the one-wave kernel walks the
+# same way, without the prefetch step). The register budget is forced (one build per variant; results do not depend
+# on it).
+CASES = [(dict(waves=2, wave_n=True, stages=4), True, 4096, 1024),
+         (dict(waves=2, wave_n=True, stages=4), False, 576, 384),
+         (dict(waves=2, wave_n=True, narrow=64), True, 576, 384)]
+
+
+@pytest.mark.parametrize("variant,zero_pad,n,k", CASES)
+@pytest.mark.parametrize("ms", PSUM_LAYOUTS)
+def test_psum_walk_matches_scan(monkeypatch, variant, zero_pad, n, k, ms):
+    calls = _spy_ws_launches(monkeypatch)
+    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
+    extra = 300  # rows after the last group's padded end: never written
+    a = (torch.cat([a[0], a[0][:extra]]), torch.cat([a[1], a[1][:extra]]))
+    outs = []
+    for walk in (True, False):
+        d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, ends, use_psum_layout=True,
+                   ensure_zero_padding=zero_pad, overrides=_overrides(walk, **variant))
+        outs.append(d)
+    assert _walked(calls) == [True, False]
+    for g, (s, e) in enumerate(zip(starts, stops)):
+        if e > s:
+            assert calc_diff(outs[0][s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
+        pad = outs[0][e:align(e, 128)]
+        assert ((pad == 0).all() if zero_pad else ((pad == 0) | pad.isnan()).all()), f"group {g} padding"
+    assert outs[0][align(stops[-1], 128):].isnan().all(), "rows after the last group were written"
+    assert torch.equal(outs[0].nan_to_num(7.0), outs[1].nan_to_num(7.0))
+
+
+@pytest.mark.parametrize("expected_m", [24])
+def test_psum_decode_form_walk(monkeypatch, expected_m):
+    """expected_m_for_psum_layout (the decode form: A holds far more rows than the groups use), with the walk."""
+    calls = _spy_ws_launches(monkeypatch)
+    ms = [20, 25, 0, 17, 31, 1, 64, 0]
+    n, k = 7168, 512
+    a, b, ids, ends, starts, stops = _contiguous(ms, n, k)
+    a = (torch.cat([a[0]] * 4), torch.cat([a[1]] * 4))
+    d = torch.full((a[0].size(0), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    run_forced("m_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d, ends, use_psum_layout=True,
+               expected_m_for_psum_layout=expected_m, overrides=_overrides(True))
+    assert _walked(calls) == [True]
+    for g, (s, e) in enumerate(zip(starts, stops)):
+        if e > s:
+            assert calc_diff(d[s:e], _ref((a[0][s:e], a[1][s:e]), (b[0][g], b[1][g]))) < TOL
+    assert d[align(stops[-1], 128):].isnan().all()
+
+
+# (g, m_per, max_m, n, k, force_128): at 20 expected rows per group the plan runs the tl.* kernel's 64-row tiles (no
+# walk there), so that case forces the 128 x 128 config to reach the warp-specialised kernel (CPU check:
+# tests/test_fp8_gemm_plan_cpu.py::test_masked_decode_walk_case_reaches_the_ws_kernel).
+MASKED_CASES = [(8, 192, 1024, 512, 1024, False), (33, 20, 128, 7168, 256, True)]
+
+
+def masked_walk_overrides(walk, variant, force_128):
+    """The overrides of test_masked_walk_matches_scan (shared with its CPU plan check)."""
+    from deep_gemm.gemm.fp8 import configs as fp8_configs
+    return _overrides(walk, **variant, **(dict(config=fp8_configs._config(128, 128, 1)) if force_128 else {}))
+
+
+@pytest.mark.parametrize("variant", [dict(waves=2, wave_n=True)])
+@pytest.mark.parametrize("g,m_per,max_m,n,k,force_128", MASKED_CASES)
+def test_masked_walk_matches_scan(monkeypatch, variant, g, m_per, max_m, n, k, force_128):
+    calls = _spy_ws_launches(monkeypatch)
+    random.seed(3)
+    masked = [min(max_m, int(m_per * random.uniform(0.0, 1.5))) for _ in range(g)]
+    masked[0], masked[-1] = 0, max_m
+    if g > 4:
+        masked[2] = masked[3] = 0
+    a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
+    mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    outs = []
+    for walk in (True, False):
+        d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm, m_per,
+                   overrides=masked_walk_overrides(walk, variant, force_128))
+        outs.append(d)
+    assert _walked(calls) == [True, False]
+    _check_masked(a, b, outs[0], masked)
+    for i, m in enumerate(masked):
+        assert torch.equal(outs[0][i, :m], outs[1][i, :m])
+
+
+def test_warmup_compiles_ahead_of_the_first_call():
+    calls = [("fp8_gemm_nt", dict(m=m, n=576, k=7168)) for m in (3, 200)] + [
+        ("m_grouped_fp8_gemm_nt_masked", dict(num_groups=4, max_m=64, n=512, k=512, expected_m=20)),
+        ("k_grouped_fp8_gemm_tn_contiguous", dict(ks=[128, 0, 256], m=64, n=128))]
+    compiled = deep_gemm.warmup(calls)
+    assert compiled >= 1
+    assert deep_gemm.warmup(calls) == 0, "a second warmup of the same calls compiles nothing new"
+    jit = deep_gemm.get_jit()
+    assert jit.num_compiled_kernels >= compiled

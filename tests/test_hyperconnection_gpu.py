@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.hyperconnection import hc_triton
+from deep_gemm.hyperconnection import launch as hc_launch
 from deep_gemm.hyperconnection.reference import round_to_tf32, split_k_blocks
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 
 BLOCK_K = 64
 TOLERANCES = {
-    # DeepGEMM's own bar (tests/test_hyperconnection.py) against torch's TF32 matmul.
+    # DeepGEMM's own bar (tests/test_hyperconnection_reference_cpu.py) against torch's TF32 matmul.
     "vs_torch_tf32": 1e-8,
     # Against the FP64 product of TF32-rounded B: FP32 summation only.
     "vs_tf32_product": 1e-11,
@@ -104,7 +104,7 @@ def test_device_reduction_is_deterministic(m, k, num_splits):
 
 def test_second_call_replays_the_recorded_launch():
     a, b, d, s = _inputs(13, 24, 7168, None)
-    plans = hc_triton.tf32_hc_prenorm_gemm.plans
+    plans = hc_launch.tf32_hc_prenorm_gemm.plans
     deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
     before = len(plans)
     a2, b2, d2, s2 = _inputs(13, 24, 7168, None, seed=1)
@@ -165,7 +165,7 @@ def test_eight_threads_first_compile_included():
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append((i, repr(e)))
 
-    hc_triton.CONFIGS.clear()
+    hc_launch.CONFIGS.clear()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()

@@ -1,9 +1,9 @@
-"""The direct launch path (_triton/launch.py): deep_gemm calls Triton's C launcher itself instead of Triton's Python
+"""The direct launch path (core/launch.py): deep_gemm calls Triton's C launcher itself instead of Triton's Python
 wrapper around it, with encoded TMA descriptors taken from a cache.
 
 CPU only: the C launcher is a recorder and descriptor encoding a deterministic fake (``launch_fakes``), but the
 wrapper compared against is Triton's own (``wrap_handle_tensordesc``), so what is asserted is "the C launcher gets
-exactly the arguments it would have got from Triton". Also the memo key of op checks (_ops/library.py)."""
+exactly the arguments it would have got from Triton". Also the memo key of op checks (core/registry.py)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from triton.backends.nvidia import driver as nvidia_driver
 from triton.runtime import driver as triton_driver
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-import deep_gemm._triton.launch as launch_mod
+import deep_gemm.core.launch as launch_mod
 from deep_gemm._internals import torch_api, triton_launcher
-from deep_gemm._triton.plans import PlanCache
-from deep_gemm._ops import library
-from deep_gemm.gemm import fp8_triton
+from deep_gemm.core.plans import PlanCache
+from deep_gemm.core import registry
+from deep_gemm.gemm.fp8 import launch as fp8_launch
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 STREAM = 0xC0FFEE
@@ -154,14 +154,14 @@ def _fake_fp8_kernels(monkeypatch, c_launch):
 
     def get(key):
         if key[0] not in compiled:
-            kernel = (fp8_triton._tl_kernel() if key[0] == "fp8_gemm"
-                      else __import__("deep_gemm.gemm.kernels.fp8_gemm_ws", fromlist=["_"])._fp8_gemm_ws_kernel)
+            kernel = (fp8_launch._tl_kernel() if key[0] == "fp8_gemm"
+                      else __import__("deep_gemm.gemm.fp8.kernels.gemm_ws", fromlist=["_"])._fp8_gemm_ws_kernel)
             compiled[key[0]] = fake_compiled(kernel.arg_names, kernel_descriptor_meta(kernel), c_launch)
         return compiled[key[0]]
-    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(fp8_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", get)
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
+    monkeypatch.setattr(fp8_launch, "usable_sms", lambda: 132)
+    monkeypatch.setattr(fp8_launch, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
 
 
 def _addresses(words):
@@ -174,9 +174,9 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
     the words a fresh launch of the same call does (which test_direct_launch_* compare with Triton's)."""
     c_launch = RecordingCLauncher()
     _fake_fp8_kernels(monkeypatch, c_launch)
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    kernels = library.kernels_of("fp8_gemm_nt")
-    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
+    kernels = registry.kernels_of("fp8_gemm_nt")
+    binder = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])
 
     def operands(seed):
         torch.manual_seed(seed)
@@ -190,7 +190,7 @@ def test_dense_gemm_replay_matches_a_fresh_direct_launch(fake_gpu, monkeypatch):
         return c_launch.calls[-1]
     first = operands(0)  # kept alive: the second call's tensors cannot reuse its addresses
     call(first, True)  # records
-    (plan,) = fp8_triton.PLANS.values()
+    (plan,) = fp8_launch.PLANS.values()
     assert plan.direct is not None
     second = operands(1)
     before = fake_gpu.encodes
@@ -210,10 +210,10 @@ def test_masked_replay_rebuilds_the_views_the_launcher_derives(fake_gpu, monkeyp
     launch of the same call does, addresses included."""
     c_launch = RecordingCLauncher()
     _fake_fp8_kernels(monkeypatch, c_launch)
-    kernels = library.kernels_of("m_grouped_fp8_gemm_nt_masked")
+    kernels = registry.kernels_of("m_grouped_fp8_gemm_nt_masked")
     launcher = kernels.triton
     launcher.plans.clear()
-    binder = library._Binder(library.SCHEMAS["m_grouped_fp8_gemm_nt_masked"])
+    binder = registry._Binder(registry.SCHEMAS["m_grouped_fp8_gemm_nt_masked"])
     g, max_m, n, k = 3, 256, 384, 512
 
     def operands(seed):
@@ -366,7 +366,7 @@ def test_a_flattening_that_differs_from_tritons_falls_back_for_good(fake_gpu, mo
 
 def _reference_signature(args):
     """The memo key as first written (before the cheaper formulation): what _signature must still equal."""
-    key = [library._RUNTIME.version]
+    key = [registry._RUNTIME.version]
     for x in args:
         if isinstance(x, torch.Tensor):
             offset = x.storage_offset()
@@ -400,23 +400,23 @@ SIGNATURE_CASES = {
 
 @pytest.mark.parametrize("args", SIGNATURE_CASES.values(), ids=SIGNATURE_CASES.keys())
 def test_signature_equals_the_reference_formulation(args):
-    assert library._signature(args) == _reference_signature(args)
+    assert registry._signature(args) == _reference_signature(args)
 
 
 def test_signature_separates_what_checks_see():
     base = torch.empty(64)
     variants = [base[:16].view(4, 4), base[:16].view(2, 8), base[:16].view(4, 4).t(), base[2:18].view(4, 4),
                 base[1:17].view(4, 4), base[:16].view(4, 4).double(), base[:16].view(4, 4).to(torch.bfloat16)]
-    keys = {library._signature((v,)) for v in variants}
+    keys = {registry._signature((v,)) for v in variants}
     assert len(keys) == len(variants)
     # Starts 16 and 32 bytes in are as aligned as the base: the same key.
-    assert library._signature((base[4:20].view(4, 4),)) == library._signature((base[8:24].view(4, 4),)) == \
-        library._signature((base[:16].view(4, 4),))
+    assert registry._signature((base[4:20].view(4, 4),)) == registry._signature((base[8:24].view(4, 4),)) == \
+        registry._signature((base[:16].view(4, 4),))
 
 
 def test_check_tokens_stand_for_signatures():
-    kernels = library.kernels_of("fp8_gemm_nt")
-    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+    kernels = registry.kernels_of("fp8_gemm_nt")
+    binder = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])
 
     def full(m):
         a = per_token_cast_to_fp8(torch.randn(m, 128, dtype=torch.bfloat16), use_ue8m0=False)
@@ -429,7 +429,7 @@ def test_check_tokens_stand_for_signatures():
 
 
 def test_binder_fills_defaults_with_and_without_keywords():
-    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+    binder = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])
     t = tuple(torch.empty(1) for _ in range(5))
     positional = binder(t, {})
     assert positional[:5] == t and positional[5:] == binder.defaults[5:]

@@ -1,4 +1,4 @@
-"""The host fast path: memoised argument checks (_ops/library.py) and launch plans (_triton/launch.py).
+"""The host fast path: memoised argument checks (core/registry.py) and launch plans (core/launch.py).
 
 Runs on CPU with the GPU pieces stubbed (no kernel is launched): what matters here is that a replayed plan hands
 the kernel exactly the arguments a fresh launch would, that a check memo never lets bad input through, and that
@@ -12,12 +12,12 @@ import pytest
 import torch
 
 import deep_gemm
-import deep_gemm._triton.launch as launch_mod
+import deep_gemm.core.launch as launch_mod
 from deep_gemm._internals import torch_api
-from deep_gemm._triton.plans import PlanCache
-from deep_gemm._ops import library
-from deep_gemm._ops.errors import DeepGEMMError
-from deep_gemm.gemm import fp8_triton
+from deep_gemm.core.plans import PlanCache
+from deep_gemm.core import registry
+from deep_gemm.core.errors import DeepGEMMError
+from deep_gemm.gemm.fp8 import launch as fp8_launch
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 
@@ -28,16 +28,16 @@ COMPILED = SimpleNamespace(n_spills=0)
 def stubbed_gpu(monkeypatch):
     """Pretend to run on a GPU host: compile nothing, launch nothing, record every launch's arguments."""
     launched = []
-    monkeypatch.setattr(fp8_triton, "interpreting", lambda: False)
+    monkeypatch.setattr(fp8_launch, "interpreting", lambda: False)
     monkeypatch.setattr(launch_mod, "interpreting", lambda: False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(launch_mod, "_ensure_context", lambda index: None)
     monkeypatch.setattr(launch_mod, "launch_compiled", lambda compiled, grid, args, dev: launched.append((grid, args)))
     # (a loaded kernel that spills nothing: the warp-specialised launcher reads n_spills to pick a register budget)
     monkeypatch.setattr(launch_mod.KERNEL_CACHE, "get", lambda key: COMPILED)
-    monkeypatch.setattr(fp8_triton, "_num_sms", lambda: 132)
-    monkeypatch.setattr(fp8_triton, "PLANS", PlanCache())
-    monkeypatch.setattr(fp8_triton, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
+    monkeypatch.setattr(fp8_launch, "usable_sms", lambda: 132)
+    monkeypatch.setattr(fp8_launch, "PLANS", PlanCache())
+    monkeypatch.setattr(fp8_launch, "_WS_BUDGETS", {})  # (budgets chosen from stub kernels stay here)
     return launched
 
 
@@ -49,8 +49,8 @@ def _operands(m, n, k, seed):
 
 
 def _call(a, b, d, signature=True):
-    kernels = library.kernels_of("fp8_gemm_nt")
-    full = library._Binder(library.SCHEMAS["fp8_gemm_nt"])((a[0], a[1], b[0], b[1], d, None, None, None, None,
+    kernels = registry.kernels_of("fp8_gemm_nt")
+    full = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])((a[0], a[1], b[0], b[1], d, None, None, None, None,
                                                              "nk", False), {})
     sig = kernels.checked(full)
     kernels.triton_fn()(*full, signature=sig if signature else None)
@@ -75,7 +75,7 @@ def _same_args(x, y, tensors_x, tensors_y):
 def test_replayed_plan_passes_the_arguments_a_fresh_launch_would(stubbed_gpu, m, n, k):
     first = _operands(m, n, k, 0)
     _call(*first)  # records the plan
-    assert len(fp8_triton.PLANS) == 1
+    assert len(fp8_launch.PLANS) == 1
     second = _operands(m, n, k, 1)
     _call(*second)  # replays it
     _call(*second, signature=False)  # the full path, for comparison
@@ -95,8 +95,8 @@ def test_replayed_plan_passes_the_arguments_a_fresh_launch_would(stubbed_gpu, m,
 def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
     """c is d and c separate have the same metadata signature but different argument slots."""
     a, b, d = _operands(256, 128, 128, 0)
-    kernels = library.kernels_of("fp8_gemm_nt")
-    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+    kernels = registry.kernels_of("fp8_gemm_nt")
+    binder = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])
 
     def call(c, d):
         full = binder((a[0], a[1], b[0], b[1], d, c, None, None, None, "nk", False), {})
@@ -105,7 +105,7 @@ def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
     args_alias = call(d, d)
     c = torch.zeros_like(d)
     args_separate = call(c, d)
-    assert len(fp8_triton.PLANS) == 2
+    assert len(fp8_launch.PLANS) == 2
     assert any(x is c for x in args_separate) and not any(x is c for x in args_alias)
     # And replays keep them apart.
     assert any(x is c for x in call(c, d))
@@ -115,10 +115,10 @@ def test_aliased_arguments_get_their_own_plans(stubbed_gpu):
 def test_clearing_the_kernel_cache_retires_plans(stubbed_gpu):
     a, b, d = _operands(16, 128, 128, 0)
     _call(a, b, d)
-    keys_before = set(fp8_triton.PLANS)
+    keys_before = set(fp8_launch.PLANS)
     deep_gemm.get_jit().clear()
     _call(a, b, d)
-    assert set(fp8_triton.PLANS) - keys_before  # a new plan, recorded after the clear
+    assert set(fp8_launch.PLANS) - keys_before  # a new plan, recorded after the clear
 
 
 def test_plan_refuses_tensors_it_cannot_rederive(stubbed_gpu):
@@ -133,8 +133,8 @@ def test_plan_refuses_tensors_it_cannot_rederive(stubbed_gpu):
 def test_memoised_check_still_rejects_bad_input():
     a, b, d = _operands(16, 128, 128, 0)
     deep_gemm.fp8_gemm_nt(a, b, d)  # CPU reference; the CUDA kernel memoises the same way
-    kernels = library.kernels_of("fp8_gemm_nt")
-    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+    kernels = registry.kernels_of("fp8_gemm_nt")
+    binder = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])
     good = binder((a[0], a[1], b[0], b[1], d, None, None, None, None, "nk", False), {})
     kernels.checked(good)
     kernels.checked(good)  # memoised
@@ -149,21 +149,20 @@ def test_memoised_check_still_rejects_bad_input():
 
 
 def test_knob_changes_invalidate_memoised_signatures():
-    kernels = library.kernels_of("fp8_gemm_nt")
+    kernels = registry.kernels_of("fp8_gemm_nt")
     a, b, d = _operands(16, 128, 128, 0)
-    full = library._Binder(library.SCHEMAS["fp8_gemm_nt"])((a[0], a[1], b[0], b[1], d, None, None, None, None,
+    full = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])((a[0], a[1], b[0], b[1], d, None, None, None, None,
                                                              "nk", False), {})
     before = kernels.checked(full)
     deep_gemm.set_pdl(deep_gemm.get_pdl())
     assert kernels.checked(full) != before
 
 
-
 def test_replays_pick_each_tokens_tensors_by_position(stubbed_gpu):
     """plans.replayable picks a replay's inputs by the positions its signature token fixes (plans.TensorPicker): a
     token whose optional argument is a tensor, and one whose is None, each get their own positions and plans, and a
     replay hands the kernel the new call's tensors."""
-    from deep_gemm._triton.plans import TensorPicker, replayable
+    from deep_gemm.core.plans import TensorPicker, replayable
 
     assert TensorPicker((1, torch.empty(1), None, "x", torch.empty(2))).take((0, "a", 1, 2, "b")) == ("a", "b")
     assert TensorPicker((None, torch.empty(1))).take(("x", "y")) == ("y",)
@@ -194,7 +193,7 @@ def test_only_alike_tensors_are_tested_for_aliasing():
     """A token whose tensors all differ in shape, strides, dtype or device cannot see one object twice (equal tokens,
     equal metadata), so its replays skip ``aliasing``; alike tensors keep the test, and aliased calls get plans
     of their own."""
-    from deep_gemm._triton.plans import TensorPicker
+    from deep_gemm.core.plans import TensorPicker
 
     a, b = torch.empty(4, 8), torch.empty(8, 4)
     assert not TensorPicker((a, b, None, 3)).may_alias
@@ -208,7 +207,7 @@ def test_run_cuda_calls_replayable_launchers_positionally(stubbed_gpu, monkeypat
     """OpKernels.run_cuda hands a token to a replayable launcher's ``call(full, token)`` (no keyword or argument
     packs); a call without a token (arguments that cannot be keyed) still takes ``launcher(*full, signature=None)``,
     the full path, which records nothing."""
-    from deep_gemm._triton.plans import replayable
+    from deep_gemm.core.plans import replayable
 
     seen = []
 
@@ -218,7 +217,7 @@ def test_run_cuda_calls_replayable_launchers_positionally(stubbed_gpu, monkeypat
                           record=recorder.launches if recorder is not None else None)
 
     run = replayable("probe")(launcher)
-    kernels = library.OpKernels("probe", check=lambda *a: None, reference=lambda *a: "reference", triton=run)
+    kernels = registry.OpKernels("probe", check=lambda *a: None, reference=lambda *a: "reference", triton=run)
     assert kernels._call == (run, run.call)
     x = torch.empty(4)
     kernels.run_cuda((x, 3), None)
@@ -257,7 +256,7 @@ def fake_streams(monkeypatch):
 def test_capture_test_skips_the_legacy_default_stream(fake_streams):
     """scratch.stream_capturing: CPU (None) and the legacy default stream (0, which no capture can include) are
     answered without asking CUDA; any other stream asks."""
-    from deep_gemm._triton.scratch import LEGACY_DEFAULT_STREAM, capturing, stream_capturing
+    from deep_gemm.core.scratch import LEGACY_DEFAULT_STREAM, capturing, stream_capturing
 
     fake_streams.capturing = True
     assert not stream_capturing(None) and not stream_capturing(LEGACY_DEFAULT_STREAM)
@@ -276,7 +275,7 @@ def test_plans_that_keep_buffers_replay_outside_captures_only(stubbed_gpu, fake_
     """A plan holding persistent buffers (split-K counters, the HC workspace) replays on the default stream without
     a capture query; on another stream it asks on every replay, replays when not capturing, and when capturing runs
     the launcher (fresh buffers, nothing recorded), so the captured graph never shares the stream's buffers."""
-    from deep_gemm._triton.plans import replayable
+    from deep_gemm.core.plans import replayable
 
     launches = []
 

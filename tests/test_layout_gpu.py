@@ -1,5 +1,5 @@
-"""The layout ops on the GPU: DeepGEMM's test_layout shapes (SM90, gran_k 128) through the dispatcher ops, bit for bit
-against the torch references, and the public API's pass-through of inputs already in layout."""
+"""The layout ops on the GPU: DeepGEMM's test_layout_reference_cpu shapes (SM90, gran_k 128) through the dispatcher ops,
+bit for bit against the torch references, and the public API's pass-through of inputs already in layout."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The layout family's host fast path on the GPU: replayed launches (``_triton/plans.replayable_allocating``, views
+"""The layout family's host fast path on the GPU: replayed launches (``core/plans.replayable_allocating``, views
 passed to the C launcher as addresses) and the per-signature as-is decision of the public functions give the torch
 reference bit for bit on new data at the same metadata, in a CUDA graph too."""
 

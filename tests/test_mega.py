@@ -16,8 +16,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import deep_gemm
-from deep_gemm._ops.errors import DeepGEMMError
-from deep_gemm._ops.schemas import SCHEMAS
+from deep_gemm.core.errors import DeepGEMMError
+from deep_gemm.core.schemas import SCHEMAS
 from deep_gemm.mega import buffer as mega_buffer
 from deep_gemm.testing import assert_bitwise_equal
 

@@ -1,4 +1,4 @@
-"""Runtime knobs and the kernel-runtime handle: deep_gemm.runtime, the public wrappers and torch.ops.deep_gemm.
+"""Runtime knobs and the kernel-runtime handle: deep_gemm.core.runtime, the public wrappers and torch.ops.deep_gemm.
 
 Every test starts and ends with the knobs at their values before the test (``restore_knobs``). Without a GPU the
 device SM count is 0, so ``get_num_sms()`` reports 0 when no budget is set.
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import runtime
-from deep_gemm._ops.errors import DeepGEMMError
-from deep_gemm._ops.schemas import FAMILY, SCHEMAS
+from deep_gemm.core import runtime
+from deep_gemm.core.errors import DeepGEMMError
+from deep_gemm.core.schemas import FAMILY, SCHEMAS
 
 ops = torch.ops.deep_gemm
 NUM_THREADS = 8

@@ -260,7 +260,7 @@ def test_l2_flush_is_several_times_the_l2():
 
 
 # torch.cuda._sleep(n) launches ATen's spin_kernel, which busy-waits n GPU clock cycles: a kernel of known minimum
-# duration (2e6 cycles >= 0.95 ms at the H200's 2.1 GHz peak clock; ~1.01 ms measured, H200, 2026-11).
+# duration (2e6 cycles >= 0.95 ms at the H200's 2.1 GHz peak clock).
 SPIN_CYCLES = 2_000_000
 SPIN_MIN_S = 0.5e-3
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_gemm._ops.errors import DeepGEMMError
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.testing import assert_bitwise_equal
 from deep_gemm.utils import math as dg_math
 from deep_gemm.utils import quant

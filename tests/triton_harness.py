@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from deep_gemm._ops.library import _Binder, kernels_of, run_launcher
-from deep_gemm._ops.schemas import SCHEMAS
+from deep_gemm.core.registry import _Binder, kernels_of, run_launcher
+from deep_gemm.core.schemas import SCHEMAS
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -26,9 +26,8 @@ def run_triton(op_name: str, *args, **kwargs) -> None:
     assert result is not NotImplemented, f"the Triton launcher of {op_name} declined these arguments"
 
 
-
 def run_forced(op_name: str, *args, overrides=None, **kwargs) -> None:
-    """The op's CUDA path with forced plan choices (``_ops.library.run_launcher`` with ``overrides``, e.g.
+    """The op's CUDA path with forced plan choices (``core.registry.run_launcher`` with ``overrides``, e.g.
     fp8_plan.Fp8Overrides): launch plans are recorded and replayed as through the dispatcher. Fails if the launcher
     declines."""
     extra = {"overrides": overrides} if overrides is not None else {}

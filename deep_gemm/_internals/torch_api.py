@@ -2,7 +2,7 @@
 
 The fast path reads the current stream and the capture state on every replayed launch, and the eager path asks
 whether any mode or transform is active on every call. The private entry points are the same C functions the public
-ones end in, without a Python layer or two (~0.3-1 us a call, CPU host, 2026-12). Each is looked up by name once;
+ones end in, without a Python layer or two (~0.3-1 us a call). Each is looked up by name once;
 where a torch build lacks one (a CPU build has no CUDA entry points; a later torch may rename them) the public API
 stands in: slower host time, the same answers. ``tests/test_internals.py`` runs both forms of each on CPU.
 """
@@ -59,7 +59,8 @@ def _eager_probes():
     return found if all(callable(f) for f in found) else None
 
 
-#: ``(dispatch_mode_depth, function_mode_enabled, functorch_active, jit_tracing_state, profiler_enabled)``: what the eager path asks
+#: ``(dispatch_mode_depth, function_mode_enabled, functorch_active, jit_tracing_state, profiler_enabled)``: what the
+# eager path asks
 #: before skipping the dispatcher; None where this torch lacks one of them (the eager path then always takes the
 #: dispatcher: correct, a few microseconds slower).
 EAGER_PROBES = _eager_probes()

@@ -11,9 +11,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from .._ops.library import eager_ops
+from ..core.eager import eager_ops
 
-from ..gemm.fp8_api import unpack_pair
+from ..common.operands import unpack_pair
 
 __all__ = [
     "fp8_fp4_mqa_logits",
@@ -23,7 +23,7 @@ __all__ = [
     "fp8_paged_mqa_logits",
 ]
 
-_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (core/registry.py)
 QPair = Sequence[Optional[torch.Tensor]]
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .._ops.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
-from ..runtime import INT32_MAX, get_num_sms
+from ..core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
+from ..core.runtime import INT32_MAX, get_num_sms
 
 FP8 = torch.float8_e4m3fn
 FP4_PACKED = torch.int8  # two E2M1 values per byte, the even element in the low nibble

@@ -1,5 +1,5 @@
 """Device code of the MQA-logits family (DeepSeek V3.2 indexer): prefill logits, the clean pass, paged decode
-logits and the paged schedule. No allocation and no config logic here (``attention/triton_launch.py`` does that).
+logits and the paged schedule. No allocation and no config logic here (``attention/launch.py`` does that).
 
 Orientation (all score kernels): KV rows on the MMA's M side, (query, head) pairs on N, so one ``tl.dot`` gives a
 ``[BLOCK_KV, ROWS * H]`` score tile whose head reduction stays inside a warp (the heads of one query are adjacent
@@ -48,6 +48,18 @@ def _unpack_fp4(packed, sf, ROWS: tl.constexpr, D: tl.constexpr):
     group = tl.arange(0, D) // FP4_GROUP
     exponent = (sf[:, None] >> (group[None, :] * 8)) & 0xFF
     return values * (exponent << 23).to(tl.float32, bitcast=True)  # 2^(byte - 127); byte 0 gives 0
+
+
+@triton.jit
+def _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN: tl.constexpr, D: tl.constexpr, FP4_DOT_BF16: tl.constexpr):
+    """The [BN, D] query tile of packed FP4 rows q_rows (rows where not col_ok read as zeros), unpacked with their
+    scales; BF16 when FP4_DOT_BF16 (the dot's operand type), else FP32."""
+    packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :], mask=col_ok[:, None], other=0)
+    q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
+    q_tile = _unpack_fp4(packed, q_sf, BN, D)
+    if FP4_DOT_BF16:
+        q_tile = q_tile.to(tl.bfloat16)
+    return q_tile
 
 
 @triton.jit
@@ -165,8 +177,7 @@ def _prefill_interior(in_lo, in_hi, kv_desc, kv_ptr, kv_sf_ptr, q_t, weights, ks
       ``_load_f32_nc``) instead of the pipeliner's cp.async ring in shared memory (its wait, its barrier, the
       shared-memory reads and the ring's counters per block).
 
-    sm_90a, H = 64, 128 registers (research/probes/paged_loop_spills.py): 282 -> 252 SASS instructions per block,
-    no local memory in the loop (was 3 LDL + 1 STL)."""
+    At H = 64 under 128 registers this leaves the loop with fewer instructions per block and no local memory."""
     lanes = tl.arange(0, BLOCK_KV)
     out_base = out_ptr + q0.to(tl.int64) * stride_out
     row_off = tl.arange(0, BQ) * stride_out
@@ -396,12 +407,7 @@ def _fp8_paged_mqa_logits_kernel(
         weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
                           other=0.0).to(tl.float32)
         if IS_FP4:
-            packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
-                             mask=col_ok[:, None], other=0)
-            q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
-            q_tile = _unpack_fp4(packed, q_sf, BN, D)
-            if FP4_DOT_BF16:
-                q_tile = q_tile.to(tl.bfloat16)
+            q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
         else:
             q_tile = tl.load(q_ptr + q_rows[:, None] * D + tl.arange(0, D)[None, :], mask=col_ok[:, None],
                              other=0.0)
@@ -591,7 +597,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     not widen the loop counter and the pipeline's stage bounds to 64 bits; the store's two bounds (max_ctx, row_ok)
     are one per-row limit. sm_90a, FP8 H=64 D=128 BLOCK_KV=64 two-row atoms, 7 stages, 128-register cap: no local
     memory at all instead of 2 loads and 2 stores per page per warp in the loop (the 128-column dot's 64 accumulators
-    and 32 weights leave the rest of the loop ~30 registers; research/probes/paged_loop_spills.py).
+    and 32 weights leave the rest of the loop ~30 registers).
 
     REG_SCALES (FP8; the prefill kernel's LEAN_INTERIOR ideas, ``_prefill_interior``): the next page's scales are
     loaded into registers during this page (its id read from the block table one page ahead, through
@@ -599,9 +605,9 @@ def _fp8_paged_mqa_logits_persistent_kernel(
     and the shared-memory reads); the scale address is the page times stride_page / 4 (the launcher takes this path
     only for a page stride that is a multiple of 4 bytes: no 64-bit divide); the block table is read two pages ahead
     the same way, so the scale load never waits on it; the store is LEAN_LOOP's (32-bit page index). The same
-    products in the same order: the same bits. PTX: inline PTX allowed (not in the interpreter). sm_90a, the
-    row-pair default plus REG_SCALES (research/results/2026-12-cpu-paged-spills-session29.md): 282 instead of 294
-    SASS instructions per page, but 1 local load per page (32 bytes of stack) under the 128-register cap."""
+    products in the same order: the same bits. PTX: inline PTX allowed (not in the interpreter). With the row-pair
+    default it takes fewer SASS instructions per page, at the cost of one local load per page under the 128-register
+    cap."""
     BN: tl.constexpr = ROWS * H
     SF_TMA: tl.constexpr = LEAN_LOOP and KV_TMA and not IS_FP4 and not REG_SCALES
     tl.static_assert(not (REG_SCALES and IS_FP4), "REG_SCALES: FP8 pages (FP32 scales)")
@@ -672,12 +678,7 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                 weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
                                   other=0.0).to(tl.float32)
                 if IS_FP4:
-                    packed = tl.load(q_ptr + q_rows[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
-                                     mask=col_ok[:, None], other=0)
-                    q_sf = tl.load(q_sf_ptr + q_rows, mask=col_ok, other=0)
-                    q_tile = _unpack_fp4(packed, q_sf, BN, D)
-                    if FP4_DOT_BF16:
-                        q_tile = q_tile.to(tl.bfloat16)
+                    q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
                 else:
                     q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
                 q_t = tl.trans(q_tile)

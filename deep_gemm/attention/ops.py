@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from .. import arch
-from .._ops.library import register
-from .._triton.plans import replayable_allocating
+from ..core import arch
+from ..core.registry import register
+from ..core.plans import replayable_allocating
 from . import checks
+from . import launch as tri
 from . import reference as ref
-from . import triton_launch as tri
 
 
 def _fake_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,

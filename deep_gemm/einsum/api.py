@@ -12,12 +12,12 @@ from typing import Optional, Sequence
 
 import torch
 
-from .._ops.library import eager_ops
-from ..gemm.fp8_api import unpack_pair
+from ..core.eager import eager_ops
+from ..common.operands import unpack_pair
 
 __all__ = ["einsum", "fp8_einsum"]
 
-_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (core/registry.py)
 
 
 def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,

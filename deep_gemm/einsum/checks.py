@@ -14,9 +14,9 @@ from typing import Sequence
 
 import torch
 
-from .._ops.errors import (fail, major_of, require, require_contiguous, require_dim, require_dtype,
+from ..core.errors import (fail, major_of, require, require_contiguous, require_dim, require_dtype,
                            require_row_major, require_same_device, require_shape)
-from ..gemm.operands import FP8, Recipe, check_accumulator, require_tma_aligned, resolve_recipe
+from ..common.operands import FP8, Recipe, check_accumulator, require_tma_aligned, resolve_recipe
 from ..utils.math import ceil_div
 
 # The BF16 expressions DeepGEMM hard-codes (no other spelling, no whitespace).

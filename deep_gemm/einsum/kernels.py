@@ -16,21 +16,23 @@ dim in memory.
   range order: deterministic (bit-identical from run to run), unlike atomics. REDUCE_PARALLEL: by
   ``_bmk_reduce_partials``, a second launch whose programs each own a few rows of a tile; REDUCE_SERIAL: by the
   last range to arrive at the tile's counter, which resets it (counters are kept zeroed between calls,
-  ``_triton/scratch``); REDUCE_GRID: in the same launch by every range (``_bmk_grid_reduce``): each waits at its
+  ``core/scratch``); REDUCE_GRID: in the same launch by every range (``_bmk_grid_reduce``): each waits at its
   tile's counter for all the tile's ranges, then sums its own 1/SPLITS of the tile's elements over every range
   (cooperative launch: the waits need every program resident).
-* ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/kernels/fp8_gemm.py``): every
+* ``_fp8_einsum_gemm_kernel`` (block-scaled FP8): the FP8 GEMMs' numerics (``gemm/fp8/kernels/gemm.py``): every
   128-K block is one ``tl.dot`` into a fresh FP32 tile, promoted into the FP32 accumulator with its scales (A per
   row, B per 128-block or per row); K-major operands only (FP8 wgmma), the launcher copies MN-major ones.
 
-Tiles are walked in grouped order (``fp8_gemm._tile_coords``) inside each batch entry, so a batch entry's B stays in
+Tiles are walked in grouped order (``common.kernels.tiles.tile_coords``) inside each batch entry, so a batch
+entry's B stays in
 L2 while its M blocks pass; a program loops over tiles p, p + NUM_PROGRAMS, ... (persistent when the grid is #SMs).
 """
 
 import triton
 import triton.language as tl
 
-from ..gemm.kernels.fp8_gemm import _tile_coords
+from ..common.kernels.scaling import promote
+from ..common.kernels.tiles import tile_coords
 
 
 @triton.jit
@@ -40,7 +42,7 @@ def _batched_tile(tile, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.co
     num_n_blocks = tl.cdiv(N, BN)
     per_g = num_m_blocks * num_n_blocks
     g = tile // per_g
-    pid_m, pid_n = _tile_coords(tile % per_g, num_m_blocks, num_n_blocks, GROUP_M)
+    pid_m, pid_n = tile_coords(tile % per_g, num_m_blocks, num_n_blocks, GROUP_M)
     return g, pid_m * BM, pid_n * BN
 
 
@@ -112,7 +114,7 @@ def _load_b(b_desc, g, off_n, k, BN: tl.constexpr, BK: tl.constexpr, B_K_MAJOR: 
     return b
 
 
-# Runtime ints and pointers are not specialised on (see _triton/launch.py): one binary per config.
+# Runtime ints and pointers are not specialised on (see core/launch.py): one binary per config.
 @triton.jit(do_not_specialize=["G", "M", "N", "K", "stride_dg", "stride_dm", "stride_cg", "stride_cm"],
             do_not_specialize_on_alignment=["d_ptr", "c_ptr"])
 def _bh_einsum_gemm_kernel(
@@ -263,7 +265,7 @@ def _add_ranges_in_order(total, at, step, r0, SPLITS, ok, LOADS: tl.constexpr, C
 @triton.jit
 def _wait_for_ranges(counter, SPLITS):
     """Arrive at a tile's counter and wait until all SPLITS ranges of the tile have; then leave, the last to leave
-    resetting it to zero (for the next launch on this stream: ``_triton/scratch``).
+    resetting it to zero (for the next launch on this stream: ``core/scratch``).
 
     The arrival is a release at GPU scope after a CTA barrier, so every thread's partial stores precede it (the
     release is cumulative over what the barrier ordered before it); the wait polls with acquire loads (a relaxed
@@ -410,36 +412,6 @@ def _bmk_reduce_partials(
     tl.store(d_at, total.to(d_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit(do_not_specialize=["M", "N", "SPLITS", "stride_dm", "stride_cm"],
-            do_not_specialize_on_alignment=["ws_ptr", "d_ptr", "c_ptr"])
-def _bmk_reduce_partials_legacy(
-        ws_ptr,  # FP32 partials of _bmn_bnk_mn_gemm_impl (REDUCE_PARALLEL): slot (split * tiles + tile) * 2 + half
-        d_ptr, c_ptr,  # D [M, N] (BF16/FP32) and the optional C (may be D)
-        M, N, SPLITS, stride_dm, stride_cm,
-        BM: tl.constexpr, BN: tl.constexpr, RM: tl.constexpr, HAS_C: tl.constexpr):
-    """The session-24 reduction, kept for in-process A/B against ``_bmk_reduce_partials`` (``BmkPlan``'s
-    ``legacy_reduce``): the same sums in the same order, so the same bits, from 4-byte loads (ws_ptr's alignment
-    unknown), eight ranges at a time, and C loaded after the partials."""
-    HALF: tl.constexpr = BN // 2
-    pid = tl.program_id(0)
-    chunk, half, tile, num_n_blocks, num_tiles = _reduce_program(pid, M, N, BM, BN, RM)
-    rows = chunk * RM + tl.arange(0, RM)
-    cols = tl.arange(0, HALF)
-    in_slot = rows[:, None] * HALF + cols[None, :]
-    slot_stride = num_tiles * 2 * (BM * HALF)  # one range to the next
-    first = ws_ptr + (tile * 2 + half) * (BM * HALF) + in_slot
-    total = tl.full((RM, HALF), -0.0, dtype=tl.float32)  # -0.0: the exact additive identity
-    step = slot_stride.to(tl.int64)
-    for r0 in range(0, SPLITS, 8):
-        total = _add_ranges_in_order(total, first + r0 * step, step, r0, SPLITS, True, 8, ".cg")
-    offs_m = (tile // num_n_blocks) * BM + rows
-    offs_n = (tile % num_n_blocks) * BN + half * HALF + cols
-    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    if HAS_C:
-        total += tl.load(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=mask, other=0.0).to(tl.float32)
-    tl.store(d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :], total.to(d_ptr.dtype.element_ty), mask=mask)
-
-
 @triton.jit(do_not_specialize=["G", "M", "N", "K", "stride_sfa_g", "stride_sfa_m", "stride_sfa_k", "stride_sfb_g",
                                "stride_sfb_n", "stride_sfb_k", "stride_dg", "stride_dm", "stride_cg", "stride_cm"],
             do_not_specialize_on_alignment=["sfa_ptr", "sfb_ptr", "d_ptr", "c_ptr"])
@@ -472,12 +444,6 @@ def _fp8_einsum_gemm_kernel(
             a = a_desc.load([g, off_m, kb * BK]).reshape(BM, BK)
             b = b_desc.load([g, off_n, kb * BK]).reshape(BN, BK).T
             partial = tl.dot(a, b)  # a fresh FP32 tile per 128-K block, promoted below
-            sa = tl.load(sfa_rows + kb * stride_sfa_k, mask=m_ok, other=0.0)
-            if B_PER_ROW:
-                sb = tl.load(sfb_cols + kb * stride_sfb_k, mask=n_ok, other=0.0)
-                acc += partial * sa[:, None] * sb[None, :]
-            else:
-                sb = tl.load(sfb_cols + kb * stride_sfb_k)
-                acc += partial * (sa * sb)[:, None]
+            acc = promote(acc, partial, sfa_rows, sfb_cols, kb, m_ok, n_ok, stride_sfa_k, stride_sfb_k, B_PER_ROW)
         _store_tile(acc, d_desc, c_desc, d_ptr, c_ptr, g, off_m, off_n, M, N, stride_dg, stride_dm, stride_cg,
                     stride_cm, BM, BN, HAS_C, D_TMA, C_TMA)

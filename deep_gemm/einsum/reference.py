@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..gemm.operands import dequantize, resolve_recipe, write_output
+from ..common.operands import dequantize, resolve_recipe, write_output
 from .checks import Equation
 
 

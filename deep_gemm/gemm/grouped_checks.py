@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import torch
 
-from .._ops.errors import fail, require_contiguous, require_dim, require_dtype
-from ..runtime import INT32_MAX, get_mk_alignment_for_contiguous_layout
-from .operands import check_accumulator, check_out
+from ..core.errors import fail, require_contiguous, require_dim, require_dtype
+from ..core.runtime import INT32_MAX, get_mk_alignment_for_contiguous_layout
+from ..common.operands import check_accumulator, check_out
 
 
 def check_grouped_layout(grouped_layout: torch.Tensor, num_groups: int, m: int, use_psum_layout: bool) -> None:

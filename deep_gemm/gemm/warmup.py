@@ -15,8 +15,8 @@ from typing import Mapping, Optional, Sequence, Union
 
 import torch
 
-from .._ops.errors import fail
-from ..runtime import KERNEL_CACHE
+from ..core.errors import fail
+from ..core.runtime import KERNEL_CACHE
 from ..utils.math import ceil_div
 
 __all__ = ["warmup"]

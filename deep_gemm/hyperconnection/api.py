@@ -6,11 +6,11 @@ from typing import Optional
 
 import torch
 
-from .._ops.library import eager_ops
+from ..core.eager import eager_ops
 
 __all__ = ["tf32_hc_prenorm_gemm"]
 
-_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (core/registry.py)
 
 
 def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .._ops.errors import (fail, require, require_contiguous, require_dim, require_dtype, require_int_range,
+from ..core.errors import (fail, require, require_contiguous, require_dim, require_dtype, require_int_range,
                            require_same_device, require_shape)
-from ..gemm.operands import require_tma_aligned
-from ..runtime import INT32_MAX
+from ..common.operands import require_tma_aligned
+from ..core.runtime import INT32_MAX
 
 # K is cut into blocks of this many columns; num_splits partitions whole blocks (DeepGEMM's SM90 BLOCK_K).
 BLOCK_K = 64

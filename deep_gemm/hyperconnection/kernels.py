@@ -3,10 +3,10 @@
 Maths: A is BF16 (exact in TF32 and FP32), B is FP32 rounded to TF32 (10 mantissa bits) to nearest, ties to even;
 each 64-wide K block's products are summed on the tensor cores, the blocks in FP32 registers. wgmma itself
 *truncates* FP32 operands to TF32 (PTX ISA), which misses DeepGEMM's test (calc_diff < 1e-8 against torch's TF32
-matmul, whose cuBLAS kernels round) by 10x; DeepGEMM rounds B in its TMA unit (a CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 descriptor). We do the same where B arrives by TMA
-(B_TMA: the launcher encodes B's descriptor as TFLOAT32), else round B's bits in registers (``_round_to_tf32``,
-the same round-to-nearest-even). See ``reference.round_to_tf32``. The sum of squares is taken from the FP32
-registers of A that feed the MMA (one pass over A).
+matmul, whose cuBLAS kernels round) by 10x; DeepGEMM rounds B in its TMA unit (a CU_TENSOR_MAP_DATA_TYPE_TFLOAT32
+descriptor). We do the same where B arrives by TMA (B_TMA: the launcher encodes B's descriptor as TFLOAT32), else round
+B's bits in registers (``_round_to_tf32``, the same round-to-nearest-even). See ``reference.round_to_tf32``. The sum of
+squares is taken from the FP32 registers of A that feed the MMA (one pass over A).
 
 Tiling: program p owns rows [m_block * BM, +BM), output split ``split`` of NUM_SPLITS and sub-split ``sub`` of SUB
 (p = (m_block * NUM_SPLITS + split) * SUB + sub). Output split s owns ``floor(nkb / S) + (s < nkb % S)``
@@ -21,7 +21,7 @@ for the unsplit [M, N] / [M] form); a split without K blocks writes zeros.
             per-call workspace and bumps its (m_block, split)'s arrival counter; the last to arrive sums the SUB
             partials in sub-split order (RED_CHUNK loads issued at a time), so the result has the same bits
             whichever arrives last, stores the tile and resets the counter to zero (counters are zero at rest:
-            _triton/scratch.py).
+            core/scratch.py).
 """
 
 import triton

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .._ops.library import register
+from ..core.registry import register
 from .checks import check_tf32_hc_prenorm_gemm
-from .hc_triton import tf32_hc_prenorm_gemm as _launcher
+from .launch import tf32_hc_prenorm_gemm as _launcher
 from .reference import tf32_hc_prenorm_gemm_reference
 
 # Writes d and sqr_sum in place and returns nothing: no fake kernel needed.

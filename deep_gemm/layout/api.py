@@ -12,7 +12,9 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from .._ops.library import CHECK_MEMO_LIMIT, eager_checked, eager_ops
+from ..core.registry import CHECK_MEMO_LIMIT
+
+from ..core.eager import eager_checked, eager_ops
 from . import checks
 
 __all__ = [
@@ -22,7 +24,7 @@ __all__ = [
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
 ]
 
-_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (_ops/library.py)
+_ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (core/registry.py)
 
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,
@@ -86,7 +88,7 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int,
     return sf if keeps else kernels.run_cuda(full, token)
 
 
-# signature token (_ops/library.py: equal tokens, equal argument metadata; never reused, and distinct across ops)
+# signature token (core/registry.py: equal tokens, equal argument metadata; never reused, and distinct across ops)
 # -> whether the public function returns its input as is
 _KEEPS_INPUT: dict = {}
 

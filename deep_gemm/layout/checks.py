@@ -19,9 +19,9 @@ from typing import Sequence
 
 import torch
 
-from .._ops.errors import (fail, require, require_contiguous, require_dim, require_dtype, require_int_range,
+from ..core.errors import (fail, require, require_contiguous, require_dim, require_dtype, require_int_range,
                            require_same_device)
-from ..runtime import INT32_MAX
+from ..core.runtime import INT32_MAX
 from ..utils.math import ceil_div, get_tma_aligned_size
 
 # FP32 and INT32 scales are both 4 bytes wide: TMA needs the MN stride padded to 16 bytes = 4 elements.

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .._ops.library import register
-from .._triton.plans import replayable_allocating
+from ..core.registry import register
+from ..core.plans import replayable_allocating
 from . import checks
-from . import layout_triton as _LAUNCHERS  # (imports no Triton at import time)
+from . import launch as _LAUNCHERS  # (imports no Triton at import time)
 from . import reference as ref
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..gemm.fp8_reference import row_groups
+from ..gemm.fp8.reference import row_groups
 from ..utils.math import ceil_div
 from . import checks
 from .checks import SCALES_PER_INT, OutputGeometry

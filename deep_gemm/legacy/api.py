@@ -16,12 +16,13 @@ from typing import Tuple
 
 import torch
 
-from .. import arch
+from ..core import arch
 from .._internals import COMPILE_OPTIONS
-from .._ops.errors import fail, require
-from .._triton.first_import import ensure_triton
+from ..core.errors import fail, require
+from ..core.first_import import ensure_triton
+from ..utils.numeric import ceil_div
 from . import reference
-from .tiles import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
+from .plan import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
 
 __all__ = [
     "m_grouped_bf16_gemm_nt_contiguous_tl", "m_grouped_bf16_gemm_nn_contiguous_tl",
@@ -41,7 +42,7 @@ def _interpreting() -> bool:
 
 
 def _use_triton(*tensors: torch.Tensor) -> bool:
-    """Whether the Triton kernels run: CUDA tensors on a device they run on (sm_80 and later, ``deep_gemm.arch``;
+    """Whether the Triton kernels run: CUDA tensors on a device they run on (sm_80 and later, ``deep_gemm.core.arch``;
     below it the torch definitions run on the GPU), or Triton's interpreter."""
     t = tensors[0]
     return (t.is_cuda and arch.kernels_run(arch.sm_of_tensor(t))) or _interpreting()
@@ -69,7 +70,7 @@ def _same_device(**tensors: torch.Tensor) -> None:
 
 
 def _block_m(max_block_m: int = M_GROUPED_TILE.block_m) -> int:
-    from ..config import get_mk_alignment_for_contiguous_layout
+    from ..core.config import get_mk_alignment_for_contiguous_layout
     alignment = get_mk_alignment_for_contiguous_layout()
     block = alignment & -alignment  # largest power of two dividing the alignment
     return max(16, min(max_block_m, block))
@@ -78,7 +79,7 @@ def _block_m(max_block_m: int = M_GROUPED_TILE.block_m) -> int:
 def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor,
                row_indices: torch.Tensor | None, tile: LegacyTile = M_GROUPED_TILE) -> None:
     """b: [G, N, K] view (K-major for nt, N-major for nn). tile: the launch's tile (its block_m is an upper
-    bound, see tiles.py)."""
+    bound, see plan.py)."""
     _bf16("a", a, 2)
     _bf16("b", b, 3)
     _bf16("d", d, 2)
@@ -95,7 +96,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
         require(a.size(0) == m, f"a: expected {m} rows (rows of d), got {a.size(0)}")
     else:
         _int32_vector("m_row_indices", row_indices, m)
-    from ..config import get_mk_alignment_for_contiguous_layout
+    from ..core.config import get_mk_alignment_for_contiguous_layout
     alignment = get_mk_alignment_for_contiguous_layout()
     require(m % alignment == 0, f"d: expected a row count that is a multiple of the contiguous-layout alignment "
                                 f"{alignment} (get_mk_alignment_for_contiguous_layout()), got {m}")
@@ -109,7 +110,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
     from . import kernels
     tile = tile.for_sm(arch.sm_of_tensor(a))
     block_m = _block_m(tile.block_m)
-    grid = (triton_cdiv(m, block_m) * triton_cdiv(n, tile.block_n),)
+    grid = (ceil_div(m, block_m) * ceil_div(n, tile.block_n),)
     # enable_fp_fusion: multiply-adds fused as the kernels were tested (Triton's default turns it off from 3.10)
     common = dict(DOT_FP32=_interpreting(), BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
                   num_warps=tile.num_warps, num_stages=tile.num_stages, **COMPILE_OPTIONS)
@@ -119,10 +120,6 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
     else:
         kernels.a_fused_m_grouped_bf16_gemm_contiguous_tl_impl[grid](a, b, d, m_indices, row_indices, m, n, k,
                                                                      *strides, **common)
-
-
-def triton_cdiv(x: int, y: int) -> int:
-    return (x + y - 1) // y
 
 
 def m_grouped_bf16_gemm_nt_contiguous_tl(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
@@ -187,7 +184,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     require(d.shape == (groups, m, n), f"d: expected shape {(groups, m, n)} (groups, M, N), got {tuple(d.shape)}")
     k = b.size(0) if gather_a else a.size(0)
     _int32_vector("k_indices", k_indices, k)
-    from ..config import get_mk_alignment_for_contiguous_layout
+    from ..core.config import get_mk_alignment_for_contiguous_layout
     alignment = get_mk_alignment_for_contiguous_layout()
     require(k % alignment == 0, f"{'b' if gather_a else 'a'}: expected a row count (K) that is a multiple of the "
                                 f"contiguous-layout alignment {alignment}, got {k}")
@@ -202,7 +199,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
     tile = tile.for_sm(arch.sm_of_tensor(a))
     kernel = (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl if gather_a
               else kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl)
-    grid = (triton_cdiv(m, tile.block_m) * triton_cdiv(n, tile.block_n), groups)
+    grid = (ceil_div(m, tile.block_m) * ceil_div(n, tile.block_n), groups)
     kernel[grid](a, b, d, k_indices, k_start, k_end, m, n, a.stride(0), b.stride(0), d.stride(0), d.stride(1),
                  ACC=bool(acc), DOT_FP32=_interpreting(), BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
                  BLOCK_K=tile.block_k, num_warps=tile.num_warps, num_stages=tile.num_stages, **COMPILE_OPTIONS)

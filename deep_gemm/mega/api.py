@@ -14,9 +14,9 @@ from typing import Callable, Optional, Tuple, Union
 
 import torch
 
-from .._ops.errors import (
+from ..core.errors import (
     DeepGEMMError, fail, require, require_contiguous, require_dim, require_dtype, require_same_device, require_shape)
-from ..gemm.fp8_api import unpack_pair
+from ..common.operands import unpack_pair
 from ..utils.math import align
 from . import buffer as _buffer
 

@@ -52,7 +52,7 @@ from typing import Sequence
 
 import torch
 
-from .._ops.errors import fail, require
+from ..core.errors import fail, require
 from ..utils.math import TMA_ALIGNMENT_BYTES, align
 
 # Candidate BLOCK_M values of DeepGEMM's Mega MoE kernel (the heuristic picks one per call).

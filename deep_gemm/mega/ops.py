@@ -7,7 +7,7 @@ runs unchanged on real, meta and fake tensors and traces under torch.compile.
 
 from __future__ import annotations
 
-from .._ops.library import register, register_composite
+from ..core.registry import register, register_composite
 from . import buffer
 
 

@@ -31,7 +31,7 @@ def init_dist(local_rank: int, num_local_ranks: int,
     global _local_rank
     known = getattr(dist.Backend, "backend_list", None)
     if known is not None and backend.lower() not in known:
-        from .._ops.errors import fail
+        from ..core.errors import fail
         fail(f"backend: expected a registered torch.distributed backend ({', '.join(known)}), got {backend!r}")
     address = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get("MASTER_PORT", "8361"))

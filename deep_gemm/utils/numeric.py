@@ -19,6 +19,17 @@ def ceil_div(x: int, y: int) -> int:
     return (x + y - 1) // y
 
 
+def next_pow2(x: int) -> int:
+    """Smallest power of two >= x (1 for x <= 1)."""
+    return 1 << (x - 1).bit_length() if x > 1 else 1
+
+
+def group_pad(num_groups: int) -> int:
+    """Lanes of a kernel's per-group vector (its G_PAD): a power of two >= num_groups, at least 2 (a Triton vector
+    has at least two lanes)."""
+    return max(2, next_pow2(num_groups))
+
+
 def align(x: int, y: int) -> int:
     """x rounded up to a multiple of y."""
     return ceil_div(x, y) * y
@@ -27,6 +38,6 @@ def align(x: int, y: int) -> int:
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """x rounded up so that x elements of ``element_size`` bytes span a multiple of 16 bytes."""
     if TMA_ALIGNMENT_BYTES % element_size != 0:
-        from .._ops.errors import fail
+        from ..core.errors import fail
         fail(f"element_size: expected a divisor of {TMA_ALIGNMENT_BYTES}, got {element_size}")
     return align(x, TMA_ALIGNMENT_BYTES // element_size)

@@ -30,7 +30,7 @@ def _require_tensors(**tensors) -> None:
     """A DeepGEMMError naming the argument, rather than an AttributeError deep inside, when one is not a tensor."""
     for name, value in tensors.items():
         if not isinstance(value, torch.Tensor):
-            from .._ops.errors import fail
+            from ..core.errors import fail
             fail(f"{name}: expected a tensor, got {type(value).__name__}")
 
 
@@ -47,7 +47,7 @@ def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
     """FP32 powers of two [..., 4n] -> int32 [..., n], four biased exponent bytes per int (little-endian)."""
     _require_tensors(x=x)
-    from .._ops.errors import require
+    from ..core.errors import require
 
     require(x.dtype == torch.float32, f"x: expected dtype float32, got {x.dtype}")
     require(x.size(-1) % 4 == 0, f"x: expected the last dimension to be a multiple of 4, got {x.size(-1)}")

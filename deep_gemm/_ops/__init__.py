@@ -1,1 +1,0 @@
-"""Dispatcher plumbing: the schema table, the library and the shared argument checks."""

@@ -1,0 +1,52 @@
+"""The grouping kinds of the GEMM kernels (their GROUPING constexpr), shared by the FP8 and BF16 tl.* and Gluon
+kernels, and the tl.* kernels' grouping preamble: where a masked tile lies (``masked_tile``), which rows of an
+M-grouped tile are stored and from which expert B comes (``grouped_rows``). The launchers name the kinds through their plans' ``GROUPING``, plain ints so that
+importing the launchers does not import Triton; tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
+
+import triton
+import triton.language as tl
+
+from .tiles import tile_coords
+
+DENSE = tl.constexpr(0)
+M_IDS = tl.constexpr(1)
+M_PSUM = tl.constexpr(2)
+MASKED = tl.constexpr(3)
+K_GROUPED = tl.constexpr(4)
+
+
+@triton.jit
+def grouped_rows(layout_ptr, off_m, offs_m, row_store, expert, NUM_GROUPS, GROUPING: tl.constexpr,
+                 G_PAD: tl.constexpr, PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr):
+    """(expert, row_valid, row_store) of the tile at rows offs_m: M_IDS, the expert of its first row, the rows of
+    another expert not valid; M_PSUM, the group the tile lies in (-1: a gap), its rows past the group's end not valid
+    (nor stored unless ZERO_GAPS). Other groupings keep ``expert`` and every stored row valid."""
+    row_valid = row_store
+    if GROUPING == M_IDS:
+        ids = tl.load(layout_ptr + offs_m, mask=row_store, other=-1)
+        expert = tl.max(ids, axis=0)
+        row_valid = row_store & (ids == expert)
+    if GROUPING == M_PSUM:
+        g_idx = tl.arange(0, G_PAD)
+        ends = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        prev = tl.load(layout_ptr + g_idx - 1, mask=(g_idx > 0) & (g_idx < NUM_GROUPS), other=0)
+        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        # PSUM_ALIGN is a multiple of BM (the plan), so a tile lies in one group or in a gap.
+        inside = (off_m >= starts) & (off_m < ends) & (g_idx < NUM_GROUPS)
+        expert = tl.max(tl.where(inside, g_idx, -1), axis=0)
+        group_end_row = tl.sum(tl.where(g_idx == expert, ends, 0), axis=0)
+        row_valid = row_store & (expert >= 0) & (offs_m < group_end_row)
+        if not ZERO_GAPS:
+            row_store = row_valid
+    return expert, row_valid, row_store
+
+
+@triton.jit
+def masked_tile(tile, g_idx, masked, group_tiles, group_end, num_n_blocks, BM: tl.constexpr, GROUP_M: tl.constexpr):
+    """(group, rows of the group, pid_m, pid_n) of MASKED tile ``tile``: the groups' tiles are numbered one group
+    after the other (group_end: the running count of group_tiles), each group's in grouped order."""
+    group = tl.sum((group_end <= tile).to(tl.int32), axis=0)
+    local = tile - tl.sum(tl.where(g_idx == group, group_end - group_tiles, 0), axis=0)
+    m_limit = tl.sum(tl.where(g_idx == group, masked, 0), axis=0)
+    pid_m, pid_n = tile_coords(local, tl.cdiv(m_limit, BM), num_n_blocks, GROUP_M)
+    return group, m_limit, pid_m, pid_n

@@ -1,0 +1,1 @@
+"""The BF16 GEMM kernels: the tl.* kernel (gemm) and the warp-specialised Gluon kernel (gemm_ws)."""
