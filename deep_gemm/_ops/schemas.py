@@ -190,7 +190,7 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
          "BF16 tokens -> the buffer's FP8 x / packed UE8M0 x_sf, top-k copied, slots past num_tokens masked"),
         ("mega_moe_pre_dispatch_sm90(Tensor x, Tensor topk_idx, Tensor topk_weights, Tensor(a!) buf_x, "
          "Tensor(b!) buf_x_sf, Tensor(c!) buf_topk_idx, Tensor(d!) buf_topk_weights, int num_tokens, "
-         "int group_size=128, float routed_scaling_factor=1.0) -> ()",
+         "int group_size=128, float routed_scaling_factor=1.) -> ()",
          "BF16 tokens -> the SM90 buffer's FP8 x / FP32 per-128 x_sf, weights times routed_scaling_factor"),
     ],
 }

@@ -150,7 +150,7 @@ def _check_sm100_extras(mma_type: str, shared_l1, shared_l2, post_expert_norm: b
     if shared_l1 is not None:
         require_dim("shared_l1_weights", shared_l1, 2)
         require_dim("shared_l2_weights", shared_l2, 2)
-        shared_inter = shared_l2.size(1)
+        shared_inter = shared_l2.size(1) * (2 if shared_l2.dtype == torch.int8 else 1)  # FP4: two per byte
         require(shared_inter >= inter and shared_inter % inter == 0,
                 f"shared_l2_weights: expected dim 1 (shared intermediate) to be a positive multiple of "
                 f"intermediate_hidden ({inter}), got {shared_inter}")
