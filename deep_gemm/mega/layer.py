@@ -93,6 +93,7 @@ def check_fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_id
     require(tuple(int(v) for v in recipe) == SM90_RECIPE,
             f"recipe: expected {SM90_RECIPE} (128x128 weight blocks, per-128 token scales), got {tuple(recipe)}")
     require_dim("l2_weights", l2, 3)
+    require_dtype("l2_weights", l2, (FP8,))
     local = num_experts // num_ranks
     hidden, inter = y.size(1), l2.size(2)
     require(hidden % 128 == 0, f"y: expected hidden (dim 1) to be a multiple of 128, got {hidden}")
@@ -181,6 +182,7 @@ def check_fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, sha
     for name, t in (("l1_alphas", l1_alphas), ("l2_alphas", l2_alphas), ("l2_act_scales", l2_act_scales)):
         require(t is None, f"{name}: only for the nvfp4xnvfp4 MMA (global scales); expected None")
     require_dim("l2_weights", l2, 3)
+    require_dtype("l2_weights", l2, (FP8, torch.int8))
     local = num_experts // num_ranks
     hidden = y.size(1)
     packed = l2.dtype == torch.int8
@@ -247,6 +249,7 @@ def check_bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs
     num_ranks = _check_common(y, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank, num_experts, num_topk,
                               activation, activation_clamp)
     require_dim("l2_weights", l2, 3)
+    require_dtype("l2_weights", l2, (BF16,))
     local = num_experts // num_ranks
     hidden, inter = y.size(1), l2.size(2)
     for name, t in (("y", hidden), ("l2_weights", inter)):
