@@ -23,7 +23,7 @@ like DeepGEMM's extension. Importing this module does no CUDA work.
 """
 
 import importlib as _importlib
-from typing import List as _List, Optional as _Optional, Sequence as _Sequence, Tuple as _Tuple
+from typing import List as _List, Optional as _Optional, Sequence as _Sequence
 
 import torch as _torch
 

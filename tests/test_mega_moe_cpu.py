@@ -423,3 +423,38 @@ def test_sm90_slice_under_compile():
     got = torch.compile(fn, fullgraph=True, backend="aot_eager")(compiled)
     assert float(got) == float(expected) == 0.5 * 384 * 2
     assert torch.equal(eager, compiled)
+
+
+# ---- the SGLang SM90 call path, as sglang/srt/layers/moe/mega_moe_sm90.py makes it -----------------------------
+
+def _sglang_style_weight_prep(w13: torch.Tensor, gran: int = 8) -> torch.Tensor:
+    """Interleave only the L1 data rows in 8-row gate/up chunks (what SGLang's weight builder does, restated)."""
+    groups, n, k = w13.shape
+    gate = w13[:, :n // 2].reshape(groups, n // 2 // gran, gran, k)
+    up = w13[:, n // 2:].reshape(groups, n // 2 // gran, gran, k)
+    return torch.stack([gate, up], dim=2).reshape(groups, n, k)
+
+
+@pytest.mark.parametrize("num_tokens", [0, 9])
+def test_sglang_sm90_call_path(num_tokens):
+    sc = Scenario("sm90", tokens=(num_tokens,), topk=4, masked=0.3, clamp=10.0)
+    data = build_global(sc)
+    (w13, w13_sf), (w2, w2_sf) = data.l1, data.l2
+    l1 = (_sglang_style_weight_prep(w13), w13_sf)
+    assert torch.equal(l1[0].view(torch.uint8),
+                       deep_gemm.transform_weights_for_mega_moe_sm90(data.l1, data.l2)[0][0].view(torch.uint8))
+    buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, 8, 512, 4, 512, 256, device="cpu")
+    hidden_states = torch.cat([data.x[0], torch.randn(3, 512).bfloat16()])  # extra rows past num_tokens
+    topk_ids = torch.cat([data.topk_idx[0], torch.zeros(3, 4, dtype=torch.int32)])
+    topk_weights = torch.cat([data.topk_weights[0], torch.ones(3, 4)])
+    deep_gemm.mega_moe_pre_dispatch_sm90(hidden_states, topk_ids, topk_weights, buf.x, buf.x_sf, buf.topk_idx,
+                                         buf.topk_weights, num_tokens=num_tokens, group_size=128,
+                                         routed_scaling_factor=2.0)
+    y = torch.empty((max(num_tokens, 1), 512), dtype=torch.bfloat16)
+    deep_gemm.fp8_mega_moe(y, l1, (w2, w2_sf), buf, recipe=(128, 128, 128), activation="swiglu",
+                           activation_clamp=10.0, fast_math=True)
+    y = y[:num_tokens]
+    from mega_moe_cases import dispatched_tokens, expected_output
+    expected = expected_output(sc, data, dispatched_tokens(sc, buf, num_tokens), 0) * 2.0
+    assert y.shape == expected.shape
+    assert calc_diff(y, expected) < TOLERANCE

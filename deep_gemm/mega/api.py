@@ -17,8 +17,7 @@ from typing import Callable, Optional, Tuple, Union
 
 import torch
 
-from .._ops.errors import (
-    DeepGEMMError, fail, require, require_contiguous, require_dim, require_dtype, require_same_device, require_shape)
+from .._ops.errors import DeepGEMMError, fail, require, require_dim, require_dtype
 from ..gemm.fp8_api import unpack_pair
 from ..utils.math import align
 from . import buffer as _buffer
@@ -447,10 +446,11 @@ def transform_weights_for_mega_moe(l1_weights: Union[torch.Tensor, Pair], l2_wei
 
     Returns
     -------
-    (l1, l2) in the input's form (2-D ``[2I, K]`` / ``[H, I]`` matrices, e.g. shared experts, are accepted too). L1 rows (and, for pairs, L1 SF rows) go from ``[gate | up]`` to interleaved
-    8-row chunks ``[g0-7, u0-7, g8-15, u8-15, ...]``; for pairs both SF tensors are then permuted for UTCCP: within
-    each 128 rows, row ``32 q + p`` moves to row ``4 p + q`` (SF rows must be multiples of 128). BF16 L2 and FP8 L2
-    data are returned as given. Outputs keep the inputs' strides.
+    (l1, l2) in the input's form (2-D ``[2I, K]`` / ``[H, I]`` matrices, e.g. shared experts, are accepted too).
+    L1 rows (and, for pairs, L1 SF rows) go from ``[gate | up]`` to interleaved 8-row chunks
+    ``[g0-7, u0-7, g8-15, u8-15, ...]``; for pairs both SF tensors are then permuted for UTCCP: within each 128
+    rows, row ``32 q + p`` moves to row ``4 p + q`` (SF rows must be multiples of 128). BF16 L2 and FP8 L2 data are
+    returned as given. Outputs keep the inputs' strides.
 
     Example
     -------
@@ -478,7 +478,8 @@ def transform_weights_for_mega_moe(l1_weights: Union[torch.Tensor, Pair], l2_wei
     return (l1_out, l1_sf_out), (l2, _transpose_sf_for_utccp(l2_sf))
 
 
-def transform_scales_for_mega_moe(l1_scales: torch.Tensor, l2_scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def transform_scales_for_mega_moe(l1_scales: torch.Tensor,
+                                  l2_scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Canonical ``[gate; up]`` packed FP4 scale tensors -> the Mega MoE layout: L1 gets the packed-FP4 gate/up
     interleave and the UTCCP row order, L2 the UTCCP row order (``int32``, ``[E, N, *]`` or ``[N, *]``, N a
     multiple of 128).

@@ -324,7 +324,8 @@ def _check_pre_dispatch(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx
 
 def check_pre_dispatch_sm90(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights, num_tokens,
                             group_size, routed_scaling_factor) -> None:
-    require(group_size == 128, f"group_size: the SM90 pre-dispatch uses per-128 scales (expected 128), got {group_size}")
+    require(group_size == 128,
+            f"group_size: the SM90 pre-dispatch uses per-128 scales (expected 128), got {group_size}")
     hidden = x.size(-1) if isinstance(x, torch.Tensor) and x.dim() == 2 else 0
     _check_pre_dispatch(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights, num_tokens,
                         group_size, F32, hidden // 128)

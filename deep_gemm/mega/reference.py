@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -258,8 +258,9 @@ def _gather_inputs(group, num_ranks: int, mine: Inputs, rows: int) -> tuple[list
 
 def mega_moe_forward(y: torch.Tensor, inputs: Inputs, experts: Experts, options: Options, group, num_ranks: int,
                      rank_idx: int, num_experts: int, stats: Optional[torch.Tensor]) -> None:
-    """Run the layer for this rank: writes ``y[:num_tokens]`` (rows of ``y`` past ``num_tokens`` are written as
-    zeros when no slot routes them, as every row of ``y`` is a token of this call) and adds to ``stats``."""
+    """Run the layer for this rank: every row of ``y`` is one of this rank's tokens (``inputs.num_tokens ==
+    y.size(0)``; a row whose slots are all masked comes out zero, or the shared experts' output) and ``stats``
+    gains the slots this rank's experts received."""
     num_local = num_experts // num_ranks
     num_rows = y.size(0)
     everyone, rows = _gather_inputs(group, num_ranks, inputs, num_rows)
@@ -384,7 +385,3 @@ def consensus(group, num_ranks: int, error: Optional[BaseException], what: str) 
         raise error
     bad = [r for r, f in enumerate(everyone) if int(f.item())]
     require(not bad, f"{what}: rank(s) {bad} rejected their arguments; no rank ran the layer")
-
-
-def ranks_of(ptrs: Sequence[int]) -> int:
-    return len(ptrs)
