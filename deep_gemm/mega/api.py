@@ -631,7 +631,7 @@ def _agreed_args(fn: str, sym_buffer, build: Callable[[], tuple]) -> tuple:
     error, args = None, None
     try:
         args = build()
-    except DeepGEMMError as exc:
+    except Exception as exc:  # any rejection (DeepGEMMError, or e.g. a TypeError) must reach the other ranks
         error = exc
     if group is not None:
         _reference.consensus(group, sym_buffer.num_ranks, error, fn)

@@ -370,6 +370,14 @@ def slice_buffer(buffer: torch.Tensor, layout: Sequence[int]) -> list[torch.Tens
 # per-expert BLOCK_M padding); the SM90 BLOCK_Ms are multiples of 64 (WGMMA M) so P_sf = (P / 64) * 128 (each
 # 64-row block's scale rows padded to 128, the largest over the SM90 candidates).
 
+# For the fused SM90 Triton kernel (not in this release) this layout is the contract: the caller-filled input views
+# (x, x_sf, topk_idx, topk_weights: what mega_moe_pre_dispatch_sm90 writes and what peers read over NVLink through
+# handle.buffer_ptrs), then kernel-private regions at fixed offsets every rank computes alike (same sizes on every
+# rank, so a peer's region is its base pointer plus the same offset): the workspace (zeroed at allocation; counters
+# must be left zero again at the end of each call, so calls need no host-side reset and graph capture works), the
+# L1 / L2 activation pools with their MN-major FP32 scales (rows grouped per expert, each expert's slice padded to
+# BLOCK_M, scale rows padded per 64-row block to 128), the per-pool-row top-k weights, and the BF16 combine area
+# [k, T, H] that remote L2 epilogues write into before the local top-k reduction.
 SM90_CANDIDATE_BLOCK_M = (64, 128, 192)
 SM90_X_SF_GRAN = 128
 SM90_L2_ACTS_SF_GRAN = 64
