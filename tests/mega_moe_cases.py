@@ -16,7 +16,8 @@ from typing import Optional
 import torch
 
 import deep_gemm
-from deep_gemm.utils import cast_back_from_fp4, per_block_cast_to_fp8, per_token_cast_to_fp4, unpack_ue8m0_from_int
+from deep_gemm.utils import (cast_back_from_fp4, per_block_cast_to_fp8, per_token_cast_to_fp4, per_token_cast_to_fp8,
+                             unpack_ue8m0_from_int)
 
 CAPACITY = 384
 
@@ -37,6 +38,7 @@ class Scenario:
     post_norm: Optional[str] = None  # None, 'plain', 'weight' or 'weight_first'
     seed: int = 0
     y_rows: Optional[int] = None   # rows of y when it differs from the token count (SGLang's max(n, 1))
+    fp8_weights: bool = False      # fp8fp4 with FP8 (not FP4) weights, same per-32 UE8M0 scales
 
     @property
     def num_ranks(self) -> int:
@@ -55,6 +57,8 @@ class Scenario:
             parts.append(f"norm-{self.post_norm}")
         if self.y_rows is not None:
             parts.append(f"y{self.y_rows}")
+        if self.fp8_weights:
+            parts.append("fp8w")
         return "-".join(parts)
 
 
@@ -87,6 +91,9 @@ def _quantise(kind: str, w: torch.Tensor):
     if kind == "sm90":
         q, sf = per_block_cast_to_fp8(w, use_ue8m0=False)
         return q, sf, _block_dequant(q, sf)
+    if kind == "fp8fp4-fp8w":
+        q, sf = per_token_cast_to_fp8(w, use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)
+        return q, sf, q.double() * unpack_ue8m0_from_int(sf).double().repeat_interleave(32, dim=1)
     if kind == "fp8fp4":
         q, sf = per_token_cast_to_fp4(w, use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)
         return q, sf, cast_back_from_fp4(q, sf, gran_k=32, use_packed_ue8m0=True).double()
@@ -104,7 +111,7 @@ def _weights(kind: str, e: int, h: int, i: int, shared: int, norm: bool):
     q2 = [_quantise(kind, w2[j]) for j in range(e)]
     w1d = torch.stack([d for _, _, d in q1])
     w2d = torch.stack([d for _, _, d in q2])
-    if kind == "bf16":
+    if kind.startswith("bf16"):
         l1, l2 = torch.stack([q for q, _, _ in q1]), torch.stack([q for q, _, _ in q2])
     else:
         l1 = (torch.stack([q for q, _, _ in q1]), torch.stack([s for _, s, _ in q1]))
@@ -114,7 +121,7 @@ def _weights(kind: str, e: int, h: int, i: int, shared: int, norm: bool):
         s1 = torch.randn(2 * i * shared, h, generator=g) / h ** 0.5
         s2 = torch.randn(h, i * shared, generator=g) / (i * shared) ** 0.5
         (a1, b1, d1), (a2, b2, d2) = _quantise(kind, s1), _quantise(kind, s2)
-        shared_ops = ((a1, b1), (a2, b2)) if kind != "bf16" else (a1, a2)
+        shared_ops = ((a1, b1), (a2, b2)) if not kind.startswith("bf16") else (a1, a2)
         shared_w = (d1, d2)
     norm_weight = torch.rand(h, generator=g) + 0.5 if norm else None
     return l1, l2, w1d, w2d, shared_ops, shared_w, norm_weight
@@ -137,8 +144,9 @@ def build_global(sc: Scenario) -> Global:
             ti[torch.rand(n, k, generator=g) < sc.masked] = -1
         idxs.append(ti.int())
         weights.append(tw.float())
+    weight_kind = sc.kind + ("-fp8w" if sc.fp8_weights else "")
     l1, l2, w1d, w2d, shared_ops, shared_w, norm_weight = _weights(
-        sc.kind, e, h, i, sc.shared, sc.post_norm in ("weight", "weight_first"))
+        weight_kind, e, h, i, sc.shared, sc.post_norm in ("weight", "weight_first"))
     data = Global(xs, idxs, weights, l1, l2, w1d, w2d, shared_ops, shared_w, norm_weight)
     return data
 

@@ -49,6 +49,7 @@ SCENARIOS = [
     Scenario("fp8fp4", tokens=(10,), topk=2, shared=1),
     Scenario("fp8fp4", tokens=(10,), topk=4, masked=0.3, post_norm="weight"),
     Scenario("fp8fp4", tokens=(0,), topk=2),
+    Scenario("fp8fp4", tokens=(12,), topk=4, clamp=10.0, fp8_weights=True),
     Scenario("bf16", tokens=(16,), topk=4, masked=0.3),
     Scenario("bf16", tokens=(10,), hidden=2048, topk=2, clamp=1.0, shared=2),
     Scenario("bf16", tokens=(10,), topk=2, post_norm="plain"),
