@@ -459,3 +459,39 @@ def test_sglang_sm90_call_path(num_tokens):
     expected = expected_output(sc, data, dispatched_tokens(sc, buf, num_tokens), 0) * 2.0
     assert y.shape == expected.shape
     assert calc_diff(y, expected) < TOLERANCE
+
+
+# ---- the intermediate's quantisation, pinned (the float64 loop above does not round it) ------------------------
+
+@pytest.mark.parametrize("kind", ["sm90", "fp8fp4", "bf16"])
+def test_intermediate_rounding_is_the_kernels(kind):
+    """Top-1 tokens through one expert, emulated here step by step in FP32 with the kernel's rounding of the
+    intermediate: SM90 FP8 with a continuous scale per 64 columns, SM100 FP8 with a UE8M0 scale per 32, BF16."""
+    sc = Scenario(kind, tokens=(16,), topk=1, clamp=10.0)
+    data = build_global(sc)
+    y, _, _, _ = run_and_expect(sc, None, 0)
+    from mega_moe_cases import dispatched_tokens, fill_buffer
+    buf = make_buffer(sc, None)
+    fill_buffer(sc, data, buf, 0)
+    x = dispatched_tokens(sc, buf, 16).float()
+    emulated, unrounded = torch.zeros(16, 512), torch.zeros(16, 512)
+    for t in range(16):
+        e = int(data.topk_idx[0][t, 0])
+        h = data.w1[e].float() @ x[t]
+        g, u = h[:256].clamp(max=10.0), h[256:].clamp(-10.0, 10.0)
+        a = g * torch.sigmoid(g) * u * data.topk_weights[0][t, 0]
+        if kind == "sm90":
+            groups = a.view(4, 64)
+            scale = groups.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448
+            q = ((groups * (1 / scale)).to(torch.float8_e4m3fn).float() * scale).view(256)
+        elif kind == "fp8fp4":
+            groups = a.view(8, 32)
+            scale = torch.exp2(torch.ceil(torch.log2(groups.abs().amax(-1, keepdim=True).clamp(min=1e-4) / 448)))
+            q = ((groups / scale).to(torch.float8_e4m3fn).float() * scale).view(256)
+        else:
+            q = a.bfloat16().float()
+        emulated[t] = (data.w2[e].float() @ q).bfloat16().float()
+        unrounded[t] = data.w2[e].float() @ a
+    assert calc_diff(y, emulated) < 1e-6
+    if kind != "bf16":
+        assert calc_diff(y, unrounded) > 1e-5   # the rounding is visible, so the first check pins it
