@@ -12,8 +12,10 @@ Code written against DeepGEMM sometimes calls ``deep_gemm._C.<name>`` directly. 
   layout and Mega MoE helpers); ``get_tma_aligned_size``, which ``deep_gemm.utils`` also offers with keywords, is
   defined here;
 * ``get_jit()``: the process's kernel runtime (``deep_gemm.get_jit``), as DeepGEMM's JIT-runtime extension exposes it;
-* the ``_C``-only names: ``init`` and the raw ``fp8_fp4_mega_moe`` / ``bf16_mega_moe`` entry points (a flat buffer
-  and pointer list instead of a ``SymmBuffer``), next to the forwarded ``get_symm_buffer_size_for_mega_moe``
+* the ``_C``-only names: ``init``, the raw ``fp8_mega_moe`` / ``fp8_fp4_mega_moe`` / ``bf16_mega_moe`` entry points
+  (the dispatcher ops: a flat buffer and pointer list instead of a buffer object) and the SM90 buffer's
+  ``get_symm_buffer_size_for_sm90_mega_moe`` / ``slice_symm_buffer_for_sm90_mega_moe``, next to the forwarded
+  ``get_symm_buffer_size_for_mega_moe``
   (DeepGEMM's ``(num_bytes, slice_fn)``), ``get_ring_limit_for_mega_moe`` and ``get_token_alignment_for_mega_moe``.
 
 The module namespace holds those names and nothing else (every helper below is underscored), so ``dir(_C)`` reads
@@ -21,7 +23,7 @@ like DeepGEMM's extension. Importing this module does no CUDA work.
 """
 
 import importlib as _importlib
-from typing import List as _List, Optional as _Optional, Sequence as _Sequence, Tuple as _Tuple
+from typing import List as _List, Optional as _Optional, Sequence as _Sequence
 
 import torch as _torch
 
@@ -36,6 +38,7 @@ _POSITIONAL_ONLY = frozenset({
     "set_block_size_multiple_of", "set_mk_alignment_for_contiguous_layout", "get_mk_alignment_for_contiguous_layout",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "init", "get_symm_buffer_size_for_mega_moe",
     "get_ring_limit_for_mega_moe", "get_token_alignment_for_mega_moe", "fp8_fp4_mega_moe", "bf16_mega_moe",
+    "fp8_mega_moe", "get_symm_buffer_size_for_sm90_mega_moe", "slice_symm_buffer_for_sm90_mega_moe",
 })
 
 # Handle-level runtime ops of ours: reached through get_jit()'s object, not as _C functions. get_jit itself is defined
@@ -62,41 +65,78 @@ def get_tma_aligned_size(x: int, element_size: int, /) -> int:
     return aligned_size(x, element_size)
 
 
-def _flat_op(name: str):
-    """The dispatcher op, or NotImplementedError when no schema defines it (DeepGEMM runs it only on SM100)."""
-    if name not in _SCHEMAS:
-        raise NotImplementedError(
-            f"deep_gemm._C.{name}: the fused Mega MoE kernel has no torch.ops.deep_gemm.{name} op in this build "
-            f"(DeepGEMM runs it only on SM100); deep_gemm.mega holds the Mega MoE functions that exist")
-    return getattr(_ops, name)
+def fp8_mega_moe(y: _torch.Tensor, l1_weights: _torch.Tensor, l1_weights_sf: _torch.Tensor,
+                 l2_weights: _torch.Tensor, l2_weights_sf: _torch.Tensor,
+                 cumulative_local_expert_recv_stats: _Optional[_torch.Tensor], sym_buffer: _torch.Tensor,
+                 sym_buffer_ptrs: _Sequence[int], rank_idx: int, num_max_tokens_per_rank: int, num_experts: int,
+                 num_topk: int, recipe: _Sequence[int], activation: str, activation_clamp: _Optional[float],
+                 fast_math: bool, /) -> None:
+    """Raw SM90 FP8 Mega MoE over a flat buffer (``torch.ops.deep_gemm.fp8_mega_moe``; ``deep_gemm.fp8_mega_moe``
+    is the public form, taking an ``SM90SymmBuffer``)."""
+    _ops.fp8_mega_moe(y, l1_weights, l1_weights_sf, l2_weights, l2_weights_sf, cumulative_local_expert_recv_stats,
+                      sym_buffer, list(sym_buffer_ptrs), rank_idx, num_max_tokens_per_rank, num_experts, num_topk,
+                      list(recipe), activation, activation_clamp, fast_math)
 
 
-def fp8_fp4_mega_moe(y: _torch.Tensor, l1_weights: _Tuple[_torch.Tensor, _torch.Tensor],
-                     l2_weights: _Tuple[_torch.Tensor, _torch.Tensor],
+def fp8_fp4_mega_moe(y: _torch.Tensor, l1_weights: _torch.Tensor, l1_weights_sf: _torch.Tensor,
+                     l2_weights: _torch.Tensor, l2_weights_sf: _torch.Tensor,
+                     shared_l1_weights: _Optional[_torch.Tensor], shared_l1_weights_sf: _Optional[_torch.Tensor],
+                     shared_l2_weights: _Optional[_torch.Tensor], shared_l2_weights_sf: _Optional[_torch.Tensor],
                      cumulative_local_expert_recv_stats: _Optional[_torch.Tensor], sym_buffer: _torch.Tensor,
                      sym_buffer_ptrs: _Sequence[int], rank_idx: int, num_max_tokens_per_rank: int, num_experts: int,
-                     num_topk: int, recipe: _Sequence[int], activation: str, activation_clamp: _Optional[float],
-                     fast_math: bool, num_ring_tokens: int, /) -> None:
-    """Raw fused FP8 x FP4 Mega MoE over a flat symmetric buffer (``deep_gemm.fp8_fp4_mega_moe`` is the public
-    form, taking a ``SymmBuffer``)."""
-    from .common.operands import unpack_pair
-    op = _flat_op("fp8_fp4_mega_moe")
-    l1, l1_sf = unpack_pair("l1_weights", l1_weights)
-    l2, l2_sf = unpack_pair("l2_weights", l2_weights)
-    op(y, l1, l1_sf, l2, l2_sf, cumulative_local_expert_recv_stats, sym_buffer, list(sym_buffer_ptrs), rank_idx,
-       num_max_tokens_per_rank, num_experts, num_topk, list(recipe), activation, activation_clamp, fast_math,
-       num_ring_tokens)
+                     num_topk: int, recipe: _Sequence[int], mma_type: str, activation: str,
+                     activation_clamp: _Optional[float], fast_math: bool, use_x_scales: bool,
+                     l1_alphas: _Optional[_torch.Tensor], l2_alphas: _Optional[_torch.Tensor],
+                     l2_act_scales: _Optional[_torch.Tensor], post_expert_norm: bool,
+                     post_expert_norm_weight: _Optional[_torch.Tensor], post_expert_norm_eps: float,
+                     post_expert_norm_weight_first: bool, use_trtllm_weights: bool,
+                     global_num_tokens: _Optional[int], num_ring_tokens: int, /) -> None:
+    """Raw FP8 x FP4 Mega MoE over a flat buffer (``torch.ops.deep_gemm.fp8_fp4_mega_moe``: DeepGEMM's arguments
+    plus ``num_ring_tokens`` last, as our buffer is sized by its ring). ``deep_gemm.fp8_fp4_mega_moe`` is the
+    public form, taking a ``SymmBuffer``."""
+    _ops.fp8_fp4_mega_moe(y, l1_weights, l1_weights_sf, l2_weights, l2_weights_sf, shared_l1_weights,
+                          shared_l1_weights_sf, shared_l2_weights, shared_l2_weights_sf,
+                          cumulative_local_expert_recv_stats, sym_buffer, list(sym_buffer_ptrs), rank_idx,
+                          num_max_tokens_per_rank, num_experts, num_topk, list(recipe), mma_type, activation,
+                          activation_clamp, fast_math, use_x_scales, l1_alphas, l2_alphas, l2_act_scales,
+                          post_expert_norm, post_expert_norm_weight, post_expert_norm_eps,
+                          post_expert_norm_weight_first, use_trtllm_weights, global_num_tokens, num_ring_tokens)
 
 
 def bf16_mega_moe(y: _torch.Tensor, l1_weights: _torch.Tensor, l2_weights: _torch.Tensor,
+                  shared_l1_weights: _Optional[_torch.Tensor], shared_l2_weights: _Optional[_torch.Tensor],
                   cumulative_local_expert_recv_stats: _Optional[_torch.Tensor], sym_buffer: _torch.Tensor,
                   sym_buffer_ptrs: _Sequence[int], rank_idx: int, num_max_tokens_per_rank: int, num_experts: int,
                   num_topk: int, activation: str, activation_clamp: _Optional[float], fast_math: bool,
-                  num_ring_tokens: int, /) -> None:
-    """Raw fused BF16 Mega MoE over a flat symmetric buffer (``deep_gemm.bf16_mega_moe`` is the public form)."""
-    _flat_op("bf16_mega_moe")(y, l1_weights, l2_weights, cumulative_local_expert_recv_stats, sym_buffer,
-                              list(sym_buffer_ptrs), rank_idx, num_max_tokens_per_rank, num_experts, num_topk,
-                              activation, activation_clamp, fast_math, num_ring_tokens)
+                  post_expert_norm: bool, post_expert_norm_weight: _Optional[_torch.Tensor],
+                  post_expert_norm_eps: float, post_expert_norm_weight_first: bool, use_trtllm_weights: bool,
+                  global_num_tokens: _Optional[int], num_ring_tokens: int, /) -> None:
+    """Raw BF16 Mega MoE over a flat buffer (``torch.ops.deep_gemm.bf16_mega_moe``: DeepGEMM's arguments plus
+    ``num_ring_tokens`` last). ``deep_gemm.bf16_mega_moe`` is the public form."""
+    _ops.bf16_mega_moe(y, l1_weights, l2_weights, shared_l1_weights, shared_l2_weights,
+                       cumulative_local_expert_recv_stats, sym_buffer, list(sym_buffer_ptrs), rank_idx,
+                       num_max_tokens_per_rank, num_experts, num_topk, activation, activation_clamp, fast_math,
+                       post_expert_norm, post_expert_norm_weight, post_expert_norm_eps,
+                       post_expert_norm_weight_first, use_trtllm_weights, global_num_tokens, num_ring_tokens)
+
+
+def get_symm_buffer_size_for_sm90_mega_moe(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int,
+                                           num_topk: int, hidden: int, intermediate_hidden: int,
+                                           use_fp8_dispatch: bool, activation: str, /) -> int:
+    """Bytes of the SM90 FP8 Mega MoE buffer (layout: ``deep_gemm/mega/buffer.py``)."""
+    return _ops.get_symm_buffer_size_for_sm90_mega_moe(num_ranks, num_experts, num_max_tokens_per_rank, num_topk,
+                                                       hidden, intermediate_hidden, use_fp8_dispatch, activation)
+
+
+def slice_symm_buffer_for_sm90_mega_moe(buffer: _torch.Tensor, num_ranks: int, num_experts: int,
+                                        num_max_tokens_per_rank: int, num_topk: int, hidden: int,
+                                        intermediate_hidden: int, use_fp8_dispatch: bool,
+                                        activation: str, /) -> _List[_torch.Tensor]:
+    """The eight views of an SM90 buffer (x, x_sf, topk_idx, topk_weights, l1_acts, l1_acts_sf, l2_acts,
+    l2_acts_sf), aliasing ``buffer``."""
+    return _ops._slice_symm_buffer_for_sm90_mega_moe(buffer, num_ranks, num_experts, num_max_tokens_per_rank,
+                                                     num_topk, hidden, intermediate_hidden, use_fp8_dispatch,
+                                                     activation)
 
 
 def get_jit() -> _JITRuntime:
@@ -106,7 +146,9 @@ def get_jit() -> _JITRuntime:
     return runtime()
 
 
-_DEFINED_HERE = frozenset({"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit"})
+_DEFINED_HERE = frozenset({"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit",
+                           "fp8_mega_moe", "get_symm_buffer_size_for_sm90_mega_moe",
+                           "slice_symm_buffer_for_sm90_mega_moe"})
 
 # Every public op (aliases included) of the schema table that this module does not define itself.
 _FORWARDED = frozenset(name for name in _SCHEMAS

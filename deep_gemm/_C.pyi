@@ -4,7 +4,7 @@
 
 import torch
 from deep_gemm.core.runtime import JITRuntime
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 __all__ = [
     'bf16_gemm_nn',
@@ -30,8 +30,10 @@ __all__ = [
     'fp8_gemm_nt_skip_head_mid',
     'fp8_gemm_tn',
     'fp8_gemm_tt',
+    'fp8_mega_moe',
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
+    'get_block_m_for_mega_moe',
     'get_jit',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mk_alignment_for_contiguous_layout',
@@ -42,6 +44,7 @@ __all__ = [
     'get_pdl',
     'get_ring_limit_for_mega_moe',
     'get_symm_buffer_size_for_mega_moe',
+    'get_symm_buffer_size_for_sm90_mega_moe',
     'get_tc_util',
     'get_theoretical_mk_alignment_for_contiguous_layout',
     'get_tma_aligned_size',
@@ -59,12 +62,15 @@ __all__ = [
     'm_grouped_fp8_gemm_nn_contiguous',
     'm_grouped_fp8_gemm_nt_contiguous',
     'm_grouped_fp8_gemm_nt_masked',
+    'mega_moe_pre_dispatch',
+    'mega_moe_pre_dispatch_sm90',
     'set_block_size_multiple_of',
     'set_ignore_compile_dims',
     'set_mk_alignment_for_contiguous_layout',
     'set_num_sms',
     'set_pdl',
     'set_tc_util',
+    'slice_symm_buffer_for_sm90_mega_moe',
     'tf32_hc_prenorm_gemm',
     'transform_sf_into_required_layout',
 ]
@@ -92,6 +98,7 @@ from deep_gemm import fp8_gemm_tn as fp8_gemm_tn
 from deep_gemm import fp8_gemm_tt as fp8_gemm_tt
 from deep_gemm import fp8_mqa_logits as fp8_mqa_logits
 from deep_gemm import fp8_paged_mqa_logits as fp8_paged_mqa_logits
+from deep_gemm import get_block_m_for_mega_moe as get_block_m_for_mega_moe
 from deep_gemm import get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor as get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor
 from deep_gemm import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
 from deep_gemm import get_mn_major_tma_aligned_packed_ue8m0_tensor as get_mn_major_tma_aligned_packed_ue8m0_tensor
@@ -116,6 +123,8 @@ from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_fp4_gemm_nt_
 from deep_gemm import m_grouped_fp8_gemm_nn_contiguous as m_grouped_fp8_gemm_nn_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_contiguous as m_grouped_fp8_gemm_nt_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_masked
+from deep_gemm import mega_moe_pre_dispatch as mega_moe_pre_dispatch
+from deep_gemm import mega_moe_pre_dispatch_sm90 as mega_moe_pre_dispatch_sm90
 from deep_gemm import set_block_size_multiple_of as set_block_size_multiple_of
 from deep_gemm import set_ignore_compile_dims as set_ignore_compile_dims
 from deep_gemm import set_mk_alignment_for_contiguous_layout as set_mk_alignment_for_contiguous_layout
@@ -129,6 +138,8 @@ def bf16_mega_moe(
     y: torch.Tensor,
     l1_weights: torch.Tensor,
     l2_weights: torch.Tensor,
+    shared_l1_weights: Optional[torch.Tensor],
+    shared_l2_weights: Optional[torch.Tensor],
     cumulative_local_expert_recv_stats: Optional[torch.Tensor],
     sym_buffer: torch.Tensor,
     sym_buffer_ptrs: Sequence[int],
@@ -139,14 +150,58 @@ def bf16_mega_moe(
     activation: str,
     activation_clamp: Optional[float],
     fast_math: bool,
+    post_expert_norm: bool,
+    post_expert_norm_weight: Optional[torch.Tensor],
+    post_expert_norm_eps: float,
+    post_expert_norm_weight_first: bool,
+    use_trtllm_weights: bool,
+    global_num_tokens: Optional[int],
     num_ring_tokens: int,
     /,
 ) -> None: ...
 
 def fp8_fp4_mega_moe(
     y: torch.Tensor,
-    l1_weights: Tuple[torch.Tensor, torch.Tensor],
-    l2_weights: Tuple[torch.Tensor, torch.Tensor],
+    l1_weights: torch.Tensor,
+    l1_weights_sf: torch.Tensor,
+    l2_weights: torch.Tensor,
+    l2_weights_sf: torch.Tensor,
+    shared_l1_weights: Optional[torch.Tensor],
+    shared_l1_weights_sf: Optional[torch.Tensor],
+    shared_l2_weights: Optional[torch.Tensor],
+    shared_l2_weights_sf: Optional[torch.Tensor],
+    cumulative_local_expert_recv_stats: Optional[torch.Tensor],
+    sym_buffer: torch.Tensor,
+    sym_buffer_ptrs: Sequence[int],
+    rank_idx: int,
+    num_max_tokens_per_rank: int,
+    num_experts: int,
+    num_topk: int,
+    recipe: Sequence[int],
+    mma_type: str,
+    activation: str,
+    activation_clamp: Optional[float],
+    fast_math: bool,
+    use_x_scales: bool,
+    l1_alphas: Optional[torch.Tensor],
+    l2_alphas: Optional[torch.Tensor],
+    l2_act_scales: Optional[torch.Tensor],
+    post_expert_norm: bool,
+    post_expert_norm_weight: Optional[torch.Tensor],
+    post_expert_norm_eps: float,
+    post_expert_norm_weight_first: bool,
+    use_trtllm_weights: bool,
+    global_num_tokens: Optional[int],
+    num_ring_tokens: int,
+    /,
+) -> None: ...
+
+def fp8_mega_moe(
+    y: torch.Tensor,
+    l1_weights: torch.Tensor,
+    l1_weights_sf: torch.Tensor,
+    l2_weights: torch.Tensor,
+    l2_weights_sf: torch.Tensor,
     cumulative_local_expert_recv_stats: Optional[torch.Tensor],
     sym_buffer: torch.Tensor,
     sym_buffer_ptrs: Sequence[int],
@@ -158,12 +213,36 @@ def fp8_fp4_mega_moe(
     activation: str,
     activation_clamp: Optional[float],
     fast_math: bool,
-    num_ring_tokens: int,
     /,
 ) -> None: ...
 
 def get_jit() -> JITRuntime: ...
 
+def get_symm_buffer_size_for_sm90_mega_moe(
+    num_ranks: int,
+    num_experts: int,
+    num_max_tokens_per_rank: int,
+    num_topk: int,
+    hidden: int,
+    intermediate_hidden: int,
+    use_fp8_dispatch: bool,
+    activation: str,
+    /,
+) -> int: ...
+
 def get_tma_aligned_size(x: int, element_size: int, /) -> int: ...
 
 def init(library_root_path: str, cuda_home_path_by_python: str, /) -> None: ...
+
+def slice_symm_buffer_for_sm90_mega_moe(
+    buffer: torch.Tensor,
+    num_ranks: int,
+    num_experts: int,
+    num_max_tokens_per_rank: int,
+    num_topk: int,
+    hidden: int,
+    intermediate_hidden: int,
+    use_fp8_dispatch: bool,
+    activation: str,
+    /,
+) -> List[torch.Tensor]: ...

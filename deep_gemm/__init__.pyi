@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 __all__ = [
     'DeepGEMMError',
+    'SM90SymmBuffer',
     'SymmBuffer',
     '__version__',
     'align',
@@ -42,9 +43,11 @@ __all__ = [
     'fp8_gemm_tn',
     'fp8_gemm_tt',
     'fp8_m_grouped_gemm_nt_masked',
+    'fp8_mega_moe',
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
     'gemm_fp8_fp8_bf16_nt',
+    'get_block_m_for_mega_moe',
     'get_col_major_tma_aligned_tensor',
     'get_jit',
     'get_k_alignment_for_contiguous_layout',
@@ -58,6 +61,7 @@ __all__ = [
     'get_pdl',
     'get_ring_limit_for_mega_moe',
     'get_symm_buffer_for_mega_moe',
+    'get_symm_buffer_for_sm90_mega_moe',
     'get_symm_buffer_size_for_mega_moe',
     'get_tc_util',
     'get_theoretical_mk_alignment_for_contiguous_layout',
@@ -79,6 +83,9 @@ __all__ = [
     'm_grouped_fp8_gemm_nt_masked',
     'm_grouped_gemm_fp8_fp8_bf16_nt_contiguous',
     'm_grouped_gemm_fp8_fp8_bf16_nt_masked',
+    'mega_moe_pre_dispatch',
+    'mega_moe_pre_dispatch_sm90',
+    'nvfp4_mega_moe',
     'pack_ue8m0_to_int',
     'per_block_cast_to_fp8',
     'per_channel_cast_to_fp8',
@@ -94,8 +101,10 @@ __all__ = [
     'set_tc_util',
     'testing',
     'tf32_hc_prenorm_gemm',
+    'transform_scales_for_mega_moe',
     'transform_sf_into_required_layout',
     'transform_weights_for_mega_moe',
+    'transform_weights_for_mega_moe_sm90',
     'transpose_packed_fp4',
     'uneven_all_gather',
     'unpack_ue8m0_from_int',
@@ -108,6 +117,43 @@ from . import testing as testing
 from . import utils as utils
 
 class DeepGEMMError(ValueError, RuntimeError): ...
+
+class SM90SymmBuffer:
+    activation: Any
+    buffer: Any
+    group: Any
+    handle: Any
+    hidden: Any
+    intermediate_hidden: Any
+    l1_acts: Any
+    l1_acts_sf: Any
+    l2_acts: Any
+    l2_acts_sf: Any
+    mma_type: Any
+    num_experts: Any
+    num_max_tokens_per_rank: Any
+    num_ranks: Any
+    num_topk: Any
+    rank_idx: Any
+    topk_idx: Any
+    topk_weights: Any
+    use_fp8_dispatch: Any
+    x: Any
+    x_sf: Any
+    def __init__(
+        self,
+        group: Any,
+        num_experts: int,
+        num_max_tokens_per_rank: int,
+        num_topk: int,
+        hidden: int,
+        intermediate_hidden: int,
+        use_fp8_dispatch: bool = True,
+        activation: str = 'swiglu',
+        *,
+        device: Optional[Union[torch.device, str]] = None,
+    ) -> None: ...
+    def destroy(self) -> None: ...
 
 class SymmBuffer:
     activation: Any
@@ -125,6 +171,7 @@ class SymmBuffer:
     num_max_tokens_per_rank: Any
     num_ranks: Any
     num_ring_tokens: Any
+    num_shared_experts: Any
     num_topk: Any
     rank_idx: Any
     topk_idx: Any
@@ -144,6 +191,7 @@ class SymmBuffer:
         activation: str = 'swiglu',
         *,
         device: Optional[Union[torch.device, str]] = None,
+        num_shared_experts: int = 0,
     ) -> None: ...
     def destroy(self) -> None: ...
 
@@ -192,10 +240,18 @@ def bf16_mega_moe(
     l1_weights: torch.Tensor,
     l2_weights: torch.Tensor,
     sym_buffer: SymmBuffer,
+    shared_l1_weights: Optional[torch.Tensor] = None,
+    shared_l2_weights: Optional[torch.Tensor] = None,
     cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
     activation: str = 'swiglu',
     activation_clamp: Optional[float] = None,
     fast_math: bool = True,
+    weight_layout: str = 'megamoe',
+    global_num_tokens: Optional[int] = None,
+    post_expert_norm: bool = False,
+    post_expert_norm_weight: Optional[torch.Tensor] = None,
+    post_expert_norm_eps: float = 1e-06,
+    post_expert_norm_weight_first: bool = False,
 ) -> None: ...
 
 def cast_back_from_fp4(
@@ -240,11 +296,23 @@ def fp8_fp4_mega_moe(
     l1_weights: Tuple[torch.Tensor, torch.Tensor],
     l2_weights: Tuple[torch.Tensor, torch.Tensor],
     sym_buffer: SymmBuffer,
+    shared_l1_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    shared_l2_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
-    recipe: Tuple[int, int, int] = (1, 1, 32),
+    recipe: Sequence[int] = (1, 1, 32),
     activation: str = 'swiglu',
     activation_clamp: Optional[float] = None,
     fast_math: bool = True,
+    use_x_scales: bool = False,
+    l1_alphas: Optional[torch.Tensor] = None,
+    l2_alphas: Optional[torch.Tensor] = None,
+    l2_act_scales: Optional[torch.Tensor] = None,
+    weight_layout: str = 'megamoe',
+    global_num_tokens: Optional[int] = None,
+    post_expert_norm: bool = False,
+    post_expert_norm_weight: Optional[torch.Tensor] = None,
+    post_expert_norm_eps: float = 1e-06,
+    post_expert_norm_weight_first: bool = False,
 ) -> None: ...
 
 def fp8_fp4_mqa_logits(
@@ -329,6 +397,18 @@ def fp8_gemm_tt(
     disable_ue8m0_cast: bool = False,
 ) -> None: ...
 
+def fp8_mega_moe(
+    y: torch.Tensor,
+    l1_weights: Tuple[torch.Tensor, torch.Tensor],
+    l2_weights: Tuple[torch.Tensor, torch.Tensor],
+    sym_buffer: SM90SymmBuffer,
+    cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+    recipe: Sequence[int] = (128, 128, 128),
+    activation: str = 'swiglu',
+    activation_clamp: Optional[float] = None,
+    fast_math: bool = True,
+) -> None: ...
+
 def fp8_mqa_logits(
     q: torch.Tensor,
     kv: Tuple[torch.Tensor, torch.Tensor],
@@ -356,6 +436,16 @@ def gemm_fp8_fp8_bf16_nt(
     rhs: Tuple[torch.Tensor, torch.Tensor],
     out: torch.Tensor,
 ) -> None: ...
+
+def get_block_m_for_mega_moe(
+    num_ranks: int,
+    num_experts: int,
+    num_max_tokens_per_rank: int,
+    num_tokens: int,
+    num_topk: int,
+    mma_type: str = 'fp8xfp4',
+    global_num_tokens: Optional[int] = None,
+) -> int: ...
 
 def get_col_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor: ...
 
@@ -405,12 +495,26 @@ def get_symm_buffer_for_mega_moe(
     num_topk: int,
     hidden: int,
     intermediate_hidden: int,
+    num_shared_experts: int = 0,
     use_fp8_dispatch: Optional[bool] = None,
     mma_type: str = 'fp8xfp4',
     activation: str = 'swiglu',
     *,
     device: Optional[Union[torch.device, str]] = None,
-) -> SymmBuffer: ...
+) -> Union[SymmBuffer, Any]: ...
+
+def get_symm_buffer_for_sm90_mega_moe(
+    group: Any,
+    num_experts: int,
+    num_max_tokens_per_rank: int,
+    num_topk: int,
+    hidden: int,
+    intermediate_hidden: int,
+    use_fp8_dispatch: bool = True,
+    activation: str = 'swiglu',
+    *,
+    device: Optional[Union[torch.device, str]] = None,
+) -> SM90SymmBuffer: ...
 
 def get_symm_buffer_size_for_mega_moe(
     num_ranks: int,
@@ -563,6 +667,57 @@ def m_grouped_gemm_fp8_fp8_bf16_nt_masked(
     expected_m: int,
 ) -> None: ...
 
+def mega_moe_pre_dispatch(
+    x: torch.Tensor,
+    topk_idx: torch.Tensor,
+    topk_weights: torch.Tensor,
+    buf_x: torch.Tensor,
+    buf_x_sf: torch.Tensor,
+    buf_topk_idx: torch.Tensor,
+    buf_topk_weights: torch.Tensor,
+    num_tokens: int,
+    group_size: int = 32,
+    mma_type: str = 'fp8xfp4',
+    buf_x_scales: Optional[torch.Tensor] = None,
+    expert_scales: Optional[torch.Tensor] = None,
+) -> None: ...
+
+def mega_moe_pre_dispatch_sm90(
+    x: torch.Tensor,
+    topk_idx: torch.Tensor,
+    topk_weights: torch.Tensor,
+    buf_x: torch.Tensor,
+    buf_x_sf: torch.Tensor,
+    buf_topk_idx: torch.Tensor,
+    buf_topk_weights: torch.Tensor,
+    num_tokens: int,
+    group_size: int = 128,
+    routed_scaling_factor: float = 1.0,
+) -> None: ...
+
+def nvfp4_mega_moe(
+    y: torch.Tensor,
+    l1_weights: Tuple[torch.Tensor, torch.Tensor],
+    l2_weights: Tuple[torch.Tensor, torch.Tensor],
+    sym_buffer: SymmBuffer,
+    shared_l1_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    shared_l2_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+    activation: str = 'swiglu',
+    activation_clamp: Optional[float] = None,
+    fast_math: bool = True,
+    use_x_scales: bool = False,
+    l1_alphas: Optional[torch.Tensor] = None,
+    l2_alphas: Optional[torch.Tensor] = None,
+    l2_act_scales: Optional[torch.Tensor] = None,
+    weight_layout: str = 'megamoe',
+    global_num_tokens: Optional[int] = None,
+    post_expert_norm: bool = False,
+    post_expert_norm_weight: Optional[torch.Tensor] = None,
+    post_expert_norm_eps: float = 1e-06,
+    post_expert_norm_weight_first: bool = False,
+) -> None: ...
+
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor: ...
 
 def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> Tuple[torch.Tensor, torch.Tensor]: ...
@@ -615,6 +770,11 @@ def tf32_hc_prenorm_gemm(
     num_splits: Optional[int] = None,
 ) -> None: ...
 
+def transform_scales_for_mega_moe(
+    l1_scales: torch.Tensor,
+    l2_scales: torch.Tensor,
+) -> Tuple[torch.Tensor, torch.Tensor]: ...
+
 def transform_sf_into_required_layout(
     sf: torch.Tensor,
     mn: int,
@@ -630,7 +790,13 @@ def transform_weights_for_mega_moe(
     l1_weights: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
     l2_weights: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
     activation: str = 'swiglu',
+    mma_type: str = 'fp8xfp4',
 ) -> Any: ...
+
+def transform_weights_for_mega_moe_sm90(
+    l1_weights: Tuple[torch.Tensor, torch.Tensor],
+    l2_weights: Tuple[torch.Tensor, torch.Tensor],
+) -> Tuple[Tuple[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]: ...
 
 def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor: ...
 

@@ -233,10 +233,23 @@ def _render_function(name: str, func, renderer: _Renderer, indent: str = "", ski
         companion = next((schema_args[c.format(param.name)] for c in _COMPANIONS
                           if c.format(param.name) in schema_args and c.format(param.name) not in param_names), None)
         if arg is not None and companion is not None:
-            data = renderer.schema_type(arg.real_type)
-            scale = renderer.schema_type(companion.real_type)
-            return f"{renderer.typing('Tuple')}[{data}, {scale}]"
+            # An optional pair (default None, e.g. Mega MoE's shared-expert weights) is Optional[Tuple[...]].
+            optional = param.default is None and isinstance(arg.real_type, torch._C.OptionalType)
+
+            def element(t):
+                return t.getElementType() if optional and isinstance(t, torch._C.OptionalType) else t
+
+            data = renderer.schema_type(element(arg.real_type))
+            scale = renderer.schema_type(element(companion.real_type))
+            pair = f"{renderer.typing('Tuple')}[{data}, {scale}]"
+            return f"{renderer.typing('Optional')}[{pair}]" if optional else pair
         if arg is not None:
+            own = _evaluated(param.annotation, func)
+            # A wrapper taking an object where its op takes the tensor inside it (a Mega MoE buffer object for
+            # the op's int8 buffer) keeps its own annotation.
+            if (isinstance(own, type) and own.__module__.startswith("deep_gemm.")
+                    and str(arg.real_type) == "Tensor"):
+                return renderer.annotation(own)
             return renderer.schema_type(arg.real_type)
         return renderer.annotation(_evaluated(param.annotation, func))
 

@@ -15,7 +15,8 @@ from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 EXTENSIONS = {"get_jit", "jit_cache_dir", "jit_num_compiled_kernels", "jit_clear_cache"}
 LEGACY_OP_NAMES = sorted(n for n in SCHEMAS if not n.startswith("_") and n not in EXTENSIONS)
 # _C-only names that are not schema ops (get_jit is DeepGEMM's JIT-runtime accessor, returning the runtime object).
-C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit"}
+C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit", "fp8_mega_moe",
+          "get_symm_buffer_size_for_sm90_mega_moe", "slice_symm_buffer_for_sm90_mega_moe"}
 
 # The names DeepGEMM's extension module defines (m.def / m.attr in its csrc at the spec's commit), plus get_jit.
 DEEPGEMM_C_NAMES = {
@@ -37,6 +38,9 @@ DEEPGEMM_C_NAMES = {
     "fp8_paged_mqa_logits", "tf32_hc_prenorm_gemm",
     "get_symm_buffer_size_for_mega_moe", "get_ring_limit_for_mega_moe", "get_token_alignment_for_mega_moe",
     "fp8_fp4_mega_moe", "bf16_mega_moe",
+    # the SM90 Mega MoE of the DeepGEMM build SGLang 0.5.23 installs (its TORCH_LIBRARY ops)
+    "fp8_mega_moe", "get_symm_buffer_size_for_sm90_mega_moe", "slice_symm_buffer_for_sm90_mega_moe",
+    "mega_moe_pre_dispatch", "mega_moe_pre_dispatch_sm90", "get_block_m_for_mega_moe",
 }
 
 
@@ -92,7 +96,8 @@ def test_positional_only_set_is_the_documented_one():
         "set_block_size_multiple_of", "set_mk_alignment_for_contiguous_layout",
         "get_mk_alignment_for_contiguous_layout", "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "init",
         "get_symm_buffer_size_for_mega_moe", "get_ring_limit_for_mega_moe", "get_token_alignment_for_mega_moe",
-        "fp8_fp4_mega_moe", "bf16_mega_moe"}
+        "fp8_fp4_mega_moe", "bf16_mega_moe", "fp8_mega_moe", "get_symm_buffer_size_for_sm90_mega_moe",
+        "slice_symm_buffer_for_sm90_mega_moe"}
 
 
 @pytest.mark.parametrize("name", POSITIONAL_ONLY)
@@ -178,16 +183,17 @@ def test_get_symm_buffer_size_for_mega_moe_returns_the_legacy_closure():
     assert all(v.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr() for v in views if v is not None)
 
 
-@pytest.mark.parametrize("name", ["fp8_fp4_mega_moe", "bf16_mega_moe"])
-def test_raw_mega_entry_points_say_they_are_missing(name):
+@pytest.mark.parametrize("name", ["fp8_mega_moe", "fp8_fp4_mega_moe", "bf16_mega_moe"])
+def test_raw_mega_entry_points_are_the_flat_ops(name):
+    # The raw layer entry points take DeepGEMM's flat argument lists (buffer tensor + pointer list) and check them.
     n = len(inspect.signature(getattr(_C, name)).parameters)
+    assert n == len(torch._C._dispatch_find_schema_or_throw(f"deep_gemm::{name}", "").schema().arguments)
+    y = torch.zeros(4, 256, dtype=torch.bfloat16)
     args = [None] * n
-    args[1] = args[2] = (torch.zeros(1), torch.zeros(1)) if name == "fp8_fp4_mega_moe" else torch.zeros(1)
-    args[5] = [0]
-    if name == "fp8_fp4_mega_moe":
-        args[10] = [1, 1, 32]
-    with pytest.raises(NotImplementedError, match="SM100"):
+    args[0] = y
+    with pytest.raises(Exception):
         getattr(_C, name)(*args)
+    assert not y.any()
 
 
 # ---- the same results as the public API -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Mega MoE buffer contract: sizes, slice layout, views, ring limits, weight transform, argument checks.
 
-The fused kernel itself is not implemented yet: its entry points are tested for argument
-validation and for raising NotImplementedError, never for results. Buffers for more than one rank need CUDA
+The fused layers' entry points are tested here for argument validation; their results against an independent
+loop are in test_mega_moe_cpu.py and test_mega_moe_gloo.py. Buffers for more than one rank need CUDA
 symmetric memory and an initialised process group: only the error path of that branch runs here.
 """
 
@@ -467,19 +467,19 @@ def test_transform_errors():
         ((l1, l2, "gelu"), r"activation: expected 'swiglu'.*got 'gelu'"),
         (((l1, sf), l2), r"l1_weights, l2_weights: expected both \(data, sf\) pairs .* got tuple and Tensor"),
         ((l1[:, :24], l2), r"l1_weights: expected dim 1 .* multiple of 16, got 24"),
-        ((l1[0], l2), r"l1_weights: expected a 3-D tensor, got shape \(32, 128\)"),
-        (((l1_128, sf128[:1]), (l2, sf128)), r"l1_weights\[1\]: expected \(2, 128\) in the first two dims"),
+        ((l1[None], l2), r"l1_weights: expected a 2-D or 3-D tensor, got shape \(1, 2, 32, 128\)"),
+        (((l1_128, sf128[:1]), (l2, sf128)), r"l1_weights\[1\]: expected \(2, 128\) in the leading dims"),
         (((l1, sf), (l2, sf128)), r"l1_weights\[1\]: expected dim 1 to be a multiple of 128, got 32"),
         (((l1, sf128), (l2, sf)), r"l2_weights\[1\]: expected dim 1 to be a multiple of 128, got 32"),
         (((l1, sf.float()), (l2, sf)), r"l1_weights\[1\]: expected dtype int32, got float32"),
-        (((l1, sf128[0]), (l2, sf128)), r"l1_weights\[1\]: expected a 3-D tensor"),
+        (((l1, sf128[None]), (l2, sf128)), r"l1_weights\[1\]: expected a 2-D or 3-D tensor"),
     ]
     for args, pattern in cases:
         with pytest.raises(DeepGEMMError, match=pattern):
             deep_gemm.transform_weights_for_mega_moe(*args)
 
 
-# ---- the fused kernels: checks, then NotImplementedError -------------------------------------------------------
+# ---- the fused layers: argument checks (results: test_mega_moe_cpu.py) ------------------------------------------
 
 def _fp8_setup():
     sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, device="cpu")
@@ -489,53 +489,57 @@ def _fp8_setup():
     return y, l1, l2, sym
 
 
-def test_fp8_fp4_mega_moe_validates_then_raises():
+def test_fp8_fp4_mega_moe_validates_then_runs_the_reference():
     y, l1, l2, sym = _fp8_setup()
     stats = torch.zeros(8, dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match=r"fp8_fp4_mega_moe: .*not implemented in this release"):
-        deep_gemm.fp8_fp4_mega_moe(y, l1, l2, sym, stats)
-    assert not y.any() and not stats.any()
+    deep_gemm.fp8_fp4_mega_moe(y, l1, l2, sym, cumulative_local_expert_recv_stats=stats)
+    # A zeroed buffer routes both slots of every token to expert 0, with zero tokens and zero weights.
+    assert not y.any() and stats.tolist() == [200] + [0] * 7
+    stats.zero_()
     bad = [
         (dict(recipe=(1, 1, 128)), r"recipe: expected \(1, 1, 32\)"),
         (dict(activation="relu"), r"activation: expected 'swiglu'"),
         (dict(activation_clamp=-1.0), r"activation_clamp: expected None or a value >= 0, got -1.0"),
-        (dict(y=torch.zeros(400, 256, dtype=torch.bfloat16)), r"y: expected shape \[T <= 384, 256\]"),
+        (dict(y=torch.zeros(400, 256, dtype=torch.bfloat16)), r"y: expected at most num_max_tokens_per_rank \(384\)"),
         (dict(y=y.float()), r"y: expected dtype bfloat16, got float32"),
         (dict(l1=(l1[0][:, :128], l1[1])), r"l1_weights: expected shape \(8, 256, 128\)"),
         (dict(l2=(l2[0].bfloat16(), l2[1])), r"l2_weights: expected dtype float8_e4m3fn or int8, got bfloat16"),
-        (dict(l1=(l1[0], l1[1][..., :1])), r"l1_weights sf: expected shape \(8, 256, 2\)"),
+        (dict(l1=(l1[0], l1[1][..., :1])), r"l1_weights_sf: expected shape \(8, 256, 2\)"),
         (dict(stats=torch.zeros(4, dtype=torch.int32)), r"cumulative_local_expert_recv_stats: .*8 elements"),
         (dict(stats=torch.zeros(8, dtype=torch.int64)), r"cumulative_local_expert_recv_stats: expected dtype int32"),
         (dict(y=torch.zeros(100, 256, dtype=torch.bfloat16, device="meta")), r"y: expected device cpu"),
-        (dict(sym=object()), r"sym_buffer: expected a SymmBuffer, got object"),
+        (dict(sym=object()), r"sym_buffer: fp8_fp4_mega_moe expects a SymmBuffer, got object"),
         (dict(l1=l1[0]), r"l1_weights: expected a \(data, scale\) pair, got Tensor"),
     ]
+    y.fill_(1.0)
     for change, pattern in bad:
         args = dict(y=y, l1=l1, l2=l2, sym=sym, stats=stats, recipe=(1, 1, 32), activation="swiglu",
                     activation_clamp=None)
         args.update(change)
         with pytest.raises(DeepGEMMError, match=pattern):
-            deep_gemm.fp8_fp4_mega_moe(args["y"], args["l1"], args["l2"], args["sym"], args["stats"],
-                                       args["recipe"], args["activation"], args["activation_clamp"])
-    assert not y.any() and not stats.any()
+            deep_gemm.fp8_fp4_mega_moe(args["y"], args["l1"], args["l2"], args["sym"],
+                                       cumulative_local_expert_recv_stats=args["stats"], recipe=args["recipe"],
+                                       activation=args["activation"], activation_clamp=args["activation_clamp"])
+    assert (y == 1.0).all() and not stats.any()
     sym.destroy()
     with pytest.raises(DeepGEMMError, match=r"sym_buffer: the buffer was destroyed"):
         deep_gemm.fp8_fp4_mega_moe(y, l1, l2, sym)
 
 
-def test_bf16_mega_moe_validates_then_raises():
+def test_bf16_mega_moe_validates_then_runs_the_reference():
     sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, mma_type="bf16xbf16", device="cpu")
     l1 = torch.zeros(8, 256, 256, dtype=torch.bfloat16)
     l2 = torch.zeros(8, 256, 128, dtype=torch.bfloat16)
-    y = torch.zeros(10, 256, dtype=torch.bfloat16)
-    with pytest.raises(NotImplementedError, match=r"bf16_mega_moe: .*not implemented in this release"):
-        deep_gemm.bf16_mega_moe(y, l1, l2, sym)
+    y = torch.ones(10, 256, dtype=torch.bfloat16)
+    deep_gemm.bf16_mega_moe(y, l1, l2, sym)
+    assert not y.any()
+    y.fill_(1.0)
     with pytest.raises(DeepGEMMError, match=r"l2_weights: expected a contiguous tensor"):
         deep_gemm.bf16_mega_moe(y, l1, torch.zeros(8, 128, 256, dtype=torch.bfloat16).transpose(1, 2), sym)
     with pytest.raises(DeepGEMMError, match=r"sym_buffer: bf16_mega_moe needs a buffer built with "
                                             r"mma_type='bf16xbf16', got 'fp8xfp4'"):
         deep_gemm.bf16_mega_moe(y, l1, l2, _fp8_setup()[3])
-    assert not y.any()
+    assert (y == 1.0).all()
 
 
 def test_exports():

@@ -174,12 +174,55 @@ def _bf16_mega_moe():
                 l2_weights=torch.zeros(8, 256, 128, dtype=BF16), sym_buffer=_symm_buffer("bf16xbf16"))
 
 
-def _raw_mega(**extra):
+def _sm90_buffer():
+    return deep_gemm.SM90SymmBuffer(None, *MEGA.values(), device="cpu")
+
+
+def _fp8_mega_moe():
+    return dict(y=torch.zeros(4, 256, dtype=BF16),
+                l1_weights=(torch.zeros(8, 256, 256, dtype=FP8), torch.ones(8, 2, 2)),
+                l2_weights=(torch.zeros(8, 256, 128, dtype=FP8), torch.ones(8, 2, 1)),
+                sym_buffer=_sm90_buffer(), cumulative_local_expert_recv_stats=torch.zeros(8, dtype=I32))
+
+
+def _pre_dispatch(buffer):
     def build():
-        return dict(y=torch.zeros(4, 256, dtype=BF16), l1_weights=torch.zeros(1), l2_weights=torch.zeros(1),
-                    cumulative_local_expert_recv_stats=None, sym_buffer=torch.zeros(16, dtype=torch.int8),
-                    sym_buffer_ptrs=[0], rank_idx=0, num_max_tokens_per_rank=384, num_experts=8, num_topk=2,
-                    activation="swiglu", activation_clamp=None, fast_math=True, num_ring_tokens=3072, **extra)
+        buf = buffer()
+        return dict(x=torch.randn(4, 256, dtype=BF16), topk_idx=torch.zeros(4, 2, dtype=I32),
+                    topk_weights=torch.rand(4, 2), buf_x=buf.x, buf_x_sf=buf.x_sf, buf_topk_idx=buf.topk_idx,
+                    buf_topk_weights=buf.topk_weights, num_tokens=4)
+    return build
+
+
+def _raw_mega(kind):
+    """The flat layer ops of _C (DeepGEMM's argument lists) on a zeroed buffer of one rank."""
+    def build():
+        common = dict(cumulative_local_expert_recv_stats=None, rank_idx=0, num_max_tokens_per_rank=384,
+                      num_experts=8, num_topk=2, activation="swiglu", activation_clamp=None, fast_math=True)
+        y = torch.zeros(4, 256, dtype=BF16)
+        if kind == "fp8":
+            buf = _sm90_buffer()
+            return dict(y=y, l1_weights=torch.zeros(8, 256, 256, dtype=FP8), l1_weights_sf=torch.ones(8, 2, 2),
+                        l2_weights=torch.zeros(8, 256, 128, dtype=FP8), l2_weights_sf=torch.ones(8, 2, 1),
+                        sym_buffer=buf.buffer, sym_buffer_ptrs=buf.handle.buffer_ptrs, recipe=[128, 128, 128],
+                        **common)
+        norm = dict(post_expert_norm=False, post_expert_norm_weight=None, post_expert_norm_eps=1e-6,
+                    post_expert_norm_weight_first=False, use_trtllm_weights=False, global_num_tokens=None,
+                    num_ring_tokens=3072)
+        if kind == "fp8_fp4":
+            buf = _symm_buffer("fp8xfp4")
+            w = _fp8_fp4_mega_moe()
+            return dict(y=y, l1_weights=w["l1_weights"][0], l1_weights_sf=w["l1_weights"][1],
+                        l2_weights=w["l2_weights"][0], l2_weights_sf=w["l2_weights"][1], shared_l1_weights=None,
+                        shared_l1_weights_sf=None, shared_l2_weights=None, shared_l2_weights_sf=None,
+                        sym_buffer=buf.buffer, sym_buffer_ptrs=buf.handle.buffer_ptrs, recipe=[1, 1, 32],
+                        mma_type="fp8xfp4", use_x_scales=False, l1_alphas=None, l2_alphas=None,
+                        l2_act_scales=None, **common, **norm)
+        buf = _symm_buffer("bf16xbf16")
+        w = _bf16_mega_moe()
+        return dict(y=y, l1_weights=w["l1_weights"], l2_weights=w["l2_weights"], shared_l1_weights=None,
+                    shared_l2_weights=None, sym_buffer=buf.buffer, sym_buffer_ptrs=buf.handle.buffer_ptrs,
+                    **common, **norm)
     return build
 
 
@@ -285,17 +328,32 @@ CASES: dict[str, Case] = {
     "transform_weights_for_mega_moe": Case(lambda: dict(
         l1_weights=(torch.zeros(2, 256, 64, dtype=torch.int8), torch.zeros(2, 256, 1, dtype=I32)),
         l2_weights=(torch.zeros(2, 128, 64, dtype=torch.int8), torch.zeros(2, 128, 1, dtype=I32)))),
-    "fp8_fp4_mega_moe": Case(_fp8_fp4_mega_moe, raises=(NotImplementedError,), match="expert-parallel"),
-    "bf16_mega_moe": Case(_bf16_mega_moe, raises=(NotImplementedError,), match="expert-parallel"),
+    "fp8_fp4_mega_moe": Case(_fp8_fp4_mega_moe),
+    "bf16_mega_moe": Case(_bf16_mega_moe),
+    "nvfp4_mega_moe": Case(_fp8_fp4_mega_moe, raises=(deep_gemm.DeepGEMMError,), match="FP4 activations"),
+    "fp8_mega_moe": Case(_fp8_mega_moe),
+    "SM90SymmBuffer": _case(group=None, **MEGA, device="cpu"),
+    "get_symm_buffer_for_sm90_mega_moe": _case(group=None, **MEGA, device="cpu"),
+    "transform_weights_for_mega_moe_sm90": Case(lambda: dict(
+        l1_weights=(torch.zeros(2, 32, 128, dtype=FP8), torch.ones(2, 1, 1)),
+        l2_weights=(torch.zeros(2, 128, 16, dtype=FP8), torch.ones(2, 1, 1)))),
+    "transform_scales_for_mega_moe": Case(lambda: dict(l1_scales=torch.zeros(2, 256, 1, dtype=I32),
+                                                       l2_scales=torch.zeros(2, 128, 1, dtype=I32))),
+    "mega_moe_pre_dispatch": Case(_pre_dispatch(lambda: _symm_buffer("fp8xfp4"))),
+    "mega_moe_pre_dispatch_sm90": Case(_pre_dispatch(_sm90_buffer)),
+    "get_block_m_for_mega_moe": _case(num_ranks=1, num_experts=8, num_max_tokens_per_rank=384, num_tokens=100,
+                                      num_topk=2),
 }
 # _C functions whose legacy signature differs from the public function of the same name.
 C_CASES: dict[str, Case] = {
     "init": _case(library_root_path="/opt/deep_gemm", cuda_home_path_by_python="/usr/local/cuda"),
-    "fp8_fp4_mega_moe": Case(lambda: {**_raw_mega(recipe=[1, 1, 32])(),
-                                      "l1_weights": (torch.zeros(1), torch.zeros(1)),
-                                      "l2_weights": (torch.zeros(1), torch.zeros(1))},
-                             raises=(NotImplementedError,), match="SM100"),
-    "bf16_mega_moe": Case(_raw_mega(), raises=(NotImplementedError,), match="SM100"),
+    "fp8_fp4_mega_moe": Case(_raw_mega("fp8_fp4")),
+    "fp8_mega_moe": Case(_raw_mega("fp8")),
+    "get_symm_buffer_size_for_sm90_mega_moe": _case(num_ranks=1, **MEGA, use_fp8_dispatch=True,
+                                                    activation="swiglu"),
+    "slice_symm_buffer_for_sm90_mega_moe": Case(lambda: dict(
+        buffer=_sm90_buffer().buffer, num_ranks=1, **MEGA, use_fp8_dispatch=True, activation="swiglu")),
+    "bf16_mega_moe": Case(_raw_mega("bf16")),
 }
 
 

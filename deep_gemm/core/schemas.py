@@ -151,6 +151,47 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
         ("get_token_alignment_for_mega_moe() -> int", "token count alignment of the Mega MoE buffer (384)"),
         ("get_ring_limit_for_mega_moe(int num_max_tokens_per_rank, int num_local_experts, int num_topk, "
          "int num_ranks) -> (int, int)", "(max received tokens, ring token limit)"),
+        ("get_symm_buffer_size_for_sm90_mega_moe(int num_ranks, int num_experts, int num_max_tokens_per_rank, "
+         "int num_topk, int hidden, int intermediate_hidden, bool use_fp8_dispatch, str activation) -> int",
+         "byte size of the SM90 FP8 Mega MoE symmetric buffer (token pool, no ring)"),
+        ("_slice_symm_buffer_for_sm90_mega_moe(Tensor(a) buffer, int num_ranks, int num_experts, "
+         "int num_max_tokens_per_rank, int num_topk, int hidden, int intermediate_hidden, bool use_fp8_dispatch, "
+         "str activation) -> Tensor(a)[]",
+         "views of the SM90 buffer (x, x_sf FP32, topk_idx, topk_weights, l1/l2 acts and FP32 scales)"),
+        ("get_block_m_for_mega_moe(int num_ranks, int num_experts, int num_max_tokens_per_rank, int num_tokens, "
+         'int num_topk, str mma_type="fp8xfp4", int? global_num_tokens=None) -> int',
+         "BLOCK_M the fused kernel picks (callers lay out shared-expert scales with it)"),
+        ("fp8_mega_moe(Tensor(a!) y, Tensor l1_weights, Tensor l1_weights_sf, Tensor l2_weights, "
+         "Tensor l2_weights_sf, Tensor(b!)? cumulative_local_expert_recv_stats, Tensor(c!) sym_buffer, "
+         "int[] sym_buffer_ptrs, int rank_idx, int num_max_tokens_per_rank, int num_experts, int num_topk, "
+         "int[] recipe, str activation, float? activation_clamp, bool fast_math) -> ()",
+         "SM90 fused EP MoE: dispatch, L1 (FP8, 128x128 block scales), SwiGLU, L2, combine into y"),
+        ("fp8_fp4_mega_moe(Tensor(a!) y, Tensor l1_weights, Tensor l1_weights_sf, Tensor l2_weights, "
+         "Tensor l2_weights_sf, Tensor? shared_l1_weights, Tensor? shared_l1_weights_sf, Tensor? shared_l2_weights, "
+         "Tensor? shared_l2_weights_sf, Tensor(b!)? cumulative_local_expert_recv_stats, Tensor(c!) sym_buffer, "
+         "int[] sym_buffer_ptrs, int rank_idx, int num_max_tokens_per_rank, int num_experts, int num_topk, "
+         "int[] recipe, str mma_type, str activation, float? activation_clamp, bool fast_math, bool use_x_scales, "
+         "Tensor? l1_alphas, Tensor? l2_alphas, Tensor? l2_act_scales, bool post_expert_norm, "
+         "Tensor? post_expert_norm_weight, float post_expert_norm_eps, bool post_expert_norm_weight_first, "
+         "bool use_trtllm_weights, int? global_num_tokens, int num_ring_tokens) -> ()",
+         "SM100-style fused EP MoE, FP8 activations x FP8/FP4 weights (UE8M0 per 32); num_ring_tokens sizes our "
+         "buffer"),
+        ("bf16_mega_moe(Tensor(a!) y, Tensor l1_weights, Tensor l2_weights, Tensor? shared_l1_weights, "
+         "Tensor? shared_l2_weights, Tensor(b!)? cumulative_local_expert_recv_stats, Tensor(c!) sym_buffer, "
+         "int[] sym_buffer_ptrs, int rank_idx, int num_max_tokens_per_rank, int num_experts, int num_topk, "
+         "str activation, float? activation_clamp, bool fast_math, bool post_expert_norm, "
+         "Tensor? post_expert_norm_weight, float post_expert_norm_eps, bool post_expert_norm_weight_first, "
+         "bool use_trtllm_weights, int? global_num_tokens, int num_ring_tokens) -> ()",
+         "fused EP MoE in BF16; num_ring_tokens sizes our buffer"),
+        ("mega_moe_pre_dispatch(Tensor x, Tensor topk_idx, Tensor topk_weights, Tensor(a!) buf_x, "
+         "Tensor(b!) buf_x_sf, Tensor(c!) buf_topk_idx, Tensor(d!) buf_topk_weights, int num_tokens, "
+         'int group_size=32, str mma_type="fp8xfp4", Tensor(e!)? buf_x_scales=None, Tensor? expert_scales=None) '
+         "-> ()",
+         "BF16 tokens -> the buffer's FP8 x / packed UE8M0 x_sf, top-k copied, slots past num_tokens masked"),
+        ("mega_moe_pre_dispatch_sm90(Tensor x, Tensor topk_idx, Tensor topk_weights, Tensor(a!) buf_x, "
+         "Tensor(b!) buf_x_sf, Tensor(c!) buf_topk_idx, Tensor(d!) buf_topk_weights, int num_tokens, "
+         "int group_size=128, float routed_scaling_factor=1.) -> ()",
+         "BF16 tokens -> the SM90 buffer's FP8 x / FP32 per-128 x_sf, weights times routed_scaling_factor"),
     ],
 }
 

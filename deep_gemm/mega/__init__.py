@@ -1,5 +1,6 @@
-"""Mega MoE: the symmetric buffer contract (sizes, slice layout, ring limits), the weight transform, and the fused
-kernel entry points (which raise NotImplementedError until expert-parallel MoE lands)."""
+"""Mega MoE: the symmetric buffers (the SM100-style ring buffer and the SM90 FP8 pool buffer), the weight transforms,
+the pre-dispatch ops and the fused layer, which runs as a torch reference (``reference.py``) on CPU (one process or a
+gloo group) and on one CUDA rank until the fused Triton kernels land."""
 
 from . import ops  # noqa: F401  (registers the mega ops)
 from .api import *  # noqa: F401,F403

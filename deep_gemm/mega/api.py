@@ -1,9 +1,12 @@
-"""Public Mega MoE API, call-for-call compatible with DeepGEMM's ``deep_gemm.mega`` and its ``_C`` helpers.
+"""Public Mega MoE API, call-for-call compatible with DeepGEMM's ``deep_gemm.mega``, its SM90 top-level names and its
+``_C`` helpers.
 
-What works today: the symmetric buffer (sizes, slice layout, allocation for one process), the ring limits, and the
-weight transform. The fused kernel itself (EP dispatch -> L1 GEMM -> SwiGLU -> L2 GEMM -> EP combine in one launch)
-is DeepGEMM SM100-only and not implemented in this release (it comes with expert-parallel MoE): ``fp8_fp4_mega_moe`` and
-``bf16_mega_moe`` validate their arguments and then raise ``NotImplementedError``; they never fake a result.
+What works today: the symmetric buffers (the SM100-style ring buffer and the SM90 FP8 pool buffer: sizes, slice
+layout, allocation for one process, or for several CPU processes on a gloo group), the weight transforms, the
+pre-dispatch ops and the fused layer itself as a reference (``fp8_mega_moe``, ``fp8_fp4_mega_moe``,
+``bf16_mega_moe``; ``deep_gemm/mega/reference.py`` states the semantics). The reference runs on CPU tensors (one
+process, or one process per rank on a gloo group) and, as a slow correctness path, on one CUDA rank; the fused
+Triton kernels (several CUDA ranks over symmetric memory) come later and raise ``NotImplementedError`` until then.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import Callable, Optional, Tuple, Union
 
 import torch
 
-from ..core.errors import (
-    DeepGEMMError, fail, require, require_contiguous, require_dim, require_dtype, require_same_device, require_shape)
+from ..core.errors import DeepGEMMError, fail, require, require_dim, require_dtype
 from ..common.operands import unpack_pair
 from ..utils.math import align
 from . import buffer as _buffer
+from . import layer as _layer
+from . import reference as _reference
 
 _ops = torch.ops.deep_gemm
 Pair = Tuple[torch.Tensor, torch.Tensor]
@@ -27,6 +31,9 @@ __all__ = [
     "get_symm_buffer_size_for_mega_moe", "get_token_alignment_for_mega_moe", "get_ring_limit_for_mega_moe",
     "SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe",
     "fp8_fp4_mega_moe", "bf16_mega_moe",
+    "SM90SymmBuffer", "get_symm_buffer_for_sm90_mega_moe", "transform_weights_for_mega_moe_sm90",
+    "transform_scales_for_mega_moe", "fp8_mega_moe", "nvfp4_mega_moe", "mega_moe_pre_dispatch",
+    "mega_moe_pre_dispatch_sm90", "get_block_m_for_mega_moe",
 ]
 
 # Per-rank token capacities at or above this are prefill-sized: they get a fixed ring, not the decode-sized one.
@@ -180,7 +187,10 @@ class SymmBuffer:
 
     def __init__(self, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
                  intermediate_hidden: int, num_ring_tokens: int, mma_type: str = "fp8xfp4",
-                 activation: str = "swiglu", *, device: Union[torch.device, str, None] = None):
+                 activation: str = "swiglu", *, device: Union[torch.device, str, None] = None,
+                 num_shared_experts: int = 0):
+        require(num_shared_experts >= 0,
+                f"num_shared_experts: expected a non-negative integer, got {num_shared_experts}")
         num_ranks, rank_idx = _world(group)
         num_bytes, slice_fn = get_symm_buffer_size_for_mega_moe(
             num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, mma_type,
@@ -195,18 +205,15 @@ class SymmBuffer:
         self.num_ring_tokens = num_ring_tokens
         self.mma_type = mma_type
         self.activation = activation
-        if num_ranks == 1:
-            if device is None:
-                device = "cuda" if torch.cuda.is_available() else "cpu"
-            self.buffer = torch.zeros(num_bytes, dtype=torch.int8, device=device)
-            self.handle = types.SimpleNamespace(buffer_ptrs=[self.buffer.data_ptr()])
-        else:
-            self.buffer, self.handle = _allocate_symmetric(group, num_bytes, device)
+        self.num_shared_experts = num_shared_experts
+        self.buffer, self.handle = _allocate(group, num_ranks, num_bytes, device)
         (self.x, self.x_sf, self.topk_idx, self.topk_weights,
          self.l1_acts, self.l1_acts_sf, self.l2_acts, self.l2_acts_sf) = slice_fn(self.buffer)
 
     def destroy(self) -> None:
         """Drop the buffer, its handle and every view (the memory is freed once no other reference remains)."""
+        if self.buffer is not None:
+            _reference.unregister_cpu_group(self.buffer)
         self.handle = self.buffer = self.group = None
         self.x = self.x_sf = self.topk_idx = self.topk_weights = None
         self.l1_acts = self.l1_acts_sf = self.l2_acts = self.l2_acts_sf = None
@@ -217,6 +224,38 @@ class SymmBuffer:
                 f"num_max_tokens_per_rank={self.num_max_tokens_per_rank}, num_topk={self.num_topk}, "
                 f"hidden={self.hidden}, intermediate_hidden={self.intermediate_hidden}, "
                 f"num_ring_tokens={self.num_ring_tokens}, mma_type={self.mma_type!r}, num_bytes={nbytes})")
+
+
+def _is_cpu_process_group(group, device) -> bool:
+    """A torch.distributed group whose buffer lives on the CPU (gloo): the reference's multi-rank form."""
+    try:
+        import torch.distributed as dist
+    except Exception:  # builds without distributed support
+        return False
+    if not (dist.is_available() and isinstance(group, dist.ProcessGroup)):
+        return False
+    if device is None:
+        return not torch.cuda.is_available()
+    return torch.device(device).type == "cpu"
+
+
+def _allocate(group, num_ranks: int, num_bytes: int, device):
+    """(zeroed int8 buffer, handle with ``buffer_ptrs``): plain memory for one rank, a CPU tensor per rank on a gloo
+    group (the reference exchanges through collectives), symmetric memory for several CUDA ranks."""
+    if num_ranks == 1:
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        buf = torch.zeros(num_bytes, dtype=torch.int8, device=device)
+        return buf, types.SimpleNamespace(buffer_ptrs=[buf.data_ptr()])
+    if _is_cpu_process_group(group, device):
+        import torch.distributed as dist
+        buf = torch.zeros(num_bytes, dtype=torch.int8)
+        mine = torch.tensor([buf.data_ptr()], dtype=torch.int64)
+        ptrs = [torch.empty_like(mine) for _ in range(num_ranks)]
+        dist.all_gather(ptrs, mine, group=group)
+        _reference.register_cpu_group(buf, group)
+        return buf, types.SimpleNamespace(buffer_ptrs=[int(p.item()) for p in ptrs])
+    return _allocate_symmetric(group, num_bytes, device)
 
 
 def _allocate_symmetric(group, num_bytes: int, device):
@@ -241,9 +280,10 @@ def _allocate_symmetric(group, num_bytes: int, device):
 
 
 def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
-                                 intermediate_hidden: int, use_fp8_dispatch: Optional[bool] = None,
-                                 mma_type: str = "fp8xfp4", activation: str = "swiglu", *,
-                                 device: Union[torch.device, str, None] = None) -> SymmBuffer:
+                                 intermediate_hidden: int, num_shared_experts: int = 0,
+                                 use_fp8_dispatch: Optional[bool] = None, mma_type: str = "fp8xfp4",
+                                 activation: str = "swiglu", *,
+                                 device: Union[torch.device, str, None] = None) -> Union[SymmBuffer, "SM90SymmBuffer"]:
     """A ``SymmBuffer`` sized for ``num_max_tokens_per_rank`` tokens per rank, with DeepGEMM's ring choice.
 
     The token capacity is rounded up to 384. The ring holds 768 Ki tokens when the capacity is prefill-sized
@@ -257,6 +297,9 @@ def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_ran
     num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden : int
         Model sizes; ``num_experts`` a multiple of the group size, ``hidden`` and ``intermediate_hidden`` multiples
         of 128.
+    num_shared_experts : int
+        Shared experts the layer computes next to the routed ones (their weights go to the layer call; recorded on
+        the buffer).
     use_fp8_dispatch : bool, optional
         Deprecated: must agree with ``mma_type`` (FP8 dispatch iff ``mma_type`` starts with ``fp8``); warns.
     mma_type : str
@@ -272,6 +315,15 @@ def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_ran
     >>> buf.num_max_tokens_per_rank, buf.num_ring_tokens
     (384, 3072)
     """
+    if use_fp8_dispatch is not None:
+        require(bool(use_fp8_dispatch) == (mma_type.split("x")[0] == "fp8"),
+                f"use_fp8_dispatch: {use_fp8_dispatch} contradicts mma_type={mma_type!r}")
+    if _is_sm90_device(device):
+        # As DeepGEMM: on Hopper the Mega MoE is the SM90 FP8 layer, whatever the mma_type asked for beyond FP8.
+        require(mma_type.split("x")[0] == "fp8",
+                f"mma_type: the SM90 Mega MoE dispatches FP8 tokens (expected an fp8 mma_type), got {mma_type!r}")
+        return get_symm_buffer_for_sm90_mega_moe(group, num_experts, num_max_tokens_per_rank, num_topk, hidden,
+                                                 intermediate_hidden, True, activation, device=device)
     num_ranks, _ = _world(group)
     require(num_experts >= 1 and num_experts % num_ranks == 0,
             f"num_experts: expected a positive multiple of the group size ({num_ranks}), got {num_experts}")
@@ -287,12 +339,21 @@ def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_ran
         ring = get_ring_limit_for_mega_moe(align(ref_tokens, alignment), ref_experts, ref_topk, ref_ranks)[1]
     ring = min(max(ring, low), high)
     if use_fp8_dispatch is not None:
-        require(bool(use_fp8_dispatch) == (mma_type.split("x")[0] == "fp8"),
-                f"use_fp8_dispatch: {use_fp8_dispatch} contradicts mma_type={mma_type!r}")
         warnings.warn("`use_fp8_dispatch` will be deprecated in the future, please use `mma_type`",
                       DeprecationWarning, stacklevel=2)
     return SymmBuffer(group, num_experts, tokens, num_topk, hidden, intermediate_hidden, ring,
-                      mma_type=mma_type, activation=activation, device=device)
+                      mma_type=mma_type, activation=activation, device=device,
+                      num_shared_experts=num_shared_experts)
+
+
+def _is_sm90_device(device) -> bool:
+    """Whether a buffer for ``device`` (None: the current CUDA device when there is one) lands on a Hopper GPU."""
+    if device is not None and torch.device(device).type != "cuda":
+        return False
+    if not torch.cuda.is_available():
+        return False
+    index = None if device is None else torch.device(device).index
+    return torch.cuda.get_device_capability(index)[0] == 9
 
 
 # ---- weights ---------------------------------------------------------------------------------------------------
@@ -306,7 +367,9 @@ def _permute_rows(t: torch.Tensor, source_rows: torch.Tensor) -> torch.Tensor:
 
 def _interleave_gate_up(name: str, t: torch.Tensor) -> torch.Tensor:
     """Rows ``[gate | up]`` -> ``[gate 0-7, up 0-7, gate 8-15, up 8-15, ...]`` (dim 1 of ``[E, 2I, ...]``)."""
-    require_dim(name, t, 3)
+    require_dim(name, t, (2, 3))
+    if t.dim() == 2:  # one matrix (shared experts): as a group of one
+        return _interleave_gate_up(name, t.unsqueeze(0)).squeeze(0)
     rows = t.size(1)
     require(rows % (2 * INTERLEAVE_ROWS) == 0,
             f"{name}: expected dim 1 (2 x intermediate_hidden: gate rows then up rows) to be a multiple of "
@@ -318,8 +381,33 @@ def _interleave_gate_up(name: str, t: torch.Tensor) -> torch.Tensor:
     return _permute_rows(t, source)
 
 
+PACKED_FP4_MMA_TYPES = ("mxf4xmxf4", "nvfp4xnvfp4")
+PACKED_INTERLEAVE_ROWS = 16
+
+
+def _interleave_gate_up_packed_fp4(name: str, t: torch.Tensor) -> torch.Tensor:
+    """The packed-FP4 (dense ``kind::mxf4``) interleave: per 16 gate rows and 16 up rows,
+    ``[gate even, up even, gate odd, up odd]`` (8 rows each), dim 1 of ``[E, 2I, ...]`` or dim 0 of ``[2I, ...]``."""
+    require_dim(name, t, (2, 3))
+    if t.dim() == 2:
+        return _interleave_gate_up_packed_fp4(name, t.unsqueeze(0)).squeeze(0)
+    rows = t.size(1)
+    require(rows % (2 * PACKED_INTERLEAVE_ROWS) == 0,
+            f"{name}: expected dim 1 (2 x intermediate_hidden) to be a multiple of {2 * PACKED_INTERLEAVE_ROWS}, "
+            f"got {rows}")
+    half = rows // 2
+    r = torch.arange(rows, device=t.device)
+    chunk, within = r // (2 * PACKED_INTERLEAVE_ROWS), r % (2 * PACKED_INTERLEAVE_ROWS)
+    part, j = within // (PACKED_INTERLEAVE_ROWS // 2), within % (PACKED_INTERLEAVE_ROWS // 2)
+    # part 0: gate even rows, 1: up even rows, 2: gate odd rows, 3: up odd rows
+    source = chunk * PACKED_INTERLEAVE_ROWS + 2 * j + (part >= 2).long() + (part % 2 == 1).long() * half
+    return _permute_rows(t, source)
+
+
 def _check_utccp_sf(name: str, sf: torch.Tensor) -> None:
-    require_dim(name, sf, 3)
+    require_dim(name, sf, (2, 3))
+    if sf.dim() == 2:
+        sf = sf.unsqueeze(0)
     require_dtype(name, sf, (torch.int32,))
     require(sf.size(1) % UTCCP_ROWS == 0,
             f"{name}: expected dim 1 to be a multiple of {UTCCP_ROWS}, got {sf.size(1)}")
@@ -327,6 +415,8 @@ def _check_utccp_sf(name: str, sf: torch.Tensor) -> None:
 
 def _transpose_sf_for_utccp(sf: torch.Tensor) -> torch.Tensor:
     """Within every 128 rows, row ``32 q + p`` moves to ``4 p + q`` (the order UTCCP reads packed UE8M0 scales)."""
+    if sf.dim() == 2:
+        return _transpose_sf_for_utccp(sf.unsqueeze(0)).squeeze(0)
     group_rows = UTCCP_ROWS // UTCCP_GROUPS
     r = torch.arange(sf.size(1), device=sf.device)
     source = (r // UTCCP_ROWS) * UTCCP_ROWS + (r % UTCCP_GROUPS) * group_rows + (r % UTCCP_ROWS) // UTCCP_GROUPS
@@ -338,7 +428,7 @@ def _is_pair(x) -> bool:
 
 
 def transform_weights_for_mega_moe(l1_weights: Union[torch.Tensor, Pair], l2_weights: Union[torch.Tensor, Pair],
-                                   activation: str = "swiglu"):
+                                   activation: str = "swiglu", mma_type: str = "fp8xfp4"):
     """Reorder expert weights into the layout the Mega MoE kernel reads (fresh tensors; inputs are not modified).
 
     Parameters
@@ -350,13 +440,17 @@ def transform_weights_for_mega_moe(l1_weights: Union[torch.Tensor, Pair], l2_wei
         ``W2 [E_local, H, I]`` alone (BF16) or ``(data, sf)`` with sf ``int32 [E_local, H, *]``.
     activation : str
         ``'swiglu'``.
+    mma_type : str
+        ``'fp8xfp4'`` / ``'bf16xbf16'``: 8-row gate/up chunks; ``'mxf4xmxf4'`` / ``'nvfp4xnvfp4'`` (packed FP4
+        activations): per 16 gate and 16 up rows, ``[gate even, up even, gate odd, up odd]``.
 
     Returns
     -------
-    (l1, l2) in the input's form. L1 rows (and, for pairs, L1 SF rows) go from ``[gate | up]`` to interleaved
-    8-row chunks ``[g0-7, u0-7, g8-15, u8-15, ...]``; for pairs both SF tensors are then permuted for UTCCP: within
-    each 128 rows, row ``32 q + p`` moves to row ``4 p + q`` (SF rows must be multiples of 128). BF16 L2 and FP8 L2
-    data are returned as given. Outputs keep the inputs' strides.
+    (l1, l2) in the input's form (2-D ``[2I, K]`` / ``[H, I]`` matrices, e.g. shared experts, are accepted too).
+    L1 rows (and, for pairs, L1 SF rows) go from ``[gate | up]`` to interleaved 8-row chunks
+    ``[g0-7, u0-7, g8-15, u8-15, ...]``; for pairs both SF tensors are then permuted for UTCCP: within each 128
+    rows, row ``32 q + p`` moves to row ``4 p + q`` (SF rows must be multiples of 128). BF16 L2 and FP8 L2 data are
+    returned as given. Outputs keep the inputs' strides.
 
     Example
     -------
@@ -364,6 +458,8 @@ def transform_weights_for_mega_moe(l1_weights: Union[torch.Tensor, Pair], l2_wei
     """
     require(activation in _buffer.ACTIVATIONS,
             f"activation: expected 'swiglu' (the only activation), got {activation!r}")
+    require(mma_type in _buffer.MMA_TYPES + PACKED_FP4_MMA_TYPES,
+            f"mma_type: expected one of {', '.join(_buffer.MMA_TYPES + PACKED_FP4_MMA_TYPES)}, got {mma_type!r}")
     if _is_pair(l1_weights) != _is_pair(l2_weights):
         fail("l1_weights, l2_weights: expected both (data, sf) pairs (FP8/FP4) or both tensors (BF16), got "
              f"{type(l1_weights).__name__} and {type(l2_weights).__name__}")
@@ -372,115 +468,430 @@ def transform_weights_for_mega_moe(l1_weights: Union[torch.Tensor, Pair], l2_wei
     (l1, l1_sf), (l2, l2_sf) = l1_weights, l2_weights
     _check_utccp_sf("l1_weights[1]", l1_sf)
     _check_utccp_sf("l2_weights[1]", l2_sf)
-    require(tuple(l1_sf.shape[:2]) == tuple(l1.shape[:2]),
-            f"l1_weights[1]: expected {tuple(l1.shape[:2])} in the first two dims (one SF row per weight row), "
+    rows = l1.dim() - 1
+    require(tuple(l1_sf.shape[:rows]) == tuple(l1.shape[:rows]),
+            f"l1_weights[1]: expected {tuple(l1.shape[:rows])} in the leading dims (one SF row per weight row), "
             f"got shape {tuple(l1_sf.shape)}")
-    l1_out = _interleave_gate_up("l1_weights[0]", l1)
-    l1_sf_out = _transpose_sf_for_utccp(_interleave_gate_up("l1_weights[1]", l1_sf))
+    interleave = _interleave_gate_up_packed_fp4 if mma_type in PACKED_FP4_MMA_TYPES else _interleave_gate_up
+    l1_out = interleave("l1_weights[0]", l1)
+    l1_sf_out = _transpose_sf_for_utccp(interleave("l1_weights[1]", l1_sf))
     return (l1_out, l1_sf_out), (l2, _transpose_sf_for_utccp(l2_sf))
 
 
-# ---- the fused kernels (argument checks only, for now) -----------------------------------------------------------
+def transform_scales_for_mega_moe(l1_scales: torch.Tensor,
+                                  l2_scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Canonical ``[gate; up]`` packed FP4 scale tensors -> the Mega MoE layout: L1 gets the packed-FP4 gate/up
+    interleave and the UTCCP row order, L2 the UTCCP row order (``int32``, ``[E, N, *]`` or ``[N, *]``, N a
+    multiple of 128).
 
-def _check_mega_moe(fn: str, y, l1, l1_sf, l2, l2_sf, sym_buffer, stats, activation, activation_clamp,
-                    mma_type: str) -> None:
-    require(isinstance(sym_buffer, SymmBuffer), f"sym_buffer: expected a SymmBuffer, got {type(sym_buffer).__name__}")
+    Example
+    -------
+    >>> l1_sf, l2_sf = deep_gemm.transform_scales_for_mega_moe(l1_sf, l2_sf)
+    """
+    _check_utccp_sf("l1_scales", l1_scales)
+    _check_utccp_sf("l2_scales", l2_scales)
+    return (_transpose_sf_for_utccp(_interleave_gate_up_packed_fp4("l1_scales", l1_scales)),
+            _transpose_sf_for_utccp(l2_scales))
+
+
+def transform_weights_for_mega_moe_sm90(l1_weights: Pair, l2_weights: Pair) -> tuple[Pair, Pair]:
+    """Weights for ``fp8_mega_moe``: L1 data rows interleaved in 8-row gate/up chunks (as SGLang's
+    ``build_sm90_mega_moe_experts_weights``); the FP32 128x128 block scales and L2 stay as given (the kernel maps
+    interleaved rows back to ``[gate | up]`` scale blocks itself).
+
+    Parameters
+    ----------
+    l1_weights : (Tensor, Tensor)
+        FP8 ``[E_local, 2I, H]`` (``[gate | up]`` rows) and FP32 ``[E_local, 2I/128, H/128]``.
+    l2_weights : (Tensor, Tensor)
+        FP8 ``[E_local, H, I]`` and FP32 ``[E_local, H/128, I/128]``.
+
+    Example
+    -------
+    >>> l1, l2 = deep_gemm.transform_weights_for_mega_moe_sm90((w13, w13_sf), (w2, w2_sf))
+    """
+    l1, l1_sf = unpack_pair("l1_weights", l1_weights)
+    unpack_pair("l2_weights", l2_weights)
+    require_dim("l1_weights[0]", l1, 3)
+    return (_interleave_gate_up("l1_weights[0]", l1), l1_sf), l2_weights
+
+
+# ---- the SM90 FP8 buffer -----------------------------------------------------------------------------------------
+
+class SM90SymmBuffer:
+    """The zeroed ``int8`` buffer of the SM90 FP8 Mega MoE (``fp8_mega_moe``), with views of its input regions.
+
+    Parameters
+    ----------
+    group : torch.distributed.ProcessGroup or None
+        Expert-parallel group: None / size 1 (plain allocation), a gloo group (a CPU tensor per rank; the reference
+        exchanges through collectives) or a CUDA group (symmetric memory).
+    num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden : int
+        ``num_max_tokens_per_rank`` a multiple of 384 (``get_symm_buffer_for_sm90_mega_moe`` rounds it up);
+        ``hidden`` and ``intermediate_hidden`` multiples of 128; ``num_experts`` a multiple of the group size.
+    use_fp8_dispatch : bool
+        True (the SM90 layer dispatches FP8 tokens).
+    activation : str
+        ``'swiglu'``.
+    device : keyword-only, optional (our extension)
+        Where a single-process buffer lives; default CUDA when available, else CPU.
+
+    Attributes
+    ----------
+    The arguments, ``num_ranks``, ``rank_idx``, ``buffer``, ``handle.buffer_ptrs`` and the views ``x`` (FP8
+    ``[T, H]``), ``x_sf`` (FP32 ``[T, H/128]``), ``topk_idx`` (int64 ``[T, k]``), ``topk_weights`` (FP32
+    ``[T, k]``), ``l1_acts``, ``l1_acts_sf``, ``l2_acts``, ``l2_acts_sf`` (layout: ``deep_gemm/mega/buffer.py``).
+    ``mega_moe_pre_dispatch_sm90`` fills the input views.
+
+    Example
+    -------
+    >>> buf = deep_gemm.SM90SymmBuffer(None, 8, 384, 2, 512, 256, device='cpu')
+    """
+
+    def __init__(self, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
+                 intermediate_hidden: int, use_fp8_dispatch: bool = True, activation: str = "swiglu", *,
+                 device: Union[torch.device, str, None] = None):
+        num_ranks, rank_idx = _world(group)
+        layout_args = (num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                       bool(use_fp8_dispatch), activation)
+        num_bytes = _ops.get_symm_buffer_size_for_sm90_mega_moe(*layout_args)
+        self.group = group
+        self.num_ranks, self.rank_idx = num_ranks, rank_idx
+        self.num_experts = num_experts
+        self.num_max_tokens_per_rank = num_max_tokens_per_rank
+        self.num_topk = num_topk
+        self.hidden = hidden
+        self.intermediate_hidden = intermediate_hidden
+        self.use_fp8_dispatch = bool(use_fp8_dispatch)
+        self.activation = activation
+        self.mma_type = "fp8xfp8"
+        self.buffer, self.handle = _allocate(group, num_ranks, num_bytes, device)
+        (self.x, self.x_sf, self.topk_idx, self.topk_weights,
+         self.l1_acts, self.l1_acts_sf, self.l2_acts, self.l2_acts_sf) = \
+            _ops._slice_symm_buffer_for_sm90_mega_moe(self.buffer, *layout_args)
+
+    def destroy(self) -> None:
+        """Drop the buffer, its handle and every view."""
+        if self.buffer is not None:
+            _reference.unregister_cpu_group(self.buffer)
+        self.handle = self.buffer = self.group = None
+        self.x = self.x_sf = self.topk_idx = self.topk_weights = None
+        self.l1_acts = self.l1_acts_sf = self.l2_acts = self.l2_acts_sf = None
+
+    def __repr__(self) -> str:
+        nbytes = None if self.buffer is None else self.buffer.numel()
+        return (f"SM90SymmBuffer(num_ranks={self.num_ranks}, num_experts={self.num_experts}, "
+                f"num_max_tokens_per_rank={self.num_max_tokens_per_rank}, num_topk={self.num_topk}, "
+                f"hidden={self.hidden}, intermediate_hidden={self.intermediate_hidden}, num_bytes={nbytes})")
+
+
+def get_symm_buffer_for_sm90_mega_moe(group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int,
+                                      hidden: int, intermediate_hidden: int, use_fp8_dispatch: bool = True,
+                                      activation: str = "swiglu", *,
+                                      device: Union[torch.device, str, None] = None) -> SM90SymmBuffer:
+    """An ``SM90SymmBuffer`` for ``num_max_tokens_per_rank`` (rounded up to 384) tokens per rank.
+
+    Example
+    -------
+    >>> buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, 8, 100, 2, 512, 256, device='cpu')
+    >>> buf.num_max_tokens_per_rank
+    384
+    """
+    require(num_max_tokens_per_rank >= 1,
+            f"num_max_tokens_per_rank: expected a positive integer, got {num_max_tokens_per_rank}")
+    tokens = align(num_max_tokens_per_rank, get_token_alignment_for_mega_moe())
+    return SM90SymmBuffer(group, num_experts, tokens, num_topk, hidden, intermediate_hidden, use_fp8_dispatch,
+                          activation, device=device)
+
+
+# ---- the fused layer ---------------------------------------------------------------------------------------------
+
+def _require_buffer(fn: str, sym_buffer, cls, mma_type: Optional[str]) -> None:
+    require(isinstance(sym_buffer, cls), f"sym_buffer: {fn} expects a {cls.__name__}, got "
+                                         f"{type(sym_buffer).__name__}")
     require(sym_buffer.buffer is not None, "sym_buffer: the buffer was destroyed")
-    require(sym_buffer.mma_type == mma_type,
-            f"sym_buffer: {fn} needs a buffer built with mma_type={mma_type!r}, got {sym_buffer.mma_type!r}")
-    require(activation in _buffer.ACTIVATIONS,
-            f"activation: expected 'swiglu' (the only activation), got {activation!r}")
-    if activation_clamp is not None:
-        require(activation_clamp >= 0, f"activation_clamp: expected None or a value >= 0, got {activation_clamp}")
-    hidden, inter = sym_buffer.hidden, sym_buffer.intermediate_hidden
-    local = sym_buffer.num_experts // sym_buffer.num_ranks
-    require_dtype("y", y, (torch.bfloat16,))
-    require_dim("y", y, 2)
-    require(y.size(0) <= sym_buffer.num_max_tokens_per_rank and y.size(1) == hidden,
-            f"y: expected shape [T <= {sym_buffer.num_max_tokens_per_rank}, {hidden}] (the buffer's capacity and "
-            f"hidden), got {tuple(y.shape)}")
-    weight_dtypes = (torch.bfloat16,) if mma_type == "bf16xbf16" else (torch.float8_e4m3fn, torch.int8)
-    for name, w, rows, k in (("l1_weights", l1, 2 * inter, hidden), ("l2_weights", l2, hidden, inter)):
-        require_dtype(name, w, weight_dtypes)
-        require_dim(name, w, 3)
-        cols = k // 2 if w.dtype == torch.int8 else k  # FP4 E2M1 packs two values per byte
-        require_shape(name, w, (local, rows, cols), "[local experts, N, K] with K-major rows")
-        require_contiguous(name, w)
-    for name, sf, rows, k in (("l1_weights sf", l1_sf, 2 * inter, hidden), ("l2_weights sf", l2_sf, hidden, inter)):
-        if sf is None:
-            continue
-        require_dtype(name, sf, (torch.int32,))
-        require_shape(name, sf, (local, rows, k // (_buffer.SF_GRAN_K * _buffer.SF_PER_INT32)),
-                      "packed UE8M0, one int32 per 128 of K")
-    if stats is not None:
-        require_dtype("cumulative_local_expert_recv_stats", stats, (torch.int32,))
-        require(stats.numel() == local and stats.is_contiguous(),
-                f"cumulative_local_expert_recv_stats: expected a contiguous tensor of {local} elements (local "
-                f"experts), got shape {tuple(stats.shape)}")
-    require_same_device(sym_buffer=sym_buffer.buffer, y=y, l1_weights=l1, l2_weights=l2,
-                        cumulative_local_expert_recv_stats=stats)
+    if mma_type is not None:
+        require(sym_buffer.mma_type == mma_type,
+                f"sym_buffer: {fn} needs a buffer built with mma_type={mma_type!r}, got {sym_buffer.mma_type!r}")
 
 
-def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SymmBuffer,
-                     cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
-                     recipe: Tuple[int, int, int] = (1, 1, 32), activation: str = "swiglu",
-                     activation_clamp: Optional[float] = None, fast_math: bool = True) -> None:
-    """Fused expert-parallel MoE layer, FP8 activations x FP4 weights (NOT IMPLEMENTED YET: validates, then raises).
+def _cpu_group(sym_buffer):
+    """The gloo group of a multi-rank CPU buffer, else None."""
+    if not isinstance(sym_buffer, (SymmBuffer, SM90SymmBuffer)) or sym_buffer.buffer is None:
+        return None
+    if sym_buffer.num_ranks > 1 and sym_buffer.buffer.device.type == "cpu":
+        return sym_buffer.group
+    return None
 
-    Semantics (DeepGEMM): tokens already copied into ``sym_buffer`` (``x``, ``x_sf``, ``topk_idx``,
-    ``topk_weights``, first ``T = y.size(0)`` rows) are dispatched to their experts' ranks; per local expert
-    ``h = x @ W1.T``, ``a = silu(min(gate, clamp)) * clamp(up, -clamp, clamp) * topk_weight`` quantised to FP8 per 32
-    (UE8M0), ``o = a @ W2.T``; results are combined (summed over top-k) into ``y`` [T, H] BF16 on the tokens' rank.
+
+def _agreed_args(fn: str, sym_buffer, build: Callable[[], tuple]) -> tuple:
+    """``build()`` validates and returns the op's arguments; on a multi-rank CPU buffer every rank learns whether
+    any rank rejected its arguments before any rank writes or exchanges anything, so all raise together."""
+    group = _cpu_group(sym_buffer)
+    error, args = None, None
+    try:
+        args = build()
+    except Exception as exc:  # any rejection (DeepGEMMError, or e.g. a TypeError) must reach the other ranks
+        error = exc
+    if group is not None:
+        _reference.consensus(group, sym_buffer.num_ranks, error, fn)
+    elif error is not None:
+        raise error
+    return args
+
+
+def fp8_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SM90SymmBuffer,
+                 cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+                 recipe: Tuple[int, int, int] = (128, 128, 128), activation: str = "swiglu",
+                 activation_clamp: Optional[float] = None, fast_math: bool = True) -> None:
+    """The SM90 FP8 Mega MoE layer: dispatch, L1, SwiGLU, L2 and combine into ``y``.
+
+    Semantics in ``deep_gemm/mega/reference.py``: ``y[t] = sum over t's routed slots s of
+    bf16(q(silu(min(g, c)) * clamp(u, -c, c) * w_s) @ W2.T)`` with ``[g | u] = x_t @ W1.T``, ``q`` the FP8 round
+    trip with one FP32 scale per (row, 64 columns); masked slots (-1) contribute nothing.
 
     Parameters
     ----------
     y : Tensor
-        ``[T, H]`` BF16, written in place; ``T <= sym_buffer.num_max_tokens_per_rank``.
+        BF16 ``[T, H]``, written; ``T <= sym_buffer.num_max_tokens_per_rank`` is the number of tokens this rank
+        dispatches (the first T rows of the buffer's input views, filled by ``mega_moe_pre_dispatch_sm90``).
+    l1_weights, l2_weights : (Tensor, Tensor)
+        From ``transform_weights_for_mega_moe_sm90``: FP8 ``W1 [E_local, 2I, H]`` (interleaved rows) with FP32
+        128x128 block scales ``[E_local, 2I/128, H/128]`` (``[gate | up]`` order), FP8 ``W2 [E_local, H, I]`` with
+        ``[E_local, H/128, I/128]``.
+    sym_buffer : SM90SymmBuffer
+    cumulative_local_expert_recv_stats : Tensor, optional
+        int32 ``[E_local]``; tokens received per local expert are added.
+    recipe : (128, 128, 128)
+    activation, activation_clamp, fast_math
+        ``'swiglu'``; the clamp (None: none); fast math changes only the kernel's exp / reciprocal.
+
+    Runs the reference on CPU buffers (one process or a gloo group: call on every rank) and on one CUDA rank (a
+    slow reference path); several CUDA ranks raise ``NotImplementedError`` until the fused Triton kernel lands.
+
+    Example
+    -------
+    >>> deep_gemm.mega_moe_pre_dispatch_sm90(x, topk_idx, topk_weights, buf.x, buf.x_sf, buf.topk_idx,
+    ...                                      buf.topk_weights, num_tokens=x.size(0))
+    >>> deep_gemm.fp8_mega_moe(y, l1, l2, buf, activation_clamp=10.0)
+    """
+    def build() -> tuple:
+        _require_buffer("fp8_mega_moe", sym_buffer, SM90SymmBuffer, None)
+        l1, l1_sf = unpack_pair("l1_weights", l1_weights)
+        l2, l2_sf = unpack_pair("l2_weights", l2_weights)
+        args = (y, l1, l1_sf, l2, l2_sf, cumulative_local_expert_recv_stats, sym_buffer.buffer,
+                list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx, sym_buffer.num_max_tokens_per_rank,
+                sym_buffer.num_experts, sym_buffer.num_topk, [int(v) for v in recipe], activation, activation_clamp,
+                bool(fast_math))
+        _layer.check_fp8_mega_moe(*args)
+        require(l2.size(2) == sym_buffer.intermediate_hidden and y.size(1) == sym_buffer.hidden,
+                f"l2_weights: expected the buffer's hidden x intermediate ({sym_buffer.hidden}, "
+                f"{sym_buffer.intermediate_hidden}), got {tuple(l2.shape[1:])}")
+        return args
+
+    _ops.fp8_mega_moe(*_agreed_args("fp8_mega_moe", sym_buffer, build))
+
+
+def _pair_or_none(name: str, pair):
+    return (None, None) if pair is None else unpack_pair(name, pair)
+
+
+def _check_buffer_sizes(sym_buffer, y: torch.Tensor, inter: int) -> None:
+    require(y.size(1) == sym_buffer.hidden, f"y: expected the buffer's hidden ({sym_buffer.hidden}) columns, got "
+                                            f"{y.size(1)}")
+    require(inter == sym_buffer.intermediate_hidden,
+            f"l2_weights: expected the buffer's intermediate_hidden ({sym_buffer.intermediate_hidden}), got {inter}")
+
+
+def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SymmBuffer,
+                     shared_l1_weights: Optional[Pair] = None, shared_l2_weights: Optional[Pair] = None,
+                     cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+                     recipe: Tuple[int, int, int] = (1, 1, 32), activation: str = "swiglu",
+                     activation_clamp: Optional[float] = None, fast_math: bool = True, use_x_scales: bool = False,
+                     l1_alphas: Optional[torch.Tensor] = None, l2_alphas: Optional[torch.Tensor] = None,
+                     l2_act_scales: Optional[torch.Tensor] = None, weight_layout: str = "megamoe",
+                     global_num_tokens: Optional[int] = None, post_expert_norm: bool = False,
+                     post_expert_norm_weight: Optional[torch.Tensor] = None, post_expert_norm_eps: float = 1e-6,
+                     post_expert_norm_weight_first: bool = False) -> None:
+    """Fused expert-parallel MoE layer, FP8 activations x FP8/FP4 weights with UE8M0 scales per 32.
+
+    Semantics (``deep_gemm/mega/reference.py``): the first ``T = y.size(0)`` tokens of the buffer's input views
+    (``x``, ``x_sf``, ``topk_idx``, ``topk_weights``; ``mega_moe_pre_dispatch`` fills them) are dispatched to their
+    experts; per expert ``[g | u] = x @ W1.T``, ``a = silu(min(g, c)) * clamp(u, -c, c) * topk_weight``, ``a``
+    quantised to FP8 per 32 (UE8M0), ``o = bf16(a @ W2.T)``; ``y`` = the sum of a token's slots (plus the shared
+    experts' output when given).
+
+    Parameters
+    ----------
+    y : Tensor
+        ``[T, H]`` BF16, written; ``T <= sym_buffer.num_max_tokens_per_rank``.
     l1_weights, l2_weights : (Tensor, Tensor)
         From ``transform_weights_for_mega_moe``: ``W1 [E_local, 2I, H]``, ``W2 [E_local, H, I]`` (FP4 packed in
         int8 with half the columns, or FP8), contiguous; scales packed UE8M0 ``int32 [E_local, N, K/128]``.
     sym_buffer : SymmBuffer
         Built with ``mma_type='fp8xfp4'``.
+    shared_l1_weights, shared_l2_weights : (Tensor, Tensor), optional
+        Shared experts computed on this rank's tokens with weight 1: ``[2 I_s, H]`` / ``[H, I_s]`` (``I_s`` a
+        multiple of I; transformed as the routed weights).
     cumulative_local_expert_recv_stats : Tensor, optional
         int32 ``[E_local]``; tokens received per local expert are added to it.
     recipe : (int, int, int)
-        ``(1, 1, 32)`` only.
+        ``(1, 1, 32)`` (``(1, 1, 16)`` is NVFP4: its buffer kind is not in this release).
     activation, activation_clamp, fast_math
-        ``'swiglu'``; clamp None (= +inf) or >= 0; fast math toggles approximate exp in SwiGLU.
+        ``'swiglu'``; clamp None (no clamp) or >= 0; fast math only changes the kernel's exp / reciprocal.
+    use_x_scales, l1_alphas, l2_alphas, l2_act_scales
+        NVFP4-only upstream: must stay False / None here.
+    weight_layout : str
+        ``'megamoe'`` (``'trtllm'`` needs NVFP4 weights).
+    global_num_tokens : int, optional
+        Tokens sent by all ranks this call, in ``[0, ranks x num_max_tokens_per_rank]``; selects a tile only.
+    post_expert_norm, post_expert_norm_weight, post_expert_norm_eps, post_expert_norm_weight_first
+        RMS-normalise every expert output before the combine: ``y = w * sum_s(topk_weight_s * o_s / rms(o_s))``
+        (``rms`` of ``w * o_s`` when the weight comes first; ``w = 1`` without a weight); the top-k weight then
+        moves from L1 to the combine. Not with shared experts.
 
-    Raises
-    ------
-    DeepGEMMError on bad arguments; NotImplementedError otherwise (the kernel is not implemented in this release).
+    Runs the reference on CPU buffers (one process or a gloo group: call on every rank) and on one CUDA rank (a
+    slow reference path); several CUDA ranks raise ``NotImplementedError`` until the fused Triton kernels land.
 
     Example
     -------
-    >>> deep_gemm.fp8_fp4_mega_moe(y, l1, l2, buf)   # raises NotImplementedError today
+    >>> deep_gemm.fp8_fp4_mega_moe(y, l1, l2, buf, cumulative_local_expert_recv_stats=stats)
     """
-    l1, l1_sf = unpack_pair("l1_weights", l1_weights)
-    l2, l2_sf = unpack_pair("l2_weights", l2_weights)
-    require(tuple(int(v) for v in recipe) == (1, 1, 32), f"recipe: expected (1, 1, 32), got {tuple(recipe)}")
-    _check_mega_moe("fp8_fp4_mega_moe", y, l1, l1_sf, l2, l2_sf, sym_buffer, cumulative_local_expert_recv_stats,
-                    activation, activation_clamp, "fp8xfp4")
-    raise NotImplementedError(f"fp8_fp4_mega_moe: {_MISSING_KERNEL}")
+    def build() -> tuple:
+        require(weight_layout in _layer.WEIGHT_LAYOUTS,
+                f"weight_layout: expected 'megamoe' or 'trtllm', got {weight_layout!r}")
+        _require_buffer("fp8_fp4_mega_moe", sym_buffer, SymmBuffer, None)
+        require(sym_buffer.mma_type == "fp8xfp4",
+                f"sym_buffer: fp8_fp4_mega_moe needs a buffer built with mma_type='fp8xfp4', got "
+                f"{sym_buffer.mma_type!r}")
+        l1, l1_sf = unpack_pair("l1_weights", l1_weights)
+        l2, l2_sf = unpack_pair("l2_weights", l2_weights)
+        sh1, sh1_sf = _pair_or_none("shared_l1_weights", shared_l1_weights)
+        sh2, sh2_sf = _pair_or_none("shared_l2_weights", shared_l2_weights)
+        args = (y, l1, l1_sf, l2, l2_sf, sh1, sh1_sf, sh2, sh2_sf, cumulative_local_expert_recv_stats,
+                sym_buffer.buffer, list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx,
+                sym_buffer.num_max_tokens_per_rank, sym_buffer.num_experts, sym_buffer.num_topk,
+                [int(v) for v in recipe], sym_buffer.mma_type, activation, activation_clamp, bool(fast_math),
+                bool(use_x_scales), l1_alphas, l2_alphas, l2_act_scales, bool(post_expert_norm),
+                post_expert_norm_weight, float(post_expert_norm_eps), bool(post_expert_norm_weight_first),
+                weight_layout == "trtllm", global_num_tokens, sym_buffer.num_ring_tokens)
+        _layer.check_fp8_fp4_mega_moe(*args)
+        _check_buffer_sizes(sym_buffer, y, l2_sf.size(2) * 128)
+        return args
+
+    _ops.fp8_fp4_mega_moe(*_agreed_args("fp8_fp4_mega_moe", sym_buffer, build))
+
+
+def nvfp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SymmBuffer,
+                   shared_l1_weights: Optional[Pair] = None, shared_l2_weights: Optional[Pair] = None,
+                   cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None, activation: str = "swiglu",
+                   activation_clamp: Optional[float] = None, fast_math: bool = True, use_x_scales: bool = False,
+                   l1_alphas: Optional[torch.Tensor] = None, l2_alphas: Optional[torch.Tensor] = None,
+                   l2_act_scales: Optional[torch.Tensor] = None, weight_layout: str = "megamoe",
+                   global_num_tokens: Optional[int] = None, post_expert_norm: bool = False,
+                   post_expert_norm_weight: Optional[torch.Tensor] = None, post_expert_norm_eps: float = 1e-6,
+                   post_expert_norm_weight_first: bool = False) -> None:
+    """``fp8_fp4_mega_moe`` with the NVFP4 recipe ``(1, 1, 16)``, as DeepGEMM. This release has no
+    ``nvfp4xnvfp4`` buffer, so every call raises ``DeepGEMMError`` (after the same argument checks).
+
+    Example
+    -------
+    >>> deep_gemm.nvfp4_mega_moe(y, l1, l2, buf)   # DeepGEMMError: no nvfp4xnvfp4 buffer in this release
+    """
+    fp8_fp4_mega_moe(y, l1_weights, l2_weights, sym_buffer, shared_l1_weights, shared_l2_weights,
+                     cumulative_local_expert_recv_stats, recipe=(1, 1, 16), activation=activation,
+                     activation_clamp=activation_clamp, fast_math=fast_math, use_x_scales=use_x_scales,
+                     l1_alphas=l1_alphas, l2_alphas=l2_alphas, l2_act_scales=l2_act_scales,
+                     weight_layout=weight_layout, global_num_tokens=global_num_tokens,
+                     post_expert_norm=post_expert_norm, post_expert_norm_weight=post_expert_norm_weight,
+                     post_expert_norm_eps=post_expert_norm_eps,
+                     post_expert_norm_weight_first=post_expert_norm_weight_first)
 
 
 def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.Tensor, sym_buffer: SymmBuffer,
+                  shared_l1_weights: Optional[torch.Tensor] = None, shared_l2_weights: Optional[torch.Tensor] = None,
                   cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None, activation: str = "swiglu",
-                  activation_clamp: Optional[float] = None, fast_math: bool = True) -> None:
-    """Fused expert-parallel MoE layer in BF16 (NOT IMPLEMENTED YET: validates, then raises).
+                  activation_clamp: Optional[float] = None, fast_math: bool = True, weight_layout: str = "megamoe",
+                  global_num_tokens: Optional[int] = None, post_expert_norm: bool = False,
+                  post_expert_norm_weight: Optional[torch.Tensor] = None, post_expert_norm_eps: float = 1e-6,
+                  post_expert_norm_weight_first: bool = False) -> None:
+    """Fused expert-parallel MoE layer in BF16.
 
-    As ``fp8_fp4_mega_moe`` with BF16 weights ``W1 [E_local, 2I, H]`` (L1 rows interleaved by
-    ``transform_weights_for_mega_moe``), ``W2 [E_local, H, I]``, no scales, and a buffer built with
-    ``mma_type='bf16xbf16'``.
-
-    Raises
-    ------
-    DeepGEMMError on bad arguments; NotImplementedError otherwise (the kernel is not implemented in this release).
+    As ``fp8_fp4_mega_moe`` with BF16 tokens, BF16 weights ``W1 [E_local, 2I, H]`` (L1 rows interleaved by
+    ``transform_weights_for_mega_moe``), ``W2 [E_local, H, I]``, no scales, the intermediate rounded to BF16, and a
+    buffer built with ``mma_type='bf16xbf16'``. Shared experts: BF16 ``[2 I_s, H]`` / ``[H, I_s]``.
 
     Example
     -------
-    >>> deep_gemm.bf16_mega_moe(y, l1, l2, buf)   # raises NotImplementedError today
+    >>> deep_gemm.bf16_mega_moe(y, l1, l2, buf)
     """
-    _check_mega_moe("bf16_mega_moe", y, l1_weights, None, l2_weights, None, sym_buffer,
-                    cumulative_local_expert_recv_stats, activation, activation_clamp, "bf16xbf16")
-    raise NotImplementedError(f"bf16_mega_moe: {_MISSING_KERNEL}")
+    def build() -> tuple:
+        require(weight_layout in _layer.WEIGHT_LAYOUTS,
+                f"weight_layout: expected 'megamoe' or 'trtllm', got {weight_layout!r}")
+        _require_buffer("bf16_mega_moe", sym_buffer, SymmBuffer, "bf16xbf16")
+        args = (y, l1_weights, l2_weights, shared_l1_weights, shared_l2_weights, cumulative_local_expert_recv_stats,
+                sym_buffer.buffer, list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx,
+                sym_buffer.num_max_tokens_per_rank, sym_buffer.num_experts, sym_buffer.num_topk, activation,
+                activation_clamp, bool(fast_math), bool(post_expert_norm), post_expert_norm_weight,
+                float(post_expert_norm_eps), bool(post_expert_norm_weight_first), weight_layout == "trtllm",
+                global_num_tokens, sym_buffer.num_ring_tokens)
+        _layer.check_bf16_mega_moe(*args)
+        _check_buffer_sizes(sym_buffer, y, l2_weights.size(2))
+        return args
+
+    _ops.bf16_mega_moe(*_agreed_args("bf16_mega_moe", sym_buffer, build))
+
+
+# ---- pre-dispatch and BLOCK_M --------------------------------------------------------------------------------------
+
+def mega_moe_pre_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, buf_x: torch.Tensor,
+                          buf_x_sf: torch.Tensor, buf_topk_idx: torch.Tensor, buf_topk_weights: torch.Tensor,
+                          num_tokens: int, group_size: int = 32, mma_type: str = "fp8xfp4",
+                          buf_x_scales: Optional[torch.Tensor] = None,
+                          expert_scales: Optional[torch.Tensor] = None) -> None:
+    """Fill a ``SymmBuffer``'s input views from BF16 tokens: ``x[:num_tokens]`` cast to FP8 with packed UE8M0
+    scales per ``group_size`` (32) channels, top-k indices copied (int32 or int64 in, int64 out), weights copied
+    (times ``expert_scales[expert]`` when given); buffer slots from ``num_tokens`` on are masked (index -1,
+    weight 0).
+
+    Example
+    -------
+    >>> deep_gemm.mega_moe_pre_dispatch(x, topk_idx, topk_weights, buf.x, buf.x_sf, buf.topk_idx,
+    ...                                 buf.topk_weights, x.size(0))
+    """
+    _ops.mega_moe_pre_dispatch(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights,
+                               num_tokens, group_size, mma_type, buf_x_scales, expert_scales)
+
+
+def mega_moe_pre_dispatch_sm90(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
+                               buf_x: torch.Tensor, buf_x_sf: torch.Tensor, buf_topk_idx: torch.Tensor,
+                               buf_topk_weights: torch.Tensor, num_tokens: int, group_size: int = 128,
+                               routed_scaling_factor: float = 1.0) -> None:
+    """Fill an ``SM90SymmBuffer``'s input views from BF16 tokens: ``x[:num_tokens]`` cast to FP8 with one FP32 scale
+    per 128 channels (``max(amax, 1e-10) / 448``), top-k indices copied, weights times ``routed_scaling_factor``;
+    slots from ``num_tokens`` on are masked (index -1, weight 0).
+
+    Example
+    -------
+    >>> deep_gemm.mega_moe_pre_dispatch_sm90(x, topk_idx, topk_weights, buf.x, buf.x_sf, buf.topk_idx,
+    ...                                      buf.topk_weights, num_tokens=n, routed_scaling_factor=2.5)
+    """
+    _ops.mega_moe_pre_dispatch_sm90(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights,
+                                    num_tokens, group_size, float(routed_scaling_factor))
+
+
+def get_block_m_for_mega_moe(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_tokens: int,
+                             num_topk: int, mma_type: str = "fp8xfp4",
+                             global_num_tokens: Optional[int] = None) -> int:
+    """The BLOCK_M the fused kernel uses for these sizes (callers lay out shared-expert scales with it): the smallest
+    of 8, 16, 32, 64, 96, 128, 192 that holds the expected tokens per expert (``global_num_tokens``, else
+    ``num_ranks * num_tokens``, times top-k over the experts), else 192. Pass the kernel call's
+    ``global_num_tokens``.
+
+    Example
+    -------
+    >>> deep_gemm.get_block_m_for_mega_moe(1, 8, 384, 100, 2)
+    32
+    """
+    return int(_ops.get_block_m_for_mega_moe(num_ranks, num_experts, num_max_tokens_per_rank, num_tokens, num_topk,
+                                             mma_type, global_num_tokens))

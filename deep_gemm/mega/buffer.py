@@ -347,3 +347,122 @@ def slice_buffer(buffer: torch.Tensor, layout: Sequence[int]) -> list[torch.Tens
         inverse = sorted(range(len(order)), key=lambda i: order[i])
         views.append(view.permute(inverse) if order != tuple(range(len(order))) else view)
     return views
+
+
+# ---- the SM90 FP8 buffer -----------------------------------------------------------------------------------------
+# DeepGEMM's Hopper kernel predates the ring: every local expert's received tokens sit in one pool at once. Its
+# regions, in order (each 128-byte aligned; P = pool tokens, P_sf = SF pool rows):
+#
+#   workspace      barrier/grid-sync counters, per-expert send/receive counts, per-pool-block L1 arrival counters and
+#                  L2 arrival masks, per-(expert, rank, token) source top-k slots, per-pool-token combine metadata
+#   x              [T, H]       FP8 e4m3
+#   x_sf           [T, H/128]   FP32, K-major (one continuous scale per 128 channels: mega_moe_pre_dispatch_sm90)
+#   topk_idx       [T, k]       int64
+#   topk_weights   [T, k]       float32
+#   l1_acts        [P, H]       FP8 e4m3
+#   l1_acts_sf     [P_sf, H/128] FP32, MN-major
+#   l1_topk_weights [P]         float32 (not exported)
+#   l2_acts        [P, I]       FP8 e4m3
+#   l2_acts_sf     [P_sf, I/64] FP32, MN-major (one scale per 64 intermediate columns: one L1 N block)
+#   combine        [k, T, H]    BF16 (not exported)
+#
+# P = align(num_ranks * T * min(k, E_local) + E_local * (max BLOCK_M - 1), TOKEN_ALIGNMENT) (every routed copy plus
+# per-expert BLOCK_M padding); the SM90 BLOCK_Ms are multiples of 64 (WGMMA M) so P_sf = (P / 64) * 128 (each
+# 64-row block's scale rows padded to 128, the largest over the SM90 candidates).
+
+# For the fused SM90 Triton kernel (not in this release) this layout is the contract: the caller-filled input views
+# (x, x_sf, topk_idx, topk_weights: what mega_moe_pre_dispatch_sm90 writes and what peers read over NVLink through
+# handle.buffer_ptrs), then kernel-private regions at fixed offsets every rank computes alike (same sizes on every
+# rank, so a peer's region is its base pointer plus the same offset): the workspace (zeroed at allocation; counters
+# must be left zero again at the end of each call, so calls need no host-side reset and graph capture works), the
+# L1 / L2 activation pools with their MN-major FP32 scales (rows grouped per expert, each expert's slice padded to
+# BLOCK_M, scale rows padded per 64-row block to 128), the per-pool-row top-k weights, and the BF16 combine area
+# [k, T, H] that remote L2 epilogues write into before the local top-k reduction.
+SM90_CANDIDATE_BLOCK_M = (64, 128, 192)
+SM90_X_SF_GRAN = 128
+SM90_L2_ACTS_SF_GRAN = 64
+_SM90_BARRIER_BYTES = 32
+_SM90_SF_ROW_PADDING = 128
+
+
+def check_sm90_size_args(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
+                         intermediate_hidden: int, use_fp8_dispatch: bool, activation: str) -> None:
+    for name, value in (("num_ranks", num_ranks), ("num_experts", num_experts),
+                        ("num_max_tokens_per_rank", num_max_tokens_per_rank), ("num_topk", num_topk),
+                        ("hidden", hidden), ("intermediate_hidden", intermediate_hidden)):
+        _require_positive(name, value)
+    require(num_experts % num_ranks == 0,
+            f"num_experts: expected a multiple of num_ranks ({num_ranks}), got {num_experts}")
+    require(num_topk <= num_experts, f"num_topk: expected at most num_experts ({num_experts}), got {num_topk}")
+    for name, value in (("hidden", hidden), ("intermediate_hidden", intermediate_hidden)):
+        require(value % HIDDEN_ALIGNMENT == 0, f"{name}: expected a multiple of {HIDDEN_ALIGNMENT}, got {value}")
+    require(bool(use_fp8_dispatch), "use_fp8_dispatch: the SM90 Mega MoE dispatches FP8 tokens only (expected True)")
+    require(activation in ACTIVATIONS, f"activation: expected 'swiglu' (the only activation), got {activation!r}")
+    _require_token_aligned("num_max_tokens_per_rank", num_max_tokens_per_rank)
+
+
+def sm90_pool_tokens(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int) -> int:
+    local = num_experts // num_ranks
+    return align(num_ranks * num_max_tokens_per_rank * min(num_topk, local)
+                 + local * (max(SM90_CANDIDATE_BLOCK_M) - 1), TOKEN_ALIGNMENT)
+
+
+def _sm90_workspace_bytes(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int) -> int:
+    local = num_experts // num_ranks
+    pool = sm90_pool_tokens(num_ranks, num_experts, num_max_tokens_per_rank, num_topk)
+    pool_blocks = pool // min(SM90_CANDIDATE_BLOCK_M)
+    num_bytes = _SM90_BARRIER_BYTES
+    num_bytes += num_experts * 8 * 2                                   # per-expert send / receive counts
+    num_bytes += local * 8                                             # per-local-expert received sums
+    num_bytes += align(pool_blocks, 2) * 4                             # L1 arrival counters
+    num_bytes += pool_blocks * 8                                       # L2 arrival masks
+    num_bytes += local * num_ranks * num_ranks * num_max_tokens_per_rank * 4  # source top-k slot per received token
+    num_bytes += pool * _TOKEN_SRC_METADATA_BYTES                      # combine write-back metadata
+    return align(num_bytes, 16)
+
+
+def plan_sm90_symm_buffer(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int,
+                          hidden: int, intermediate_hidden: int, use_fp8_dispatch: bool,
+                          activation: str) -> BufferPlan:
+    """Every region of the SM90 FP8 buffer (table above). Validates the arguments first."""
+    check_sm90_size_args(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                         use_fp8_dispatch, activation)
+    tokens, topk = num_max_tokens_per_rank, num_topk
+    pool = sm90_pool_tokens(num_ranks, num_experts, tokens, topk)
+    sf_pool = (pool // min(SM90_CANDIDATE_BLOCK_M)) * _SM90_SF_ROW_PADDING
+    fp8, f32 = torch.float8_e4m3fn, torch.float32
+    regions: list[Region] = []
+    cursor = 0
+
+    def add(name, nbytes, dtype=None, sizes=(), mn_major=False):
+        nonlocal cursor
+        offset = align(cursor, REGION_ALIGNMENT)
+        strides: tuple[int, ...] = ()
+        if dtype is not None:
+            strides = (1, max(sizes[0], 1)) if mn_major else _row_major_strides(sizes)
+        regions.append(Region(name, offset, nbytes, dtype, tuple(sizes), strides))
+        cursor = offset + nbytes
+
+    h_sf, i_sf = hidden // SM90_X_SF_GRAN, intermediate_hidden // SM90_L2_ACTS_SF_GRAN
+    add("workspace", _sm90_workspace_bytes(num_ranks, num_experts, tokens, topk))
+    add("x", tokens * hidden, fp8, (tokens, hidden))
+    add("x_sf", tokens * h_sf * 4, f32, (tokens, h_sf))
+    add("topk_idx", tokens * topk * 8, torch.int64, (tokens, topk))
+    add("topk_weights", tokens * topk * 4, f32, (tokens, topk))
+    add("l1_acts", pool * hidden, fp8, (pool, hidden))
+    add("l1_acts_sf", sf_pool * h_sf * 4, f32, (sf_pool, h_sf), mn_major=True)
+    add("l1_topk_weights", pool * 4)
+    add("l2_acts", pool * intermediate_hidden, fp8, (pool, intermediate_hidden))
+    add("l2_acts_sf", sf_pool * i_sf * 4, f32, (sf_pool, i_sf), mn_major=True)
+    add("combine", topk * tokens * hidden * torch.bfloat16.itemsize)
+    return BufferPlan(align(cursor, REGION_ALIGNMENT), tuple(regions))
+
+
+def slice_sm90_buffer(buffer: torch.Tensor, num_ranks: int, num_experts: int, num_max_tokens_per_rank: int,
+                      num_topk: int, hidden: int, intermediate_hidden: int, use_fp8_dispatch: bool,
+                      activation: str) -> list[torch.Tensor]:
+    """The eight exported views of an SM90 buffer (x, x_sf, topk_idx, topk_weights, l1_acts, l1_acts_sf, l2_acts,
+    l2_acts_sf), through the same view-only slicer as the SM100 buffer."""
+    plan = plan_sm90_symm_buffer(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden,
+                                 intermediate_hidden, use_fp8_dispatch, activation)
+    return slice_buffer(buffer, encode_layout(plan))

@@ -32,3 +32,25 @@ register("get_symm_buffer_size_for_mega_moe", check=buffer.check_size_args,
 register_composite("_slice_symm_buffer_for_mega_moe", buffer.slice_buffer)
 register("get_token_alignment_for_mega_moe", check=_no_check, reference=get_token_alignment_for_mega_moe)
 register("get_ring_limit_for_mega_moe", check=buffer.check_ring_limit_args, reference=buffer.ring_limit)
+
+# ---- the SM90 buffer and the layer ops ---------------------------------------------------------------------------
+from . import layer  # noqa: E402
+
+
+def get_symm_buffer_size_for_sm90_mega_moe(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int,
+                                           num_topk: int, hidden: int, intermediate_hidden: int,
+                                           use_fp8_dispatch: bool, activation: str) -> int:
+    return buffer.plan_sm90_symm_buffer(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden,
+                                        intermediate_hidden, use_fp8_dispatch, activation).num_bytes
+
+
+register("get_symm_buffer_size_for_sm90_mega_moe", check=buffer.check_sm90_size_args,
+         reference=get_symm_buffer_size_for_sm90_mega_moe)
+register_composite("_slice_symm_buffer_for_sm90_mega_moe", buffer.slice_sm90_buffer)
+register("get_block_m_for_mega_moe", check=layer.check_block_m, reference=layer.block_m)
+# The layer and pre-dispatch ops only write their caller's tensors: no fake outputs to build.
+register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_mega_moe)
+register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe)
+register("bf16_mega_moe", check=layer.check_bf16_mega_moe, reference=layer.bf16_mega_moe)
+register("mega_moe_pre_dispatch", check=layer.check_pre_dispatch, reference=layer.pre_dispatch)
+register("mega_moe_pre_dispatch_sm90", check=layer.check_pre_dispatch_sm90, reference=layer.pre_dispatch_sm90)
