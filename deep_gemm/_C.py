@@ -106,7 +106,14 @@ def get_jit() -> _JITRuntime:
     return runtime()
 
 
-_DEFINED_HERE = frozenset({"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit"})
+def set_block_size_multiple_of(value, /) -> None:
+    """``deep_gemm.set_block_size_multiple_of`` without keywords (the pybind binding's form)."""
+    from .config import set_block_size_multiple_of as setter
+    setter(value)
+
+
+_DEFINED_HERE = frozenset({"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit",
+                           "set_block_size_multiple_of"})
 
 # Every public op (aliases included) of the schema table that this module does not define itself.
 _FORWARDED = frozenset(name for name in _SCHEMAS

@@ -4,9 +4,11 @@
 
 import torch
 from deep_gemm.runtime import JITRuntime
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 __all__ = [
+    'batched_symm',
+    'batched_syrk',
     'bf16_gemm_nn',
     'bf16_gemm_nt',
     'bf16_gemm_tn',
@@ -32,6 +34,7 @@ __all__ = [
     'fp8_gemm_tt',
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
+    'get_deterministic_algorithms',
     'get_jit',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mk_alignment_for_contiguous_layout',
@@ -67,8 +70,11 @@ __all__ = [
     'set_tc_util',
     'tf32_hc_prenorm_gemm',
     'transform_sf_into_required_layout',
+    'use_deterministic_algorithms',
 ]
 
+from deep_gemm import batched_symm as batched_symm
+from deep_gemm import batched_syrk as batched_syrk
 from deep_gemm import bf16_gemm_nn as bf16_gemm_nn
 from deep_gemm import bf16_gemm_nt as bf16_gemm_nt
 from deep_gemm import bf16_gemm_tn as bf16_gemm_tn
@@ -92,6 +98,7 @@ from deep_gemm import fp8_gemm_tn as fp8_gemm_tn
 from deep_gemm import fp8_gemm_tt as fp8_gemm_tt
 from deep_gemm import fp8_mqa_logits as fp8_mqa_logits
 from deep_gemm import fp8_paged_mqa_logits as fp8_paged_mqa_logits
+from deep_gemm import get_deterministic_algorithms as get_deterministic_algorithms
 from deep_gemm import get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor as get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor
 from deep_gemm import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
 from deep_gemm import get_mn_major_tma_aligned_packed_ue8m0_tensor as get_mn_major_tma_aligned_packed_ue8m0_tensor
@@ -116,7 +123,6 @@ from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_fp4_gemm_nt_
 from deep_gemm import m_grouped_fp8_gemm_nn_contiguous as m_grouped_fp8_gemm_nn_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_contiguous as m_grouped_fp8_gemm_nt_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_masked
-from deep_gemm import set_block_size_multiple_of as set_block_size_multiple_of
 from deep_gemm import set_ignore_compile_dims as set_ignore_compile_dims
 from deep_gemm import set_mk_alignment_for_contiguous_layout as set_mk_alignment_for_contiguous_layout
 from deep_gemm import set_num_sms as set_num_sms
@@ -124,6 +130,7 @@ from deep_gemm import set_pdl as set_pdl
 from deep_gemm import set_tc_util as set_tc_util
 from deep_gemm import tf32_hc_prenorm_gemm as tf32_hc_prenorm_gemm
 from deep_gemm import transform_sf_into_required_layout as transform_sf_into_required_layout
+from deep_gemm import use_deterministic_algorithms as use_deterministic_algorithms
 
 def bf16_mega_moe(
     y: torch.Tensor,
@@ -167,3 +174,5 @@ def get_jit() -> JITRuntime: ...
 def get_tma_aligned_size(x: int, element_size: int, /) -> int: ...
 
 def init(library_root_path: str, cuda_home_path_by_python: str, /) -> None: ...
+
+def set_block_size_multiple_of(value: Any, /) -> None: ...

@@ -14,12 +14,16 @@ __all__ = [
     'align',
     'autotune_enabled',
     'backends',
+    'batched_symm',
+    'batched_syrk',
+    'bench_kineto',
     'bf16_gemm_nn',
     'bf16_gemm_nt',
     'bf16_gemm_tn',
     'bf16_gemm_tt',
     'bf16_m_grouped_gemm_nt_masked',
     'bf16_mega_moe',
+    'calc_diff',
     'cast_back_from_fp4',
     'ceil_div',
     'ceil_to_ue8m0',
@@ -46,6 +50,7 @@ __all__ = [
     'fp8_paged_mqa_logits',
     'gemm_fp8_fp8_bf16_nt',
     'get_col_major_tma_aligned_tensor',
+    'get_deterministic_algorithms',
     'get_jit',
     'get_k_alignment_for_contiguous_layout',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
@@ -99,6 +104,7 @@ __all__ = [
     'transpose_packed_fp4',
     'uneven_all_gather',
     'unpack_ue8m0_from_int',
+    'use_deterministic_algorithms',
     'utils',
     'warmup',
 ]
@@ -155,6 +161,21 @@ def autotune_enabled() -> bool: ...
 
 def backends(device: Optional[Union[int, str, torch.device]] = None) -> Dict[str, str]: ...
 
+def batched_symm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> None: ...
+
+def batched_syrk(a: torch.Tensor, d: torch.Tensor) -> None: ...
+
+def bench_kineto(
+    fn: Callable[[], object],
+    kernel_names: Union[str, Tuple[str, ...]],
+    num_tests: int = 30,
+    suppress_kineto_output: bool = False,
+    trace_path: Optional[str] = None,
+    flush_l2: bool = True,
+    with_multiple_kernels: bool = False,
+    barrier: Optional[Callable[[], object]] = None,
+) -> Union[float, Tuple[float, ...]]: ...
+
 def bf16_gemm_nn(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -197,6 +218,8 @@ def bf16_mega_moe(
     activation_clamp: Optional[float] = None,
     fast_math: bool = True,
 ) -> None: ...
+
+def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float: ...
 
 def cast_back_from_fp4(
     packed: torch.Tensor,
@@ -358,6 +381,8 @@ def gemm_fp8_fp8_bf16_nt(
 ) -> None: ...
 
 def get_col_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor: ...
+
+def get_deterministic_algorithms() -> bool: ...
 
 def get_jit() -> JITRuntime: ...
 
@@ -595,7 +620,7 @@ def per_token_cast_to_fp8(
 
 def set_autotune(enable: bool) -> None: ...
 
-def set_block_size_multiple_of(multiple_of: Union[int, Sequence[int]], /) -> None: ...
+def set_block_size_multiple_of(value: Union[int, Sequence[int]]) -> None: ...
 
 def set_ignore_compile_dims(ignore: bool, /) -> None: ...
 
@@ -641,6 +666,8 @@ def uneven_all_gather(
 ) -> torch.Tensor: ...
 
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor: ...
+
+def use_deterministic_algorithms(enable: bool) -> None: ...
 
 def warmup(calls: Sequence[tuple], device: Optional[Union[str, torch.device]] = None) -> int: ...
 

@@ -17,6 +17,9 @@ _API_MODULES = (
     "deep_gemm.layout",            # scale-factor layout helpers
     "deep_gemm.mega",              # Mega MoE buffer contract
     "deep_gemm.utils_api",         # utils names DeepGEMM re-exports at top level
+    "deep_gemm.determinism",       # use_deterministic_algorithms / get_deterministic_algorithms
+    "deep_gemm.symmetric",         # batched_syrk, batched_symm
+    "deep_gemm.testing_api",       # bench_kineto, calc_diff (DeepGEMM 1.x imported them from the top level)
 )
 
 __all__: list[str] = []

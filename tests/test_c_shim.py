@@ -15,7 +15,8 @@ from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 EXTENSIONS = {"get_jit", "jit_cache_dir", "jit_num_compiled_kernels", "jit_clear_cache"}
 LEGACY_OP_NAMES = sorted(n for n in SCHEMAS if not n.startswith("_") and n not in EXTENSIONS)
 # _C-only names that are not schema ops (get_jit is DeepGEMM's JIT-runtime accessor, returning the runtime object).
-C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit"}
+C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit",
+          "set_block_size_multiple_of"}  # (the public one also takes `value=`; the binding's form is positional)
 
 # The names DeepGEMM's extension module defines (m.def / m.attr in its csrc at the spec's commit), plus get_jit.
 DEEPGEMM_C_NAMES = {
@@ -37,6 +38,9 @@ DEEPGEMM_C_NAMES = {
     "fp8_paged_mqa_logits", "tf32_hc_prenorm_gemm",
     "get_symm_buffer_size_for_mega_moe", "get_ring_limit_for_mega_moe", "get_token_alignment_for_mega_moe",
     "fp8_fp4_mega_moe", "bf16_mega_moe",
+} | {
+    # Added to DeepGEMM's TORCH_LIBRARY module by the build SGLang 0.5.23 installs (sgl-deep-gemm 0.2.3.post2).
+    "use_deterministic_algorithms", "get_deterministic_algorithms", "batched_syrk", "batched_symm",
 }
 
 

@@ -245,7 +245,7 @@ CASES: dict[str, Case] = {
     "warmup": _case(calls=[("fp8_gemm_nt", dict(m=1, n=128, k=128))], device="cpu"),
     "set_pdl": Case(lambda: dict(enable=deep_gemm.get_pdl())),
     "set_ignore_compile_dims": _case(ignore=False),
-    "set_block_size_multiple_of": _case(multiple_of=1),
+    "set_block_size_multiple_of": _case(value=1),
     "set_mk_alignment_for_contiguous_layout": Case(lambda: dict(
         alignment=deep_gemm.get_mk_alignment_for_contiguous_layout())),
     "get_theoretical_mk_alignment_for_contiguous_layout": _case(expected_m=256),
@@ -288,6 +288,16 @@ CASES: dict[str, Case] = {
     "fp8_fp4_mega_moe": Case(_fp8_fp4_mega_moe, raises=(NotImplementedError,), match="expert-parallel"),
     "bf16_mega_moe": Case(_bf16_mega_moe, raises=(NotImplementedError,), match="expert-parallel"),
 }
+# Names of DeepGEMM's later API (sgl-deep-gemm 0.2.3.post2).
+CASES.update({
+    "use_deterministic_algorithms": Case(lambda: dict(enable=deep_gemm.get_deterministic_algorithms())),
+    "get_deterministic_algorithms": NO_ARGS,
+    "batched_syrk": Case(lambda: dict(a=torch.randn(2, 3, 5), d=torch.empty(2, 3, 3))),
+    "batched_symm": Case(lambda: dict(a=torch.eye(3).expand(2, 3, 3), b=torch.randn(2, 3, 4),
+                                      d=torch.empty(2, 3, 4))),
+    "bench_kineto": Case(lambda: dict(fn=lambda: None, kernel_names="gemm"), raises=(RuntimeError,), match="CUDA"),
+    "calc_diff": Case(lambda: dict(x=torch.ones(3), y=torch.ones(3))),
+})
 # _C functions whose legacy signature differs from the public function of the same name.
 C_CASES: dict[str, Case] = {
     "init": _case(library_root_path="/opt/deep_gemm", cuda_home_path_by_python="/usr/local/cuda"),

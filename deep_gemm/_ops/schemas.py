@@ -152,6 +152,15 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
         ("get_ring_limit_for_mega_moe(int num_max_tokens_per_rank, int num_local_experts, int num_topk, "
          "int num_ranks) -> (int, int)", "(max received tokens, ring token limit)"),
     ],
+    "determinism": [
+        ("use_deterministic_algorithms(bool enable) -> ()",
+         "library-wide deterministic mode: reduction order independent of the batch size"),
+        ("get_deterministic_algorithms() -> bool", "deterministic-mode flag (default False)"),
+    ],
+    "symmetric": [
+        ("batched_syrk(Tensor a, Tensor(d!) d) -> ()", "D[i] = A[i] @ A[i].T, [B,M,K] or [M,K], BF16/FP32"),
+        ("batched_symm(Tensor a, Tensor b, Tensor(d!) d) -> ()", "D[i] = A[i] @ B[i] with A[i] symmetric [M,M]"),
+    ],
 }
 
 # Extra dispatcher names: alias -> canonical op (same schema body, same kernels).
