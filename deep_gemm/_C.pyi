@@ -18,6 +18,7 @@ __all__ = [
     'cublaslt_gemm_nt',
     'cublaslt_gemm_tn',
     'cublaslt_gemm_tt',
+    'cublaslt_nvfp4_gemm_nt',
     'einsum',
     'fp8_einsum',
     'fp8_fp4_gemm_nn',
@@ -51,6 +52,7 @@ __all__ = [
     'get_token_alignment_for_mega_moe',
     'init',
     'k_grouped_bf16_gemm_tn_contiguous',
+    'k_grouped_fp4_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_tn_contiguous',
     'm_grouped_bf16_gemm_nn_contiguous',
@@ -83,6 +85,7 @@ from deep_gemm import cublaslt_gemm_nn as cublaslt_gemm_nn
 from deep_gemm import cublaslt_gemm_nt as cublaslt_gemm_nt
 from deep_gemm import cublaslt_gemm_tn as cublaslt_gemm_tn
 from deep_gemm import cublaslt_gemm_tt as cublaslt_gemm_tt
+from deep_gemm import cublaslt_nvfp4_gemm_nt as cublaslt_nvfp4_gemm_nt
 from deep_gemm import einsum as einsum
 from deep_gemm import fp8_einsum as fp8_einsum
 from deep_gemm import fp8_gemm_nn as fp8_fp4_gemm_nn
@@ -112,6 +115,7 @@ from deep_gemm import get_tc_util as get_tc_util
 from deep_gemm import get_theoretical_mk_alignment_for_contiguous_layout as get_theoretical_mk_alignment_for_contiguous_layout
 from deep_gemm import get_token_alignment_for_mega_moe as get_token_alignment_for_mega_moe
 from deep_gemm import k_grouped_bf16_gemm_tn_contiguous as k_grouped_bf16_gemm_tn_contiguous
+from deep_gemm import k_grouped_fp4_gemm_nt_contiguous as k_grouped_fp4_gemm_nt_contiguous
 from deep_gemm import k_grouped_fp8_gemm_nt_contiguous as k_grouped_fp8_gemm_nt_contiguous
 from deep_gemm import k_grouped_fp8_gemm_tn_contiguous as k_grouped_fp8_gemm_tn_contiguous
 from deep_gemm import m_grouped_bf16_gemm_nn_contiguous as m_grouped_bf16_gemm_nn_contiguous

@@ -25,13 +25,17 @@ __all__ = [
     'bf16_mega_moe',
     'calc_diff',
     'cast_back_from_fp4',
+    'cast_back_from_fp8',
+    'cast_to_ue4m3',
     'ceil_div',
     'ceil_to_ue8m0',
     'cublaslt_gemm_nn',
     'cublaslt_gemm_nt',
     'cublaslt_gemm_tn',
     'cublaslt_gemm_tt',
+    'cublaslt_nvfp4_gemm_nt',
     'einsum',
+    'fp4_gemm_nt',
     'fp8_einsum',
     'fp8_fp4_gemm_nn',
     'fp8_fp4_gemm_nt',
@@ -70,12 +74,15 @@ __all__ = [
     'get_token_alignment_for_mega_moe',
     'init_dist',
     'k_grouped_bf16_gemm_tn_contiguous',
+    'k_grouped_fp4_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_tn_contiguous',
     'legacy',
     'm_grouped_bf16_gemm_nn_contiguous',
     'm_grouped_bf16_gemm_nt_contiguous',
     'm_grouped_bf16_gemm_nt_masked',
+    'm_grouped_fp4_gemm_nt_contiguous',
+    'm_grouped_fp4_gemm_nt_masked',
     'm_grouped_fp8_fp4_gemm_nn_contiguous',
     'm_grouped_fp8_fp4_gemm_nt_contiguous',
     'm_grouped_fp8_fp4_gemm_nt_masked',
@@ -84,12 +91,14 @@ __all__ = [
     'm_grouped_fp8_gemm_nt_masked',
     'm_grouped_gemm_fp8_fp8_bf16_nt_contiguous',
     'm_grouped_gemm_fp8_fp8_bf16_nt_masked',
+    'pack_ue4m3_to_int',
     'pack_ue8m0_to_int',
     'per_block_cast_to_fp8',
     'per_channel_cast_to_fp8',
     'per_custom_dims_cast_to_fp8',
     'per_token_cast_to_fp4',
     'per_token_cast_to_fp8',
+    'per_token_cast_to_nvfp4',
     'set_autotune',
     'set_block_size_multiple_of',
     'set_ignore_compile_dims',
@@ -100,9 +109,11 @@ __all__ = [
     'testing',
     'tf32_hc_prenorm_gemm',
     'transform_sf_into_required_layout',
+    'transform_ue4m3_sf_into_required_layout',
     'transform_weights_for_mega_moe',
     'transpose_packed_fp4',
     'uneven_all_gather',
+    'unpack_ue4m3_from_int',
     'unpack_ue8m0_from_int',
     'use_deterministic_algorithms',
     'utils',
@@ -228,6 +239,15 @@ def cast_back_from_fp4(
     use_packed_ue8m0: bool = False,
 ) -> torch.Tensor: ...
 
+def cast_back_from_fp8(
+    x_fp8: torch.Tensor,
+    sf: torch.Tensor,
+    gran_k: int = 128,
+    use_packed_ue8m0: bool = False,
+) -> torch.Tensor: ...
+
+def cast_to_ue4m3(x: torch.Tensor) -> torch.Tensor: ...
+
 def ceil_div(x: int, y: int) -> int: ...
 
 def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor: ...
@@ -239,6 +259,13 @@ def cublaslt_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optio
 def cublaslt_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None: ...
 
 def cublaslt_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None: ...
+
+def cublaslt_nvfp4_gemm_nt(
+    a: Tuple[torch.Tensor, torch.Tensor],
+    b: Tuple[torch.Tensor, torch.Tensor],
+    d: torch.Tensor,
+    c: Optional[torch.Tensor] = None,
+) -> None: ...
 
 def einsum(
     expr: str,
@@ -475,6 +502,18 @@ def k_grouped_bf16_gemm_tn_contiguous(
     use_psum_layout: bool = False,
 ) -> None: ...
 
+def k_grouped_fp4_gemm_nt_contiguous(
+    a: Tuple[torch.Tensor, torch.Tensor],
+    b: Tuple[torch.Tensor, torch.Tensor],
+    d: torch.Tensor,
+    ks: Optional[Sequence[int]],
+    grouped_layout: torch.Tensor,
+    c: Optional[torch.Tensor] = None,
+    recipe: Sequence[int] = (1, 1, 32),
+    compiled_dims: str = 'mn',
+    use_psum_layout: bool = False,
+) -> None: ...
+
 def k_grouped_fp8_gemm_nt_contiguous(
     a: Tuple[torch.Tensor, torch.Tensor],
     b: Tuple[torch.Tensor, torch.Tensor],
@@ -588,6 +627,8 @@ def m_grouped_gemm_fp8_fp8_bf16_nt_masked(
     expected_m: int,
 ) -> None: ...
 
+def pack_ue4m3_to_int(x: torch.Tensor) -> torch.Tensor: ...
+
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor: ...
 
 def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> Tuple[torch.Tensor, torch.Tensor]: ...
@@ -616,6 +657,12 @@ def per_token_cast_to_fp8(
     use_ue8m0: bool,
     gran_k: int = 128,
     use_packed_ue8m0: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor]: ...
+
+def per_token_cast_to_nvfp4(
+    x: torch.Tensor,
+    gran_k: int = 16,
+    use_packed_ue4m3: bool = False,
 ) -> Tuple[torch.Tensor, torch.Tensor]: ...
 
 def set_autotune(enable: bool) -> None: ...
@@ -651,6 +698,8 @@ def transform_sf_into_required_layout(
     psum_layout: Optional[torch.Tensor] = None,
 ) -> torch.Tensor: ...
 
+def transform_ue4m3_sf_into_required_layout(sf: torch.Tensor, mn: int) -> torch.Tensor: ...
+
 def transform_weights_for_mega_moe(
     l1_weights: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
     l2_weights: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
@@ -665,6 +714,8 @@ def uneven_all_gather(
     group: Optional[torch.distributed.distributed_c10d.ProcessGroup] = None,
 ) -> torch.Tensor: ...
 
+def unpack_ue4m3_from_int(packed_sf: torch.Tensor) -> torch.Tensor: ...
+
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor: ...
 
 def use_deterministic_algorithms(enable: bool) -> None: ...
@@ -672,6 +723,7 @@ def use_deterministic_algorithms(enable: bool) -> None: ...
 def warmup(calls: Sequence[tuple], device: Optional[Union[str, torch.device]] = None) -> int: ...
 
 bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
+fp4_gemm_nt = fp8_gemm_nt
 fp8_fp4_gemm_nn = fp8_gemm_nn
 fp8_fp4_gemm_nt = fp8_gemm_nt
 fp8_fp4_gemm_tn = fp8_gemm_tn
@@ -679,6 +731,8 @@ fp8_fp4_gemm_tt = fp8_gemm_tt
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+m_grouped_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
+m_grouped_fp4_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 m_grouped_fp8_fp4_gemm_nn_contiguous = m_grouped_fp8_gemm_nn_contiguous
 m_grouped_fp8_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
 m_grouped_fp8_fp4_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked

@@ -39,17 +39,6 @@ MISSING_NAMES = {
     "get_bf16_mega_gate_config": "fused MoE gate: its launch configuration",
     "bf16_mega_gate": "fused MoE gate: scoring, bias / masks, shared-as-routed experts, EP mapping",
     "mega_mhc": "fused mHC: Sinkhorn mixing, RMSNorm, FP8 outputs",
-    "fp4_gemm_nt": "the build's Python alias of fp8_fp4_gemm_nt",
-    "m_grouped_fp4_gemm_nt_contiguous": "the build's Python alias of m_grouped_fp8_fp4_gemm_nt_contiguous",
-    "m_grouped_fp4_gemm_nt_masked": "the build's Python alias of m_grouped_fp8_fp4_gemm_nt_masked",
-    "k_grouped_fp4_gemm_nt_contiguous": "K-grouped FP4 (E2M1, UE8M0 per 32) weight-gradient GEMM",
-    "cublaslt_nvfp4_gemm_nt": "NVFP4 (E2M1, UE4M3 per 16, cuBLASLt tiled scales) GEMM",
-    "cast_back_from_fp8": "utils: FP8 dequantisation helper",
-    "cast_to_ue4m3": "utils: NVFP4 scale helper",
-    "pack_ue4m3_to_int": "utils: NVFP4 scale packing",
-    "unpack_ue4m3_from_int": "utils: NVFP4 scale unpacking",
-    "per_token_cast_to_nvfp4": "utils: NVFP4 quantisation",
-    "transform_ue4m3_sf_into_required_layout": "utils: NVFP4 scales into cuBLASLt's tiled layout",
     # the build's own infrastructure
     "find_cuda_home": "the build's nvcc locator for its C++ JIT; no CUDA build here (Triton finds its own way)",
     "persistent_envs": "the build's baked-in environment (setup-time JIT settings); nothing to bake here",
@@ -70,6 +59,7 @@ _KNOB_KEYWORDS = ("the build binds the knobs as torch ops (keywords allowed, its
                   "takes that name by keyword while _C keeps the positional form")
 _NUM_GROUPS = "num_groups (SM100 alignment heuristic): accept it; the SM90 answer stays 128"
 _MN = "the build renamed x to mn: rename the parameter"
+_FP4_ALIAS = "the fp4_* names are the build's aliases of fp8_fp4_*: closes with the alpha / compiled_dims gaps there"
 
 # (function, parameter) -> what it needs: parameters of the build that our function of that name does not accept
 # under that name and position, or whose default differs.
@@ -96,6 +86,8 @@ PARAMETER_GAPS = {
     ("bf16_mega_moe", "shared_l1_weights"): _MEGA,
     ("bf16_mega_moe", "shared_l2_weights"): _MEGA,
     ("bf16_mega_moe", "weight_layout"): _MEGA,
+    ("fp4_gemm_nt", "alpha"): _FP4_ALIAS,
+    ("fp4_gemm_nt", "compiled_dims"): _FP4_ALIAS,
     ("fp8_fp4_gemm_nn", "alpha"): _ALPHA,
     ("fp8_fp4_gemm_nn", "compiled_dims"): _COMPILED_DIMS,
     ("fp8_fp4_gemm_nt", "alpha"): _ALPHA,

@@ -41,6 +41,7 @@ DEEPGEMM_C_NAMES = {
 } | {
     # Added to DeepGEMM's TORCH_LIBRARY module by the build SGLang 0.5.23 installs (sgl-deep-gemm 0.2.3.post2).
     "use_deterministic_algorithms", "get_deterministic_algorithms", "batched_syrk", "batched_symm",
+    "k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt",
 }
 
 

@@ -297,6 +297,20 @@ CASES.update({
                                       d=torch.empty(2, 3, 4))),
     "bench_kineto": Case(lambda: dict(fn=lambda: None, kernel_names="gemm"), raises=(RuntimeError,), match="CUDA"),
     "calc_diff": Case(lambda: dict(x=torch.ones(3), y=torch.ones(3))),
+    "k_grouped_fp4_gemm_nt_contiguous": Case(lambda: dict(
+        a=(torch.zeros(2, 32, dtype=torch.int8), torch.ones(2, 2)), b=(torch.zeros(3, 32, dtype=torch.int8),
+                                                                    torch.ones(2, 3)),
+        d=torch.empty(1, 2, 3), ks=[64], grouped_layout=torch.tensor([64], dtype=I32))),
+    "cublaslt_nvfp4_gemm_nt": Case(lambda: dict(
+        a=(torch.zeros(2, 16, dtype=torch.int8), torch.zeros(512, dtype=torch.uint8)),
+        b=(torch.zeros(3, 16, dtype=torch.int8), torch.zeros(512, dtype=torch.uint8)), d=torch.empty(2, 3))),
+    "cast_to_ue4m3": Case(lambda: dict(x=torch.rand(2, 4))),
+    "pack_ue4m3_to_int": Case(lambda: dict(x=torch.rand(2, 4))),
+    "unpack_ue4m3_from_int": Case(lambda: dict(packed_sf=torch.zeros(2, 1, dtype=I32))),
+    "per_token_cast_to_nvfp4": Case(lambda: dict(x=torch.randn(2, 64), gran_k=16, use_packed_ue4m3=True)),
+    "transform_ue4m3_sf_into_required_layout": Case(lambda: dict(sf=torch.rand(4, 4), mn=4)),
+    "cast_back_from_fp8": Case(lambda: dict(x_fp8=torch.zeros(2, 128, dtype=torch.float8_e4m3fn),
+                                            sf=torch.ones(2, 1), gran_k=128, use_packed_ue8m0=False)),
 })
 # _C functions whose legacy signature differs from the public function of the same name.
 C_CASES: dict[str, Case] = {

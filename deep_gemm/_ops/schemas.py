@@ -161,6 +161,14 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
         ("batched_syrk(Tensor a, Tensor(d!) d) -> ()", "D[i] = A[i] @ A[i].T, [B,M,K] or [M,K], BF16/FP32"),
         ("batched_symm(Tensor a, Tensor b, Tensor(d!) d) -> ()", "D[i] = A[i] @ B[i] with A[i] symmetric [M,M]"),
     ],
+    "fp4_gemm": [
+        ("k_grouped_fp4_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d, int[]? ks, "
+         'Tensor grouped_layout, Tensor? c=None, int[] recipe=[1, 1, 32], str compiled_dims="mn", '
+         "bool use_psum_layout=False) -> ()",
+         "MoE weight gradient on packed E2M1 [M, sum K/2] / [N, sum K/2] with UE8M0 scales per 32 K"),
+        ("cublaslt_nvfp4_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d, Tensor? c=None) -> ()",
+         "NVFP4 GEMM: E2M1 operands, UE4M3 scales per 16 K in cuBLASLt's tiled layout"),
+    ],
 }
 
 # Extra dispatcher names: alias -> canonical op (same schema body, same kernels).
