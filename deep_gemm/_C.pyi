@@ -28,6 +28,8 @@ __all__ = [
     'fp8_fp4_mega_moe',
     'fp8_fp4_mqa_logits',
     'fp8_fp4_paged_mqa_logits',
+    'fp8_fp4_paged_sparse_mqa_logits',
+    'fp8_fp4_sparse_mqa_logits',
     'fp8_gemm_nn',
     'fp8_gemm_nt',
     'fp8_gemm_nt_skip_head_mid',
@@ -43,8 +45,10 @@ __all__ = [
     'get_mn_major_tma_aligned_tensor',
     'get_num_sms',
     'get_paged_mqa_logits_metadata',
+    'get_paged_sparse_mqa_logits_metadata',
     'get_pdl',
     'get_ring_limit_for_mega_moe',
+    'get_sparse_mqa_logits_metadata',
     'get_symm_buffer_size_for_mega_moe',
     'get_tc_util',
     'get_theoretical_mk_alignment_for_contiguous_layout',
@@ -94,6 +98,8 @@ from deep_gemm import fp8_gemm_tn as fp8_fp4_gemm_tn
 from deep_gemm import fp8_gemm_tt as fp8_fp4_gemm_tt
 from deep_gemm import fp8_fp4_mqa_logits as fp8_fp4_mqa_logits
 from deep_gemm import fp8_fp4_paged_mqa_logits as fp8_fp4_paged_mqa_logits
+from deep_gemm import fp8_fp4_paged_sparse_mqa_logits as fp8_fp4_paged_sparse_mqa_logits
+from deep_gemm import fp8_fp4_sparse_mqa_logits as fp8_fp4_sparse_mqa_logits
 from deep_gemm import fp8_gemm_nn as fp8_gemm_nn
 from deep_gemm import fp8_gemm_nt as fp8_gemm_nt
 from deep_gemm import fp8_gemm_nt_skip_head_mid as fp8_gemm_nt_skip_head_mid
@@ -108,8 +114,10 @@ from deep_gemm import get_mn_major_tma_aligned_packed_ue8m0_tensor as get_mn_maj
 from deep_gemm import get_mn_major_tma_aligned_tensor as get_mn_major_tma_aligned_tensor
 from deep_gemm import get_num_sms as get_num_sms
 from deep_gemm import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata
+from deep_gemm import get_paged_sparse_mqa_logits_metadata as get_paged_sparse_mqa_logits_metadata
 from deep_gemm import get_pdl as get_pdl
 from deep_gemm import get_ring_limit_for_mega_moe as get_ring_limit_for_mega_moe
+from deep_gemm import get_sparse_mqa_logits_metadata as get_sparse_mqa_logits_metadata
 from deep_gemm import get_symm_buffer_size_for_mega_moe as get_symm_buffer_size_for_mega_moe
 from deep_gemm import get_tc_util as get_tc_util
 from deep_gemm import get_theoretical_mk_alignment_for_contiguous_layout as get_theoretical_mk_alignment_for_contiguous_layout

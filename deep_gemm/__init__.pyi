@@ -44,6 +44,8 @@ __all__ = [
     'fp8_fp4_mega_moe',
     'fp8_fp4_mqa_logits',
     'fp8_fp4_paged_mqa_logits',
+    'fp8_fp4_paged_sparse_mqa_logits',
+    'fp8_fp4_sparse_mqa_logits',
     'fp8_gemm_nn',
     'fp8_gemm_nt',
     'fp8_gemm_nt_skip_head_mid',
@@ -64,8 +66,10 @@ __all__ = [
     'get_mn_major_tma_aligned_tensor',
     'get_num_sms',
     'get_paged_mqa_logits_metadata',
+    'get_paged_sparse_mqa_logits_metadata',
     'get_pdl',
     'get_ring_limit_for_mega_moe',
+    'get_sparse_mqa_logits_metadata',
     'get_symm_buffer_for_mega_moe',
     'get_symm_buffer_size_for_mega_moe',
     'get_tc_util',
@@ -321,6 +325,25 @@ def fp8_fp4_paged_mqa_logits(
     indices: Optional[torch.Tensor] = None,
 ) -> torch.Tensor: ...
 
+def fp8_fp4_paged_sparse_mqa_logits(
+    q: Tuple[torch.Tensor, Optional[torch.Tensor]],
+    kv_cache: torch.Tensor,
+    weights: torch.Tensor,
+    metadata: torch.Tensor,
+    num_max_sparse_blocks: int,
+    sparse_block_kv: int,
+) -> torch.Tensor: ...
+
+def fp8_fp4_sparse_mqa_logits(
+    q: Tuple[torch.Tensor, Optional[torch.Tensor]],
+    kv: Tuple[torch.Tensor, torch.Tensor],
+    weights: torch.Tensor,
+    metadata: torch.Tensor,
+    num_max_sparse_blocks: int,
+    sparse_block_kv: int,
+    use_unaligned_ks: bool = False,
+) -> torch.Tensor: ...
+
 def fp8_gemm_nn(
     a: Tuple[torch.Tensor, torch.Tensor],
     b: Tuple[torch.Tensor, torch.Tensor],
@@ -440,6 +463,16 @@ def get_paged_mqa_logits_metadata(
     indices: Optional[torch.Tensor] = None,
 ) -> torch.Tensor: ...
 
+def get_paged_sparse_mqa_logits_metadata(
+    context_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    indices: torch.Tensor,
+    page_kv: int,
+    sparse_kv_block_indices: torch.Tensor,
+    qk_dtype: torch.dtype,
+    sparse_block_kv: int,
+) -> torch.Tensor: ...
+
 def get_pdl() -> bool: ...
 
 def get_ring_limit_for_mega_moe(
@@ -449,6 +482,16 @@ def get_ring_limit_for_mega_moe(
     num_ranks: int,
     /,
 ) -> Tuple[int, int]: ...
+
+def get_sparse_mqa_logits_metadata(
+    cu_seq_len_k_start: torch.Tensor,
+    cu_seq_len_k_end: torch.Tensor,
+    num_kv_tokens: int,
+    sparse_kv_block_indices: torch.Tensor,
+    qk_dtype: torch.dtype,
+    sparse_block_kv: int,
+    use_unaligned_ks: bool = False,
+) -> torch.Tensor: ...
 
 def get_symm_buffer_for_mega_moe(
     group: Any,

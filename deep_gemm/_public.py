@@ -21,6 +21,7 @@ _API_MODULES = (
     "deep_gemm.symmetric",         # batched_syrk, batched_symm
     "deep_gemm.testing_api",       # bench_kineto, calc_diff (DeepGEMM 1.x imported them from the top level)
     "deep_gemm.fp4_gemm",          # fp4_* aliases, K-grouped FP4 and NVFP4 GEMMs
+    "deep_gemm.sparse_attention",  # block-sparse MQA logits (DeepSeek V4 indexer)
 )
 
 __all__: list[str] = []

@@ -32,10 +32,6 @@ MISSING_NAMES = {
     "get_block_m_for_mega_moe": "Mega MoE (block M heuristic)",
     # not written yet: each needs its schema, checks, CPU reference, fake kernel and tests
     "get_mqa_logits_metadata": "indexer: per-SM schedule of fp8_fp4_mqa_logits (schedule_meta)",
-    "get_sparse_mqa_logits_metadata": "DeepSeek V4 indexer: block-sparse MQA metadata",
-    "fp8_fp4_sparse_mqa_logits": "DeepSeek V4 indexer: block-sparse MQA logits",
-    "get_paged_sparse_mqa_logits_metadata": "DeepSeek V4 indexer: paged block-sparse MQA metadata",
-    "fp8_fp4_paged_sparse_mqa_logits": "DeepSeek V4 indexer: paged block-sparse MQA logits",
     "get_bf16_mega_gate_config": "fused MoE gate: its launch configuration",
     "bf16_mega_gate": "fused MoE gate: scoring, bias / masks, shared-as-routed experts, EP mapping",
     "mega_mhc": "fused mHC: Sinkhorn mixing, RMSNorm, FP8 outputs",

@@ -42,6 +42,8 @@ DEEPGEMM_C_NAMES = {
     # Added to DeepGEMM's TORCH_LIBRARY module by the build SGLang 0.5.23 installs (sgl-deep-gemm 0.2.3.post2).
     "use_deterministic_algorithms", "get_deterministic_algorithms", "batched_syrk", "batched_symm",
     "k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt",
+    "get_sparse_mqa_logits_metadata", "fp8_fp4_sparse_mqa_logits", "get_paged_sparse_mqa_logits_metadata",
+    "fp8_fp4_paged_sparse_mqa_logits",
 }
 
 

@@ -304,6 +304,23 @@ CASES.update({
     "cublaslt_nvfp4_gemm_nt": Case(lambda: dict(
         a=(torch.zeros(2, 16, dtype=torch.int8), torch.zeros(512, dtype=torch.uint8)),
         b=(torch.zeros(3, 16, dtype=torch.int8), torch.zeros(512, dtype=torch.uint8)), d=torch.empty(2, 3))),
+    "get_sparse_mqa_logits_metadata": Case(lambda: dict(
+        cu_seq_len_k_start=torch.zeros(2, dtype=I32), cu_seq_len_k_end=torch.full((2,), 16, dtype=I32),
+        num_kv_tokens=16, sparse_kv_block_indices=torch.zeros(2, 4, dtype=I32), qk_dtype=torch.int8,
+        sparse_block_kv=8, use_unaligned_ks=False)),
+    "get_paged_sparse_mqa_logits_metadata": Case(lambda: dict(
+        context_lens=torch.full((2,), 16, dtype=I32), block_table=torch.zeros(2, 1, dtype=I32),
+        indices=torch.zeros(2, dtype=I32), page_kv=128, sparse_kv_block_indices=torch.zeros(2, 4, dtype=I32),
+        qk_dtype=torch.int8, sparse_block_kv=8)),
+    "fp8_fp4_sparse_mqa_logits": Case(lambda: dict(
+        q=(torch.zeros(2, 32, 64, dtype=torch.int8), torch.zeros(2, 32, dtype=I32)),
+        kv=(torch.zeros(16, 64, dtype=torch.int8), torch.zeros(16, dtype=I32)),
+        weights=torch.zeros(2, 32, dtype=BF16), metadata=torch.zeros(4 * (4 + 2 * 5), dtype=torch.uint8),
+        num_max_sparse_blocks=4, sparse_block_kv=8, use_unaligned_ks=False)),
+    "fp8_fp4_paged_sparse_mqa_logits": Case(lambda: dict(
+        q=(torch.zeros(2, 1, 32, 64, dtype=torch.int8), torch.zeros(2, 1, 32, dtype=I32)),
+        kv_cache=torch.zeros(1, 128, 1, 68, dtype=torch.uint8), weights=torch.zeros(2, 32, dtype=BF16),
+        metadata=torch.zeros(4 * (4 + 2 * 5), dtype=torch.uint8), num_max_sparse_blocks=4, sparse_block_kv=8)),
     "cast_to_ue4m3": Case(lambda: dict(x=torch.rand(2, 4))),
     "pack_ue4m3_to_int": Case(lambda: dict(x=torch.rand(2, 4))),
     "unpack_ue4m3_from_int": Case(lambda: dict(packed_sf=torch.zeros(2, 1, dtype=I32))),

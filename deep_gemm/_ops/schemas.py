@@ -169,6 +169,20 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
         ("cublaslt_nvfp4_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d, Tensor? c=None) -> ()",
          "NVFP4 GEMM: E2M1 operands, UE4M3 scales per 16 K in cuBLASLt's tiled layout"),
     ],
+    "sparse_attention": [
+        ("get_sparse_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, int num_kv_tokens, "
+         "Tensor sparse_kv_block_indices, ScalarType qk_dtype, int sparse_block_kv, bool use_unaligned_ks=False) "
+         "-> Tensor", "DeepSeek V4 indexer: per-row selected KV blocks resolved to token starts (opaque uint8)"),
+        ("get_paged_sparse_mqa_logits_metadata(Tensor context_lens, Tensor block_table, Tensor indices, "
+         "int page_kv, Tensor sparse_kv_block_indices, ScalarType qk_dtype, int sparse_block_kv) -> Tensor",
+         "paged form: logical blocks through the block table (opaque uint8)"),
+        ("fp8_fp4_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor weights, "
+         "Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv, bool use_unaligned_ks=False) -> Tensor",
+         "BF16 logits [rows, blocks * sparse_block_kv] over each row's selected KV blocks"),
+        ("fp8_fp4_paged_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, "
+         "Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv) -> Tensor",
+         "BF16 logits over selected blocks of a paged fused KV cache"),
+    ],
 }
 
 # Extra dispatcher names: alias -> canonical op (same schema body, same kernels).
