@@ -13,6 +13,7 @@ __all__ = [
     'bf16_gemm_nt',
     'bf16_gemm_tn',
     'bf16_gemm_tt',
+    'bf16_mega_gate',
     'bf16_mega_moe',
     'cublaslt_gemm_nn',
     'cublaslt_gemm_nt',
@@ -37,6 +38,7 @@ __all__ = [
     'fp8_gemm_tt',
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
+    'get_bf16_mega_gate_config',
     'get_deterministic_algorithms',
     'get_jit',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
@@ -85,6 +87,7 @@ from deep_gemm import bf16_gemm_nn as bf16_gemm_nn
 from deep_gemm import bf16_gemm_nt as bf16_gemm_nt
 from deep_gemm import bf16_gemm_tn as bf16_gemm_tn
 from deep_gemm import bf16_gemm_tt as bf16_gemm_tt
+from deep_gemm import bf16_mega_gate as bf16_mega_gate
 from deep_gemm import cublaslt_gemm_nn as cublaslt_gemm_nn
 from deep_gemm import cublaslt_gemm_nt as cublaslt_gemm_nt
 from deep_gemm import cublaslt_gemm_tn as cublaslt_gemm_tn
@@ -107,6 +110,7 @@ from deep_gemm import fp8_gemm_tn as fp8_gemm_tn
 from deep_gemm import fp8_gemm_tt as fp8_gemm_tt
 from deep_gemm import fp8_mqa_logits as fp8_mqa_logits
 from deep_gemm import fp8_paged_mqa_logits as fp8_paged_mqa_logits
+from deep_gemm import get_bf16_mega_gate_config as get_bf16_mega_gate_config
 from deep_gemm import get_deterministic_algorithms as get_deterministic_algorithms
 from deep_gemm import get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor as get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor
 from deep_gemm import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout

@@ -22,6 +22,7 @@ __all__ = [
     'bf16_gemm_tn',
     'bf16_gemm_tt',
     'bf16_m_grouped_gemm_nt_masked',
+    'bf16_mega_gate',
     'bf16_mega_moe',
     'calc_diff',
     'cast_back_from_fp4',
@@ -55,6 +56,7 @@ __all__ = [
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
     'gemm_fp8_fp8_bf16_nt',
+    'get_bf16_mega_gate_config',
     'get_col_major_tma_aligned_tensor',
     'get_deterministic_algorithms',
     'get_jit',
@@ -222,6 +224,27 @@ def bf16_gemm_tt(
     c: Optional[torch.Tensor] = None,
     compiled_dims: str = 'mn',
 ) -> None: ...
+
+def bf16_mega_gate(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    num_topk: int,
+    use_shared_as_routed: bool,
+    num_shared_experts: int,
+    routed_scaling_factor: float,
+    ep_rank: int,
+    scoring_func: str = 'identity',
+    mask: Optional[torch.Tensor] = None,
+    bias: Optional[torch.Tensor] = None,
+    image_bias: Optional[torch.Tensor] = None,
+    image_token_mask: Optional[torch.Tensor] = None,
+    fix_routing_mask: Optional[torch.Tensor] = None,
+    to_physical_map: Optional[torch.Tensor] = None,
+    logical_count: Optional[torch.Tensor] = None,
+    unmapped_topk_idx: Optional[torch.Tensor] = None,
+    force_random: Optional[torch.Tensor] = None,
+    out: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]: ...
 
 def bf16_mega_moe(
     y: torch.Tensor,
@@ -429,6 +452,8 @@ def gemm_fp8_fp8_bf16_nt(
     rhs: Tuple[torch.Tensor, torch.Tensor],
     out: torch.Tensor,
 ) -> None: ...
+
+def get_bf16_mega_gate_config(num_tokens: int, hidden: int, num_routed_experts: int, num_topk: int) -> dict: ...
 
 def get_col_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor: ...
 

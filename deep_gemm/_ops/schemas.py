@@ -183,6 +183,16 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
          "Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv) -> Tensor",
          "BF16 logits over selected blocks of a paged fused KV cache"),
     ],
+    "mega_gate": [
+        ("get_bf16_mega_gate_config(int num_tokens, int hidden, int num_routed_experts, int num_topk) "
+         "-> Dict(str, int)", "the SM100 mega gate's launch configuration (informational)"),
+        ("bf16_mega_gate(Tensor x, Tensor weight, int num_topk, bool use_shared_as_routed, int num_shared_experts, "
+         'float routed_scaling_factor, int ep_rank, str scoring_func="identity", Tensor? mask=None, '
+         "Tensor? bias=None, Tensor? image_bias=None, Tensor? image_token_mask=None, Tensor? fix_routing_mask=None, "
+         "Tensor? to_physical_map=None, Tensor? logical_count=None, Tensor(u!)? unmapped_topk_idx=None, "
+         "Tensor? force_random=None, Tensor(i!)? out_idx=None, Tensor(w!)? out_weights=None) -> (Tensor, Tensor)",
+         "fused MoE gate: x @ W.T, scoring, biased top-k, shared-as-routed experts, EP replica mapping"),
+    ],
 }
 
 # Extra dispatcher names: alias -> canonical op (same schema body, same kernels).
