@@ -70,6 +70,7 @@ __all__ = [
     'm_grouped_fp8_gemm_nn_contiguous',
     'm_grouped_fp8_gemm_nt_contiguous',
     'm_grouped_fp8_gemm_nt_masked',
+    'mega_mhc',
     'set_block_size_multiple_of',
     'set_ignore_compile_dims',
     'set_mk_alignment_for_contiguous_layout',
@@ -139,6 +140,7 @@ from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_fp4_gemm_nt_
 from deep_gemm import m_grouped_fp8_gemm_nn_contiguous as m_grouped_fp8_gemm_nn_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_contiguous as m_grouped_fp8_gemm_nt_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_masked
+from deep_gemm import mega_mhc as mega_mhc
 from deep_gemm import set_ignore_compile_dims as set_ignore_compile_dims
 from deep_gemm import set_mk_alignment_for_contiguous_layout as set_mk_alignment_for_contiguous_layout
 from deep_gemm import set_num_sms as set_num_sms

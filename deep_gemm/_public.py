@@ -23,6 +23,7 @@ _API_MODULES = (
     "deep_gemm.fp4_gemm",          # fp4_* aliases, K-grouped FP4 and NVFP4 GEMMs
     "deep_gemm.sparse_attention",  # block-sparse MQA logits (DeepSeek V4 indexer)
     "deep_gemm.mega_gate",         # bf16_mega_gate, get_bf16_mega_gate_config
+    "deep_gemm.mega_mhc",          # mega_mhc
 )
 
 __all__: list[str] = []

@@ -43,7 +43,7 @@ DEEPGEMM_C_NAMES = {
     "use_deterministic_algorithms", "get_deterministic_algorithms", "batched_syrk", "batched_symm",
     "k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt",
     "get_sparse_mqa_logits_metadata", "fp8_fp4_sparse_mqa_logits", "get_paged_sparse_mqa_logits_metadata",
-    "fp8_fp4_paged_sparse_mqa_logits", "get_bf16_mega_gate_config", "bf16_mega_gate",
+    "fp8_fp4_paged_sparse_mqa_logits", "get_bf16_mega_gate_config", "bf16_mega_gate", "mega_mhc",
 }
 
 

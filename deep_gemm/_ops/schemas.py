@@ -193,6 +193,16 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
          "Tensor? force_random=None, Tensor(i!)? out_idx=None, Tensor(w!)? out_weights=None) -> (Tensor, Tensor)",
          "fused MoE gate: x @ W.T, scoring, biased top-k, shared-as-routed experts, EP replica mapping"),
     ],
+    "mega_mhc": [
+        ("mega_mhc(Tensor x, Tensor residual, Tensor? shifted_prev_mix, Tensor post_mix, Tensor comb_res_mix, "
+         "Tensor fn, Tensor mix_scales, Tensor mix_bases, int hc_mult, float hc_norm_eps, float hc_pre_eps, "
+         "float hc_post_scale, float sinkhorn_eps, int num_sinkhorn_iters, Tensor rmsnorm_weight, "
+         "float rmsnorm_eps, float rmsnorm_scale, Tensor(r!) new_residual, Tensor(p!)? new_prev_mix, "
+         "Tensor(o!) new_post_mix, Tensor(c!) new_comb_res_mix, Tensor(y!)? y_bf16=None, Tensor(f!)? y_fp8=None, "
+         "Tensor(g!)? y_gemm_sf=None, Tensor(u!)? y_routed_sf=None, Tensor(s!)? y_shared_sf=None, "
+         "int shared_sf_block_m=0) -> ()",
+         "fused mHC step: route post-mix, projection + Sinkhorn mixes, RMSNorm with BF16 / FP8 outputs"),
+    ],
 }
 
 # Extra dispatcher names: alias -> canonical op (same schema body, same kernels).
