@@ -45,6 +45,7 @@ __all__ = [
     'get_mk_alignment_for_contiguous_layout',
     'get_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mn_major_tma_aligned_tensor',
+    'get_mqa_logits_metadata',
     'get_num_sms',
     'get_paged_mqa_logits_metadata',
     'get_paged_sparse_mqa_logits_metadata',
@@ -117,6 +118,7 @@ from deep_gemm import get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor as 
 from deep_gemm import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
 from deep_gemm import get_mn_major_tma_aligned_packed_ue8m0_tensor as get_mn_major_tma_aligned_packed_ue8m0_tensor
 from deep_gemm import get_mn_major_tma_aligned_tensor as get_mn_major_tma_aligned_tensor
+from deep_gemm import get_mqa_logits_metadata as get_mqa_logits_metadata
 from deep_gemm import get_num_sms as get_num_sms
 from deep_gemm import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata
 from deep_gemm import get_paged_sparse_mqa_logits_metadata as get_paged_sparse_mqa_logits_metadata

@@ -66,6 +66,7 @@ __all__ = [
     'get_mk_alignment_for_contiguous_layout',
     'get_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mn_major_tma_aligned_tensor',
+    'get_mqa_logits_metadata',
     'get_num_sms',
     'get_paged_mqa_logits_metadata',
     'get_paged_sparse_mqa_logits_metadata',
@@ -479,6 +480,13 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(
 ) -> torch.Tensor: ...
 
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor, /) -> torch.Tensor: ...
+
+def get_mqa_logits_metadata(
+    cu_seq_len_k_start: torch.Tensor,
+    cu_seq_len_k_end: torch.Tensor,
+    num_kv_tokens: int,
+    num_heads: int,
+) -> torch.Tensor: ...
 
 def get_num_sms() -> int: ...
 

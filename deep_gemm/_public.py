@@ -24,6 +24,7 @@ _API_MODULES = (
     "deep_gemm.sparse_attention",  # block-sparse MQA logits (DeepSeek V4 indexer)
     "deep_gemm.mega_gate",         # bf16_mega_gate, get_bf16_mega_gate_config
     "deep_gemm.mega_mhc",          # mega_mhc
+    "deep_gemm.mqa_metadata",      # get_mqa_logits_metadata
 )
 
 __all__: list[str] = []

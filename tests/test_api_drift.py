@@ -30,8 +30,6 @@ MISSING_NAMES = {
     "mega_moe_pre_dispatch": "Mega MoE (pre-dispatch)",
     "mega_moe_pre_dispatch_sm90": "Mega MoE (SM90 pre-dispatch)",
     "get_block_m_for_mega_moe": "Mega MoE (block M heuristic)",
-    # not written yet: each needs its schema, checks, CPU reference, fake kernel and tests
-    "get_mqa_logits_metadata": "indexer: per-SM schedule of fp8_fp4_mqa_logits (schedule_meta)",
     # the build's own infrastructure
     "find_cuda_home": "the build's nvcc locator for its C++ JIT; no CUDA build here (Triton finds its own way)",
     "persistent_envs": "the build's baked-in environment (setup-time JIT settings); nothing to bake here",

@@ -44,6 +44,7 @@ DEEPGEMM_C_NAMES = {
     "k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt",
     "get_sparse_mqa_logits_metadata", "fp8_fp4_sparse_mqa_logits", "get_paged_sparse_mqa_logits_metadata",
     "fp8_fp4_paged_sparse_mqa_logits", "get_bf16_mega_gate_config", "bf16_mega_gate", "mega_mhc",
+    "get_mqa_logits_metadata",
 }
 
 

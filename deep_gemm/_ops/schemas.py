@@ -203,6 +203,10 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
          "int shared_sf_block_m=0) -> ()",
          "fused mHC step: route post-mix, projection + Sinkhorn mixes, RMSNorm with BF16 / FP8 outputs"),
     ],
+    "mqa_metadata": [
+        ("get_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, int num_kv_tokens, "
+         "int num_heads) -> Tensor", "per-SM split-K schedule of the contiguous-KV indexer logits (int32 words)"),
+    ],
 }
 
 # Extra dispatcher names: alias -> canonical op (same schema body, same kernels).
