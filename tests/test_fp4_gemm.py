@@ -167,8 +167,8 @@ def test_k_grouped_fp4_psum_layout():
 def test_opcheck():
     gen = torch.Generator().manual_seed(1)
     a, sfa, b, sfb = _kg_inputs(3, 4, 128, gen)
-    torch.library.opcheck(KG, (a, sfa, b, sfb, torch.zeros(2, 3, 4), [64, 64], torch.tensor([64, 64], dtype=torch.int32),
-                               None, [1, 1, 32], "mn", False))
+    layout = torch.tensor([64, 64], dtype=torch.int32)
+    torch.library.opcheck(KG, (a, sfa, b, sfb, torch.zeros(2, 3, 4), [64, 64], layout, None, [1, 1, 32], "mn", False))
     na, _, nsfa = _nvfp4_operand(3, 64, gen)
     nb, _, nsfb = _nvfp4_operand(4, 64, gen)
     torch.library.opcheck(NV, (na, nsfa.reshape(-1), nb, nsfb.reshape(-1), torch.zeros(3, 4, dtype=torch.bfloat16),

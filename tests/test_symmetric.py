@@ -48,7 +48,8 @@ def _strided(shape, dtype, k_major: bool, pad=(3, 5)):
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
-@pytest.mark.parametrize("batch,m,k", [((), 5, 7), ((3,), 4, 9), ((2,), 1, 1), ((2,), 0, 4), ((2,), 3, 0), ((0,), 2, 2)])
+@pytest.mark.parametrize("batch,m,k",
+                         [((), 5, 7), ((3,), 4, 9), ((2,), 1, 1), ((2,), 0, 4), ((2,), 3, 0), ((0,), 2, 2)])
 @pytest.mark.parametrize("k_major", (True, False))
 def test_syrk_matches_loops(dtype, batch, m, k, k_major):
     torch.manual_seed(0)

@@ -15,7 +15,8 @@ MAX_TOPK = 32
 
 def _check_sizes(num_tokens: int, hidden: int, num_routed_experts: int, num_topk: int, allow_zero_tokens: bool):
     low = 0 if allow_zero_tokens else 1
-    require(low <= num_tokens <= MAX_TOKENS, f"num_tokens: expected an integer in [{low}, {MAX_TOKENS}], got {num_tokens}")
+    require(low <= num_tokens <= MAX_TOKENS,
+            f"num_tokens: expected an integer in [{low}, {MAX_TOKENS}], got {num_tokens}")
     require(hidden > 0 and hidden % 256 == 0, f"hidden: expected a positive multiple of 256, got {hidden}")
     require(0 < num_routed_experts <= MAX_ROUTED_EXPERTS and num_routed_experts % 4 == 0,
             f"num_routed_experts: expected a multiple of 4 in [4, {MAX_ROUTED_EXPERTS}], got {num_routed_experts}")
@@ -71,7 +72,8 @@ def check_bf16_mega_gate(x, weight, num_topk, use_shared_as_routed, num_shared_e
                 f"{num_topk // num_shared_experts}, got {num_experts}")
     shared = effective_shared(use_shared_as_routed, num_shared_experts)
     physical_topk = num_topk + shared
-    require(physical_topk <= MAX_TOPK, f"num_topk: num_topk + shared experts must be <= {MAX_TOPK}, got {physical_topk}")
+    require(physical_topk <= MAX_TOPK,
+            f"num_topk: num_topk + shared experts must be <= {MAX_TOPK}, got {physical_topk}")
     _optional("mask", mask, (num_tokens,), torch.bool)
     _optional("bias", bias, (num_experts,), torch.float32)
     require((image_bias is None) == (image_token_mask is None),
