@@ -42,7 +42,8 @@ _ALPHA = ("alpha (D = alpha * A @ B + C): a `float? alpha=None` schema argument,
 _COMPILED_DIMS = "the build defaults to '' (the kernel picks the compiled dims): accept '' as that default"
 _KS = "the build renamed ks_cpu to ks: rename the wrapper parameter (ks_cpu kept as a keyword alias)"
 _PADDED_SF = "padded per-group scale layout (default: compact per-group SF): schema argument, checks, reference"
-_KE = "the build names the legacy form's bounds ks / ke: rename the wrapper parameters"
+_KE = ("the build names the legacy fp8_mqa_logits bounds ks / ke (ours: cu_seq_len_k_start / cu_seq_len_k_end): "
+       "rename the wrapper parameters, keeping the long names as keyword aliases")
 _SCHEDULE_META = ("schedule_meta from get_mqa_logits_metadata: a `Tensor? schedule_meta=None` schema argument (the "
                   "reference needs no schedule)")
 _CLEAN_LOGITS = "the build defaults to clean_logits=False: change the wrapper default (callers relying on True change)"
@@ -116,7 +117,7 @@ PARAMETER_GAPS = {
     ("fp8_gemm_tt", "compiled_dims"): _COMPILED_DIMS,
     ("fp8_mqa_logits", "clean_logits"): _CLEAN_LOGITS,
     ("fp8_mqa_logits", "ke"): _KE,
-    ("fp8_mqa_logits", "ks"): _KS,
+    ("fp8_mqa_logits", "ks"): _KE,
     ("get_symm_buffer_for_mega_moe", "activation"): _MEGA,
     ("get_symm_buffer_for_mega_moe", "mma_type"): _MEGA,
     ("get_symm_buffer_for_mega_moe", "num_shared_experts"): _MEGA,
