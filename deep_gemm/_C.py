@@ -146,9 +146,15 @@ def get_jit() -> _JITRuntime:
     return runtime()
 
 
+def set_block_size_multiple_of(value, /) -> None:
+    """``deep_gemm.set_block_size_multiple_of`` without keywords (the pybind binding's form)."""
+    from .core.config import set_block_size_multiple_of as setter
+    setter(value)
+
+
 _DEFINED_HERE = frozenset({"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit",
                            "fp8_mega_moe", "get_symm_buffer_size_for_sm90_mega_moe",
-                           "slice_symm_buffer_for_sm90_mega_moe"})
+                           "slice_symm_buffer_for_sm90_mega_moe", "set_block_size_multiple_of"})
 
 # Every public op (aliases included) of the schema table that this module does not define itself.
 _FORWARDED = frozenset(name for name in _SCHEMAS

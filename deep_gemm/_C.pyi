@@ -4,18 +4,22 @@
 
 import torch
 from deep_gemm.core.runtime import JITRuntime
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 __all__ = [
+    'batched_symm',
+    'batched_syrk',
     'bf16_gemm_nn',
     'bf16_gemm_nt',
     'bf16_gemm_tn',
     'bf16_gemm_tt',
+    'bf16_mega_gate',
     'bf16_mega_moe',
     'cublaslt_gemm_nn',
     'cublaslt_gemm_nt',
     'cublaslt_gemm_tn',
     'cublaslt_gemm_tt',
+    'cublaslt_nvfp4_gemm_nt',
     'einsum',
     'fp8_einsum',
     'fp8_fp4_gemm_nn',
@@ -25,6 +29,8 @@ __all__ = [
     'fp8_fp4_mega_moe',
     'fp8_fp4_mqa_logits',
     'fp8_fp4_paged_mqa_logits',
+    'fp8_fp4_paged_sparse_mqa_logits',
+    'fp8_fp4_sparse_mqa_logits',
     'fp8_gemm_nn',
     'fp8_gemm_nt',
     'fp8_gemm_nt_skip_head_mid',
@@ -33,16 +39,21 @@ __all__ = [
     'fp8_mega_moe',
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
+    'get_bf16_mega_gate_config',
     'get_block_m_for_mega_moe',
+    'get_deterministic_algorithms',
     'get_jit',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mk_alignment_for_contiguous_layout',
     'get_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mn_major_tma_aligned_tensor',
+    'get_mqa_logits_metadata',
     'get_num_sms',
     'get_paged_mqa_logits_metadata',
+    'get_paged_sparse_mqa_logits_metadata',
     'get_pdl',
     'get_ring_limit_for_mega_moe',
+    'get_sparse_mqa_logits_metadata',
     'get_symm_buffer_size_for_mega_moe',
     'get_symm_buffer_size_for_sm90_mega_moe',
     'get_tc_util',
@@ -51,6 +62,7 @@ __all__ = [
     'get_token_alignment_for_mega_moe',
     'init',
     'k_grouped_bf16_gemm_tn_contiguous',
+    'k_grouped_fp4_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_tn_contiguous',
     'm_grouped_bf16_gemm_nn_contiguous',
@@ -62,6 +74,7 @@ __all__ = [
     'm_grouped_fp8_gemm_nn_contiguous',
     'm_grouped_fp8_gemm_nt_contiguous',
     'm_grouped_fp8_gemm_nt_masked',
+    'mega_mhc',
     'mega_moe_pre_dispatch',
     'mega_moe_pre_dispatch_sm90',
     'set_block_size_multiple_of',
@@ -73,16 +86,21 @@ __all__ = [
     'slice_symm_buffer_for_sm90_mega_moe',
     'tf32_hc_prenorm_gemm',
     'transform_sf_into_required_layout',
+    'use_deterministic_algorithms',
 ]
 
+from deep_gemm import batched_symm as batched_symm
+from deep_gemm import batched_syrk as batched_syrk
 from deep_gemm import bf16_gemm_nn as bf16_gemm_nn
 from deep_gemm import bf16_gemm_nt as bf16_gemm_nt
 from deep_gemm import bf16_gemm_tn as bf16_gemm_tn
 from deep_gemm import bf16_gemm_tt as bf16_gemm_tt
+from deep_gemm import bf16_mega_gate as bf16_mega_gate
 from deep_gemm import cublaslt_gemm_nn as cublaslt_gemm_nn
 from deep_gemm import cublaslt_gemm_nt as cublaslt_gemm_nt
 from deep_gemm import cublaslt_gemm_tn as cublaslt_gemm_tn
 from deep_gemm import cublaslt_gemm_tt as cublaslt_gemm_tt
+from deep_gemm import cublaslt_nvfp4_gemm_nt as cublaslt_nvfp4_gemm_nt
 from deep_gemm import einsum as einsum
 from deep_gemm import fp8_einsum as fp8_einsum
 from deep_gemm import fp8_gemm_nn as fp8_fp4_gemm_nn
@@ -91,6 +109,8 @@ from deep_gemm import fp8_gemm_tn as fp8_fp4_gemm_tn
 from deep_gemm import fp8_gemm_tt as fp8_fp4_gemm_tt
 from deep_gemm import fp8_fp4_mqa_logits as fp8_fp4_mqa_logits
 from deep_gemm import fp8_fp4_paged_mqa_logits as fp8_fp4_paged_mqa_logits
+from deep_gemm import fp8_fp4_paged_sparse_mqa_logits as fp8_fp4_paged_sparse_mqa_logits
+from deep_gemm import fp8_fp4_sparse_mqa_logits as fp8_fp4_sparse_mqa_logits
 from deep_gemm import fp8_gemm_nn as fp8_gemm_nn
 from deep_gemm import fp8_gemm_nt as fp8_gemm_nt
 from deep_gemm import fp8_gemm_nt_skip_head_mid as fp8_gemm_nt_skip_head_mid
@@ -98,20 +118,26 @@ from deep_gemm import fp8_gemm_tn as fp8_gemm_tn
 from deep_gemm import fp8_gemm_tt as fp8_gemm_tt
 from deep_gemm import fp8_mqa_logits as fp8_mqa_logits
 from deep_gemm import fp8_paged_mqa_logits as fp8_paged_mqa_logits
+from deep_gemm import get_bf16_mega_gate_config as get_bf16_mega_gate_config
 from deep_gemm import get_block_m_for_mega_moe as get_block_m_for_mega_moe
+from deep_gemm import get_deterministic_algorithms as get_deterministic_algorithms
 from deep_gemm import get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor as get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor
 from deep_gemm import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
 from deep_gemm import get_mn_major_tma_aligned_packed_ue8m0_tensor as get_mn_major_tma_aligned_packed_ue8m0_tensor
 from deep_gemm import get_mn_major_tma_aligned_tensor as get_mn_major_tma_aligned_tensor
+from deep_gemm import get_mqa_logits_metadata as get_mqa_logits_metadata
 from deep_gemm import get_num_sms as get_num_sms
 from deep_gemm import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata
+from deep_gemm import get_paged_sparse_mqa_logits_metadata as get_paged_sparse_mqa_logits_metadata
 from deep_gemm import get_pdl as get_pdl
 from deep_gemm import get_ring_limit_for_mega_moe as get_ring_limit_for_mega_moe
+from deep_gemm import get_sparse_mqa_logits_metadata as get_sparse_mqa_logits_metadata
 from deep_gemm import get_symm_buffer_size_for_mega_moe as get_symm_buffer_size_for_mega_moe
 from deep_gemm import get_tc_util as get_tc_util
 from deep_gemm import get_theoretical_mk_alignment_for_contiguous_layout as get_theoretical_mk_alignment_for_contiguous_layout
 from deep_gemm import get_token_alignment_for_mega_moe as get_token_alignment_for_mega_moe
 from deep_gemm import k_grouped_bf16_gemm_tn_contiguous as k_grouped_bf16_gemm_tn_contiguous
+from deep_gemm import k_grouped_fp4_gemm_nt_contiguous as k_grouped_fp4_gemm_nt_contiguous
 from deep_gemm import k_grouped_fp8_gemm_nt_contiguous as k_grouped_fp8_gemm_nt_contiguous
 from deep_gemm import k_grouped_fp8_gemm_tn_contiguous as k_grouped_fp8_gemm_tn_contiguous
 from deep_gemm import m_grouped_bf16_gemm_nn_contiguous as m_grouped_bf16_gemm_nn_contiguous
@@ -123,9 +149,9 @@ from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_fp4_gemm_nt_
 from deep_gemm import m_grouped_fp8_gemm_nn_contiguous as m_grouped_fp8_gemm_nn_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_contiguous as m_grouped_fp8_gemm_nt_contiguous
 from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_masked
+from deep_gemm import mega_mhc as mega_mhc
 from deep_gemm import mega_moe_pre_dispatch as mega_moe_pre_dispatch
 from deep_gemm import mega_moe_pre_dispatch_sm90 as mega_moe_pre_dispatch_sm90
-from deep_gemm import set_block_size_multiple_of as set_block_size_multiple_of
 from deep_gemm import set_ignore_compile_dims as set_ignore_compile_dims
 from deep_gemm import set_mk_alignment_for_contiguous_layout as set_mk_alignment_for_contiguous_layout
 from deep_gemm import set_num_sms as set_num_sms
@@ -133,6 +159,7 @@ from deep_gemm import set_pdl as set_pdl
 from deep_gemm import set_tc_util as set_tc_util
 from deep_gemm import tf32_hc_prenorm_gemm as tf32_hc_prenorm_gemm
 from deep_gemm import transform_sf_into_required_layout as transform_sf_into_required_layout
+from deep_gemm import use_deterministic_algorithms as use_deterministic_algorithms
 
 def bf16_mega_moe(
     y: torch.Tensor,
@@ -233,6 +260,8 @@ def get_symm_buffer_size_for_sm90_mega_moe(
 def get_tma_aligned_size(x: int, element_size: int, /) -> int: ...
 
 def init(library_root_path: str, cuda_home_path_by_python: str, /) -> None: ...
+
+def set_block_size_multiple_of(value: Any, /) -> None: ...
 
 def slice_symm_buffer_for_sm90_mega_moe(
     buffer: torch.Tensor,

@@ -15,20 +15,29 @@ __all__ = [
     'align',
     'autotune_enabled',
     'backends',
+    'batched_symm',
+    'batched_syrk',
+    'bench_kineto',
     'bf16_gemm_nn',
     'bf16_gemm_nt',
     'bf16_gemm_tn',
     'bf16_gemm_tt',
     'bf16_m_grouped_gemm_nt_masked',
+    'bf16_mega_gate',
     'bf16_mega_moe',
+    'calc_diff',
     'cast_back_from_fp4',
+    'cast_back_from_fp8',
+    'cast_to_ue4m3',
     'ceil_div',
     'ceil_to_ue8m0',
     'cublaslt_gemm_nn',
     'cublaslt_gemm_nt',
     'cublaslt_gemm_tn',
     'cublaslt_gemm_tt',
+    'cublaslt_nvfp4_gemm_nt',
     'einsum',
+    'fp4_gemm_nt',
     'fp8_einsum',
     'fp8_fp4_gemm_nn',
     'fp8_fp4_gemm_nt',
@@ -37,6 +46,8 @@ __all__ = [
     'fp8_fp4_mega_moe',
     'fp8_fp4_mqa_logits',
     'fp8_fp4_paged_mqa_logits',
+    'fp8_fp4_paged_sparse_mqa_logits',
+    'fp8_fp4_sparse_mqa_logits',
     'fp8_gemm_nn',
     'fp8_gemm_nt',
     'fp8_gemm_nt_skip_head_mid',
@@ -47,8 +58,10 @@ __all__ = [
     'fp8_mqa_logits',
     'fp8_paged_mqa_logits',
     'gemm_fp8_fp8_bf16_nt',
+    'get_bf16_mega_gate_config',
     'get_block_m_for_mega_moe',
     'get_col_major_tma_aligned_tensor',
+    'get_deterministic_algorithms',
     'get_jit',
     'get_k_alignment_for_contiguous_layout',
     'get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor',
@@ -56,10 +69,13 @@ __all__ = [
     'get_mk_alignment_for_contiguous_layout',
     'get_mn_major_tma_aligned_packed_ue8m0_tensor',
     'get_mn_major_tma_aligned_tensor',
+    'get_mqa_logits_metadata',
     'get_num_sms',
     'get_paged_mqa_logits_metadata',
+    'get_paged_sparse_mqa_logits_metadata',
     'get_pdl',
     'get_ring_limit_for_mega_moe',
+    'get_sparse_mqa_logits_metadata',
     'get_symm_buffer_for_mega_moe',
     'get_symm_buffer_for_sm90_mega_moe',
     'get_symm_buffer_size_for_mega_moe',
@@ -69,12 +85,15 @@ __all__ = [
     'get_token_alignment_for_mega_moe',
     'init_dist',
     'k_grouped_bf16_gemm_tn_contiguous',
+    'k_grouped_fp4_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_nt_contiguous',
     'k_grouped_fp8_gemm_tn_contiguous',
     'legacy',
     'm_grouped_bf16_gemm_nn_contiguous',
     'm_grouped_bf16_gemm_nt_contiguous',
     'm_grouped_bf16_gemm_nt_masked',
+    'm_grouped_fp4_gemm_nt_contiguous',
+    'm_grouped_fp4_gemm_nt_masked',
     'm_grouped_fp8_fp4_gemm_nn_contiguous',
     'm_grouped_fp8_fp4_gemm_nt_contiguous',
     'm_grouped_fp8_fp4_gemm_nt_masked',
@@ -83,15 +102,18 @@ __all__ = [
     'm_grouped_fp8_gemm_nt_masked',
     'm_grouped_gemm_fp8_fp8_bf16_nt_contiguous',
     'm_grouped_gemm_fp8_fp8_bf16_nt_masked',
+    'mega_mhc',
     'mega_moe_pre_dispatch',
     'mega_moe_pre_dispatch_sm90',
     'nvfp4_mega_moe',
+    'pack_ue4m3_to_int',
     'pack_ue8m0_to_int',
     'per_block_cast_to_fp8',
     'per_channel_cast_to_fp8',
     'per_custom_dims_cast_to_fp8',
     'per_token_cast_to_fp4',
     'per_token_cast_to_fp8',
+    'per_token_cast_to_nvfp4',
     'set_autotune',
     'set_block_size_multiple_of',
     'set_ignore_compile_dims',
@@ -103,11 +125,14 @@ __all__ = [
     'tf32_hc_prenorm_gemm',
     'transform_scales_for_mega_moe',
     'transform_sf_into_required_layout',
+    'transform_ue4m3_sf_into_required_layout',
     'transform_weights_for_mega_moe',
     'transform_weights_for_mega_moe_sm90',
     'transpose_packed_fp4',
     'uneven_all_gather',
+    'unpack_ue4m3_from_int',
     'unpack_ue8m0_from_int',
+    'use_deterministic_algorithms',
     'utils',
     'warmup',
 ]
@@ -203,6 +228,21 @@ def autotune_enabled() -> bool: ...
 
 def backends(device: Optional[Union[int, str, torch.device]] = None) -> Dict[str, str]: ...
 
+def batched_symm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> None: ...
+
+def batched_syrk(a: torch.Tensor, d: torch.Tensor) -> None: ...
+
+def bench_kineto(
+    fn: Callable[[], object],
+    kernel_names: Union[str, Tuple[str, ...]],
+    num_tests: int = 30,
+    suppress_kineto_output: bool = False,
+    trace_path: Optional[str] = None,
+    flush_l2: bool = True,
+    with_multiple_kernels: bool = False,
+    barrier: Optional[Callable[[], object]] = None,
+) -> Union[float, Tuple[float, ...]]: ...
+
 def bf16_gemm_nn(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -235,6 +275,27 @@ def bf16_gemm_tt(
     compiled_dims: str = 'mn',
 ) -> None: ...
 
+def bf16_mega_gate(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    num_topk: int,
+    use_shared_as_routed: bool,
+    num_shared_experts: int,
+    routed_scaling_factor: float,
+    ep_rank: int,
+    scoring_func: str = 'identity',
+    mask: Optional[torch.Tensor] = None,
+    bias: Optional[torch.Tensor] = None,
+    image_bias: Optional[torch.Tensor] = None,
+    image_token_mask: Optional[torch.Tensor] = None,
+    fix_routing_mask: Optional[torch.Tensor] = None,
+    to_physical_map: Optional[torch.Tensor] = None,
+    logical_count: Optional[torch.Tensor] = None,
+    unmapped_topk_idx: Optional[torch.Tensor] = None,
+    force_random: Optional[torch.Tensor] = None,
+    out: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]: ...
+
 def bf16_mega_moe(
     y: torch.Tensor,
     l1_weights: torch.Tensor,
@@ -254,12 +315,23 @@ def bf16_mega_moe(
     post_expert_norm_weight_first: bool = False,
 ) -> None: ...
 
+def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float: ...
+
 def cast_back_from_fp4(
     packed: torch.Tensor,
     sf: torch.Tensor,
     gran_k: int = 128,
     use_packed_ue8m0: bool = False,
 ) -> torch.Tensor: ...
+
+def cast_back_from_fp8(
+    x_fp8: torch.Tensor,
+    sf: torch.Tensor,
+    gran_k: int = 128,
+    use_packed_ue8m0: bool = False,
+) -> torch.Tensor: ...
+
+def cast_to_ue4m3(x: torch.Tensor) -> torch.Tensor: ...
 
 def ceil_div(x: int, y: int) -> int: ...
 
@@ -272,6 +344,13 @@ def cublaslt_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optio
 def cublaslt_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None: ...
 
 def cublaslt_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None: ...
+
+def cublaslt_nvfp4_gemm_nt(
+    a: Tuple[torch.Tensor, torch.Tensor],
+    b: Tuple[torch.Tensor, torch.Tensor],
+    d: torch.Tensor,
+    c: Optional[torch.Tensor] = None,
+) -> None: ...
 
 def einsum(
     expr: str,
@@ -337,6 +416,25 @@ def fp8_fp4_paged_mqa_logits(
     clean_logits: bool = False,
     logits_dtype: torch.dtype = torch.float32,
     indices: Optional[torch.Tensor] = None,
+) -> torch.Tensor: ...
+
+def fp8_fp4_paged_sparse_mqa_logits(
+    q: Tuple[torch.Tensor, Optional[torch.Tensor]],
+    kv_cache: torch.Tensor,
+    weights: torch.Tensor,
+    metadata: torch.Tensor,
+    num_max_sparse_blocks: int,
+    sparse_block_kv: int,
+) -> torch.Tensor: ...
+
+def fp8_fp4_sparse_mqa_logits(
+    q: Tuple[torch.Tensor, Optional[torch.Tensor]],
+    kv: Tuple[torch.Tensor, torch.Tensor],
+    weights: torch.Tensor,
+    metadata: torch.Tensor,
+    num_max_sparse_blocks: int,
+    sparse_block_kv: int,
+    use_unaligned_ks: bool = False,
 ) -> torch.Tensor: ...
 
 def fp8_gemm_nn(
@@ -437,6 +535,8 @@ def gemm_fp8_fp8_bf16_nt(
     out: torch.Tensor,
 ) -> None: ...
 
+def get_bf16_mega_gate_config(num_tokens: int, hidden: int, num_routed_experts: int, num_topk: int) -> dict: ...
+
 def get_block_m_for_mega_moe(
     num_ranks: int,
     num_experts: int,
@@ -448,6 +548,8 @@ def get_block_m_for_mega_moe(
 ) -> int: ...
 
 def get_col_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor: ...
+
+def get_deterministic_algorithms() -> bool: ...
 
 def get_jit() -> JITRuntime: ...
 
@@ -469,6 +571,13 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(
 
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor, /) -> torch.Tensor: ...
 
+def get_mqa_logits_metadata(
+    cu_seq_len_k_start: torch.Tensor,
+    cu_seq_len_k_end: torch.Tensor,
+    num_kv_tokens: int,
+    num_heads: int,
+) -> torch.Tensor: ...
+
 def get_num_sms() -> int: ...
 
 def get_paged_mqa_logits_metadata(
@@ -476,6 +585,16 @@ def get_paged_mqa_logits_metadata(
     block_kv: int,
     num_sms: int,
     indices: Optional[torch.Tensor] = None,
+) -> torch.Tensor: ...
+
+def get_paged_sparse_mqa_logits_metadata(
+    context_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    indices: torch.Tensor,
+    page_kv: int,
+    sparse_kv_block_indices: torch.Tensor,
+    qk_dtype: torch.dtype,
+    sparse_block_kv: int,
 ) -> torch.Tensor: ...
 
 def get_pdl() -> bool: ...
@@ -487,6 +606,16 @@ def get_ring_limit_for_mega_moe(
     num_ranks: int,
     /,
 ) -> Tuple[int, int]: ...
+
+def get_sparse_mqa_logits_metadata(
+    cu_seq_len_k_start: torch.Tensor,
+    cu_seq_len_k_end: torch.Tensor,
+    num_kv_tokens: int,
+    sparse_kv_block_indices: torch.Tensor,
+    qk_dtype: torch.dtype,
+    sparse_block_kv: int,
+    use_unaligned_ks: bool = False,
+) -> torch.Tensor: ...
 
 def get_symm_buffer_for_mega_moe(
     group: Any,
@@ -550,6 +679,18 @@ def k_grouped_bf16_gemm_tn_contiguous(
     ks_cpu: Optional[Sequence[int]],
     grouped_layout: torch.Tensor,
     c: Optional[torch.Tensor] = None,
+    compiled_dims: str = 'mn',
+    use_psum_layout: bool = False,
+) -> None: ...
+
+def k_grouped_fp4_gemm_nt_contiguous(
+    a: Tuple[torch.Tensor, torch.Tensor],
+    b: Tuple[torch.Tensor, torch.Tensor],
+    d: torch.Tensor,
+    ks: Optional[Sequence[int]],
+    grouped_layout: torch.Tensor,
+    c: Optional[torch.Tensor] = None,
+    recipe: Sequence[int] = (1, 1, 32),
     compiled_dims: str = 'mn',
     use_psum_layout: bool = False,
 ) -> None: ...
@@ -667,6 +808,36 @@ def m_grouped_gemm_fp8_fp8_bf16_nt_masked(
     expected_m: int,
 ) -> None: ...
 
+def mega_mhc(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    shifted_prev_mix: Optional[torch.Tensor],
+    post_mix: torch.Tensor,
+    comb_res_mix: torch.Tensor,
+    fn: torch.Tensor,
+    mix_scales: torch.Tensor,
+    mix_bases: torch.Tensor,
+    hc_mult: int,
+    hc_norm_eps: float,
+    hc_pre_eps: float,
+    hc_post_scale: float,
+    sinkhorn_eps: float,
+    num_sinkhorn_iters: int,
+    rmsnorm_weight: torch.Tensor,
+    rmsnorm_eps: float,
+    rmsnorm_scale: float,
+    new_residual: torch.Tensor,
+    new_prev_mix: Optional[torch.Tensor],
+    new_post_mix: torch.Tensor,
+    new_comb_res_mix: torch.Tensor,
+    y_bf16: Optional[torch.Tensor] = None,
+    y_fp8: Optional[torch.Tensor] = None,
+    y_gemm_sf: Optional[torch.Tensor] = None,
+    y_routed_sf: Optional[torch.Tensor] = None,
+    y_shared_sf: Optional[torch.Tensor] = None,
+    shared_sf_block_m: int = 0,
+) -> None: ...
+
 def mega_moe_pre_dispatch(
     x: torch.Tensor,
     topk_idx: torch.Tensor,
@@ -718,6 +889,8 @@ def nvfp4_mega_moe(
     post_expert_norm_weight_first: bool = False,
 ) -> None: ...
 
+def pack_ue4m3_to_int(x: torch.Tensor) -> torch.Tensor: ...
+
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor: ...
 
 def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> Tuple[torch.Tensor, torch.Tensor]: ...
@@ -748,9 +921,15 @@ def per_token_cast_to_fp8(
     use_packed_ue8m0: bool = False,
 ) -> Tuple[torch.Tensor, torch.Tensor]: ...
 
+def per_token_cast_to_nvfp4(
+    x: torch.Tensor,
+    gran_k: int = 16,
+    use_packed_ue4m3: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor]: ...
+
 def set_autotune(enable: bool) -> None: ...
 
-def set_block_size_multiple_of(multiple_of: Union[int, Sequence[int]], /) -> None: ...
+def set_block_size_multiple_of(value: Union[int, Sequence[int]]) -> None: ...
 
 def set_ignore_compile_dims(ignore: bool, /) -> None: ...
 
@@ -786,6 +965,8 @@ def transform_sf_into_required_layout(
     psum_layout: Optional[torch.Tensor] = None,
 ) -> torch.Tensor: ...
 
+def transform_ue4m3_sf_into_required_layout(sf: torch.Tensor, mn: int) -> torch.Tensor: ...
+
 def transform_weights_for_mega_moe(
     l1_weights: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
     l2_weights: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
@@ -806,11 +987,16 @@ def uneven_all_gather(
     group: Optional[torch.distributed.distributed_c10d.ProcessGroup] = None,
 ) -> torch.Tensor: ...
 
+def unpack_ue4m3_from_int(packed_sf: torch.Tensor) -> torch.Tensor: ...
+
 def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor: ...
+
+def use_deterministic_algorithms(enable: bool) -> None: ...
 
 def warmup(calls: Sequence[tuple], device: Optional[Union[str, torch.device]] = None) -> int: ...
 
 bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
+fp4_gemm_nt = fp8_gemm_nt
 fp8_fp4_gemm_nn = fp8_gemm_nn
 fp8_fp4_gemm_nt = fp8_gemm_nt
 fp8_fp4_gemm_tn = fp8_gemm_tn
@@ -818,6 +1004,8 @@ fp8_fp4_gemm_tt = fp8_gemm_tt
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+m_grouped_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
+m_grouped_fp4_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 m_grouped_fp8_fp4_gemm_nn_contiguous = m_grouped_fp8_gemm_nn_contiguous
 m_grouped_fp8_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
 m_grouped_fp8_fp4_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked

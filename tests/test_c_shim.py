@@ -16,7 +16,8 @@ EXTENSIONS = {"get_jit", "jit_cache_dir", "jit_num_compiled_kernels", "jit_clear
 LEGACY_OP_NAMES = sorted(n for n in SCHEMAS if not n.startswith("_") and n not in EXTENSIONS)
 # _C-only names that are not schema ops (get_jit is DeepGEMM's JIT-runtime accessor, returning the runtime object).
 C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit", "fp8_mega_moe",
-          "get_symm_buffer_size_for_sm90_mega_moe", "slice_symm_buffer_for_sm90_mega_moe"}
+          "get_symm_buffer_size_for_sm90_mega_moe", "slice_symm_buffer_for_sm90_mega_moe",
+          "set_block_size_multiple_of"}  # (the public one also takes `value=`; the binding's form is positional)
 
 # The names DeepGEMM's extension module defines (m.def / m.attr in its csrc at the spec's commit), plus get_jit.
 DEEPGEMM_C_NAMES = {
@@ -41,6 +42,13 @@ DEEPGEMM_C_NAMES = {
     # the SM90 Mega MoE of the DeepGEMM build SGLang 0.5.23 installs (its TORCH_LIBRARY ops)
     "fp8_mega_moe", "get_symm_buffer_size_for_sm90_mega_moe", "slice_symm_buffer_for_sm90_mega_moe",
     "mega_moe_pre_dispatch", "mega_moe_pre_dispatch_sm90", "get_block_m_for_mega_moe",
+} | {
+    # Added to DeepGEMM's TORCH_LIBRARY module by the build SGLang 0.5.23 installs (sgl-deep-gemm 0.2.3.post2).
+    "use_deterministic_algorithms", "get_deterministic_algorithms", "batched_syrk", "batched_symm",
+    "k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt",
+    "get_sparse_mqa_logits_metadata", "fp8_fp4_sparse_mqa_logits", "get_paged_sparse_mqa_logits_metadata",
+    "fp8_fp4_paged_sparse_mqa_logits", "get_bf16_mega_gate_config", "bf16_mega_gate", "mega_mhc",
+    "get_mqa_logits_metadata",
 }
 
 

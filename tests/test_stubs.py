@@ -24,6 +24,7 @@ import torch
 
 import deep_gemm
 from deep_gemm import _C
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.utils import (ceil_to_ue8m0, pack_ue8m0_to_int, per_block_cast_to_fp8, per_token_cast_to_fp4,
                              per_token_cast_to_fp8)
 
@@ -288,7 +289,7 @@ CASES: dict[str, Case] = {
     "warmup": _case(calls=[("fp8_gemm_nt", dict(m=1, n=128, k=128))], device="cpu"),
     "set_pdl": Case(lambda: dict(enable=deep_gemm.get_pdl())),
     "set_ignore_compile_dims": _case(ignore=False),
-    "set_block_size_multiple_of": _case(multiple_of=1),
+    "set_block_size_multiple_of": _case(value=1),
     "set_mk_alignment_for_contiguous_layout": Case(lambda: dict(
         alignment=deep_gemm.get_mk_alignment_for_contiguous_layout())),
     "get_theoretical_mk_alignment_for_contiguous_layout": _case(expected_m=256),
@@ -344,6 +345,68 @@ CASES: dict[str, Case] = {
     "get_block_m_for_mega_moe": _case(num_ranks=1, num_experts=8, num_max_tokens_per_rank=384, num_tokens=100,
                                       num_topk=2),
 }
+# Names of DeepGEMM's later API (sgl-deep-gemm 0.2.3.post2).
+CASES.update({
+    "use_deterministic_algorithms": Case(lambda: dict(enable=deep_gemm.get_deterministic_algorithms())),
+    "get_deterministic_algorithms": NO_ARGS,
+    "batched_syrk": Case(lambda: dict(a=torch.randn(2, 3, 5), d=torch.empty(2, 3, 3))),
+    "batched_symm": Case(lambda: dict(a=torch.eye(3).expand(2, 3, 3), b=torch.randn(2, 3, 4),
+                                      d=torch.empty(2, 3, 4))),
+    "bench_kineto": Case(lambda: dict(fn=lambda: None, kernel_names="gemm"), raises=(RuntimeError,), match="CUDA"),
+    "calc_diff": Case(lambda: dict(x=torch.ones(3), y=torch.ones(3))),
+    "k_grouped_fp4_gemm_nt_contiguous": Case(lambda: dict(
+        a=(torch.zeros(2, 32, dtype=torch.int8), torch.ones(2, 2)), b=(torch.zeros(3, 32, dtype=torch.int8),
+                                                                    torch.ones(2, 3)),
+        d=torch.empty(1, 2, 3), ks=[64], grouped_layout=torch.tensor([64], dtype=I32))),
+    "cublaslt_nvfp4_gemm_nt": Case(lambda: dict(
+        a=(torch.zeros(2, 16, dtype=torch.int8), torch.zeros(512, dtype=torch.uint8)),
+        b=(torch.zeros(3, 16, dtype=torch.int8), torch.zeros(512, dtype=torch.uint8)), d=torch.empty(2, 3))),
+    "get_sparse_mqa_logits_metadata": Case(lambda: dict(
+        cu_seq_len_k_start=torch.zeros(2, dtype=I32), cu_seq_len_k_end=torch.full((2,), 16, dtype=I32),
+        num_kv_tokens=16, sparse_kv_block_indices=torch.zeros(2, 4, dtype=I32), qk_dtype=torch.int8,
+        sparse_block_kv=8, use_unaligned_ks=False)),
+    "get_paged_sparse_mqa_logits_metadata": Case(lambda: dict(
+        context_lens=torch.full((2,), 16, dtype=I32), block_table=torch.zeros(2, 1, dtype=I32),
+        indices=torch.zeros(2, dtype=I32), page_kv=128, sparse_kv_block_indices=torch.zeros(2, 4, dtype=I32),
+        qk_dtype=torch.int8, sparse_block_kv=8)),
+    "fp8_fp4_sparse_mqa_logits": Case(lambda: dict(
+        q=(torch.zeros(2, 32, 64, dtype=torch.int8), torch.zeros(2, 32, dtype=I32)),
+        kv=(torch.zeros(16, 64, dtype=torch.int8), torch.zeros(16, dtype=I32)),
+        weights=torch.zeros(2, 32, dtype=BF16), metadata=torch.zeros(4 * (4 + 2 * 5), dtype=torch.uint8),
+        num_max_sparse_blocks=4, sparse_block_kv=8, use_unaligned_ks=False)),
+    "fp8_fp4_paged_sparse_mqa_logits": Case(lambda: dict(
+        q=(torch.zeros(2, 1, 32, 64, dtype=torch.int8), torch.zeros(2, 1, 32, dtype=I32)),
+        kv_cache=torch.zeros(1, 128, 1, 68, dtype=torch.uint8), weights=torch.zeros(2, 32, dtype=BF16),
+        metadata=torch.zeros(4 * (4 + 2 * 5), dtype=torch.uint8), num_max_sparse_blocks=4, sparse_block_kv=8)),
+    "get_bf16_mega_gate_config": _case(num_tokens=16, hidden=256, num_routed_experts=8, num_topk=2),
+    "bf16_mega_gate": Case(lambda: dict(
+        x=torch.zeros(2, 256, dtype=BF16), weight=torch.zeros(8, 256, dtype=BF16), num_topk=2,
+        use_shared_as_routed=True, num_shared_experts=1, routed_scaling_factor=1.0, ep_rank=0,
+        scoring_func="sigmoid", mask=torch.ones(2, dtype=torch.bool), bias=torch.zeros(8),
+        unmapped_topk_idx=torch.zeros(2, 2, dtype=torch.int64), force_random=torch.zeros(2, dtype=torch.bool),
+        out=(torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3)))),  # (paired optionals: tests/test_mega_gate)
+    "mega_mhc": Case(lambda: dict(
+        x=torch.zeros(1, 1024, dtype=BF16), residual=torch.zeros(1, 4, 1024, dtype=BF16),
+        shifted_prev_mix=torch.zeros(1, 4, 1), post_mix=torch.zeros(1, 4, 1), comb_res_mix=torch.zeros(1, 4, 4),
+        fn=torch.zeros(24, 4096), mix_scales=torch.ones(3), mix_bases=torch.zeros(24), hc_mult=4,
+        hc_norm_eps=1e-6, hc_pre_eps=1e-6, hc_post_scale=2.0, sinkhorn_eps=1e-6, num_sinkhorn_iters=2,
+        rmsnorm_weight=torch.ones(1024, dtype=BF16), rmsnorm_eps=1e-6, rmsnorm_scale=1.0,
+        new_residual=torch.zeros(1, 4, 1024, dtype=BF16), new_prev_mix=torch.zeros(1, 4, 1),
+        new_post_mix=torch.zeros(1, 4, 1), new_comb_res_mix=torch.zeros(1, 4, 4),
+        y_bf16=None, y_fp8=None, y_gemm_sf=None, y_routed_sf=None, y_shared_sf=None, shared_sf_block_m=0),
+        # every keyword bound; no output asked for, so it raises (outputs are tested in tests/test_mega_mhc.py)
+        raises=(DeepGEMMError,), match="at least one output"),
+    "get_mqa_logits_metadata": Case(lambda: dict(cu_seq_len_k_start=torch.zeros(2, dtype=I32),
+                                                 cu_seq_len_k_end=torch.full((2,), 9, dtype=I32), num_kv_tokens=9,
+                                                 num_heads=32)),
+    "cast_to_ue4m3": Case(lambda: dict(x=torch.rand(2, 4))),
+    "pack_ue4m3_to_int": Case(lambda: dict(x=torch.rand(2, 4))),
+    "unpack_ue4m3_from_int": Case(lambda: dict(packed_sf=torch.zeros(2, 1, dtype=I32))),
+    "per_token_cast_to_nvfp4": Case(lambda: dict(x=torch.randn(2, 64), gran_k=16, use_packed_ue4m3=True)),
+    "transform_ue4m3_sf_into_required_layout": Case(lambda: dict(sf=torch.rand(4, 4), mn=4)),
+    "cast_back_from_fp8": Case(lambda: dict(x_fp8=torch.zeros(2, 128, dtype=torch.float8_e4m3fn),
+                                            sf=torch.ones(2, 1), gran_k=128, use_packed_ue8m0=False)),
+})
 # _C functions whose legacy signature differs from the public function of the same name.
 C_CASES: dict[str, Case] = {
     "init": _case(library_root_path="/opt/deep_gemm", cuda_home_path_by_python="/usr/local/cuda"),

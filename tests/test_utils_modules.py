@@ -37,6 +37,13 @@ MATH_SIGNATURES = {
     "per_token_cast_to_fp4": "(x, use_ue8m0, gran_k=128, use_packed_ue8m0=False)",
     "transpose_packed_fp4": "(a)",
     "cast_back_from_fp4": "(packed, sf, gran_k=128, use_packed_ue8m0=False)",
+    # added by DeepGEMM 0.2.3 (sgl-deep-gemm 0.2.3.post2)
+    "cast_to_ue4m3": "(x)",
+    "pack_ue4m3_to_int": "(x)",
+    "unpack_ue4m3_from_int": "(packed_sf)",
+    "per_token_cast_to_nvfp4": "(x, gran_k=16, use_packed_ue4m3=False)",
+    "transform_ue4m3_sf_into_required_layout": "(sf, mn)",
+    "cast_back_from_fp8": "(x_fp8, sf, gran_k=128, use_packed_ue8m0=False)",
 }
 LAYOUT_NAMES = {
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",

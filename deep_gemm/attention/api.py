@@ -101,7 +101,8 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     block_kv : int
         Tokens per KV-cache page, 32 or 64 (DeepGEMM's SM90 kernel: 64). The split size is 256 tokens regardless.
     num_sms : int
-        SMs the paged kernel will run on; must equal ``get_num_sms()`` at that time.
+        SMs the paged kernel will run on; must equal ``get_num_sms()`` at that time. 0 is taken only while
+        ``get_num_sms()`` is 0 (no GPU, no ``set_num_sms``): a one-SM schedule for the CPU reference.
     indices : None
         Varlen request ids (DeepGEMM SM100) are not supported; must be None.
 
@@ -117,7 +118,18 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     -------
     >>> meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, 64, deep_gemm.get_num_sms())
     """
-    return _ops.get_paged_mqa_logits_metadata.default(context_lens, int(block_kv), int(num_sms), indices)
+    num_sms = int(num_sms)
+    if num_sms == 0 and _no_device_sm_count():
+        # DeepGEMM's own pattern, get_paged_mqa_logits_metadata(..., get_num_sms()), on a machine without a GPU:
+        # get_num_sms() is 0 there. Schedule for one SM; the CPU reference reads no schedule, and the logits op
+        # accepts any [N + 1, 2] schedule while get_num_sms() is 0.
+        num_sms = 1
+    return _ops.get_paged_mqa_logits_metadata.default(context_lens, int(block_kv), num_sms, indices)
+
+
+def _no_device_sm_count() -> bool:
+    from ..core.runtime import get_num_sms
+    return get_num_sms() == 0
 
 
 def fp8_fp4_paged_mqa_logits(q: QPair, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,

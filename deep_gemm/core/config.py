@@ -69,12 +69,13 @@ def set_ignore_compile_dims(ignore: bool, /) -> None:
     _ops.set_ignore_compile_dims(ignore)
 
 
-def set_block_size_multiple_of(multiple_of: Union[int, Sequence[int]], /) -> None:
-    """Constrain BLOCK_M and BLOCK_N to multiples: an int applies to both, a pair ``(m, n)`` to each."""
-    if isinstance(multiple_of, int):
-        block_m, block_n = multiple_of, multiple_of
+def set_block_size_multiple_of(value: Union[int, Sequence[int]]) -> None:
+    """Constrain BLOCK_M and BLOCK_N to multiples: an int applies to both, a pair ``(m, n)`` to each. ``value`` may
+    be passed by keyword, as DeepGEMM's Python wrapper names it (``deep_gemm._C``'s form is positional-only)."""
+    if isinstance(value, int):
+        block_m, block_n = value, value
     else:  # (m, n), or DeepGEMM's one-element [x]
-        values = list(multiple_of)
+        values = list(value)
         block_m, block_n = values[0], values[-1]
     _ops.set_block_size_multiple_of(block_m, block_n)
 

@@ -193,6 +193,61 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
          "int group_size=128, float routed_scaling_factor=1.) -> ()",
          "BF16 tokens -> the SM90 buffer's FP8 x / FP32 per-128 x_sf, weights times routed_scaling_factor"),
     ],
+    "determinism": [
+        ("use_deterministic_algorithms(bool enable) -> ()",
+         "library-wide deterministic mode: reduction order independent of the batch size"),
+        ("get_deterministic_algorithms() -> bool", "deterministic-mode flag (default False)"),
+    ],
+    "symmetric": [
+        ("batched_syrk(Tensor a, Tensor(d!) d) -> ()", "D[i] = A[i] @ A[i].T, [B,M,K] or [M,K], BF16/FP32"),
+        ("batched_symm(Tensor a, Tensor b, Tensor(d!) d) -> ()", "D[i] = A[i] @ B[i] with A[i] symmetric [M,M]"),
+    ],
+    "fp4_gemm": [
+        ("k_grouped_fp4_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d, int[]? ks, "
+         'Tensor grouped_layout, Tensor? c=None, int[] recipe=[1, 1, 32], str compiled_dims="mn", '
+         "bool use_psum_layout=False) -> ()",
+         "MoE weight gradient on packed E2M1 [M, sum K/2] / [N, sum K/2] with UE8M0 scales per 32 K"),
+        ("cublaslt_nvfp4_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d, Tensor? c=None) -> ()",
+         "NVFP4 GEMM: E2M1 operands, UE4M3 scales per 16 K in cuBLASLt's tiled layout"),
+    ],
+    "sparse_attention": [
+        ("get_sparse_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, int num_kv_tokens, "
+         "Tensor sparse_kv_block_indices, ScalarType qk_dtype, int sparse_block_kv, bool use_unaligned_ks=False) "
+         "-> Tensor", "DeepSeek V4 indexer: per-row selected KV blocks resolved to token starts (opaque uint8)"),
+        ("get_paged_sparse_mqa_logits_metadata(Tensor context_lens, Tensor block_table, Tensor indices, "
+         "int page_kv, Tensor sparse_kv_block_indices, ScalarType qk_dtype, int sparse_block_kv) -> Tensor",
+         "paged form: logical blocks through the block table (opaque uint8)"),
+        ("fp8_fp4_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor weights, "
+         "Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv, bool use_unaligned_ks=False) -> Tensor",
+         "BF16 logits [rows, blocks * sparse_block_kv] over each row's selected KV blocks"),
+        ("fp8_fp4_paged_sparse_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, "
+         "Tensor metadata, int num_max_sparse_blocks, int sparse_block_kv) -> Tensor",
+         "BF16 logits over selected blocks of a paged fused KV cache"),
+    ],
+    "mega_gate": [
+        ("get_bf16_mega_gate_config(int num_tokens, int hidden, int num_routed_experts, int num_topk) "
+         "-> Dict(str, int)", "the SM100 mega gate's launch configuration (informational)"),
+        ("bf16_mega_gate(Tensor x, Tensor weight, int num_topk, bool use_shared_as_routed, int num_shared_experts, "
+         'float routed_scaling_factor, int ep_rank, str scoring_func="identity", Tensor? mask=None, '
+         "Tensor? bias=None, Tensor? image_bias=None, Tensor? image_token_mask=None, Tensor? fix_routing_mask=None, "
+         "Tensor? to_physical_map=None, Tensor? logical_count=None, Tensor(u!)? unmapped_topk_idx=None, "
+         "Tensor? force_random=None, Tensor(i!)? out_idx=None, Tensor(w!)? out_weights=None) -> (Tensor, Tensor)",
+         "fused MoE gate: x @ W.T, scoring, biased top-k, shared-as-routed experts, EP replica mapping"),
+    ],
+    "mega_mhc": [
+        ("mega_mhc(Tensor x, Tensor residual, Tensor? shifted_prev_mix, Tensor post_mix, Tensor comb_res_mix, "
+         "Tensor fn, Tensor mix_scales, Tensor mix_bases, int hc_mult, float hc_norm_eps, float hc_pre_eps, "
+         "float hc_post_scale, float sinkhorn_eps, int num_sinkhorn_iters, Tensor rmsnorm_weight, "
+         "float rmsnorm_eps, float rmsnorm_scale, Tensor(r!) new_residual, Tensor(p!)? new_prev_mix, "
+         "Tensor(o!) new_post_mix, Tensor(c!) new_comb_res_mix, Tensor(y!)? y_bf16=None, Tensor(f!)? y_fp8=None, "
+         "Tensor(g!)? y_gemm_sf=None, Tensor(u!)? y_routed_sf=None, Tensor(s!)? y_shared_sf=None, "
+         "int shared_sf_block_m=0) -> ()",
+         "fused mHC step: route post-mix, projection + Sinkhorn mixes, RMSNorm with BF16 / FP8 outputs"),
+    ],
+    "mqa_metadata": [
+        ("get_mqa_logits_metadata(Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, int num_kv_tokens, "
+         "int num_heads) -> Tensor", "per-SM split-K schedule of the contiguous-KV indexer logits (int32 words)"),
+    ],
 }
 
 # Extra dispatcher names: alias -> canonical op (same schema body, same kernels).

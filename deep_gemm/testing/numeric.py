@@ -11,6 +11,10 @@ def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
     0 for identical tensors, about ``relative_error^2 / 2`` for small differences; a wrong sign or scale pushes it
     towards 1 and beyond.
     """
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            from ..core.errors import DeepGEMMError
+            raise DeepGEMMError(f"{name}: expected a tensor, got {type(t).__name__}")
     x, y = x.double(), y.double()
     denominator = (x * x + y * y).sum()
     if denominator == 0:

@@ -1,0 +1,89 @@
+"""DeepGEMM's library-wide deterministic mode: ``use_deterministic_algorithms`` / ``get_deterministic_algorithms``.
+
+DeepGEMM binds both as ``torch.ops.deep_gemm`` ops taking keywords (``enable``); so do we. The flag lives with the
+runtime knobs: setting it bumps the knobs' version, so memoised checks and launch plans keyed on that version are
+rebuilt after a change.
+
+What the flag means, kernel by kernel (today it is recorded and reported; the plans that would read it are listed so
+that the change that wires it touches exactly these):
+
+* Every deep_gemm kernel is already run-to-run deterministic: split-K partial tiles are reduced by the last
+  arriving CTA in slot order (``gemm/kernels/*``, ``einsum/kernels.py``, ``hyperconnection/kernels.py``), never with
+  floating-point atomics. What changes with the shape is the *order* of the K reduction, because the plans pick a
+  split-K factor from M, N, K and the SM budget:
+
+  - FP8 / BF16 GEMMs (``gemm/fp8_plan.py``, ``gemm/bf16_triton.py``): split-K and the warp-specialised kernel's
+    split tail tiles. Deterministic mode would pin split = 1, so a row's result does not depend on M (batch
+    invariance, what SGLang's batch-invariant mode asks of it);
+  - ``einsum`` ``bmk,bnk->mn`` (``einsum/kernels.py``): the split over the batch dimension ``b``;
+  - ``tf32_hc_prenorm_gemm`` without ``num_splits`` (``hyperconnection/hc_plan.py``): the small-M K split.
+
+* DeepGEMM itself additionally avoids cuBLASLt in ``einsum('bhr,hdr->bhd')`` / ``'bhd,hdr->bhr'`` under this mode;
+  our einsum never calls a vendor BLAS there, so nothing changes for it.
+
+The CPU references sum in FP64 in one fixed order and are unaffected.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+
+from .core.registry import register
+from .core.runtime import _STATE
+
+__all__ = ["use_deterministic_algorithms", "get_deterministic_algorithms"]
+
+_ops = torch.ops.deep_gemm
+_FLAG = {"enabled": False}
+
+
+def _set(enable: bool) -> None:
+    if not isinstance(enable, bool):
+        from .core.errors import DeepGEMMError
+        raise DeepGEMMError(f"enable: expected a bool, got {type(enable).__name__}")
+    with _STATE.lock:
+        _FLAG["enabled"] = enable
+        _STATE.version += 1
+
+
+def _get() -> bool:
+    with _STATE.lock:
+        return _FLAG["enabled"]
+
+
+def deterministic() -> bool:
+    """The flag as kernels' plans read it (no dispatcher call)."""
+    return _FLAG["enabled"]
+
+
+def use_deterministic_algorithms(enable: bool) -> None:
+    """Ask every deep_gemm kernel for a reduction order independent of the problem's batch size (see the module
+    docstring for which kernels that concerns). Process-wide; default off, as DeepGEMM."""
+    _ops.use_deterministic_algorithms(enable)
+
+
+def get_deterministic_algorithms() -> bool:
+    """Whether deterministic mode is on."""
+    if torch.compiler.is_compiling():
+        return _FLAG["enabled"]  # (Dynamo guards on the value read; it cannot enter the lock)
+    return _ops.get_deterministic_algorithms()
+
+
+def _no_check(*_args) -> None:
+    return None
+
+
+def _use_reference(enable):
+    _set(enable)
+
+
+def _get_reference():
+    return _get()
+
+
+_use_reference.__name__ = "use_deterministic_algorithms"
+_get_reference.__name__ = "get_deterministic_algorithms"
+register("use_deterministic_algorithms", check=_no_check, reference=_use_reference)
+register("get_deterministic_algorithms", check=_no_check, reference=_get_reference)
+_register_effectful_op(_ops.use_deterministic_algorithms.default, _EffectType.ORDERED)
