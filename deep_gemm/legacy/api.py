@@ -22,7 +22,7 @@ from ..core.errors import fail, require
 from ..core.first_import import ensure_triton
 from ..utils.numeric import ceil_div
 from . import reference
-from .plan import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile
+from .plan import K_GROUPED_TILE, M_GROUPED_TILE, NO_OVERRIDES, LegacyOverrides
 
 __all__ = [
     "m_grouped_bf16_gemm_nt_contiguous_tl", "m_grouped_bf16_gemm_nn_contiguous_tl",
@@ -30,7 +30,7 @@ __all__ = [
     "a_fused_k_grouped_bf16_gemm_tn_contiguous_tl", "b_fused_k_grouped_bf16_gemm_tn_contiguous_tl",
 ]
 
-# The default tiles (tiles.py). The names below are today's values, kept for scripts that read them.
+# The default tiles (plan.py). The names below are today's values, kept for scripts that read them.
 BLOCK_N, BLOCK_K = M_GROUPED_TILE.block_n, M_GROUPED_TILE.block_k
 NUM_WARPS, NUM_STAGES = M_GROUPED_TILE.num_warps, M_GROUPED_TILE.num_stages
 M_GROUPED_MAX_BLOCK_M = M_GROUPED_TILE.block_m
@@ -77,9 +77,9 @@ def _block_m(max_block_m: int = M_GROUPED_TILE.block_m) -> int:
 
 
 def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor,
-               row_indices: torch.Tensor | None, tile: LegacyTile = M_GROUPED_TILE) -> None:
-    """b: [G, N, K] view (K-major for nt, N-major for nn). tile: the launch's tile (its block_m is an upper
-    bound, see plan.py)."""
+               row_indices: torch.Tensor | None, overrides: LegacyOverrides = NO_OVERRIDES) -> None:
+    """b: [G, N, K] view (K-major for nt, N-major for nn). The launch's tile: M_GROUPED_TILE unless overridden
+    (its block_m is an upper bound, see plan.py)."""
     _bf16("a", a, 2)
     _bf16("b", b, 3)
     _bf16("d", d, 2)
@@ -108,7 +108,7 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: tor
         return
     ensure_triton()
     from . import kernels
-    tile = tile.for_sm(arch.sm_of_tensor(a))
+    tile = (overrides.m_grouped_tile or M_GROUPED_TILE).for_sm(arch.sm_of_tensor(a))
     block_m = _block_m(tile.block_m)
     grid = (ceil_div(m, block_m) * ceil_div(n, tile.block_n),)
     # enable_fp_fusion: multiply-adds fused as the kernels were tested (Triton's default turns it off from 3.10)
@@ -167,7 +167,7 @@ def a_fused_m_grouped_bf16_gemm_nn_contiguous_tl(a: torch.Tensor, b: torch.Tenso
 
 
 def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: bool, gather_a: bool,
-               tile: LegacyTile = K_GROUPED_TILE) -> None:
+               overrides: LegacyOverrides = NO_OVERRIDES) -> None:
     if not isinstance(handle, (tuple, list)) or len(handle) != 3:
         fail(f"handle: expected a (k_indices, k_start, k_end) triple, got {type(handle).__name__}")
     k_indices, k_start, k_end = handle
@@ -196,7 +196,7 @@ def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, handle, acc: b
         return
     ensure_triton()
     from . import kernels
-    tile = tile.for_sm(arch.sm_of_tensor(a))
+    tile = (overrides.k_grouped_tile or K_GROUPED_TILE).for_sm(arch.sm_of_tensor(a))
     kernel = (kernels.a_fused_k_grouped_bf16_gemm_contiguous_tl_impl if gather_a
               else kernels.b_fused_k_grouped_bf16_gemm_contiguous_tl_impl)
     grid = (ceil_div(m, tile.block_m) * ceil_div(n, tile.block_n), groups)

@@ -1,7 +1,8 @@
 """The tile of a legacy kernel launch: block sizes, warps and pipeline stages, one frozen value per kernel kind.
 
-The public ``*_tl`` functions always use the defaults below; the internal helpers of ``api.py`` take another tile
-so that a sweep can time candidates without a global switch or a public keyword.
+The public ``*_tl`` functions always use the defaults below; the internal helpers of ``api.py`` take
+``LegacyOverrides`` (another tile) so that a sweep or a test can force candidates without a global switch or a public
+keyword.
 """
 
 from __future__ import annotations
@@ -55,3 +56,14 @@ class LegacyTile:
 # Today's tiles (scripts/compile_check_legacy.py: pipelined, no spills on sm_90a at 8 warps).
 M_GROUPED_TILE = LegacyTile(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
 K_GROUPED_TILE = LegacyTile(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class LegacyOverrides:
+    """Forced tiles for sweeps and tests (None = the kernel kind's default tile, M_GROUPED_TILE / K_GROUPED_TILE)."""
+
+    m_grouped_tile: LegacyTile | None = None
+    k_grouped_tile: LegacyTile | None = None
+
+
+NO_OVERRIDES = LegacyOverrides()

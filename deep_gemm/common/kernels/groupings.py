@@ -1,6 +1,7 @@
 """The grouping kinds of the GEMM kernels (their GROUPING constexpr), shared by the FP8 and BF16 tl.* and Gluon
-kernels, and the tl.* kernels' grouping preamble: where a masked tile lies (``masked_tile``), which rows of an
-M-grouped tile are stored and from which expert B comes (``grouped_rows``). The launchers name the kinds through their plans' ``GROUPING``, plain ints so that
+kernels, and the tl.* kernels' grouping preamble: a masked launch's tiles per group (``masked_tiles``), where a
+masked tile lies (``masked_tile``), which rows of an M-grouped tile are stored and from which expert B comes
+(``grouped_rows``). The launchers name the kinds through their plans' ``GROUPING``, plain ints so that
 importing the launchers does not import Triton; tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
 
 import triton
@@ -39,6 +40,18 @@ def grouped_rows(layout_ptr, off_m, offs_m, row_store, expert, NUM_GROUPS, GROUP
         if not ZERO_GAPS:
             row_store = row_valid
     return expert, row_valid, row_store
+
+
+@triton.jit
+def masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM: tl.constexpr, G_PAD: tl.constexpr):
+    """(g_idx, masked_m, tiles per group, running tile count, tiles) of a MASKED launch: group g has
+    cdiv(masked_m[g], BM) * num_n_blocks tiles, enumerated through an on-device prefix sum."""
+    g_idx = tl.arange(0, G_PAD)
+    masked = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+    group_tiles = tl.cdiv(masked, BM) * num_n_blocks
+    group_end = tl.cumsum(group_tiles, axis=0)
+    num_tiles = tl.sum(group_tiles, axis=0)
+    return g_idx, masked, group_tiles, group_end, num_tiles
 
 
 @triton.jit

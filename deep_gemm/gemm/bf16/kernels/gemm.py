@@ -55,7 +55,7 @@ import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from ....common.kernels.epilogue import store_tile
-from ....common.kernels.groupings import grouped_rows, masked_tile
+from ....common.kernels.groupings import grouped_rows, masked_tile, masked_tiles
 from ....common.kernels.tiles import tile_coords
 from ....common.kernels.uniform import tl_warp_uniform
 
@@ -138,11 +138,8 @@ def _bf16_gemm_kernel(
     split_from = SPLIT_FROM
     splits = SPLIT_K
     if GROUPING == MASKED:
-        g_idx = tl.arange(0, G_PAD)
-        masked = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        group_tiles = tl.cdiv(masked, BM) * num_n_blocks
-        group_end = tl.cumsum(group_tiles, axis=0)
-        num_tiles = tl.sum(group_tiles, axis=0)
+        g_idx, masked, group_tiles, group_end, num_tiles = masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM,
+                                                                        G_PAD)
         if SPLIT_K > 1:  # (every program computes the same values from the same masked_m)
             whole_waves = num_tiles // NUM_PROGRAMS * NUM_PROGRAMS
             last_wave = num_tiles - whole_waves

@@ -29,7 +29,7 @@ import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from ....common.kernels.epilogue import store_tile
-from ....common.kernels.groupings import grouped_rows, masked_tile
+from ....common.kernels.groupings import grouped_rows, masked_tile, masked_tiles
 from ....common.kernels.scaling import promote
 from ....common.kernels.tiles import tile_coords
 
@@ -88,12 +88,8 @@ def _fp8_gemm_kernel(
     num_kb = tl.cdiv(K, BK)
 
     if GROUPING == MASKED:
-        # Tiles of group g: cdiv(masked_m[g], BM) * num_n_blocks, enumerated through an on-device prefix sum.
-        g_idx = tl.arange(0, G_PAD)
-        masked = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        group_tiles = tl.cdiv(masked, BM) * num_n_blocks
-        group_end = tl.cumsum(group_tiles, axis=0)
-        num_tiles = tl.sum(group_tiles, axis=0)
+        g_idx, masked, group_tiles, group_end, num_tiles = masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM,
+                                                                        G_PAD)
     elif GROUPING == K_GROUPED:
         g_idx = tl.arange(0, G_PAD)
         ks = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)

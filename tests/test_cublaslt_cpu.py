@@ -2,9 +2,8 @@
 product, every layout, output dtype, accumulation form (none, c is d, distinct c) and FP8 operands.
 
 On CPU the launchers run directly on CPU tensors (torch.mm / addmm / _scaled_mm exist there, except the
-BF16 -> FP32 ``out_dtype`` overloads, which are CUDA-only: those cases are GPU tests). GPU tests (marked ``gpu``) also
-check that the launcher is exactly torch's own call (bit-identical output), that it is capturable in a CUDA graph,
-works under torch.compile(fullgraph=True), and that the dispatcher really runs it.
+BF16 -> FP32 ``out_dtype`` overloads, which are CUDA-only: those cases are in test_cublaslt_gpu.py, with the checks
+that the launcher is exactly torch's own call, capturable in a CUDA graph and compiled with torch.compile).
 """
 
 from __future__ import annotations
@@ -110,71 +109,3 @@ def test_output_with_row_padding_is_written_in_place():
     assert run_launcher("nt", a, b, d, None) is None
     assert calc_diff(d, a64 @ b64.T) < 1e-5
     assert torch.count_nonzero(buffer[:, 40:]) == 0
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# GPU
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_bf16_into_fp32_on_gpu(layout, accumulate):
-    m, n, k = 129, 4096, 7168
-    a, b, a64, b64 = operands(layout, m, n, k, torch.bfloat16)
-    d, c, c_value = output_and_accumulator((m, n), torch.float32, accumulate)
-    d, c = _on_device_pair(d, c, accumulate)
-    getattr(deep_gemm, f"cublaslt_gemm_{layout}")(a, b, d, c=c)
-    assert calc_diff(d, _on_device(c_value) + a64 @ b64.T) < 6e-7  # DeepGEMM's bound for cuBLASLt
-
-
-@pytest.mark.gpu
-def test_is_torchs_own_cublas_call():
-    # The wrapper adds nothing to the GEMM: bit-identical to calling torch directly.
-    a, b, _, _ = operands("nt", 4096, 2112, 7168, torch.bfloat16)
-    d = torch.empty(4096, 2112, dtype=torch.bfloat16, device="cuda")
-    deep_gemm.cublaslt_gemm_nt(a, b, d)
-    assert_bitwise_equal(d, torch.mm(a, b.t()), "cublaslt_gemm_nt vs torch.mm")
-    d.normal_()
-    expected = torch.addmm(d, a, b.t())
-    deep_gemm.cublaslt_gemm_nt(a, b, d, c=d)  # beta = 1 in place
-    assert_bitwise_equal(d, expected, "cublaslt_gemm_nt(c=d) vs torch.addmm")
-    assert deep_gemm.backends()["cublaslt_gemm_nt"].startswith("triton")
-
-
-@pytest.mark.gpu
-def test_fp8_on_gpu_matches_scaled_mm():
-    a, b, a64, b64 = operands("nt", 256, 512, 1024, FP8)
-    d = torch.empty(256, 512, dtype=torch.bfloat16, device="cuda")
-    deep_gemm.cublaslt_gemm_nt(a, b, d)
-    one = torch.ones((), device="cuda")
-    assert_bitwise_equal(d, torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16), "vs _scaled_mm")
-    assert calc_diff(d, a64 @ b64.T) < 1e-5
-
-
-@pytest.mark.gpu
-def test_cuda_graph_and_compile():
-    a, b, a64, b64 = operands("nt", 128, 256, 512, torch.bfloat16)
-    d = torch.zeros(128, 256, device="cuda")
-    fp8_a, fp8_b, f64_a, f64_b = operands("nt", 64, 128, 256, FP8)
-    d8 = torch.zeros(64, 128, dtype=torch.bfloat16, device="cuda")
-    deep_gemm.cublaslt_gemm_nt(a, b, d, c=d)  # warm-up outside capture (cuBLAS handles, unit scales)
-    deep_gemm.cublaslt_gemm_nt(fp8_a, fp8_b, d8)
-    d.zero_()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        deep_gemm.cublaslt_gemm_nt(a, b, d, c=d)
-        deep_gemm.cublaslt_gemm_nt(fp8_a, fp8_b, d8)
-    d.zero_()
-    for replay in range(1, 3):
-        graph.replay()
-        torch.cuda.synchronize()
-        assert calc_diff(d, replay * (a64 @ b64.T)) < 6e-7
-        assert calc_diff(d8, f64_a @ f64_b.T) < 1e-5
-
-    @torch.compile(fullgraph=True)
-    def f(a, b, d):
-        torch.ops.deep_gemm.cublaslt_gemm_nt(a, b, d)
-        return d * 2
-
-    out = f(a, b, torch.empty(128, 256, device="cuda"))
-    assert calc_diff(out, 2 * (a64 @ b64.T)) < 6e-7
