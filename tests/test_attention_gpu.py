@@ -142,6 +142,36 @@ def _prefill_with(cfg, q, kv, w, ks, ke, clean, max_k, dtype):
                                                    overrides=_prefill(cfg))
 
 
+def _gpu_paged_inputs(batch, next_n, h, d, avg_ctx, seed=0, one_dim=False):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    block_kv = 64
+    lens = torch.randint(int(0.7 * avg_ctx), int(1.3 * avg_ctx), (batch,), device="cuda", generator=g).int()
+    pages = (lens + block_kv - 1) // block_kv
+    max_pages = int(pages.max())
+    total = int(pages.sum())
+    pool = torch.randperm(total, device="cuda", generator=g).int()
+    table = torch.zeros(batch, max_pages, dtype=torch.int32, device="cuda")
+    starts = torch.cumsum(pages, 0) - pages
+    cols = torch.arange(max_pages, device="cuda")[None, :]
+    table = torch.where(cols < pages[:, None], pool[(starts[:, None] + cols).clamp(max=total - 1)], 0).int()
+    values = torch.randn(total, block_kv, d, device="cuda", generator=g)
+    sf = values.abs().amax(dim=2).clamp(min=1e-4) / 448.0
+    cache = torch.empty(total, block_kv * (d + 4), dtype=torch.uint8, device="cuda")
+    cache[:, :block_kv * d] = (values / sf[..., None]).to(FP8).view(torch.uint8).view(total, -1)
+    cache[:, block_kv * d:] = sf.view(torch.uint8).view(total, -1)
+    cache = cache.view(total, block_kv, 1, d + 4)
+    q = torch.randn(batch, next_n, h, d, device="cuda", generator=g).to(FP8)
+    w = torch.randn(batch * next_n, h, device="cuda", generator=g)
+    if one_dim:
+        context_lens = lens
+    else:
+        frac = torch.rand(batch, next_n, device="cuda", generator=g)
+        context_lens = ((lens[:, None] + 1) * frac).int()
+        context_lens[:, -1] = lens
+        context_lens = context_lens.contiguous()
+    return q, cache, w, context_lens, table, max_pages * block_kv
+
+
 @pytest.mark.parametrize("one_dim", [False, True], ids=["2d", "1d"])
 @pytest.mark.parametrize("batch,next_n,h,avg", [(64, 1, 64, 4096), (32, 2, 64, 8192), (16, 2, 32, 2048),
                                                 (8, 1, 32, 65536), (5, 3, 16, 1000)])
