@@ -20,7 +20,9 @@ for rel in ${TRITONS:-image}; do
   (
     if [ "$rel" != image ]; then
       site=/tmp/tsite-$rel; mkdir -p "$site" && tar -xJf ".triton-$rel/triton.tar.xz" -C "$site"
+      # Triton 3.9 asks for ptxas-blackwell on every target: the carried wheel has none, CUDA 13's ptxas serves.
       export PYTHONPATH=$site:$PYTHONPATH TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas \
+             TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas \
              TRITON_CUOBJDUMP_PATH=/usr/local/cuda/bin/cuobjdump TRITON_NVDISASM_PATH=/usr/local/cuda/bin/nvdisasm
     fi
     export TRITON_CACHE_DIR=/tmp/tcache-$rel
