@@ -36,7 +36,7 @@ import deep_gemm  # noqa: E402,F401
 import deep_gemm._triton.launch as launch_mod  # noqa: E402
 from deep_gemm._internals import torch_api  # noqa: E402
 from deep_gemm._ops import library  # noqa: E402
-from deep_gemm.gemm import fp8_triton  # noqa: E402
+from deep_gemm.gemm.fp8 import launch as fp8_launch  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 from launch_fakes import fake_compiled, kernel_descriptor_meta  # noqa: E402
 
