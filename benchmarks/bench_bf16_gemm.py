@@ -10,7 +10,7 @@ call with one timer (benchmarks/harness.py):
     python benchmarks/compare_providers.py $OUT/ours/bench_bf16_gemm.json $OUT/dg/bench_bf16_gemm.json
 
 ``--tables sweep`` (this package only) times forced plan choices (tile, kernel, split, ring) on the dense rows of
-``--ms`` (``--rows 4096x576x7168,128x576x7168``: only those rows), to tune bf16_plan.
+``--ms`` (``--rows 4096x576x7168,128x576x7168``: only those rows), to tune gemm/bf16/plan.py.
 """
 
 from __future__ import annotations
@@ -187,11 +187,11 @@ def _sweep_variants(m, n, k, sms, device="cuda"):
     tiles, last-wave split-K, split-K of M = 128 rows, deeper rings)."""
     from dataclasses import replace
 
-    from deep_gemm.gemm import bf16_plan, bf16_triton
-    from deep_gemm.gemm.bf16_plan import Bf16Config as C
-    from deep_gemm.gemm.bf16_plan import Bf16Overrides as O
+    from deep_gemm.gemm.bf16 import launch as bf16_launch, plan as bf16_plan
+    from deep_gemm.gemm.bf16.plan import Bf16Config as C
+    from deep_gemm.gemm.bf16.plan import Bf16Overrides as O
     d = torch.empty(m, n, device=device, dtype=BF16)
-    chosen = bf16_plan.plan(bf16_triton._call(0, m, n, k, 1, d, None, True, True, True))
+    chosen = bf16_plan.plan(bf16_launch._call(0, m, n, k, 1, d, None, True, True, True))
     out = [("plan", O()), ("plan-tl", O(ws=False))]
     if chosen is not None and chosen.kernel == "tl" and chosen.config.num_stages > 6:
         out.append(("plan-stages6", O(config=replace(chosen.config, num_stages=6))))
@@ -249,9 +249,9 @@ SWEEP_ROWS = _WORST + [r for r in ([(4096, n, k) for n, k in DENSE_NK] + [(128, 
 
 def bench_sweep(timer, results, ms, rows=None):
     """Forced plan choices on the dense rows (this package only): which tile, kernel, split and ring each row
-    should get (bf16_plan's cost model is fitted to these). ``rows``: only these (m, n, k) (None: every row of
+    should get (gemm/bf16/plan.py's cost model is fitted to these). ``rows``: only these (m, n, k) (None: every row of
     ``ms``)."""
-    from deep_gemm._ops.library import run_launcher
+    from deep_gemm.core.registry import run_launcher
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print("\n== sweep (forced plan choices on the dense rows) ==")
     for m, n, k in SWEEP_ROWS:

@@ -150,12 +150,14 @@ def bench_cublaslt(timer, rows):
 def sweep(timer, parts=("bmk", "bh", "fp8")):
     """Every tile config of the launchers on DeepGEMM's einsum rows (this package only); ``parts`` picks the
     expression families."""
-    from deep_gemm._ops.library import run_launcher
-    from deep_gemm.einsum import einsum_triton as et
+    from deep_gemm.core.registry import run_launcher
+    from deep_gemm.core.runtime import usable_sms
+    from deep_gemm.einsum import plan as et
+    from deep_gemm.einsum.plan import EinsumOverrides
     found = {}
     # bmk,bnk->mn first (the largest gap): the planned split and its neighbours, every reduction (the one-launch grid
     # reduction, the parallel second launch, the serial last arriver); the model's prediction beside each
-    # (einsum_triton.bmk_time_us) to refit its constants.
+    # (einsum/plan.py's bmk_time_us) to refit its constants.
     for s, m, n, k in (BMK_SHAPES if "bmk" in parts else ()):
         a = torch.randn((s, m, k), dtype=BF16, device="cuda")
         b = torch.randn((s, n, k), dtype=BF16, device="cuda")
@@ -163,7 +165,7 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
         ref = torch.bmm(a.float(), b.float().mT).sum(0)
         auto = et.bmk_plan(s, m, n, k)
         tiles = -(-m // auto.tile.block_m) * -(-n // auto.tile.block_n)
-        wave = max(1, min(s, et._num_sms() // tiles))
+        wave = max(1, min(s, usable_sms() // tiles))
         plans = [auto] + [et.BmkPlan(auto.tile, x, reduce) for x in sorted({wave, wave // 2, wave // 4, auto.splits})
                           for reduce in et.bmk_reductions() if x >= 1 and (x, reduce) != (auto.splits, auto.reduce)]
         plans += [et.BmkPlan(auto.tile, auto.splits, "parallel", rm) for rm in (2, 8, 16)]
@@ -172,13 +174,13 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
         for tile in et.BMK_CONFIGS:
             if tile != auto.tile:
                 tiles_alt = -(-m // tile.block_m) * -(-n // tile.block_n)
-                wave_alt = et.BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * et._num_sms()
+                wave_alt = et.BMK_PROGRAMS_PER_SM.get((tile.block_m, tile.block_n), 1) * usable_sms()
                 for x in sorted({max(1, min(s, wave_alt // tiles_alt)), max(1, wave_alt // tiles_alt // 2),
                                  auto.splits}):
                     plans += [et.BmkPlan(tile, x, "parallel"), et.BmkPlan(tile, x, "grid")]
         for plan in plans:
             def run(plan=plan):
-                run_launcher("einsum", "bmk,bnk->mn", a, b, d, launcher_kwargs=dict(config=plan))
+                run_launcher("einsum", "bmk,bnk->mn", a, b, d, launcher_kwargs=dict(overrides=EinsumOverrides(config=plan)))
             try:
                 t = timer(run)
             except Exception as error:  # noqa: BLE001
@@ -200,7 +202,7 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
                                    True)
             for cfg in et.BH_CONFIGS:
                 def run(cfg=cfg):
-                    run_launcher("einsum", expr, x, y, z, launcher_kwargs=dict(config=cfg))
+                    run_launcher("einsum", expr, x, y, z, launcher_kwargs=dict(overrides=EinsumOverrides(config=cfg)))
                 try:
                     t = timer(run)
                 except Exception as error:  # noqa: BLE001
@@ -214,9 +216,9 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
     h, r, d = 8, 4096, 1024
     for b_size in (FP8_BATCHES if "fp8" in parts else ()):
         x, y, xq, yq, z = fp8_inputs(b_size, h, r, d)
-        planned = et.fp8_config(h, b_size, d) if et._fp8_route(h, b_size) == "batched" else "per_entry"
+        planned = et.fp8_config(h, b_size, d) if et.fp8_route(h, b_size) == "batched" else "per_entry"
         for cfg in et.FP8_CONFIGS + ("per_entry",):
-            kwargs = dict(route=cfg) if cfg == "per_entry" else dict(config=cfg)
+            kwargs = dict(overrides=EinsumOverrides(route=cfg) if cfg == "per_entry" else EinsumOverrides(config=cfg))
 
             def run(kwargs=kwargs):
                 run_launcher("fp8_einsum", "bhr,hdr->bhd", xq[0], xq[1], yq[0], yq[1], z, launcher_kwargs=kwargs)

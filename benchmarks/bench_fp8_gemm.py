@@ -92,8 +92,8 @@ def geomean(xs):
 def _time_tl_only(timer, op_name, *args, **kwargs):
     """The op's time with the warp-specialised kernel off (the tl.* kernel only), in the same process: its CUDA
     launcher run with ``Fp8Overrides(ws_mode="off")``."""
-    from deep_gemm._ops.library import run_launcher
-    from deep_gemm.gemm.fp8_plan import Fp8Overrides
+    from deep_gemm.core.registry import run_launcher
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
     extra = dict(overrides=Fp8Overrides(ws_mode="off"))
     return timer(lambda: run_launcher(op_name, *args, launcher_kwargs=extra, **kwargs))
 
@@ -416,8 +416,8 @@ def _moe_k_grouped_rows(timer, results, shapes_list):
         c0 = d.clone()
         forms = {"default": lambda: deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, c=d)}
         if ours:
-            from deep_gemm._ops.library import run_launcher
-            from deep_gemm.gemm.fp8_plan import Fp8Overrides
+            from deep_gemm.core.registry import run_launcher
+            from deep_gemm.gemm.fp8.plan import Fp8Overrides
             extra = dict(overrides=Fp8Overrides(k_grouped_device_descriptors=False))
             forms["copied"] = lambda: run_launcher("k_grouped_fp8_gemm_nt_contiguous", a[0], a[1], b[0], b[1], d,
                                                      ks, layout, d, launcher_kwargs=extra)

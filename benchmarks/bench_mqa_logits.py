@@ -150,8 +150,8 @@ def run_paged(cases, dtypes, reps, results):
 def sweep(reps, results, prefill=True, paged=True, every=False, configs=None):
     """This package only: the prefill and paged kernels under a few configs (through the op's launcher). The paged
     configs compare the persistent kernel (the default) with the grid kernel (PAGED_GRID_CONFIG) in one process."""
-    from deep_gemm._ops.library import run_launcher
-    from deep_gemm.attention.triton_launch import PAGED_GRID_CONFIG, PagedConfig, PrefillConfig
+    from deep_gemm.core.registry import run_launcher
+    from deep_gemm.attention.plan import PAGED_GRID_CONFIG, AttentionOverrides, PagedConfig, PrefillConfig
     if prefill:
         _sweep_prefill(reps, results, run_launcher, PrefillConfig, every, configs)
     if paged:
@@ -182,8 +182,8 @@ def _sweep_prefill(reps, results, run_launcher, PrefillConfig, every=False, conf
         for cfg in prefill_cfgs:
             try:
                 t = kernel_times_by_name(lambda: run_launcher("fp8_fp4_mqa_logits", q, None, kv[0], kv[1], w, ks, ke,
-                                                              False, 0, torch.float32,
-                                                              launcher_kwargs=dict(config=cfg)),
+                                                              False, 0, torch.float32, launcher_kwargs=dict(
+                                                                  overrides=AttentionOverrides(prefill=cfg))),
                                          ("mqa_logits",), reps=reps)["mqa_logits"]
             except Exception as exc:  # noqa: BLE001
                 print(f" > sweep prefill {cfg}: ERR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
@@ -218,7 +218,8 @@ def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa
             try:
                 t = kernel_times_by_name(lambda: run_launcher("fp8_fp4_paged_mqa_logits", q, None, cache, w, lens2d,
                                                               table, meta, max_len, False, torch.float32, None,
-                                                              launcher_kwargs=dict(config=cfg)),
+                                                              launcher_kwargs=dict(
+                                                                  overrides=AttentionOverrides(paged=cfg))),
                                          ("paged_mqa_logits",), reps=reps)["paged_mqa_logits"]
             except Exception as exc:  # noqa: BLE001
                 print(f" > sweep paged {cfg}: ERR {type(exc).__name__}: {str(exc)[:200]}", flush=True)

@@ -1,5 +1,5 @@
 """Host time per call of the public entry points, on CPU with the GPU stubbed out: the dispatcher path against the
-eager path (``_ops/library.eager_op``), per op of ``benchmarks/host_overhead.py``'s slow list.
+eager path (``_ops/eager.eager_op``), per op of ``benchmarks/host_overhead.py``'s slow list.
 
     python benchmarks/host_paths_cpu.py [--number N] [--rounds R] [--profile NAME]
 
@@ -49,10 +49,9 @@ from types import SimpleNamespace  # noqa: E402
 from triton.runtime import driver as triton_driver  # noqa: E402
 
 import deep_gemm  # noqa: E402
-import deep_gemm._triton.launch as launch_mod  # noqa: E402
+import deep_gemm.core.launch as launch_mod  # noqa: E402
 from deep_gemm._internals import torch_api  # noqa: E402
-from deep_gemm import runtime  # noqa: E402
-from deep_gemm._ops import library  # noqa: E402
+from deep_gemm.core import eager, registry, runtime  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 from launch_fakes import fake_compiled  # noqa: E402
 
@@ -62,11 +61,12 @@ _META = {"swizzle": 3, "elem_size": 1, "elem_type": 0, "block_size": [128, 128],
 
 def stub_gpu() -> None:
     """Every launch layer believes it runs on a GPU whose C launcher and descriptor encoder do nothing."""
+    interpreting, get_num_sms = launch_mod.interpreting, runtime.get_num_sms
     for mod in list(sys.modules.values()):
         if getattr(mod, "__name__", "").startswith("deep_gemm"):
-            if getattr(mod, "interpreting", None) is launch_mod.interpreting:
+            if getattr(mod, "interpreting", None) is interpreting:
                 mod.interpreting = lambda: False
-            if getattr(mod, "get_num_sms", None) is runtime.get_num_sms:
+            if getattr(mod, "get_num_sms", None) is get_num_sms:
                 mod.get_num_sms = lambda: 132
     launch_mod.interpreting = lambda: False
     torch.cuda.current_device = lambda: 0
@@ -78,7 +78,8 @@ def stub_gpu() -> None:
         entry = runtime.KERNEL_CACHE._entries.get(key)
         if entry is None:
             kernel = dict(zip(build.__code__.co_freevars, [c.cell_contents for c in build.__closure__]))["kernel"]
-            meta = {name: _META for name in kernel.arg_names if name.endswith("desc")}
+            # (sf_desc: the paged indexer passes its scales tensor itself unless the lean page loop reads them by TMA)
+            meta = {name: _META for name in kernel.arg_names if name.endswith("desc") and name != "sf_desc"}
             entry = runtime.KERNEL_CACHE._entries[key] = fake_compiled(kernel.arg_names, meta, c_launch)
             entry.n_regs, entry.metadata.shared = 128, 64 * 1024  # (what occupancy decisions read)
         return entry
@@ -88,11 +89,11 @@ def stub_gpu() -> None:
                                  fill_tma_descriptor_tiled=lambda *args: tensor_map))
     # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor): in the generic signature and in
     # the generated per-op ones (made at each op's first call, after this).
-    if hasattr(library, "_eager_signature"):
-        source = inspect.getsource(library._eager_signature).replace("not x.is_cuda", "x.is_cuda")
-        exec(compile(source, library.__file__, "exec"), library.__dict__)
-    if hasattr(library, "_EAGER_DEVICE_TEST"):
-        library._EAGER_DEVICE_TEST = "is_cpu"
+    if hasattr(eager, "_eager_signature"):
+        source = inspect.getsource(eager._eager_signature).replace("not x.is_cuda", "x.is_cuda")
+        exec(compile(source, eager.__file__, "exec"), eager.__dict__)
+    if hasattr(eager, "_EAGER_DEVICE_TEST"):
+        eager._EAGER_DEVICE_TEST = "is_cpu"
 
 
 def cases() -> dict:
@@ -179,15 +180,15 @@ _SCRATCH = torch.library.Library("deep_gemm_host_bench", "DEF")
 
 def dispatcher_op(name: str):
     """A torch.ops op of ``name``'s schema whose CPU kernel is ``name``'s CUDA kernel (binder, check, launcher)."""
-    schema = library.SCHEMAS[library.ALIASES.get(name, name)]
+    schema = registry.SCHEMAS[registry.ALIASES.get(name, name)]
     op_name = schema.split("(", 1)[0]
     if not hasattr(torch.ops.deep_gemm_host_bench, op_name):
-        kernels = library.kernels_of(name)
-        binder = library._Binder(schema)  # (these three calls exist in checkouts before the eager path too)
+        kernels = registry.kernels_of(name)
+        binder = registry._Binder(schema)  # (these three calls exist in checkouts before the eager path too)
         launcher = kernels.triton_fn()
         _SCRATCH.define(schema)
 
-        def cuda_kernel(*args, **kwargs):  # the op's CUDA kernel (_ops/library.register), for a Triton launcher
+        def cuda_kernel(*args, **kwargs):  # the op's CUDA kernel (core/registry.register), for a Triton launcher
             full = binder(args, kwargs)
             token = kernels.checked(full)
             out = launcher(*full, signature=token) if getattr(launcher, "accepts_signature", False) \
@@ -216,7 +217,7 @@ def main():
     args = parser.parse_args()
     stub_gpu()
     print(f"deep_gemm from {os.path.dirname(deep_gemm.__file__)}")
-    if not hasattr(library, "eager_op"):
+    if not hasattr(eager, "eager_op"):
         # A checkout without the eager path: its public functions would reach the CPU reference through the
         # dispatcher, so time what they reach on CUDA: the dispatcher op running the CUDA kernel (the public
         # function's own unpacking, ~1 us here, comes on top).
@@ -228,20 +229,20 @@ def main():
         return
     print(f"{'case':46s} {'kernel':>7s} {'dispatch':>8s} {'eager':>7s} {'public':>7s} {'before':>7s}  us/call")
     for label, (public, name, flat) in cases().items():
-        kernels = library.kernels_of(name)
+        kernels = registry.kernels_of(name)
         op = dispatcher_op(name)
-        eager = library.eager_op(name)
+        eager_fn = eager.eager_op(name)
 
         def kernel_path():
             full = kernels.binder(flat, {})
             return kernels.run_cuda(full, kernels.checked(full))
-        for fn in (kernel_path, lambda: op(*flat), lambda: eager(*flat), public):
+        for fn in (kernel_path, lambda: op(*flat), lambda: eager_fn(*flat), public):
             fn(), fn()  # compile stand-ins, record plans
         if args.profile and args.profile in label:
             prof = cProfile.Profile()
             prof.runcall(lambda: [public() for _ in range(20000)])
             pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-        t = best_us({"kernel": kernel_path, "dispatcher": lambda: op(*flat), "eager": lambda: eager(*flat),
+        t = best_us({"kernel": kernel_path, "dispatcher": lambda: op(*flat), "eager": lambda: eager_fn(*flat),
                      "public": public}, args.number, args.rounds)
         before = t["public"] - t["eager"] + t["dispatcher"]
         print(f"{label:46s} {t['kernel']:7.2f} {t['dispatcher']:8.2f} {t['eager']:7.2f} {t['public']:7.2f} "

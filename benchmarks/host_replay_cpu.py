@@ -7,7 +7,7 @@ by near-free stand-ins, so the numbers are the Python work of each layer: what a
 GPU host too (scaled by the hosts' single-thread speed). The real ``fill_tma_descriptor`` also costs more than the
 stand-in, so descriptor-cache hits save more there than measured here. Layers timed (best of interleaved rounds):
 
-* ``signature``  the op's memo key (``_ops/library._signature``);
+* ``signature``  the op's memo key (``core/registry._signature``);
 * ``checked``    memoised check (signature + lookup);
 * ``plan.run``   replay of the recorded launch down to the C launcher call;
 * ``launch_compiled``  the same launch without a plan (launchers that keep none, e.g. grouped GEMMs);
@@ -33,21 +33,21 @@ os.environ.pop("TRITON_INTERPRET", None)
 from triton.runtime import driver as triton_driver  # noqa: E402  (the DriverConfig object)
 
 import deep_gemm  # noqa: E402,F401
-import deep_gemm._triton.launch as launch_mod  # noqa: E402
+import deep_gemm.core.launch as launch_mod  # noqa: E402
 from deep_gemm._internals import torch_api  # noqa: E402
-from deep_gemm._ops import library  # noqa: E402
-from deep_gemm.gemm import fp8_triton  # noqa: E402
+from deep_gemm.core import registry  # noqa: E402
+from deep_gemm.gemm.fp8 import launch as fp8_launch  # noqa: E402
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 from launch_fakes import fake_compiled, kernel_descriptor_meta  # noqa: E402
 
 
 def stub_gpu():
     """Make the launch layer believe it runs on a GPU whose C launcher does nothing."""
-    fp8_triton.interpreting = launch_mod.interpreting = lambda: False
+    fp8_launch.interpreting = launch_mod.interpreting = lambda: False
     torch.cuda.current_device = lambda: 0
     torch_api.current_raw_stream = lambda index: 0
     launch_mod._ensure_context = lambda index: None
-    fp8_triton._num_sms = lambda: 132
+    fp8_launch.usable_sms = lambda: 132
     # A C-implemented callable that accepts any arguments and does nothing: the compiled launcher's stand-in.
     c_launch = "".format
     compiled = {}
@@ -55,8 +55,8 @@ def stub_gpu():
     def get(key):
         name = key[0]
         if name not in compiled:
-            kernel = fp8_triton._tl_kernel() if name == "fp8_gemm" else __import__(
-                "deep_gemm.gemm.kernels.fp8_gemm_ws", fromlist=["_"])._fp8_gemm_ws_kernel
+            kernel = fp8_launch._tl_kernel() if name == "fp8_gemm" else __import__(
+                "deep_gemm.gemm.fp8.kernels.gemm_ws", fromlist=["_"])._fp8_gemm_ws_kernel
             compiled[name] = fake_compiled(kernel.arg_names, kernel_descriptor_meta(kernel), c_launch)
         return compiled[name]
     launch_mod.KERNEL_CACHE.get = get
@@ -101,24 +101,24 @@ def main():
     a = per_token_cast_to_fp8(torch.randn(m, k, dtype=torch.bfloat16), use_ue8m0=False)
     b = per_block_cast_to_fp8(torch.randn(n, k, dtype=torch.bfloat16), use_ue8m0=False)
     d = torch.empty(m, n, dtype=torch.bfloat16)
-    kernels = library.kernels_of("fp8_gemm_nt")
-    binder = library._Binder(library.SCHEMAS["fp8_gemm_nt"])
+    kernels = registry.kernels_of("fp8_gemm_nt")
+    binder = registry._Binder(registry.SCHEMAS["fp8_gemm_nt"])
     call_args = (a[0], a[1], b[0], b[1], d)
     full = binder(call_args, {})
     launcher = kernels.triton_fn()
     sig = kernels.checked(full)
     launcher(*full, signature=sig)  # records the plan
-    (plan,) = fp8_triton.PLANS.values()
+    (plan,) = fp8_launch.PLANS.values()
     inputs = (a[0], a[1], b[0], b[1], d, None)
 
     def op_path():
         full = binder(call_args, {})
         launcher(*full, signature=kernels.checked(full))
-    env = dict(library=library, kernels=kernels, full=full, plan=plan, inputs=inputs, launcher=launcher, sig=sig,
+    env = dict(registry=registry, kernels=kernels, full=full, plan=plan, inputs=inputs, launcher=launcher, sig=sig,
                op_path=op_path, launch_mod=launch_mod, plan_args=_plan_arguments(plan, inputs))
     direct = getattr(plan, "direct", None) is not None
     print(f"deep_gemm from {os.path.dirname(deep_gemm.__file__)}; shape {m}x{n}x{k}; direct replay: {direct}")
-    layers = {"signature": "library._signature(full)", "checked": "kernels.checked(full)",
+    layers = {"signature": "registry._signature(full)", "checked": "kernels.checked(full)",
               "plan.run": "plan.run(inputs)",
               "launch_compiled": "launch_mod.launch_compiled(plan.compiled, plan.grid, plan_args, 0)",
               "launcher": "launcher(*full, signature=sig)", "op path": "op_path()"}

@@ -24,12 +24,11 @@ os.environ.pop("TRITON_INTERPRET", None)
 from triton.runtime import driver as triton_driver  # noqa: E402
 
 import deep_gemm  # noqa: E402,F401
-import deep_gemm._triton.launch as launch_mod  # noqa: E402
+import deep_gemm.core.launch as launch_mod  # noqa: E402
 from deep_gemm._internals import torch_api  # noqa: E402
-import deep_gemm._triton.plans as plans_mod  # noqa: E402
-from deep_gemm._ops import library  # noqa: E402
 from deep_gemm.attention import kernels as attention_kernels  # noqa: E402
-from deep_gemm.attention import triton_launch  # noqa: E402
+from deep_gemm.attention import launch as attention_launch  # noqa: E402
+from deep_gemm.core import registry  # noqa: E402
 from host_replay_cpu import best_per_call_us  # noqa: E402
 from launch_fakes import FP8_TILE_META, fake_compiled  # noqa: E402
 
@@ -38,11 +37,11 @@ PAGE_META = dict(FP8_TILE_META, block_size=[1, 64, 128])
 
 def stub_gpu():
     """The launch layer on a pretend GPU whose C launcher does nothing."""
-    triton_launch.interpreting = launch_mod.interpreting = plans_mod.interpreting = lambda: False
+    attention_launch.interpreting = launch_mod.interpreting = lambda: False
     torch.cuda.current_device = lambda: 0
     torch_api.current_raw_stream = lambda index: 0
     launch_mod._ensure_context = lambda index: None
-    triton_launch._num_sms = lambda t: 132
+    attention_launch._num_sms = lambda t: 132
     c_launch = "".format
     compiled = {}
 
@@ -53,12 +52,13 @@ def stub_gpu():
                       "fp8_paged_mqa_logits": attention_kernels._fp8_paged_mqa_logits_kernel,
                       "fp8_paged_mqa_logits_persistent":
                           attention_kernels._fp8_paged_mqa_logits_persistent_kernel}[name]
-            meta = {n: PAGE_META for n in kernel.arg_names if n.endswith("_desc")}
+            # (sf_desc: the scales tensor itself unless the lean page loop reads them by TMA)
+            meta = {n: PAGE_META for n in kernel.arg_names if n.endswith("_desc") and n != "sf_desc"}
             compiled[name] = fake_compiled(kernel.arg_names, meta, c_launch)
             compiled[name].n_regs, compiled[name].metadata.shared = 168, 42024
         return compiled[name]
     launch_mod.KERNEL_CACHE.get = get
-    triton_launch.compiled_kernel = lambda kernel, grid, args, *, name, **kw: get((name,))
+    attention_launch.compiled_kernel = lambda kernel, grid, args, *, name, **kw: get((name,))
     tensor_map = object()
     triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map,  # (3.6; 3.7+ below)
                                  fill_tma_descriptor_tiled=lambda *args: tensor_map))
@@ -82,8 +82,8 @@ def main():
     layers = {}
     for op, call_args in (("get_paged_mqa_logits_metadata", (lens, block_kv, 132)),
                           ("fp8_paged_mqa_logits", (q, cache, weights, lens, table, meta, pages * block_kv))):
-        kernels = library.kernels_of(op)
-        binder = library._Binder(library.SCHEMAS[op])
+        kernels = registry.kernels_of(op)
+        binder = registry._Binder(registry.SCHEMAS[op])
         full = binder(call_args, {})
         launcher = kernels.triton_fn()
         sig = kernels.checked(full)

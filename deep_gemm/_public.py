@@ -16,15 +16,15 @@ _API_MODULES = (
     "deep_gemm.hyperconnection",   # tf32_hc_prenorm_gemm
     "deep_gemm.layout",            # scale-factor layout helpers
     "deep_gemm.mega",              # Mega MoE buffer contract
-    "deep_gemm.utils_api",         # utils names DeepGEMM re-exports at top level
-    "deep_gemm.determinism",       # use_deterministic_algorithms / get_deterministic_algorithms
-    "deep_gemm.symmetric",         # batched_syrk, batched_symm
+    "deep_gemm.utils",             # utils names DeepGEMM re-exports at top level (``from .utils import *``)
+    "deep_gemm.core.determinism",  # use_deterministic_algorithms / get_deterministic_algorithms
+    "deep_gemm.gemm.symmetric",    # batched_syrk, batched_symm
     "deep_gemm.testing_api",       # bench_kineto, calc_diff (DeepGEMM 1.x imported them from the top level)
-    "deep_gemm.fp4_gemm",          # fp4_* aliases, K-grouped FP4 and NVFP4 GEMMs
-    "deep_gemm.sparse_attention",  # block-sparse MQA logits (DeepSeek V4 indexer)
+    "deep_gemm.gemm.fp4",          # fp4_* aliases, K-grouped FP4 and NVFP4 GEMMs
+    "deep_gemm.attention.sparse",  # block-sparse MQA logits (DeepSeek V4 indexer)
     "deep_gemm.mega_gate",         # bf16_mega_gate, get_bf16_mega_gate_config
     "deep_gemm.mega_mhc",          # mega_mhc
-    "deep_gemm.mqa_metadata",      # get_mqa_logits_metadata
+    "deep_gemm.attention.metadata",  # get_mqa_logits_metadata
 )
 
 __all__: list[str] = []

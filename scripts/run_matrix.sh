@@ -25,16 +25,14 @@ export PIP_CONSTRAINT=/dev/null
 
 # Interpreter test modules; the two longest run as jobs of their own, the rest as one.
 INTERPRETER_TESTS=(
-  "tests/test_attention_triton.py"
-  "tests/test_einsum_triton.py"
-  "tests/test_bf16_gemm_triton.py tests/test_fp8_gemm_triton.py tests/test_hyperconnection_triton.py
-   tests/test_layout_triton.py tests/test_interpreter_bf16.py tests/test_bf16_masked_ws.py tests/test_fp8_moe_walk.py
-   tests/test_compat_legacy.py tests/test_launch_fast.py tests/test_launch_plan.py tests/test_layout_host_path.py
-   tests/test_first_import.py tests/test_fp8_ws_barriers.py tests/test_prefill_ws_compile.py
-   tests/test_ws_kernel_compile.py"
+  "tests/test_attention_cpu.py"
+  "tests/test_einsum_cpu.py"
+  "tests/test_bf16_gemm_cpu.py tests/test_fp8_gemm_cpu.py tests/test_hyperconnection_cpu.py
+   tests/test_layout_cpu.py tests/test_interpreter_bf16.py tests/test_interpreter_masks.py
+   tests/test_compat_legacy.py tests/test_launch_fast.py tests/test_launch_plan.py tests/test_layout_host_path_cpu.py
+   tests/test_first_import.py tests/test_ws_kernel_compile.py"
 )
-# Every kernel the package ships, compiled for sm_90a, longest first. (The warp-specialised indexer prefill kernel's
-# variants, compile_check_indexer.py --ws, are compiled by tests/test_prefill_ws_compile.py above.)
+# Every kernel the package ships, compiled for sm_90a, longest first.
 COMPILE_CHECKS=(
   "scripts/compile_check_einsum.py"
   "scripts/compile_check_indexer.py"

@@ -10,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import deep_gemm
 from deep_gemm.core.errors import DeepGEMMError
-from deep_gemm.fp4_gemm.reference import to_cublaslt_tiled_sf
+from deep_gemm.gemm.fp4.reference import to_cublaslt_tiled_sf
 from deep_gemm.testing import calc_diff
 
 KG = torch.ops.deep_gemm.k_grouped_fp4_gemm_nt_contiguous.default

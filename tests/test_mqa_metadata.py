@@ -8,7 +8,7 @@ import torch
 
 import deep_gemm
 from deep_gemm.core.errors import DeepGEMMError
-from deep_gemm.mqa_metadata import plan, reference
+from deep_gemm.attention.metadata import plan, reference
 
 OP = torch.ops.deep_gemm.get_mqa_logits_metadata.default
 

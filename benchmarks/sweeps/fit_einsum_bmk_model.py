@@ -1,4 +1,4 @@
-"""Refit of the einsum ``bmk,bnk->mn`` split model (``einsum_triton.bmk_time_us``) to a --sweep log of
+"""Refit of the einsum ``bmk,bnk->mn`` split model (``deep_gemm/einsum/plan.py``'s ``bmk_time_us``) to a --sweep log of
 ``benchmarks/bench_einsum.py`` (CPU only: reads the log, no GPU).
 
     python benchmarks/sweeps/fit_einsum_bmk_model.py sweep.log     # the log of bench_einsum.py --sweep
@@ -16,9 +16,9 @@ import math
 import re
 import sys
 
-et = importlib.import_module("deep_gemm.einsum.einsum_triton")
-et._num_sms = lambda: 132
-cd = et._cdiv
+et = importlib.import_module("deep_gemm.einsum.plan")
+et.usable_sms = lambda: 132
+cd = importlib.import_module("deep_gemm.utils.numeric").ceil_div
 LINE = re.compile(r"sweep bmk s=\s*(\d+) m=(\d+) n=(\d+) k=(\d+) \S+ w8 s4 splits=(\d+) (parallel|serial)\s+"
                   r"(\(plan\))?\s+([\d.]+) us")
 P = dict(p=2, dram=3500, prog=100, fill=1, launch=2, rt=0.5, l2=6000, serial=150, slack=1.03)

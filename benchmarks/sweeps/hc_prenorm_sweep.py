@@ -78,8 +78,9 @@ def variants(base, m, splits):
 
 
 def main():
-    from deep_gemm._ops.library import run_launcher
-    from deep_gemm.hyperconnection import hc_triton
+    from deep_gemm.core.registry import run_launcher
+    from deep_gemm.hyperconnection import launch as hc_launch
+    from deep_gemm.hyperconnection.plan import HcOverrides
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="gpu_out")
     parser.add_argument("--tall-only", action="store_true", help="only the rows with M >= 4096")
@@ -97,13 +98,13 @@ def main():
         lead = () if num_splits is None else (num_splits,)
         d = torch.empty(*lead, m, n, device="cuda")
         s = torch.empty(*lead, m, device="cuda")
-        base = hc_triton.config_of(m, n, k, num_splits or 1)
+        base = hc_launch.config_of(m, n, k, num_splits or 1)
         nbytes = a.numel() * 2 + b.numel() * 4 + d.numel() * 4 + s.numel() * 4
         for name, cfg in variants(base, m, num_splits or 1):
             if cfg.sub > (k // 64) // (num_splits or 1):
                 continue
             fn = lambda: run_launcher("tf32_hc_prenorm_gemm", a, b, d, s, num_splits,  # noqa: E731
-                                      launcher_kwargs=dict(config=cfg))
+                                      launcher_kwargs=dict(overrides=HcOverrides(config=cfg)))
             try:
                 us = timer(fn)
             except Exception as e:  # noqa: BLE001 (a config that does not compile is reported, not fatal)

@@ -53,11 +53,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import shapes  # noqa: E402
 
 import deep_gemm  # noqa: E402
-from deep_gemm._ops.library import run_launcher  # noqa: E402
-from deep_gemm.gemm import fp8_configs as configs  # noqa: E402
-from deep_gemm.gemm import fp8_triton  # noqa: E402
-from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
-from deep_gemm.gemm.operands import dequantize  # noqa: E402
+from deep_gemm.core.registry import run_launcher  # noqa: E402
+from deep_gemm.gemm.fp8 import configs  # noqa: E402
+from deep_gemm.gemm.fp8 import launch as fp8_launch  # noqa: E402
+from deep_gemm.gemm.fp8.plan import Fp8Overrides  # noqa: E402
+from deep_gemm.common.operands import dequantize  # noqa: E402
 from deep_gemm.testing import calc_diff  # noqa: E402
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 
@@ -85,7 +85,7 @@ DENSE_VARIANTS = {
     "n256-r240": _ws(waves=2, wave_n=True, narrow=128, regs=(240, 32)),
 }
 # 1D1D has one warp-specialised variant (128 x 256 tiles, fp8_plan._ws_plan): its budgets and ring depth. No forced
-# config or mode here: Fp8Overrides.config would also reach the row tail's own plan (fp8_triton._launch_dense passes
+# config or mode here: Fp8Overrides.config would also reach the row tail's own plan (fp8_launch._launch_dense passes
 # the overrides to it), and the tail runs tl.* tiles, which ignore regs and stages.
 WGRAD_VARIANTS = {
     "plan": None,
@@ -143,9 +143,9 @@ class Row:
                                         launcher_kwargs=dict(overrides=tail_ov))
         if tail_config is not None:
             # the main launch on the heuristic's 128 x 128 config (config=, as autotuning runs a trial), the tail
-            # planned with Fp8Overrides.config (fp8_triton._launch_dense recurses with the overrides)
+            # planned with Fp8Overrides.config (fp8_launch._launch_dense recurses with the overrides)
             tail_ov = Fp8Overrides(config=tail_config)
-            return lambda: fp8_triton._launch_dense(a, sfa, b, sfb, d, d, True, overrides=tail_ov, config=BN128)
+            return lambda: fp8_launch._launch_dense(a, sfa, b, sfb, d, d, True, overrides=tail_ov, config=BN128)
         kwargs = dict(launcher_kwargs=dict(overrides=ov)) if ov is not None else {}
         if self.wgrad:
             return lambda: run_launcher("fp8_gemm_nt", a, sfa, b, sfb, d, c=d, recipe=[1, 1, 128], **kwargs)
@@ -311,7 +311,7 @@ def main():
     finally:
         for line in summarize(results):
             print(line)
-        budgets = {str(k): v for k, v in getattr(fp8_triton, "_WS_BUDGETS", {}).items()}
+        budgets = {str(k): v for k, v in getattr(fp8_launch, "_WS_BUDGETS", {}).items()}
         os.makedirs(args.out, exist_ok=True)
         path = os.path.join(args.out, "sweep_fp8_dense.json")
         with open(path, "w") as f:

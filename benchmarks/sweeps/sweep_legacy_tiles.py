@@ -37,7 +37,7 @@ sys.path.insert(0, ROOT)
 
 import deep_gemm  # noqa: E402
 from deep_gemm.legacy import api  # noqa: E402
-from deep_gemm.legacy.tiles import K_GROUPED_TILE, M_GROUPED_TILE, LegacyTile  # noqa: E402
+from deep_gemm.legacy.plan import K_GROUPED_TILE, M_GROUPED_TILE, LegacyOverrides, LegacyTile  # noqa: E402
 from deep_gemm.testing import calc_diff  # noqa: E402
 
 SMEM_LIMIT = 227 * 1024
@@ -130,7 +130,7 @@ def make_m_problem(kind, groups, expected_m, n, k, device):
     d = torch.empty(m, n, dtype=torch.bfloat16, device=device)
 
     def launch(tile):
-        api._m_grouped(a, b, d, m_indices, rows, tile)
+        api._m_grouped(a, b, d, m_indices, rows, LegacyOverrides(m_grouped_tile=tile))
     label = f"{kind} groups={groups} m={m} n={n} k={k}"
     return label, launch, (lambda: None), d, ref, 2 * sum(sizes) * n * k
 
@@ -151,7 +151,7 @@ def make_k_problem(kind, groups, m, n, expected_k, device):
     c = torch.empty_like(c0)
 
     def launch(tile):
-        api._k_grouped(a, b, c, handle, True, gather_a=kind == "k_a", tile=tile)
+        api._k_grouped(a, b, c, handle, True, gather_a=kind == "k_a", overrides=LegacyOverrides(k_grouped_tile=tile))
 
     def prepare():
         c.copy_(c0)  # the launch accumulates into c

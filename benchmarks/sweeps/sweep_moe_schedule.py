@@ -46,9 +46,9 @@ import shapes  # noqa: E402
 from harness import KernelTimer  # noqa: E402
 
 import deep_gemm  # noqa: E402
-from deep_gemm._ops.library import run_launcher  # noqa: E402
-from deep_gemm.gemm import fp8_configs as configs  # noqa: E402
-from deep_gemm.gemm.fp8_plan import Fp8Overrides  # noqa: E402
+from deep_gemm.core.registry import run_launcher  # noqa: E402
+from deep_gemm.gemm.fp8 import configs  # noqa: E402
+from deep_gemm.gemm.fp8.plan import Fp8Overrides  # noqa: E402
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 
 assert hasattr(deep_gemm, "backends"), "this sweep forces plan choices of this repository's deep_gemm"

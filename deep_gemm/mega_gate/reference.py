@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ..determinism import deterministic
+from ..core.determinism import deterministic
 from ..core.runtime import get_num_sms
 from .checks import effective_shared
 from .plan import DEFAULT_SM100_SMS, mega_gate_config

@@ -18,7 +18,7 @@ FAMILY=bf16
 source scripts/gpu/steps.sh
 
 if has pytest; then
-  step pytest 180 env PYTHONPATH=$PWD python3 -m pytest tests/test_bf16_gemm_gpu.py tests/test_bf16_gemm_triton.py \
+  step pytest 180 env PYTHONPATH=$PWD python3 -m pytest tests/test_bf16_gemm_gpu.py tests/test_bf16_gemm_cpu.py \
     -q -p no:cacheprovider -rf ${BF16_K:+-k "$BF16_K"} > "$D/pytest.log" 2>&1
   tail -n 15 "$D/pytest.log"
 fi
@@ -33,7 +33,7 @@ if has bench; then
   tail -n 12 "$D/bench_compare.log"; grep -A8 "== summary" "$D/bench_ours.log"
   grep -E "m=4096, n=2112, k=7168" "$D/bench_compare.md"
 fi
-if has sweep; then  # forced plan choices on the dense rows, worst rows first (tuning data for bf16_plan)
+if has sweep; then  # forced plan choices on the dense rows, worst rows first (tuning data for gemm/bf16/plan.py)
   step sweep 180 env PYTHONPATH=$PWD python3 benchmarks/bench_bf16_gemm.py --tables sweep --reps 10 \
     --out "$D/sweep" > "$D/sweep.log" 2>&1
   grep -E "^ > sweep" "$D/sweep.log" | head -200

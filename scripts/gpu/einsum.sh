@@ -18,8 +18,8 @@ FAMILY=einsum
 source scripts/gpu/steps.sh
 
 if has pytest; then
-  # (every test of test_cublaslt.py: its unmarked tests run the launchers on CUDA tensors here)
-  step pytest 130 env PYTHONPATH=$PWD python3 -m pytest tests/test_einsum_gpu.py tests/test_cublaslt.py \
+  # (test_cublaslt_cpu.py and test_cublaslt_gpu.py: the CPU file's launcher tests run on CUDA tensors here too)
+  step pytest 130 env PYTHONPATH=$PWD python3 -m pytest tests/test_einsum_gpu.py tests/test_cublaslt_cpu.py tests/test_cublaslt_gpu.py \
     -q -p no:cacheprovider -rf --durations=5 > "$D/pytest.log" 2>&1
   tail -n 15 "$D/pytest.log"
 fi

@@ -3,7 +3,7 @@
 # JIT caches in .cache, e.g. after dg_baseline.sh), ~8 min cold (~20 Triton configs compile once; DeepGEMM JIT-compiles
 # its shapes): run it with FAMILY_TIMEOUT=600. Every step has its own limit (sum 13.5 min) and the last step (the
 # config sweep) is the one a short family limit cuts.
-#   1. our GPU tests (tests/test_hyperconnection_gpu.py, the triton/CPU tests of the family, layout tests)
+#   1. our GPU tests (tests/test_hyperconnection_gpu.py, tests/test_layout_gpu.py)
 #   2. DeepGEMM's test_hyperconnection.py and test_layout.py against ours (SHIM=0) and against DeepGEMM
 #   3. benchmarks/bench_hc_prenorm.py for both packages + the comparison table
 #   4. scripts/compile_check_hc.py is CPU-side (not run here)

@@ -15,7 +15,7 @@ FAMILY=host; D=$OUT/host; PARTS=${HOST_PARTS:-tests dg host layers}; mkdir -p "$
 source scripts/gpu/steps.sh
 
 has tests && step "pytest eager path (gpu)" 240 env PYTHONPATH=$PWD python3 -m pytest tests/test_eager_path_gpu.py \
-  tests/test_eager_path.py tests/test_layout_host_path_gpu.py tests/test_layout_gpu.py tests/test_layout_host_path.py \
+  tests/test_eager_path_cpu.py tests/test_layout_host_path_gpu.py tests/test_layout_gpu.py tests/test_layout_host_path_cpu.py \
   -q -p no:cacheprovider -rf > "$D/pytest_gpu.log" 2>&1
 tail -n 15 "$D/pytest_gpu.log"
 

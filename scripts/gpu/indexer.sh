@@ -2,7 +2,7 @@
 # Indexer (DeepSeek V3.2 MQA logits) GPU batch, run by scripts/gpu/all.sh (FAMILIES=indexer FAMILY_TIMEOUT=420).
 # Expected wall time: ~5 min warm (Triton and DeepGEMM JIT caches carried in .cache/), up to ~10 min cold (all.sh:
 # FAMILY_TIMEOUT=660; every step's limit below adds up to 655 s). Steps, each under its own limit:
-#   1. our GPU tests (tests/test_attention_triton.py -m gpu)                                              <= 150 s
+#   1. our GPU tests (tests/test_attention_gpu.py)                                              <= 150 s
 #   2. DeepGEMM's tests/test_attention.py (test_mqa_logits, test_paged_mqa_logits, DG_MQA_NUM_CASES sampled)
 #      against deep_gemm with SHIM=0 (its own thresholds; its timer is scripts/dg/run_dg_tests.py's)      <= 2 x 50 s
 #      and test_paged_mqa_logits against DeepGEMM itself (the same cases: its pass/fail and time)          <= 55 s
@@ -37,7 +37,7 @@ step() {  # step NAME TIMEOUT COMMAND...
 }
 
 # 1. Our GPU tests (correctness first: every later number is meaningless if these fail).
-has pytest && step pytest_gpu 150 python3 -m pytest tests/test_attention_triton.py -q -p no:cacheprovider -m gpu -rfE
+has pytest && step pytest_gpu 150 python3 -m pytest tests/test_attention_gpu.py -q -p no:cacheprovider -rfE
 tail -n 15 "$D/pytest_gpu.log"
 
 # 2. DeepGEMM's own test file, ours then DeepGEMM (prefill and paged functions; skip-head-mid is an FP8 GEMM).
@@ -70,7 +70,7 @@ grep -h "HOST" "$D"/host_*.log
 
 # 5. The small odd-shape cases of the same test file (interpreter cases on CPU) on the GPU's compiled kernels: ragged
 #    and inverted windows, misaligned operands (pointer loads), padded pages, 1-D context_lens, FP4, schedule.
-has small && step pytest_small_cases_on_gpu 60 python3 -m pytest tests/test_attention_triton.py -q -p no:cacheprovider -m "not gpu" -rfE
+has small && step pytest_small_cases_on_gpu 60 python3 -m pytest tests/test_attention_cpu.py -q -p no:cacheprovider -rfE
 tail -n 8 "$D/pytest_small_cases_on_gpu.log"
 
 echo "---- summary (non-zero exit = failed or timed out: see the step's log)"

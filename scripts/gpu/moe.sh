@@ -13,7 +13,7 @@
 #      ids; masked: masked and through psum; K-grouped) against ours (SHIM=0) and then against DeepGEMM, one timer
 #      (run_dg_tests.py), every MOE_STRIDE-th row (default 2: 8 + 16 + 3 rows), paired by compare_perf_lines.py
 #      (DeepGEMM time / ours, > 1: ours faster); each side of each function capped at MOE_DG_LIMIT s (45)
-#   3. the GPU tests of the walk (tests/test_fp8_moe_walk_gpu.py: walk vs scan bit-identical, empty groups; ~18
+#   3. the GPU tests of the walk (tests/test_fp8_gemm_gpu.py: walk vs scan bit-identical, empty groups; ~18
 #      kernel builds cold) (<= 150 s)
 # MOE_PARTS=dense (not a default part; e.g. MOE_PARTS="dense" or "sweep dg walk dense"): the dense FP8 levers of
 #   the sweep (benchmarks/sweeps/sweep_fp8_configs.py: M=4096 1D2D tiles / ring depth / register budgets, the 1D1D
@@ -81,15 +81,15 @@ fi
 
 if has walk; then
 step "3. GPU tests of the carried tile walk"
-timeout 150 python3 -m pytest tests/test_fp8_moe_walk_gpu.py -q -p no:cacheprovider > "$D/pytest_walk.log" 2>&1
+timeout 150 python3 -m pytest tests/test_fp8_gemm_gpu.py -q -p no:cacheprovider > "$D/pytest_walk.log" 2>&1
 echo "pytest exit $?: $(tail -n 1 "$D/pytest_walk.log")"
 grep -E "^(FAILED|ERROR)" "$D/pytest_walk.log" | head -20
 
 fi
 
 if has rerun; then  # (MOE_PARTS=rerun: not in the default parts)
-step "re-run: the fixed masked walk test; psum on the default plan, which now walks (fp8_plan.TILE_WALK)"
-timeout 150 python3 -m pytest tests/test_fp8_moe_walk_gpu.py tests/test_fp8_gemm_gpu.py -q -p no:cacheprovider \
+step "re-run: the fixed masked walk test; psum on the default plan, which now walks (gemm/fp8/plan.py TILE_WALK)"
+timeout 150 python3 -m pytest tests/test_fp8_gemm_gpu.py -q -p no:cacheprovider \
   -k "masked_walk_matches_scan or psum_tiles_stay_inside or contiguous_with_empty_groups" > "$D/pytest_rerun.log" 2>&1
 echo "pytest exit $?: $(tail -n 1 "$D/pytest_rerun.log")"
 grep -E "^(FAILED|ERROR)" "$D/pytest_rerun.log" | head -20

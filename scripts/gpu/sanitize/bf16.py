@@ -10,9 +10,10 @@ from dataclasses import replace
 import torch
 
 import deep_gemm
-from deep_gemm._ops.library import run_launcher
-from deep_gemm.gemm import bf16_plan, bf16_triton
-from deep_gemm.gemm.bf16_plan import Bf16Config, Bf16Overrides
+from deep_gemm.core.registry import run_launcher
+from deep_gemm.gemm.bf16 import launch as bf16_launch
+from deep_gemm.gemm.bf16 import plan as bf16_plan
+from deep_gemm.gemm.bf16.plan import Bf16Config, Bf16Overrides
 from deep_gemm.testing import calc_diff
 
 BF16 = torch.bfloat16
@@ -71,7 +72,7 @@ def _dense_ws_tail(m, n, k):
         a, b = _rand(m, k), _rand(n, k)
         d = _rand(m, n)
         over = Bf16Overrides(ws_tail=True)
-        call = bf16_triton._call(0, m, n, k, 1, d, None, True, True, True)
+        call = bf16_launch._call(0, m, n, k, 1, d, None, True, True, True)
         if bf16_plan.plan(call, over).kernel != "ws_tail":
             raise AssertionError("the plan did not pick the WS + split-tail path")
         if run_launcher("bf16_gemm_nt", a, b, d, None, "nk", launcher_kwargs=dict(overrides=over)) is NotImplemented:
@@ -83,7 +84,7 @@ def _dense_ws_tail(m, n, k):
 
 def _forced_ws(op, m, n, d, c, over):
     """Fail unless the plan for this call runs the warp-specialised kernel (the path the case names)."""
-    call = bf16_triton._call(0 if op.startswith("bf16") else 1, m, n, 1, 1, d, c, True, True, True)
+    call = bf16_launch._call(0 if op.startswith("bf16") else 1, m, n, 1, 1, d, c, True, True, True)
     if bf16_plan.plan(call, over).kernel != "ws":
         raise AssertionError(f"{op}: the plan did not pick the warp-specialised kernel")
 
@@ -226,7 +227,7 @@ def _masked_ws(g, max_m, n, k, masked_m, expected, bn=None, bm=None):
         masked = torch.tensor(masked_m, dtype=torch.int32, device="cuda")
         d = torch.full((g, max_m, n), 3.0, device="cuda", dtype=BF16)
         over = Bf16Overrides() if bn is None else Bf16Overrides(ws=True, block_n=bn, block_m=bm)
-        call = bf16_triton._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, d, None, True, True, False,
+        call = bf16_launch._call(bf16_plan.GROUPING["masked"], max_m, n, k, g, d, None, True, True, False,
                                  expected_m=expected, d_aligned=True)  # (the launcher's view of these aligned rows)
         if bf16_plan.plan(call, over).kernel != "ws":
             raise AssertionError("masked: the plan did not pick the warp-specialised kernel")
@@ -253,7 +254,7 @@ def _k_grouped_ws(ks, m, n, c_kind):
         c = {"d": d, "none": None, "other": _rand(len(ks), m, n, dtype=torch.float32)}[c_kind]
         ref = _k_grouped_ref(a, b, torch.zeros_like(d) if c is None else c, ks)
         layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
-        call = bf16_triton._call(bf16_plan.GROUPING["k_grouped"], m, n, sum(ks), len(ks), d, c, False, False, False,
+        call = bf16_launch._call(bf16_plan.GROUPING["k_grouped"], m, n, sum(ks), len(ks), d, c, False, False, False,
                                  k_divisor=bf16_plan.k_divisor_of(ks), d_aligned=True)
         call = replace(call, c_tma=c is not None)  # (C is D or laid out as D: the launcher's c_tma)
         over = Bf16Overrides(ws=True)

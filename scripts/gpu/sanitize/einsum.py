@@ -8,8 +8,9 @@ from __future__ import annotations
 import torch
 
 import deep_gemm
-from deep_gemm._ops.library import run_launcher
-from deep_gemm.einsum import einsum_triton
+from deep_gemm.core.registry import run_launcher
+from deep_gemm.einsum import plan as einsum_plan
+from deep_gemm.einsum.plan import EinsumOverrides
 from deep_gemm.testing import calc_diff
 
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
@@ -22,7 +23,7 @@ def _expect(out, ref, what, bound):
 
 
 def _launch(name, *args, config=None):
-    kwargs = dict(launcher_kwargs=dict(config=config)) if config is not None else {}
+    kwargs = dict(launcher_kwargs=dict(overrides=EinsumOverrides(config=config))) if config is not None else {}
     if run_launcher(name, *args, **kwargs) is NotImplemented:
         raise AssertionError(f"{name}: the kernel declined (the case must reach it)")
     torch.cuda.synchronize()
@@ -42,7 +43,7 @@ def _bh(expr, b, h, r, d, out=BF16, accumulate=False, pad_out=0, config=None):
 
 
 def _bmk(s, m, n, k, out=torch.float32, reduce=None):
-    """``reduce``: pin the batch split's reduction (einsum_triton.BmkPlan) at the planned split; None: the plan."""
+    """``reduce``: pin the batch split's reduction (einsum/plan.py's BmkPlan) at the planned split; None: the plan."""
     def run():
         a = torch.randn((s, m, k), device="cuda").to(BF16)
         b = torch.randn((s, n, k), device="cuda").to(BF16)
@@ -51,8 +52,8 @@ def _bmk(s, m, n, k, out=torch.float32, reduce=None):
         ref = (d.double() if c is not None else 0) + torch.einsum("bmk,bnk->mn", a.double(), b.double())
         plan = None
         if reduce is not None:
-            auto = einsum_triton.bmk_plan(s, m, n, k)
-            plan = einsum_triton.BmkPlan(auto.tile, auto.splits, reduce)
+            auto = einsum_plan.bmk_plan(s, m, n, k)
+            plan = einsum_plan.BmkPlan(auto.tile, auto.splits, reduce)
         _launch("einsum", "bmk,bnk->mn", a, b, d, c, config=plan)
         _expect(d, ref, f"einsum bmk,bnk->mn {plan or ''}", 1e-5)
     return run
@@ -97,7 +98,7 @@ CASES = [
     ("bhr_hdr_bhd_tma_store", _bh("bhr,hdr->bhd", 77, 3, 200, 72)),
     ("bhr_hdr_bhd_pointer_store_fp32_acc", _bh("bhr,hdr->bhd", 77, 3, 200, 72, out=torch.float32, accumulate=True,
                                                pad_out=1)),
-    ("bhr_hdr_bhd_wide_tiles", _bh("bhr,hdr->bhd", 300, 2, 1032, 264, config=einsum_triton.BH_LARGE)),
+    ("bhr_hdr_bhd_wide_tiles", _bh("bhr,hdr->bhd", 300, 2, 1032, 264, config=einsum_plan.BH_LARGE)),
     ("bhd_hdr_bhr_n_major_b", _bh("bhd,hdr->bhr", 77, 3, 200, 72)),
     ("bhd_hdr_bhr_small_m_acc", _bh("bhd,hdr->bhr", 5, 3, 136, 40, accumulate=True)),
     ("bmk_bnk_mn_split_fp32_acc", _bmk(67, 72, 200, 208)),

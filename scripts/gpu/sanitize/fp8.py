@@ -18,10 +18,11 @@ import contextlib
 
 import torch
 
-from deep_gemm._ops.library import run_launcher
-from deep_gemm.gemm import fp8_configs, fp8_triton
-from deep_gemm.gemm.fp8_plan import Fp8Overrides
-from deep_gemm.gemm.operands import dequantize
+from deep_gemm.common.operands import dequantize
+from deep_gemm.core.registry import run_launcher
+from deep_gemm.gemm.fp8 import configs as fp8_configs
+from deep_gemm.gemm.fp8 import launch as fp8_launch
+from deep_gemm.gemm.fp8.plan import Fp8Overrides
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
 
@@ -61,20 +62,20 @@ def _runs(kernel, **ws_fields):
     """Fail unless every launch planned inside is on `kernel` ("tl" / "ws") with the given WsPlan fields; recorded
     launch plans are dropped first so that the call takes the planning path."""
     seen = []
-    real = fp8_triton._execute
+    real = fp8_launch._execute
 
     def spy(p, call, **kwargs):
         seen.append(p)
         return real(p, call, **kwargs)
-    fp8_triton.PLANS.clear()
+    fp8_launch.PLANS.clear()
     for name in ("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous",
                  "m_grouped_fp8_gemm_nt_masked"):
-        getattr(fp8_triton, name).plans.clear()
-    fp8_triton._execute = spy
+        getattr(fp8_launch, name).plans.clear()
+    fp8_launch._execute = spy
     try:
         yield
     finally:
-        fp8_triton._execute = real
+        fp8_launch._execute = real
     if not seen:
         raise AssertionError("no FP8 GEMM launch was planned")
     for p in seen:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from deep_gemm._ops.library import run_launcher
-from deep_gemm.hyperconnection import hc_plan
+from deep_gemm.core.registry import run_launcher
+from deep_gemm.hyperconnection import plan as hc_plan
+from deep_gemm.hyperconnection.plan import HcOverrides
 from deep_gemm.hyperconnection.reference import round_to_tf32, split_k_blocks
 from deep_gemm.testing import calc_diff
 
@@ -21,7 +22,7 @@ def _hc(m, n, k, num_splits, config=None):
         lead = () if num_splits is None else (num_splits,)
         d = torch.full((*lead, m, n), float("nan"), device="cuda")
         s = torch.full((*lead, m), float("nan"), device="cuda")
-        extra = {} if config is None else dict(config=config)
+        extra = {} if config is None else dict(overrides=HcOverrides(config=config))
         result = run_launcher("tf32_hc_prenorm_gemm", a, b, d, s, num_splits, launcher_kwargs=extra)
         if result is NotImplemented:
             raise RuntimeError("the Triton launcher declined")

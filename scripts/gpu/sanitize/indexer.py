@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 import deep_gemm
-from deep_gemm._ops.library import kernels_of, run_launcher
-from deep_gemm.attention.triton_launch import PagedConfig
+from deep_gemm.attention.plan import AttentionOverrides, PagedConfig
+from deep_gemm.core.registry import kernels_of, run_launcher
 from deep_gemm.testing import calc_diff
 
 FP8 = torch.float8_e4m3fn
@@ -86,7 +86,7 @@ def _paged(next_n: int, one_dim: bool, page_pad: int, config=None):
                                                                           None)
         if not torch.equal(meta, want_meta):
             raise AssertionError("paged schedule differs from the reference")
-        kwargs = {} if config is None else {"config": config}
+        kwargs = {} if config is None else {"overrides": AttentionOverrides(paged=config)}
         out = _launch("fp8_paged_mqa_logits", q, cache, w, context, table, meta, 350, True, None, **kwargs)
         want = kernels_of("fp8_paged_mqa_logits").reference(q, cache, w, context, table, meta, 350, True, None)
         _compare(out, want, True, "paged")

@@ -1,5 +1,5 @@
 """Scale-layout cases for the compute-sanitizer batch: the MN-major copy, the UE8M0 pack and the K-grouped pack
-through their Triton launchers, on odd row counts and on inputs under 8 columns (``layout_triton._tile``'s narrow
+through their Triton launchers, on odd row counts and on inputs under 8 columns (``layout/plan.py``'s ``tile``: narrow
 tiles: 1, 3, 4 and 7 columns), with K-major, MN-major and grouped strides; each compared bit for bit with the torch
 reference. ``CASES = [(name, fn), ...]``."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from deep_gemm._ops.library import kernels_of, run_launcher
-from deep_gemm.layout import layout_triton
+from deep_gemm.core.registry import kernels_of, run_launcher
+from deep_gemm.layout import plan as layout_plan
 
 
 def _launch(op: str, *args):
@@ -39,8 +39,8 @@ def _input(groups: int, rows: int, cols: int, mn_major: bool) -> torch.Tensor:
 
 def _copy_and_pack(groups: int, rows: int, cols: int, mn_major: bool):
     def run():
-        narrow = layout_triton._tile(cols)[1] < layout_triton.BLOCK_COLS
-        if narrow != (cols < layout_triton.NARROW_COLS):
+        narrow = layout_plan.tile(cols)[1] < layout_plan.BLOCK_COLS
+        if narrow != (cols < layout_plan.NARROW_COLS):
             raise AssertionError(f"{cols} columns: expected the {'narrow' if cols < 8 else 'wide'} tile")
         sf = _input(groups, rows, cols, mn_major)
         for op in ("get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor"):

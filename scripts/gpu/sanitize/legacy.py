@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from deep_gemm import legacy
-from deep_gemm.config import get_mk_alignment_for_contiguous_layout
+from deep_gemm.core.config import get_mk_alignment_for_contiguous_layout
 from deep_gemm.legacy import reference
 from deep_gemm.testing import calc_diff
 

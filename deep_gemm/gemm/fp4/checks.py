@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
-from ..utils.math import ceil_div
+from ...core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
+from ...utils.math import ceil_div
 
 FP4_PACKED = torch.int8
 K_GROUP_SF = 32       # K elements per UE8M0 scale (K-grouped FP4)

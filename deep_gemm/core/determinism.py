@@ -29,8 +29,8 @@ from __future__ import annotations
 import torch
 from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
 
-from .core.registry import register
-from .core.runtime import _STATE
+from .registry import register
+from .runtime import _STATE
 
 __all__ = ["use_deterministic_algorithms", "get_deterministic_algorithms"]
 

@@ -6,8 +6,8 @@ from typing import Tuple, Union
 
 import torch
 
-from ..core.errors import fail
-from ..core.eager import eager_ops
+from ...core.errors import fail
+from ...core.eager import eager_ops
 
 __all__ = ["get_sparse_mqa_logits_metadata", "fp8_fp4_sparse_mqa_logits", "get_paged_sparse_mqa_logits_metadata",
            "fp8_fp4_paged_sparse_mqa_logits"]

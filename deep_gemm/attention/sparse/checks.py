@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
+from ...core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
 
 NUM_HEADS, HEAD_DIM = 32, 128
 SPARSE_BLOCK_KV_CHOICES = (8, 16)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..core.registry import register
+from ...core.registry import register
 from .checks import check_batched_symm, check_batched_syrk
 from .reference import batched_symm_reference, batched_syrk_reference
 

@@ -3,7 +3,7 @@ runs them only on SM100; ``deep_gemm.backends()`` reports 'reference')."""
 
 from __future__ import annotations
 
-from ..core.registry import register
+from ...core.registry import register
 from . import checks
 from . import reference as ref
 

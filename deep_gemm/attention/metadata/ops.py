@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.registry import register
+from ...core.registry import register
 from .checks import check_get_mqa_logits_metadata
 from .reference import get_mqa_logits_metadata_reference, new_mqa_logits_metadata
 

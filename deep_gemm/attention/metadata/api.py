@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.eager import eager_ops
+from ...core.eager import eager_ops
 
 __all__ = ["get_mqa_logits_metadata"]
 
@@ -14,7 +14,7 @@ _ops = eager_ops
 def get_mqa_logits_metadata(cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, num_kv_tokens: int,
                             num_heads: int) -> torch.Tensor:
     """The split-K schedule of the contiguous-KV indexer logits over ``get_num_sms()`` SMs (148, a B200's, without
-    a GPU): int32 words, layout in ``deep_gemm/mqa_metadata/reference.py``. Build it once per batch.
+    a GPU): int32 words, layout in ``deep_gemm/attention/metadata/reference.py``. Build it once per batch.
 
     ``cu_seq_len_k_start`` / ``cu_seq_len_k_end``: int32 ``[num_q_tokens]`` KV ranges per query row;
     ``num_heads``: 8, 16, 32 or 64 (a Q block holds ``128 / num_heads`` rows).

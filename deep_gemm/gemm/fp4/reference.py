@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from ..core.runtime import get_mk_alignment_for_contiguous_layout
-from ..utils.math import ceil_div
-from ..utils.quant import fp4_e2m1_to_float
+from ...core.runtime import get_mk_alignment_for_contiguous_layout
+from ...utils.math import ceil_div
+from ...utils.quant import fp4_e2m1_to_float
 from .checks import K_GROUP_SF, NVFP4_BLOCK, TILE_K, TILE_ROWS
 
 _TILE_SCALES = TILE_K // NVFP4_BLOCK  # 4 scale columns per tile

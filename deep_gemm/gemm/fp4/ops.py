@@ -4,7 +4,7 @@ the torch reference runs on the device (DeepGEMM runs both only on SM100; ``deep
 
 from __future__ import annotations
 
-from ..core.registry import register
+from ...core.registry import register
 from .checks import check_cublaslt_nvfp4_gemm_nt, check_k_grouped_fp4_gemm_nt_contiguous
 from .reference import cublaslt_nvfp4_gemm_nt_reference, k_grouped_fp4_gemm_nt_contiguous_reference
 

@@ -5,7 +5,7 @@ segment (a Q block's first split) costing as much as one split."""
 
 from __future__ import annotations
 
-from ..core.runtime import get_num_sms
+from ...core.runtime import get_num_sms
 
 UMMA_ROWS = 128
 SPLIT_KV = 256

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from ..utils.quant import fp4_e2m1_to_float
+from ...utils.quant import fp4_e2m1_to_float
 from .checks import FP4_PACKED, HEADER_WORDS, LOGITS_ROW_ALIGN_BYTES, ROW_WORDS_EXTRA, metadata_bytes
 
 SF_GROUP = 32  # elements per UE8M0 scale byte

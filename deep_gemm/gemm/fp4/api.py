@@ -7,9 +7,9 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from ..core.errors import fail
-from ..core.eager import eager_ops
-from ..gemm.fp8.api import fp8_fp4_gemm_nt, m_grouped_fp8_fp4_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_masked
+from ...core.errors import fail
+from ...core.eager import eager_ops
+from ..fp8.api import fp8_fp4_gemm_nt, m_grouped_fp8_fp4_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_masked
 
 __all__ = ["fp4_gemm_nt", "m_grouped_fp4_gemm_nt_contiguous", "m_grouped_fp4_gemm_nt_masked",
            "k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
+from ...core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
 
 HEAD_COUNTS = (8, 16, 32, 64)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.eager import eager_ops
+from ...core.eager import eager_ops
 
 __all__ = ["batched_syrk", "batched_symm"]
 
