@@ -79,18 +79,11 @@ PARAMETER_GAPS = {
     ("fp8_mqa_logits", "clean_logits"): _CLEAN_LOGITS,
     ("fp8_mqa_logits", "ke"): _KE,
     ("fp8_mqa_logits", "ks"): _KE,
-    ("get_theoretical_mk_alignment_for_contiguous_layout", "num_groups"): _NUM_GROUPS,
-    ("get_tma_aligned_size", "mn"): _MN,
     ("k_grouped_bf16_gemm_tn_contiguous", "ks"): _KS,
     ("k_grouped_fp8_gemm_nt_contiguous", "ks"): _KS,
     ("k_grouped_fp8_gemm_nt_contiguous", "use_padded_sf_layout"): _PADDED_SF,
     ("k_grouped_fp8_gemm_tn_contiguous", "ks"): _KS,
     ("k_grouped_fp8_gemm_tn_contiguous", "use_padded_sf_layout"): _PADDED_SF,
-    ("set_ignore_compile_dims", "ignore"): _KNOB_KEYWORDS,
-    ("set_mk_alignment_for_contiguous_layout", "new_value"): _KNOB_KEYWORDS,
-    ("set_num_sms", "new_num_sms"): _KNOB_KEYWORDS,
-    ("set_pdl", "enable"): _KNOB_KEYWORDS,
-    ("set_tc_util", "new_tc_util"): _KNOB_KEYWORDS,
 }
 
 

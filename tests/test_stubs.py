@@ -281,7 +281,7 @@ CASES: dict[str, Case] = {
     "get_mn_major_tma_aligned_tensor": Case(lambda: dict(sf=torch.rand(5, 3))),
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": Case(lambda: dict(sf=ceil_to_ue8m0(torch.rand(8, 6)))),
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": Case(_k_grouped_sf),
-    "get_tma_aligned_size": _case(x=7, element_size=4),
+    "get_tma_aligned_size": _case(mn=7, element_size=4),
     # runtime knobs (values that leave the state as the fixture restores it anyway)
     "set_num_sms": Case(lambda: dict(num_sms=deep_gemm.get_num_sms())),
     "set_tc_util": _case(tc_util=100),
