@@ -132,7 +132,7 @@ def indexer_cases(dev: str) -> dict:
     meta = deep_gemm.get_paged_mqa_logits_metadata(lens, block_kv, num_sms)
     max_len = pages * block_kv
     return {
-        "fp8_mqa_logits (clean)": lambda: deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke),
+        "fp8_mqa_logits (clean)": lambda: deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True),
         "fp8_mqa_logits (compressed)": lambda: deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=False,
                                                                         max_seqlen_k=sk),
         "get_paged_mqa_logits_metadata": lambda: deep_gemm.get_paged_mqa_logits_metadata(lens, block_kv, num_sms),

@@ -59,10 +59,10 @@ def init(library_root_path: str, cuda_home_path_by_python: str, /) -> None:
     _INIT_PATHS.update(library_root_path=library_root_path, cuda_home_path_by_python=cuda_home_path_by_python)
 
 
-def get_tma_aligned_size(x: int, element_size: int, /) -> int:
-    """``x`` rounded up so that ``x`` elements of ``element_size`` bytes span a multiple of 16 bytes."""
+def get_tma_aligned_size(mn: int, element_size: int, /) -> int:
+    """``mn`` rounded up so that ``mn`` elements of ``element_size`` bytes span a multiple of 16 bytes."""
     from .utils import get_tma_aligned_size as aligned_size
-    return aligned_size(x, element_size)
+    return aligned_size(mn, element_size)
 
 
 def fp8_mega_moe(y: _torch.Tensor, l1_weights: _torch.Tensor, l1_weights_sf: _torch.Tensor,
@@ -146,6 +146,31 @@ def get_jit() -> _JITRuntime:
     return runtime()
 
 
+def set_num_sms(new_num_sms: int, /) -> None:
+    """``deep_gemm.set_num_sms`` without keywords (the pybind binding's form)."""
+    _ops.set_num_sms(new_num_sms)
+
+
+def set_tc_util(new_tc_util: int, /) -> None:
+    """``deep_gemm.set_tc_util`` without keywords (the pybind binding's form)."""
+    _ops.set_tc_util(new_tc_util)
+
+
+def set_pdl(enable: bool, /) -> None:
+    """``deep_gemm.set_pdl`` without keywords (the pybind binding's form)."""
+    _ops.set_pdl(enable)
+
+
+def set_ignore_compile_dims(ignore: bool, /) -> None:
+    """``deep_gemm.set_ignore_compile_dims`` without keywords (the pybind binding's form)."""
+    _ops.set_ignore_compile_dims(ignore)
+
+
+def set_mk_alignment_for_contiguous_layout(new_value: int, /) -> None:
+    """``deep_gemm.set_mk_alignment_for_contiguous_layout`` without keywords (the pybind binding's form)."""
+    _ops.set_mk_alignment_for_contiguous_layout(new_value)
+
+
 def set_block_size_multiple_of(value, /) -> None:
     """``deep_gemm.set_block_size_multiple_of`` without keywords (the pybind binding's form)."""
     from .core.config import set_block_size_multiple_of as setter
@@ -154,7 +179,9 @@ def set_block_size_multiple_of(value, /) -> None:
 
 _DEFINED_HERE = frozenset({"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit",
                            "fp8_mega_moe", "get_symm_buffer_size_for_sm90_mega_moe",
-                           "slice_symm_buffer_for_sm90_mega_moe", "set_block_size_multiple_of"})
+                           "slice_symm_buffer_for_sm90_mega_moe", "set_block_size_multiple_of", "set_num_sms",
+                           "set_tc_util", "set_pdl", "set_ignore_compile_dims",
+                           "set_mk_alignment_for_contiguous_layout"})
 
 # Every public op (aliases included) of the schema table that this module does not define itself.
 _FORWARDED = frozenset(name for name in _SCHEMAS

@@ -152,11 +152,6 @@ from deep_gemm import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_mask
 from deep_gemm import mega_mhc as mega_mhc
 from deep_gemm import mega_moe_pre_dispatch as mega_moe_pre_dispatch
 from deep_gemm import mega_moe_pre_dispatch_sm90 as mega_moe_pre_dispatch_sm90
-from deep_gemm import set_ignore_compile_dims as set_ignore_compile_dims
-from deep_gemm import set_mk_alignment_for_contiguous_layout as set_mk_alignment_for_contiguous_layout
-from deep_gemm import set_num_sms as set_num_sms
-from deep_gemm import set_pdl as set_pdl
-from deep_gemm import set_tc_util as set_tc_util
 from deep_gemm import tf32_hc_prenorm_gemm as tf32_hc_prenorm_gemm
 from deep_gemm import transform_sf_into_required_layout as transform_sf_into_required_layout
 from deep_gemm import use_deterministic_algorithms as use_deterministic_algorithms
@@ -257,11 +252,21 @@ def get_symm_buffer_size_for_sm90_mega_moe(
     /,
 ) -> int: ...
 
-def get_tma_aligned_size(x: int, element_size: int, /) -> int: ...
+def get_tma_aligned_size(mn: int, element_size: int, /) -> int: ...
 
 def init(library_root_path: str, cuda_home_path_by_python: str, /) -> None: ...
 
 def set_block_size_multiple_of(value: Any, /) -> None: ...
+
+def set_ignore_compile_dims(ignore: bool, /) -> None: ...
+
+def set_mk_alignment_for_contiguous_layout(new_value: int, /) -> None: ...
+
+def set_num_sms(new_num_sms: int, /) -> None: ...
+
+def set_pdl(enable: bool, /) -> None: ...
+
+def set_tc_util(new_tc_util: int, /) -> None: ...
 
 def slice_symm_buffer_for_sm90_mega_moe(
     buffer: torch.Tensor,

@@ -248,7 +248,8 @@ def bf16_gemm_nn(
     b: torch.Tensor,
     d: torch.Tensor,
     c: Optional[torch.Tensor] = None,
-    compiled_dims: str = 'nk',
+    compiled_dims: str = '',
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def bf16_gemm_nt(
@@ -256,7 +257,8 @@ def bf16_gemm_nt(
     b: torch.Tensor,
     d: torch.Tensor,
     c: Optional[torch.Tensor] = None,
-    compiled_dims: str = 'nk',
+    compiled_dims: str = '',
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def bf16_gemm_tn(
@@ -264,7 +266,8 @@ def bf16_gemm_tn(
     b: torch.Tensor,
     d: torch.Tensor,
     c: Optional[torch.Tensor] = None,
-    compiled_dims: str = 'mn',
+    compiled_dims: str = '',
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def bf16_gemm_tt(
@@ -272,7 +275,8 @@ def bf16_gemm_tt(
     b: torch.Tensor,
     d: torch.Tensor,
     c: Optional[torch.Tensor] = None,
-    compiled_dims: str = 'mn',
+    compiled_dims: str = '',
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def bf16_mega_gate(
@@ -400,9 +404,10 @@ def fp8_fp4_mqa_logits(
     weights: torch.Tensor,
     cu_seq_len_k_start: torch.Tensor,
     cu_seq_len_k_end: torch.Tensor,
-    clean_logits: bool = True,
+    clean_logits: bool = False,
     max_seqlen_k: int = 0,
     logits_dtype: torch.dtype = torch.float32,
+    schedule_meta: Optional[torch.Tensor] = None,
 ) -> torch.Tensor: ...
 
 def fp8_fp4_paged_mqa_logits(
@@ -445,8 +450,9 @@ def fp8_gemm_nn(
     recipe: Optional[Sequence[int]] = None,
     recipe_a: Optional[Sequence[int]] = None,
     recipe_b: Optional[Sequence[int]] = None,
-    compiled_dims: str = 'nk',
+    compiled_dims: str = '',
     disable_ue8m0_cast: bool = False,
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def fp8_gemm_nt(
@@ -457,8 +463,9 @@ def fp8_gemm_nt(
     recipe: Optional[Sequence[int]] = None,
     recipe_a: Optional[Sequence[int]] = None,
     recipe_b: Optional[Sequence[int]] = None,
-    compiled_dims: str = 'nk',
+    compiled_dims: str = '',
     disable_ue8m0_cast: bool = False,
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def fp8_gemm_nt_skip_head_mid(
@@ -479,8 +486,9 @@ def fp8_gemm_tn(
     recipe: Optional[Sequence[int]] = None,
     recipe_a: Optional[Sequence[int]] = None,
     recipe_b: Optional[Sequence[int]] = None,
-    compiled_dims: str = 'mn',
+    compiled_dims: str = '',
     disable_ue8m0_cast: bool = False,
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def fp8_gemm_tt(
@@ -491,8 +499,9 @@ def fp8_gemm_tt(
     recipe: Optional[Sequence[int]] = None,
     recipe_a: Optional[Sequence[int]] = None,
     recipe_b: Optional[Sequence[int]] = None,
-    compiled_dims: str = 'mn',
+    compiled_dims: str = '',
     disable_ue8m0_cast: bool = False,
+    alpha: Optional[float] = None,
 ) -> None: ...
 
 def fp8_mega_moe(
@@ -511,9 +520,9 @@ def fp8_mqa_logits(
     q: torch.Tensor,
     kv: Tuple[torch.Tensor, torch.Tensor],
     weights: torch.Tensor,
-    cu_seq_len_k_start: torch.Tensor,
-    cu_seq_len_k_end: torch.Tensor,
-    clean_logits: bool = True,
+    ks: torch.Tensor,
+    ke: torch.Tensor,
+    clean_logits: bool = False,
     max_seqlen_k: int = 0,
 ) -> torch.Tensor: ...
 
@@ -660,9 +669,12 @@ def get_symm_buffer_size_for_mega_moe(
 
 def get_tc_util() -> int: ...
 
-def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: Optional[int] = None) -> int: ...
+def get_theoretical_mk_alignment_for_contiguous_layout(
+    expected_m: Optional[int] = None,
+    num_groups: Optional[int] = None,
+) -> int: ...
 
-def get_tma_aligned_size(x: int, element_size: int) -> int: ...
+def get_tma_aligned_size(mn: int, element_size: int) -> int: ...
 
 def get_token_alignment_for_mega_moe() -> int: ...
 
@@ -676,7 +688,7 @@ def k_grouped_bf16_gemm_tn_contiguous(
     a: torch.Tensor,
     b: torch.Tensor,
     d: torch.Tensor,
-    ks_cpu: Optional[Sequence[int]],
+    ks: Optional[Sequence[int]],
     grouped_layout: torch.Tensor,
     c: Optional[torch.Tensor] = None,
     compiled_dims: str = 'mn',
@@ -699,24 +711,26 @@ def k_grouped_fp8_gemm_nt_contiguous(
     a: Tuple[torch.Tensor, torch.Tensor],
     b: Tuple[torch.Tensor, torch.Tensor],
     d: torch.Tensor,
-    ks_cpu: Optional[Sequence[int]],
+    ks: Optional[Sequence[int]],
     grouped_layout: torch.Tensor,
     c: Optional[torch.Tensor] = None,
     recipe: Sequence[int] = (1, 1, 128),
     compiled_dims: str = 'mn',
     use_psum_layout: bool = False,
+    use_padded_sf_layout: bool = False,
 ) -> None: ...
 
 def k_grouped_fp8_gemm_tn_contiguous(
     a: Tuple[torch.Tensor, torch.Tensor],
     b: Tuple[torch.Tensor, torch.Tensor],
     d: torch.Tensor,
-    ks_cpu: Optional[Sequence[int]],
+    ks: Optional[Sequence[int]],
     grouped_layout: torch.Tensor,
     c: Optional[torch.Tensor] = None,
     recipe: Sequence[int] = (1, 1, 128),
     compiled_dims: str = 'mn',
     use_psum_layout: bool = False,
+    use_padded_sf_layout: bool = False,
 ) -> None: ...
 
 def m_grouped_bf16_gemm_nn_contiguous(
@@ -931,15 +945,15 @@ def set_autotune(enable: bool) -> None: ...
 
 def set_block_size_multiple_of(value: Union[int, Sequence[int]]) -> None: ...
 
-def set_ignore_compile_dims(ignore: bool, /) -> None: ...
+def set_ignore_compile_dims(ignore: bool) -> None: ...
 
-def set_mk_alignment_for_contiguous_layout(alignment: int, /) -> None: ...
+def set_mk_alignment_for_contiguous_layout(new_value: int) -> None: ...
 
-def set_num_sms(num_sms: int, /) -> None: ...
+def set_num_sms(new_num_sms: int) -> None: ...
 
-def set_pdl(enable: bool, /) -> None: ...
+def set_pdl(enable: bool) -> None: ...
 
-def set_tc_util(tc_util: int, /) -> None: ...
+def set_tc_util(new_tc_util: int) -> None: ...
 
 def tf32_hc_prenorm_gemm(
     a: torch.Tensor,

@@ -1,5 +1,7 @@
 """Call forms of older DeepGEMM releases that engines still use, on top of the current API.
 
+* ``cu_seq_len_k_start=`` / ``cu_seq_len_k_end=`` on ``fp8_mqa_logits`` and ``ks_cpu=`` on the K-grouped GEMMs:
+  our earlier names of what DeepGEMM 0.2.3 calls ``ks`` / ``ke`` and ``ks``.
 * ``m_indices=``: the keyword DeepGEMM 2.0 gave the M-grouped contiguous GEMMs' expert-index tensor, since renamed
   ``grouped_layout`` (SGLang's MoE warm-up still passes ``m_indices=``). The public functions accept both spellings;
   their signatures (and stubs, and the dispatcher schemas) show the current one.
@@ -28,6 +30,12 @@ RENAMED_KEYWORDS = (
     ("m_grouped_fp8_gemm_nn_contiguous", "m_indices", "grouped_layout"),
     ("m_grouped_bf16_gemm_nt_contiguous", "m_indices", "grouped_layout"),
     ("m_grouped_bf16_gemm_nn_contiguous", "m_indices", "grouped_layout"),
+    # DeepGEMM 0.2.3 names the legacy MQA-logits bounds ks / ke, and the K-grouped GEMMs' host group sizes ks
+    ("fp8_mqa_logits", "cu_seq_len_k_start", "ks"),
+    ("fp8_mqa_logits", "cu_seq_len_k_end", "ke"),
+    ("k_grouped_fp8_gemm_nt_contiguous", "ks_cpu", "ks"),
+    ("k_grouped_fp8_gemm_tn_contiguous", "ks_cpu", "ks"),
+    ("k_grouped_bf16_gemm_tn_contiguous", "ks_cpu", "ks"),
 )
 
 V1_NAMES = ("gemm_fp8_fp8_bf16_nt", "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous",

@@ -27,70 +27,12 @@ MISSING_NAMES = {
 
 # What each remaining parameter gap needs.
 _MEGA = "Mega MoE (tracked with the Mega MoE work)"
-_ALPHA = ("alpha (D = alpha * A @ B + C): a `float? alpha=None` schema argument, its check, the reference's scaling "
-          "and the Triton epilogue's")
-_COMPILED_DIMS = "the build defaults to '' (the kernel picks the compiled dims): accept '' as that default"
-_KS = "the build renamed ks_cpu to ks: rename the wrapper parameter (ks_cpu kept as a keyword alias)"
-_PADDED_SF = "padded per-group scale layout (default: compact per-group SF): schema argument, checks, reference"
-_KE = ("the build names the legacy fp8_mqa_logits bounds ks / ke (ours: cu_seq_len_k_start / cu_seq_len_k_end): "
-       "rename the wrapper parameters, keeping the long names as keyword aliases")
-_SCHEDULE_META = ("schedule_meta from get_mqa_logits_metadata: a `Tensor? schedule_meta=None` schema argument (the "
-                  "reference needs no schedule)")
-_CLEAN_LOGITS = "the build defaults to clean_logits=False: change the wrapper default (callers relying on True change)"
-_KNOB_KEYWORDS = ("the build binds the knobs as torch ops (keywords allowed, its C++ parameter names): the public knob "
-                  "takes that name by keyword while _C keeps the positional form")
-_NUM_GROUPS = "num_groups (SM100 alignment heuristic): accept it; the SM90 answer stays 128"
-_MN = "the build renamed x to mn: rename the parameter"
-_FP4_ALIAS = "the fp4_* names are the build's aliases of fp8_fp4_*: closes with the alpha / compiled_dims gaps there"
 
 # (function, parameter) -> what it needs: parameters of the build that our function of that name does not accept
 # under that name and position, or whose default differs.
 PARAMETER_GAPS = {
     ("SymmBuffer", "base"): _MEGA,
     ("SymmBuffer", "num_shared_experts"): _MEGA,
-    ("bf16_gemm_nn", "alpha"): _ALPHA,
-    ("bf16_gemm_nn", "compiled_dims"): _COMPILED_DIMS,
-    ("bf16_gemm_nt", "alpha"): _ALPHA,
-    ("bf16_gemm_nt", "compiled_dims"): _COMPILED_DIMS,
-    ("bf16_gemm_tn", "alpha"): _ALPHA,
-    ("bf16_gemm_tn", "compiled_dims"): _COMPILED_DIMS,
-    ("bf16_gemm_tt", "alpha"): _ALPHA,
-    ("bf16_gemm_tt", "compiled_dims"): _COMPILED_DIMS,
-    ("fp4_gemm_nt", "alpha"): _FP4_ALIAS,
-    ("fp4_gemm_nt", "compiled_dims"): _FP4_ALIAS,
-    ("fp8_fp4_gemm_nn", "alpha"): _ALPHA,
-    ("fp8_fp4_gemm_nn", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_fp4_gemm_nt", "alpha"): _ALPHA,
-    ("fp8_fp4_gemm_nt", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_fp4_gemm_tn", "alpha"): _ALPHA,
-    ("fp8_fp4_gemm_tn", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_fp4_gemm_tt", "alpha"): _ALPHA,
-    ("fp8_fp4_gemm_tt", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_fp4_mqa_logits", "clean_logits"): _CLEAN_LOGITS,
-    ("fp8_fp4_mqa_logits", "schedule_meta"): _SCHEDULE_META,
-    ("fp8_gemm_nn", "alpha"): _ALPHA,
-    ("fp8_gemm_nn", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_gemm_nt", "alpha"): _ALPHA,
-    ("fp8_gemm_nt", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_gemm_tn", "alpha"): _ALPHA,
-    ("fp8_gemm_tn", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_gemm_tt", "alpha"): _ALPHA,
-    ("fp8_gemm_tt", "compiled_dims"): _COMPILED_DIMS,
-    ("fp8_mqa_logits", "clean_logits"): _CLEAN_LOGITS,
-    ("fp8_mqa_logits", "ke"): _KE,
-    ("fp8_mqa_logits", "ks"): _KE,
-    ("get_theoretical_mk_alignment_for_contiguous_layout", "num_groups"): _NUM_GROUPS,
-    ("get_tma_aligned_size", "mn"): _MN,
-    ("k_grouped_bf16_gemm_tn_contiguous", "ks"): _KS,
-    ("k_grouped_fp8_gemm_nt_contiguous", "ks"): _KS,
-    ("k_grouped_fp8_gemm_nt_contiguous", "use_padded_sf_layout"): _PADDED_SF,
-    ("k_grouped_fp8_gemm_tn_contiguous", "ks"): _KS,
-    ("k_grouped_fp8_gemm_tn_contiguous", "use_padded_sf_layout"): _PADDED_SF,
-    ("set_ignore_compile_dims", "ignore"): _KNOB_KEYWORDS,
-    ("set_mk_alignment_for_contiguous_layout", "new_value"): _KNOB_KEYWORDS,
-    ("set_num_sms", "new_num_sms"): _KNOB_KEYWORDS,
-    ("set_pdl", "enable"): _KNOB_KEYWORDS,
-    ("set_tc_util", "new_tc_util"): _KNOB_KEYWORDS,
 }
 
 

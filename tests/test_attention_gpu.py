@@ -100,13 +100,13 @@ def test_gpu_prefill_lean_interior_gives_the_same_bits(s, sk, h, d, kind, dtype,
 
 def test_gpu_prefill_64k_context_and_20_bitwise_reruns():
     q, kv, w, ks, ke = _gpu_prefill_inputs(256, 65536, 64, 128)
-    out = deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke)
+    out = deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True)
     want = _reference_prefill(q, kv, w, ks, ke, True, 0, torch.float32)
     assert torch.equal(out == NEG_INF, want == NEG_INF)
     valid = want != NEG_INF
     assert calc_diff(out[valid].double(), want[valid].double()) < 1e-6
     for _ in range(20):
-        assert_bitwise_equal(deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke), out, "re-run")
+        assert_bitwise_equal(deep_gemm.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True), out, "re-run")
 
 
 # ---- prefill inputs (GPU) ----------------------------------------------------------------------------------------
@@ -299,7 +299,7 @@ def test_gpu_compile_fullgraph():
     num_sms = deep_gemm.get_num_sms()
 
     def fn(q, kv0, kv1, w, ks, ke, pq, cache, pw, lens, table):
-        prefill = deep_gemm.fp8_mqa_logits(q, (kv0, kv1), w, ks, ke)
+        prefill = deep_gemm.fp8_mqa_logits(q, (kv0, kv1), w, ks, ke, clean_logits=True)
         meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms)
         return prefill, deep_gemm.fp8_paged_mqa_logits(pq, cache, pw, lens, table, meta, max_len, clean_logits=True)
 

@@ -17,7 +17,9 @@ LEGACY_OP_NAMES = sorted(n for n in SCHEMAS if not n.startswith("_") and n not i
 # _C-only names that are not schema ops (get_jit is DeepGEMM's JIT-runtime accessor, returning the runtime object).
 C_ONLY = {"init", "get_tma_aligned_size", "fp8_fp4_mega_moe", "bf16_mega_moe", "get_jit", "fp8_mega_moe",
           "get_symm_buffer_size_for_sm90_mega_moe", "slice_symm_buffer_for_sm90_mega_moe",
-          "set_block_size_multiple_of"}  # (the public one also takes `value=`; the binding's form is positional)
+          "set_block_size_multiple_of",  # (the public one also takes `value=`; the binding's form is positional)
+          # the public setters take DeepGEMM's keyword names; the _C forms stay positional-only
+          "set_num_sms", "set_tc_util", "set_pdl", "set_ignore_compile_dims", "set_mk_alignment_for_contiguous_layout"}
 
 # The names DeepGEMM's extension module defines (m.def / m.attr in its csrc at the spec's commit), plus get_jit.
 DEEPGEMM_C_NAMES = {

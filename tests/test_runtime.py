@@ -124,11 +124,38 @@ def test_alignment_legacy_getters_and_theoretical():
     assert ops.get_theoretical_mk_alignment_for_contiguous_layout() == 128
 
 
-def test_public_knobs_are_positional_only():
+def test_public_knobs_take_the_builds_keywords():
+    """The public setters take DeepGEMM's parameter names by keyword (its torch-op bindings allow it); the old
+    names are not accepted, and ``deep_gemm._C`` keeps the positional-only forms."""
+    before = deep_gemm.get_num_sms()
+    deep_gemm.set_num_sms(new_num_sms=before)
+    assert deep_gemm.get_num_sms() == before
+    deep_gemm.set_mk_alignment_for_contiguous_layout(new_value=64)
+    assert deep_gemm.get_mk_alignment_for_contiguous_layout() == 64
+    deep_gemm.set_mk_alignment_for_contiguous_layout(new_value=128)
+    tc = deep_gemm.get_tc_util()
+    deep_gemm.set_tc_util(new_tc_util=tc)
+    assert deep_gemm.get_tc_util() == tc
+    pdl = deep_gemm.get_pdl()
+    deep_gemm.set_pdl(enable=pdl)
+    assert deep_gemm.get_pdl() == pdl
+    deep_gemm.set_ignore_compile_dims(ignore=False)
     with pytest.raises(TypeError):
         deep_gemm.set_num_sms(num_sms=4)
     with pytest.raises(TypeError):
         deep_gemm.set_mk_alignment_for_contiguous_layout(alignment=64)
+    with pytest.raises(TypeError):
+        deep_gemm._C.set_num_sms(new_num_sms=4)
+    with pytest.raises(TypeError):
+        deep_gemm._C.set_mk_alignment_for_contiguous_layout(new_value=64)
+
+
+def test_theoretical_alignment_accepts_num_groups():
+    for num_groups in (None, 1, 8, 256):
+        assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout(4096, num_groups) == 128
+        assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout(expected_m=1, num_groups=num_groups) == 128
+    with pytest.raises(deep_gemm.DeepGEMMError, match="num_groups"):
+        deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout(128, -1)
 
 
 # ---- out-of-range values ---------------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def _fp8_k_grouped(layout):
         else:  # [sum K, MN] MN-major
             a = (torch.cat([q[0].T for q in qa]).contiguous(), torch.cat([q[1].T for q in qa]).contiguous())
             b = (torch.cat([q[0].T for q in qb]).contiguous(), torch.cat([q[1].T for q in qb]).contiguous())
-        return dict(a=a, b=b, d=torch.zeros(2, m, n), ks_cpu=ks, grouped_layout=torch.tensor(ks, dtype=I32))
+        return dict(a=a, b=b, d=torch.zeros(2, m, n), ks=ks, grouped_layout=torch.tensor(ks, dtype=I32))
     return build
 
 
@@ -126,9 +126,10 @@ def _mqa(pair_q):
     def build():
         s, h, dim, sk = 4, 32, 32, 16
         q = torch.randn(s, h, dim).to(FP8)
-        return dict(q=(q, None) if pair_q else q, kv=(torch.randn(sk, dim).to(FP8), torch.rand(sk) + 0.5),
-                    weights=torch.randn(s, h), cu_seq_len_k_start=torch.zeros(s, dtype=I32),
-                    cu_seq_len_k_end=torch.full((s,), sk, dtype=I32))
+        # fp8_fp4_mqa_logits names the bounds cu_seq_len_k_start / _end, the legacy fp8_mqa_logits ks / ke
+        start, end = ("cu_seq_len_k_start", "cu_seq_len_k_end") if pair_q else ("ks", "ke")
+        return {"q": (q, None) if pair_q else q, "kv": (torch.randn(sk, dim).to(FP8), torch.rand(sk) + 0.5),
+                "weights": torch.randn(s, h), start: torch.zeros(s, dtype=I32), end: torch.full((s,), sk, dtype=I32)}
     return build
 
 
@@ -260,7 +261,7 @@ CASES: dict[str, Case] = {
         masked_m=torch.tensor([3, 8], dtype=I32), expected_m=4)),
     "k_grouped_bf16_gemm_tn_contiguous": Case(lambda: dict(
         a=torch.randn(384, 8, dtype=BF16), b=torch.randn(384, 16, dtype=BF16), d=torch.empty(2, 8, 16),
-        ks_cpu=[128, 256], grouped_layout=torch.tensor([128, 256], dtype=I32), c=torch.zeros(2, 8, 16))),
+        ks=[128, 256], grouped_layout=torch.tensor([128, 256], dtype=I32), c=torch.zeros(2, 8, 16))),
     # einsum
     "einsum": Case(lambda: dict(expr="bhr,hdr->bhd", a=torch.randn(2, 4, 32, dtype=BF16),
                                 b=torch.randn(4, 16, 32, dtype=BF16), d=torch.empty(2, 4, 16, dtype=BF16))),
@@ -281,18 +282,18 @@ CASES: dict[str, Case] = {
     "get_mn_major_tma_aligned_tensor": Case(lambda: dict(sf=torch.rand(5, 3))),
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": Case(lambda: dict(sf=ceil_to_ue8m0(torch.rand(8, 6)))),
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": Case(_k_grouped_sf),
-    "get_tma_aligned_size": _case(x=7, element_size=4),
+    "get_tma_aligned_size": _case(mn=7, element_size=4),
     # runtime knobs (values that leave the state as the fixture restores it anyway)
-    "set_num_sms": Case(lambda: dict(num_sms=deep_gemm.get_num_sms())),
-    "set_tc_util": _case(tc_util=100),
+    "set_num_sms": Case(lambda: dict(new_num_sms=deep_gemm.get_num_sms())),
+    "set_tc_util": _case(new_tc_util=100),
     "set_autotune": Case(lambda: dict(enable=deep_gemm.autotune_enabled())),
     "warmup": _case(calls=[("fp8_gemm_nt", dict(m=1, n=128, k=128))], device="cpu"),
     "set_pdl": Case(lambda: dict(enable=deep_gemm.get_pdl())),
     "set_ignore_compile_dims": _case(ignore=False),
     "set_block_size_multiple_of": _case(value=1),
     "set_mk_alignment_for_contiguous_layout": Case(lambda: dict(
-        alignment=deep_gemm.get_mk_alignment_for_contiguous_layout())),
-    "get_theoretical_mk_alignment_for_contiguous_layout": _case(expected_m=256),
+        new_value=deep_gemm.get_mk_alignment_for_contiguous_layout())),
+    "get_theoretical_mk_alignment_for_contiguous_layout": _case(expected_m=256, num_groups=4),
     **{name: NO_ARGS for name in ("get_num_sms", "get_tc_util", "get_pdl", "get_mk_alignment_for_contiguous_layout",
                                   "get_jit", "backends", "get_token_alignment_for_mega_moe",
                                   "autotune_enabled")},

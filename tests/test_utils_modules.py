@@ -102,7 +102,7 @@ def test_layout_helpers_through_the_utils_module():
     out = utils.layout.get_mn_major_tma_aligned_tensor(sf)
     assert out.stride() == (1, utils.get_tma_aligned_size(129, 4)) and torch.equal(out, sf)
     assert utils.get_tma_aligned_size(129, 4) == 132
-    assert utils.get_tma_aligned_size(x=5, element_size=2) == 8
+    assert utils.get_tma_aligned_size(mn=5, element_size=2) == 8
 
 
 def _free_port() -> int:

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import torch
 
 from ..core.eager import eager_ops
+from ..core.errors import fail
 
 from ..common.operands import unpack_pair
 
@@ -28,8 +29,9 @@ QPair = Sequence[Optional[torch.Tensor]]
 
 
 def fp8_fp4_mqa_logits(q: QPair, kv: Sequence[torch.Tensor], weights: torch.Tensor,
-                       cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True,
-                       max_seqlen_k: int = 0, logits_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                       cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, clean_logits: bool = False,
+                       max_seqlen_k: int = 0, logits_dtype: torch.dtype = torch.float32,
+                       schedule_meta: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Indexer logits of S queries against SK keys: ``sum_h weights[i, h] * relu(q[i, h] . k[j])``.
 
     Parameters
@@ -47,12 +49,16 @@ def fp8_fp4_mqa_logits(q: QPair, kv: Sequence[torch.Tensor], weights: torch.Tens
         ``int32 [S]`` contiguous: query i sees keys ``[ks[i], ke[i])``.
     clean_logits : bool
         Write -inf outside ``[ks[i], ke[i])``; otherwise those entries are unspecified. Must be False when
-        compressed.
+        compressed. Default False, as DeepGEMM 0.2.3 (earlier releases of ours defaulted to True).
     max_seqlen_k : int
         0: logits ``[S, SK]``. > 0 ("compressed"): logits ``[S, max_seqlen_k]`` with
         ``out[i, t] = logits[i, ks[i] + t]`` for ``t < ke[i] - ks[i]``, the rest unspecified.
     logits_dtype : torch.dtype
         ``torch.float32`` or ``torch.bfloat16``.
+    schedule_meta : Tensor, optional
+        :func:`get_mqa_logits_metadata`'s split-K schedule for these queries (int32 1-D, of the length it returns
+        for (S, H) at the current ``get_num_sms()``). Checked, not read: our kernels schedule themselves and the
+        logits do not depend on the schedule.
 
     Returns
     -------
@@ -74,19 +80,25 @@ def fp8_fp4_mqa_logits(q: QPair, kv: Sequence[torch.Tensor], weights: torch.Tens
     q_data, q_sf = unpack_pair("q", q)
     kv_data, kv_sf = unpack_pair("kv", kv)
     return _ops.fp8_fp4_mqa_logits.default(q_data, q_sf, kv_data, kv_sf, weights, cu_seq_len_k_start,
-                                           cu_seq_len_k_end, bool(clean_logits), int(max_seqlen_k), logits_dtype)
+                                           cu_seq_len_k_end, bool(clean_logits), int(max_seqlen_k), logits_dtype,
+                                           schedule_meta)
 
 
 def fp8_mqa_logits(q: torch.Tensor, kv: Sequence[torch.Tensor], weights: torch.Tensor,
-                   cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True,
+                   ks: torch.Tensor, ke: torch.Tensor, clean_logits: bool = False,
                    max_seqlen_k: int = 0) -> torch.Tensor:
-    """Legacy form of :func:`fp8_fp4_mqa_logits`: plain FP8 ``q [S, H, D]`` (no scale), FP32 logits.
+    """Legacy form of :func:`fp8_fp4_mqa_logits`: plain FP8 ``q [S, H, D]`` (no scale), FP32 logits. ``ks`` /
+    ``ke`` are its ``cu_seq_len_k_start`` / ``cu_seq_len_k_end`` (DeepGEMM's names here; the long names are
+    accepted as keywords). ``clean_logits`` defaults to False, as DeepGEMM 0.2.3.
 
     >>> logits = deep_gemm.fp8_mqa_logits(q_fp8, (kv_fp8, kv_sf), weights, ks, ke, clean_logits=False)
     """
     kv_data, kv_sf = unpack_pair("kv", kv)
-    return _ops.fp8_mqa_logits.default(q, kv_data, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end,
-                                       bool(clean_logits), int(max_seqlen_k))
+    for name, bound in (("ks", ks), ("ke", ke)):  # (the op's check names them cu_seq_len_k_start / _end)
+        if not isinstance(bound, torch.Tensor):
+            fail(f"{name}: expected an int32 [S] tensor of KV {'starts' if name == 'ks' else 'ends'}, "
+                 f"got {type(bound).__name__}")
+    return _ops.fp8_mqa_logits.default(q, kv_data, kv_sf, weights, ks, ke, bool(clean_logits), int(max_seqlen_k))
 
 
 def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int,

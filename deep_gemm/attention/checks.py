@@ -115,7 +115,7 @@ def _check_int_vector(name: str, t: torch.Tensor, length: int, what: str) -> Non
 # ---- non-paged ---------------------------------------------------------------------------------------------------
 
 def check_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                             max_seqlen_k, logits_dtype) -> QueryShape:
+                             max_seqlen_k, logits_dtype, schedule_meta=None) -> QueryShape:
     require_same_device(q=q, q_sf=q_sf, kv=kv, kv_sf=kv_sf, weights=weights,
                         cu_seq_len_k_start=cu_seq_len_k_start, cu_seq_len_k_end=cu_seq_len_k_end)
     _check_logits_dtype(logits_dtype)
@@ -147,7 +147,24 @@ def check_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu
     require(max_seqlen_k == 0 or not clean_logits,
             f"clean_logits: compressed logits (max_seqlen_k = {max_seqlen_k} > 0) cannot be cleaned; "
             "pass clean_logits=False")
+    if schedule_meta is not None:
+        _check_schedule_meta(schedule_meta, q, seq_len, shape.num_heads)
     return shape
+
+
+def _check_schedule_meta(schedule_meta, q, seq_len: int, num_heads: int) -> None:
+    """``get_mqa_logits_metadata``'s schedule for these queries: int32, 1-D, contiguous, on q's device, of the
+    length it returns for (S, H) at the current ``get_num_sms()``. Our kernels schedule themselves and the
+    reference needs no schedule, so only its form is checked."""
+    from ..mqa_metadata.plan import metadata_words, schedule_sms
+    require_same_device(q=q, schedule_meta=schedule_meta)
+    require_dtype("schedule_meta", schedule_meta, (torch.int32,))
+    require_dim("schedule_meta", schedule_meta, 1)
+    require_contiguous("schedule_meta", schedule_meta)
+    words = metadata_words(seq_len, num_heads, schedule_sms())
+    require(schedule_meta.size(0) == words,
+            f"schedule_meta: expected shape ({words},) (get_mqa_logits_metadata for S = {seq_len} queries of "
+            f"H = {num_heads} heads over {schedule_sms()} SMs), got {tuple(schedule_meta.shape)}")
 
 
 def check_fp8_mqa_logits(q, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,

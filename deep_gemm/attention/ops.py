@@ -17,7 +17,7 @@ from . import reference as ref
 
 
 def _fake_fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                             max_seqlen_k, logits_dtype):
+                             max_seqlen_k, logits_dtype, schedule_meta=None):
     return ref.new_mqa_logits(q.size(0), kv.size(0), q.size(1), max_seqlen_k, logits_dtype, q.device)
 
 

@@ -124,7 +124,9 @@ def _rows_per_chunk(per_row_elements: int) -> int:
 # ---- non-paged ---------------------------------------------------------------------------------------------------
 
 def fp8_fp4_mqa_logits_reference(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                                 max_seqlen_k, logits_dtype):
+                                 max_seqlen_k, logits_dtype, schedule_meta=None):
+    # schedule_meta (get_mqa_logits_metadata's split-K schedule) only distributes work; the logits do not depend
+    # on it.
     seq_len, num_heads = q.size(0), q.size(1)
     seq_len_kv = kv.size(0)
     out = new_mqa_logits(seq_len, seq_len_kv, num_heads, max_seqlen_k, logits_dtype, q.device)

@@ -13,6 +13,7 @@ so checks run unchanged on real, fake and meta tensors; ``dequantize`` is the re
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -216,11 +217,72 @@ def k_grouped_sizes(d: torch.Tensor, c, ks_cpu) -> list[int] | None:
     return None if written_without_launch(d, c, m, n, sum(ks)) else ks
 
 
-def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None) -> None:
-    """d = (c + acc) cast to d's dtype; c is read before d is written, so c may be d."""
+def check_alpha(alpha) -> None:
+    """``alpha`` of the dense GEMMs (D = alpha * A @ B + C, DeepGEMM 0.2.3): None (1) or a finite float."""
+    if alpha is None:
+        return
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        fail(f"alpha: expected a finite float or None (D = alpha * A @ B + C), got {alpha!r}")
+
+
+def padded_sf_starts(ks: Sequence[int], sf_k_span: int = 128) -> list[int]:
+    """DeepGEMM's padded per-group SF layout of the K-grouped FP8 GEMMs (``scheduler/gemm.cuh``,
+    ``kUsePaddedSFLayout``): group g's scales start at row ``sum_{h<g} ceil(align(K_h, A) / sf_k_span)`` of the SF's
+    K axis, A = ``get_mk_alignment_for_contiguous_layout()``. Returns the G + 1 starts (the last is the rows the
+    layout needs)."""
+    from ..core.runtime import peek
+    alignment = peek("mk_alignment")
+    starts = [0]
+    for k in ks:
+        starts.append(starts[-1] + ceil_div(ceil_div(int(k), alignment) * alignment, sf_k_span))
+    return starts
+
+
+def compact_k_grouped_sf(sf: torch.Tensor, ks: Sequence[int], k_axis: int, sf_k_span: int = 128) -> torch.Tensor:
+    """The compact per-group SF (group g's ``K_g / sf_k_span`` rows after those of the groups before it) of a padded
+    one: a view of its prefix when the layouts coincide (A = 128), else a gathered copy."""
+    starts = padded_sf_starts(ks, sf_k_span)
+    compact = [0]
+    for k in ks:
+        compact.append(compact[-1] + ceil_div(int(k), sf_k_span))
+    if starts[:-1] == compact[:-1]:
+        return sf.narrow(k_axis, 0, compact[-1])
+    index = torch.cat([torch.arange(s, s + (e - c), dtype=torch.int64)
+                       for s, c, e in zip(starts, compact, compact[1:])]).to(sf.device)
+    return sf.index_select(k_axis, index)
+
+
+def alpha_arg(alpha) -> float:
+    """A public wrapper's ``alpha`` as the schema's float, checked first (a bool or a string would otherwise fail in
+    the dispatcher's argument parsing, without naming the argument)."""
+    check_alpha(alpha)
+    return float(alpha)
+
+
+def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None, alpha: float | None = None) -> None:
+    """d = (c + alpha * acc) cast to d's dtype (alpha scales only the product, as DeepGEMM's epilogue does); c is
+    read before d is written, so c may be d."""
+    if alpha is not None:
+        acc = acc * alpha
     if c is not None:
         acc = acc + c.float()
     d.copy_(acc.to(d.dtype))
+
+
+def run_with_alpha(run, d: torch.Tensor, c: torch.Tensor | None, alpha: float):
+    """The CUDA route of ``alpha``: ``run(out, c)`` (the launcher, alpha-free) writes the product into an FP32
+    scratch without C, then ``d = alpha * scratch + C`` rounds once to d's dtype. Exact (one FP32 multiply of the
+    accumulator, as DeepGEMM's epilogue), but slower than the plain call: a scratch of d's shape and a second pass
+    over it. Returns what ``run`` returns (NotImplemented passes through, d untouched)."""
+    scratch = torch.empty(d.shape, dtype=torch.float32, device=d.device)
+    out = run(scratch, None)
+    if out is NotImplemented:
+        return out
+    scratch.mul_(alpha)
+    if c is not None:
+        scratch.add_(c)
+    d.copy_(scratch)
+    return out
 
 
 def unpack_pair(name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,5 +1,6 @@
 """Public runtime knobs (DeepGEMM's ``set_num_sms`` & co.), each a call of its ``torch.ops.deep_gemm`` op so Python,
-torch.compile and C++ callers share one state. Positional-only, like the pybind functions they replace.
+torch.compile and C++ callers share one state. The setters take DeepGEMM's parameter names by keyword, as its
+torch-op bindings do (``set_num_sms(new_num_sms=...)``); ``deep_gemm._C`` keeps the positional-only forms.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ __all__ = [
 ]
 
 
-def set_num_sms(num_sms: int, /) -> None:
-    """Limit persistent kernels to ``num_sms`` SMs (0 = all SMs of the device; at most the device's count)."""
-    _ops.set_num_sms(num_sms)
+def set_num_sms(new_num_sms: int) -> None:
+    """Limit persistent kernels to ``new_num_sms`` SMs (0 = all SMs of the device; at most the device's count)."""
+    _ops.set_num_sms(new_num_sms)
 
 
 def get_num_sms() -> int:
@@ -40,9 +41,9 @@ def get_num_sms() -> int:
     return _ops.get_num_sms()
 
 
-def set_tc_util(tc_util: int, /) -> None:
+def set_tc_util(new_tc_util: int) -> None:
     """Tensor-core utilisation target in percent, 0-100 (DeepGEMM uses it on SM100 only; recorded here)."""
-    _ops.set_tc_util(tc_util)
+    _ops.set_tc_util(new_tc_util)
 
 
 def get_tc_util() -> int:
@@ -52,7 +53,7 @@ def get_tc_util() -> int:
     return _ops.get_tc_util()
 
 
-def set_pdl(enable: bool, /) -> None:
+def set_pdl(enable: bool) -> None:
     """Enable programmatic dependent launch for deep_gemm's kernels (default off, as upstream)."""
     _ops.set_pdl(enable)
 
@@ -64,7 +65,7 @@ def get_pdl() -> bool:
     return _ops.get_pdl()
 
 
-def set_ignore_compile_dims(ignore: bool, /) -> None:
+def set_ignore_compile_dims(ignore: bool) -> None:
     """Make every GEMM dimension a runtime kernel argument (fewer compilations, possibly slower kernels)."""
     _ops.set_ignore_compile_dims(ignore)
 
@@ -80,9 +81,9 @@ def set_block_size_multiple_of(value: Union[int, Sequence[int]]) -> None:
     _ops.set_block_size_multiple_of(block_m, block_n)
 
 
-def set_mk_alignment_for_contiguous_layout(alignment: int, /) -> None:
+def set_mk_alignment_for_contiguous_layout(new_value: int) -> None:
     """Row alignment of expert segments (M-grouped contiguous) and of K groups (K-grouped); default 128."""
-    _ops.set_mk_alignment_for_contiguous_layout(alignment)
+    _ops.set_mk_alignment_for_contiguous_layout(new_value)
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:
@@ -96,8 +97,13 @@ get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout  
 get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout  # legacy name
 
 
-def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: Optional[int] = None) -> int:
-    """Smallest segment alignment the kernels could use (128 on Hopper, whatever ``expected_m``)."""
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: Optional[int] = None,
+                                                       num_groups: Optional[int] = None) -> int:
+    """Smallest segment alignment the kernels could use (128 on Hopper, whatever ``expected_m`` and
+    ``num_groups``; DeepGEMM's SM100 heuristic uses ``num_groups``, SM90's does not)."""
+    if num_groups is not None and (isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 0):
+        from .errors import fail
+        fail(f"num_groups: expected a non-negative integer or None, got {num_groups!r}")
     if _compiling():
         return runtime.get_theoretical_mk_alignment_for_contiguous_layout(expected_m)
     return _ops.get_theoretical_mk_alignment_for_contiguous_layout(expected_m)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 _FP8_GEMM_TAIL = (
     "Tensor? c=None, int[]? recipe=None, int[]? recipe_a=None, int[]? recipe_b=None, "
-    'str compiled_dims="{dims}", bool disable_ue8m0_cast=False) -> ()'
+    'str compiled_dims="{dims}", bool disable_ue8m0_cast=False, float? alpha=None) -> ()'
 )
 _FP8_OPERANDS = "Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(d!) d"
 _FP8_RECIPES = "int[]? recipe=None, int[]? recipe_a=None, int[]? recipe_b=None"
@@ -33,10 +33,10 @@ def _fp8_dense(layout: str, dims: str) -> str:
 # family -> list of (schema, why)
 SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
     "fp8_gemm": [
-        (_fp8_dense("nt", "nk"), "D = C + (A*sfa) @ (B*sfb).T; A [M,K], B [N,K]"),
-        (_fp8_dense("nn", "nk"), "B given as [K,N] (and sfb transposed with it)"),
-        (_fp8_dense("tn", "mn"), "A given as [K,M], B as [K,N]"),
-        (_fp8_dense("tt", "mn"), "A given as [K,M]"),
+        (_fp8_dense("nt", ""), "D = C + alpha * (A*sfa) @ (B*sfb).T; A [M,K], B [N,K]"),
+        (_fp8_dense("nn", ""), "B given as [K,N] (and sfb transposed with it)"),
+        (_fp8_dense("tn", ""), "A given as [K,M], B as [K,N]"),
+        (_fp8_dense("tt", ""), "A given as [K,M]"),
         (f"fp8_gemm_nt_skip_head_mid({_FP8_OPERANDS}, int[] head_splits, int[]? recipe=None, "
          'str compiled_dims="nk", bool disable_ue8m0_cast=False) -> ()',
          "NT GEMM whose output columns skip `mid` columns between each head's left and right parts"),
@@ -52,19 +52,23 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
          'str compiled_dims="nk", bool disable_ue8m0_cast=False) -> ()',
          "MoE decode: A [G,Mmax,K]; only rows < masked_m[g] are computed (no host sync: CUDA-graph safe)"),
         (f"k_grouped_fp8_gemm_nt_contiguous({_FP8_OPERANDS}, int[]? ks_cpu, Tensor grouped_layout, "
-         'Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims="mn", bool use_psum_layout=False) -> ()',
+         'Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims="mn", bool use_psum_layout=False, '
+         "bool use_padded_sf_layout=False) -> ()",
          "MoE weight gradient: D[g] = C[g] + A_g @ B_g.T with per-group K, A_g a [M,K_g] block"),
         (f"k_grouped_fp8_gemm_tn_contiguous({_FP8_OPERANDS}, int[]? ks_cpu, Tensor grouped_layout, "
-         'Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims="mn", bool use_psum_layout=False) -> ()',
+         'Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims="mn", bool use_psum_layout=False, '
+         "bool use_padded_sf_layout=False) -> ()",
          "MoE weight gradient, MN-major operands: D[g] = C[g] + A_g.T @ B_g with A [sum K, M], B [sum K, N]"),
     ],
     "bf16_gemm": [
-        ('bf16_gemm_nt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="nk") -> ()',
-         "D = C + A @ B.T, BF16 operands, FP32 accumulation"),
-        ('bf16_gemm_nn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="nk") -> ()', "B [K,N]"),
-        ('bf16_gemm_tn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="mn") -> ()',
-         "A [K,M], B [K,N]"),
-        ('bf16_gemm_tt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="mn") -> ()', "A [K,M]"),
+        ('bf16_gemm_nt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="", '
+         "float? alpha=None) -> ()", "D = C + alpha * A @ B.T, BF16 operands, FP32 accumulation"),
+        ('bf16_gemm_nn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="", '
+         "float? alpha=None) -> ()", "B [K,N]"),
+        ('bf16_gemm_tn(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="", '
+         "float? alpha=None) -> ()", "A [K,M], B [K,N]"),
+        ('bf16_gemm_tt(Tensor a, Tensor b, Tensor(d!) d, Tensor? c=None, str compiled_dims="", '
+         "float? alpha=None) -> ()", "A [K,M]"),
         ('m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor(d!) d, Tensor grouped_layout, '
          'str compiled_dims="nk", bool use_psum_layout=False, bool ensure_zero_padding=True, '
          "int? expected_m_for_psum_layout=None) -> ()", "BF16 MoE forward, contiguous layout"),
@@ -90,11 +94,11 @@ SCHEMA_TABLE: dict[str, list[tuple[str, str]]] = {
     ],
     "attention": [
         ("fp8_fp4_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor weights, "
-         "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0, "
-         "ScalarType logits_dtype=6) -> Tensor",
+         "Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, bool clean_logits=False, int max_seqlen_k=0, "
+         "ScalarType logits_dtype=6, Tensor? schedule_meta=None) -> Tensor",
          "DeepSeek V3.2 indexer logits; returns a [S,SK] view of a padded buffer (1 KiB-aligned rows)"),
         ("fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, Tensor cu_seq_len_k_start, "
-         "Tensor cu_seq_len_k_end, bool clean_logits=True, int max_seqlen_k=0) -> Tensor",
+         "Tensor cu_seq_len_k_end, bool clean_logits=False, int max_seqlen_k=0) -> Tensor",
          "legacy name: FP8 q without scale, FP32 logits"),
         ("get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, Tensor? indices=None) "
          "-> Tensor", "per-SM work split for the paged indexer: int32 [num_sms+1, 2]"),

@@ -35,9 +35,9 @@ def align(x: int, y: int) -> int:
     return ceil_div(x, y) * y
 
 
-def get_tma_aligned_size(x: int, element_size: int) -> int:
-    """x rounded up so that x elements of ``element_size`` bytes span a multiple of 16 bytes."""
+def get_tma_aligned_size(mn: int, element_size: int) -> int:
+    """mn rounded up so that mn elements of ``element_size`` bytes span a multiple of 16 bytes."""
     if TMA_ALIGNMENT_BYTES % element_size != 0:
         from ..core.errors import fail
         fail(f"element_size: expected a divisor of {TMA_ALIGNMENT_BYTES}, got {element_size}")
-    return align(x, TMA_ALIGNMENT_BYTES // element_size)
+    return align(mn, TMA_ALIGNMENT_BYTES // element_size)

@@ -19,6 +19,7 @@ def get_mqa_logits_metadata(cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: 
     ``cu_seq_len_k_start`` / ``cu_seq_len_k_end``: int32 ``[num_q_tokens]`` KV ranges per query row;
     ``num_heads``: 8, 16, 32 or 64 (a Q block holds ``128 / num_heads`` rows).
 
-    Note: our ``fp8_fp4_mqa_logits`` does not take ``schedule_meta`` yet (its reference needs no schedule)."""
+    Pass it as ``fp8_fp4_mqa_logits(..., schedule_meta=meta)``: checked there (dtype, length for the current
+    ``get_num_sms()``), not read (our kernels schedule themselves; the logits do not depend on it)."""
     return _ops.get_mqa_logits_metadata.default(cu_seq_len_k_start, cu_seq_len_k_end, int(num_kv_tokens),
                                                 int(num_heads))

@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from ...common.operands import alpha_arg
 from ...core.errors import fail
 from ...core.eager import eager_ops
 
@@ -48,7 +49,12 @@ _BF16_DENSE_DOC = """BF16 GEMM, {text}: ``d = c + a @ b.T`` in the NT view, accu
         Accumulator with d's shape and dtype; may be ``d`` itself (``d += a @ b.T``, also into BF16 d) or a
         distinct tensor. None means ``d = a @ b.T``.
     compiled_dims : str
-        Dimensions DeepGEMM bakes into its JIT kernels (subset of "mnk"); a performance hint only.
+        Dimensions DeepGEMM bakes into its JIT kernels (subset of "mnk"); a performance hint only. Default ``''``
+        (the kernel picks), as DeepGEMM 0.2.3.
+    alpha : float, optional
+        ``d = c + alpha * (a @ b.T)``: scales the product only, in FP32 before C is added (DeepGEMM 0.2.3's
+        epilogue). On CUDA a non-None alpha runs the kernel into an FP32 scratch and scales it afterwards (exact,
+        one rounding into d; slower than the plain call: an extra buffer and pass).
 
     Notes
     -----
@@ -97,18 +103,21 @@ def _dense(prefix: str, layout: str, doc: str, default_dims: Optional[str]):
             op(a, b, d, c)
     else:
         def fn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
-               compiled_dims: str = default_dims) -> None:
-            op(a, b, d, c, compiled_dims)
+               compiled_dims: str = default_dims, alpha: Optional[float] = None) -> None:
+            if alpha is None:
+                op(a, b, d, c, compiled_dims)
+            else:
+                op(a, b, d, c, compiled_dims, alpha_arg(alpha))
 
     fn.__name__ = fn.__qualname__ = f"{prefix}_{layout}"
     fn.__doc__ = doc.format(text=text, a_shape=a_shape, b_shape=b_shape, name=fn.__name__, call=call)
     return fn
 
 
-bf16_gemm_nt = _dense("bf16_gemm", "nt", _BF16_DENSE_DOC, "nk")
-bf16_gemm_nn = _dense("bf16_gemm", "nn", _BF16_DENSE_DOC, "nk")
-bf16_gemm_tn = _dense("bf16_gemm", "tn", _BF16_DENSE_DOC, "mn")
-bf16_gemm_tt = _dense("bf16_gemm", "tt", _BF16_DENSE_DOC, "mn")
+bf16_gemm_nt = _dense("bf16_gemm", "nt", _BF16_DENSE_DOC, "")
+bf16_gemm_nn = _dense("bf16_gemm", "nn", _BF16_DENSE_DOC, "")
+bf16_gemm_tn = _dense("bf16_gemm", "tn", _BF16_DENSE_DOC, "")
+bf16_gemm_tt = _dense("bf16_gemm", "tt", _BF16_DENSE_DOC, "")
 cublaslt_gemm_nt = _dense("cublaslt_gemm", "nt", _CUBLASLT_DOC, None)
 cublaslt_gemm_nn = _dense("cublaslt_gemm", "nn", _CUBLASLT_DOC, None)
 cublaslt_gemm_tn = _dense("cublaslt_gemm", "tn", _CUBLASLT_DOC, None)
@@ -207,26 +216,27 @@ bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked  # legacy name
 
 
 def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
-                                      ks_cpu: Optional[Sequence[int]], grouped_layout: torch.Tensor,
+                                      ks: Optional[Sequence[int]], grouped_layout: torch.Tensor,
                                       c: Optional[torch.Tensor] = None, compiled_dims: str = "mn",
                                       use_psum_layout: bool = False) -> None:
     """K-grouped BF16 GEMM (MoE weight gradient): ``d[g] = c[g] + A_g.T @ B_g``, FP32 accumulation.
 
-    ``A_g = a[k_g : k_g + ks_cpu[g]]`` with ``k_g = sum(ks_cpu[:g])`` (likewise ``B_g``).
+    ``A_g = a[k_g : k_g + ks[g]]`` with ``k_g = sum(ks[:g])`` (likewise ``B_g``).
 
     Parameters
     ----------
     a : Tensor
-        BF16 ``[sum(ks_cpu), M]``, MN-major (M contiguous), 16-byte aligned row stride and start.
+        BF16 ``[sum(ks), M]``, MN-major (M contiguous), 16-byte aligned row stride and start.
     b : Tensor
-        BF16 ``[sum(ks_cpu), N]``, MN-major, 16-byte aligned row stride and start.
+        BF16 ``[sum(ks), N]``, MN-major, 16-byte aligned row stride and start.
     d : Tensor
         FP32 ``[G, M, N]``, contiguous. Written in place.
-    ks_cpu : list of int
+    ks : list of int
         The per-group K sizes on the host (non-empty, each >= 0; an empty group gives ``d[g] = c[g]``, or zeros).
+        ``ks_cpu=``, our former name, is accepted.
         Unlike DeepGEMM's SM90 kernel, sizes need not be multiples of 128.
     grouped_layout : Tensor
-        The same sizes as an int32 ``[G]`` device tensor (kept for DeepGEMM compatibility; must equal ks_cpu,
+        The same sizes as an int32 ``[G]`` device tensor (kept for DeepGEMM compatibility; must equal ks,
         not checked: it would need a sync).
     c : Tensor, optional
         FP32 accumulator of d's shape, row-major; may be ``d`` itself. DeepGEMM's SM90 kernel requires it (tests
@@ -243,5 +253,5 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     >>> deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks,
     ...     torch.tensor(ks, dtype=torch.int32, device='cuda'), c=d)
     """
-    ks = None if ks_cpu is None else [int(k) for k in ks_cpu]
-    _ops.k_grouped_bf16_gemm_tn_contiguous.default(a, b, d, ks, grouped_layout, c, compiled_dims, use_psum_layout)
+    sizes = None if ks is None else [int(k) for k in ks]
+    _ops.k_grouped_bf16_gemm_tn_contiguous.default(a, b, d, sizes, grouped_layout, c, compiled_dims, use_psum_layout)

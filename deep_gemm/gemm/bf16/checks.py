@@ -23,7 +23,8 @@ from ...core.errors import (require, require_dim, require_dtype, require_major,
 from ..fp8.checks import GemmProblem
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
                              check_ks_cpu, check_masked_m)
-from ...common.operands import Recipe, check_accumulator, check_compiled_dims, check_out, require_tma_aligned, to_nt
+from ...common.operands import (Recipe, check_accumulator, check_alpha, check_compiled_dims, check_out,
+                                require_tma_aligned, to_nt)
 
 BF16 = torch.bfloat16
 # What the vendor-BLAS GEMM multiplies (one dtype for A and B), always with FP32 compute. float8_e4m3fn values are
@@ -72,8 +73,9 @@ def _check_dense(layout, a, b, d, c, ab_dtypes, out_dtypes, tma_aligned) -> Gemm
 def make_dense_check(layout: str):
     """Check of ``bf16_gemm_<layout>``: D [M,N] (BF16/FP32) = C + A @ B.T in NT form, BF16 A and B."""
 
-    def check(a, b, d, c, compiled_dims) -> GemmProblem:
+    def check(a, b, d, c, compiled_dims, alpha=None) -> GemmProblem:
         check_compiled_dims(compiled_dims)
+        check_alpha(alpha)
         return _check_dense(layout, a, b, d, c, (BF16,), (BF16, torch.float32), tma_aligned=True)
 
     check.__name__ = f"check_bf16_gemm_{layout}"

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import torch
 
-from ...common.operands import k_grouped_sizes, to_nt, written_without_launch
+from ...common.operands import k_grouped_sizes, run_with_alpha, to_nt, written_without_launch
 from ...core import arch
 from ...core.launch import FastDescriptor, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
@@ -212,7 +212,10 @@ PLANS = PlanCache()
 
 
 def _dense(layout: str):
-    def bf16_gemm(a, b, d, c, compiled_dims, *, signature=None, overrides: Bf16Overrides = NO_OVERRIDES):
+    def bf16_gemm(a, b, d, c, compiled_dims, alpha=None, *, signature=None, overrides: Bf16Overrides = NO_OVERRIDES):
+        if alpha is not None:  # host route (run_with_alpha): FP32 scratch, then d = alpha * scratch + c
+            return run_with_alpha(lambda out, acc: bf16_gemm(a, b, out, acc, compiled_dims, overrides=overrides),
+                                  d, c, alpha)
         inputs = (a, b, d, c)
         key = PLANS.key((layout, overrides), signature, inputs, d)
         if PLANS.replay(key, inputs, d):

@@ -28,10 +28,12 @@ def _dense_product(layout: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tenso
 
 
 def make_dense_reference(op_name: str, layout: str):
-    """Reference of ``bf16_gemm_<layout>`` (trailing compiled_dims) and of ``cublaslt_gemm_<layout>`` (no hints)."""
+    """Reference of ``bf16_gemm_<layout>`` (trailing compiled_dims, alpha) and of ``cublaslt_gemm_<layout>`` (no hints)."""
 
-    def reference(a, b, d, c, *performance_hints):
-        write_output(d, _dense_product(layout, a, b), c)
+    def reference(a, b, d, c, *tail):
+        # bf16_gemm_*: tail = (compiled_dims, alpha); cublaslt_gemm_*: empty
+        alpha = tail[1] if len(tail) > 1 else None
+        write_output(d, _dense_product(layout, a, b), c, alpha)
 
     reference.__name__ = f"{op_name}_reference"
     return reference

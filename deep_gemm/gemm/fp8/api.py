@@ -12,7 +12,7 @@ import torch
 
 from ...core.errors import fail
 from ...core.eager import eager_ops
-from ...common.operands import unpack_pair
+from ...common.operands import alpha_arg, unpack_pair
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
 _ops = eager_ops  # torch.ops.deep_gemm, skipping the dispatcher for plain eager CUDA calls (core/registry.py)
@@ -53,9 +53,14 @@ _DENSE_DOC = """FP8 GEMM, {layout_text}: ``d = c + (a * sfa) @ (b * sfb).T``, ac
     recipe_a, recipe_b : (int, int), optional
         Per-operand ``(gran_mn, gran_k)`` instead of ``recipe`` (both or neither).
     compiled_dims : str
-        Dimensions DeepGEMM bakes into its JIT kernels; accepted for compatibility (a performance hint).
+        Dimensions DeepGEMM bakes into its JIT kernels; accepted for compatibility (a performance hint). Default
+        ``''`` (the kernel picks), as DeepGEMM 0.2.3.
     disable_ue8m0_cast : bool
         Accepted for compatibility; no effect on SM90.
+    alpha : float, optional
+        ``d = c + alpha * (a @ b.T)``: scales the product only, in FP32 before C is added (DeepGEMM 0.2.3's
+        epilogue). On CUDA a non-None alpha runs the kernel into an FP32 scratch and scales it afterwards (exact,
+        one rounding into d; slower than the plain call: an extra buffer and pass).
 
     Layout: A and B may each be K-major or MN-major (DeepGEMM's SM90 build requires K-major); strides must be
     16-byte aligned (TMA). ``M == 0`` or ``N == 0`` is a no-op; ``K == 0`` gives ``d = c`` (or zeros).
@@ -75,12 +80,12 @@ def _dense(layout: str, default_dims: str, layout_text: str, a_shape: str, b_sha
 
     def fn(a: Pair, b: Pair, d: torch.Tensor, c: Optional[torch.Tensor] = None,
            recipe: Optional[Tuple[int, int, int]] = None, recipe_a: Optional[Tuple[int, int]] = None,
-           recipe_b: Optional[Tuple[int, int]] = None, compiled_dims: str = default_dims,
-           disable_ue8m0_cast: bool = False) -> None:
+           recipe_b: Optional[Tuple[int, int]] = None, compiled_dims: str = "",
+           disable_ue8m0_cast: bool = False, alpha: Optional[float] = None) -> None:
         a_data, a_sf = unpack_pair("a", a)
         b_data, b_sf = unpack_pair("b", b)
-        if recipe is None and recipe_a is None and recipe_b is None and compiled_dims == default_dims \
-                and not disable_ue8m0_cast:
+        if recipe is None and recipe_a is None and recipe_b is None and compiled_dims == "" \
+                and not disable_ue8m0_cast and alpha is None:
             # The common call: passing only what differs from the schema defaults spares the dispatcher most of its
             # argument parsing (the full form costs ~18 us more per call).
             if c is None:
@@ -89,7 +94,7 @@ def _dense(layout: str, default_dims: str, layout_text: str, a_shape: str, b_sha
                 op(a_data, a_sf, b_data, b_sf, d, c)
             return
         op(a_data, a_sf, b_data, b_sf, d, c, _ints(recipe), _ints(recipe_a), _ints(recipe_b), compiled_dims,
-           disable_ue8m0_cast)
+           disable_ue8m0_cast, None if alpha is None else alpha_arg(alpha))
 
     fn.__name__ = fn.__qualname__ = f"fp8_gemm_{layout}"
     fn.__doc__ = _DENSE_DOC.format(layout_text=layout_text, a_shape=a_shape, b_shape=b_shape,
@@ -207,13 +212,13 @@ fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked  # legacy name
 def _k_grouped(layout: str):
     op = getattr(_ops, f"k_grouped_fp8_gemm_{layout}_contiguous").default
 
-    def fn(a: Pair, b: Pair, d: torch.Tensor, ks_cpu: Optional[Sequence[int]], grouped_layout: torch.Tensor,
+    def fn(a: Pair, b: Pair, d: torch.Tensor, ks: Optional[Sequence[int]], grouped_layout: torch.Tensor,
            c: Optional[torch.Tensor] = None, recipe: Tuple[int, int, int] = (1, 1, 128), compiled_dims: str = "mn",
-           use_psum_layout: bool = False) -> None:
+           use_psum_layout: bool = False, use_padded_sf_layout: bool = False) -> None:
         a_data, a_sf = unpack_pair("a", a)
         b_data, b_sf = unpack_pair("b", b)
-        op(a_data, a_sf, b_data, b_sf, d, _ints(ks_cpu), grouped_layout, c, _ints(recipe), compiled_dims,
-           use_psum_layout)
+        op(a_data, a_sf, b_data, b_sf, d, _ints(ks), grouped_layout, c, _ints(recipe), compiled_dims,
+           use_psum_layout, bool(use_padded_sf_layout))
 
     fn.__name__ = fn.__qualname__ = f"k_grouped_fp8_gemm_{layout}_contiguous"
     if layout == "nt":
@@ -227,9 +232,13 @@ def _k_grouped(layout: str):
 
     {operands}
     d : FP32 ``[G, M, N]`` contiguous; c : optional accumulator of d's shape (may be d; DeepGEMM requires it, here
-    ``None`` means zeros). ks_cpu : the per-group K sizes on the host, each a multiple of 128 (0 allowed: that
-    group's ``d[g] = c[g]``); grouped_layout : the same sizes as an int32 ``[G]`` tensor. recipe must be
-    ``(1, 1, 128)`` (per-row scales on both operands); the psum layout is not supported.
+    ``None`` means zeros). ks : the per-group K sizes on the host, each a multiple of 128 (0 allowed: that
+    group's ``d[g] = c[g]``; ``ks_cpu=``, our former name, is accepted); grouped_layout : the same sizes as an int32
+    ``[G]`` tensor. recipe must be ``(1, 1, 128)`` (per-row scales on both operands); the psum layout is not
+    supported. use_padded_sf_layout : the scales' K axis holds, per group, ``ceil(align(K_g, A) / 128)`` rows
+    (A = ``get_mk_alignment_for_contiguous_layout()``, DeepGEMM's padded per-group SF), the group's
+    ``K_g / 128`` scales first, and may be longer than their sum; default: compact (``sum(ks) / 128``). On CUDA a
+    padded layout that differs from the compact one is gathered into it before the launch (one small copy).
 
     >>> deep_gemm.{fn.__name__}(a, b, d, ks, torch.tensor(ks, dtype=torch.int32, device='cuda'), c=d)
     """

@@ -15,8 +15,9 @@ from ...core.errors import (fail, major_of, require, require_contiguous, require
                            require_same_device)
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
                              check_ks_cpu, check_masked_m)
-from ...common.operands import (FP4_PACKED, Recipe, check_accumulator, check_compiled_dims, check_out, check_sf,
-                                logical_k, require_tma_aligned, resolve_recipe, to_nt)
+from ...common.operands import (FP4_PACKED, Recipe, check_accumulator, check_alpha, check_compiled_dims, check_out,
+                                check_sf, logical_k, padded_sf_starts, require_tma_aligned, resolve_recipe, to_nt)
+from ...core.runtime import peek
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,11 @@ def _check_nt_operands(a, sfa, b, sfb, recipe, recipe_a, recipe_b, lead_a=(), le
 def make_dense_check(layout: str):
     """Check of ``fp8_gemm_<layout>``: D [M,N] (BF16/FP32) = C + A @ B.T in NT form."""
 
-    def check(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast) -> GemmProblem:
+    def check(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast,
+              alpha=None) -> GemmProblem:
         require_same_device(a=a, sfa=sfa, b=b, sfb=sfb, d=d, c=c)
         check_compiled_dims(compiled_dims)
+        check_alpha(alpha)
         a_nt, sfa_nt, b_nt, sfb_nt = to_nt(layout, a, sfa, b, sfb)
         m, k, n, r = _check_nt_operands(a_nt, sfa_nt, b_nt, sfb_nt, recipe, recipe_a, recipe_b)
         check_out("d", d, (m, n))
@@ -145,7 +148,8 @@ def make_k_grouped_check(layout: str):
     tn: A [sum K, M] (MN-major); sfa [sum K / 128, M]. Same for B with N. D, C: FP32 [G, M, N].
     """
 
-    def check(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout) -> GemmProblem:
+    def check(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout,
+              use_padded_sf_layout=False) -> GemmProblem:
         require_same_device(a=a, sfa=sfa, b=b, sfb=sfb, d=d, grouped_layout=grouped_layout, c=c)
         check_compiled_dims(compiled_dims)
         ks = check_ks_cpu(ks_cpu, use_psum_layout, k_multiple=K_GROUP_GRANULARITY)
@@ -154,6 +158,7 @@ def make_k_grouped_check(layout: str):
         num_groups, sum_k = len(ks), sum(ks)
         m, n = check_k_grouped_output(d, c, grouped_layout, num_groups)
         sfk = sum_k // K_GROUP_GRANULARITY
+        padded_sfk = padded_sf_starts(ks, K_GROUP_GRANULARITY)[-1] if use_padded_sf_layout else None
         for name, data, sf, rows in (("a", a, sfa, m), ("b", b, sfb, n)):
             require_dtype(name, data, (torch.float8_e4m3fn,))
             require_dtype("sf" + name, sf, (torch.float32,))
@@ -173,6 +178,13 @@ def make_k_grouped_check(layout: str):
                         f"{name}: expected an MN-major tensor (stride(1) == 1), got strides {data.stride()}")
                 require_tma_aligned(name, data)
                 want_sf = (sfk, rows)
+            if padded_sfk is not None:  # DeepGEMM's padded per-group SF: at least the padded extent along K
+                k_axis = 1 if layout == "nt" else 0
+                require(sf.dim() == 2 and sf.size(1 - k_axis) == rows and sf.size(k_axis) >= padded_sfk,
+                        f"sf{name}: expected {padded_sfk} or more scales along K (use_padded_sf_layout: per group "
+                        f"ceil(align(K_g, {peek('mk_alignment')}) / 128)) and {rows} along "
+                        f"{'M' if name == 'a' else 'N'}, got shape {tuple(sf.shape)}")
+                continue
             require(tuple(sf.shape) == want_sf,
                     f"sf{name}: expected shape {want_sf} (one scale per row per 128 K), got {tuple(sf.shape)}")
         return GemmProblem(m, n, sum_k, Recipe((1, 128), (1, 128)), num_groups)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import torch
 
 from ..._internals import COMPILE_OPTIONS
-from ...common.operands import FP8, k_grouped_sizes, resolve_recipe, to_nt, written_without_launch
+from ...common.operands import (FP8, compact_k_grouped_sf, k_grouped_sizes, resolve_recipe, run_with_alpha,
+                                to_nt, written_without_launch)
 from ...core import arch
 from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
@@ -266,8 +267,12 @@ PLANS = PlanCache()
 
 
 def _dense(layout: str):
-    def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, *,
-                 signature=None, overrides: Fp8Overrides = NO_OVERRIDES):
+    def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha=None,
+                 *, signature=None, overrides: Fp8Overrides = NO_OVERRIDES):
+        if alpha is not None:  # host route (run_with_alpha): FP32 scratch, then d = alpha * scratch + c
+            return run_with_alpha(lambda out, acc: fp8_gemm(a, sfa, b, sfb, out, acc, recipe, recipe_a, recipe_b,
+                                                            compiled_dims, disable_ue8m0_cast, overrides=overrides),
+                                  d, c, alpha)
         a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
         inputs = (a, sfa, b, sfb, d, c)
         key = PLANS.key((layout, overrides), signature, inputs, d)
@@ -422,13 +427,17 @@ def _group_blocks_in_place(layout: str, p: Fp8Plan, a: torch.Tensor, b: torch.Te
 
 
 def _k_grouped(layout: str):
-    def k_grouped(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout, *,
-                  overrides: Fp8Overrides = NO_OVERRIDES):
+    def k_grouped(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout,
+                  use_padded_sf_layout=False, *, overrides: Fp8Overrides = NO_OVERRIDES):
         if not _fp8_device(a):
             return NotImplemented
         ks = k_grouped_sizes(d, c, ks_cpu)
         if ks is None:
             return None
+        if use_padded_sf_layout:  # our kernels read the compact layout: a view of it, or one gather (A > 128)
+            k_axis = 1 if layout == "nt" else 0
+            sfa = compact_k_grouped_sf(sfa, ks_cpu, k_axis)
+            sfb = compact_k_grouped_sf(sfb, ks_cpu, k_axis)
         num_groups, m, n = d.shape
         call = call_of(GROUPING["k_grouped"], m, n, sum(ks), num_groups, d, c, True)
         p = _plan_for(call, overrides)

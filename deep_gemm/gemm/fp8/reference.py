@@ -16,14 +16,14 @@ from __future__ import annotations
 import torch
 
 from ...core.runtime import get_mk_alignment_for_contiguous_layout
-from ...common.operands import dequantize, resolve_recipe, to_nt, write_output
+from ...common.operands import compact_k_grouped_sf, dequantize, resolve_recipe, to_nt, write_output
 
 
 def make_dense_reference(layout: str):
-    def reference(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast):
+    def reference(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha=None):
         a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
-        write_output(d, dequantize(a, sfa, r.a) @ dequantize(b, sfb, r.b).T, c)
+        write_output(d, dequantize(a, sfa, r.a) @ dequantize(b, sfb, r.b).T, c, alpha)
 
     reference.__name__ = f"fp8_gemm_{layout}_reference"
     return reference
@@ -111,7 +111,12 @@ def k_group_operand(layout: str, data: torch.Tensor, sf: torch.Tensor, rows: int
 
 
 def make_k_grouped_reference(layout: str):
-    def reference(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout):
+    def reference(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout,
+                  use_padded_sf_layout=False):
+        if use_padded_sf_layout:
+            k_axis = 1 if layout == "nt" else 0
+            sfa = compact_k_grouped_sf(sfa, ks_cpu, k_axis, K_SCALE_BLOCK)
+            sfb = compact_k_grouped_sf(sfb, ks_cpu, k_axis, K_SCALE_BLOCK)
         num_groups, m, n = d.shape
         acc = torch.zeros((num_groups, m, n), dtype=torch.float32, device=d.device)
         k_start = 0
