@@ -110,9 +110,10 @@ def make_mqa(case: MqaCase):
     weights = torch.randn(case.s, case.h).to(torch.bfloat16 if case.bf16_weights else torch.float32)
     # Ranges include empty ones and ones reaching SK (0 <= ks <= ke <= SK: the data contract, checked on the CPU;
     # windows outside it raise, see test_mqa_logits_bad_windows_raise).
-    ks = torch.randint(0, case.sk + 1, (case.s,), dtype=torch.int32)
-    ke = torch.minimum(ks + torch.randint(0, case.sk + 5, (case.s,), dtype=torch.int32),
-                       torch.tensor(case.sk, dtype=torch.int32)).to(torch.int32)
+    ks = torch.randint(-3, max(case.sk, 1), (case.s,), dtype=torch.int32)
+    ke = (ks + torch.randint(-2, case.sk + 5, (case.s,), dtype=torch.int32)).to(torch.int32)
+    ks = ks.clamp(min=0)
+    ke = torch.maximum(ke.clamp(max=case.sk), ks).to(torch.int32)
     return (q, q_sf, kv, kv_sf, weights, ks, ke), (q64, kv64, kv_scale)
 
 
