@@ -60,6 +60,7 @@ __all__ = [
     'gemm_fp8_fp8_bf16_nt',
     'get_bf16_mega_gate_config',
     'get_block_m_for_mega_moe',
+    'get_checks',
     'get_col_major_tma_aligned_tensor',
     'get_deterministic_algorithms',
     'get_jit',
@@ -116,6 +117,7 @@ __all__ = [
     'per_token_cast_to_nvfp4',
     'set_autotune',
     'set_block_size_multiple_of',
+    'set_checks',
     'set_ignore_compile_dims',
     'set_mk_alignment_for_contiguous_layout',
     'set_num_sms',
@@ -556,6 +558,8 @@ def get_block_m_for_mega_moe(
     global_num_tokens: Optional[int] = None,
 ) -> int: ...
 
+def get_checks() -> str: ...
+
 def get_col_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor: ...
 
 def get_deterministic_algorithms() -> bool: ...
@@ -944,6 +948,8 @@ def per_token_cast_to_nvfp4(
 def set_autotune(enable: bool) -> None: ...
 
 def set_block_size_multiple_of(value: Union[int, Sequence[int]]) -> None: ...
+
+def set_checks(mode: str, /) -> None: ...
 
 def set_ignore_compile_dims(ignore: bool) -> None: ...
 

@@ -7,6 +7,7 @@ import importlib
 # (module, why it is public). Families that a later stage adds are picked up here and nowhere else.
 _API_MODULES = (
     "deep_gemm.core.config",       # runtime knobs, alignment getters, get_jit
+    "deep_gemm.core.checks_mode",  # set_checks / get_checks: data-contract checks on CUDA (debugging aid)
     "deep_gemm.gemm.fp8.api",      # FP8 dense / M-grouped / K-grouped GEMMs
     "deep_gemm.gemm.bf16.api",     # BF16 and cuBLASLt GEMMs
     "deep_gemm.gemm.warmup",       # ahead-of-time kernel compilation

@@ -100,10 +100,12 @@ if [ "$numpy_spec" = "numpy<2.4" ] && [ "$have_numpy" != - ] \
   numpy_too_new=1
 fi
 if [ "$want_triton" != ok ] || [ "$have_numpy" = - ] || [ "$have_pytest" = - ] || [ "$numpy_too_new" = 1 ]; then
-  packages=("$numpy_spec" pytest)
+  packages=("$numpy_spec" pytest hypothesis)
   if [ "$want_triton" != ok ]; then packages=("$want_triton" "${packages[@]}"); fi
   pip_install "${packages[@]}"
 fi
+# The property-based tests (tests/test_properties_*.py) need hypothesis, next to pytest.
+"$VENV/bin/python" -c "import hypothesis" 2>/dev/null || pip_install hypothesis
 
 "$VENV/bin/python" -m pip install -q --no-deps -e .
 echo "environment ready: $VENV ($("$VENV/bin/python" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'))"

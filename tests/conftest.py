@@ -113,3 +113,18 @@ def _hc_compiled_graph(a, b, d, s) -> str:
     step(a, b, d, s)
     assert len(graphs) == 1
     return graphs[0]
+
+
+# ---- Hypothesis profiles (tests/test_properties.py) --------------------------------------------------------------
+# "ci" (default): derandomized (the same examples every run, reproducible in CI), sized for the CPU references;
+# "gpu": more examples, random; select with HYPOTHESIS_PROFILE=gpu.
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is in the test extra; without it the property tests skip (importorskip)
+    pass
+else:
+    _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+    settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, suppress_health_check=_QUIET,
+                              print_blob=True)
+    settings.register_profile("gpu", max_examples=600, deadline=None, suppress_health_check=_QUIET, print_blob=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -108,9 +108,12 @@ def make_mqa(case: MqaCase):
         kv, kv_sf = torch.randn(case.sk, case.d).to(FP8), torch.rand(case.sk) + 0.25
         q64, kv64, kv_scale = q.double(), kv.double(), kv_sf.double()
     weights = torch.randn(case.s, case.h).to(torch.bfloat16 if case.bf16_weights else torch.float32)
-    # Ranges include empty ones and ones sticking out of [0, SK) on either side.
+    # Ranges include empty ones and ones reaching SK (0 <= ks <= ke <= SK: the data contract, checked on the CPU;
+    # windows outside it raise, see test_mqa_logits_bad_windows_raise).
     ks = torch.randint(-3, max(case.sk, 1), (case.s,), dtype=torch.int32)
     ke = (ks + torch.randint(-2, case.sk + 5, (case.s,), dtype=torch.int32)).to(torch.int32)
+    ks = ks.clamp(min=0)
+    ke = torch.maximum(ke.clamp(max=case.sk), ks).to(torch.int32)
     return (q, q_sf, kv, kv_sf, weights, ks, ke), (q64, kv64, kv_scale)
 
 
@@ -409,18 +412,19 @@ def test_paged_mqa_logits_matches_oracle(case, clean, via_ops, num_sms_8):
     assert_logits_close(out, expected, expected != NEG_INF, check_mask=clean)
 
 
-def test_paged_context_beyond_block_table_is_invalid(num_sms_8):
-    """Tokens past max_blocks * block_kv have no page: never read, written as -inf when cleaning."""
-    args, (q64, keys) = make_paged(PagedCase(2, 1, 32, 64))
+def test_paged_context_beyond_block_table_raises(num_sms_8):
+    """Tokens past max_blocks * block_kv have no page, context lengths past max_context_len no column: both raise
+    (they used to be masked / truncated silently), naming the first bad sequence, before anything is written."""
+    args, _ = make_paged(PagedCase(2, 1, 32, 64))
     q, _, kv_cache, weights, context_lens, block_table, meta, _ = args
     narrow = block_table[:, :1]  # one page (64 tokens) per sequence
     lens = torch.full_like(context_lens, 500)
-    out = deep_gemm.fp8_fp4_paged_mqa_logits((q, None), kv_cache, weights, lens, narrow, meta, 200, clean_logits=True)
-    assert (out[:, 64:] == NEG_INF).all()
-    for r in range(2):  # inside the page, only the tokens the sequence really has are data (the rest is NaN bytes)
-        n = min(int(context_lens[r, 0]), 64)
-        expected = oracle_paged(q64[r:r + 1], [keys[r]], weights[r:r + 1], torch.tensor([[n]], dtype=torch.int32), n)
-        assert_logits_close(out[r:r + 1, :n], expected, expected != NEG_INF, check_mask=False)
+    with pytest.raises(DeepGEMMError, match=r"context_lens: expected lengths at most max_context_len = 200, got "
+                                            r"context_lens\[0, 0\] = 500"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, None), kv_cache, weights, lens, narrow, meta, 200, clean_logits=True)
+    with pytest.raises(DeepGEMMError, match=r"context_lens: sequence 0 sees 500 tokens, 8 pages of 64, but "
+                                            r"block_table has 1 columns"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, None), kv_cache, weights, lens, narrow, meta, 500, clean_logits=True)
 
 
 def test_legacy_fp8_paged_mqa_logits_equals_new_name(num_sms_8):
@@ -436,7 +440,8 @@ def test_legacy_fp8_paged_mqa_logits_equals_new_name(num_sms_8):
 @pytest.mark.parametrize("max_len", [0, 1, 255, 300, 1025])
 def test_paged_mqa_logits_layout(max_len, dtype, num_sms_8):
     args, _ = make_paged(PagedCase(2, 2, 32, 64), max_context_len=300)
-    out = call_paged(args[:-1] + (max_len,), False, dtype)
+    lens = args[4].clamp(max=max_len)  # (context lengths past max_context_len raise)
+    out = call_paged(args[:4] + (lens,) + args[5:-1] + (max_len,), False, dtype)
     stride = align(align(max_len, 256), 1024 // out.element_size())
     assert out.shape == (4, max_len) and out.dtype == dtype
     if max_len:

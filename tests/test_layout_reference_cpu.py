@@ -163,12 +163,16 @@ def test_empty_scales(shape):
         assert tuple(out.shape) == want_shape and out.stride() == _expected_strides(want_shape)
 
 
-def test_packed_ue8m0_keeps_only_exponent_bits():
-    """Documented: no data check (it would need a sync); sign and mantissa are dropped."""
-    sf = torch.tensor([[3.0, -0.75, 1.0, 2.0 ** -130, float("inf")]])
-    out = PACKED(sf, None)
-    want = _pack4([128, 126, 127, 0]), _pack4([255, 0, 0, 0])
-    assert out.tolist() == [list(want)]
+def test_packed_ue8m0_refuses_what_it_cannot_represent():
+    """The CPU kernel checks the data (it used to drop sign and mantissa silently): a negative scale, a mantissa or a
+    denormal raise, naming the first bad element; zero mantissas (powers of two, +inf) pack to their exponents."""
+    sf = torch.tensor([[4.0, 0.5, 1.0, 2.0 ** -126, float("inf")]])
+    assert PACKED(sf, None).tolist() == [[_pack4([129, 126, 127, 1]), _pack4([255, 0, 0, 0])]]
+    for index, bad in ((1, -0.75), (0, 3.0), (3, 2.0 ** -130)):
+        wrong = sf.clone()
+        wrong[0, index] = bad
+        with pytest.raises(DeepGEMMError, match=rf"sf: expected non-negative powers of two .*got sf\[0, {index}\]"):
+            PACKED(wrong, None)
 
 
 PSUM_CASES = [

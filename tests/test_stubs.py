@@ -289,6 +289,7 @@ CASES: dict[str, Case] = {
     "set_autotune": Case(lambda: dict(enable=deep_gemm.autotune_enabled())),
     "warmup": _case(calls=[("fp8_gemm_nt", dict(m=1, n=128, k=128))], device="cpu"),
     "set_pdl": Case(lambda: dict(enable=deep_gemm.get_pdl())),
+    "set_checks": Case(lambda: dict(mode=deep_gemm.get_checks())),
     "set_ignore_compile_dims": _case(ignore=False),
     "set_block_size_multiple_of": _case(value=1),
     "set_mk_alignment_for_contiguous_layout": Case(lambda: dict(
@@ -296,7 +297,7 @@ CASES: dict[str, Case] = {
     "get_theoretical_mk_alignment_for_contiguous_layout": _case(expected_m=256, num_groups=4),
     **{name: NO_ARGS for name in ("get_num_sms", "get_tc_util", "get_pdl", "get_mk_alignment_for_contiguous_layout",
                                   "get_jit", "backends", "get_token_alignment_for_mega_moe",
-                                  "autotune_enabled")},
+                                  "autotune_enabled", "get_checks")},
     # DeepGEMM 1.x names (deep_gemm/_compat.py): the current functions under the old parameter names
     "gemm_fp8_fp8_bf16_nt": Case(lambda: dict(zip(("lhs", "rhs", "out"), _fp8_dense("nt")().values()))),
     "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous": Case(lambda: dict(zip(("lhs", "rhs", "out", "m_indices"),

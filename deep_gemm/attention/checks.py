@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.data_checks import require_values
 from ..core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
 from ..core.runtime import INT32_MAX, get_num_sms
 
@@ -281,3 +282,59 @@ def check_fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, 
     require_dtype("q", q, (FP8,))
     return check_fp8_fp4_paged_mqa_logits(q, None, kv_cache, weights, context_lens, block_table, schedule_meta,
                                           max_context_len, clean_logits, torch.float32, indices)
+
+
+# ---- Data checks: values of the index tensors (CPU kernels always; CUDA in the checked mode) ---------------------
+#
+# Each takes the op's arguments by schema name (``core.registry.set_data_check``) and raises DeepGEMMError naming the
+# argument, the first bad index and its value, before any logits are written.
+
+def _at(t: torch.Tensor, i: int) -> int:
+    return int(t.reshape(-1)[i])
+
+
+def check_data_mqa_logits(*, kv, cu_seq_len_k_start, cu_seq_len_k_end, **_) -> None:
+    """Windows inside the KV rows: 0 <= ks[i] <= ke[i] <= SK (with compressed logits, max_seqlen_k > 0, a longer
+    window keeps its first max_seqlen_k keys: the output's columns)."""
+    ks, ke, seq_len_kv = cu_seq_len_k_start, cu_seq_len_k_end, kv.size(0)
+    starts, ends = ks.long(), ke.long()
+    conditions = [
+        (starts < 0, lambda i: f"cu_seq_len_k_start: expected window starts >= 0, got cu_seq_len_k_start[{i}] = "
+                               f"{_at(ks, i)}"),
+        (ends > seq_len_kv, lambda i: f"cu_seq_len_k_end: expected window ends at most SK = {seq_len_kv} (rows of "
+                                      f"kv), got cu_seq_len_k_end[{i}] = {_at(ke, i)}"),
+        (starts > ends, lambda i: f"cu_seq_len_k_start: expected window starts at most their ends, got "
+                                  f"cu_seq_len_k_start[{i}] = {_at(ks, i)} > cu_seq_len_k_end[{i}] = {_at(ke, i)}"),
+    ]
+    require_values(conditions)
+
+
+def check_data_paged_mqa_logits(*, q, kv_cache, context_lens, block_table, max_context_len, **_) -> None:
+    """context_lens in [0, max_context_len], each sequence's pages within the block table's columns, and every
+    block-table entry a sequence uses (its first ceil(context_len / block_kv) columns) a page of kv_cache."""
+    num_blocks, block_kv = kv_cache.size(0), kv_cache.size(1)
+    batch, columns = block_table.shape
+    lens = context_lens.long()
+    # tokens each sequence sees: its last query row's length (1-D: context_lens[b]; 2-D: the row maximum)
+    seq_lens = (lens if lens.dim() == 1 else lens.amax(dim=1) if lens.size(1) else lens.sum(dim=1)).clamp(min=0)
+    pages = (seq_lens + block_kv - 1) // block_kv
+    used = torch.arange(columns, device=block_table.device)[None, :] < pages[:, None]
+    table = block_table.long()
+    shape = tuple(context_lens.shape)
+
+    def where(i: int) -> str:
+        return "[" + (str(i) if len(shape) == 1 else f"{i // shape[1]}, {i % shape[1]}") + "]"
+
+    require_values([
+        (lens < 0, lambda i: f"context_lens: expected non-negative lengths, got context_lens{where(i)} = "
+                             f"{_at(context_lens, i)}"),
+        (lens > max_context_len,
+         lambda i: f"context_lens: expected lengths at most max_context_len = {max_context_len}, got "
+                   f"context_lens{where(i)} = {_at(context_lens, i)}"),
+        (pages > columns,
+         lambda i: f"context_lens: sequence {i} sees {int(seq_lens[i])} tokens, {int(pages[i])} pages of "
+                   f"{block_kv}, but block_table has {columns} columns"),
+        (used & ((table < 0) | (table >= num_blocks)),
+         lambda i: f"block_table: expected page ids in [0, {num_blocks}) (the pages of kv_cache) in the columns a "
+                   f"sequence uses, got block_table[{i // columns}, {i % columns}] = {int(table.reshape(-1)[i])}"),
+    ])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core import arch
-from ..core.registry import register
+from ..core.registry import register, set_data_check
 from ..core.plans import replayable_allocating
 from . import checks
 from . import launch as tri
@@ -56,3 +56,9 @@ register("fp8_fp4_paged_mqa_logits", check=checks.check_fp8_fp4_paged_mqa_logits
 register("fp8_paged_mqa_logits", check=checks.check_fp8_paged_mqa_logits,
          reference=ref.fp8_paged_mqa_logits_reference, fake=_fake_fp8_paged_mqa_logits,
          triton=replayable_allocating(tri.fp8_paged_mqa_logits_triton), arch=arch.FP8_OPS)
+
+# Data checks (windows, context lengths, page ids): always on the CPU, on CUDA in the checked mode.
+for _name in ("fp8_fp4_mqa_logits", "fp8_mqa_logits"):
+    set_data_check(_name, checks.check_data_mqa_logits)
+for _name in ("fp8_fp4_paged_mqa_logits", "fp8_paged_mqa_logits"):
+    set_data_check(_name, checks.check_data_paged_mqa_logits)

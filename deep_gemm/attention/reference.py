@@ -15,8 +15,9 @@ otherwise they are unspecified). Outputs are views of padded buffers whose row s
 as DeepGEMM allocates them; ``new_*_logits`` build them and the fake kernels reuse them, so real and fake outputs
 share sizes, strides and storage size.
 
-Nothing here reads a device tensor on the host: valid ranges are masks, indices are gathered and clamped (so bad
-indices give garbage, never an out-of-bounds read), and work is cut into chunks sized from shapes only. That keeps the
+Nothing here reads a device tensor on the host: valid ranges are masks, indices are gathered and clamped (bad
+indices never read out of bounds; the data checks ``checks.check_data_*`` refuse them before the reference runs, on
+the CPU always and on CUDA in the checked mode), and work is cut into chunks sized from shapes only. That keeps the
 CUDA fallback capturable in CUDA graphs.
 """
 

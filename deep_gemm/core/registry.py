@@ -159,6 +159,9 @@ class OpKernels:
     # (launcher, its ``call(full, token)``) for launchers of ``core/plans.replayable``: run_cuda calls it for a
     # token, sparing the keyword and argument packs of ``launcher(*full, signature=token)``.
     _call: tuple = field(default=(None, None), repr=False)
+    # The op's data check (``set_data_check``): validates the values of its index tensors (same arguments as the
+    # check). The CPU kernel always runs it; on CUDA only the checked mode does (``core/checks_mode.py``).
+    data_check: Callable[..., None] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         call = getattr(self.triton, "call", None)
@@ -254,6 +257,8 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
     def reference_kernel(*args, **kwargs):
         full = binder(args, kwargs)
         check(*full)
+        if kernels.data_check is not None:  # (the data is on the host: always checked, before anything is written)
+            run_data_check(kernels, full)
         return reference(*full)
 
     def cuda_kernel(*args, **kwargs):
@@ -281,6 +286,66 @@ def register(name: str, *, check: Callable[..., None], reference: Callable[..., 
         # Every other key, notably a call whose tensor arguments are all None (nothing to dispatch on): the check
         # names the None argument, instead of the dispatcher's "There were no tensor arguments" error.
         LIB.impl(op, no_backend_kernel, "CompositeExplicitAutograd")
+
+
+# ---- Data checks (the checked mode, core/checks_mode.py) -----------------------------------------------------------
+#
+# Off by default. On, every op with a data check gets an instance attribute ``run_cuda`` shadowing the class method:
+# the data check (torch reductions on the device, one host sync), then the method. Off, the attribute is deleted, so
+# the dispatcher's CUDA kernel and the eager path (both call ``kernels.run_cuda``) run exactly what they ran before.
+
+_DATA_CHECKS = False
+
+
+def data_checks_enabled() -> bool:
+    return _DATA_CHECKS
+
+
+def set_data_checks_enabled(enabled: bool) -> None:
+    global _DATA_CHECKS
+    _DATA_CHECKS = bool(enabled)
+    for kernels in list(_KERNELS.values()):
+        _install_data_check(kernels)
+
+
+def set_data_check(name: str, data_check: Callable[..., None]) -> None:
+    """Give op ``name`` its data check: called with the op's arguments by schema name (keywords; it takes the ones it
+    needs and ``**_`` for the rest), raising ``DeepGEMMError`` (see ``OpKernels``)."""
+    kernels = kernels_of(name)
+    kernels.data_check = data_check
+    _install_data_check(kernels)
+
+
+def run_data_check(kernels: OpKernels, full: tuple) -> None:
+    kernels.data_check(**dict(zip(kernels.binder.names, full)))
+
+
+def refuse_in_capture(name: str) -> None:
+    """A checked call syncs with the host: inside a CUDA-graph capture it raises instead."""
+    # (a capture needs an initialised CUDA context; without one the query itself would fail on CUDA-less hosts)
+    if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        raise DeepGEMMError(f"{name}: the checked mode (deep_gemm.set_checks('data') / DG_CHECKS=data) reads index "
+                            "tensors on the host, which a CUDA-graph capture forbids; capture with "
+                            "deep_gemm.set_checks('off') and validate the inputs in an eager call first")
+
+
+def _install_data_check(kernels: OpKernels) -> None:
+    if _DATA_CHECKS and kernels.data_check is not None:
+        kernels.run_cuda = _checked_run_cuda(kernels)
+    else:
+        kernels.__dict__.pop("run_cuda", None)
+
+
+def _checked_run_cuda(kernels: OpKernels) -> Callable[..., Any]:
+    unchecked = OpKernels.run_cuda.__get__(kernels)
+    name = kernels.name
+
+    def run_cuda(full: tuple, token):
+        refuse_in_capture(name)
+        run_data_check(kernels, full)
+        return unchecked(full, token)
+
+    return run_cuda
 
 
 def _requiring_tensors(name: str, check: Callable[..., None], required: tuple) -> Callable[..., None]:

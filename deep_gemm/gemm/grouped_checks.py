@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..core.data_checks import require_values
 from ..core.errors import fail, require_contiguous, require_dim, require_dtype
 from ..core.runtime import INT32_MAX, get_mk_alignment_for_contiguous_layout
 from ..common.operands import check_accumulator, check_out
@@ -79,3 +80,71 @@ def check_k_grouped_output(d: torch.Tensor, c: torch.Tensor | None, grouped_layo
     if tuple(grouped_layout.shape) != (num_groups,):
         fail(f"grouped_layout: expected the {num_groups} group K sizes, got shape {tuple(grouped_layout.shape)}")
     return d.size(1), d.size(2)
+
+
+# ---- Data checks: the values of the index tensors (CPU kernels always; CUDA in the checked mode) -----------------
+#
+# Each takes the op's arguments by schema name (``core.registry.set_data_check``) and raises DeepGEMMError naming the
+# argument, the first bad index and its value, before anything is written.
+
+def _at(t: torch.Tensor, i: int) -> int:
+    return int(t.reshape(-1)[i])
+
+
+def check_data_grouped_layout(grouped_layout: torch.Tensor, num_groups: int, m: int, use_psum_layout: bool) -> None:
+    """Expert ids in [-1, G); or psum ends non-decreasing, non-negative and at most M."""
+    gl = grouped_layout
+    if use_psum_layout:
+        ends = gl.long()
+        previous = torch.cat([ends.new_zeros(1), ends[:-1]])
+        require_values([
+            (ends < previous,
+             lambda i: f"grouped_layout: expected non-decreasing cumulative group ends (use_psum_layout=True), got "
+                       + (f"grouped_layout[0] = {_at(gl, 0)} < 0" if i == 0 else
+                          f"grouped_layout[{i}] = {_at(gl, i)} < grouped_layout[{i - 1}] = {_at(gl, i - 1)}")),
+            (ends > m,
+             lambda i: f"grouped_layout: expected cumulative group ends at most M = {m} (the rows of a), got "
+                       f"grouped_layout[{i}] = {_at(gl, i)}"),
+        ])
+        return
+    require_values([
+        ((gl < -1) | (gl >= num_groups),
+         lambda i: f"grouped_layout: expected expert ids in [-1, {num_groups}) (-1 marks padding rows), got "
+                   f"grouped_layout[{i}] = {_at(gl, i)}"),
+    ])
+
+
+def check_data_masked_m(masked_m: torch.Tensor, max_m: int) -> None:
+    """Every masked_m[g] in [0, max_m]."""
+    require_values([
+        ((masked_m < 0) | (masked_m > max_m),
+         lambda i: f"masked_m: expected valid row counts in [0, {max_m}] (max_m, dim 1 of a), got "
+                   f"masked_m[{i}] = {_at(masked_m, i)}"),
+    ])
+
+
+def check_data_ks(grouped_layout: torch.Tensor, ks_cpu: Sequence[int]) -> None:
+    """The device K sizes (``grouped_layout``, DeepGEMM's ``ks`` tensor) equal the host list ``ks_cpu``."""
+    expected = torch.tensor([int(x) for x in ks_cpu], dtype=torch.int64, device=grouped_layout.device)
+    if expected.numel() != grouped_layout.numel():  # (the metadata check already refused this)
+        fail(f"grouped_layout: expected {expected.numel()} K sizes (len(ks_cpu)), got {grouped_layout.numel()}")
+    require_values([
+        (grouped_layout.long() != expected,
+         lambda i: f"grouped_layout: expected the K sizes of ks_cpu (the device copy of the same list), got "
+                   f"grouped_layout[{i}] = {_at(grouped_layout, i)} where ks_cpu[{i}] = {int(ks_cpu[i])}"),
+    ])
+
+
+def check_data_m_grouped_contiguous(*, a, b, grouped_layout, use_psum_layout, **_) -> None:
+    """Data check of ``m_grouped_*_contiguous`` (FP8 and BF16; B is [G, N, K] or [G, K, N])."""
+    check_data_grouped_layout(grouped_layout, b.size(0), a.size(0), use_psum_layout)
+
+
+def check_data_m_grouped_masked(*, a, masked_m, **_) -> None:
+    """Data check of ``m_grouped_*_nt_masked`` (A is [G, max_m, K])."""
+    check_data_masked_m(masked_m, a.size(1))
+
+
+def check_data_k_grouped(*, ks_cpu, grouped_layout, **_) -> None:
+    """Data check of ``k_grouped_*_contiguous``."""
+    check_data_ks(grouped_layout, ks_cpu)

@@ -153,8 +153,9 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor,
 
     Returns int32 ``[(G,) MN, ceil(SFK / 4)]`` with strides ``((align(MN, 4) * ceil(SFK / 4),) 1, align(MN, 4))``;
     byte j of element ``[.., r, i]`` is the biased exponent of ``sf[.., r, 4i + j]`` (0 past SFK). Only the exponent
-    bits are kept: a scale that is not a power of two is rounded down to one, its sign dropped (DeepGEMM asserts on
-    the device instead; reading data here would need a sync).
+    bits are kept, so every scale must be a non-negative power of two (``deep_gemm.utils.ceil_to_ue8m0``): the CPU
+    kernel raises ``DeepGEMMError`` otherwise, and so does CUDA in the checked mode (``deep_gemm.set_checks("data")``;
+    by default CUDA trusts the scales, as DeepGEMM does, and would pack only their exponents).
 
     psum_layout : Tensor, optional
         int32 ``[G]`` cumulative group end rows for a 2-D contiguous ``sf`` (M-grouped psum layout): rows outside

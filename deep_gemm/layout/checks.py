@@ -21,6 +21,7 @@ import torch
 
 from ..core.errors import (fail, require, require_contiguous, require_dim, require_dtype, require_int_range,
                            require_same_device)
+from ..core.data_checks import index_text, require_values
 from ..core.runtime import INT32_MAX
 from ..utils.math import ceil_div, get_tma_aligned_size
 
@@ -261,3 +262,43 @@ def geometry_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_
 def geometry_transform_sf_into_required_layout(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast,
                                                psum_layout) -> OutputGeometry:
     return plan_transform_sf(sf, mn, k, recipe, num_groups, is_sfa)
+
+
+# ---- Data checks: values (CPU kernels always; CUDA in the checked mode, core/checks_mode.py) ----------------------
+
+_FP32_MANTISSA_MASK = (1 << 23) - 1
+
+
+def check_data_ue8m0_scales(name: str, sf: torch.Tensor, rows: torch.Tensor | None = None) -> None:
+    """UE8M0 packing keeps only the exponent bits: every scale (of the rows selected by ``rows``, a boolean mask of
+    dim -2, when given) must be a non-negative power of two (or zero), else the packed value would be another
+    number."""
+    bits = sf.float().contiguous().view(torch.int32)
+    bad = ((bits & _FP32_MANTISSA_MASK) != 0) | (bits < 0)
+    if rows is not None:
+        bad = bad & rows.reshape(*([1] * (bad.dim() - 2)), -1, 1)
+    shape = tuple(sf.shape)
+    require_values([
+        (bad, lambda i: f"{name}: expected non-negative powers of two (UE8M0 keeps only the exponent; "
+                        f"deep_gemm.utils.ceil_to_ue8m0 rounds scales up to one), got {name}{index_text(shape, i)} = "
+                        f"{float(sf.reshape(-1)[i])!r}"),
+    ])
+
+
+def check_data_get_mn_major_tma_aligned_packed_ue8m0_tensor(*, sf, psum_layout, **_) -> None:
+    from ..gemm.fp8.reference import row_groups  # (lazy: the GEMM package imports the layout helpers)
+    from ..gemm.grouped_checks import check_data_grouped_layout
+    rows = None
+    if psum_layout is not None:
+        mn = sf.size(-2)
+        check_data_grouped_layout(psum_layout, psum_layout.size(0), mn, use_psum_layout=True)
+        rows = row_groups(psum_layout, mn, psum_layout.size(0), use_psum_layout=True) >= 0
+    check_data_ue8m0_scales("sf", sf, rows)
+
+
+def check_data_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(*, sf, grouped_layout, ks_cpu,
+                                                                      use_psum_layout, **_) -> None:
+    from ..gemm.grouped_checks import check_data_ks
+    if ks_cpu and not use_psum_layout:
+        check_data_ks(grouped_layout, ks_cpu)
+        check_data_ue8m0_scales("sf", sf)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.registry import register
+from ..core.registry import register, set_data_check
 from ..core.plans import replayable_allocating
 from . import checks
 from . import launch as _LAUNCHERS  # (imports no Triton at import time)
@@ -41,3 +41,8 @@ _OPS = {
 for _name, _reference in _OPS.items():
     register(_name, check=getattr(checks, f"check_{_name}"), reference=_reference,
              fake=_fake_of(getattr(checks, f"geometry_{_name}")), triton=_triton(_name))
+
+# Data checks (UE8M0 packing needs powers of two; group sizes as declared): always on the CPU, on CUDA in the
+# checked mode (core/checks_mode.py).
+for _name in ("get_mn_major_tma_aligned_packed_ue8m0_tensor", "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor"):
+    set_data_check(_name, getattr(checks, f"check_data_{_name}"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core.errors import require
 from .quant import _require_tensors, unpack_ue8m0_from_int
 
 __all__ = ["cast_to_ue4m3", "pack_ue4m3_to_int", "unpack_ue4m3_from_int", "per_token_cast_to_nvfp4",
@@ -38,7 +39,7 @@ def cast_to_ue4m3(x: torch.Tensor) -> torch.Tensor:
 def pack_ue4m3_to_int(x: torch.Tensor) -> torch.Tensor:
     """FP32 scales [..., 4n] -> int32 [..., n], four E4M3 bytes per word (byte j = scale 4i+j)."""
     _require_tensors(x=x)
-    assert x.size(-1) % 4 == 0, "x: expected a multiple of 4 scales in the last dim"
+    require(x.size(-1) % 4 == 0, "x: expected a multiple of 4 scales in the last dim")
     return x.to(torch.float8_e4m3fn).contiguous().view(torch.uint8).view(torch.int32)
 
 
@@ -55,7 +56,7 @@ def per_token_cast_to_nvfp4(x: torch.Tensor, gran_k: int = 16,
     scale 0 and zero codes."""
     _require_tensors(x=x)
     m, n = x.shape
-    assert n % gran_k == 0, f"x: expected a multiple of gran_k = {gran_k} columns"
+    require(n % gran_k == 0, f"x: expected a multiple of gran_k = {gran_k} columns")
     groups = x.view(m, n // gran_k, gran_k).float()
     sf = cast_to_ue4m3(groups.abs().amax(dim=2) / 6.0)
     inverse = torch.where(sf > 0, 1.0 / sf, torch.zeros_like(sf))
@@ -69,8 +70,8 @@ def transform_ue4m3_sf_into_required_layout(sf: torch.Tensor, mn: int) -> torch.
     """UE4M3 scales [..., mn, k/16] -> int32 packed [..., mn, k/64], MN-major (the weight-side layout DeepGEMM's
     SM100 NVFP4 kernels read). ``mn`` must be a multiple of 4 (TMA alignment of int32 columns)."""
     _require_tensors(sf=sf)
-    assert sf.dim() in (2, 3) and sf.size(-2) == mn, f"sf: expected [..., {mn}, k / 16]"
-    assert mn % 4 == 0, f"mn: expected a multiple of 4 (TMA-aligned int32 scale columns), got {mn}"
+    require(sf.dim() in (2, 3) and sf.size(-2) == mn, f"sf: expected [..., {mn}, k / 16]")
+    require(mn % 4 == 0, f"mn: expected a multiple of 4 (TMA-aligned int32 scale columns), got {mn}")
     return pack_ue4m3_to_int(sf).transpose(-1, -2).contiguous().transpose(-1, -2)
 
 

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import torch
 
+from ..core.errors import require
 from .numeric import AMAX_FLOOR, FP4_E2M1_MAX, FP8_E4M3_MAX, align
 
 _FP32_MANTISSA_BITS = 23
@@ -87,7 +88,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
     Columns are zero-padded to a multiple of ``gran_k`` for the amax, so the last group may be partial.
     """
     _require_tensors(x=x)
-    assert x.dim() == 2, "x: expected a 2-D tensor"
+    require(x.dim() == 2, "x: expected a 2-D tensor")
     m, n = x.shape
     padded_n = align(n, gran_k)
     padded = x.new_zeros((m, padded_n))
@@ -101,7 +102,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
 def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per (gran_k rows, column). x [m, n] with m % gran_k == 0 -> (fp8 [m, n], sf FP32 [m/gran_k, n])."""
     _require_tensors(x=x)
-    assert x.dim() == 2 and x.size(0) % gran_k == 0, "x: expected a 2-D tensor with rows a multiple of gran_k"
+    require(x.dim() == 2 and x.size(0) % gran_k == 0, "x: expected a 2-D tensor with rows a multiple of gran_k")
     m, n = x.shape
     groups = x.view(m // gran_k, gran_k, n)
     sf = _scale_of(groups.abs().float().amax(dim=1), FP8_E4M3_MAX, use_ue8m0)
@@ -111,7 +112,7 @@ def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128)
 def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per gran_k x gran_k block (zero-padded). x [m, n] -> (fp8 [m, n], sf [ceil(m/g), ceil(n/g)])."""
     _require_tensors(x=x)
-    assert x.dim() == 2, "x: expected a 2-D tensor"
+    require(x.dim() == 2, "x: expected a 2-D tensor")
     m, n = x.shape
     padded = x.new_zeros((align(m, gran_k), align(n, gran_k)))
     padded[:m, :n] = x
@@ -171,8 +172,8 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
     """
     _require_tensors(x=x)
     m, n = x.shape
-    assert n % 2 == 0, "x: expected an even number of columns"
-    assert use_ue8m0 or not use_packed_ue8m0, "use_packed_ue8m0 requires use_ue8m0"
+    require(n % 2 == 0, "x: expected an even number of columns")
+    require(use_ue8m0 or not use_packed_ue8m0, "use_packed_ue8m0 requires use_ue8m0")
     padded_n = align(n, gran_k)
     padded = x.new_zeros((m, padded_n))
     padded[:, :n] = x
@@ -191,7 +192,7 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
 def transpose_packed_fp4(a: torch.Tensor) -> torch.Tensor:
     """Transpose a packed FP4 matrix: int8 [m, n/2] -> int8 [n, m/2] (m even)."""
     _require_tensors(a=a)
-    assert a.dtype == torch.int8 and a.dim() == 2 and a.size(0) % 2 == 0, "a: expected int8 [m, n/2] with m even"
+    require(a.dtype == torch.int8 and a.dim() == 2 and a.size(0) % 2 == 0, "a: expected int8 [m, n/2] with m even")
     codes = torch.stack((a & 0x0F, (a >> 4) & 0x0F), dim=-1).flatten(-2)  # [m, n] codes
     return _pack_nibbles(codes.t().contiguous()).contiguous()
 

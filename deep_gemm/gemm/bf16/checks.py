@@ -10,8 +10,9 @@ argument before anything is written. Layout rules:
   dims (BLAS layouts are column- or row-major with a leading dimension), but no 16-byte alignment.
 * D (and C when given) are row-major; C has D's shape and dtype and may be D itself.
 
-Data-dependent contracts (expert ids in range, masked_m <= Mmax, grouped_layout equal to ks_cpu) would need a
-device sync and are documented on the public functions instead.
+Data-dependent contracts (expert ids in range, masked_m <= Mmax, grouped_layout equal to ks_cpu) need the data:
+``gemm/grouped_checks.py``'s ``check_data_*`` run them in the CPU kernels always and on CUDA in the checked mode
+(``deep_gemm.set_checks("data")``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ They only write their ``d`` argument, so no fake kernel is needed (the check sti
 from __future__ import annotations
 
 from ...core import arch
-from ...core.registry import register
+from ...core.registry import register, set_data_check
+from .. import grouped_checks
 from . import checks
 from . import launch as launchers  # (imports no Triton: the kernel loads at the first launch)
 from . import reference as ref
@@ -37,3 +38,9 @@ register("k_grouped_bf16_gemm_tn_contiguous", check=checks.check_k_grouped_bf16_
          reference=ref.k_grouped_bf16_gemm_tn_contiguous_reference,
          triton=launchers.k_grouped_bf16_gemm_tn_contiguous,
          triton_note="reference for the psum layout and K sizes no K block (16-64) divides", arch=_ARCH)
+
+# Data checks (values of the index tensors): always on the CPU, on CUDA in the checked mode (core/checks_mode.py).
+for _layout in ("nt", "nn"):
+    set_data_check(f"m_grouped_bf16_gemm_{_layout}_contiguous", grouped_checks.check_data_m_grouped_contiguous)
+set_data_check("m_grouped_bf16_gemm_nt_masked", grouped_checks.check_data_m_grouped_masked)
+set_data_check("k_grouped_bf16_gemm_tn_contiguous", grouped_checks.check_data_k_grouped)

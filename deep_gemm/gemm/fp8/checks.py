@@ -1,8 +1,9 @@
 """One check per FP8 GEMM op, shared by the CPU (reference), CUDA (Triton) and fake kernels.
 
 Each check takes exactly the op's schema arguments, reads metadata only, and raises ``DeepGEMMError`` naming the
-argument before anything is written. Data-dependent contracts (expert ids in range, masked_m <= Mmax, segment
-alignment) cannot be checked without a device sync and are documented on the public functions instead.
+argument before anything is written. Data-dependent contracts (expert ids in range, psum ends, masked_m <= Mmax,
+grouped_layout equal to ks_cpu) are ``gemm/grouped_checks.py``'s ``check_data_*``: the CPU kernels always run them,
+CUDA in the checked mode (``deep_gemm.set_checks("data")``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...core import arch
-from ...core.registry import register
+from ...core.registry import register, set_data_check
+from .. import grouped_checks
 from . import checks
 from . import launch as launchers  # (imports no Triton: its kernels load at the first launch)
 from . import reference as ref
@@ -41,3 +42,10 @@ for _layout in ("nt", "tn"):
     register(f"k_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_k_grouped_check(_layout),
              reference=ref.make_k_grouped_reference(_layout), triton=_triton(f"k_grouped_fp8_gemm_{_layout}_contiguous"),
              arch=_ARCH)
+
+# Data checks (values of the index tensors): always on the CPU, on CUDA in the checked mode (core/checks_mode.py).
+for _layout in ("nt", "nn"):
+    set_data_check(f"m_grouped_fp8_gemm_{_layout}_contiguous", grouped_checks.check_data_m_grouped_contiguous)
+set_data_check("m_grouped_fp8_gemm_nt_masked", grouped_checks.check_data_m_grouped_masked)
+for _layout in ("nt", "tn"):
+    set_data_check(f"k_grouped_fp8_gemm_{_layout}_contiguous", grouped_checks.check_data_k_grouped)

@@ -1,0 +1,427 @@
+"""Property-based tests (hypothesis) of every op family's CPU reference against an independent float64
+computation written here (explicit loops / broadcasting, no deep_gemm dequantisation code), over random shapes
+(0, 1, odd, non-multiples), layouts, dtypes and group structures; plus random bad data ("a DeepGEMMError and an
+untouched output, or the correct result").
+
+Profiles (tests/conftest.py): "ci" (default, derandomized) and "gpu" (HYPOTHESIS_PROFILE=gpu, more examples).
+Each family's tests together draw >= 200 examples under "ci".
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import deep_gemm  # noqa: E402
+from deep_gemm.core.errors import DeepGEMMError  # noqa: E402
+from deep_gemm.utils import ceil_to_ue8m0, per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
+
+BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
+
+# The "ci" profile's per-test example count times this factor (the "gpu" profile's count scales the same way).
+def examples(n: int):
+    base = settings.default.max_examples
+    return settings(max_examples=max(1, base * n // 60))
+
+
+def close(got: torch.Tensor, want: torch.Tensor, rel: float, what: str = "") -> None:
+    got, want = got.double(), want.double()
+    assert got.shape == want.shape, what
+    if want.numel() == 0:
+        return
+    scale = want.abs().max().clamp(min=1.0)
+    err = (got - want).abs().max()
+    assert err <= rel * scale, f"{what}: max error {float(err)} vs scale {float(scale)}"
+
+
+def seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape, gen, dtype=torch.float32):
+    return torch.randn(*shape, generator=gen).to(dtype)
+
+
+small = st.sampled_from([0, 1, 2, 3, 5, 7, 8, 13, 16, 31, 33])
+seeds = st.integers(0, 2 ** 31 - 1)
+mult8 = st.sampled_from([8, 16, 24, 40, 64])
+
+
+# ---- BF16 GEMMs -------------------------------------------------------------------------------------------------
+
+@examples(120)
+@given(m=small, n=mult8, k=mult8, layout=st.sampled_from(["nt", "nn", "tn", "tt"]),
+       out=st.sampled_from([BF16, torch.float32]), accumulate=st.booleans(), seed=seeds)
+def test_bf16_dense(m, n, k, layout, out, accumulate, seed):
+    if layout[0] == "t" and m % 8:
+        m = m + (8 - m % 8)  # MN-major A needs its M stride 16-byte aligned
+    gen = seeded(seed)
+    a, b = randn(m, k, gen=gen, dtype=BF16), randn(n, k, gen=gen, dtype=BF16)
+    a_arg = a if layout[0] == "n" else a.T.contiguous()  # "t": given as [K, M]
+    b_arg = b if layout[1] == "t" else b.T.contiguous()  # "n": given as [K, N]
+    if out == torch.float32 and accumulate:
+        c = randn(m, n, gen=gen)
+    else:
+        c = None
+    d = torch.zeros(m, n, dtype=out)
+    getattr(deep_gemm, f"bf16_gemm_{layout}")(a_arg, b_arg, d, c=c)
+    want = (a.double()[:, None, :] * b.double()[None, :, :]).sum(-1) + (c.double() if c is not None else 0)
+    close(d, want, 1e-2 if out == BF16 else 1e-5, f"bf16_gemm_{layout}")
+
+
+@st.composite
+def group_sizes(draw, max_groups=4, max_rows=40):
+    g = draw(st.integers(1, max_groups))
+    return [draw(st.sampled_from([0, 1, 3, 8, 17, max_rows])) for _ in range(g)]
+
+
+@examples(60)
+@given(ms=group_sizes(), n=mult8, k=mult8, psum=st.booleans(), layout=st.sampled_from(["nt", "nn"]), seed=seeds)
+def test_bf16_m_grouped_contiguous(ms, n, k, psum, layout, seed):
+    align = 8
+    deep_gemm.set_mk_alignment_for_contiguous_layout(align)
+    try:
+        gen = seeded(seed)
+        total = sum(-(-m // align) * align for m in ms) or align
+        a, b = randn(total, k, gen=gen, dtype=BF16), randn(len(ms), n, k, gen=gen, dtype=BF16)
+        b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()  # "nn": given as [G, K, N]
+        ids = torch.full((total,), -1, dtype=torch.int32)
+        ends, start = [], 0
+        for g, m in enumerate(ms):
+            ids[start:start + m] = g
+            ends.append(start + m)
+            start += -(-m // align) * align
+        d = torch.full((total, n), 7.0, dtype=BF16)
+        layout_t = torch.tensor(ends, dtype=torch.int32) if psum else ids
+        getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(a, b_arg, d, layout_t, use_psum_layout=psum,
+                                                                       ensure_zero_padding=True)
+        want = torch.zeros(total, n, dtype=torch.float64)
+        for r in range(total):
+            if ids[r] >= 0:
+                want[r] = (a[r].double()[None, :] * b[int(ids[r])].double()).sum(-1)
+        if psum:  # rows past the last group's end are the reference's zeros too
+            pass
+        close(d, want, 1e-2, "m_grouped_bf16")
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+
+
+@examples(60)
+@given(g=st.integers(1, 4), max_m=small, n=mult8, k=mult8, data=st.data())
+def test_bf16_masked(g, max_m, n, k, data):
+    gen = seeded(data.draw(seeds))
+    masked = [data.draw(st.integers(0, max_m)) for _ in range(g)]
+    a, b = randn(g, max_m, k, gen=gen, dtype=BF16), randn(g, n, k, gen=gen, dtype=BF16)
+    d = torch.full((g, max_m, n), 3.0, dtype=BF16)
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, torch.tensor(masked, dtype=torch.int32), max(1, max_m))
+    want = torch.full((g, max_m, n), 3.0, dtype=torch.float64)
+    for i in range(g):
+        want[i, :masked[i]] = a[i, :masked[i]].double() @ b[i].double().T
+    close(d, want, 1e-2, "masked")
+
+
+@examples(60)
+@given(ks=st.lists(st.sampled_from([0, 8, 16, 24, 40]), min_size=1, max_size=4), m=mult8, n=mult8,
+       accumulate=st.booleans(), seed=seeds)
+def test_bf16_k_grouped(ks, m, n, accumulate, seed):
+    gen = seeded(seed)
+    a, b = randn(sum(ks), m, gen=gen, dtype=BF16), randn(sum(ks), n, gen=gen, dtype=BF16)
+    c = randn(len(ks), m, n, gen=gen) if accumulate else None
+    d = torch.zeros(len(ks), m, n)
+    deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32), c=c)
+    want, start = torch.zeros(len(ks), m, n, dtype=torch.float64), 0
+    for g, kg in enumerate(ks):
+        want[g] = a[start:start + kg].double().T @ b[start:start + kg].double()
+        start += kg
+    close(d, want + (c.double() if c is not None else 0), 1e-5, "k_grouped_bf16")
+
+
+# ---- FP8 GEMMs -------------------------------------------------------------------------------------------------
+
+def dequant_rows(data: torch.Tensor, sf: torch.Tensor, gran_mn: int, gran_k: int = 128) -> torch.Tensor:
+    """float64 values of a quantised [MN, K] operand, one scale block at a time."""
+    values = data.double().clone()
+    for i in range(sf.size(0)):
+        for j in range(sf.size(1)):
+            values[i * gran_mn:(i + 1) * gran_mn, j * gran_k:(j + 1) * gran_k] *= float(sf[i, j])
+    return values
+
+
+@examples(120)
+@given(m=small, n=st.sampled_from([16, 64, 136]), k=st.sampled_from([128, 256, 384]), ue8m0=st.booleans(),
+       out=st.sampled_from([BF16, torch.float32]), seed=seeds)
+def test_fp8_dense_nt(m, n, k, ue8m0, out, seed):
+    gen = seeded(seed)
+    x, w = randn(m, k, gen=gen), randn(n, k, gen=gen)
+    a, sfa = per_token_cast_to_fp8(x, use_ue8m0=ue8m0)
+    b, sfb = per_block_cast_to_fp8(w, use_ue8m0=ue8m0)
+    d = torch.zeros(m, n, dtype=out)
+    deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d)
+    want = dequant_rows(a, sfa, 1) @ dequant_rows(b, sfb, 128).T
+    close(d, want, 1e-2 if out == BF16 else 1e-5, "fp8_gemm_nt")
+
+
+@examples(60)
+@given(ms=group_sizes(max_rows=130), n=st.sampled_from([16, 64]), psum=st.booleans(), seed=seeds)
+def test_fp8_m_grouped_contiguous(ms, n, psum, seed):
+    k, align = 128, 128
+    gen = seeded(seed)
+    total = sum(-(-m // align) * align for m in ms) or align
+    ids = torch.full((total,), -1, dtype=torch.int32)
+    ends, start = [], 0
+    for g, m in enumerate(ms):
+        ids[start:start + m] = g
+        ends.append(start + m)
+        start += -(-m // align) * align
+    a, sfa = per_token_cast_to_fp8(randn(total, k, gen=gen), use_ue8m0=False)
+    bs = [per_block_cast_to_fp8(randn(n, k, gen=gen), use_ue8m0=False) for _ in ms]
+    b, sfb = torch.stack([x[0] for x in bs]), torch.stack([x[1] for x in bs])
+    d = torch.zeros(total, n, dtype=BF16)
+    layout_t = torch.tensor(ends, dtype=torch.int32) if psum else ids
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, layout_t, use_psum_layout=psum,
+                                               ensure_zero_padding=True)
+    va = dequant_rows(a, sfa, 1)
+    want = torch.zeros(total, n, dtype=torch.float64)
+    for g in range(len(ms)):
+        rows = ids == g
+        want[rows] = va[rows] @ dequant_rows(b[g], sfb[g], 128).T
+    close(d, want, 1e-2, "m_grouped_fp8")
+
+
+@examples(60)
+@given(g=st.integers(1, 3), max_m=small, n=st.sampled_from([16, 64]), data=st.data())
+def test_fp8_masked(g, max_m, n, data):
+    k = 128
+    gen = seeded(data.draw(seeds))
+    masked = [data.draw(st.integers(0, max_m)) for _ in range(g)]
+    aq = [per_token_cast_to_fp8(randn(max_m, k, gen=gen), use_ue8m0=False) for _ in range(g)]
+    bq = [per_block_cast_to_fp8(randn(n, k, gen=gen), use_ue8m0=False) for _ in range(g)]
+    a, sfa = torch.stack([x[0] for x in aq]), torch.stack([x[1] for x in aq])
+    b, sfb = torch.stack([x[0] for x in bq]), torch.stack([x[1] for x in bq])
+    d = torch.full((g, max_m, n), 2.0, dtype=BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked((a, sfa), (b, sfb), d, torch.tensor(masked, dtype=torch.int32),
+                                           max(1, max_m))
+    want = torch.full((g, max_m, n), 2.0, dtype=torch.float64)
+    for i in range(g):
+        want[i, :masked[i]] = (dequant_rows(a[i], sfa[i], 1) @ dequant_rows(b[i], sfb[i], 128).T)[:masked[i]]
+    close(d, want, 1e-2, "masked_fp8")
+
+
+@examples(30)
+@given(ks=st.lists(st.sampled_from([0, 128, 256]), min_size=1, max_size=3), m=st.sampled_from([16, 48]),
+       n=st.sampled_from([16, 32]), seed=seeds)
+def test_fp8_k_grouped_tn(ks, m, n, seed):
+    gen = seeded(seed)
+    xs = [randn(kg, m, gen=gen) for kg in ks]
+    ys = [randn(kg, n, gen=gen) for kg in ks]
+    # tn: A [sum K, M] MN-major, scales per 128 K rows (per_token over the transposed operand)
+    qa = [per_token_cast_to_fp8(x.T.contiguous(), use_ue8m0=False) if x.size(0) else None for x in xs]
+    qb = [per_token_cast_to_fp8(y.T.contiguous(), use_ue8m0=False) if y.size(0) else None for y in ys]
+    a = torch.cat([q[0].T for q in qa if q is not None] or [torch.empty(0, m, dtype=FP8)]).contiguous()
+    sfa = torch.cat([q[1].T for q in qa if q is not None] or [torch.empty(0, m)]).contiguous()
+    b = torch.cat([q[0].T for q in qb if q is not None] or [torch.empty(0, n, dtype=FP8)]).contiguous()
+    sfb = torch.cat([q[1].T for q in qb if q is not None] or [torch.empty(0, n)]).contiguous()
+    d = torch.zeros(len(ks), m, n)
+    if sum(ks) == 0:
+        return
+    deep_gemm.k_grouped_fp8_gemm_tn_contiguous((a, sfa), (b, sfb), d, ks, torch.tensor(ks, dtype=torch.int32))
+    want = torch.zeros(len(ks), m, n, dtype=torch.float64)
+    for g in range(len(ks)):
+        if qa[g] is not None:
+            want[g] = dequant_rows(qa[g][0], qa[g][1], 1) @ dequant_rows(qb[g][0], qb[g][1], 1).T
+    close(d, want, 1e-5, "k_grouped_fp8")
+
+
+# ---- attention (MQA logits) ---------------------------------------------------------------------------------------
+
+@examples(120)
+@given(s=small, sk=st.sampled_from([1, 7, 50, 129]), h=st.sampled_from([8, 16]), d=st.sampled_from([32, 64]),
+       data=st.data())
+def test_mqa_logits(s, sk, h, d, data):
+    gen = seeded(data.draw(seeds))
+    q, kv = randn(s, h, d, gen=gen).to(FP8), randn(sk, d, gen=gen).to(FP8)
+    kv_sf, w = torch.rand(sk, generator=gen) + 0.25, randn(s, h, gen=gen)
+    ks = torch.tensor([data.draw(st.integers(0, sk)) for _ in range(s)], dtype=torch.int32)
+    ke = torch.tensor([data.draw(st.integers(int(x), sk)) for x in ks], dtype=torch.int32)
+    out = deep_gemm.fp8_mqa_logits(q, (kv, kv_sf), w, ks, ke)
+    want = torch.full((s, sk), float("-inf"), dtype=torch.float64)
+    for i in range(s):
+        lo, hi = int(ks[i]), int(ke[i])
+        if hi > lo:
+            scores = (q[i].double() @ kv[lo:hi].double().T).clamp(min=0)
+            want[i, lo:hi] = (w[i].double() @ scores) * kv_sf[lo:hi].double()
+    got = out[:, :sk].double()
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    close(got[finite], want[finite], 1e-5, "mqa_logits")
+
+
+@examples(80)
+@given(batch=st.integers(1, 3), next_n=st.sampled_from([1, 2]), block_kv=st.sampled_from([32, 64]),
+       data=st.data())
+def test_paged_mqa_logits(batch, next_n, block_kv, data):
+    from deep_gemm.attention.reference import pack_paged_kv_cache
+    h, d, max_len = 8, 32, 150
+    gen = seeded(data.draw(seeds))
+    lens = [data.draw(st.integers(next_n, max_len)) for _ in range(batch)]
+    values = [randn(n, d, gen=gen).to(FP8) for n in lens]
+    scales = [torch.rand(n, generator=gen) + 0.25 for n in lens]
+    kv_cache, table = pack_paged_kv_cache(values, scales, block_kv, spare_pages=1)
+    q, w = randn(batch, next_n, h, d, gen=gen).to(FP8), randn(batch * next_n, h, gen=gen)
+    context_lens = torch.tensor(lens, dtype=torch.int32).reshape(batch)
+    deep_gemm.set_num_sms(4)
+    try:
+        meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, block_kv, 4)
+        out = deep_gemm.fp8_paged_mqa_logits(q, kv_cache, w, context_lens, table, meta, max_len)
+    finally:
+        deep_gemm.set_num_sms(0)
+    want = torch.full((batch * next_n, max_len), float("-inf"), dtype=torch.float64)
+    for b in range(batch):
+        keys = values[b].double() * scales[b].double()[:, None]
+        for n in range(next_n):
+            visible = lens[b] - next_n + n + 1
+            scores = (q[b, n].double() @ keys[:visible].T).clamp(min=0)
+            want[b * next_n + n, :visible] = w[b * next_n + n].double() @ scores
+    got = out[:, :max_len].double()
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    close(got[finite], want[finite], 1e-5, "paged")
+
+
+# ---- layout ------------------------------------------------------------------------------------------------------
+
+@examples(120)
+@given(g=st.sampled_from([None, 1, 3]), mn=small, sfk=st.integers(1, 9), seed=seeds)
+def test_packed_ue8m0(g, mn, sfk, seed):
+    gen = seeded(seed)
+    lead = () if g is None else (g,)
+    sf = ceil_to_ue8m0(torch.rand(*lead, mn, sfk, generator=gen) * 100 + 1e-3)
+    packed = deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
+    if mn == 0:
+        assert packed.shape == (*lead, 0, -(-sfk // 4))
+        return
+    got = torch.empty(packed.shape, dtype=torch.int32).copy_(packed).view(torch.uint8).reshape(*lead, mn, -1)[..., :sfk]
+    want = torch.log2(sf.double()).round().long() + 127
+    assert torch.equal(got.long(), want)
+
+
+@examples(120)
+@given(g=st.sampled_from([None, 2]), mn=small, k=st.integers(1, 9), seed=seeds)
+def test_mn_major_tma_aligned(g, mn, k, seed):
+    lead = () if g is None else (g,)
+    sf = torch.rand(*lead, mn, k, generator=seeded(seed))
+    out = deep_gemm.get_mn_major_tma_aligned_tensor(sf)
+    assert torch.equal(out, sf) and (mn <= 1 or out.stride(-2) == 1)
+
+
+# ---- HyperConnection, einsum -------------------------------------------------------------------------------------
+
+@examples(200)
+@given(m=small, n=st.sampled_from([8, 16, 24]), k=st.sampled_from([64, 128, 448]),
+       splits=st.sampled_from([None, 1, 3]), seed=seeds)
+def test_hc_prenorm(m, n, k, splits, seed):
+    gen = seeded(seed)
+    a, b = randn(m, k, gen=gen, dtype=BF16), randn(n, k, gen=gen)
+    lead = () if splits is None else (splits,)
+    d, sq = torch.zeros(*lead, m, n), torch.zeros(*lead, m)
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d, sq, num_splits=splits)
+    if splits is not None:
+        d, sq = d.sum(0), sq.sum(0)
+    close(d, (a.double()[:, None, :] * b.double()[None]).sum(-1), 2e-3, "hc d")
+    close(sq, (a.double() ** 2).sum(-1), 1e-5, "hc sqr_sum")
+
+
+@examples(200)
+@given(s=st.integers(0, 3), m=small, n=mult8, k=mult8, seed=seeds)
+def test_einsum_bmk_bnk_mn(s, m, n, k, seed):
+    gen = seeded(seed)
+    a, b = randn(s, m, k, gen=gen, dtype=BF16), randn(s, n, k, gen=gen, dtype=BF16)
+    d = torch.zeros(m, n)
+    deep_gemm.einsum("bmk,bnk->mn", a, b, d)
+    want = sum(((a[i].double()[:, None, :] * b[i].double()[None]).sum(-1) for i in range(s)),
+               torch.zeros(m, n, dtype=torch.float64))
+    close(d, want, 1e-5, "einsum")
+
+
+# ---- random bad data: a DeepGEMMError and an untouched output, or the correct result ---------------------------
+
+@examples(120)
+@given(g=st.integers(1, 3), data=st.data())
+def test_bad_grouped_data(g, data):
+    n, k, total = 16, 16, 16
+    deep_gemm.set_mk_alignment_for_contiguous_layout(8)
+    try:
+        gen = seeded(data.draw(seeds))
+        a, b = randn(total, k, gen=gen, dtype=BF16), randn(g, n, k, gen=gen, dtype=BF16)
+        psum = data.draw(st.booleans())
+        if psum:
+            values = sorted(data.draw(st.integers(-4, total + 4)) for _ in range(g))
+            if data.draw(st.booleans()):
+                values = values[::-1]
+        else:
+            values = [data.draw(st.integers(-3, g + 1)) for _ in range(total)]
+        layout = torch.tensor(values, dtype=torch.int32)
+        d = torch.full((total, n), 5.0, dtype=BF16)
+        before = d.clone()
+        try:
+            deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=psum,
+                                                        ensure_zero_padding=True)
+        except DeepGEMMError:
+            assert torch.equal(d, before)
+            valid = (all(x >= y for x, y in zip(values[1:], values)) and values[0] >= 0 and values[-1] <= total) \
+                if psum else all(-1 <= x < g for x in values)
+            assert not valid, f"a valid layout was refused: {values}"
+            return
+        # accepted: the data was valid, and the result is the float64 one
+        ids = torch.full((total,), -1)
+        if psum:
+            assert all(x >= y for x, y in zip(values[1:], values)) and values[0] >= 0 and values[-1] <= total
+            prev = 0
+            for gi, end in enumerate(values):
+                start = -(-prev // 8) * 8
+                if end > start:
+                    ids[start:end] = gi
+                prev = end
+        else:
+            assert all(-1 <= x < g for x in values)
+            ids = layout.long()
+        want = torch.zeros(total, n, dtype=torch.float64)
+        for r in range(total):
+            if ids[r] >= 0:
+                want[r] = (a[r].double()[None] * b[int(ids[r])].double()).sum(-1)
+        close(d, want, 1e-2, "accepted layout")
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+
+
+@examples(80)
+@given(data=st.data())
+def test_bad_masked_and_windows(data):
+    gen = seeded(data.draw(seeds))
+    g, max_m, n, k = 2, 4, 8, 8
+    masked = [data.draw(st.integers(-2, max_m + 2)) for _ in range(g)]
+    a, b = randn(g, max_m, k, gen=gen, dtype=BF16), randn(g, n, k, gen=gen, dtype=BF16)
+    d = torch.full((g, max_m, n), 1.0, dtype=BF16)
+    before = d.clone()
+    try:
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, torch.tensor(masked, dtype=torch.int32), 2)
+        assert all(0 <= x <= max_m for x in masked)
+    except DeepGEMMError:
+        assert torch.equal(d, before) and not all(0 <= x <= max_m for x in masked)
+    s, sk = 3, 10
+    ks = [data.draw(st.integers(-2, sk + 2)) for _ in range(s)]
+    ke = [data.draw(st.integers(-2, sk + 2)) for _ in range(s)]
+    q, kv = randn(s, 8, 32, gen=gen).to(FP8), randn(sk, 32, gen=gen).to(FP8)
+    valid = all(0 <= x <= y <= sk for x, y in zip(ks, ke))
+    try:
+        out = deep_gemm.fp8_mqa_logits(q, (kv, torch.ones(sk)), randn(s, 8, gen=gen),
+                                       torch.tensor(ks, dtype=torch.int32), torch.tensor(ke, dtype=torch.int32))
+        assert valid
+        for i in range(s):
+            assert torch.isfinite(out[i, :sk]).sum() == ke[i] - ks[i]
+    except DeepGEMMError:
+        assert not valid
