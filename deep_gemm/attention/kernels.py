@@ -358,6 +358,24 @@ def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, cols, stride_out, cols_per_pro
 
 # ---- paged decode ----------------------------------------------------------------------------------------------
 
+@triton.jit
+def _load_kv_page(kv_desc, kv_ptr, kv_sf_ptr, page, page_bytes, scale_at, tokens, BLOCK_KV: tl.constexpr,
+                  D: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, KV_TMA: tl.constexpr):
+    """The [BLOCK_KV, D] keys of one KV-cache page (``page``, at byte ``page_bytes``; its scales at word
+    ``scale_at``): FP4 values unpacked and scaled (BF16 with FP4_DOT_BF16), FP8 values as stored (their scales are
+    the caller's), through the page's TMA descriptor with KV_TMA."""
+    if IS_FP4:
+        packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :])
+        kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
+        if FP4_DOT_BF16:
+            kv = kv.to(tl.bfloat16)
+    elif KV_TMA:
+        kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
+    else:
+        kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
+    return kv
+
+
 @triton.jit(do_not_specialize=["next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt", "stride_page",
                                "stride_w", "stride_out"],
             do_not_specialize_on_alignment=["q_ptr", "q_sf_ptr", "kv_ptr", "kv_sf_ptr", "w_ptr", "ctx_ptr", "bt_ptr",
@@ -418,18 +436,11 @@ def _fp8_paged_mqa_logits_kernel(
             page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never out of bounds
             page_bytes = page.to(tl.int64) * stride_page
             scale_at = (page_bytes + BLOCK_KV * VALUE_BYTES) // 4 + tokens
+            kv = _load_kv_page(kv_desc, kv_ptr, kv_sf_ptr, page, page_bytes, scale_at, tokens, BLOCK_KV, D, IS_FP4,
+                               FP4_DOT_BF16, KV_TMA)
             if IS_FP4:
-                packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2)
-                                    + tl.arange(0, D // 2)[None, :])
-                kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
-                if FP4_DOT_BF16:
-                    kv = kv.to(tl.bfloat16)
                 scores = tl.dot(kv, q_t)
             else:
-                if KV_TMA:
-                    kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
-                else:
-                    kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
                 # The scale multiplies the key before the relu (the key is its FP8 value times its scale).
                 scores = tl.dot(kv, q_t) * tl.load(kv_sf_ptr + scale_at)[:, None]
             logits = _head_weighted_sum(scores, weights, BLOCK_KV, ROWS, H)
@@ -709,18 +720,11 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                 page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never OOB
                 page_bytes = page.to(tl.int64) * stride_page
                 scale_at = (page_bytes + BLOCK_KV * VALUE_BYTES) // 4 + tokens
+                kv = _load_kv_page(kv_desc, kv_ptr, kv_sf_ptr, page, page_bytes, scale_at, tokens, BLOCK_KV, D,
+                                   IS_FP4, FP4_DOT_BF16, KV_TMA)
                 if IS_FP4:
-                    packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2)
-                                        + tl.arange(0, D // 2)[None, :])
-                    kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
-                    if FP4_DOT_BF16:
-                        kv = kv.to(tl.bfloat16)
                     logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
                 else:
-                    if KV_TMA:
-                        kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
-                    else:
-                        kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
                     # The key's (positive) scale commutes with the relu: applied once per token after the head
                     # sum, as DeepGEMM does, instead of once per (token, head).
                     if ROW_DOTS:
