@@ -518,6 +518,20 @@ def _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D: tl.constexpr):
 
 
 @triton.jit
+def _chunk_items(ctx_ptr, a0, a_stop, a_begin, c_begin, a_end, c_end, next_n, atoms, CTX_2D: tl.constexpr,
+                 CHUNK: tl.constexpr):
+    """(atoms, first split, items) of the CHUNK atoms from a0 of the schedule entry whose items run from (a_begin,
+    c_begin) to (a_end, c_end): each atom's splits, less those before the entry's first split or from its end split
+    on; 0 items past a_stop."""
+    atom = a0 + tl.arange(0, CHUNK)
+    ok = atom < a_stop
+    splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
+    lo = tl.where(atom == a_begin, c_begin, 0)
+    hi = tl.where(atom == a_end, c_end, splits)
+    return atom, lo, tl.where(ok, tl.maximum(hi - lo, 0), 0)
+
+
+@triton.jit
 def _lane_of_entry(meta_ptr, ctx_ptr, sm, lane, per_sm, batch, next_n, atoms, CTX_2D: tl.constexpr,
                    CHUNK: tl.constexpr):
     """(first atom, first split, end atom, end split) of lane ``lane``'s part of schedule entry ``sm``: the entry's
@@ -531,23 +545,15 @@ def _lane_of_entry(meta_ptr, ctx_ptr, sm, lane, per_sm, batch, next_n, atoms, CT
     a_stop = tl.minimum(tl.where(c_end > 0, a_end + 1, a_end), batch * atoms)
     items = 0
     for a0 in range(a_begin, a_stop, CHUNK):
-        atom = a0 + tl.arange(0, CHUNK)
-        ok = atom < a_stop
-        splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
-        lo = tl.where(atom == a_begin, c_begin, 0)
-        hi = tl.where(atom == a_end, c_end, splits)
-        items += tl.sum(tl.where(ok, tl.maximum(hi - lo, 0), 0), axis=0)
+        _, _, count = _chunk_items(ctx_ptr, a0, a_stop, a_begin, c_begin, a_end, c_end, next_n, atoms, CTX_2D, CHUNK)
+        items += tl.sum(count, axis=0)
     first = items * lane // per_sm
     stop = items * (lane + 1) // per_sm
     la_begin, lc_begin, la_end, lc_end = a_end, c_end, a_end, c_end  # items past the end: the entry's end
     before = 0
     for a0 in range(a_begin, a_stop, CHUNK):
-        atom = a0 + tl.arange(0, CHUNK)
-        ok = atom < a_stop
-        splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
-        lo = tl.where(atom == a_begin, c_begin, 0)
-        hi = tl.where(atom == a_end, c_end, splits)
-        count = tl.where(ok, tl.maximum(hi - lo, 0), 0)
+        atom, lo, count = _chunk_items(ctx_ptr, a0, a_stop, a_begin, c_begin, a_end, c_end, next_n, atoms, CTX_2D,
+                                       CHUNK)
         ends = before + tl.cumsum(count, axis=0)
         starts = ends - count
         hit_first = (starts <= first) & (first < ends)
