@@ -359,6 +359,22 @@ def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, cols, stride_out, cols_per_pro
 # ---- paged decode ----------------------------------------------------------------------------------------------
 
 @triton.jit
+def _load_q_columns(q_ptr, q_sf_ptr, w_ptr, b, next_n, cols, col_row, col_ok, stride_w, H: tl.constexpr,
+                    BN: tl.constexpr, D: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr,
+                    Q_ALIGN: tl.constexpr):
+    """(the [D, BN] transposed query tile, the [BN] FP32 head weights) of a paged program's dot columns: column c is
+    head c % H of query row col_row[c] of sequence b, zeros where not col_ok. Q_ALIGN: see ``_load_fp8_rows``."""
+    q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
+    weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
+                      other=0.0).to(tl.float32)
+    if IS_FP4:
+        q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
+    else:
+        q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
+    return tl.trans(q_tile), weights
+
+
+@triton.jit
 def _load_kv_page(kv_desc, kv_ptr, kv_sf_ptr, page, page_bytes, scale_at, tokens, BLOCK_KV: tl.constexpr,
                   D: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, KV_TMA: tl.constexpr):
     """The [BLOCK_KV, D] keys of one KV-cache page (``page``, at byte ``page_bytes``; its scales at word
@@ -421,15 +437,8 @@ def _fp8_paged_mqa_logits_kernel(
         cols = tl.arange(0, BN)
         col_row = r0 + cols // H
         col_ok = col_row < next_n
-        q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
-        weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
-                          other=0.0).to(tl.float32)
-        if IS_FP4:
-            q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
-        else:
-            q_tile = tl.load(q_ptr + q_rows[:, None] * D + tl.arange(0, D)[None, :], mask=col_ok[:, None],
-                             other=0.0)
-        q_t = tl.trans(q_tile)
+        q_t, weights = _load_q_columns(q_ptr, q_sf_ptr, w_ptr, b, next_n, cols, col_row, col_ok, stride_w, H, BN, D,
+                                       IS_FP4, FP4_DOT_BF16, 1)
         tokens = tl.arange(0, BLOCK_KV)
         for p in tl.range(p_begin, p_end, num_stages=NUM_STAGES):
             page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
@@ -691,14 +700,8 @@ def _fp8_paged_mqa_logits_persistent_kernel(
             else:
                 col_row = r0 + cols // H
                 col_ok = ((cols // H) < ATOM_ROWS) & (col_row < next_n)
-                q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
-                weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
-                                  other=0.0).to(tl.float32)
-                if IS_FP4:
-                    q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
-                else:
-                    q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
-                q_t = tl.trans(q_tile)
+                q_t, weights = _load_q_columns(q_ptr, q_sf_ptr, w_ptr, b, next_n, cols, col_row, col_ok, stride_w, H,
+                                               BN, D, IS_FP4, FP4_DOT_BF16, Q_ALIGN)
             out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
             bt_row = bt_ptr + b.to(tl.int64) * stride_bt
             store_limit = tl.where(row_ok, max_ctx, 0)  # t < store_limit: t < max_ctx and the row exists (t >= 0)
