@@ -358,6 +358,40 @@ def _clean_logits_kernel(out_ptr, ks_ptr, ke_ptr, cols, stride_out, cols_per_pro
 
 # ---- paged decode ----------------------------------------------------------------------------------------------
 
+@triton.jit
+def _load_q_columns(q_ptr, q_sf_ptr, w_ptr, b, next_n, cols, col_row, col_ok, stride_w, H: tl.constexpr,
+                    BN: tl.constexpr, D: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr,
+                    Q_ALIGN: tl.constexpr):
+    """(the [D, BN] transposed query tile, the [BN] FP32 head weights) of a paged program's dot columns: column c is
+    head c % H of query row col_row[c] of sequence b, zeros where not col_ok. Q_ALIGN: see ``_load_fp8_rows``."""
+    q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
+    weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
+                      other=0.0).to(tl.float32)
+    if IS_FP4:
+        q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
+    else:
+        q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
+    return tl.trans(q_tile), weights
+
+
+@triton.jit
+def _load_kv_page(kv_desc, kv_ptr, kv_sf_ptr, page, page_bytes, scale_at, tokens, BLOCK_KV: tl.constexpr,
+                  D: tl.constexpr, IS_FP4: tl.constexpr, FP4_DOT_BF16: tl.constexpr, KV_TMA: tl.constexpr):
+    """The [BLOCK_KV, D] keys of one KV-cache page (``page``, at byte ``page_bytes``; its scales at word
+    ``scale_at``): FP4 values unpacked and scaled (BF16 with FP4_DOT_BF16), FP8 values as stored (their scales are
+    the caller's), through the page's TMA descriptor with KV_TMA."""
+    if IS_FP4:
+        packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :])
+        kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
+        if FP4_DOT_BF16:
+            kv = kv.to(tl.bfloat16)
+    elif KV_TMA:
+        kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
+    else:
+        kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
+    return kv
+
+
 @triton.jit(do_not_specialize=["next_n", "max_ctx", "max_blocks", "num_blocks", "stride_bt", "stride_page",
                                "stride_w", "stride_out"],
             do_not_specialize_on_alignment=["q_ptr", "q_sf_ptr", "kv_ptr", "kv_sf_ptr", "w_ptr", "ctx_ptr", "bt_ptr",
@@ -403,33 +437,19 @@ def _fp8_paged_mqa_logits_kernel(
         cols = tl.arange(0, BN)
         col_row = r0 + cols // H
         col_ok = col_row < next_n
-        q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
-        weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
-                          other=0.0).to(tl.float32)
-        if IS_FP4:
-            q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
-        else:
-            q_tile = tl.load(q_ptr + q_rows[:, None] * D + tl.arange(0, D)[None, :], mask=col_ok[:, None],
-                             other=0.0)
-        q_t = tl.trans(q_tile)
+        q_t, weights = _load_q_columns(q_ptr, q_sf_ptr, w_ptr, b, next_n, cols, col_row, col_ok, stride_w, H, BN, D,
+                                       IS_FP4, FP4_DOT_BF16, 1)
         tokens = tl.arange(0, BLOCK_KV)
         for p in tl.range(p_begin, p_end, num_stages=NUM_STAGES):
             page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + p)
             page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never out of bounds
             page_bytes = page.to(tl.int64) * stride_page
             scale_at = (page_bytes + BLOCK_KV * VALUE_BYTES) // 4 + tokens
+            kv = _load_kv_page(kv_desc, kv_ptr, kv_sf_ptr, page, page_bytes, scale_at, tokens, BLOCK_KV, D, IS_FP4,
+                               FP4_DOT_BF16, KV_TMA)
             if IS_FP4:
-                packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2)
-                                    + tl.arange(0, D // 2)[None, :])
-                kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
-                if FP4_DOT_BF16:
-                    kv = kv.to(tl.bfloat16)
                 scores = tl.dot(kv, q_t)
             else:
-                if KV_TMA:
-                    kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
-                else:
-                    kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
                 # The scale multiplies the key before the relu (the key is its FP8 value times its scale).
                 scores = tl.dot(kv, q_t) * tl.load(kv_sf_ptr + scale_at)[:, None]
             logits = _head_weighted_sum(scores, weights, BLOCK_KV, ROWS, H)
@@ -507,6 +527,20 @@ def _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D: tl.constexpr):
 
 
 @triton.jit
+def _chunk_items(ctx_ptr, a0, a_stop, a_begin, c_begin, a_end, c_end, next_n, atoms, CTX_2D: tl.constexpr,
+                 CHUNK: tl.constexpr):
+    """(atoms, first split, items) of the CHUNK atoms from a0 of the schedule entry whose items run from (a_begin,
+    c_begin) to (a_end, c_end): each atom's splits, less those before the entry's first split or from its end split
+    on; 0 items past a_stop."""
+    atom = a0 + tl.arange(0, CHUNK)
+    ok = atom < a_stop
+    splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
+    lo = tl.where(atom == a_begin, c_begin, 0)
+    hi = tl.where(atom == a_end, c_end, splits)
+    return atom, lo, tl.where(ok, tl.maximum(hi - lo, 0), 0)
+
+
+@triton.jit
 def _lane_of_entry(meta_ptr, ctx_ptr, sm, lane, per_sm, batch, next_n, atoms, CTX_2D: tl.constexpr,
                    CHUNK: tl.constexpr):
     """(first atom, first split, end atom, end split) of lane ``lane``'s part of schedule entry ``sm``: the entry's
@@ -520,23 +554,15 @@ def _lane_of_entry(meta_ptr, ctx_ptr, sm, lane, per_sm, batch, next_n, atoms, CT
     a_stop = tl.minimum(tl.where(c_end > 0, a_end + 1, a_end), batch * atoms)
     items = 0
     for a0 in range(a_begin, a_stop, CHUNK):
-        atom = a0 + tl.arange(0, CHUNK)
-        ok = atom < a_stop
-        splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
-        lo = tl.where(atom == a_begin, c_begin, 0)
-        hi = tl.where(atom == a_end, c_end, splits)
-        items += tl.sum(tl.where(ok, tl.maximum(hi - lo, 0), 0), axis=0)
+        _, _, count = _chunk_items(ctx_ptr, a0, a_stop, a_begin, c_begin, a_end, c_end, next_n, atoms, CTX_2D, CHUNK)
+        items += tl.sum(count, axis=0)
     first = items * lane // per_sm
     stop = items * (lane + 1) // per_sm
     la_begin, lc_begin, la_end, lc_end = a_end, c_end, a_end, c_end  # items past the end: the entry's end
     before = 0
     for a0 in range(a_begin, a_stop, CHUNK):
-        atom = a0 + tl.arange(0, CHUNK)
-        ok = atom < a_stop
-        splits = _atom_splits(ctx_ptr, atom, ok, next_n, atoms, CTX_2D)
-        lo = tl.where(atom == a_begin, c_begin, 0)
-        hi = tl.where(atom == a_end, c_end, splits)
-        count = tl.where(ok, tl.maximum(hi - lo, 0), 0)
+        atom, lo, count = _chunk_items(ctx_ptr, a0, a_stop, a_begin, c_begin, a_end, c_end, next_n, atoms, CTX_2D,
+                                       CHUNK)
         ends = before + tl.cumsum(count, axis=0)
         starts = ends - count
         hit_first = (starts <= first) & (first < ends)
@@ -674,14 +700,8 @@ def _fp8_paged_mqa_logits_persistent_kernel(
             else:
                 col_row = r0 + cols // H
                 col_ok = ((cols // H) < ATOM_ROWS) & (col_row < next_n)
-                q_rows = (b * next_n + col_row).to(tl.int64) * H + cols % H
-                weights = tl.load(w_ptr + (b * next_n + col_row).to(tl.int64) * stride_w + cols % H, mask=col_ok,
-                                  other=0.0).to(tl.float32)
-                if IS_FP4:
-                    q_tile = _load_fp4_rows(q_ptr, q_sf_ptr, q_rows, col_ok, BN, D, FP4_DOT_BF16)
-                else:
-                    q_tile = _load_fp8_rows(q_ptr, q_rows, col_ok, D, Q_ALIGN)
-                q_t = tl.trans(q_tile)
+                q_t, weights = _load_q_columns(q_ptr, q_sf_ptr, w_ptr, b, next_n, cols, col_row, col_ok, stride_w, H,
+                                               BN, D, IS_FP4, FP4_DOT_BF16, Q_ALIGN)
             out_rows = out_ptr + (b * next_n + rows).to(tl.int64) * stride_out
             bt_row = bt_ptr + b.to(tl.int64) * stride_bt
             store_limit = tl.where(row_ok, max_ctx, 0)  # t < store_limit: t < max_ctx and the row exists (t >= 0)
@@ -709,18 +729,11 @@ def _fp8_paged_mqa_logits_persistent_kernel(
                 page = tl.minimum(tl.maximum(page, 0), num_blocks - 1)  # bad ids read a wrong page, never OOB
                 page_bytes = page.to(tl.int64) * stride_page
                 scale_at = (page_bytes + BLOCK_KV * VALUE_BYTES) // 4 + tokens
+                kv = _load_kv_page(kv_desc, kv_ptr, kv_sf_ptr, page, page_bytes, scale_at, tokens, BLOCK_KV, D,
+                                   IS_FP4, FP4_DOT_BF16, KV_TMA)
                 if IS_FP4:
-                    packed_kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * (D // 2)
-                                        + tl.arange(0, D // 2)[None, :])
-                    kv = _unpack_fp4(packed_kv, tl.load(kv_sf_ptr + scale_at), BLOCK_KV, D)
-                    if FP4_DOT_BF16:
-                        kv = kv.to(tl.bfloat16)
                     logits = _head_weighted_sum(tl.dot(kv, q_t), weights, BLOCK_KV, ROWS, H)
                 else:
-                    if KV_TMA:
-                        kv = tl.reshape(kv_desc.load([page, 0, 0]), [BLOCK_KV, D])
-                    else:
-                        kv = tl.load(kv_ptr + page_bytes + tokens[:, None] * D + tl.arange(0, D)[None, :])
                     # The key's (positive) scale commutes with the relu: applied once per token after the head
                     # sum, as DeepGEMM does, instead of once per (token, head).
                     if ROW_DOTS:

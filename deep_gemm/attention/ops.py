@@ -41,21 +41,19 @@ def _fake_fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, 
                                           max_context_len, clean_logits, torch.float32, indices)
 
 
-register("fp8_fp4_mqa_logits", check=checks.check_fp8_fp4_mqa_logits,
-         reference=ref.fp8_fp4_mqa_logits_reference, fake=_fake_fp8_fp4_mqa_logits,
-         triton=replayable_allocating(tri.fp8_fp4_mqa_logits_triton), arch=arch.FP8_OPS)
-register("fp8_mqa_logits", check=checks.check_fp8_mqa_logits,
-         reference=ref.fp8_mqa_logits_reference, fake=_fake_fp8_mqa_logits,
-         triton=replayable_allocating(tri.fp8_mqa_logits_triton), arch=arch.FP8_OPS)
-register("get_paged_mqa_logits_metadata", check=checks.check_get_paged_mqa_logits_metadata,
-         reference=ref.get_paged_mqa_logits_metadata_reference, fake=_fake_get_paged_mqa_logits_metadata,
-         triton=replayable_allocating(tri.get_paged_mqa_logits_metadata_triton))
-register("fp8_fp4_paged_mqa_logits", check=checks.check_fp8_fp4_paged_mqa_logits,
-         reference=ref.fp8_fp4_paged_mqa_logits_reference, fake=_fake_fp8_fp4_paged_mqa_logits,
-         triton=replayable_allocating(tri.fp8_fp4_paged_mqa_logits_triton), arch=arch.FP8_OPS)
-register("fp8_paged_mqa_logits", check=checks.check_fp8_paged_mqa_logits,
-         reference=ref.fp8_paged_mqa_logits_reference, fake=_fake_fp8_paged_mqa_logits,
-         triton=replayable_allocating(tri.fp8_paged_mqa_logits_triton), arch=arch.FP8_OPS)
+# Op name -> (fake kernel, architectures the Triton kernel runs on); the check, reference and Triton launcher of
+# op ``name`` are ``checks.check_<name>``, ``reference.<name>_reference`` and ``launch.<name>_triton``.
+_OPS = {
+    "fp8_fp4_mqa_logits": (_fake_fp8_fp4_mqa_logits, arch.FP8_OPS),
+    "fp8_mqa_logits": (_fake_fp8_mqa_logits, arch.FP8_OPS),
+    "get_paged_mqa_logits_metadata": (_fake_get_paged_mqa_logits_metadata, arch.ANY_MMA),
+    "fp8_fp4_paged_mqa_logits": (_fake_fp8_fp4_paged_mqa_logits, arch.FP8_OPS),
+    "fp8_paged_mqa_logits": (_fake_fp8_paged_mqa_logits, arch.FP8_OPS),
+}
+
+for _name, (_fake, _arch) in _OPS.items():
+    register(_name, check=getattr(checks, f"check_{_name}"), reference=getattr(ref, f"{_name}_reference"),
+             fake=_fake, triton=replayable_allocating(getattr(tri, f"{_name}_triton")), arch=_arch)
 
 # Data checks (windows, context lengths, page ids): always on the CPU, on CUDA in the checked mode.
 for _name in ("fp8_fp4_mqa_logits", "fp8_mqa_logits"):

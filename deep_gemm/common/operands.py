@@ -285,6 +285,26 @@ def run_with_alpha(run, d: torch.Tensor, c: torch.Tensor | None, alpha: float):
     return out
 
 
+def torch_matmul_into(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None,
+                      fp32_out: bool = False) -> None:
+    """d = a @ b, or c + a @ b (c may be d), through torch's cuBLAS calls: mm / addmm for 2-D operands, bmm /
+    baddbmm for 3-D ones. ``fp32_out``: half operands into an FP32 d, through aten's ``dtype_out`` overloads (CUDA
+    only; the caller checks they exist); else d has the operands' dtype."""
+    batched = d.dim() == 3
+    aten = torch.ops.aten
+    if fp32_out:
+        if c is None:
+            (aten.bmm if batched else aten.mm).dtype_out(a, b, torch.float32, out=d)
+        else:
+            (aten.baddbmm if batched else aten.addmm).dtype_out(c, a, b, torch.float32, out=d)
+    elif c is None:
+        (torch.bmm if batched else torch.mm)(a, b, out=d)
+    elif c is d:
+        (d.baddbmm_ if batched else d.addmm_)(a, b)
+    else:
+        (torch.baddbmm if batched else torch.addmm)(c, a, b, out=d)
+
+
 def unpack_pair(name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:
     """(data, scale) from any length-2 sequence, as DeepGEMM's bindings accept."""
     if type(pair) is tuple and len(pair) == 2:  # the common form, tested first (host time per call)

@@ -79,16 +79,35 @@ def aliasing(inputs: Sequence[Any]) -> tuple | None:
     return (*map(ids.index, ids),)
 
 
-class PlanCache:
+class _BoundedCache:
+    """A dict of at most ``limit`` entries (emptied whole when full: the working set refills it), the part
+    ``PlanCache`` and ``ConfigCache`` share."""
+
+    def __init__(self, limit: int = PLAN_LIMIT):
+        self.limit = limit
+        self._entries: dict = {}
+
+    def _store(self, key, value) -> None:
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[key] = value
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+
+class PlanCache(_BoundedCache):
     """Recorded launches keyed by (launcher key, signature token, aliasing, stream).
 
     Plans are per stream because a plan may hold split-K counters, which belong to the stream it was recorded on
     (``scratch``); a plan holding such buffers is neither replayed into nor recorded from a graph capture (a
     captured launch needs counters of its own)."""
-
-    def __init__(self, limit: int = PLAN_LIMIT):
-        self.limit = limit
-        self._plans: dict = {}
 
     def key(self, head: tuple, signature, inputs: Sequence[Any], out: torch.Tensor):
         """The plan key of a call, or None when the call has no signature (it then always takes the full path)."""
@@ -100,7 +119,7 @@ class PlanCache:
         """Run the plan recorded under ``key`` for these inputs; False when there is none (or it may not run now)."""
         if key is None:
             return False
-        plan = self._plans.get(key)
+        plan = self._entries.get(key)
         if plan is None or (plan.keeps_buffers and capturing(out)):
             return False
         plan.run(inputs)
@@ -112,65 +131,42 @@ class PlanCache:
             return
         plan = LaunchPlan.from_record(recorder.launches, inputs, recorder.scratch, recorder.persistent)
         if plan is not None:
-            if len(self._plans) >= self.limit:
-                self._plans.clear()
-            self._plans[key] = plan
-
-    def clear(self) -> None:
-        self._plans.clear()
-
-    def __len__(self) -> int:
-        return len(self._plans)
-
-    def __contains__(self, key) -> bool:
-        return key in self._plans
+            self._store(key, plan)
 
     def keys(self):
-        return self._plans.keys()
+        return self._entries.keys()
 
     def values(self):
-        return self._plans.values()
+        return self._entries.values()
 
     def __iter__(self):
-        return iter(self._plans)
+        return iter(self._entries)
 
 
-class ConfigCache:
+class ConfigCache(_BoundedCache):
     """A family's configs, resolved once per problem (a frozen dataclass) by ``resolve(problem)``; concurrent first
     calls resolve once."""
 
     def __init__(self, limit: int = PLAN_LIMIT):
-        self.limit = limit
-        self._configs: dict = {}
+        super().__init__(limit)
         self._lock = threading.Lock()
 
     def get(self, problem, resolve: Callable[[Any], Any]):
-        cfg = self._configs.get(problem)
+        cfg = self._entries.get(problem)
         if cfg is None:
             with self._lock:
-                cfg = self._configs.get(problem)
+                cfg = self._entries.get(problem)
                 if cfg is None:
                     cfg = resolve(problem)
-                    if len(self._configs) >= self.limit:
-                        self._configs.clear()
-                    self._configs[problem] = cfg
+                    self._store(problem, cfg)
         return cfg
-
-    def clear(self) -> None:
-        self._configs.clear()
-
-    def __len__(self) -> int:
-        return len(self._configs)
-
-    def __contains__(self, problem) -> bool:
-        return problem in self._configs
 
     def put(self, problem, cfg) -> None:
         """Pin a problem's config (benchmark sweeps time hand-picked configs through the normal launch path)."""
-        self._configs[problem] = cfg
+        self._entries[problem] = cfg
 
     def pop(self, problem) -> None:
-        self._configs.pop(problem, None)
+        self._entries.pop(problem, None)
 
 
 def replayable(name: str):
@@ -189,7 +185,7 @@ def replayable(name: str):
     def wrap(launcher):
         cache = PlanCache()
 
-        plans = cache._plans
+        plans = cache._entries
 
         pickers: dict = {}  # signature token -> TensorPicker
 

@@ -35,7 +35,7 @@ from .._internals import COMPILE_OPTIONS
 from ..core.launch import descriptor, interpreting, launch
 from ..core.plans import replayable
 from ..core.scratch import split_k_buffers
-from ..common.operands import resolve_recipe, write_without_product
+from ..common.operands import resolve_recipe, torch_matmul_into, write_without_product
 from ..core.runtime import usable_sms
 from ..utils.numeric import ceil_div
 from .checks import NO_CUBLASLT_EXPRESSION, Equation
@@ -184,21 +184,11 @@ def _cublas_bh(eq: Equation, a, b, d, c):
     a3 = a.permute(eq.perm_a)  # [G, M, K]
     b3 = b.permute(eq.perm_b).transpose(1, 2)  # [G, K, N]
     d3 = d.permute(eq.perm_out)
-    c3 = None if c is None else c.permute(eq.perm_out)
-    if d.dtype == torch.bfloat16:
-        if c is None:
-            torch.bmm(a3, b3, out=d3)
-        elif c is d:
-            d3.baddbmm_(a3, b3)
-        else:
-            torch.baddbmm(c3, a3, b3, out=d3)
-        return None
-    if not (d.is_cuda and hasattr(torch.ops.aten.bmm, "dtype_out")):  # (a CUDA-only overload)
+    c3 = None if c is None else d3 if c is d else c.permute(eq.perm_out)
+    fp32_out = d.dtype != torch.bfloat16
+    if fp32_out and not (d.is_cuda and hasattr(torch.ops.aten.bmm, "dtype_out")):  # (a CUDA-only overload)
         return NotImplemented
-    if c is None:
-        torch.ops.aten.bmm.dtype_out(a3, b3, torch.float32, out=d3)
-    else:
-        torch.ops.aten.baddbmm.dtype_out(c3, a3, b3, torch.float32, out=d3)
+    torch_matmul_into(a3, b3, d3, c3, fp32_out)
     return None
 
 

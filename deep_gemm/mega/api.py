@@ -212,18 +212,28 @@ class SymmBuffer:
 
     def destroy(self) -> None:
         """Drop the buffer, its handle and every view (the memory is freed once no other reference remains)."""
-        if self.buffer is not None:
-            _reference.unregister_cpu_group(self.buffer)
-        self.handle = self.buffer = self.group = None
-        self.x = self.x_sf = self.topk_idx = self.topk_weights = None
-        self.l1_acts = self.l1_acts_sf = self.l2_acts = self.l2_acts_sf = None
+        _release(self)
 
     def __repr__(self) -> str:
-        nbytes = None if self.buffer is None else self.buffer.numel()
-        return (f"SymmBuffer(num_ranks={self.num_ranks}, num_experts={self.num_experts}, "
-                f"num_max_tokens_per_rank={self.num_max_tokens_per_rank}, num_topk={self.num_topk}, "
-                f"hidden={self.hidden}, intermediate_hidden={self.intermediate_hidden}, "
-                f"num_ring_tokens={self.num_ring_tokens}, mma_type={self.mma_type!r}, num_bytes={nbytes})")
+        return _describe(self, "num_ring_tokens", "mma_type")
+
+
+def _release(sym_buffer) -> None:
+    """A symmetric buffer's ``destroy``: forget its CPU group, drop the buffer, its handle, group and views."""
+    if sym_buffer.buffer is not None:
+        _reference.unregister_cpu_group(sym_buffer.buffer)
+    sym_buffer.handle = sym_buffer.buffer = sym_buffer.group = None
+    for view in _buffer.EXPORTED:
+        setattr(sym_buffer, view, None)
+
+
+def _describe(sym_buffer, *extra: str) -> str:
+    """A symmetric buffer's ``repr``: its class, the sizes both buffers have, then ``extra`` attributes and bytes."""
+    fields = ("num_ranks", "num_experts", "num_max_tokens_per_rank", "num_topk", "hidden", "intermediate_hidden",
+              *extra)
+    nbytes = None if sym_buffer.buffer is None else sym_buffer.buffer.numel()
+    described = ", ".join(f"{name}={getattr(sym_buffer, name)!r}" for name in fields)
+    return f"{type(sym_buffer).__name__}({described}, num_bytes={nbytes})"
 
 
 def _is_cpu_process_group(group, device) -> bool:
@@ -572,17 +582,10 @@ class SM90SymmBuffer:
 
     def destroy(self) -> None:
         """Drop the buffer, its handle and every view."""
-        if self.buffer is not None:
-            _reference.unregister_cpu_group(self.buffer)
-        self.handle = self.buffer = self.group = None
-        self.x = self.x_sf = self.topk_idx = self.topk_weights = None
-        self.l1_acts = self.l1_acts_sf = self.l2_acts = self.l2_acts_sf = None
+        _release(self)
 
     def __repr__(self) -> str:
-        nbytes = None if self.buffer is None else self.buffer.numel()
-        return (f"SM90SymmBuffer(num_ranks={self.num_ranks}, num_experts={self.num_experts}, "
-                f"num_max_tokens_per_rank={self.num_max_tokens_per_rank}, num_topk={self.num_topk}, "
-                f"hidden={self.hidden}, intermediate_hidden={self.intermediate_hidden}, num_bytes={nbytes})")
+        return _describe(self)
 
 
 def get_symm_buffer_for_sm90_mega_moe(group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int,

@@ -144,18 +144,25 @@ def check_ring_limit_args(num_max_tokens_per_rank: int, num_local_experts: int, 
     _require_token_aligned("num_max_tokens_per_rank", num_max_tokens_per_rank)
 
 
-def check_size_args(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
-                    intermediate_hidden: int, mma_type: str, activation: str, num_ring_tokens: int) -> None:
+def _check_model_sizes(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
+                       intermediate_hidden: int, *more_positive: tuple[str, int]) -> None:
+    """The checks both buffer layouts share: every size (and each ``(name, value)`` of ``more_positive``) positive,
+    experts split evenly over the ranks, at most ``num_experts`` per token, hidden sizes multiples of 128."""
     for name, value in (("num_ranks", num_ranks), ("num_experts", num_experts),
                         ("num_max_tokens_per_rank", num_max_tokens_per_rank), ("num_topk", num_topk),
-                        ("hidden", hidden), ("intermediate_hidden", intermediate_hidden),
-                        ("num_ring_tokens", num_ring_tokens)):
+                        ("hidden", hidden), ("intermediate_hidden", intermediate_hidden), *more_positive):
         _require_positive(name, value)
     require(num_experts % num_ranks == 0,
             f"num_experts: expected a multiple of num_ranks ({num_ranks}), got {num_experts}")
     require(num_topk <= num_experts, f"num_topk: expected at most num_experts ({num_experts}), got {num_topk}")
     for name, value in (("hidden", hidden), ("intermediate_hidden", intermediate_hidden)):
         require(value % HIDDEN_ALIGNMENT == 0, f"{name}: expected a multiple of {HIDDEN_ALIGNMENT}, got {value}")
+
+
+def check_size_args(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
+                    intermediate_hidden: int, mma_type: str, activation: str, num_ring_tokens: int) -> None:
+    _check_model_sizes(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                       ("num_ring_tokens", num_ring_tokens))
     require(mma_type in MMA_TYPES, f"mma_type: expected one of {', '.join(MMA_TYPES)}, got {mma_type!r}")
     require(activation in ACTIVATIONS, f"activation: expected 'swiglu' (the only activation), got {activation!r}")
     _require_token_aligned("num_max_tokens_per_rank", num_max_tokens_per_rank)
@@ -387,15 +394,7 @@ _SM90_SF_ROW_PADDING = 128
 
 def check_sm90_size_args(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
                          intermediate_hidden: int, use_fp8_dispatch: bool, activation: str) -> None:
-    for name, value in (("num_ranks", num_ranks), ("num_experts", num_experts),
-                        ("num_max_tokens_per_rank", num_max_tokens_per_rank), ("num_topk", num_topk),
-                        ("hidden", hidden), ("intermediate_hidden", intermediate_hidden)):
-        _require_positive(name, value)
-    require(num_experts % num_ranks == 0,
-            f"num_experts: expected a multiple of num_ranks ({num_ranks}), got {num_experts}")
-    require(num_topk <= num_experts, f"num_topk: expected at most num_experts ({num_experts}), got {num_topk}")
-    for name, value in (("hidden", hidden), ("intermediate_hidden", intermediate_hidden)):
-        require(value % HIDDEN_ALIGNMENT == 0, f"{name}: expected a multiple of {HIDDEN_ALIGNMENT}, got {value}")
+    _check_model_sizes(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden)
     require(bool(use_fp8_dispatch), "use_fp8_dispatch: the SM90 Mega MoE dispatches FP8 tokens only (expected True)")
     require(activation in ACTIVATIONS, f"activation: expected 'swiglu' (the only activation), got {activation!r}")
     _require_token_aligned("num_max_tokens_per_rank", num_max_tokens_per_rank)

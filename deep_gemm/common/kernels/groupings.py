@@ -1,8 +1,9 @@
 """The grouping kinds of the GEMM kernels (their GROUPING constexpr), shared by the FP8 and BF16 tl.* and Gluon
 kernels, and the tl.* kernels' grouping preamble: a masked launch's tiles per group (``masked_tiles``), where a
-masked tile lies (``masked_tile``), which rows of an M-grouped tile are stored and from which expert B comes
-(``grouped_rows``). The launchers name the kinds through their plans' ``GROUPING``, plain ints so that
-importing the launchers does not import Triton; tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
+masked tile lies (``masked_tile``), a K-grouped launch's K ranges (``k_grouped_starts``), which rows of an
+M-grouped tile are stored and from which expert B comes (``grouped_rows``). The launchers name the kinds through
+their plans' ``GROUPING``, plain ints so that importing the launchers does not import Triton;
+tests/test_fp8_gemm_plan_cpu.py checks that the two agree."""
 
 import triton
 import triton.language as tl
@@ -52,6 +53,16 @@ def masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM: tl.constexpr, G_PAD: 
     group_end = tl.cumsum(group_tiles, axis=0)
     num_tiles = tl.sum(group_tiles, axis=0)
     return g_idx, masked, group_tiles, group_end, num_tiles
+
+
+@triton.jit
+def k_grouped_starts(layout_ptr, NUM_GROUPS, G_PAD: tl.constexpr):
+    """(g_idx, K sizes, K starts) of a K_GROUPED launch: group g reduces over ks[g] columns of K from k_starts[g]
+    (an on-device exclusive prefix sum of the sizes in layout_ptr)."""
+    g_idx = tl.arange(0, G_PAD)
+    ks = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+    k_starts = tl.cumsum(ks, axis=0) - ks
+    return g_idx, ks, k_starts
 
 
 @triton.jit

@@ -25,7 +25,7 @@ import torch
 
 from ...core import arch
 from ...core.scratch import capturing
-from ...common.operands import FP8, to_nt
+from ...common.operands import FP8, to_nt, torch_matmul_into
 
 _HALF = (torch.bfloat16, torch.float16)
 # Unit FP32 scales for _scaled_mm, kept per device (made outside graph capture; see _unit_scale).
@@ -84,22 +84,11 @@ def _make(layout: str):
             return None
         if a.dtype == FP8:
             return _fp8_gemm(a, b, d, c)
-        bt = b.t()
-        if a.dtype == d.dtype:
-            if c is None:
-                torch.mm(a, bt, out=d)
-            elif c is d:
-                d.addmm_(a, bt)
-            else:
-                torch.addmm(c, a, bt, out=d)
-            return None
-        if a.dtype in _HALF and d.dtype == torch.float32 and _OUT_DTYPE:
-            if c is None:
-                torch.ops.aten.mm.dtype_out(a, bt, torch.float32, out=d)
-            else:
-                torch.ops.aten.addmm.dtype_out(c, a, bt, torch.float32, out=d)
-            return None
-        return NotImplemented
+        fp32_out = a.dtype in _HALF and d.dtype == torch.float32 and _OUT_DTYPE
+        if a.dtype != d.dtype and not fp32_out:
+            return NotImplemented
+        torch_matmul_into(a, b.t(), d, c, fp32_out)
+        return None
 
     cublaslt_gemm.__name__ = f"cublaslt_gemm_{layout}"
     return cublaslt_gemm

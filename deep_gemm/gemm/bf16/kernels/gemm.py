@@ -55,7 +55,7 @@ import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from ....common.kernels.epilogue import store_tile
-from ....common.kernels.groupings import grouped_rows, masked_tile, masked_tiles
+from ....common.kernels.groupings import grouped_rows, k_grouped_starts, masked_tile, masked_tiles
 from ....common.kernels.tiles import tile_coords
 from ....common.kernels.uniform import tl_warp_uniform
 
@@ -147,9 +147,7 @@ def _bf16_gemm_kernel(
             split_from = tl.where(splits > 1, whole_waves, num_tiles)
             num_tiles = split_from + (num_tiles - split_from) * splits  # work items
     elif GROUPING == K_GROUPED:
-        g_idx = tl.arange(0, G_PAD)
-        ks = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        k_starts = tl.cumsum(ks, axis=0) - ks
+        g_idx, ks, k_starts = k_grouped_starts(layout_ptr, NUM_GROUPS, G_PAD)
         num_tiles = NUM_GROUPS * num_m_blocks * num_n_blocks
     else:
         num_tiles = SPLIT_FROM + (num_m_blocks * num_n_blocks - SPLIT_FROM) * SPLIT_K  # work items

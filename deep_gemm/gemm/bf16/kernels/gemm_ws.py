@@ -123,12 +123,26 @@ def _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING: gl.constexpr, G_PAD: g
 
 
 @gluon.jit
-def _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr):
-    """(group, pid_m, pid_n) of a K_GROUPED tile: groups run one after another, each one's tiles in grouped order."""
-    per_group = num_m_blocks * num_n_blocks
-    group = tile // per_group
-    pid_m, pid_n = swizzle(tile - group * per_group, num_m_blocks, num_n_blocks, GROUP_M)
+def _tile_pids(tile, num_m_blocks, num_n_blocks, GROUP_M: gl.constexpr, GROUPING: gl.constexpr):
+    """(group, pid_m, pid_n) of tile ``tile`` in grouped order; K_GROUPED: groups run one after another, each one's
+    tiles in grouped order (other groupings: group 0, unused)."""
+    if GROUPING == K_GROUPED:
+        per_group = num_m_blocks * num_n_blocks
+        group = tile // per_group
+        pid_m, pid_n = swizzle(tile - group * per_group, num_m_blocks, num_n_blocks, GROUP_M)
+    else:
+        group = 0
+        pid_m, pid_n = swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
     return group, pid_m, pid_n
+
+
+@gluon.jit
+def _k_sizes(layout_ptr, NUM_GROUPS, G_PAD: gl.constexpr, VEC: gl.constexpr):
+    """K_GROUPED: (group indices, K sizes) as [G_PAD] vectors, zeros past NUM_GROUPS (``_k_group`` reduces them to a
+    tile's K range)."""
+    g_idx = gl.arange(0, G_PAD, layout=VEC)
+    ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+    return g_idx, ks
 
 
 @gluon.jit
@@ -158,14 +172,10 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, la
     num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
     if GROUPING == K_GROUPED:  # (the K sizes, loaded once: every tile reduces them to its group's K range)
-        g_idx = gl.arange(0, G_PAD, layout=VEC)
-        ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        g_idx, ks = _k_sizes(layout_ptr, NUM_GROUPS, G_PAD, VEC)
     it = 0
     for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
-        if GROUPING == K_GROUPED:
-            group, pid_m, pid_n = _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M)
-        else:
-            pid_m, pid_n = swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        group, pid_m, pid_n = _tile_pids(tile, num_m_blocks, num_n_blocks, GROUP_M, GROUPING)
         off_m = pid_m * BM
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)
         if GROUPING == MASKED:  # (B's expert is the tile's group)
@@ -226,15 +236,11 @@ def _consumer(a_bufs, b_bufs, b2_bufs, ready, empty, d_desc, d2_desc, c_desc, c_
     num_n_blocks = gl.cdiv(N, BN + TAIL_N)
     num_kb = gl.cdiv(K, BK)
     if GROUPING == K_GROUPED:
-        g_idx = gl.arange(0, G_PAD, layout=VEC)
-        ks = gl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+        g_idx, ks = _k_sizes(layout_ptr, NUM_GROUPS, G_PAD, VEC)
     it = 0
     tiles_done = 0  # phase of this warpgroup's C barrier
     for tile in range(gl.program_id(0), NUM_TILES, NUM_SMS):
-        if GROUPING == K_GROUPED:
-            group, pid_m, pid_n = _group_tile(tile, num_m_blocks, num_n_blocks, GROUP_M)
-        else:
-            pid_m, pid_n = swizzle(tile, num_m_blocks, num_n_blocks, GROUP_M)
+        group, pid_m, pid_n = _tile_pids(tile, num_m_blocks, num_n_blocks, GROUP_M, GROUPING)
         off_m = pid_m * BM
         off_n = pid_n * (BN + TAIL_N)
         expert, row_end = _tile_expert(layout_ptr, off_m, NUM_GROUPS, GROUPING, G_PAD, PSUM_ALIGN, VEC, UNIFORM)

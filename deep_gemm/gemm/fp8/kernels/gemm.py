@@ -29,7 +29,7 @@ import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from ....common.kernels.epilogue import store_tile
-from ....common.kernels.groupings import grouped_rows, masked_tile, masked_tiles
+from ....common.kernels.groupings import grouped_rows, k_grouped_starts, masked_tile, masked_tiles
 from ....common.kernels.scaling import promote
 from ....common.kernels.tiles import tile_coords
 
@@ -91,9 +91,7 @@ def _fp8_gemm_kernel(
         g_idx, masked, group_tiles, group_end, num_tiles = masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM,
                                                                         G_PAD)
     elif GROUPING == K_GROUPED:
-        g_idx = tl.arange(0, G_PAD)
-        ks = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        k_starts = tl.cumsum(ks, axis=0) - ks
+        g_idx, ks, k_starts = k_grouped_starts(layout_ptr, NUM_GROUPS, G_PAD)
         num_tiles = NUM_GROUPS * num_m_blocks * num_n_blocks
     else:
         num_tiles = num_m_blocks * num_n_blocks * SPLIT_K
