@@ -4,7 +4,6 @@ spills (run without TRITON_INTERPRET): ``python scripts/compile_check_legacy.py`
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))

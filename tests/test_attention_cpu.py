@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import deep_gemm
 from deep_gemm.core import runtime
 from deep_gemm.core.registry import _Binder, backends, kernels_of
 from deep_gemm.core.schemas import SCHEMAS

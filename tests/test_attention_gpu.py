@@ -5,7 +5,6 @@ CUDA."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import pytest
 import torch
@@ -16,7 +15,6 @@ from deep_gemm.attention import plan as attention_plan
 from deep_gemm.core.registry import kernels_of
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
-from tolerances import TOLERANCES  # noqa: E402
 from test_attention_cpu import FP8, PAGED_REGISTER_VARIANTS, _paged, _prefill, ops
 from test_attention_reference_cpu import (NEG_INF, MqaCase, PagedCase, _mqa_flat, _to_cuda,  # noqa: F401 (fixture)
                                           assert_logits_close, make_paged, num_sms_8)

@@ -19,7 +19,6 @@ from deep_gemm.utils.numeric import group_pad
 
 import interpreter_bf16  # noqa: F401  (BF16 tl.dot in the interpreter)
 from triton_harness import DEVICE, run_forced, run_triton, triton_launcher
-from triton_harness import DEVICE, run_forced
 
 BF16 = torch.bfloat16
 SENTINEL = 7.0

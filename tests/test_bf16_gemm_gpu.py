@@ -13,10 +13,9 @@ import torch
 import deep_gemm
 from deep_gemm.gemm.bf16 import plan as bf16_plan
 from deep_gemm.gemm.bf16.plan import Bf16Overrides
-from deep_gemm.gemm.bf16.plan import Bf16Config, Bf16Overrides
+from deep_gemm.gemm.bf16.plan import Bf16Config
 from deep_gemm.testing import calc_diff
 
-from triton_harness import run_forced
 from triton_harness import run_forced
 from test_bf16_gemm_cpu import BENCH_ROWS
 
@@ -218,7 +217,6 @@ def _masked_check(a, b, masked, expected, over, max_m=64, calls=2):
 @pytest.mark.parametrize("n,k", MASKED_NK)
 def test_masked_decode_rows_split_k(g, n, k):
     """The plan (split where masked_split says), unsplit and a forced split of 4, each against the reference."""
-    from deep_gemm.gemm.bf16 import plan as bf16_plan
     from deep_gemm.gemm.bf16 import launch as bf16_launch
     expected, max_m = 20, 64
     a, b = _rand(g, max_m, k), _rand(g, n, k)
@@ -301,7 +299,6 @@ def test_last_wave_split(m, n, k, accumulate):
     kernel's whole waves, then the tl.* kernel's pieces; 4096 x 2112 and x 576 without C: the WS kernel's
     128 x (128 + tail) tile), without the WS kernel, and forced ones (split_from past
     the tiles, every tile split); the same bits on every call."""
-    from deep_gemm.gemm.bf16.plan import Bf16Config
     a, b = _rand(m, k), _rand(n, k)
     c = _rand(m, n) * 8 if accumulate else None
     ref = _ref(a, b, c)
@@ -418,7 +415,6 @@ def test_warp_specialised_opt_in(layout, m, n, k, bn):
     a_mk, b_nk = _rand(m, k), _rand(n, k)
     a, b = _given(layout, a_mk, b_nk)
     over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1)
-    from deep_gemm.gemm.bf16 import plan as bf16_plan
     from deep_gemm.gemm.bf16 import launch as bf16_launch
     call = bf16_launch._call(0, m, n, k, 1, torch.empty(m, n, device="cuda", dtype=BF16), None, layout[0] == "n",
                              layout[1] == "t", True)
@@ -436,7 +432,6 @@ def test_warp_specialised_tile_with_tail_columns(layout, m, n, k, tail):
     """The Gluon WS kernel's 128 x (128 + tail) tile (TAIL_N), forced: M not a multiple of 128, N ending in the main
     block, in the tail, or with a tail wholly past N (N = 200: the second 144-wide tile's tail starts at column 272);
     K-major ("nt") and MN-major ("tn": A as [K, M], B as [K, N]) operands."""
-    from deep_gemm.gemm.bf16 import plan as bf16_plan
     from deep_gemm.gemm.bf16 import launch as bf16_launch
     from deep_gemm.gemm.bf16.plan import Bf16Config
     a_mk, b_nk = _rand(m, k), _rand(n, k)
@@ -508,7 +503,6 @@ def test_warp_specialised_psum_with_untouched_gaps(layout, uniform, ms, spare, n
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 2112, 7168, 256), (300, 1000, 200, 128), (4096, 7168, 2048, 128)])
 def test_warp_specialised_accumulate_opt_in(out, c_kind, m, n, k, bn):
     """The Gluon WS kernel forced, with C loaded by TMA (C is D, or laid out like it); FP32 D on 128 x 128 tiles."""
-    from deep_gemm.gemm.bf16 import plan as bf16_plan
     from deep_gemm.gemm.bf16 import launch as bf16_launch
     if out == torch.float32 and bn == 256:
         bn = 128

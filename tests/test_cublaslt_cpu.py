@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import deep_gemm
 from deep_gemm.gemm.cublaslt import api as cublaslt
 from deep_gemm.gemm.bf16.checks import make_cublaslt_check
 from deep_gemm.testing import assert_bitwise_equal, calc_diff

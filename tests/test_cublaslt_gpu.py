@@ -11,7 +11,7 @@ import deep_gemm
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 
 from bf16_inputs import output_and_accumulator  # noqa: E402
-from test_cublaslt_cpu import FP8, LAYOUTS, _on_device, _on_device_pair, bound, operands
+from test_cublaslt_cpu import FP8, LAYOUTS, _on_device, _on_device_pair, operands
 
 pytestmark = pytest.mark.gpu
 

@@ -14,7 +14,6 @@ from deep_gemm.common.operands import dequantize
 from deep_gemm.core.plans import PlanCache
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import align, per_block_cast_to_fp8, per_token_cast_to_fp8
-from deep_gemm.utils import align
 
 from tolerances import TOLERANCES
 from triton_harness import run_forced

@@ -12,7 +12,7 @@ import torch
 
 from .._internals import torch_api
 from . import guards as metadata_guards
-from .registry import CHECK_MEMO_LIMIT, _KERNELS, _PLAIN_TYPES, OpKernels, _signature
+from .registry import CHECK_MEMO_LIMIT, _KERNELS, _PLAIN_TYPES, OpKernels
 from .runtime import _STATE as _RUNTIME
 from .schemas import ALIASES
 

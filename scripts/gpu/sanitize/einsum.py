@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 
-import deep_gemm
 from deep_gemm.core.registry import run_launcher
 from deep_gemm.einsum import plan as einsum_plan
 from deep_gemm.einsum.plan import EinsumOverrides

@@ -43,8 +43,7 @@ from ...._internals.gluon import thread_barrier
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from .ws_epilogue import _epilogue, _split_k_reduce, _tma_store
 from .ws_mainloop import (PRODUCER_WARPS, _first_block_scales, _mainloop_one_wave, _mainloop_split, _mainloop_two_waves,
-                          _mainloop_two_waves_1d1d, _next_first_scales, _producer, _ready_arrivals, _stagger_wait,
-                          _walk_first_scales)
+                          _mainloop_two_waves_1d1d, _next_first_scales, _producer, _ready_arrivals, _walk_first_scales)
 from .ws_scheduler import WG_ROWS, _k_blocks, _num_tiles, _split_tile_cols, _tile_info, _walk, _walk_info, _walk_start
 
 
