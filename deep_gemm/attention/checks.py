@@ -157,7 +157,7 @@ def _check_schedule_meta(schedule_meta, q, seq_len: int, num_heads: int) -> None
     """``get_mqa_logits_metadata``'s schedule for these queries: int32, 1-D, contiguous, on q's device, of the
     length it returns for (S, H) at the current ``get_num_sms()``. Our kernels schedule themselves and the
     reference needs no schedule, so only its form is checked."""
-    from ..mqa_metadata.plan import metadata_words, schedule_sms
+    from .metadata.plan import metadata_words, schedule_sms
     require_same_device(q=q, schedule_meta=schedule_meta)
     require_dtype("schedule_meta", schedule_meta, (torch.int32,))
     require_dim("schedule_meta", schedule_meta, 1)
