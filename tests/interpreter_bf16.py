@@ -5,11 +5,12 @@ methods get them wrong:
 - ``create_dot`` hands those bits to ``np.matmul`` as integers, so a BF16 ``tl.dot`` multiplies bit patterns
   (relative error ~1e10);
 - ``create_fp_to_fp`` converts fp32 -> bf16 with its own bit arithmetic, whose rounding carry can spill into the
-  exponent and which does not round to nearest-even on ties.
+  exponent and which does not round to nearest-even on ties; its fp32 -> fp8 e4m3 conversion is wrong for ~2 % of
+  values (e.g. 31.35 -> 16) and does not saturate.
 
 ``install()`` (idempotent; done on import) widens BF16 dot operands to fp32 (bits << 16, exact) so the dot runs in
 fp32 like the tensor cores' FP32 accumulation, and routes every conversion to or from bf16 through torch's own casts
-(RTNE, NaN/inf kept). On a GPU nothing is patched: the interpreter is not in use.
+(RTNE, NaN/inf kept), and every conversion to fp8 e4m3 through torch's (RTNE, saturating). On a GPU nothing is patched: the interpreter is not in use.
 
 Usage in a test module: ``import interpreter_bf16  # noqa: F401`` before launching a kernel. The patch relies on the
 interpreter's internals (``InterpreterBuilder``); ``tests/test_interpreter_bf16.py`` checks it bit-exactly against
@@ -48,6 +49,12 @@ def _torch_cast(data: np.ndarray, src, dst) -> np.ndarray:
     return out.numpy().reshape(data.shape)
 
 
+def _to_e4m3_bits(data: np.ndarray) -> np.ndarray:
+    """fp32 -> float8_e4m3fn as torch casts it (RTNE, saturating to +-448, NaN kept), held as uint8 bits."""
+    out = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float32)).to(torch.float8_e4m3fn)
+    return out.view(torch.uint8).numpy().reshape(data.shape)
+
+
 def install() -> None:
     """Patch the interpreter's builder once (no-op when the interpreter is not in use)."""
     global _INSTALLED
@@ -73,6 +80,8 @@ def install() -> None:
 
     def create_fp_to_fp(self, src, dst_type, rounding_mode):
         src_t, dst_t = src.dtype.scalar, dst_type.scalar
+        if dst_t == tl.float8e4nv and src_t in plain_floats:
+            return TensorHandle(_to_e4m3_bits(_torch_cast(src.data, src_t, tl.float32)), dst_t)
         if (src_t == tl.bfloat16 or dst_t == tl.bfloat16) and src_t in plain_floats and dst_t in plain_floats:
             return TensorHandle(_torch_cast(src.data, src_t, dst_t), dst_t)
         return original_fp_to_fp(self, src, dst_type, rounding_mode)

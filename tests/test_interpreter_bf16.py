@@ -80,3 +80,20 @@ def test_bf16_casts_are_torch_casts():
     stored = torch.empty(n, dtype=torch.bfloat16)
     store_kernel[(1,)](src, stored, n)
     assert torch.equal(stored.view(torch.int16), expected.view(torch.int16))
+
+
+def test_fp8_e4m3_casts_are_torch_casts():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def to_fp8(x, y, N: tl.constexpr):
+        o = tl.arange(0, N)
+        tl.store(y + o, tl.load(x + o).to(tl.float8e4nv))
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.cat([torch.randn(4000, generator=g) * 100, torch.tensor([31.35, 600.0, -1e6, 2.0 ** -10, 0.0])])
+    x = torch.cat([x, torch.zeros(4096 - x.numel())])
+    y = torch.empty(4096, dtype=torch.float8_e4m3fn)
+    to_fp8[(1,)](x, y, 4096)
+    assert torch.equal(y.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8))

@@ -377,7 +377,7 @@ def slice_buffer(buffer: torch.Tensor, layout: Sequence[int]) -> list[torch.Tens
 # per-expert BLOCK_M padding); the SM90 BLOCK_Ms are multiples of 64 (WGMMA M) so P_sf = (P / 64) * 128 (each
 # 64-row block's scale rows padded to 128, the largest over the SM90 candidates).
 
-# For the fused SM90 Triton kernel (not in this release) this layout is the contract: the caller-filled input views
+# For the SM90 kernels this layout is the contract: the caller-filled input views
 # (x, x_sf, topk_idx, topk_weights: what mega_moe_pre_dispatch_sm90 writes and what peers read over NVLink through
 # handle.buffer_ptrs), then kernel-private regions at fixed offsets every rank computes alike (same sizes on every
 # rank, so a peer's region is its base pointer plus the same offset): the workspace (zeroed at allocation; counters
@@ -385,6 +385,12 @@ def slice_buffer(buffer: torch.Tensor, layout: Sequence[int]) -> list[torch.Tens
 # L1 / L2 activation pools with their MN-major FP32 scales (rows grouped per expert, each expert's slice padded to
 # BLOCK_M, scale rows padded per 64-row block to 128), the per-pool-row top-k weights, and the BF16 combine area
 # [k, T, H] that remote L2 epilogues write into before the local top-k reduction.
+#
+# How the Triton kernels (``kernels.py``) use the kernel-private regions at one rank: the workspace starts with four
+# int32 arrays of E_local entries (the per-expert arrival counters, zero between calls; the expert slices' pool
+# starts and ends; the prefix sum of M tiles per expert), then one int32 pool position per (token, slot) and one
+# int32 source (token * k + slot) per pool row (``sm90_workspace_arrays``); a pool row r keeps its scales at
+# ``l1_acts_sf[r, :]`` / ``l2_acts_sf[r, :]`` (rows past P unused) and its top-k weight at ``l1_topk_weights[r]``.
 SM90_CANDIDATE_BLOCK_M = (64, 128, 192)
 SM90_X_SF_GRAN = 128
 SM90_L2_ACTS_SF_GRAN = 64
@@ -465,3 +471,34 @@ def slice_sm90_buffer(buffer: torch.Tensor, num_ranks: int, num_experts: int, nu
     plan = plan_sm90_symm_buffer(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden,
                                  intermediate_hidden, use_fp8_dispatch, activation)
     return slice_buffer(buffer, encode_layout(plan))
+
+
+# int32 arrays the SM90 kernels keep in the workspace, in order: (name, number of elements).
+def sm90_workspace_arrays(num_local_experts: int, num_max_tokens_per_rank: int, num_topk: int,
+                          pool_tokens: int) -> tuple[tuple[str, int], ...]:
+    return (("counts", num_local_experts), ("starts", num_local_experts), ("ends", num_local_experts),
+            ("tile_end", num_local_experts), ("slot_pos", num_max_tokens_per_rank * num_topk),
+            ("row_src", pool_tokens))
+
+
+def sm90_kernel_views(buffer: torch.Tensor, plan: BufferPlan, num_local_experts: int, num_max_tokens_per_rank: int,
+                      num_topk: int) -> dict[str, torch.Tensor] | None:
+    """Every region of an SM90 buffer as the kernels address it (exported views, the private regions as flat typed
+    views, and the workspace arrays of ``sm90_workspace_arrays``); None when the workspace cannot hold those arrays
+    (fewer local experts than half the top-k: the launcher then declines)."""
+    views = dict(zip(EXPORTED, slice_buffer(buffer, encode_layout(plan))))
+    pool = views["l1_acts"].size(0)
+    region = plan.region("l1_topk_weights")
+    views["l1_topk_weights"] = buffer.narrow(0, region.offset, region.nbytes).view(torch.float32)
+    region = plan.region("combine")
+    views["combine"] = buffer.narrow(0, region.offset, region.nbytes).view(torch.bfloat16)
+    workspace = plan.region("workspace")
+    arrays = sm90_workspace_arrays(num_local_experts, num_max_tokens_per_rank, num_topk, pool)
+    if sum(n for _, n in arrays) * 4 > workspace.nbytes:
+        return None
+    ints = buffer.narrow(0, workspace.offset, workspace.nbytes).view(torch.int32)
+    cursor = 0
+    for name, n in arrays:
+        views[name] = ints.narrow(0, cursor, n)
+        cursor += n
+    return views

@@ -7,8 +7,10 @@ runs unchanged on real, meta and fake tensors and traces under torch.compile.
 
 from __future__ import annotations
 
+from ..core import arch
 from ..core.registry import register, register_composite
 from . import buffer
+from . import launch as launchers  # (imports no Triton: its kernels load at the first launch)
 
 
 def _no_check(*_args) -> None:
@@ -49,8 +51,11 @@ register("get_symm_buffer_size_for_sm90_mega_moe", check=buffer.check_sm90_size_
 register_composite("_slice_symm_buffer_for_sm90_mega_moe", buffer.slice_sm90_buffer)
 register("get_block_m_for_mega_moe", check=layer.check_block_m, reference=layer.block_m)
 # The layer and pre-dispatch ops only write their caller's tensors: no fake outputs to build.
-register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_mega_moe)
+register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_mega_moe,
+         triton=launchers.fp8_mega_moe, arch=arch.FP8_OPS,
+         triton_note="one rank; several CUDA ranks are not implemented")
 register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe)
 register("bf16_mega_moe", check=layer.check_bf16_mega_moe, reference=layer.bf16_mega_moe)
 register("mega_moe_pre_dispatch", check=layer.check_pre_dispatch, reference=layer.pre_dispatch)
-register("mega_moe_pre_dispatch_sm90", check=layer.check_pre_dispatch_sm90, reference=layer.pre_dispatch_sm90)
+register("mega_moe_pre_dispatch_sm90", check=layer.check_pre_dispatch_sm90, reference=layer.pre_dispatch_sm90,
+         triton=launchers.pre_dispatch_sm90, arch=arch.FP8_OPS)

@@ -1,0 +1,244 @@
+"""Triton kernels of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, for one rank.
+
+The layer runs as six launches on one stream, with no host synchronisation (so it is CUDA-graph capturable):
+
+1. ``_route_kernel``: every routed (token, slot) takes a position in its expert's slice of the token pool (an atomic
+   counter per local expert in the buffer's workspace);
+2. ``_scan_kernel`` (one program): per-expert pool starts (slices padded to BLOCK_M), the prefix sum of M tiles per
+   expert, the expert-receive statistics; it clears the counters again, so the workspace is zero between calls;
+3. ``_dispatch_kernel``: copies each routed token's FP8 row and FP32 scales into the pool (``l1_acts`` /
+   ``l1_acts_sf``), with its source (token, slot) and top-k weight;
+4. ``_l1_kernel``: per (M tile, N tile) the block-scaled FP8 GEMM against the expert's L1 weights, then SwiGLU
+   (with the clamp) times the top-k weight, quantised to FP8 with one FP32 scale per (row, 64 columns) into
+   ``l2_acts`` / ``l2_acts_sf``;
+5. ``_l2_kernel``: the block-scaled FP8 GEMM against L2, written in BF16 to the combine area at (slot, token);
+6. ``_combine_kernel``: per token, the FP32 sum of its routed slots in slot order, rounded to BF16 into ``y``.
+
+Numerics follow the CPU reference (``reference.py``): each 128-K block of FP8 products goes into a fresh FP32 tile,
+promoted into the FP32 accumulator with its scales (DeepGEMM's promotion); scales divide with IEEE rounding.
+
+L1 weights arrive with their rows interleaved in 8-row gate/up chunks (``transform_weights_for_mega_moe_sm90``): an
+N tile of 128 rows holds 64 gate and the matching 64 up columns, so SwiGLU and the per-64-column quantisation finish
+inside the tile. Their FP32 128x128 block scales stay in ``[gate | up]`` order: each column finds its own block.
+
+Pool rows are grouped per expert, each expert's slice starting at a multiple of BLOCK_M; a tile's expert is the
+number of experts whose tiles end at or before it (a vector compare over the per-expert tile ends). Rows past an
+expert's count are padding: computed (their values are never read) but not stored.
+"""
+
+import triton
+import triton.language as tl
+
+_FP8_MAX = 448.0
+_AMAX_FLOOR = 1e-10
+
+
+@triton.jit(do_not_specialize=["num_slots", "first_expert", "num_local"],
+            do_not_specialize_on_alignment=["topk_idx_ptr", "counts_ptr", "slot_pos_ptr"])
+def _route_kernel(topk_idx_ptr, counts_ptr, slot_pos_ptr, num_slots, first_expert, num_local,
+                  BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < num_slots
+    expert = tl.load(topk_idx_ptr + offs, mask=ok, other=-1) - first_expert  # int64
+    routed = ok & (expert >= 0) & (expert < num_local)
+    local = tl.where(routed, expert, 0).to(tl.int32)
+    pos = tl.atomic_add(counts_ptr + local, tl.full((BLOCK,), 1, tl.int32), mask=routed, sem="relaxed")
+    tl.store(slot_pos_ptr + offs, tl.where(routed, pos, -1), mask=ok)
+
+
+@triton.jit(do_not_specialize=["num_local"],
+            do_not_specialize_on_alignment=["counts_ptr", "stats_ptr", "starts_ptr", "ends_ptr", "tile_end_ptr"])
+def _scan_kernel(counts_ptr, stats_ptr, starts_ptr, ends_ptr, tile_end_ptr, num_local,
+                 BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, HAS_STATS: tl.constexpr):
+    e = tl.arange(0, E_POW2)
+    ok = e < num_local
+    count = tl.load(counts_ptr + e, mask=ok, other=0)
+    tiles = (count + BLOCK_M - 1) // BLOCK_M
+    tile_end = tl.cumsum(tiles, axis=0)
+    start = (tile_end - tiles) * BLOCK_M
+    tl.store(starts_ptr + e, start, mask=ok)
+    tl.store(ends_ptr + e, start + count, mask=ok)
+    tl.store(tile_end_ptr + e, tile_end, mask=ok)
+    if HAS_STATS:
+        stats = tl.load(stats_ptr + e, mask=ok, other=0)
+        tl.store(stats_ptr + e, stats + count, mask=ok)
+    tl.store(counts_ptr + e, tl.zeros_like(count), mask=ok)  # the workspace is left zero for the next call
+
+
+@triton.jit(do_not_specialize=["first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
+                               "stride_pool_sf"],
+            do_not_specialize_on_alignment=["x_ptr", "x_sf_ptr", "topk_idx_ptr", "topk_w_ptr", "slot_pos_ptr",
+                                            "starts_ptr", "pool_ptr", "pool_sf_ptr", "row_src_ptr", "row_w_ptr"])
+def _dispatch_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_ptr, starts_ptr,
+                     pool_ptr, pool_sf_ptr, row_src_ptr, row_w_ptr,
+                     first_expert, num_local, hidden, stride_x, stride_pool, sf_cols, stride_pool_sf,
+                     NUM_TOPK: tl.constexpr, K_POW2: tl.constexpr, BLOCK_H: tl.constexpr, SF_POW2: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    s = tl.arange(0, K_POW2)
+    s_ok = s < NUM_TOPK
+    expert = tl.load(topk_idx_ptr + t * NUM_TOPK + s, mask=s_ok, other=-1) - first_expert
+    routed = s_ok & (expert >= 0) & (expert < num_local)
+    local = tl.where(routed, expert, 0).to(tl.int32)
+    pos = tl.load(slot_pos_ptr + t * NUM_TOPK + s, mask=routed, other=0)
+    row = (tl.load(starts_ptr + local, mask=routed, other=0) + pos).to(tl.int64)
+    tl.store(row_src_ptr + row, (t * NUM_TOPK + s).to(tl.int32), mask=routed)
+    tl.store(row_w_ptr + row, tl.load(topk_w_ptr + t * NUM_TOPK + s, mask=routed, other=0.0), mask=routed)
+    c = tl.arange(0, SF_POW2)
+    sf = tl.load(x_sf_ptr + t * sf_cols + c, mask=c < sf_cols, other=0.0)
+    tl.store(pool_sf_ptr + c[None, :] * stride_pool_sf + row[:, None], tl.broadcast_to(sf[None, :], (K_POW2, SF_POW2)),
+             mask=routed[:, None] & (c[None, :] < sf_cols))
+    for h0 in range(0, hidden, BLOCK_H):
+        h = h0 + tl.arange(0, BLOCK_H)
+        h_ok = h < hidden
+        values = tl.load(x_ptr + t * stride_x + h, mask=h_ok)
+        tl.store(pool_ptr + row[:, None] * stride_pool + h[None, :],
+                 tl.broadcast_to(values[None, :], (K_POW2, BLOCK_H)), mask=routed[:, None] & h_ok[None, :])
+
+
+@triton.jit
+def _tile_expert(tile, tile_end_ptr, num_local, E_POW2: tl.constexpr):
+    """(expert, number of M tiles in all): the tile's expert is the count of experts whose tiles end at or before
+    it."""
+    e = tl.arange(0, E_POW2)
+    ends = tl.load(tile_end_ptr + e, mask=e < num_local, other=2147483647)
+    total = tl.max(tl.where(e < num_local, ends, 0), axis=0)
+    return tl.sum((ends <= tile).to(tl.int32), axis=0), total
+
+
+@triton.jit
+def _silu(gate, FAST_MATH: tl.constexpr):
+    if FAST_MATH:
+        return gate / (1.0 + tl.exp(-gate))
+    return tl.math.div_rn(gate, 1.0 + tl.exp(-gate))
+
+
+@triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_pool_sf",
+                               "stride_l2a", "stride_l2a_sf", "clamp"],
+            do_not_specialize_on_alignment=["pool_sf_ptr", "l1_sf_ptr", "tile_end_ptr", "ends_ptr", "row_w_ptr",
+                                            "l2a_ptr", "l2a_sf_ptr"])
+def _l1_kernel(a_desc, b_desc, pool_sf_ptr, l1_sf_ptr, tile_end_ptr, ends_ptr, row_w_ptr, l2a_ptr, l2a_sf_ptr,
+               num_local, inter, hidden, stride_sf_e, stride_sf_n, stride_pool_sf, stride_l2a, stride_l2a_sf, clamp,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
+               HAS_CLAMP: tl.constexpr, FAST_MATH: tl.constexpr, NUM_STAGES: tl.constexpr):
+    tile_n = tl.program_id(0)
+    tile_m = tl.program_id(1)
+    expert, total = _tile_expert(tile_m, tile_end_ptr, num_local, E_POW2)
+    if tile_m >= total:
+        return
+    row0 = tile_m * BM
+    rows = row0 + tl.arange(0, BM)
+    row_end = tl.load(ends_ptr + expert)
+    # Interleaved weight row n -> its [gate | up] row (for its scale block): chunk n // 8, gate if even.
+    n = tile_n * BN + tl.arange(0, BN)
+    chunk = n // 8
+    unmixed = tl.where(chunk % 2 == 0, 0, inter) + (chunk // 2) * 8 + n % 8
+    sfb_cols = l1_sf_ptr + expert * stride_sf_e + (unmixed // 128) * stride_sf_n
+    sfa_rows = pool_sf_ptr + rows
+    b_row = expert * (2 * inter) + tile_n * BN
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in tl.range(0, hidden // BK, num_stages=NUM_STAGES):
+        a = a_desc.load([row0, kb * BK])
+        b = b_desc.load([b_row, kb * BK])
+        partial = tl.dot(a, b.T)
+        sfa = tl.load(sfa_rows + kb * stride_pool_sf)
+        sfb = tl.load(sfb_cols + kb)
+        acc += partial * (sfa[:, None] * sfb[None, :])
+    # SwiGLU: columns c * 16 + h * 8 + i (h = 0 gate, 1 up) -> gate / up [BM, BN / 2].
+    pairs = tl.permute(tl.reshape(acc, (BM, BN // 16, 2, 8)), (0, 1, 3, 2))
+    gate, up = tl.split(pairs)
+    gate = tl.reshape(gate, (BM, BN // 2))
+    up = tl.reshape(up, (BM, BN // 2))
+    if HAS_CLAMP:
+        gate = tl.minimum(gate, clamp)
+        up = tl.minimum(tl.maximum(up, -clamp), clamp)
+    row_ok = rows < row_end
+    weight = tl.load(row_w_ptr + rows, mask=row_ok, other=0.0)
+    act = _silu(gate, FAST_MATH) * up * weight[:, None]
+    # One FP32 scale per (row, 64 columns): BN / 2 == 64 columns per tile.
+    amax = tl.max(tl.abs(act), axis=1)
+    scale = tl.math.div_rn(tl.maximum(amax, _AMAX_FLOOR), _FP8_MAX)
+    inv = tl.math.div_rn(tl.full((BM,), 1.0, tl.float32), scale)
+    q = (act * inv[:, None]).to(tl.float8e4nv)
+    cols = tile_n * (BN // 2) + tl.arange(0, BN // 2)
+    tl.store(l2a_ptr + rows[:, None].to(tl.int64) * stride_l2a + cols[None, :], q, mask=row_ok[:, None])
+    tl.store(l2a_sf_ptr + tile_n * stride_l2a_sf + rows, scale, mask=row_ok)
+
+
+@triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf",
+                               "num_tokens_cap"],
+            do_not_specialize_on_alignment=["l2a_sf_ptr", "l2_sf_ptr", "tile_end_ptr", "ends_ptr", "row_src_ptr",
+                                            "combine_ptr"])
+def _l2_kernel(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, tile_end_ptr, ends_ptr, row_src_ptr, combine_ptr,
+               num_local, inter, hidden, stride_sf_e, stride_sf_n, stride_l2a_sf, num_tokens_cap,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr, NUM_TOPK: tl.constexpr,
+               NUM_STAGES: tl.constexpr):
+    tile_n = tl.program_id(0)
+    tile_m = tl.program_id(1)
+    expert, total = _tile_expert(tile_m, tile_end_ptr, num_local, E_POW2)
+    if tile_m >= total:
+        return
+    row0 = tile_m * BM
+    rows = row0 + tl.arange(0, BM)
+    row_end = tl.load(ends_ptr + expert)
+    n0 = tile_n * BN
+    sfb = l2_sf_ptr + expert * stride_sf_e + (n0 // 128) * stride_sf_n  # BN divides 128: one block row
+    b_row = expert * hidden + n0
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in tl.range(0, inter // BK, num_stages=NUM_STAGES):
+        a = a_desc.load([row0, kb * BK])
+        b = b_desc.load([b_row, kb * BK])
+        partial = tl.dot(a, b.T)
+        sfa = tl.load(l2a_sf_ptr + kb * stride_l2a_sf + rows)
+        acc += partial * (sfa[:, None] * tl.load(sfb + (kb * BK) // 128))
+    row_ok = rows < row_end
+    src = tl.load(row_src_ptr + rows, mask=row_ok, other=0).to(tl.int64)
+    token, slot = src // NUM_TOPK, src % NUM_TOPK
+    dst = combine_ptr + ((slot * num_tokens_cap + token) * hidden)[:, None] + (n0 + tl.arange(0, BN))[None, :]
+    tl.store(dst, acc.to(tl.bfloat16), mask=row_ok[:, None])
+
+
+@triton.jit(do_not_specialize=["first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y"],
+            do_not_specialize_on_alignment=["topk_idx_ptr", "combine_ptr", "y_ptr"])
+def _combine_kernel(topk_idx_ptr, combine_ptr, y_ptr, first_expert, num_local, hidden, num_tokens_cap, stride_y,
+                    NUM_TOPK: tl.constexpr, BLOCK_H: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    h_ok = h < hidden
+    acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
+    for s in tl.static_range(NUM_TOPK):
+        expert = tl.load(topk_idx_ptr + t * NUM_TOPK + s) - first_expert
+        routed = (expert >= 0) & (expert < num_local)
+        part = tl.load(combine_ptr + (s * num_tokens_cap + t) * hidden + h, mask=h_ok & routed, other=0.0)
+        acc += part.to(tl.float32)
+    tl.store(y_ptr + t * stride_y + h, acc.to(tl.bfloat16), mask=h_ok)
+
+
+@triton.jit(do_not_specialize=["num_tokens", "hidden", "stride_x", "stride_idx", "stride_w", "routed_scale"],
+            do_not_specialize_on_alignment=["x_ptr", "idx_ptr", "w_ptr", "bx_ptr", "bsf_ptr", "bidx_ptr",
+                                            "bw_ptr"])
+def _pre_dispatch_kernel(x_ptr, idx_ptr, w_ptr, bx_ptr, bsf_ptr, bidx_ptr, bw_ptr, num_tokens, hidden, stride_x,
+                         stride_idx, stride_w, routed_scale, NUM_TOPK: tl.constexpr, K_POW2: tl.constexpr,
+                         GROUPS_POW2: tl.constexpr, GROUP: tl.constexpr):
+    """One buffer row: a token (< num_tokens) quantised to FP8 with one FP32 scale per GROUP channels and its
+    top-k copied (weights times ``routed_scale``), or an empty slot (ids -1, weights 0)."""
+    t = tl.program_id(0).to(tl.int64)
+    s = tl.arange(0, K_POW2)
+    s_ok = s < NUM_TOPK
+    if t < num_tokens:
+        idx = tl.load(idx_ptr + t * stride_idx + s, mask=s_ok, other=-1).to(tl.int64)
+        w = tl.load(w_ptr + t * stride_w + s, mask=s_ok, other=0.0) * routed_scale
+        g = tl.arange(0, GROUPS_POW2)
+        c = tl.arange(0, GROUP)
+        g_ok = g < hidden // GROUP
+        offs = g[:, None] * GROUP + c[None, :]
+        values = tl.load(x_ptr + t * stride_x + offs, mask=g_ok[:, None], other=0.0).to(tl.float32)
+        amax = tl.max(tl.abs(values), axis=1)
+        scale = tl.math.div_rn(tl.maximum(amax, _AMAX_FLOOR), _FP8_MAX)
+        inv = tl.math.div_rn(tl.full((GROUPS_POW2,), 1.0, tl.float32), scale)
+        tl.store(bx_ptr + t * hidden + offs, (values * inv[:, None]).to(tl.float8e4nv), mask=g_ok[:, None])
+        tl.store(bsf_ptr + t * (hidden // GROUP) + g, scale, mask=g_ok)
+    else:
+        idx = tl.full((K_POW2,), -1, tl.int64)
+        w = tl.zeros((K_POW2,), tl.float32)
+    tl.store(bidx_ptr + t * NUM_TOPK + s, idx, mask=s_ok)
+    tl.store(bw_ptr + t * NUM_TOPK + s, w, mask=s_ok)

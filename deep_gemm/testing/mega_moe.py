@@ -1,0 +1,53 @@
+"""Random inputs of the SM90 FP8 Mega MoE layer on any device (GPU tests and ``benchmarks/bench_mega_moe.py``).
+
+``sm90_weights`` quantises random weights the way DeepSeek-V3-style checkpoints store them (FP8 with FP32 128x128
+block scales, L1 rows in ``[gate | up]`` order) one expert at a time, so the FP32 temporaries stay one expert's size;
+``layer_weights`` is what ``fp8_mega_moe`` takes (``transform_weights_for_mega_moe_sm90``). ``routing`` draws top-k
+expert ids (distinct per token, optionally masked with -1, optionally leaving odd experts idle) and weights.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..utils.quant import per_block_cast_to_fp8
+
+__all__ = ["sm90_weights", "routing"]
+
+
+def sm90_weights(num_experts: int, hidden: int, intermediate: int, device, seed: int = 0):
+    """((W1 FP8 [E, 2I, H], FP32 [E, 2I/128, H/128]), (W2 FP8 [E, H, I], FP32 [E, H/128, I/128])), ``[gate | up]``."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    fp8 = torch.float8_e4m3fn
+    w1 = torch.empty(num_experts, 2 * intermediate, hidden, dtype=fp8, device=device)
+    w2 = torch.empty(num_experts, hidden, intermediate, dtype=fp8, device=device)
+    s1 = torch.empty(num_experts, 2 * intermediate // 128, hidden // 128, device=device)
+    s2 = torch.empty(num_experts, hidden // 128, intermediate // 128, device=device)
+    for e in range(num_experts):
+        a = torch.randn(2 * intermediate, hidden, generator=g, device=device) / hidden ** 0.5
+        w1[e], s1[e] = per_block_cast_to_fp8(a, use_ue8m0=False)
+        b = torch.randn(hidden, intermediate, generator=g, device=device) / intermediate ** 0.5
+        w2[e], s2[e] = per_block_cast_to_fp8(b, use_ue8m0=False)
+    return (w1, s1), (w2, s2)
+
+
+def routing(num_tokens: int, num_experts: int, num_topk: int, device, masked: float = 0.0,
+            idle_experts: bool = False, seed: int = 0, bf16_x: bool = True, hidden: Optional[int] = None):
+    """(x BF16 [T, H] or None, topk_idx int64 [T, k], topk_weights FP32 [T, k]); ids distinct per token, -1 for a
+    masked slot (``masked`` = share of slots; 1.0 masks all)."""
+    g = torch.Generator(device=device).manual_seed(seed + 1)
+    scores = torch.rand(num_tokens, num_experts, generator=g, device=device)
+    if idle_experts:
+        scores[:, 1::2] = -1.0
+    idx = scores.topk(num_topk, dim=1).indices
+    if masked >= 1.0:
+        idx[:] = -1
+    elif masked > 0:
+        idx[torch.rand(num_tokens, num_topk, generator=g, device=device) < masked] = -1
+    weights = torch.rand(num_tokens, num_topk, generator=g, device=device) + 0.25
+    x = None
+    if bf16_x and hidden is not None:
+        x = torch.randn(num_tokens, hidden, generator=g, device=device).bfloat16()
+    return x, idx, weights
