@@ -56,10 +56,15 @@ def _encode_e4m3(v: np.ndarray) -> np.ndarray:
 
 
 def _encode_e2m1(v: np.ndarray) -> np.ndarray:
-    """Nearest E2M1 magnitude (saturating at 6), a tie going to the smaller one; negative non-zero codes get bit 3,
-    so -0 (and anything rounding to 0) is +0."""
+    """Nearest E2M1 magnitude (saturating at 6), a tie going to the even code (IEEE round-to-nearest-even);
+    negative non-zero codes get bit 3, so -0 (and anything rounding to 0) is +0."""
     a = np.minimum(np.abs(v), E2M1_MAX)
-    code = np.argmin(np.abs(a[..., None] - _E2M1_VALUES), axis=-1)  # argmin takes the first (smaller) on a tie
+    dist = np.abs(a[..., None] - _E2M1_VALUES)
+    nearest = dist == dist.min(axis=-1, keepdims=True)
+    odd = np.arange(len(_E2M1_VALUES)) % 2 == 1
+    # Among the nearest codes (two on a tie, one otherwise) take an even one when there is one.
+    code = np.argmax(nearest & ~odd, axis=-1)
+    code = np.where((nearest & ~odd).any(axis=-1), code, np.argmax(nearest, axis=-1))
     return (code | np.where((v < 0) & (code != 0), 8, 0)).astype(np.int64)
 
 
@@ -339,7 +344,7 @@ def test_per_token_cast_to_fp4(m, n, gran_k, scales):
         assert_bitwise_equal(sf, torch.from_numpy(want_sf).float())
 
 
-def test_fp4_rounding_ties_down_negative_zero_and_saturation():
+def test_fp4_rounding_ties_to_even_negative_zero_and_saturation():
     """amax 6 makes the scale exactly 1: the values are coded as given."""
     boundaries = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
     above = [float(np.nextafter(np.float32(b), np.float32(10))) for b in boundaries]
@@ -351,8 +356,8 @@ def test_fp4_rounding_ties_down_negative_zero_and_saturation():
     lo, hi = (packed & 0xF).tolist()[0], ((packed >> 4) & 0xF).tolist()[0]
     codes = [c for pair in zip(lo, hi) for c in pair]
     assert codes[:4] == [7, 15, 0, 0]  # 6 -> 6, -6 -> -6, -0 -> +0
-    assert codes[4:11] == [0, 1, 2, 3, 4, 5, 6]  # each exact midpoint takes the smaller value
-    assert codes[11:18] == [0, 9, 10, 11, 12, 13, 14]  # -0.25 rounds to 0 and loses its sign
+    assert codes[4:11] == [0, 2, 2, 4, 4, 6, 6]  # each exact midpoint takes the even code (DeepGEMM's rounding)
+    assert codes[11:18] == [0, 10, 10, 12, 12, 14, 14]  # -0.25 rounds to 0 and loses its sign
     assert codes[18:25] == [1, 2, 3, 4, 5, 6, 7]  # just above a midpoint takes the larger value
     assert codes[25:29] == [0, 9, 6, 15]
 

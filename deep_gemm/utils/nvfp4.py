@@ -11,24 +11,10 @@ from __future__ import annotations
 import torch
 
 from ..core.errors import require
-from .quant import _require_tensors, unpack_ue8m0_from_int
+from .quant import _require_tensors, e2m1_codes, unpack_ue8m0_from_int
 
 __all__ = ["cast_to_ue4m3", "pack_ue4m3_to_int", "unpack_ue4m3_from_int", "per_token_cast_to_nvfp4",
            "transform_ue4m3_sf_into_required_layout", "cast_back_from_fp8"]
-
-# (boundary between neighbouring E2M1 magnitudes, whether a tie rounds up): ties go to the even code.
-_E2M1_NEAREST_EVEN = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True),
-                      (5.0, False))
-
-
-def _e2m1_codes_nearest_even(x: torch.Tensor) -> torch.Tensor:
-    magnitude = x.abs()
-    code = torch.zeros(x.shape, dtype=torch.uint8, device=x.device)
-    for boundary, tie_up in _E2M1_NEAREST_EVEN:
-        code += (magnitude >= boundary if tie_up else magnitude > boundary).to(torch.uint8)
-    negative = (x < 0) & (code != 0)
-    return (code | (negative.to(torch.uint8) << 3)).view(torch.int8)
-
 
 def cast_to_ue4m3(x: torch.Tensor) -> torch.Tensor:
     """Round FP32 scales to the nearest E4M3 value (returned as FP32)."""
@@ -60,7 +46,7 @@ def per_token_cast_to_nvfp4(x: torch.Tensor, gran_k: int = 16,
     groups = x.view(m, n // gran_k, gran_k).float()
     sf = cast_to_ue4m3(groups.abs().amax(dim=2) / 6.0)
     inverse = torch.where(sf > 0, 1.0 / sf, torch.zeros_like(sf))
-    codes = _e2m1_codes_nearest_even(groups * inverse.unsqueeze(2)).view(m, n)
+    codes = e2m1_codes(groups * inverse.unsqueeze(2)).view(m, n)
     pairs = codes.view(m, n // 2, 2)
     packed = ((pairs[..., 0] & 0x0F) | ((pairs[..., 1] & 0x0F) << 4)).contiguous()
     return packed, (pack_ue4m3_to_int(sf) if use_packed_ue4m3 else sf)

@@ -22,7 +22,7 @@ _FP32_MANTISSA_MASK = (1 << _FP32_MANTISSA_BITS) - 1
 # Biased exponents kept by ceil_to_ue8m0: 0 (zero/denormal) and 255 (inf/nan) are not valid UE8M0 scales.
 _UE8M0_MIN_EXPONENT, _UE8M0_MAX_EXPONENT = 1, 254
 # E2M1 magnitudes by 3-bit code are 0, 0.5, 1, 1.5, 2, 3, 4, 6; these are the rounding boundaries between
-# neighbours (ties go to the lower code).
+# neighbours (a tie goes to the even code).
 _E2M1_BOUNDARIES = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 _E2M1_SIGN_BIT = 0x8
 
@@ -132,14 +132,16 @@ def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: Sequence[int],
     return (x * (1.0 / sf)).to(torch.float8_e4m3fn), sf.squeeze()
 
 
-def _e2m1_codes(x: torch.Tensor) -> torch.Tensor:
+def e2m1_codes(x: torch.Tensor) -> torch.Tensor:
     """FP32 -> 4-bit E2M1 codes (int8, one per element). Magnitudes saturate at 6; -0 becomes +0."""
     magnitude = x.abs().clamp(max=FP4_E2M1_MAX)
-    # The code is the number of boundaries strictly below the magnitude (a tie takes the lower code). Comparing
+    # The code counts the boundaries below the magnitude; a magnitude exactly on a boundary (a tie between codes
+    # i and i + 1) rounds to the even code, as an IEEE cast would: it passes boundary i when i is odd. Comparing
     # with Python scalars keeps this free of host-to-device copies (CUDA-graph capturable).
     code = torch.zeros(magnitude.shape, dtype=torch.uint8, device=x.device)
-    for boundary in _E2M1_BOUNDARIES:
-        code += (magnitude > boundary).to(torch.uint8)
+    for i, boundary in enumerate(_E2M1_BOUNDARIES):
+        above = magnitude >= boundary if i % 2 else magnitude > boundary
+        code += above.to(torch.uint8)
     negative = (x < 0) & (code != 0)
     return (code | (negative.to(torch.uint8) << 3)).view(torch.int8)
 
@@ -179,7 +181,7 @@ def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
     padded[:, :n] = x
     groups = padded.view(m, padded_n // gran_k, gran_k)
     sf = _scale_of(groups.abs().float().amax(dim=2), FP4_E2M1_MAX, use_ue8m0)
-    codes = _e2m1_codes(groups * (1.0 / sf.unsqueeze(2))).view(m, padded_n)
+    codes = e2m1_codes(groups * (1.0 / sf.unsqueeze(2))).view(m, padded_n)
     packed = _pack_nibbles(codes)[:, : n // 2].contiguous()
     if not use_packed_ue8m0:
         return packed, sf
