@@ -96,13 +96,16 @@ def _dispatch_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_ptr, st
 
 
 @triton.jit
-def _tile_expert(tile, tile_end_ptr, num_local, E_POW2: tl.constexpr):
-    """(expert, number of M tiles in all): the tile's expert is the count of experts whose tiles end at or before
-    it."""
+def _m_tile(tile, tile_end_ptr, ends_ptr, num_local, BM: tl.constexpr, E_POW2: tl.constexpr):
+    """(whether the tile exists, its expert, its pool rows, the end of its expert's rows): the tile's expert is the
+    count of experts whose tiles end at or before it."""
     e = tl.arange(0, E_POW2)
-    ends = tl.load(tile_end_ptr + e, mask=e < num_local, other=2147483647)
-    total = tl.max(tl.where(e < num_local, ends, 0), axis=0)
-    return tl.sum((ends <= tile).to(tl.int32), axis=0), total
+    tile_ends = tl.load(tile_end_ptr + e, mask=e < num_local, other=2147483647)
+    total = tl.max(tl.where(e < num_local, tile_ends, 0), axis=0)
+    expert = tl.sum((tile_ends <= tile).to(tl.int32), axis=0)
+    exists = tile < total
+    row_end = tl.load(ends_ptr + expert, mask=exists, other=0)
+    return exists, expert, tile * BM + tl.arange(0, BM), row_end
 
 
 @triton.jit
@@ -121,13 +124,10 @@ def _l1_kernel(a_desc, b_desc, pool_sf_ptr, l1_sf_ptr, tile_end_ptr, ends_ptr, r
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
                HAS_CLAMP: tl.constexpr, FAST_MATH: tl.constexpr, NUM_STAGES: tl.constexpr):
     tile_n = tl.program_id(0)
-    tile_m = tl.program_id(1)
-    expert, total = _tile_expert(tile_m, tile_end_ptr, num_local, E_POW2)
-    if tile_m >= total:
+    exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
+    if not exists:
         return
-    row0 = tile_m * BM
-    rows = row0 + tl.arange(0, BM)
-    row_end = tl.load(ends_ptr + expert)
+    row0 = tl.program_id(1) * BM
     # Interleaved weight row n -> its [gate | up] row (for its scale block): chunk n // 8, gate if even.
     n = tile_n * BN + tl.arange(0, BN)
     chunk = n // 8
@@ -173,13 +173,10 @@ def _l2_kernel(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, tile_end_ptr, ends_ptr, ro
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr, NUM_TOPK: tl.constexpr,
                NUM_STAGES: tl.constexpr):
     tile_n = tl.program_id(0)
-    tile_m = tl.program_id(1)
-    expert, total = _tile_expert(tile_m, tile_end_ptr, num_local, E_POW2)
-    if tile_m >= total:
+    exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
+    if not exists:
         return
-    row0 = tile_m * BM
-    rows = row0 + tl.arange(0, BM)
-    row_end = tl.load(ends_ptr + expert)
+    row0 = tl.program_id(1) * BM
     n0 = tile_n * BN
     sfb = l2_sf_ptr + expert * stride_sf_e + (n0 // 128) * stride_sf_n  # BN divides 128: one block row
     b_row = expert * hidden + n0
