@@ -26,7 +26,7 @@ from triton.runtime import driver as triton_driver  # noqa: E402
 import deep_gemm  # noqa: E402,F401
 import deep_gemm.core.launch as launch_mod  # noqa: E402
 from deep_gemm._internals import torch_api  # noqa: E402
-from deep_gemm.attention import kernels as attention_kernels  # noqa: E402
+from deep_gemm.attention.kernels import paged as attention_kernels  # noqa: E402
 from deep_gemm.attention import launch as attention_launch  # noqa: E402
 from deep_gemm.core import registry  # noqa: E402
 from host_replay_cpu import best_per_call_us  # noqa: E402

@@ -226,7 +226,7 @@ def layout_variants(sm: int, quick: bool = False):
                     lambda t: max((ck for _, ck in ch.compile_layout(t)), key=lambda ck: ck.metadata.shared))]
 
 
-# ---- indexer (attention/kernels.py) ----------------------------------------------------------------------------------
+# ---- indexer (attention/kernels/) ---------------------------------------------------------------------------------
 
 def indexer_variants(sm: int, quick: bool = False):
     from deep_gemm.attention import plan as tl

@@ -1,4 +1,4 @@
-"""Compile the indexer kernels (attention/kernels.py) for sm_90a on any machine (no GPU needed): registers, spills,
+"""Compile the indexer kernels (attention/kernels/) for sm_90a on any machine (no GPU needed): registers, spills,
 shared memory, SASS counts and layout conversions per variant. Run without TRITON_INTERPRET.
 
     python scripts/compile_check_indexer.py             # the variants the launchers use
@@ -32,7 +32,7 @@ def _compile(fn, sig: dict, constexprs: dict, warps: int, stages: int, maxnreg: 
 def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=True, compressed=False, out="fp32",
                     cols=128, fma_relu=False, interior=False, maxnreg=None, lean=None, target=SM90):
     """lean: PrefillConfig.lean_interior (None: as the launcher's default, i.e. on with the interior loop)."""
-    from deep_gemm.attention.kernels import _fp8_mqa_logits_kernel as fn
+    from deep_gemm.attention.kernels.prefill import _fp8_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_desc": f"tensordesc<fp8e4nv[{cols}, {d}]>" if tma else "*fp8e4nv",
            "kv_desc": f"tensordesc<fp8e4nv[{block_kv}, {d}]>" if tma else "*fp8e4nv",
@@ -48,7 +48,7 @@ def compile_prefill(h=64, d=128, block_kv=64, warps=4, stages=4, fp4=False, tma=
 
 def compile_clean(out="fp32", aligned=True, target=SM90):
     """The clean pass (``aligned``: its ALIGNED, whole blocks in 16-byte stores)."""
-    from deep_gemm.attention.kernels import _clean_logits_kernel as fn
+    from deep_gemm.attention.kernels.prefill import _clean_logits_kernel as fn
     sig = {"out_ptr": f"*{out}", "ks_ptr": "*i32", "ke_ptr": "*i32", "cols": "i32", "stride_out": "i32",
            "cols_per_program": "i32"}
     return _compile(fn, sig, dict(BLOCK=1024, ALIGNED=aligned), 4, 1, target=target)
@@ -56,7 +56,7 @@ def compile_clean(out="fp32", aligned=True, target=SM90):
 
 def compile_paged(h=64, d=128, rows=2, block_kv=64, pages=8, warps=4, stages=3, fp4=False, tma=True, clean=False,
                   ctx_2d=True, out="fp32", target=SM90):
-    from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_kernel as fn
+    from deep_gemm.attention.kernels.paged import _fp8_paged_mqa_logits_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
            "kv_desc": f"tensordesc<fp8e4nv[1, {block_kv}, {d}]>" if tma else f"*{elem}",
@@ -70,7 +70,7 @@ def compile_paged(h=64, d=128, rows=2, block_kv=64, pages=8, warps=4, stages=3, 
 
 
 def compile_schedule(target=SM90):
-    from deep_gemm.attention.kernels import _paged_schedule_kernel as fn
+    from deep_gemm.attention.kernels.paged import _paged_schedule_kernel as fn
     sig = {"ctx_ptr": "*i32", "out_ptr": "*i32", "batch": "i32", "next_n": "i32", "num_sms": "i32", "atoms": "i32"}
     return _compile(fn, sig, dict(SMS_PAD=256, CHUNK=16), 4, 1, target=target)
 
@@ -112,7 +112,7 @@ if __name__ == "__main__" and "--only-persistent" not in sys.argv:
 def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warps=4, stages=5, fp4=False,
                              tma=True, clean=False, ctx_2d=True, out="fp32", q_align=1, row_dots=False,
                              maxnreg=None, lean=False, reg_scales=False, target=SM90):
-    from deep_gemm.attention.kernels import _fp8_paged_mqa_logits_persistent_kernel as fn
+    from deep_gemm.attention.kernels.paged import _fp8_paged_mqa_logits_persistent_kernel as fn
     elem = "i8" if fp4 else "fp8e4nv"
     sig = {"q_ptr": f"*{elem}", "q_sf_ptr": "*i32" if fp4 else f"*{elem}",
            "kv_desc": f"tensordesc<fp8e4nv[1, {block_kv}, {d}]>" if tma else f"*{elem}",

@@ -1,4 +1,4 @@
-"""The indexer's Triton kernels (attention/kernels.py) against the float64 oracles of
+"""The indexer's Triton kernels (attention/kernels/) against the float64 oracles of
 test_attention_reference_cpu.py, in the interpreter on CPU (small shapes); the GPU runs are test_attention_gpu.py."""
 
 from __future__ import annotations

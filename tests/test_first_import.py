@@ -22,7 +22,8 @@ _RACE = textwrap.dedent("""
     from deep_gemm.core.first_import import ensure_triton
     modules = ["deep_gemm.gemm.bf16.kernels.gemm", "deep_gemm.gemm.bf16.kernels.gemm_ws", "triton.language",
                "triton.tools.tensor_descriptor", "triton.compiler", "deep_gemm.gemm.fp8.kernels.gemm_ws",
-               "deep_gemm.einsum.kernels", "deep_gemm.attention.kernels", "deep_gemm.layout.kernels",
+               "deep_gemm.einsum.kernels", "deep_gemm.attention.kernels.prefill", "deep_gemm.attention.kernels.paged",
+               "deep_gemm.layout.kernels",
                "triton.experimental.gluon.language.nvidia.hopper"]
     errors = []
     start = threading.Barrier(20)

@@ -1,5 +1,5 @@
 """CUDA launchers of the MQA-logits ops (DeepSeek V3.2 indexer): allocate the output as DeepGEMM does, pick a config,
-launch the kernels of ``attention/kernels.py``. Every argument combination the checks accept is covered (FP4
+launch the kernels of ``attention/kernels/``. Every argument combination the checks accept is covered (FP4
 included); nothing here reads a device tensor on the host, so every call is CUDA-graph capturable.
 
 The MQA-logits kernels take FP8 (or packed FP4) operands: on devices without FP8 MMAs (below sm_89,
@@ -56,7 +56,7 @@ def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, c
     if seq_len_kv == 0:  # nothing is valid (compressed mode only)
         out.fill_(float("-inf"))
         return out
-    from .kernels import _fp8_mqa_logits_kernel
+    from .kernels.prefill import _fp8_mqa_logits_kernel
 
     is_fp4 = q.dtype == FP4_PACKED
     head_dim = q.size(2) * (2 if is_fp4 else 1)
@@ -101,7 +101,7 @@ def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols
                record: list | None = None, overrides: AttentionOverrides = NO_OVERRIDES) -> None:
     """-inf in ``out[r, c]`` (c < cols) outside ``[starts[r], ends[r])``; whole blocks in 16-byte stores where
     ``out`` and its row stride are 16-byte aligned."""
-    from .kernels import _clean_logits_kernel
+    from .kernels.prefill import _clean_logits_kernel
     rows = out.size(0)
     if rows == 0 or cols == 0:
         return
@@ -121,7 +121,7 @@ def clean_rows(out: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, cols
 def get_paged_mqa_logits_metadata_triton(context_lens, block_kv, num_sms, indices, *, record: list | None = None):
     if num_sms > SCHEDULE_MAX_SMS or not arch.kernels_run(arch.sm_of_tensor(context_lens)):
         return NotImplemented
-    from .kernels import _paged_schedule_kernel
+    from .kernels.paged import _paged_schedule_kernel
     batch = context_lens.size(0)
     next_n = context_lens.size(1) if context_lens.dim() == 2 else 1
     out = ref.new_paged_mqa_logits_metadata(num_sms, context_lens.device)
@@ -162,7 +162,7 @@ def fp8_fp4_paged_mqa_logits_triton(q, q_sf, kv_cache, weights, context_lens, bl
         return out
     num_blocks, block_kv = kv_cache.size(0), kv_cache.size(1)
     max_blocks = block_table.size(1)
-    from .kernels import _fp8_paged_mqa_logits_kernel
+    from .kernels.paged import _fp8_paged_mqa_logits_kernel
 
     cfg = overrides.paged or paged_default_config(next_n, num_heads, head_dim, block_kv, is_fp4)
     if cfg.persistent and SPLIT_KV % block_kv == 0 and schedule_matches_persistent_atoms(context_lens, next_n):
@@ -231,7 +231,7 @@ def resident_programs(compiled, num_warps: int, wanted: int, sm: int = arch.SM90
 
 def _paged_persistent(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                       clean_logits, out, cfg: PagedConfig, record):
-    from .kernels import _fp8_paged_mqa_logits_persistent_kernel as kernel
+    from .kernels.paged import _fp8_paged_mqa_logits_persistent_kernel as kernel
 
     batch, next_n, num_heads = q.size(0), q.size(1), q.size(2)
     is_fp4 = q.dtype == FP4_PACKED
