@@ -669,8 +669,9 @@ def fp8_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer
     activation, activation_clamp, fast_math
         ``'swiglu'``; the clamp (None: none); fast math changes only the kernel's exp / reciprocal.
 
-    Runs the reference on CPU buffers (one process or a gloo group: call on every rank) and on one CUDA rank (a
-    slow reference path); several CUDA ranks raise ``NotImplementedError`` until the fused Triton kernel lands.
+    On one CUDA rank the Triton kernels run (``deep_gemm/mega/kernels.py``: no host synchronisation, CUDA-graph
+    capturable); CPU buffers run the reference (one process or a gloo group: call on every rank); several CUDA ranks
+    raise ``NotImplementedError`` (not implemented in this release).
 
     Example
     -------

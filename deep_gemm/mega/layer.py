@@ -5,8 +5,9 @@ Each op's check validates everything that metadata tells (it also runs on fake t
 arguments DeepGEMM's kernels size it with (``len(sym_buffer_ptrs)`` ranks, experts, token capacity, top-k, hidden
 from ``y``, intermediate from ``l2_weights``; plus the ring for the SM100 buffer), so the views are recomputed here.
 
-On CUDA tensors the layer runs the same reference for one rank (a slow correctness path until the Triton kernels
-land); several CUDA ranks raise ``NotImplementedError``.
+On one CUDA rank ``fp8_mega_moe`` and the SM90 pre-dispatch run the Triton kernels (``launch.py``); the other
+layer ops run the same reference on CUDA tensors (a slow correctness path); several CUDA ranks raise
+``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ SM90_RECIPE = (128, 128, 128)
 MX_RECIPE = (1, 1, 32)
 NVFP4_RECIPE = (1, 1, 16)
 WEIGHT_LAYOUTS = ("megamoe", "trtllm")
-_MULTI_GPU = ("the Mega MoE over several CUDA ranks needs the fused Triton kernels, which are not implemented in "
-              "this release; one rank (or CPU ranks on a gloo group) runs the reference")
+_MULTI_GPU = ("the Mega MoE over several CUDA ranks (symmetric memory) is not implemented in this release; one CUDA "
+              "rank runs, and CPU ranks on a gloo group run the reference")
 
 
 # ---- shared checks ---------------------------------------------------------------------------------------------
