@@ -3,10 +3,11 @@
 
 What works today: the symmetric buffers (the SM100-style ring buffer and the SM90 FP8 pool buffer: sizes, slice
 layout, allocation for one process, or for several CPU processes on a gloo group), the weight transforms, the
-pre-dispatch ops and the fused layer itself as a reference (``fp8_mega_moe``, ``fp8_fp4_mega_moe``,
-``bf16_mega_moe``; ``deep_gemm/mega/reference.py`` states the semantics). The reference runs on CPU tensors (one
-process, or one process per rank on a gloo group) and, as a slow correctness path, on one CUDA rank; the fused
-Triton kernels (several CUDA ranks over symmetric memory) come later and raise ``NotImplementedError`` until then.
+pre-dispatch ops and the fused layers (``fp8_mega_moe``, ``fp8_fp4_mega_moe``, ``bf16_mega_moe``;
+``deep_gemm/mega/reference.py`` states the semantics). ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90`` run Triton
+kernels on one CUDA rank; the reference runs on CPU tensors (one process, or one process per rank on a gloo group)
+and, as a slow correctness path, for the other layers on one CUDA rank. Several CUDA ranks (symmetric memory) raise
+``NotImplementedError``: not implemented in this release.
 """
 
 from __future__ import annotations
@@ -755,7 +756,7 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_bu
         moves from L1 to the combine. Not with shared experts.
 
     Runs the reference on CPU buffers (one process or a gloo group: call on every rank) and on one CUDA rank (a
-    slow reference path); several CUDA ranks raise ``NotImplementedError`` until the fused Triton kernels land.
+    slow reference path); several CUDA ranks raise ``NotImplementedError`` (not implemented in this release).
 
     Example
     -------
