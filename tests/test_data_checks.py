@@ -223,7 +223,8 @@ DATA_CHECKED = ["m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_conti
                 "m_grouped_bf16_gemm_nt_masked", "k_grouped_bf16_gemm_tn_contiguous", "fp8_mqa_logits",
                 "fp8_fp4_mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
                 "get_mn_major_tma_aligned_packed_ue8m0_tensor",
-                "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor"]
+                "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor", "fp8_mega_moe", "fp8_fp4_mega_moe",
+                "bf16_mega_moe"]
 
 
 def test_mode_switch_installs_and_removes_the_hook(checks_off):
@@ -287,3 +288,22 @@ def test_dg_checks_environment(value, expected):
         assert result.returncode != 0 and "DG_CHECKS: expected one of" in result.stderr
     else:
         assert result.stdout.strip() == expected, result.stderr
+
+
+# ---- Mega MoE routing ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [8, -2, 1000])
+def test_mega_moe_expert_ids_out_of_range(bad):
+    from mega_moe_cases import Scenario, build_global, fill_buffer, local_weights, make_buffer
+    sc = Scenario("sm90", tokens=(6,), topk=2, hidden=256, inter=128)
+    data = build_global(sc)
+    buf = make_buffer(sc, None)
+    fill_buffer(sc, data, buf, 0)
+    buf.topk_idx[4, 1] = bad
+    l1, l2 = local_weights(sc, data, 0)
+    y = torch.zeros(6, 256, dtype=BF16)
+    _untouched(y, lambda: deep_gemm.fp8_mega_moe(y, l1, l2, buf),
+               rf"sym_buffer.topk_idx: expected expert ids in \[-1, 8\) .*topk_idx\[4, 1\] = {bad}")
+    buf.topk_idx[4, 1] = -1
+    buf.topk_idx[6, 0] = 99  # past the tokens y holds: not routed, not checked
+    deep_gemm.fp8_mega_moe(y, l1, l2, buf)

@@ -73,7 +73,8 @@ def _errors(rank: int, world: int, group) -> None:
     # Tokens over capacity on one rank only: every rank raises, nothing is written anywhere.
     for bad_rank, change, own in ((world - 1, "rows", r"y: expected at most num_max_tokens_per_rank \(384\)"),
                                   (0, "buffer", r"sym_buffer: fp8_mega_moe expects a SM90SymmBuffer"),
-                                  (1, "recipe", r"recipe: expected \(128, 128, 128\)")):
+                                  (1, "recipe", r"recipe: expected \(128, 128, 128\)"),
+                                  (world - 1, "routing", r"sym_buffer.topk_idx: expected expert ids in")):
         y = torch.full((6, 512), 5.0, dtype=torch.bfloat16)
         target, recipe, rows = buf, (128, 128, 128), y
         if rank == bad_rank:
@@ -81,11 +82,15 @@ def _errors(rank: int, world: int, group) -> None:
                 rows = torch.zeros(385, 512, dtype=torch.bfloat16)
             elif change == "buffer":
                 target = other
-            else:
+            elif change == "recipe":
                 recipe = (1, 1, 32)
+            else:
+                buf.topk_idx[2, 0] = 2 * world  # an expert id past the last expert
+                snapshot = buf.buffer.clone()
         pattern = own if rank == bad_rank else rf"fp8_mega_moe: rank\(s\) \[{bad_rank}\] rejected"
         _expect_error(lambda: deep_gemm.fp8_mega_moe(rows, l1, l2, target, stats, recipe), pattern)
         assert (y == 5.0).all() and not stats.any() and torch.equal(buf.buffer, snapshot)
+    fill_buffer(sc, data, buf, rank)  # (the routing case wrote a bad id into one rank's buffer)
     # The group is still usable: a valid call right after agrees on every rank.
     y = torch.zeros(6, 512, dtype=torch.bfloat16)
     deep_gemm.fp8_mega_moe(y, l1, l2, buf, stats)

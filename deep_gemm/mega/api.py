@@ -18,6 +18,7 @@ from typing import Callable, Optional, Tuple, Union
 
 import torch
 
+from ..core import registry as _registry
 from ..core.errors import DeepGEMMError, fail, require, require_dim, require_dtype
 from ..common.operands import unpack_pair
 from ..utils.math import align
@@ -635,6 +636,10 @@ def _agreed_args(fn: str, sym_buffer, build: Callable[[], tuple]) -> tuple:
     error, args = None, None
     try:
         args = build()
+        if group is not None:  # (the op checks its routing data too, after the ranks agreed: do it before)
+            kernels = _registry.kernels_of(fn)
+            if kernels.data_check is not None:
+                _registry.run_data_check(kernels, args)
     except Exception as exc:  # any rejection (DeepGEMMError, or e.g. a TypeError) must reach the other ranks
         error = exc
     if group is not None:

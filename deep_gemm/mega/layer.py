@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from ..core.data_checks import index_text, require_values
 from ..core.errors import (
     fail, require, require_dim, require_dtype, require_same_device, require_shape)
 from . import buffer as _buffer
@@ -78,6 +79,36 @@ def _group(sym_buffer, num_ranks: int):
     if num_ranks > 1 and sym_buffer.device.type != "cpu":
         raise NotImplementedError(_MULTI_GPU)
     return _ref.group_of(sym_buffer, num_ranks)
+
+
+# ---- the data contract (values of the routing) --------------------------------------------------------------
+
+def _check_topk_ids(topk_idx: torch.Tensor, num_tokens: int, num_experts: int) -> None:
+    """Expert ids of the dispatched rows in ``[-1, num_experts)``: an id outside would be dropped silently."""
+    ids = topk_idx[:num_tokens]
+    bad = (ids < -1) | (ids >= num_experts)
+
+    def message(first: int) -> str:
+        return (f"sym_buffer.topk_idx: expected expert ids in [-1, {num_experts}) (-1: a masked slot) in the first "
+                f"{num_tokens} rows (the tokens y holds), got topk_idx{index_text(ids.shape, first)} = "
+                f"{int(ids.reshape(-1)[first])}")
+    require_values([(bad, message)])
+
+
+def check_data_fp8_mega_moe(*, y, l2_weights, sym_buffer, sym_buffer_ptrs, num_max_tokens_per_rank, num_experts,
+                            num_topk, **_) -> None:
+    plan = _sm90_plan(y, l2_weights, sym_buffer_ptrs, num_max_tokens_per_rank, num_experts, num_topk)
+    _check_topk_ids(_views(sym_buffer, plan)["topk_idx"], y.size(0), num_experts)
+
+
+def check_data_ring_mega_moe(*, y, l2_weights, sym_buffer, sym_buffer_ptrs, num_max_tokens_per_rank, num_experts,
+                             num_topk, num_ring_tokens, l2_weights_sf=None, **_) -> None:
+    """Data check of ``fp8_fp4_mega_moe`` (``l2_weights_sf`` given) and ``bf16_mega_moe``."""
+    mma_type = "fp8xfp4" if l2_weights_sf is not None else "bf16xbf16"
+    inter = l2_weights_sf.size(2) * 128 if l2_weights_sf is not None else l2_weights.size(2)
+    plan = _ring_plan(len(sym_buffer_ptrs), num_experts, num_max_tokens_per_rank, num_topk, y.size(1), inter,
+                      mma_type, num_ring_tokens)
+    _check_topk_ids(_views(sym_buffer, plan)["topk_idx"], y.size(0), num_experts)
 
 
 # ---- SM90 FP8 ----------------------------------------------------------------------------------------------------

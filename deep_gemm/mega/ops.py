@@ -8,7 +8,7 @@ runs unchanged on real, meta and fake tensors and traces under torch.compile.
 from __future__ import annotations
 
 from ..core import arch
-from ..core.registry import register, register_composite
+from ..core.registry import register, register_composite, set_data_check
 from . import buffer
 from . import launch as launchers  # (imports no Triton: its kernels load at the first launch)
 
@@ -56,6 +56,9 @@ register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_meg
          triton_note="one rank; several CUDA ranks are not implemented")
 register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe)
 register("bf16_mega_moe", check=layer.check_bf16_mega_moe, reference=layer.bf16_mega_moe)
+set_data_check("fp8_mega_moe", layer.check_data_fp8_mega_moe)
+set_data_check("fp8_fp4_mega_moe", layer.check_data_ring_mega_moe)
+set_data_check("bf16_mega_moe", layer.check_data_ring_mega_moe)
 register("mega_moe_pre_dispatch", check=layer.check_pre_dispatch, reference=layer.pre_dispatch)
 register("mega_moe_pre_dispatch_sm90", check=layer.check_pre_dispatch_sm90, reference=layer.pre_dispatch_sm90,
          triton=launchers.pre_dispatch_sm90, arch=arch.FP8_OPS)
