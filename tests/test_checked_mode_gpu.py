@@ -161,3 +161,14 @@ def test_capture_is_refused():
         deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, ids)
     graph.replay()
     torch.cuda.synchronize()
+
+
+def test_mega_moe_routing_ids(checked):
+    from deep_gemm.testing.mega_moe import routing, sm90_weights
+    l1, l2 = deep_gemm.transform_weights_for_mega_moe_sm90(*sm90_weights(8, 256, 128, "cuda"))
+    x, idx, w = routing(10, 8, 2, "cuda", hidden=256)
+    buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, 8, 10, 2, 256, 128, device="cuda")
+    deep_gemm.mega_moe_pre_dispatch_sm90(x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, num_tokens=10)
+    buf.topk_idx[7, 1] = 8
+    y = torch.zeros(10, 256, dtype=BF16, device="cuda")
+    _untouched(y, lambda: deep_gemm.fp8_mega_moe(y, l1, l2, buf), r"sym_buffer.topk_idx: .*topk_idx\[7, 1\] = 8")
