@@ -1,9 +1,9 @@
 """Fingerprint every shipped kernel variant: compile each for sm_90a with Triton's compiler (no GPU needed) and print
 one line per variant, ``<variant name> <hash>``, sorted by name.
 
-The variants are the ones scripts/compile_check*.py enumerate (the FP8 and BF16 GEMM kernels, tl.* and
-warp-specialised; einsum; HyperConnection; the layout kernels; the MQA-logits indexer; legacy), minus variants the
-package does not ship.
+The variants are the ones scripts/compile_check*.py enumerate (the FP8 and BF16 GEMM kernels, tl.* and warp-
+specialised; einsum; HyperConnection; the layout kernels; the MQA-logits indexer; legacy; Mega MoE), minus variants
+the package does not ship.
 
 The hash is of the PTX Triton hands to ptxas, with what only names source positions removed: ``.loc`` / ``.file``
 lines, the line-table labels and the DWARF sections. So moving a ``@triton.jit`` function to another file, or
@@ -46,6 +46,7 @@ import compile_check_fp8 as cf  # noqa: E402
 import compile_check_hc as ch  # noqa: E402
 import compile_check_indexer as ci  # noqa: E402
 import compile_check_legacy as cl  # noqa: E402
+import compile_check_mega as cm  # noqa: E402
 
 
 def _key(cfg) -> str:
@@ -93,6 +94,9 @@ def variants() -> dict:
     for fn, pointers, ints, constexprs in cl.shipped_cases():
         add(f"legacy {fn.__name__} d={pointers['d_ptr']} {_key(constexprs)}",
             lambda f=fn, p=pointers, i=ints, c=constexprs: cl.compile_kernel(f, p, i, c))
+
+    for name, build in cm.builders():
+        add(f"mega {name}", build)
     return out
 
 

@@ -43,6 +43,7 @@ COMPILE_CHECKS=(
   "scripts/compile_check.py"
   "scripts/compile_check_fp8.py --psum"
   "scripts/compile_check_legacy.py"
+  "scripts/compile_check_mega.py"
 )
 
 now() { date +%s; }

@@ -29,8 +29,8 @@ expert's count are padding: computed (their values are never read) but not store
 import triton
 import triton.language as tl
 
-_FP8_MAX = 448.0
-_AMAX_FLOOR = 1e-10
+_FP8_MAX = tl.constexpr(448.0)
+_AMAX_FLOOR = tl.constexpr(1e-10)
 
 
 @triton.jit(do_not_specialize=["num_slots", "first_expert", "num_local"],
