@@ -8,14 +8,14 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$D/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$D/gpu.txt"
 start=$(date +%s)
-timeout "${MEGA_TEST_TIMEOUT:-240}" python3 -m pytest tests/test_mega_moe_gpu.py tests/test_checked_mode_gpu.py -q \
+timeout "${MEGA_TEST_TIMEOUT:-200}" python3 -m pytest tests/test_mega_moe_gpu.py tests/test_checked_mode_gpu.py -q \
   -p no:cacheprovider -rfE --durations=8 > "$D/tests.log" 2>&1
 echo "tests: exit $? in $(( $(date +%s) - start )) s: $(grep -E '[0-9]+ (passed|failed)' "$D/tests.log" | tail -1)"
 grep -E "^(FAILED|ERROR) " "$D/tests.log" | head -20
 start=$(date +%s)
-OUT=$D SANITIZE_ONLY="mega/" SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=${MEGA_SAN_TIMEOUT:-120} \
+OUT=$D SANITIZE_ONLY="mega/" SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=${MEGA_SAN_TIMEOUT:-100} \
   bash scripts/gpu/sanitize.sh 2>&1 | tee "$D/sanitize.txt"
 echo "sanitizer in $(( $(date +%s) - start )) s"
-timeout "${MEGA_BENCH_TIMEOUT:-240}" python3 benchmarks/bench_mega_moe.py --out "$D" \
+timeout "${MEGA_BENCH_TIMEOUT:-200}" python3 benchmarks/bench_mega_moe.py --out "$D" \
   --shapes "${MEGA_SHAPES:-v3,v3-671b}" --tokens "${MEGA_TOKENS:-8,32,128,256,1024,4096,8192}" 2>&1 \
   | tee "$D/bench.txt" | grep -E "^ > |Error|error" | head -40
