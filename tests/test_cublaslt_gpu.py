@@ -75,3 +75,20 @@ def test_cuda_graph_and_compile():
 
     out = f(a, b, torch.empty(128, 256, device="cuda"))
     assert calc_diff(out, 2 * (a64 @ b64.T)) < 6e-7
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+def test_batched_syrk_symm_on_cublas(dtype):
+    """batched_syrk / batched_symm run cuBLAS through torch on CUDA (as DeepGEMM runs cuBLASLt), against FP64."""
+    a = torch.randn(3, 65, 129, device="cuda").to(dtype)
+    sym = torch.randn(3, 65, 65, device="cuda")
+    sym = (sym + sym.mT).to(dtype)
+    b = torch.randn(3, 65, 33, device="cuda").to(dtype)
+    d = torch.empty(3, 65, 65, device="cuda", dtype=dtype)
+    e = torch.empty(3, 33, 65, device="cuda", dtype=dtype).mT  # column-major output
+    deep_gemm.batched_syrk(a, d)
+    deep_gemm.batched_symm(sym, b, e)
+    tol = 1e-6 if dtype == torch.float32 else 1e-4
+    assert calc_diff(d, a.double() @ a.double().mT) < tol
+    assert calc_diff(e, sym.double() @ b.double()) < tol
+    assert deep_gemm.backends()["batched_syrk"].startswith("triton (cuBLAS")

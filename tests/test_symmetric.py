@@ -131,6 +131,36 @@ def test_bad_inputs_raise_before_writing(index):
         call()
 
 
-def test_backend_is_the_reference():
+def test_backend_is_cublas():
     report = deep_gemm.backends()
-    assert report["batched_syrk"] == report["batched_symm"] == "reference"
+    assert report["batched_syrk"] == report["batched_symm"] == "triton (cuBLAS through torch)"
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("d_row_major", (True, False))
+@pytest.mark.parametrize("batch", ((), (3,)))
+def test_cuda_launchers_write_strided_d(dtype, d_row_major, batch):
+    """The CUDA launchers (cuBLAS through torch.matmul) on CPU tensors: the product lands in d whatever its
+    layout, padded strides included, and the padding is untouched."""
+    from deep_gemm.gemm.symmetric import launch
+    a = _strided((*batch, 5, 7), dtype, True)
+    b = _strided((*batch, 5, 4), dtype, False)
+    tol = 1e-10 if dtype == torch.float32 else 1e-4
+    for name, shape in (("syrk", (*batch, 5, 5)), ("symm", (*batch, 5, 4))):
+        sym = (a[..., :5, :5] + a[..., :5, :5].mT).contiguous()
+        rows, cols = shape[-2:]
+        # d inside a padded buffer of 9s: row-major [rows + 2, cols + 3], or column-major (the buffer transposed)
+        full = torch.full((*batch, rows + 2, cols + 3) if d_row_major else (*batch, cols + 3, rows + 2), 9.0)
+        full = full.to(dtype)
+        d = full[..., :rows, :cols] if d_row_major else full[..., :cols, :rows].mT
+        if name == "syrk":
+            assert launch.batched_syrk(a, d) is None
+            want = _loops_syrk(a)
+        else:
+            assert launch.batched_symm(sym, b, d) is None
+            want = _loops_symm(sym, b)
+        assert calc_diff(d, want) < tol
+        inside = torch.zeros_like(full, dtype=torch.bool)
+        (inside[..., :rows, :cols] if d_row_major else inside[..., :cols, :rows]).fill_(True)
+        assert (full[~inside].float() == 9.0).all() and (~inside).any()
+    assert launch.batched_syrk(torch.empty(0, 3, dtype=dtype), torch.empty(0, 0, dtype=dtype)) is NotImplemented
