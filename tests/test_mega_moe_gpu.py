@@ -201,3 +201,29 @@ def test_pre_dispatch_kernel_matches_reference_bitwise():
     torch.cuda.synchronize()
     for a, b in zip(*outs):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("num_tokens", [0, 9, 200])
+def test_sglang_sm90_call_path_on_cuda(num_tokens):
+    """SGLang's Hopper call sequence (weights interleaved by its own builder, pre-dispatch with a routed scaling
+    factor and rows past num_tokens, y of max(num_tokens, 1) rows) on the Triton kernels, against the reference."""
+    from test_mega_moe_cpu import _sglang_style_weight_prep
+    (w13, w13_sf), (w2, w2_sf) = sm90_weights(8, 512, 256, "cuda")
+    l1, l2 = (_sglang_style_weight_prep(w13), w13_sf), (w2, w2_sf)
+    x, idx, w = routing(num_tokens + 3, 8, 4, "cuda", masked=0.3, hidden=512)
+    ys = []
+    for kernel in (True, False):
+        buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, 8, 512, 4, 512, 256, device="cuda")
+        deep_gemm.mega_moe_pre_dispatch_sm90(x, idx.int(), w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights,
+                                             num_tokens=num_tokens, group_size=128, routed_scaling_factor=2.0)
+        y = torch.empty((max(num_tokens, 1), 512), dtype=torch.bfloat16, device="cuda")
+        if kernel:
+            deep_gemm.fp8_mega_moe(y, l1, l2, buf, recipe=(128, 128, 128), activation="swiglu",
+                                   activation_clamp=10.0, fast_math=True)
+        else:
+            mega_layer.fp8_mega_moe(y, l1[0], l1[1], l2[0], l2[1], None, buf.buffer, list(buf.handle.buffer_ptrs), 0,
+                                    buf.num_max_tokens_per_rank, 8, 4, [128, 128, 128], "swiglu", 10.0, True)
+        ys.append(y[:num_tokens])
+    torch.cuda.synchronize()
+    if num_tokens:
+        assert calc_diff(ys[0], ys[1]) < SAME_INPUTS
