@@ -17,7 +17,7 @@ from deep_gemm.mega import plan as mega_plan
 from deep_gemm.testing import calc_diff
 from mega_moe_cases import Scenario, build_global, fill_buffer, local_weights, make_buffer
 import interpreter_bf16  # noqa: F401  (torch-exact fp32 -> fp8 casts in the interpreter)
-from triton_harness import DEVICE, run_triton, triton_launcher
+from triton_harness import DEVICE, triton_launcher
 
 ops = torch.ops.deep_gemm
 # Kernel vs reference on the same FP8 inputs: FP32 summation order, and the rare FP8 rounding tie of the
@@ -51,7 +51,7 @@ def run_both(sc: Scenario, block_m=None, stats_start=None, calls=1):
             if use_kernel:
                 dev_args = tuple(_to(DEVICE, a) for a in args)
                 launcher = triton_launcher("fp8_mega_moe")
-                overrides = mega_plan.MegaOverrides(block_m)
+                overrides = mega_plan.MegaOverrides(block_m, kernels=True)
                 deep_gemm.core.registry.kernels_of("fp8_mega_moe").check(*dev_args)
                 assert launcher(*dev_args, overrides=overrides) is not NotImplemented
                 y_out, stats_out, buffer_out = dev_args[0].cpu(), _to("cpu", dev_args[5]), dev_args[6].cpu()
@@ -125,7 +125,9 @@ def test_pre_dispatch_kernel_bitwise(n, k, idx_dtype, scale):
         args = (x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, n, 128, scale)
         if kernel:
             dev = tuple(_to(DEVICE, a) for a in args)
-            run_triton("mega_moe_pre_dispatch_sm90", *dev)
+            deep_gemm.core.registry.kernels_of("mega_moe_pre_dispatch_sm90").check(*dev)
+            launcher = triton_launcher("mega_moe_pre_dispatch_sm90")
+            assert launcher(*dev, overrides=mega_plan.MegaOverrides(kernels=True)) is None
             outs.append([t.cpu() for t in dev[3:7]])
         else:
             ops.mega_moe_pre_dispatch_sm90(*args)
@@ -133,3 +135,17 @@ def test_pre_dispatch_kernel_bitwise(n, k, idx_dtype, scale):
     for got, want in zip(*outs):
         assert torch.equal(got.view(torch.uint8) if got.dtype == torch.float8_e4m3fn else got,
                            want.view(torch.uint8) if want.dtype == torch.float8_e4m3fn else want)
+
+
+def test_kernels_are_opt_in_until_validated_on_a_gpu():
+    """plan.KERNELS_BY_DEFAULT is off until the kernels have passed the GPU tests: the launchers decline (the
+    reference runs) unless MegaOverrides(kernels=True) asks for them."""
+    assert mega_plan.KERNELS_BY_DEFAULT is False
+    sc = Scenario("sm90", tokens=(5,), topk=2, hidden=256, inter=128)
+    data = build_global(sc)
+    buf = make_buffer(sc, None)
+    fill_buffer(sc, data, buf, 0)
+    l1, l2 = local_weights(sc, data, 0)
+    y = torch.zeros(5, 256, dtype=torch.bfloat16)
+    assert triton_launcher("fp8_mega_moe")(*flat_args(y, l1, l2, buf, None, None, True)) is NotImplemented
+    assert "opt-in" in deep_gemm.backends()["fp8_mega_moe"]

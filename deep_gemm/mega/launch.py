@@ -1,8 +1,9 @@
 """CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, at one rank.
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
-where the kernels do not apply: several ranks (the layer then raises, see ``layer.py``), a GPU without FP8 MMAs, or
-a buffer whose workspace cannot hold the kernels' arrays. The six launches of the layer (``kernels.py``) run on the
+where the kernels do not apply: not asked for (``plan.KERNELS_BY_DEFAULT``: off until they have run on a GPU), several
+ranks (the layer then raises, see ``layer.py``), a GPU without FP8 MMAs, or a buffer whose workspace cannot hold the
+kernels' arrays. The six launches of the layer (``kernels.py``) run on the
 current stream with no host synchronisation, so a CUDA graph can capture the call.
 """
 
@@ -40,9 +41,9 @@ def _launch(kernel, grid, args, name, key, num_warps=4, num_stages=1, device_ind
 def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank, num_experts,
                  num_topk, recipe, activation, activation_clamp, fast_math, *,
                  overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
-    """``overrides`` pins BLOCK_M (tests and sweeps)."""
+    """``overrides`` pins BLOCK_M and asks for the kernels (tests and sweeps; see plan.KERNELS_BY_DEFAULT)."""
     num_ranks = len(ptrs)
-    if num_ranks != 1 or not arch.has_fp8_mma(arch.sm_of_tensor(y)):
+    if not mega_plan.kernels_wanted(overrides) or num_ranks != 1 or not arch.has_fp8_mma(arch.sm_of_tensor(y)):
         return NotImplemented
     num_tokens, hidden = y.shape
     num_local, inter = num_experts // num_ranks, l2.size(2)
@@ -111,8 +112,9 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
 
 
 def pre_dispatch_sm90(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights, num_tokens,
-                      group_size, routed_scaling_factor):
-    if not arch.has_fp8_mma(arch.sm_of_tensor(buf_x)):
+                      group_size, routed_scaling_factor, *,
+                      overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
+    if not mega_plan.kernels_wanted(overrides) or not arch.has_fp8_mma(arch.sm_of_tensor(buf_x)):
         return NotImplemented
     capacity, hidden = buf_x.shape
     for t in (buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights):

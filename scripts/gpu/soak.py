@@ -144,12 +144,20 @@ def mega(r):
 
     def call(y, l1, l2, buffer):
         # The buffer travels as its tensor; the CPU side wraps its copy in a CPU buffer of the same sizes.
-        target = buf
         if buffer.device.type == "cpu":
             target = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, e, max(t, 1), k, hidden, inter,
                                                                  device="cpu")
             target.buffer.copy_(buffer)
-        deep_gemm.fp8_mega_moe(y, l1, l2, target, activation_clamp=10.0)
+            deep_gemm.fp8_mega_moe(y, l1, l2, target, activation_clamp=10.0)
+            return
+        # CUDA: the Triton kernels (opt-in until validated on a GPU, deep_gemm/mega/plan.py)
+        from deep_gemm.core.registry import run_launcher
+        from deep_gemm.mega.plan import MegaOverrides
+        args = (y, l1[0], l1[1], l2[0], l2[1], None, buf.buffer, list(buf.handle.buffer_ptrs), 0,
+                buf.num_max_tokens_per_rank, e, k, [128, 128, 128], "swiglu", 10.0, True)
+        if run_launcher("fp8_mega_moe", *args, launcher_kwargs={"overrides": MegaOverrides(kernels=True)}) \
+                is NotImplemented:
+            raise RuntimeError("fp8_mega_moe's Triton launcher declined")
     y = torch.empty(t, hidden, dtype=BF16, device=DEV)
     return call, (y, l1, l2, buf.buffer), 0, 2e-4
 

@@ -22,15 +22,17 @@ def _layer(tokens, experts, hidden, inter, topk, masked, block_m):
         for kernel in (True, False):
             buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, experts, tokens, topk, hidden, inter,
                                                               device="cuda")
-            deep_gemm.mega_moe_pre_dispatch_sm90(x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights,
-                                                 num_tokens=tokens)
+            pre = (x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, tokens, 128, 1.0)
+            if run_launcher("mega_moe_pre_dispatch_sm90", *pre,
+                            launcher_kwargs={"overrides": MegaOverrides(kernels=True)}) is NotImplemented:
+                raise RuntimeError("the pre-dispatch launcher declined")
             y = torch.full((tokens, hidden), 3.0, dtype=torch.bfloat16, device="cuda")
             s = torch.zeros(experts, dtype=torch.int32, device="cuda")
             args = (y, l1[0], l1[1], l2[0], l2[1], s, buf.buffer, list(buf.handle.buffer_ptrs), 0,
                     buf.num_max_tokens_per_rank, experts, topk, [128, 128, 128], "swiglu", 10.0, True)
             if kernel:
                 if run_launcher("fp8_mega_moe", *args,
-                                launcher_kwargs={"overrides": MegaOverrides(block_m)}) is NotImplemented:
+                                launcher_kwargs={"overrides": MegaOverrides(block_m, kernels=True)}) is NotImplemented:
                     raise RuntimeError("the Triton launcher declined")
             else:
                 mega_layer.fp8_mega_moe(*args)
