@@ -63,7 +63,7 @@ def bench_bh(timer, rows):
                 print(f" > einsum {expr} b={b:5d} h={h:3d} r={r:4d} d={d:4d}: {t:8.1f} us | {flops / t / 1e6:4.0f} "
                       f"TFLOPS | {gbytes / t * 1e6:5.0f} GB/s | torch.einsum {t_torch:8.1f} us | use_cublaslt "
                       f"{t_cublaslt:8.1f} us | host {host:5.1f} us/call | diff {diff:.1e}", flush=True)
-                del x, y, z
+                x = y = z = None  # (frees the operands before the next shape)
 
 
 def bench_bmk(timer, rows):
@@ -192,7 +192,7 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
             print(f" ~ sweep bmk s={s:5d} m={m} n={n} k={k} {str(plan):44s}{' (plan)' if plan is auto else ''} "
                   f"{t:8.1f} us (model {model:6.1f}) {(a.numel() + b.numel()) * 2 / t / 1e3:5.0f} GB/s "
                   f"diff {diff:.1e}", flush=True)
-        del a, b
+        a = b = None  # (frees the operands before the next shape)
     for b_size, h, r, d in ([(128, 8, 4096, 1024), (4096, 8, 4096, 1024), (4096, 128, 512, 128)]
                             if "bh" in parts else []):
         for expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):

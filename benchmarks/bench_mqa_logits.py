@@ -115,7 +115,7 @@ def run_prefill(cases, dtypes, reps, results):
                                 us=round(t_main, 2), tflops=round(tflops, 1), gbps=round(gbps, 1),
                                 clean_us=round(t_clean, 2), clean_gbps=round(clean_gbps, 1),
                                 call_us=round(times["total"], 2)))
-        del q, kv, w, ks, ke
+        q = kv = w = ks = ke = None  # (frees the operands before the next shape)
         torch.cuda.empty_cache()
 
 
@@ -143,7 +143,7 @@ def run_paged(cases, dtypes, reps, results):
         meta_t = kernel_times_by_name(lambda: deep_gemm.get_paged_mqa_logits_metadata(lens2d, BLOCK_KV, num_sms),
                                       (), reps=reps)["total"]
         print(f"   metadata: {meta_t:.1f} us ({time.perf_counter() - t0:.1f} s to time)", flush=True)
-        del q, cache, w, lens2d, table, meta
+        q = cache = w = lens2d = table = meta = None  # (frees the operands before the next shape)
         torch.cuda.empty_cache()
 
 
@@ -151,7 +151,7 @@ def sweep(reps, results, prefill=True, paged=True, every=False, configs=None):
     """This package only: the prefill and paged kernels under a few configs (through the op's launcher). The paged
     configs compare the persistent kernel (the default) with the grid kernel (PAGED_GRID_CONFIG) in one process."""
     from deep_gemm.core.registry import run_launcher
-    from deep_gemm.attention.plan import PAGED_GRID_CONFIG, AttentionOverrides, PagedConfig, PrefillConfig
+    from deep_gemm.attention.plan import PAGED_GRID_CONFIG, PagedConfig, PrefillConfig
     if prefill:
         _sweep_prefill(reps, results, run_launcher, PrefillConfig, every, configs)
     if paged:
@@ -159,6 +159,8 @@ def sweep(reps, results, prefill=True, paged=True, every=False, configs=None):
 
 
 def _sweep_prefill(reps, results, run_launcher, PrefillConfig, every=False, configs=None):  # noqa: N803
+    from deep_gemm.attention.plan import AttentionOverrides
+
     # The default tile, its instruction levers (fma_relu, interior) together, and the warp-specialised Gluon kernel
     # (attention/prefill_ws.py; persistent, one CTA per SM): 2 consumer warpgroups at 4 and 6 stages, 3 at 6, and
     # with fma_relu (its interior fast path is always on). Where the launcher does not cover a row (H < 16) the tl.*
@@ -195,6 +197,8 @@ def _sweep_prefill(reps, results, run_launcher, PrefillConfig, every=False, conf
 
 
 def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa: N803
+    from deep_gemm.attention.plan import AttentionOverrides
+
     """None: the launcher's default for the shape (paged_default_config), timed first for the ratios."""
     paged_cfgs = [None, PagedConfig(), grid_config, PagedConfig(num_stages=4), PagedConfig(num_stages=7),
                   PagedConfig(programs_per_sm=2), PagedConfig(programs_per_sm=1, num_stages=10)]
@@ -232,7 +236,7 @@ def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa
             results.append(dict(table="sweep_paged", batch=batch, next_n=next_n, avg_ctx=avg,
                                 cfg=str(cfg or "default"), us=round(t, 2), gbps=round(gbps, 1),
                                 vs_default=round(speedup, 4)))
-        del q, cache, w, lens2d, table, meta
+        q = cache = w = lens2d = table = meta = None  # (frees the operands before the next shape)
         torch.cuda.empty_cache()
 
 
