@@ -99,7 +99,7 @@ def check_data_grouped_layout(grouped_layout: torch.Tensor, num_groups: int, m: 
         previous = torch.cat([ends.new_zeros(1), ends[:-1]])
         require_values([
             (ends < previous,
-             lambda i: f"grouped_layout: expected non-decreasing cumulative group ends (use_psum_layout=True), got "
+             lambda i: "grouped_layout: expected non-decreasing cumulative group ends (use_psum_layout=True), got "
                        + (f"grouped_layout[0] = {_at(gl, 0)} < 0" if i == 0 else
                           f"grouped_layout[{i}] = {_at(gl, i)} < grouped_layout[{i - 1}] = {_at(gl, i - 1)}")),
             (ends > m,
