@@ -495,3 +495,18 @@ def test_intermediate_rounding_is_the_kernels(kind):
     assert calc_diff(y, emulated) < 1e-6
     if kind != "bf16":
         assert calc_diff(y, unrounded) > 1e-5   # the rounding is visible, so the first check pins it
+
+
+def test_reference_dequantises_only_routed_experts(monkeypatch):
+    """The reference holds one expert's FP32 weights at a time and touches only experts that receive tokens (the
+    whole layer in FP32 would not fit a GPU at DeepSeek sizes)."""
+    from deep_gemm.mega import reference
+    seen = []
+    original = reference.PerExpert.__getitem__
+    monkeypatch.setattr(reference.PerExpert, "__getitem__", lambda self, e: seen.append(e) or original(self, e))
+    sc = Scenario("sm90", tokens=(16,), num_experts=16, topk=4, idle_experts=True)
+    y, _, expected, _ = run_and_expect(sc, None, 0)
+    assert calc_diff(y, expected) < TOLERANCE
+    used = sorted(set(build_global(sc).topk_idx[0].flatten().tolist()) - {-1})
+    assert sorted(set(seen)) == used and all(e % 2 == 0 for e in used)  # (odd experts are idle)
+    assert len(seen) == 2 * len(used)  # L1 and L2 once each

@@ -152,7 +152,8 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
     group = _group(sym_buffer, num_ranks)
     views = _views(sym_buffer, _sm90_plan(y, l2, ptrs, num_max_tokens_per_rank, num_experts, num_topk))
     inputs = _ref.Inputs(views["x"], views["x_sf"], views["topk_idx"], views["topk_weights"], y.size(0))
-    experts = _ref.Experts(_ref.sm90_l1_weights(l1, l1_sf), _ref.dequant_sm90_weights(l2, l2_sf))
+    experts = _ref.Experts(_ref.PerExpert(_ref.sm90_l1_weights, l1, l1_sf),
+                           _ref.PerExpert(_ref.dequant_sm90_weights, l2, l2_sf))
     options = _ref.Options("sm90", "sm90", activation_clamp)
     _ref.mega_moe_forward(y, inputs, experts, options, group, num_ranks, rank_idx, num_experts, stats)
 
@@ -265,7 +266,7 @@ def fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, shared_l2
     views = _views(sym_buffer, _ring_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, y.size(1),
                                           inter, "fp8xfp4", num_ring_tokens))
     inputs = _ref.Inputs(views["x"], views["x_sf"], views["topk_idx"], views["topk_weights"], y.size(0))
-    experts = _ref.Experts(_ref.mx_l1_weights(l1, l1_sf), _ref.mx_l2_weights(l2, l2_sf))
+    experts = _ref.Experts(_ref.PerExpert(_ref.mx_l1_weights, l1, l1_sf), _ref.PerExpert(_ref.mx_l2_weights, l2, l2_sf))
     if shared_l1 is not None:
         experts.shared_l1 = _ref.mx_l1_weights(shared_l1.unsqueeze(0), shared_l1_sf.unsqueeze(0))[0]
         experts.shared_l2 = _ref.mx_l2_weights(shared_l2.unsqueeze(0), shared_l2_sf.unsqueeze(0))[0]
@@ -312,7 +313,8 @@ def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank
     views = _views(sym_buffer, _ring_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, y.size(1),
                                           l2.size(2), "bf16xbf16", num_ring_tokens))
     inputs = _ref.Inputs(views["x"], None, views["topk_idx"], views["topk_weights"], y.size(0))
-    experts = _ref.Experts(_ref.deinterleave_gate_up(l1.float()), l2.float())
+    experts = _ref.Experts(_ref.PerExpert(lambda w: _ref.deinterleave_gate_up(w.float()), l1),
+                           _ref.PerExpert(lambda w: w.float(), l2))
     if shared_l1 is not None:
         experts.shared_l1 = _ref.deinterleave_gate_up(shared_l1.float().unsqueeze(0))[0]
         experts.shared_l2 = shared_l2.float()

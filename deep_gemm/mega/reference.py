@@ -25,8 +25,9 @@ The multi-rank form runs each rank in its own process on a ``gloo`` group: the s
 CPU tensor per rank, dispatch is an ``all_gather`` of the input views and combine an ``all_to_all_single`` of the
 per-slot expert outputs. Every rank must call collectively, as with the kernel.
 
-The FP32 weights are dequantised once per call; rows are gathered per expert exactly as the kernel's per-expert
-pools would hold them, so the result is independent of BLOCK_M, waves and arrival order.
+The FP32 weights of an expert are dequantised when the layer reaches it (``PerExpert``); rows are gathered per expert
+exactly as the kernel's per-expert pools would hold them, so the result is independent of BLOCK_M, waves and arrival
+order.
 """
 
 from __future__ import annotations
@@ -202,11 +203,25 @@ class Inputs:
     num_tokens: int
 
 
+class PerExpert:
+    """An expert's FP32 weights, dequantised when the layer reaches that expert: ``weights[e]`` is
+    ``dequant(*(t[e:e + 1] for t in tensors))[0]``. All experts at once in FP32 would take 4 bytes per weight (16 GiB
+    for 256 experts of 4096 x 4096 L1 rows alone, on the GPU when the reference runs there); this keeps one expert's
+    alive at a time, and touches only the experts that receive tokens."""
+
+    def __init__(self, dequant, *tensors: torch.Tensor):
+        self.dequant, self.tensors = dequant, tensors
+
+    def __getitem__(self, e: int) -> torch.Tensor:
+        return self.dequant(*(t[e:e + 1] for t in self.tensors))[0]
+
+
 @dataclass
 class Experts:
-    """Dequantised FP32 weights of this rank's experts (``[gate | up]`` L1 rows) and optional shared expert."""
-    l1: torch.Tensor                 # [E_local, 2I, H]
-    l2: torch.Tensor                 # [E_local, H, I]
+    """This rank's experts' weights, FP32 per expert on access (``[gate | up]`` L1 rows), and the optional shared
+    expert (FP32)."""
+    l1: PerExpert                    # [E_local][2I, H]
+    l2: PerExpert                    # [E_local][H, I]
     shared_l1: Optional[torch.Tensor] = None  # [2 I_shared, H]
     shared_l2: Optional[torch.Tensor] = None  # [H, I_shared]
 
@@ -264,7 +279,7 @@ def mega_moe_forward(y: torch.Tensor, inputs: Inputs, experts: Experts, options:
     num_local = num_experts // num_ranks
     num_rows = y.size(0)
     everyone, rows = _gather_inputs(group, num_ranks, inputs, num_rows)
-    hidden = experts.l2.size(1)
+    hidden = y.size(1)
 
     # Expert side: per local expert, its slots from every rank, in (rank, token, slot) order.
     device = y.device
