@@ -119,17 +119,6 @@ def unfused_masked(buf, n, l1_raw, l2, weights, y, clamp, num_experts, num_topk,
     y.copy_(out)
 
 
-def fused(y, l1, l2, buf, clamp):
-    """fp8_mega_moe on its Triton kernels (opt-in until validated on a GPU: deep_gemm/mega/plan.py)."""
-    from deep_gemm.core.registry import run_launcher
-    from deep_gemm.mega.plan import MegaOverrides
-    args = (y, l1[0], l1[1], l2[0], l2[1], None, buf.buffer, list(buf.handle.buffer_ptrs), 0,
-            buf.num_max_tokens_per_rank, buf.num_experts, buf.num_topk, [128, 128, 128], "swiglu", clamp, True)
-    if run_launcher("fp8_mega_moe", *args, launcher_kwargs={"overrides": MegaOverrides(kernels=True)}) \
-            is NotImplemented:
-        raise RuntimeError("fp8_mega_moe's Triton launcher declined these arguments")
-
-
 def wall_us(fn, iters: int = 10) -> float:
     fn()
     torch.cuda.synchronize()
@@ -142,7 +131,7 @@ def wall_us(fn, iters: int = 10) -> float:
 
 def run_shape(name, tokens_list, timer, clamp=10.0):
     import deep_gemm
-    from deep_gemm.testing.mega_moe import routing, sm90_weights
+    from deep_gemm.testing.mega_moe import routing, run_fp8_mega_moe_kernels, sm90_weights
     hidden, inter, num_experts, num_topk = SHAPES[name]
     l1_raw, l2 = sm90_weights(num_experts, hidden, inter, "cuda")
     l1, l2 = deep_gemm.transform_weights_for_mega_moe_sm90(l1_raw, l2)
@@ -153,7 +142,7 @@ def run_shape(name, tokens_list, timer, clamp=10.0):
         deep_gemm.mega_moe_pre_dispatch_sm90(x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights,
                                              num_tokens=n)
         ys = {}
-        variants = {"fused": lambda y: fused(y, l1, l2, buf, clamp),
+        variants = {"fused": lambda y: run_fp8_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
                     "contiguous": lambda y: unfused_contiguous(buf, n, l1_raw, l2, w, y, clamp, num_experts,
                                                                num_topk, inter)}
         if n <= MASKED_MAX_TOKENS:

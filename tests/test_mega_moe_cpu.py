@@ -18,7 +18,7 @@ from deep_gemm.core.schemas import SCHEMAS
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_token_cast_to_fp8, unpack_ue8m0_from_int
 
-from mega_moe_cases import CAPACITY, Scenario, build_global, local_weights, make_buffer, run_and_expect
+from mega_moe_cases import CAPACITY, Scenario, build_global, fill_buffer, local_weights, make_buffer, run_and_expect
 
 ops = torch.ops.deep_gemm
 TOLERANCE = 0.01
@@ -78,8 +78,7 @@ def test_stats_accumulate_over_calls():
     sc = Scenario("sm90", tokens=(20,), topk=4)
     data = build_global(sc)
     buf = make_buffer(sc, None)
-    deep_gemm.mega_moe_pre_dispatch_sm90(data.x[0], data.topk_idx[0], data.topk_weights[0], buf.x, buf.x_sf,
-                                         buf.topk_idx, buf.topk_weights, num_tokens=20)
+    fill_buffer(sc, data, buf, 0)
     l1, l2 = local_weights(sc, data, 0)
     stats = torch.zeros(8, dtype=torch.int32)
     y = torch.empty(20, 512, dtype=torch.bfloat16)
@@ -245,8 +244,7 @@ def _sm90_setup():
     sc = Scenario("sm90", tokens=(8,), topk=2)
     data = build_global(sc)
     buf = make_buffer(sc, None)
-    deep_gemm.mega_moe_pre_dispatch_sm90(data.x[0], data.topk_idx[0], data.topk_weights[0], buf.x, buf.x_sf,
-                                         buf.topk_idx, buf.topk_weights, num_tokens=8)
+    fill_buffer(sc, data, buf, 0)
     l1, l2 = local_weights(sc, data, 0)
     return buf, l1, l2
 
@@ -470,7 +468,7 @@ def test_intermediate_rounding_is_the_kernels(kind):
     sc = Scenario(kind, tokens=(16,), topk=1, clamp=10.0)
     data = build_global(sc)
     y, _, _, _ = run_and_expect(sc, None, 0)
-    from mega_moe_cases import dispatched_tokens, fill_buffer
+    from mega_moe_cases import dispatched_tokens
     buf = make_buffer(sc, None)
     fill_buffer(sc, data, buf, 0)
     x = dispatched_tokens(sc, buf, 16).float()

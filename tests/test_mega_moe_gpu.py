@@ -14,31 +14,14 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.core.registry import run_launcher
 from deep_gemm.mega import layer as mega_layer
-from deep_gemm.mega.plan import MegaOverrides
+from deep_gemm.mega.api import fp8_mega_moe_op_args
 from deep_gemm.testing import calc_diff
-from deep_gemm.testing.mega_moe import routing, sm90_weights
+from deep_gemm.testing.mega_moe import (routing, run_fp8_mega_moe_kernels, run_pre_dispatch_sm90_kernel,
+                                        sm90_weights)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
-
-KERNELS = MegaOverrides(kernels=True)  # (the kernels are opt-in until validated here: plan.KERNELS_BY_DEFAULT)
-
-
-def kernel_layer(y, l1, l2, buf, stats=None, clamp=None, fast_math=True, block_m=None):
-    """fp8_mega_moe on the Triton kernels (the op's CUDA path with the kernels asked for)."""
-    args = (y, l1[0], l1[1], l2[0], l2[1], stats, buf.buffer, list(buf.handle.buffer_ptrs), 0,
-            buf.num_max_tokens_per_rank, buf.num_experts, buf.num_topk, [128, 128, 128], "swiglu", clamp, fast_math)
-    assert run_launcher("fp8_mega_moe", *args,
-                        launcher_kwargs={"overrides": MegaOverrides(block_m, kernels=True)}) is not NotImplemented
-
-
-def kernel_pre_dispatch(x, idx, w, buf, num_tokens, group_size=128, routed_scaling_factor=1.0):
-    args = (x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, num_tokens, group_size, routed_scaling_factor)
-    assert run_launcher("mega_moe_pre_dispatch_sm90", *args,
-                        launcher_kwargs={"overrides": KERNELS}) is not NotImplemented
-
 
 # Kernel vs reference on the same FP8 inputs: FP32 summation order and the rare FP8 rounding tie it flips.
 SAME_INPUTS = 2e-4
@@ -93,14 +76,8 @@ def _layer(case: Case, seed: int = 0):
     bufs = [deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, case.experts, capacity, case.topk, case.hidden,
                                                           case.inter, device=dev) for _ in range(2)]
     for buf in bufs:
-        kernel_pre_dispatch(x, idx, w, buf, case.tokens)
+        run_pre_dispatch_sm90_kernel(x, idx, w, buf, case.tokens)
     return (l1, l2), deep_gemm.transform_weights_for_mega_moe_sm90(l1, l2), (x, idx, w), bufs
-
-
-def _flat(y, l1, l2, buf, stats, case):
-    return (y, l1[0], l1[1], l2[0], l2[1], stats, buf.buffer, list(buf.handle.buffer_ptrs), 0,
-            buf.num_max_tokens_per_rank, case.experts, case.topk, [128, 128, 128], "swiglu", case.clamp,
-            case.fast_math)
 
 
 def _run(case: Case):
@@ -109,8 +86,9 @@ def _run(case: Case):
     stats_r = stats_k.clone()
     y_k = torch.full((case.tokens, case.hidden), 7.0, dtype=torch.bfloat16, device="cuda")
     y_r = y_k.clone()
-    kernel_layer(y_k, l1, l2, buf_k, stats_k, case.clamp, case.fast_math, case.block_m)
-    mega_layer.fp8_mega_moe(*_flat(y_r, l1, l2, buf_r, stats_r, case))  # the torch reference, same GPU
+    run_fp8_mega_moe_kernels(y_k, l1, l2, buf_k, stats_k, case.clamp, case.fast_math, case.block_m)
+    mega_layer.fp8_mega_moe(*fp8_mega_moe_op_args(y_r, l1, l2, buf_r, stats_r, activation_clamp=case.clamp,
+                                                  fast_math=case.fast_math))  # the torch reference, same GPU
     torch.cuda.synchronize()
     return y_k, y_r, stats_k, stats_r, raw, inputs, buf_k
 
@@ -163,7 +141,7 @@ def test_workspace_is_left_zero_and_calls_repeat():
     ys = []
     for _ in range(3):
         y = torch.empty(case.tokens, case.hidden, dtype=torch.bfloat16, device="cuda")
-        kernel_layer(y, l1, l2, buf)
+        run_fp8_mega_moe_kernels(y, l1, l2, buf)
         ys.append(y)
     assert torch.equal(ys[0], ys[1]) and torch.equal(ys[1], ys[2])  # bitwise: row placement does not matter
 
@@ -175,8 +153,8 @@ def test_cuda_graph_capture_and_replay():
     static_x, static_idx, static_w = x.clone(), idx.clone(), w.clone()
 
     def step():
-        kernel_pre_dispatch(static_x, static_idx, static_w, buf, case.tokens)
-        kernel_layer(y, l1, l2, buf, clamp=case.clamp)
+        run_pre_dispatch_sm90_kernel(static_x, static_idx, static_w, buf, case.tokens)
+        run_fp8_mega_moe_kernels(y, l1, l2, buf, activation_clamp=case.clamp)
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -206,8 +184,7 @@ def test_pre_dispatch_kernel_matches_reference_bitwise():
         buf.topk_idx.fill_(99)
         args = (x, idx.int(), w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, 300, 128, 1.5)
         if kernel:
-            assert run_launcher("mega_moe_pre_dispatch_sm90", *args,
-                                launcher_kwargs={"overrides": KERNELS}) is not NotImplemented
+            run_pre_dispatch_sm90_kernel(*args[:3], buf, *args[7:])
         else:
             layer.pre_dispatch_sm90(*args)
         outs.append([t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t for t in args[3:7]])
@@ -229,8 +206,8 @@ def test_sglang_sm90_call_path_on_cuda(num_tokens):
         buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, 8, 512, 4, 512, 256, device="cuda")
         y = torch.empty((max(num_tokens, 1), 512), dtype=torch.bfloat16, device="cuda")
         if kernel:
-            kernel_pre_dispatch(x, idx.int(), w, buf, num_tokens, 128, 2.0)
-            kernel_layer(y, l1, l2, buf, clamp=10.0)
+            run_pre_dispatch_sm90_kernel(x, idx.int(), w, buf, num_tokens, 128, 2.0)
+            run_fp8_mega_moe_kernels(y, l1, l2, buf, activation_clamp=10.0)
         else:  # SGLang's calls as it makes them (the op's default CUDA path)
             deep_gemm.mega_moe_pre_dispatch_sm90(x, idx.int(), w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights,
                                                  num_tokens=num_tokens, group_size=128, routed_scaling_factor=2.0)

@@ -13,6 +13,7 @@ import torch
 
 import deep_gemm
 from deep_gemm.mega import buffer as mega_buffer
+from deep_gemm.mega.api import fp8_mega_moe_op_args
 from deep_gemm.mega import plan as mega_plan
 from deep_gemm.testing import calc_diff
 from mega_moe_cases import Scenario, build_global, fill_buffer, local_weights, make_buffer
@@ -26,9 +27,7 @@ TOLERANCE = 1e-4
 
 
 def flat_args(y, l1, l2, buf, stats, clamp, fast_math):
-    return (y, l1[0], l1[1], l2[0], l2[1], stats, buf.buffer, list(buf.handle.buffer_ptrs), buf.rank_idx,
-            buf.num_max_tokens_per_rank, buf.num_experts, buf.num_topk, [128, 128, 128], "swiglu", clamp,
-            fast_math)
+    return fp8_mega_moe_op_args(y, l1, l2, buf, stats, activation_clamp=clamp, fast_math=fast_math)
 
 
 def _to(dev, t):

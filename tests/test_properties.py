@@ -73,6 +73,19 @@ def test_bf16_dense(m, n, k, layout, out, accumulate, seed):
     close(d, want, 1e-2 if out == BF16 else 1e-5, f"bf16_gemm_{layout}")
 
 
+def contiguous_layout(ms, align: int):
+    """M-grouped contiguous rows for group sizes ``ms``, each group's rows padded to ``align``: (total rows, expert id
+    per row with -1 for padding, cumulative group ends for the psum layout)."""
+    total = sum(-(-m // align) * align for m in ms) or align
+    ids = torch.full((total,), -1, dtype=torch.int32)
+    ends, start = [], 0
+    for g, m in enumerate(ms):
+        ids[start:start + m] = g
+        ends.append(start + m)
+        start += -(-m // align) * align
+    return total, ids, ends
+
+
 @st.composite
 def group_sizes(draw, max_groups=4, max_rows=40):
     g = draw(st.integers(1, max_groups))
@@ -86,15 +99,9 @@ def test_bf16_m_grouped_contiguous(ms, n, k, psum, layout, seed):
     deep_gemm.set_mk_alignment_for_contiguous_layout(align)
     try:
         gen = seeded(seed)
-        total = sum(-(-m // align) * align for m in ms) or align
+        total, ids, ends = contiguous_layout(ms, align)
         a, b = randn(total, k, gen=gen, dtype=BF16), randn(len(ms), n, k, gen=gen, dtype=BF16)
         b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()  # "nn": given as [G, K, N]
-        ids = torch.full((total,), -1, dtype=torch.int32)
-        ends, start = [], 0
-        for g, m in enumerate(ms):
-            ids[start:start + m] = g
-            ends.append(start + m)
-            start += -(-m // align) * align
         d = torch.full((total, n), 7.0, dtype=BF16)
         layout_t = torch.tensor(ends, dtype=torch.int32) if psum else ids
         getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(a, b_arg, d, layout_t, use_psum_layout=psum,
@@ -170,13 +177,7 @@ def test_fp8_dense_nt(m, n, k, ue8m0, out, seed):
 def test_fp8_m_grouped_contiguous(ms, n, psum, seed):
     k, align = 128, 128
     gen = seeded(seed)
-    total = sum(-(-m // align) * align for m in ms) or align
-    ids = torch.full((total,), -1, dtype=torch.int32)
-    ends, start = [], 0
-    for g, m in enumerate(ms):
-        ids[start:start + m] = g
-        ends.append(start + m)
-        start += -(-m // align) * align
+    total, ids, ends = contiguous_layout(ms, align)
     a, sfa = per_token_cast_to_fp8(randn(total, k, gen=gen), use_ue8m0=False)
     bs = [per_block_cast_to_fp8(randn(n, k, gen=gen), use_ue8m0=False) for _ in ms]
     b, sfb = torch.stack([x[0] for x in bs]), torch.stack([x[1] for x in bs])

@@ -649,6 +649,20 @@ def _agreed_args(fn: str, sym_buffer, build: Callable[[], tuple]) -> tuple:
     return args
 
 
+def fp8_mega_moe_op_args(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SM90SymmBuffer,
+                         cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+                         recipe: Tuple[int, int, int] = (128, 128, 128), activation: str = "swiglu",
+                         activation_clamp: Optional[float] = None, fast_math: bool = True) -> tuple:
+    """The ``fp8_mega_moe`` op's flat arguments (its schema order) for :func:`fp8_mega_moe`'s arguments, unchecked
+    (the op checks them): what the public call hands the op, and what tests and benchmarks hand its launcher."""
+    l1, l1_sf = unpack_pair("l1_weights", l1_weights)
+    l2, l2_sf = unpack_pair("l2_weights", l2_weights)
+    return (y, l1, l1_sf, l2, l2_sf, cumulative_local_expert_recv_stats, sym_buffer.buffer,
+            list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx, sym_buffer.num_max_tokens_per_rank,
+            sym_buffer.num_experts, sym_buffer.num_topk, [int(v) for v in recipe], activation, activation_clamp,
+            bool(fast_math))
+
+
 def fp8_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SM90SymmBuffer,
                  cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
                  recipe: Tuple[int, int, int] = (128, 128, 128), activation: str = "swiglu",
@@ -688,13 +702,10 @@ def fp8_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer
     """
     def build() -> tuple:
         _require_buffer("fp8_mega_moe", sym_buffer, SM90SymmBuffer, None)
-        l1, l1_sf = unpack_pair("l1_weights", l1_weights)
-        l2, l2_sf = unpack_pair("l2_weights", l2_weights)
-        args = (y, l1, l1_sf, l2, l2_sf, cumulative_local_expert_recv_stats, sym_buffer.buffer,
-                list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx, sym_buffer.num_max_tokens_per_rank,
-                sym_buffer.num_experts, sym_buffer.num_topk, [int(v) for v in recipe], activation, activation_clamp,
-                bool(fast_math))
+        args = fp8_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats,
+                                    recipe, activation, activation_clamp, fast_math)
         _layer.check_fp8_mega_moe(*args)
+        l2 = args[3]
         require(l2.size(2) == sym_buffer.intermediate_hidden and y.size(1) == sym_buffer.hidden,
                 f"l2_weights: expected the buffer's hidden x intermediate ({sym_buffer.hidden}, "
                 f"{sym_buffer.intermediate_hidden}), got {tuple(l2.shape[1:])}")

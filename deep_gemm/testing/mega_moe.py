@@ -2,8 +2,10 @@
 
 ``sm90_weights`` quantises random weights the way DeepSeek-V3-style checkpoints store them (FP8 with FP32 128x128
 block scales, L1 rows in ``[gate | up]`` order) one expert at a time, so the FP32 temporaries stay one expert's size;
-``layer_weights`` is what ``fp8_mega_moe`` takes (``transform_weights_for_mega_moe_sm90``). ``routing`` draws top-k
-expert ids (distinct per token, optionally masked with -1, optionally leaving odd experts idle) and weights.
+``transform_weights_for_mega_moe_sm90`` turns them into what ``fp8_mega_moe`` takes. ``routing`` draws top-k expert ids
+(distinct per token, optionally masked with -1, optionally leaving odd experts idle) and weights.
+``run_fp8_mega_moe_kernels`` / ``run_pre_dispatch_sm90_kernel`` run the ops on their Triton kernels, which are opt-in
+(``deep_gemm/mega/plan.py``), the way the public calls would.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 
 from ..utils.quant import per_block_cast_to_fp8
 
-__all__ = ["sm90_weights", "routing"]
+__all__ = ["sm90_weights", "routing", "run_fp8_mega_moe_kernels", "run_pre_dispatch_sm90_kernel"]
 
 
 def sm90_weights(num_experts: int, hidden: int, intermediate: int, device, seed: int = 0):
@@ -51,3 +53,28 @@ def routing(num_tokens: int, num_experts: int, num_topk: int, device, masked: fl
     if bf16_x and hidden is not None:
         x = torch.randn(num_tokens, hidden, generator=g, device=device).bfloat16()
     return x, idx, weights
+
+
+def _run_kernels(op: str, args: tuple, block_m: Optional[int] = None) -> None:
+    from ..core.registry import run_launcher
+    from ..mega.plan import MegaOverrides
+    if run_launcher(op, *args, launcher_kwargs={"overrides": MegaOverrides(block_m, kernels=True)}) \
+            is NotImplemented:
+        raise RuntimeError(f"{op}: its Triton launcher declined these arguments")
+
+
+def run_fp8_mega_moe_kernels(y, l1_weights, l2_weights, sym_buffer, stats=None, activation_clamp=None,
+                             fast_math: bool = True, block_m: Optional[int] = None) -> None:
+    """``fp8_mega_moe(y, l1_weights, l2_weights, sym_buffer, stats, activation_clamp=..., fast_math=...)`` on the
+    Triton kernels (``block_m`` pins the tile); raises when the launcher declines."""
+    from ..mega.api import fp8_mega_moe_op_args
+    _run_kernels("fp8_mega_moe", fp8_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer, stats,
+                                                      activation_clamp=activation_clamp, fast_math=fast_math), block_m)
+
+
+def run_pre_dispatch_sm90_kernel(x, topk_idx, topk_weights, sym_buffer, num_tokens: int, group_size: int = 128,
+                                 routed_scaling_factor: float = 1.0) -> None:
+    """``mega_moe_pre_dispatch_sm90`` into ``sym_buffer``'s input views on the Triton kernel."""
+    b = sym_buffer
+    _run_kernels("mega_moe_pre_dispatch_sm90", (x, topk_idx, topk_weights, b.x, b.x_sf, b.topk_idx, b.topk_weights,
+                                                num_tokens, group_size, routed_scaling_factor))

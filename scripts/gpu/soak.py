@@ -134,7 +134,7 @@ def layout(r):
 
 
 def mega(r):
-    from deep_gemm.testing.mega_moe import routing, sm90_weights
+    from deep_gemm.testing.mega_moe import routing, run_fp8_mega_moe_kernels, sm90_weights
     e, hidden, inter, k = r.choice([4, 8]), r.choice([256, 512]), r.choice([128, 256]), r.choice([1, 2, 4])
     t = r.choice([0, 1, 17, 100])
     l1, l2 = deep_gemm.transform_weights_for_mega_moe_sm90(*sm90_weights(e, hidden, inter, DEV, r.randint(0, 99)))
@@ -150,14 +150,7 @@ def mega(r):
             target.buffer.copy_(buffer)
             deep_gemm.fp8_mega_moe(y, l1, l2, target, activation_clamp=10.0)
             return
-        # CUDA: the Triton kernels (opt-in until validated on a GPU, deep_gemm/mega/plan.py)
-        from deep_gemm.core.registry import run_launcher
-        from deep_gemm.mega.plan import MegaOverrides
-        args = (y, l1[0], l1[1], l2[0], l2[1], None, buf.buffer, list(buf.handle.buffer_ptrs), 0,
-                buf.num_max_tokens_per_rank, e, k, [128, 128, 128], "swiglu", 10.0, True)
-        if run_launcher("fp8_mega_moe", *args, launcher_kwargs={"overrides": MegaOverrides(kernels=True)}) \
-                is NotImplemented:
-            raise RuntimeError("fp8_mega_moe's Triton launcher declined")
+        run_fp8_mega_moe_kernels(y, l1, l2, buf, activation_clamp=10.0)  # (opt-in: deep_gemm/mega/plan.py)
     y = torch.empty(t, hidden, dtype=BF16, device=DEV)
     return call, (y, l1, l2, buf.buffer), 0, 2e-4
 

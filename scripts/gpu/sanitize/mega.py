@@ -7,11 +7,10 @@ from __future__ import annotations
 import torch
 
 import deep_gemm
-from deep_gemm.core.registry import run_launcher
 from deep_gemm.mega import layer as mega_layer
-from deep_gemm.mega.plan import MegaOverrides
+from deep_gemm.mega.api import fp8_mega_moe_op_args
 from deep_gemm.testing import calc_diff
-from deep_gemm.testing.mega_moe import routing, sm90_weights
+from deep_gemm.testing.mega_moe import routing, run_fp8_mega_moe_kernels, run_pre_dispatch_sm90_kernel, sm90_weights
 
 
 def _layer(tokens, experts, hidden, inter, topk, masked, block_m):
@@ -22,20 +21,13 @@ def _layer(tokens, experts, hidden, inter, topk, masked, block_m):
         for kernel in (True, False):
             buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, experts, tokens, topk, hidden, inter,
                                                               device="cuda")
-            pre = (x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, tokens, 128, 1.0)
-            if run_launcher("mega_moe_pre_dispatch_sm90", *pre,
-                            launcher_kwargs={"overrides": MegaOverrides(kernels=True)}) is NotImplemented:
-                raise RuntimeError("the pre-dispatch launcher declined")
+            run_pre_dispatch_sm90_kernel(x, idx, w, buf, tokens)
             y = torch.full((tokens, hidden), 3.0, dtype=torch.bfloat16, device="cuda")
             s = torch.zeros(experts, dtype=torch.int32, device="cuda")
-            args = (y, l1[0], l1[1], l2[0], l2[1], s, buf.buffer, list(buf.handle.buffer_ptrs), 0,
-                    buf.num_max_tokens_per_rank, experts, topk, [128, 128, 128], "swiglu", 10.0, True)
             if kernel:
-                if run_launcher("fp8_mega_moe", *args,
-                                launcher_kwargs={"overrides": MegaOverrides(block_m, kernels=True)}) is NotImplemented:
-                    raise RuntimeError("the Triton launcher declined")
+                run_fp8_mega_moe_kernels(y, l1, l2, buf, s, activation_clamp=10.0, block_m=block_m)
             else:
-                mega_layer.fp8_mega_moe(*args)
+                mega_layer.fp8_mega_moe(*fp8_mega_moe_op_args(y, l1, l2, buf, s, activation_clamp=10.0))
             ys.append(y)
             stats.append(s)
         torch.cuda.synchronize()
