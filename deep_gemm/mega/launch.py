@@ -27,6 +27,8 @@ def _kernels():
     return kernels
 
 
+# Memoised here, not in buffer.py: the checks plan the buffer on symbolic sizes under torch.compile (unhashable),
+# the launcher only ever on concrete ints.
 @lru_cache(maxsize=64)
 def _buffer_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter):
     return _buffer.plan_sm90_symm_buffer(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter,
