@@ -11,6 +11,7 @@ import deep_gemm
 from deep_gemm.core.errors import DeepGEMMError
 from fp8_inputs import contiguous_grouped_inputs, k_grouped_inputs
 from test_attention_reference_cpu import MqaCase, PagedCase, make_mqa, make_paged
+from test_data_checks import _untouched  # (torch.equal on CUDA tensors waits for the stream)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -27,14 +28,6 @@ def checked():
 
 def _cuda(*tensors):
     return [t.cuda() if isinstance(t, torch.Tensor) else t for t in tensors]
-
-
-def _untouched(d: torch.Tensor, fn, match: str) -> None:
-    before = d.clone()
-    with pytest.raises(DeepGEMMError, match=match):
-        fn()
-    torch.cuda.synchronize()
-    assert torch.equal(d, before), "the output was written before the error"
 
 
 def _bf16_contiguous(num_groups=3, m=256, n=128, k=64):
