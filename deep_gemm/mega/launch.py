@@ -1,7 +1,7 @@
 """CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, at one rank.
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
-where the kernels do not apply: not asked for (``plan.KERNELS_BY_DEFAULT``: off until they have run on a GPU), several
+where the kernels do not apply: not asked for (``core/gpu_validation.py``: off until they have run on a GPU), several
 ranks (the layer then raises, see ``layer.py``), a GPU without FP8 MMAs, or a buffer whose workspace cannot hold the
 kernels' arrays. The six launches of the layer (``kernels.py``) run on the
 current stream with no host synchronisation, so a CUDA graph can capture the call.
@@ -43,7 +43,7 @@ def _launch(kernel, grid, args, name, key, num_warps=4, num_stages=1, device_ind
 def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank, num_experts,
                  num_topk, recipe, activation, activation_clamp, fast_math, *,
                  overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
-    """``overrides`` pins BLOCK_M and asks for the kernels (tests and sweeps; see plan.KERNELS_BY_DEFAULT)."""
+    """``overrides`` pins BLOCK_M and asks for the kernels (tests and sweeps; see core/gpu_validation.py)."""
     num_ranks = len(ptrs)
     if not mega_plan.kernels_wanted(overrides) or num_ranks != 1 or not arch.has_fp8_mma(arch.sm_of_tensor(y)):
         return NotImplemented

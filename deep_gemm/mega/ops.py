@@ -7,7 +7,7 @@ runs unchanged on real, meta and fake tensors and traces under torch.compile.
 
 from __future__ import annotations
 
-from ..core import arch
+from ..core import arch, gpu_validation
 from ..core.registry import register, register_composite, set_data_check
 from . import buffer
 from . import launch as launchers  # (imports no Triton: its kernels load at the first launch)
@@ -53,8 +53,7 @@ register("get_block_m_for_mega_moe", check=layer.check_block_m, reference=layer.
 # The layer and pre-dispatch ops only write their caller's tensors: no fake outputs to build.
 register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_mega_moe,
          triton=launchers.fp8_mega_moe, arch=arch.FP8_OPS,
-         triton_note="opt-in: the reference runs unless MegaOverrides(kernels=True), until the kernels have run on "
-                     "a GPU; one rank")
+         triton_note=gpu_validation.opt_in_note("mega", "one rank"))
 register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe)
 register("bf16_mega_moe", check=layer.check_bf16_mega_moe, reference=layer.bf16_mega_moe)
 set_data_check("fp8_mega_moe", layer.check_data_fp8_mega_moe)
@@ -63,4 +62,4 @@ set_data_check("bf16_mega_moe", layer.check_data_ring_mega_moe)
 register("mega_moe_pre_dispatch", check=layer.check_pre_dispatch, reference=layer.pre_dispatch)
 register("mega_moe_pre_dispatch_sm90", check=layer.check_pre_dispatch_sm90, reference=layer.pre_dispatch_sm90,
          triton=launchers.pre_dispatch_sm90, arch=arch.FP8_OPS,
-         triton_note="opt-in: the reference runs unless MegaOverrides(kernels=True)")
+         triton_note=gpu_validation.opt_in_note("mega"))

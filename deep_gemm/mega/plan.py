@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..core import gpu_validation
 from ..core.errors import require
 
 # Expected tokens per expert above which the 128-row tile is used.
@@ -33,17 +34,10 @@ class MegaConfig:
     num_warps: int
 
 
-# Whether the CUDA path of fp8_mega_moe / mega_moe_pre_dispatch_sm90 runs the Triton kernels by default. They are
-# checked in Triton's interpreter against the reference and compiled for sm_90a (scripts/compile_check_mega.py),
-# but have not yet run on a GPU: until tests/test_mega_moe_gpu.py has passed there, the default CUDA path stays the
-# torch reference (slow, known correct) and the kernels run only when asked for (MegaOverrides(kernels=True)).
-KERNELS_BY_DEFAULT = False
-
-
 @dataclass(frozen=True)
 class MegaOverrides:
     """The only way to force a variant (tests, sweeps): ``block_m`` in ``SUPPORTED_BLOCK_M``; ``kernels`` runs the
-    Triton kernels where ``KERNELS_BY_DEFAULT`` does not."""
+    Triton kernels while they await their GPU run (``core/gpu_validation.py``)."""
     block_m: Optional[int] = None
     kernels: bool = False
 
@@ -52,7 +46,7 @@ NO_OVERRIDES = MegaOverrides()
 
 
 def kernels_wanted(overrides: MegaOverrides) -> bool:
-    return KERNELS_BY_DEFAULT or overrides.kernels
+    return gpu_validation.kernels_wanted("mega", overrides.kernels)
 
 
 def expected_tokens_per_expert(num_tokens: int, num_topk: int, num_local_experts: int) -> int:

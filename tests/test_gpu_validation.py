@@ -1,0 +1,37 @@
+"""core/gpu_validation: families awaiting their GPU run name a real Overrides class with a ``kernels`` switch, and
+their ops' backends() notes say how to ask for the kernels."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import deep_gemm
+from deep_gemm.core import gpu_validation
+from deep_gemm.core.registry import FAMILY
+
+# family -> the module that defines its Overrides class
+_PLANS = {"mega": "deep_gemm.mega.plan", "fp4_gemm": "deep_gemm.gemm.fp4.plan",
+          "sparse_attention": "deep_gemm.attention.sparse.plan", "mega_mhc": "deep_gemm.mega_mhc.plan"}
+
+
+def test_every_waiting_family_has_a_kernels_override():
+    assert set(gpu_validation.AWAITING_GPU) <= set(FAMILY.values())
+    for family, overrides in gpu_validation.AWAITING_GPU.items():
+        cls = getattr(importlib.import_module(_PLANS[family]), overrides)
+        assert "kernels" in {f.name for f in dataclasses.fields(cls)}, family
+        assert cls(kernels=True).kernels and not cls().kernels
+
+
+def test_waiting_families_are_reported_opt_in():
+    backends = deep_gemm.backends()
+    for name, family in FAMILY.items():
+        if family in gpu_validation.AWAITING_GPU and backends.get(name, "").startswith("triton"):
+            assert "opt-in" in backends[name], name
+
+
+def test_kernels_wanted():
+    assert gpu_validation.kernels_wanted("mega", True)
+    assert gpu_validation.kernels_wanted("a family that has passed", False)
+    assert gpu_validation.opt_in_note("a family that has passed") == ""
+    assert gpu_validation.opt_in_note("a family that has passed", "one rank") == "one rank"
