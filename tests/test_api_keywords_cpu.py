@@ -116,8 +116,8 @@ def test_fake_tensor_accepts_alpha():
         ops.bf16_gemm_nt(x, x, torch.empty(16, 16, dtype=BF16), None, "", 3.0)
 
 
-# The CUDA path of alpha (run_with_alpha: the launcher into an FP32 scratch, then d = alpha * scratch + c), in the
-# Triton interpreter on CPU.
+# The CUDA paths of alpha, in the Triton interpreter on CPU: FP8 with FP32 scales folds alpha into A's scales
+# (scale_with_alpha); BF16 runs the launcher into an FP32 scratch, then d = c + alpha * scratch (run_with_alpha).
 @pytest.mark.parametrize("layout", ["nt", "tn"])
 def test_fp8_alpha_triton_host_route(layout):
     a, b, d, expected = _fp8_dense(layout, m=32, n=128, k=256)
@@ -126,6 +126,24 @@ def test_fp8_alpha_triton_host_route(layout):
     d, c = d.to(DEVICE), c.to(DEVICE)
     run_triton(f"fp8_gemm_{layout}", a0, a1, b0, b1, d, c, None, None, None, "", False, 0.75)
     assert calc_diff(d.cpu(), 0.75 * expected + c.cpu().double()) < TOLERANCES["kernel_fp8"]
+
+
+def test_fp8_alpha_folds_into_padded_mn_major_scales():
+    """A's scales in DeepGEMM's TMA-aligned MN-major layout (padded columns): the scaled copy keeps the strides, the
+    caller's scales are untouched, and d (prefilled with NaN) is fully written."""
+    from deep_gemm.common.operands import scale_with_alpha
+    a, b, d, expected = _fp8_dense("nt", m=36, n=128, k=384)
+    storage = torch.full((a[1].size(1), 40), 7.0)  # [K/128, align(M, 4) + 4]
+    sfa = storage[:, :36].T  # [M, K/128], stride (1, 40)
+    sfa.copy_(a[1])
+    scaled = scale_with_alpha(sfa, -2.0)
+    assert scaled.stride() == sfa.stride() and torch.equal(scaled, -2.0 * sfa)
+    before = storage.clone()
+    a0, a1, b0, b1 = (t.to(DEVICE) for t in (a[0], sfa, *b))
+    d = d.to(DEVICE)
+    run_triton("fp8_gemm_nt", a0, a1, b0, b1, d, None, None, None, None, "", False, -2.0)
+    assert calc_diff(d.cpu(), -2.0 * expected) < TOLERANCES["kernel_fp8"]
+    assert torch.equal(storage, before)
 
 
 def test_bf16_alpha_triton_host_route_into_c_is_d():

@@ -270,19 +270,27 @@ def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None, alp
 
 
 def run_with_alpha(run, d: torch.Tensor, c: torch.Tensor | None, alpha: float):
-    """The CUDA route of ``alpha``: ``run(out, c)`` (the launcher, alpha-free) writes the product into an FP32
-    scratch without C, then ``d = alpha * scratch + C`` rounds once to d's dtype. Exact (one FP32 multiply of the
-    accumulator, as DeepGEMM's epilogue), but slower than the plain call: a scratch of d's shape and a second pass
-    over it. Returns what ``run`` returns (NotImplemented passes through, d untouched)."""
+    """The CUDA route of ``alpha`` where no operand scale can carry it: ``run(out, c)`` (the launcher, alpha-free)
+    writes the product into an FP32 scratch without C, then one pass ``d = C + alpha * scratch`` rounds once to d's
+    dtype (one FP32 multiply of the accumulator, as DeepGEMM's epilogue). Slower than the plain call by a scratch of
+    d's shape and that pass. Returns what ``run`` returns (NotImplemented passes through, d untouched)."""
     scratch = torch.empty(d.shape, dtype=torch.float32, device=d.device)
     out = run(scratch, None)
     if out is NotImplemented:
         return out
-    scratch.mul_(alpha)
-    if c is not None:
-        scratch.add_(c)
-    d.copy_(scratch)
+    if c is None:
+        torch.mul(scratch, alpha, out=d)
+    else:
+        torch.add(c, scratch, alpha=alpha, out=d)  # (c may be d: element-wise, each element read before written)
     return out
+
+
+def scale_with_alpha(sf: torch.Tensor, alpha: float) -> torch.Tensor:
+    """``alpha * sf`` in sf's own strides (padded, MN-major TMA layouts included): an FP32 per-block scale carries
+    the GEMM's ``alpha``, since ``alpha * (a * sfa) @ (b * sfb).T == (a * (alpha * sfa)) @ (b * sfb).T`` (up to one
+    FP32 rounding of each scale product), which costs a pass over the scales instead of over d."""
+    scaled = torch.empty_strided(sf.size(), sf.stride(), dtype=sf.dtype, device=sf.device)
+    return torch.mul(sf, alpha, out=scaled)
 
 
 def torch_matmul_into(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None,

@@ -53,8 +53,8 @@ _BF16_DENSE_DOC = """BF16 GEMM, {text}: ``d = c + a @ b.T`` in the NT view, accu
         (the kernel picks), as DeepGEMM 0.2.3.
     alpha : float, optional
         ``d = c + alpha * (a @ b.T)``: scales the product only, in FP32 before C is added (DeepGEMM 0.2.3's
-        epilogue). On CUDA a non-None alpha runs the kernel into an FP32 scratch and scales it afterwards (exact,
-        one rounding into d; slower than the plain call: an extra buffer and pass).
+        epilogue). On CUDA a non-None alpha runs the kernel into an FP32 scratch that one pass scales into d
+        (``d = c + alpha * scratch``, one rounding into d; slower than the plain call by that buffer and pass).
 
     Notes
     -----

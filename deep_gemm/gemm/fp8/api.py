@@ -59,8 +59,9 @@ _DENSE_DOC = """FP8 GEMM, {layout_text}: ``d = c + (a * sfa) @ (b * sfb).T``, ac
         Accepted for compatibility; no effect on SM90.
     alpha : float, optional
         ``d = c + alpha * (a @ b.T)``: scales the product only, in FP32 before C is added (DeepGEMM 0.2.3's
-        epilogue). On CUDA a non-None alpha runs the kernel into an FP32 scratch and scales it afterwards (exact,
-        one rounding into d; slower than the plain call: an extra buffer and pass).
+        epilogue). On CUDA, with FP32 scales, A's scales carry alpha (``alpha * sfa``: a pass over the scales, the
+        result within one FP32 rounding per scale product); with packed UE8M0 scales the kernel writes an FP32
+        scratch that one more pass scales into d (one rounding into d; an extra buffer and pass over d).
 
     Layout: A and B may each be K-major or MN-major (DeepGEMM's SM90 build requires K-major); strides must be
     16-byte aligned (TMA). ``M == 0`` or ``N == 0`` is a no-op; ``K == 0`` gives ``d = c`` (or zeros).

@@ -22,7 +22,7 @@ import torch
 
 from ..._internals import COMPILE_OPTIONS
 from ...common.operands import (FP8, compact_k_grouped_sf, k_grouped_sizes, resolve_recipe, run_with_alpha,
-                                to_nt, written_without_launch)
+                                scale_with_alpha, to_nt, written_without_launch)
 from ...core import arch
 from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
@@ -269,7 +269,10 @@ PLANS = PlanCache()
 def _dense(layout: str):
     def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha=None,
                  *, signature=None, overrides: Fp8Overrides = NO_OVERRIDES):
-        if alpha is not None:  # host route (run_with_alpha): FP32 scratch, then d = alpha * scratch + c
+        if alpha is not None and sfa.dtype == torch.float32:  # A's scales carry alpha: no scratch, no extra pass
+            return fp8_gemm(a, scale_with_alpha(sfa, alpha), b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims,
+                            disable_ue8m0_cast, overrides=overrides)
+        if alpha is not None:  # packed UE8M0 scales cannot: FP32 scratch, then d = c + alpha * scratch
             return run_with_alpha(lambda out, acc: fp8_gemm(a, sfa, b, sfb, out, acc, recipe, recipe_a, recipe_b,
                                                             compiled_dims, disable_ue8m0_cast, overrides=overrides),
                                   d, c, alpha)
