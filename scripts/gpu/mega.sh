@@ -3,11 +3,21 @@
 # kernels, benchmarks/bench_mega_moe.py (fused vs the unfused pipelines, world size 1), then the soak of every family
 # (scripts/gpu/soak.py) and a short soak under memcheck. Writes $OUT/mega/.
 #   MEGA_SHAPES=v3,v3-671b MEGA_TOKENS=8,64,256,1024,4096,8192 bash scripts/gpu/mega.sh   (~7 minutes at most)
+# Carry .sgl (DeepGEMM's sgl-deep-gemm wheel) to learn whether DeepGEMM's own layer loads on the machine's torch.
 set -uo pipefail
 D=${OUT:?run on the device machine with OUT set}/mega; mkdir -p "$D"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$D/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$D/gpu.txt"
+# Whether DeepGEMM's own build of the layer (the sgl-deep-gemm wheel, carried as .sgl/*.whl) loads on this torch:
+# it is built against one torch and CUDA 13, and the fused-vs-DeepGEMM comparison needs it to.
+if ls .sgl/*.whl > /dev/null 2>&1; then
+  rm -rf /tmp/sglsite && mkdir -p /tmp/sglsite && (cd /tmp/sglsite && python3 -m zipfile -e "$OLDPWD"/.sgl/*.whl .)
+  (cd /tmp && PYTHONPATH=/tmp/sglsite timeout 60 python3 -c "import torch, deep_gemm as d; \
+print('upstream', d.__file__, 'loads:', hasattr(d, 'fp8_mega_moe'), 'torch', torch.__version__, torch.version.cuda)") \
+    > "$D/upstream.txt" 2>&1
+  echo "upstream wheel: exit $?"; tail -3 "$D/upstream.txt"
+fi
 start=$(date +%s)
 timeout "${MEGA_TEST_TIMEOUT:-150}" python3 -m pytest tests/test_mega_moe_gpu.py tests/test_checked_mode_gpu.py -q \
   -p no:cacheprovider -rfE --durations=8 > "$D/tests.log" 2>&1
