@@ -49,17 +49,20 @@ def make_paged_cache(pages: int, page_kv: int, fp4: bool, gen: torch.Generator, 
 
 def select_blocks(ks: torch.Tensor, ke: torch.Tensor, num_kv: int, num_max: int, block: int,
                   gen: torch.Generator) -> torch.Tensor:
-    """int32 [rows, num_max]: per row, n = min(num_max, ceil(clipped range / block)) unique increasing block
-    indices among the range's blocks (from ks // block), then garbage (ignored by the ops)."""
-    rows = []
-    for s, e in zip(ks.tolist(), ke.tolist()):
-        b = min(max(s, 0), num_kv)
-        total = -(-(max(b, min(e, num_kv)) - b) // block)
-        n = min(num_max, total)
-        first = max(s, 0) // block
-        chosen = (first + torch.randperm(max(total, 1), generator=gen)[:n].sort().values).tolist() if n else []
-        rows.append(chosen + torch.randint(-5, 10**6, (num_max - n,), generator=gen).tolist())
-    return torch.tensor(rows, dtype=torch.int32).reshape(len(rows), num_max)
+    """int32 [rows, num_max] on ks's device: per row, n = min(num_max, ceil(clipped range / block)) unique
+    increasing block indices among the range's blocks (from ks // block), then garbage (ignored by the ops).
+    ``gen`` is a CPU generator (the random keys are drawn on the CPU, so a case is the same on every device)."""
+    rows = ks.numel()
+    begin = ks.long().cpu().clamp(min=0, max=num_kv)
+    total = (torch.maximum(begin, ke.long().cpu().clamp(max=num_kv)) - begin + block - 1) // block
+    n = total.clamp(max=num_max)
+    width = max(int(total.max()) if rows else 0, num_max, 1)
+    keys = torch.rand(rows, width, generator=gen)
+    keys[torch.arange(width)[None, :] >= total[:, None]] = 2.0  # past the range: never among the first n
+    chosen = keys.argsort(dim=1)[:, :num_max].sort(dim=1).values + ks.long().cpu().clamp(min=0)[:, None] // block
+    garbage = torch.randint(-5, 10**6, (rows, num_max), generator=gen)
+    out = torch.where(torch.arange(num_max)[None, :] < n[:, None], chosen, garbage)
+    return out.to(torch.int32).to(ks.device)
 
 
 def assert_logits_match(got: torch.Tensor, want: torch.Tensor) -> None:
