@@ -1,8 +1,9 @@
-"""Compile the block-sparse MQA kernels (deep_gemm/attention/sparse/kernels.py) for sm_90a on any machine (no GPU
-needed): every variant the launcher picks (the metadata kernel contiguous with and without unaligned ks and paged,
-at both sparse block sizes; the logits kernel contiguous and paged, FP8 and FP4, both block sizes, one and the most
-steps per program), with registers, spills, shared memory and BF16 wgmma (HGMMA) counts, the cheap first check
-before spending GPU time.
+"""Compile the block-sparse MQA kernels (deep_gemm/attention/sparse/kernels.py) and the MQA-logits schedule kernel
+(deep_gemm/attention/metadata/kernels.py) for sm_90a on any machine (no GPU needed): every variant the launchers
+pick (the sparse metadata kernel contiguous with and without unaligned ks and paged, at both sparse block sizes; the
+logits kernel contiguous and paged, FP8 and FP4, both block sizes, one and the most steps per program; the schedule
+kernel at every head count, with and without the padding word), with registers, spills, shared memory and BF16
+wgmma (HGMMA) counts, the cheap first check before spending GPU time.
 
     python scripts/compile_check_sparse_mqa.py
 
@@ -65,6 +66,17 @@ def _thunks(target):
                                 **_ints("num_max", "num_tokens", "page_kv", "stride_page", "stride_w", "stride_out")},
                             dict(H=HEADS, D=HEAD_DIM, SBK=sbk, BLOCKS=cfg.blocks_per_step, STEPS=cfg.steps,
                                  PAGED=paged, IS_FP4=fp4, DOT_BF16=True), cfg.num_warps, target=target)
+    from deep_gemm.attention.metadata import kernels as mk
+    from deep_gemm.attention.metadata import plan as mp
+    from deep_gemm.attention.metadata.checks import HEAD_COUNTS
+    for heads in HEAD_COUNTS:
+        for pad in (False, True):
+            yield f"mqa_metadata heads={heads} pad={pad}", lambda heads=heads, pad=pad: _compile(
+                mk._mqa_logits_metadata_kernel, {"ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": "*i32",
+                                                 **_ints("num_q", "num_kv", "num_sms")},
+                dict(BQ=mp.block_q(heads), SPLIT_KV=mp.SPLIT_KV, SEGMENT_COST=mp.SEGMENT_COST,
+                     SPLIT_COST=mp.SPLIT_COST, SPAN_OFFSET_PAD=pad, CHUNK=mp.KERNEL_CHUNK), mp.KERNEL_WARPS,
+                target=target)
 
 
 if __name__ == "__main__":

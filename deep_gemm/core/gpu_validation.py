@@ -15,6 +15,7 @@ from __future__ import annotations
 AWAITING_GPU: dict[str, str] = {
     "mega": "MegaOverrides",
     "sparse_attention": "SparseOverrides",
+    "mqa_metadata": "MetadataOverrides",
 }
 
 
