@@ -2,7 +2,7 @@
 both metadata kernels bit for bit against the references (unaligned ks, clipped and empty ranges, zero rows, indices
 past the count and past the block table), and the logits kernel, contiguous and paged, FP8 and FP4, against the
 FP64 reference (unused slots, tokens past the KV's end, several pages with padded page strides, several steps per
-program).
+program, and the GPU's BF16 dot operands).
 
 The GPU runs of the same kernels, at DeepSeek V4 sizes, are in test_sparse_mqa_gpu.py."""
 
@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import deep_gemm
+from deep_gemm.attention.sparse import launch as sparse_launch
 from deep_gemm.attention.sparse import plan as sparse_plan
 from deep_gemm.attention.sparse import reference as ref
 from deep_gemm.testing import calc_diff
@@ -125,6 +126,26 @@ def test_paged_logits(num_q, pages, page_kv, num_max, block, fp4, steps):
     want = ref.fp8_fp4_paged_sparse_mqa_logits_reference(*args)
     got = _run("fp8_fp4_paged_sparse_mqa_logits", *args, overrides=sparse_plan.SparseOverrides(steps, kernels=True))
     assert_logits_match(got, want)
+
+
+@pytest.mark.parametrize("fp4", (False, True))
+def test_bf16_dot_operands(monkeypatch, fp4):
+    """The GPU's variant (BF16 dot operands, DOT_BF16) in the interpreter: the dequantised values survive the cast
+    exactly, so the logits match the FP32-operand variant's bit for bit."""
+    g = torch.Generator().manual_seed(7 + fp4)
+    num_q, num_kv, num_max, block = 3, 90, 8, 8
+    ks = torch.tensor([0, 10, 33], dtype=torch.int32)
+    ke = torch.tensor([90, 60, 80], dtype=torch.int32)
+    idx = select_blocks(ks, ke, num_kv, num_max, block, g)
+    meta = ref.get_sparse_mqa_logits_metadata_reference(ks, ke, num_kv, idx, FP4 if fp4 else FP8, block, True)
+    q, q_sf = make_qk((num_q, 32), fp4, g), make_words((num_q, 32), g)
+    kv, kv_sf = make_qk((num_kv,), fp4, g), make_words((num_kv,), g)
+    args = (q, q_sf, kv, kv_sf, torch.randn(num_q, 32, generator=g).bfloat16(), meta, num_max, block, True)
+    fp32_operands = _run("fp8_fp4_sparse_mqa_logits", *args)
+    monkeypatch.setattr(sparse_launch, "interpreting", lambda: False)  # the launcher then picks DOT_BF16
+    bf16_operands = _run("fp8_fp4_sparse_mqa_logits", *args)
+    assert torch.equal(bf16_operands, fp32_operands)
+    assert_logits_match(bf16_operands, ref.fp8_fp4_sparse_mqa_logits_reference(*args))
 
 
 def test_kernel_metadata_feeds_kernel_logits():
