@@ -1,12 +1,13 @@
-"""Helpers every indexer kernel shares: FP4 unpacking, FP8 / FP4 row loads, the head-weighted score reduction and
-the non-coherent (read-only path) loads."""
+"""Helpers every indexer kernel shares (the dense and paged MQA logits, and the block-sparse ones of
+``attention/sparse``): FP4 unpacking, UE8M0 scaling, FP8 / FP4 row loads, the head-weighted score reduction and the
+non-coherent (read-only path) loads."""
 
 import triton
 import triton.language as tl
 
 # Tokens of the paged schedule's KV splits (DeepGEMM's SPLIT_KV): the metadata counts work in these.
 SPLIT_KV = tl.constexpr(256)
-# UE8M0 scale granularity of FP4 operands (values per exponent byte).
+# UE8M0 scale granularity of FP4 operands, and of the sparse indexer's FP8 ones (values per exponent byte).
 FP4_GROUP = tl.constexpr(32)
 
 
@@ -28,9 +29,16 @@ def _unpack_fp4(packed, sf, ROWS: tl.constexpr, D: tl.constexpr):
     low = _e2m1_to_f32(codes & 0xF)
     high = _e2m1_to_f32(codes >> 4)
     values = tl.reshape(tl.join(low, high), [ROWS, D])  # element 2j from the low nibble of byte j
+    return _apply_ue8m0(values, sf, D)
+
+
+@triton.jit
+def _apply_ue8m0(values, sf, D: tl.constexpr):
+    """FP32 values [ROWS, D] times their UE8M0 scales, packed int32 words [ROWS] (byte g scales elements
+    32g .. 32g + 31): 2^(byte - 127) built from its FP32 bit fields (byte 0 gives 0), so the product is exact."""
     group = tl.arange(0, D) // FP4_GROUP
     exponent = (sf[:, None] >> (group[None, :] * 8)) & 0xFF
-    return values * (exponent << 23).to(tl.float32, bitcast=True)  # 2^(byte - 127); byte 0 gives 0
+    return values * (exponent << 23).to(tl.float32, bitcast=True)
 
 
 @triton.jit

@@ -1,8 +1,13 @@
-"""Registers ``get_mqa_logits_metadata`` (the torch reference on every device)."""
+"""Registers ``get_mqa_logits_metadata``: check, reference (CPU kernel, CUDA fallback), fake kernel and the Triton
+launcher (opt-in through ``plan.MetadataOverrides(kernels=True)`` until it has run on a GPU)."""
 
 from __future__ import annotations
 
+from ...core import arch, gpu_validation
+from ...core.plans import replayable_allocating
 from ...core.registry import register
+from . import launch
+from .plan import FAMILY
 from .checks import check_get_mqa_logits_metadata
 from .reference import get_mqa_logits_metadata_reference, new_mqa_logits_metadata
 
@@ -12,4 +17,6 @@ def _fake(cu_seq_len_k_start, cu_seq_len_k_end, num_kv_tokens, num_heads):
 
 
 register("get_mqa_logits_metadata", check=check_get_mqa_logits_metadata,
-         reference=get_mqa_logits_metadata_reference, fake=_fake)
+         reference=get_mqa_logits_metadata_reference, fake=_fake,
+         triton=replayable_allocating(launch.get_mqa_logits_metadata_triton), arch=arch.ANY_MMA,
+         triton_note=gpu_validation.opt_in_note(FAMILY))

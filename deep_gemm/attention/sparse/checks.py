@@ -18,6 +18,7 @@ HEADER_WORDS = 4           # our metadata's header: (paged, use_unaligned_ks, sp
 ROW_WORDS_EXTRA = 1        # per query row: the number of selected blocks, then one KV start per slot
 PAGE_STRIDE_ALIGN = 512    # bytes: DeepGEMM's paged kernel reads pages with this alignment
 LOGITS_ROW_ALIGN_BYTES = 1024
+ROW_ALIGN = 16             # bytes: the Triton kernels' value rows (q, kv, cache pages) start at multiples of it
 
 
 def metadata_bytes(num_q_tokens: int, num_max_sparse_blocks: int) -> int:

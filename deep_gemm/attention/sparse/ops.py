@@ -1,10 +1,16 @@
-"""Registers the block-sparse MQA ops. No Triton kernel: on CUDA the torch reference runs on the device (DeepGEMM
-runs them only on SM100; ``deep_gemm.backends()`` reports 'reference')."""
+"""Registers the block-sparse MQA ops: one check, one reference (CPU kernel, CUDA fallback), one fake kernel and one
+Triton launcher per op (``launch.py``; DeepGEMM runs these ops only on SM100, the Triton kernels from sm_80 on).
+
+The kernels await their GPU run (``core/gpu_validation.py``): until then the reference runs on CUDA unless
+``plan.SparseOverrides(kernels=True)`` asks for them."""
 
 from __future__ import annotations
 
+from ...core import arch, gpu_validation
+from ...core.plans import replayable_allocating
 from ...core.registry import register
 from . import checks
+from . import launch as tri
 from . import reference as ref
 
 
@@ -26,11 +32,14 @@ def _fake_paged_logits(q, q_sf, kv_cache, weights, metadata, num_max_sparse_bloc
     return ref.new_logits(q.size(0), num_max_sparse_blocks, sparse_block_kv, q.device)
 
 
-register("get_sparse_mqa_logits_metadata", check=checks.check_get_sparse_mqa_logits_metadata,
-         reference=ref.get_sparse_mqa_logits_metadata_reference, fake=_fake_contiguous_metadata)
-register("get_paged_sparse_mqa_logits_metadata", check=checks.check_get_paged_sparse_mqa_logits_metadata,
-         reference=ref.get_paged_sparse_mqa_logits_metadata_reference, fake=_fake_paged_metadata)
-register("fp8_fp4_sparse_mqa_logits", check=checks.check_fp8_fp4_sparse_mqa_logits,
-         reference=ref.fp8_fp4_sparse_mqa_logits_reference, fake=_fake_logits)
-register("fp8_fp4_paged_sparse_mqa_logits", check=checks.check_fp8_fp4_paged_sparse_mqa_logits,
-         reference=ref.fp8_fp4_paged_sparse_mqa_logits_reference, fake=_fake_paged_logits)
+# Argument forms the launchers decline (the reference runs them), as backends() reports them.
+_DECLINED = "the reference for misaligned storage: metadata not 4-byte, q / kv / kv_cache not 16-byte aligned"
+_NOTE = gpu_validation.opt_in_note("sparse_attention", _DECLINED)
+
+for _name, _fake in (("get_sparse_mqa_logits_metadata", _fake_contiguous_metadata),
+                     ("get_paged_sparse_mqa_logits_metadata", _fake_paged_metadata),
+                     ("fp8_fp4_sparse_mqa_logits", _fake_logits),
+                     ("fp8_fp4_paged_sparse_mqa_logits", _fake_paged_logits)):
+    register(_name, check=getattr(checks, f"check_{_name}"), reference=getattr(ref, f"{_name}_reference"),
+             fake=_fake, triton=replayable_allocating(getattr(tri, f"{_name}_triton")), arch=arch.ANY_MMA,
+             triton_note=_NOTE)
