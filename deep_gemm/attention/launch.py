@@ -43,8 +43,8 @@ def _aligned(t: torch.Tensor) -> bool:
 # ---- prefill ---------------------------------------------------------------------------------------------------
 
 def fp8_fp4_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits,
-                              max_seqlen_k, logits_dtype, schedule_meta=None, *, overrides: AttentionOverrides = NO_OVERRIDES,
-                              record: list | None = None):
+                              max_seqlen_k, logits_dtype, schedule_meta=None, *,
+                              overrides: AttentionOverrides = NO_OVERRIDES, record: list | None = None):
     sm = arch.sm_of_tensor(q)
     if not arch.has_fp8_mma(sm):
         return NotImplemented
