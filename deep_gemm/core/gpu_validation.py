@@ -11,9 +11,11 @@ sanitizer cases, benchmarks). A family leaves the list in the change that record
 
 from __future__ import annotations
 
-# family (as core.registry.FAMILY names it) -> the Overrides class that asks for its kernels (what backends() tells the reader to use).
+# family (as core.registry.FAMILY names it) -> the Overrides class that asks for its kernels (what backends() tells
+# the reader to use).
 AWAITING_GPU: dict[str, str] = {
     "mega": "MegaOverrides",
+    "fp4_gemm": "Fp4Overrides",
 }
 
 

@@ -1,0 +1,100 @@
+"""THE plan of an FP4 GEMM call on the portable dequantising kernel (``kernels.py``): tile, warps, pipeline depth
+(pure: sizes in, a frozen config out; ``launch.py`` only reads it).
+
+Hopper has no FP4 MMA, so each K block of both operands is decoded and scaled in registers to BF16 (exact: see
+``kernels.py``) and multiplied by a BF16 ``tl.dot`` with FP32 accumulation. What bounds the speed is that in-register
+decode (a few integer and FP32 operations per element of both operand tiles, per K block), not the MMA, so the tile is
+chosen to amortise it: a 128 x 128 output tile decodes (128 + 128) x BLOCK_K elements for 128 x 128 x BLOCK_K MACs.
+
+Why these numbers:
+* BLOCK_M = BLOCK_N = 128 with 8 warps: two warpgroups of 64 rows (one wgmma M each) and a 64-register FP32
+  accumulator per thread, which leaves room for the decoded operand tiles (Triton's Hopper notes: 128 x 128 / 8 warps
+  is the widest tile that does not spill once registers also hold per-block scale work).
+* BLOCK_K = 128 logical K (64 packed bytes per row): four UE8M0 scale blocks of 32, or eight UE4M3 blocks of 16,
+  per step; every scale granularity (16, 32, 128) divides it, so a step never splits a scale block across steps.
+* Decode shapes (M <= SMALL_M_MAX) take 64-row tiles and 4 warps: a 128-row tile would decode and multiply rows
+  that do not exist.
+* NUM_STAGES = 3: the pointer loads of the next K blocks are in flight while one is decoded; a deeper ring buys
+  nothing when the decode, not the load, is the critical path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ...core import gpu_validation
+from ...core.errors import require
+
+FAMILY = "fp4_gemm"
+
+BLOCK_M = 128
+BLOCK_N = 128
+BLOCK_K = 128           # logical K per step (64 packed bytes)
+NUM_WARPS = 8           # two warpgroups of 64 rows
+NUM_STAGES = 3
+SMALL_M_MAX = 64        # M up to this takes the 64-row tile
+SMALL_BLOCK_M = 64
+SMALL_NUM_WARPS = 4     # one warpgroup
+GROUP_M = 8             # tile rows walked together along N (L2 reuse of B rows)
+# The smallest legal tile edge: tl.dot needs 16 along M, N and K (K here is BLOCK_K / 2 per dot of one nibble).
+MIN_BLOCK = 16
+MIN_BLOCK_K = 32
+
+
+@dataclass(frozen=True)
+class Fp4Config:
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    group_m: int = GROUP_M
+
+
+@dataclass(frozen=True)
+class Fp4Overrides:
+    """The only way to force a variant (tests, sweeps): any tile field (None = the plan's), and ``kernels``, which
+    runs the Triton kernels while the family awaits its GPU run (``core/gpu_validation.py``).
+
+    FP8 GEMM callers reach the FP4 forms of ``fp8_fp4_gemm_nt`` / ``m_grouped_fp8_fp4_gemm_nt_*`` with these too:
+    ``run_launcher("fp8_fp4_gemm_nt", ..., launcher_kwargs=dict(fp4_overrides=Fp4Overrides(kernels=True)))``."""
+    block_m: Optional[int] = None
+    block_n: Optional[int] = None
+    block_k: Optional[int] = None
+    num_warps: Optional[int] = None
+    num_stages: Optional[int] = None
+    kernels: bool = False
+
+
+NO_OVERRIDES = Fp4Overrides()
+
+
+def kernels_wanted(overrides: Fp4Overrides) -> bool:
+    return gpu_validation.kernels_wanted(FAMILY, overrides.kernels)
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES) -> Fp4Config:
+    """The tile of an ``m`` x ``n`` output (per group for the grouped GEMMs)."""
+    small = m <= SMALL_M_MAX
+    cfg = Fp4Config(
+        block_m=overrides.block_m or (SMALL_BLOCK_M if small else BLOCK_M),
+        block_n=overrides.block_n or BLOCK_N,
+        block_k=overrides.block_k or BLOCK_K,
+        num_warps=overrides.num_warps or (SMALL_NUM_WARPS if small else NUM_WARPS),
+        num_stages=overrides.num_stages or NUM_STAGES)
+    for name, value, low in (("block_m", cfg.block_m, MIN_BLOCK), ("block_n", cfg.block_n, MIN_BLOCK),
+                             ("block_k", cfg.block_k, MIN_BLOCK_K)):
+        require(_pow2(value) and value >= low,
+                f"Fp4Overrides.{name}: expected a power of two >= {low}, got {value}")
+    # (every scale granularity, 16, 32 or 128 K, must divide or be a multiple of the K step: powers of two are)
+    return cfg
+
+
+def compile_configs() -> list[Fp4Config]:
+    """The distinct configs ``plan`` picks (for scripts/compile_check_fp4.py)."""
+    return sorted({plan(1, 1), plan(4096, 7168)}, key=lambda c: c.block_m)
