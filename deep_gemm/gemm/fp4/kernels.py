@@ -66,45 +66,72 @@ def _e4m3_to_f32(byte):
 
 
 @triton.jit
-def _scales(sf_ptr, rows, kk, ok, stride_sfr, stride_sfk, sf_col_tiles,
-            SF_KIND: tl.constexpr, GRAN_MN: tl.constexpr, GRAN_K: tl.constexpr):
-    """FP32 scale of every (row, logical K) in the broadcast index tensors ``rows`` / ``kk``."""
-    blk = kk // GRAN_K
+def _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_col_tiles,
+                  SF_KIND: tl.constexpr, GRAN_MN: tl.constexpr, GRAN_K: tl.constexpr, NB: tl.constexpr):
+    """FP32 scales [R, NB] of rows ``rows`` for the NB scale blocks from the one holding logical K ``k0`` on."""
+    blk = k0 // GRAN_K + tl.arange(0, NB)[None, :]
+    r = rows[:, None]
+    ok = rows_ok[:, None] & (blk * GRAN_K < k_hi)
     if SF_KIND == SF_FP32:
-        s = tl.load(sf_ptr + (rows // GRAN_MN).to(tl.int64) * stride_sfr + blk.to(tl.int64) * stride_sfk,
+        s = tl.load(sf_ptr + (r // GRAN_MN).to(tl.int64) * stride_sfr + blk.to(tl.int64) * stride_sfk,
                     mask=ok, other=1.0)
     elif SF_KIND == SF_UE8M0_INT:
-        word = tl.load(sf_ptr + rows.to(tl.int64) * stride_sfr + (blk // 4).to(tl.int64) * stride_sfk,
+        word = tl.load(sf_ptr + r.to(tl.int64) * stride_sfr + (blk // 4).to(tl.int64) * stride_sfk,
                        mask=ok, other=0)
         exponent = (word >> ((blk % 4) * 8)) & 0xFF
         s = (exponent << _FP32_EXP_SHIFT).to(tl.float32, bitcast=True)
     else:
-        tile = (rows // 128).to(tl.int64) * sf_col_tiles + blk // 4
-        inner = (rows % 32) * 16 + ((rows // 32) % 4) * 4 + blk % 4
+        tile = (r // 128).to(tl.int64) * sf_col_tiles + blk // 4
+        inner = (r % 32) * 16 + ((r // 32) % 4) * 4 + blk % 4
         s = _e4m3_to_f32(tl.load(sf_ptr + tile * _TILE_BYTES + inner, mask=ok, other=0).to(tl.int32))
     return s
 
 
 @triton.jit
-def _operand_halves(ptr, rows, rows_ok, kp, k_lo, k_hi, stride_r, stride_k,
+def _operand_halves(ptr, row0, rows_total, k0, k_lo, k_hi, stride_r, stride_k,
                     sf_ptr, stride_sfr, stride_sfk, sf_col_tiles,
-                    IS_FP4: tl.constexpr, SF_KIND: tl.constexpr, GRAN_MN: tl.constexpr, GRAN_K: tl.constexpr):
-    """The even-K and odd-K halves of one operand's K step, scaled, as BF16. ``rows`` and ``kp`` (the pair index:
-    logical K 2 * kp and 2 * kp + 1) broadcast to the tile's shape ([R, BK / 2] for A, [BK / 2, R] for B)."""
+                    IS_FP4: tl.constexpr, SF_KIND: tl.constexpr, GRAN_MN: tl.constexpr, GRAN_K: tl.constexpr,
+                    R: tl.constexpr, BLOCK_K: tl.constexpr, K_FIRST: tl.constexpr):
+    """The even-K and odd-K halves of one operand's K step [k0, k0 + BLOCK_K), scaled, as BF16: [R, BLOCK_K / 2],
+    or [BLOCK_K / 2, R] with K_FIRST (B's orientation for the dot). Pair p holds logical K k0 + 2p and k0 + 2p + 1
+    (one packed byte). Rows row0 .. row0 + R; addresses are a 64-bit tile base plus int32 offsets within the
+    tile (a 64-bit pointer per element would not fit the registers beside the accumulator)."""
+    HALF: tl.constexpr = BLOCK_K // 2
+    # Scale blocks in the step, and pairs per block (a block longer than the step covers all of it).
+    NB: tl.constexpr = BLOCK_K // GRAN_K if BLOCK_K > GRAN_K else 1
+    PAIRS: tl.constexpr = HALF // NB
+    local = tl.arange(0, R)
+    rows = row0 + local
+    rows_ok = rows < rows_total
+    kp = k0 // 2 + tl.arange(0, HALF)
     k_even = kp * 2
-    ok_even = rows_ok & (k_even >= k_lo) & (k_even < k_hi)
-    ok_odd = rows_ok & (k_even + 1 >= k_lo) & (k_even + 1 < k_hi)
-    base = ptr + rows.to(tl.int64) * stride_r
+    ok_even = (k_even >= k_lo) & (k_even < k_hi)
+    ok_odd = (k_even + 1 >= k_lo) & (k_even + 1 < k_hi)
+    sb = _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_col_tiles, SF_KIND, GRAN_MN,
+                       GRAN_K, NB)
+    if K_FIRST:
+        r = local[None, :]
+        r_ok = rows_ok[None, :]
+        kp2 = kp[:, None]
+        ok_even = ok_even[:, None] & r_ok
+        ok_odd = ok_odd[:, None] & r_ok
+        # (every granularity is even: both elements of a pair share a scale)
+        s = tl.reshape(tl.broadcast_to(tl.trans(sb)[:, None, :], (NB, PAIRS, R)), (HALF, R))
+    else:
+        r = local[:, None]
+        r_ok = rows_ok[:, None]
+        kp2 = kp[None, :]
+        ok_even = ok_even[None, :] & r_ok
+        ok_odd = ok_odd[None, :] & r_ok
+        s = tl.reshape(tl.broadcast_to(sb[:, :, None], (R, NB, PAIRS)), (R, HALF))
+    base = ptr + row0.to(tl.int64) * stride_r + r * stride_r
     if IS_FP4:
-        byte = tl.load(base + kp.to(tl.int64) * stride_k, mask=ok_even | ok_odd, other=0).to(tl.int32)
+        byte = tl.load(base + kp2 * stride_k, mask=ok_even | ok_odd, other=0).to(tl.int32)
         even = _e2m1_to_f32(byte & 0xF)
         odd = _e2m1_to_f32((byte >> 4) & 0xF)
     else:
-        even = _e4m3_to_f32(tl.load(base + k_even.to(tl.int64) * stride_k, mask=ok_even, other=0).to(tl.int32))
-        odd = _e4m3_to_f32(tl.load(base + (k_even + 1).to(tl.int64) * stride_k, mask=ok_odd, other=0).to(tl.int32))
-    # (every granularity is even: both elements of a pair share a scale)
-    s = _scales(sf_ptr, rows, k_even, ok_even | ok_odd, stride_sfr, stride_sfk, sf_col_tiles, SF_KIND, GRAN_MN,
-                GRAN_K)
+        even = _e4m3_to_f32(tl.load(base + (kp2 * 2) * stride_k, mask=ok_even, other=0).to(tl.int32))
+        odd = _e4m3_to_f32(tl.load(base + (kp2 * 2 + 1) * stride_k, mask=ok_odd, other=0).to(tl.int32))
     # Masked elements become zeros after scaling, so an inf / NaN scale outside the group cannot leak in.
     even = tl.where(ok_even, even * s, 0.0).to(tl.bfloat16)
     odd = tl.where(ok_odd, odd * s, 0.0).to(tl.bfloat16)
@@ -163,26 +190,28 @@ def _fp4_gemm_kernel(a_ptr,       # (G?, M, K or K / 2) uint8: E4M3 bits or pack
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rows_a = offs_m[:, None]
-    rows_b = offs_n[None, :]
-    ok_a = rows_a < M
-    ok_b = rows_b < N
-    pairs = tl.arange(0, BLOCK_K // 2)
+    ok_m = offs_m < M
+    ok_n = offs_n < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(k_lo // BLOCK_K * BLOCK_K, k_hi, BLOCK_K):
-        kp = k0 // 2 + pairs
-        a_even, a_odd = _operand_halves(a_ptr, rows_a, ok_a, kp[None, :], k_lo, k_hi, stride_am, stride_ak,
+        a_even, a_odd = _operand_halves(a_ptr, pid_m * BLOCK_M, M, k0, k_lo, k_hi, stride_am, stride_ak,
                                         sfa_ptr, stride_sfam, stride_sfak, sfa_col_tiles,
-                                        A_FP4, SF_KIND, 1, GRAN_K_A)
-        b_even, b_odd = _operand_halves(b_ptr, rows_b, ok_b, kp[:, None], k_lo, k_hi, stride_bn, stride_bk,
+                                        A_FP4, SF_KIND, 1, GRAN_K_A, BLOCK_M, BLOCK_K, False)
+        b_even, b_odd = _operand_halves(b_ptr, pid_n * BLOCK_N, N, k0, k_lo, k_hi, stride_bn, stride_bk,
                                         sfb_ptr, stride_sfbn, stride_sfbk, sfb_col_tiles,
-                                        B_FP4, SF_KIND, GRAN_N_B, GRAN_K_B)
+                                        B_FP4, SF_KIND, GRAN_N_B, GRAN_K_B, BLOCK_N, BLOCK_K, True)
         acc = tl.dot(a_even, b_even, acc)
         acc = tl.dot(a_odd, b_odd, acc)
 
-    out_ok = ok_a & ok_b
+    out_ok = ok_m[:, None] & ok_n[None, :]
+    # A 64-bit tile base plus int32 offsets within the tile: a 64-bit pointer per element of both C and D would not
+    # fit the registers beside the accumulator.
+    tile_m = pid_m * BLOCK_M
+    tile_n = pid_n * BLOCK_N
+    local = tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.arange(0, BLOCK_N)[None, :]
     if HAS_C:
-        acc += tl.load(c_ptr + g64 * stride_cg + rows_a.to(tl.int64) * stride_cm + rows_b, mask=out_ok,
-                       other=0.0).to(tl.float32)
-    d_ptrs = d_ptr + g64 * stride_dg + rows_a.to(tl.int64) * stride_dm + rows_b
-    tl.store(d_ptrs, acc.to(d_ptr.dtype.element_ty), mask=out_ok)
+        c_tile = c_ptr + g64 * stride_cg + tile_m.to(tl.int64) * stride_cm + tile_n
+        acc += tl.load(c_tile + local * stride_cm + cols, mask=out_ok, other=0.0).to(tl.float32)
+    d_tile = d_ptr + g64 * stride_dg + tile_m.to(tl.int64) * stride_dm + tile_n
+    tl.store(d_tile + local * stride_dm + cols, acc.to(d_ptr.dtype.element_ty), mask=out_ok)

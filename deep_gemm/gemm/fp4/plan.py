@@ -8,10 +8,11 @@ chosen to amortise it: a 128 x 128 output tile decodes (128 + 128) x BLOCK_K ele
 
 Why these numbers:
 * BLOCK_M = BLOCK_N = 128 with 8 warps: two warpgroups of 64 rows (one wgmma M each) and a 64-register FP32
-  accumulator per thread, which leaves room for the decoded operand tiles (Triton's Hopper notes: 128 x 128 / 8 warps
-  is the widest tile that does not spill once registers also hold per-block scale work).
-* BLOCK_K = 128 logical K (64 packed bytes per row): four UE8M0 scale blocks of 32, or eight UE4M3 blocks of 16,
-  per step; every scale granularity (16, 32, 128) divides it, so a step never splits a scale block across steps.
+  accumulator per thread, which leaves room for the decoded operand tiles.
+* BLOCK_K = 32 logical K (16 packed bytes per row): one UE8M0 scale block of 32 or two UE4M3 blocks of 16 per step
+  (a step may also sit inside one 128-K block). 64 spills at 128 x 128 / 8 warps (ptxas for sm_90a, Triton 3.8:
+  255 registers and 16-64 bytes of stack for the FP32-scale forms: both operands' decoded halves live beside the
+  accumulator); 32 compiles every form at 184-210 registers without spills (scripts/compile_check_fp4.py).
 * Decode shapes (M <= SMALL_M_MAX) take 64-row tiles and 4 warps: a 128-row tile would decode and multiply rows
   that do not exist.
 * NUM_STAGES = 3: the pointer loads of the next K blocks are in flight while one is decoded; a deeper ring buys
@@ -30,7 +31,7 @@ FAMILY = "fp4_gemm"
 
 BLOCK_M = 128
 BLOCK_N = 128
-BLOCK_K = 128           # logical K per step (64 packed bytes)
+BLOCK_K = 32            # logical K per step (16 packed bytes)
 NUM_WARPS = 8           # two warpgroups of 64 rows
 NUM_STAGES = 3
 SMALL_M_MAX = 64        # M up to this takes the 64-row tile
