@@ -301,7 +301,7 @@ def test_backends_per_forced_capability(cap):
             assert report["fp8_fp4_gemm_nt"] == report["fp8_gemm_nt"]  # (aliases report their canonical op)
             # notes follow the kind: 'triton (portable; note)'
             if _kind(report["fp8_gemm_nt"]) == "portable":
-                assert report["fp8_gemm_nt"].startswith("triton (portable; reference for FP4 operands")
+                assert report["fp8_gemm_nt"].startswith("triton (portable; FP4 operands, int32 UE8M0 scales")
             assert ("the reference for FP8 below sm_89" in report["cublaslt_gemm_nt"]) == (cap < (8, 9))
 
 
@@ -312,7 +312,7 @@ def test_backends_default_on_a_host_without_cuda_is_the_sm90_report():
     assert report == deep_gemm.backends(0) == deep_gemm.backends("cuda:1")
     with arch.forced_capability((9, 0)):
         assert deep_gemm.backends() == report
-    assert report["fp8_gemm_nt"].startswith("triton (reference for FP4") and report["bf16_gemm_nt"] == "triton"
+    assert report["fp8_gemm_nt"].startswith("triton (FP4 operands, int32 UE8M0") and report["bf16_gemm_nt"] == "triton"
 
 
 def test_backends_below_sm80_and_for_a_cpu_device():

@@ -13,8 +13,9 @@ Why these numbers:
   (a step may also sit inside one 128-K block). 64 spills at 128 x 128 / 8 warps (ptxas for sm_90a, Triton 3.8:
   255 registers and 16-64 bytes of stack for the FP32-scale forms: both operands' decoded halves live beside the
   accumulator); 32 compiles every form at 184-210 registers without spills (scripts/compile_check_fp4.py).
-* Decode shapes (M <= SMALL_M_MAX) take 64-row tiles and 4 warps: a 128-row tile would decode and multiply rows
-  that do not exist.
+* Decode shapes (M <= SMALL_M_MAX) take 64 x 64 tiles and 4 warps: a 128-row tile would decode and multiply rows
+  that do not exist, and 64 columns give twice the programs of 128 (N = 7168: 112, most of 132 SMs). 64 x 128 / 4
+  warps spills with C in Triton 3.6 (48 bytes; 64 x 64: ~150 registers).
 * NUM_STAGES = 3: the pointer loads of the next K blocks are in flight while one is decoded; a deeper ring buys
   nothing when the decode, not the load, is the critical path.
 """
@@ -36,6 +37,7 @@ NUM_WARPS = 8           # two warpgroups of 64 rows
 NUM_STAGES = 3
 SMALL_M_MAX = 64        # M up to this takes the 64-row tile
 SMALL_BLOCK_M = 64
+SMALL_BLOCK_N = 64
 SMALL_NUM_WARPS = 4     # one warpgroup
 GROUP_M = 8             # tile rows walked together along N (L2 reuse of B rows)
 # The smallest legal tile edge: tl.dot needs 16 along M, N and K (K here is BLOCK_K / 2 per dot of one nibble).
@@ -84,7 +86,7 @@ def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES) -> Fp4Config:
     small = m <= SMALL_M_MAX
     cfg = Fp4Config(
         block_m=overrides.block_m or (SMALL_BLOCK_M if small else BLOCK_M),
-        block_n=overrides.block_n or BLOCK_N,
+        block_n=overrides.block_n or (SMALL_BLOCK_N if small else BLOCK_N),
         block_k=overrides.block_k or BLOCK_K,
         num_warps=overrides.num_warps or (SMALL_NUM_WARPS if small else NUM_WARPS),
         num_stages=overrides.num_stages or NUM_STAGES)
