@@ -1,7 +1,7 @@
 """Compile the FP4 GEMM kernel (deep_gemm/gemm/fp4/kernels.py) for sm_90a on any machine (no GPU needed): every
 variant the launchers (deep_gemm/gemm/fp4/launch.py) pick (both plan tiles x the K-grouped, psum, NVFP4 and FP8 x FP4
-forms, BF16 and FP32 outputs, with and without C), with registers, spills, shared memory and BF16 wgmma (HGMMA)
-counts.
+forms and the M-grouped ones: expert ids, psum, masked; BF16 and FP32 outputs, with and without C), with registers,
+spills, shared memory and BF16 wgmma (HGMMA) counts.
 
     python scripts/compile_check_fp4.py
 
@@ -20,9 +20,9 @@ from compile_check import SM90, resource_usage, sass_counts, stack_allowance  # 
 from compile_check_hc import _compile  # noqa: E402
 from compile_check_mega import spills  # noqa: E402
 
-_INTS = ("M", "N", "K", "stride_ag", "stride_am", "stride_ak", "stride_bg", "stride_bn", "stride_bk", "stride_sfag",
-         "stride_sfam", "stride_sfak", "stride_sfbg", "stride_sfbn", "stride_sfbk", "sfa_col_tiles", "sfb_col_tiles",
-         "stride_dg", "stride_dm", "stride_cg", "stride_cm")
+_INTS = ("M", "N", "K", "G", "stride_ag", "stride_am", "stride_ak", "stride_bg", "stride_bn", "stride_bk",
+         "stride_sfag", "stride_sfam", "stride_sfak", "stride_sfbg", "stride_sfbn", "stride_sfbk", "sfa_col_tiles",
+         "sfb_col_tiles", "stride_dg", "stride_dm", "stride_cg", "stride_cm")
 _SF_TYPE = {0: "*fp32", 1: "*i32", 2: "*u8"}
 
 
@@ -39,17 +39,23 @@ def forms():
         yield f"fp8_fp4 a_fp4={a_fp4} b_fp4={b_fp4}", dict(a_fp4=a_fp4, b_fp4=b_fp4, sf_kind=fl.SF_UE8M0_INT,
                                                           gran_k_a=128 if not a_fp4 else 32, gran_k_b=32, d="bf16",
                                                           has_c=False)
+    m_grouped = dict(a_fp4=False, b_fp4=True, sf_kind=fl.SF_UE8M0_INT, gran_k_a=32, gran_k_b=32, d="bf16",
+                     has_c=False, layout="*i32")
+    yield "m_grouped ids", dict(m_grouped, grouping=fl.M_IDS)
+    yield "m_grouped psum", dict(m_grouped, grouping=fl.M_PSUM, psum_align=128, zero_gaps=False)
+    yield "m_grouped masked", dict(m_grouped, grouping=fl.MASKED)
 
 
-def compile_fp4(cfg, a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, d, has_c, grouping=0, psum_align=1, layout=None,
-                target=SM90):
+def compile_fp4(cfg, a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, d, has_c, grouping=0, psum_align=1, zero_gaps=True,
+                layout=None, target=SM90):
     from deep_gemm.gemm.fp4.kernels import _fp4_gemm_kernel
     sf = _SF_TYPE[sf_kind]
     sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sfa_ptr": sf, "sfb_ptr": sf, "d_ptr": f"*{d}", "c_ptr": f"*{d}",
            "layout_ptr": layout or f"*{d}", **{n: "i32" for n in _INTS}}
     constexprs = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
                       A_FP4=a_fp4, B_FP4=b_fp4, SF_KIND=sf_kind, GRAN_K_A=gran_k_a, GRAN_K_B=gran_k_b, GRAN_N_B=1,
-                      GROUPING=grouping, G_POW2=8, PSUM_ALIGN=psum_align, HAS_C=has_c)
+                      GROUPING=grouping, G_POW2=256 if grouping == 4 else 8, PSUM_ALIGN=psum_align,
+                      ZERO_GAPS=zero_gaps, HAS_C=has_c)
     return _compile(_fp4_gemm_kernel, sig, constexprs, cfg.num_warps, cfg.num_stages, target=target)
 
 

@@ -1,6 +1,7 @@
 """The dequantising FP4 GEMM kernel (``deep_gemm/gemm/fp4/kernels.py``) on a GPU, opted in with
 ``Fp4Overrides(kernels=True)``: K-grouped FP4 (8 groups, a zero-size one, sizes and psum layouts, c = d),
-NVFP4 (BF16 and FP32 d, decode and DeepSeek-sized shapes) and the FP4 forms of ``fp8_fp4_gemm_nt``, each against
+NVFP4 (BF16 and FP32 d, decode and DeepSeek-sized shapes) and the FP4 forms of ``fp8_fp4_gemm_nt`` and the
+M-grouped ``m_grouped_fp8_fp4_gemm_nt_{contiguous,masked}`` (expert ids and psum layouts), each against
 the op's torch reference on the same GPU inputs, against the unquantised product (DeepGEMM's tolerance), and the
 K-grouped launch under CUDA-graph capture (no host read of grouped_layout). No timing here: speed lives in
 benchmarks/."""
@@ -154,3 +155,53 @@ def test_fp8_fp4_gemm_nt(m, n, k, a_fp4):
     ops.fp8_fp4_gemm_nt(*args, d_ref, None, None, [1, 32], [1, 32])
     assert calc_diff(d_ker, d_ref) < SAME_INPUTS[torch.bfloat16]
     assert calc_diff(d_ker, x @ w.T) < UNQUANTISED
+
+
+def _stacked(x: torch.Tensor, fp4: bool):
+    cast = per_token_cast_to_fp4 if fp4 else per_token_cast_to_fp8
+    pairs = [cast(x[g], use_ue8m0=True, gran_k=32, use_packed_ue8m0=True) for g in range(x.size(0))]
+    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+@pytest.mark.parametrize("psum", (False, True))
+def test_m_grouped_fp8_fp4_contiguous(psum):
+    alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    counts = [1000, 0, 2048, 37, 512, 1500, 128, 700]
+    n, k = 4096, 7168
+    ids, ends, row = [], [], 0
+    for e, count in enumerate(counts):
+        padded = -(-count // alignment) * alignment
+        ids += [e] * count + [-1] * (padded - count)
+        ends.append(row + count)
+        row += padded
+    m = len(ids)
+    layout = torch.tensor(ends if psum else ids, dtype=torch.int32, device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", generator=gen), use_ue8m0=True, gran_k=32,
+                              use_packed_ue8m0=True)
+    b = _stacked(torch.randn(len(counts), n, k, device="cuda", generator=gen), True)
+    d_ker = torch.randn(m, n, device="cuda", generator=gen).to(torch.bfloat16)
+    d_ref = d_ker.clone()
+    args = (a[0], a[1], b[0], b[1])
+    tail = (None, [1, 32], [1, 32], "", False, psum, True)
+    _run("m_grouped_fp8_fp4_gemm_nt_contiguous", *args, d_ker, layout, *tail, fp4_kwarg="fp4_overrides")
+    ops.m_grouped_fp8_fp4_gemm_nt_contiguous(*args, d_ref, layout, *tail)
+    assert calc_diff(d_ker, d_ref) < SAME_INPUTS[torch.bfloat16]
+    assert torch.equal(d_ker == 0, d_ref == 0)
+
+
+def test_m_grouped_fp8_fp4_masked():
+    g, max_m, n, k = 6, 1024, 4096, 7168
+    masked_m = torch.tensor([1024, 0, 1, 300, 512, 77], dtype=torch.int32, device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    a = _stacked(torch.randn(g, max_m, k, device="cuda", generator=gen), False)
+    b = _stacked(torch.randn(g, n, k, device="cuda", generator=gen), True)
+    d_ker = torch.randn(g, max_m, n, device="cuda", generator=gen).to(torch.bfloat16)
+    d_ref = d_ker.clone()
+    args = (a[0], a[1], b[0], b[1])
+    tail = (None, [1, 32], [1, 32], "", False)
+    _run("m_grouped_fp8_fp4_gemm_nt_masked", *args, d_ker, masked_m, 512, *tail, fp4_kwarg="fp4_overrides")
+    ops.m_grouped_fp8_fp4_gemm_nt_masked(*args, d_ref, masked_m, 512, *tail)
+    assert torch.equal(d_ker, d_ref) or calc_diff(d_ker, d_ref) < SAME_INPUTS[torch.bfloat16]
+    for group, valid in enumerate(masked_m.tolist()):
+        assert torch.equal(d_ker[group, valid:], d_ref[group, valid:])  # rows past masked_m untouched

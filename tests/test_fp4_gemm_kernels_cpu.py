@@ -184,6 +184,79 @@ def test_fp8_fp4_gemm_nt_matches_reference(m, n, k, a_fp4, b_fp4, gran_a, gran_b
     assert calc_diff(dev[4].cpu(), d_ref) < TOL[dtype]
 
 
+def _stacked(x: torch.Tensor, fp4: bool, gran_k: int):
+    """_quant of every group of x [G, rows, K], stacked."""
+    pairs = [_quant(x[g], fp4, gran_k) for g in range(x.size(0))]
+    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+def _run_fp8_launcher(name: str, args: tuple) -> tuple:
+    kernels_of(name).check(*args)
+    dev = tuple(x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in args)
+    assert kernels_of(name).triton(*dev, fp4_overrides=SMALL) is None, f"the launcher of {name} declined"
+    return dev
+
+
+M_GROUPED_CASES = [
+    ("ids", 128, [5, 0, 130], False, True),
+    ("ids", 32, [33, 7, 0], True, False),
+    ("psum", 128, [40, 0, 100], False, True),     # gaps left alone
+    ("psum", 32, [17, 64, 0, 3], True, True),     # gaps zeroed; M past the last group's end
+]
+
+
+@pytest.mark.parametrize("kind,alignment,counts,a_fp4,zero_gaps", M_GROUPED_CASES,
+                         ids=[f"{k}-align{al}-{'_'.join(map(str, c))}-a{_kind(f)}-zero{z}"
+                              for k, al, c, f, z in M_GROUPED_CASES])
+def test_m_grouped_contiguous_matches_reference(kind, alignment, counts, a_fp4, zero_gaps):
+    before = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
+    try:
+        gen = torch.Generator().manual_seed(sum(counts) + alignment)
+        n, k, g = 40, 96, len(counts)
+        ids, ends, row = [], [], 0
+        for e, count in enumerate(counts):
+            padded = -(-count // alignment) * alignment
+            ids += [e] * count + [-1] * (padded - count)
+            ends.append(row + count)
+            row += padded
+        m = max(len(ids) + alignment, alignment)  # (a spare aligned segment: rows of no group)
+        ids += [-1] * (m - len(ids))
+        layout = torch.tensor(ids if kind == "ids" else ends, dtype=torch.int32)
+        a = _quant(torch.randn(m, k, generator=gen), a_fp4, 32)
+        b = _stacked(torch.randn(g, n, k, generator=gen), True, 32)
+        d_ref = torch.randn(m, n, generator=gen).to(torch.bfloat16)
+        d_ker = d_ref.clone()
+        psum = kind == "psum"
+        common = (None, [1, 32], [1, 32], "", False, psum, zero_gaps)
+        ops.m_grouped_fp8_fp4_gemm_nt_contiguous(a[0], a[1], b[0], b[1], d_ref, layout, *common)
+        dev = _run_fp8_launcher("m_grouped_fp8_fp4_gemm_nt_contiguous",
+                                (a[0], a[1], b[0], b[1], d_ker, layout, *common, None))
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(before)
+    got = dev[4].cpu()
+    assert calc_diff(got, d_ref) < TOL[torch.bfloat16]
+    assert torch.equal(got == 0, d_ref == 0)  # zeroed rows, and the untouched ones, where the reference has them
+
+
+@pytest.mark.parametrize("a_fp4", (False, True))
+def test_m_grouped_masked_matches_reference(a_fp4):
+    gen = torch.Generator().manual_seed(11)
+    g, max_m, n, k = 3, 40, 33, 128
+    masked_m = torch.tensor([3, 0, max_m], dtype=torch.int32)
+    a = _stacked(torch.randn(g, max_m, k, generator=gen), a_fp4, 32)
+    b = _stacked(torch.randn(g, n, k, generator=gen), True, 32)
+    d_ref = torch.randn(g, max_m, n, generator=gen).to(torch.bfloat16)
+    d_ker = d_ref.clone()
+    common = (None, [1, 32], [1, 32], "", False)
+    ops.m_grouped_fp8_fp4_gemm_nt_masked(a[0], a[1], b[0], b[1], d_ref, masked_m, 16, *common)
+    dev = _run_fp8_launcher("m_grouped_fp8_fp4_gemm_nt_masked",
+                            (a[0], a[1], b[0], b[1], d_ker, masked_m, 16, *common))
+    got = dev[4].cpu()
+    assert calc_diff(got, d_ref) < TOL[torch.bfloat16]
+    assert torch.equal(got[0, 3:], d_ref[0, 3:]) and torch.equal(got[1], d_ref[1])  # rows past masked_m kept
+
+
 # ---- what the launchers decline ---------------------------------------------------------------------------------
 
 def test_kernels_are_opt_in():

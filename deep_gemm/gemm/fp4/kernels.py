@@ -17,9 +17,12 @@ issues one dot per half, so packed bytes are never interleaved in registers. Sca
 repeat within a scale block and hit L1): FP32 [rows / GRAN_MN, K / GRAN_K] with any strides, packed UE8M0 int32
 [rows, K / GRAN_K / 4] (byte j of a word = scale block 4i + j), or cuBLASLt's tiled UE4M3 bytes.
 
-Tiling: program (t, g) owns output tile t (GROUP_M-swizzled over the M x N tiles) of group g. K-grouped: group g
-takes K in [start_g, end_g) of the shared K axis, read from ``layout_ptr`` on the device (sizes: a prefix sum;
-psum: ends, each start aligned up to PSUM_ALIGN), masked element by element, so groups may start anywhere.
+Tiling: program (t, g) owns output tile t (GROUP_M-swizzled over the M x N tiles) of group g; everything about
+groups is read from ``layout_ptr`` on the device. K-grouped: group g takes K in [start_g, end_g) of the shared K
+axis (sizes: a prefix sum; psum: ends, each start aligned up to PSUM_ALIGN), masked element by element, so groups
+may start anywhere. M-grouped contiguous (one program column): a tile's rows lie in one aligned segment (BLOCK_M
+divides the alignment), which names B's group; rows of no group are zeros in D (or, psum without ZERO_GAPS, left
+alone). Masked: group g's A, B and D, rows from masked_m[g] on left alone.
 """
 
 import triton
@@ -33,6 +36,9 @@ SF_UE4M3_TILED = tl.constexpr(2)  # one E4M3 byte per (row, 16 K) in cuBLASLt's 
 DENSE = tl.constexpr(0)
 K_GROUPED = tl.constexpr(1)     # layout = per-group K sizes
 K_GROUPED_PSUM = tl.constexpr(2)  # layout = per-group K ends; a group starts at align(previous end, PSUM_ALIGN)
+M_IDS = tl.constexpr(3)         # layout = the group of every row of A (-1: padding, written as zeros)
+M_PSUM = tl.constexpr(4)        # layout = per-group M ends; a group starts at align(previous end, PSUM_ALIGN)
+MASKED = tl.constexpr(5)        # layout = per-group valid rows of A [G, M_max, K]; rows past them are not written
 
 _FP32_EXP_SHIFT = tl.constexpr(23)
 _FP32_NAN_BITS = tl.constexpr(0x7FC00000)
@@ -88,21 +94,21 @@ def _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_co
 
 
 @triton.jit
-def _operand_halves(ptr, row0, rows_total, k0, k_lo, k_hi, stride_r, stride_k,
+def _operand_halves(ptr, row0, rows_ok, k0, k_lo, k_hi, stride_r, stride_k,
                     sf_ptr, stride_sfr, stride_sfk, sf_col_tiles,
                     IS_FP4: tl.constexpr, SF_KIND: tl.constexpr, GRAN_MN: tl.constexpr, GRAN_K: tl.constexpr,
                     R: tl.constexpr, BLOCK_K: tl.constexpr, K_FIRST: tl.constexpr):
     """The even-K and odd-K halves of one operand's K step [k0, k0 + BLOCK_K), scaled, as BF16: [R, BLOCK_K / 2],
     or [BLOCK_K / 2, R] with K_FIRST (B's orientation for the dot). Pair p holds logical K k0 + 2p and k0 + 2p + 1
-    (one packed byte). Rows row0 .. row0 + R; addresses are a 64-bit tile base plus int32 offsets within the
-    tile (a 64-bit pointer per element would not fit the registers beside the accumulator)."""
+    (one packed byte). Rows row0 .. row0 + R, those of ``rows_ok`` ([R]) read (the others are zeros). Addresses
+    are a 64-bit tile base plus int32 offsets within the tile (a 64-bit pointer per element would not fit the
+    registers beside the accumulator)."""
     HALF: tl.constexpr = BLOCK_K // 2
     # Scale blocks in the step, and pairs per block (a block longer than the step covers all of it).
     NB: tl.constexpr = BLOCK_K // GRAN_K if BLOCK_K > GRAN_K else 1
     PAIRS: tl.constexpr = HALF // NB
     local = tl.arange(0, R)
     rows = row0 + local
-    rows_ok = rows < rows_total
     kp = k0 // 2 + tl.arange(0, HALF)
     k_even = kp * 2
     ok_even = (k_even >= k_lo) & (k_even < k_hi)
@@ -149,8 +155,8 @@ def _fp4_gemm_kernel(a_ptr,       # (G?, M, K or K / 2) uint8: E4M3 bits or pack
                      sfb_ptr,     # B's scales
                      d_ptr,       # (G?, M, N) bf16 / fp32
                      c_ptr,       # (G?, M, N) like d (read when HAS_C; may be d)
-                     layout_ptr,  # (G,) int32 K sizes or ends (K-grouped), else unused
-                     M, N, K,
+                     layout_ptr,  # int32: (G,) K sizes / K ends / M ends / masked M, or (M,) group ids
+                     M, N, K, G,
                      stride_ag, stride_am, stride_ak, stride_bg, stride_bn, stride_bk,
                      stride_sfag, stride_sfam, stride_sfak, stride_sfbg, stride_sfbn, stride_sfbk,
                      sfa_col_tiles, sfb_col_tiles,
@@ -158,10 +164,10 @@ def _fp4_gemm_kernel(a_ptr,       # (G?, M, K or K / 2) uint8: E4M3 bits or pack
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                      A_FP4: tl.constexpr, B_FP4: tl.constexpr, SF_KIND: tl.constexpr,
                      GRAN_K_A: tl.constexpr, GRAN_K_B: tl.constexpr, GRAN_N_B: tl.constexpr,
-                     GROUPING: tl.constexpr, G_POW2: tl.constexpr, PSUM_ALIGN: tl.constexpr,
+                     GROUPING: tl.constexpr, G_POW2: tl.constexpr, PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr,
                      HAS_C: tl.constexpr):
     pid = tl.program_id(0)
-    g = tl.program_id(1)
+    g = tl.program_id(1)  # the group of A, D and C (0 for dense and M-grouped contiguous)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     in_group = GROUP_M * tiles_n
@@ -169,6 +175,13 @@ def _fp4_gemm_kernel(a_ptr,       # (G?, M, K or K / 2) uint8: E4M3 bits or pack
     rows_here = tl.minimum(tiles_m - first_m, GROUP_M)
     pid_m = first_m + (pid % in_group) % rows_here
     pid_n = (pid % in_group) // rows_here
+    tile_m = pid_m * BLOCK_M
+    tile_n = pid_n * BLOCK_N
+    rows = tile_m + tl.arange(0, BLOCK_M)
+    ok_n = tile_n + tl.arange(0, BLOCK_N) < N
+    rows_ok = rows < M      # rows of A that take part
+    store_ok = rows_ok      # rows of D written (zeros where A's row does not take part)
+    g_b = g                 # the group of B
 
     k_lo = 0
     k_hi = K
@@ -182,32 +195,49 @@ def _fp4_gemm_kernel(a_ptr,       # (G?, M, K or K / 2) uint8: E4M3 bits or pack
         previous = tl.load(layout_ptr + tl.maximum(g - 1, 0))
         previous = tl.where(g > 0, previous, 0)
         k_lo = (previous + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+    elif GROUPING == M_IDS:
+        # A tile lies inside one aligned segment: one expert's rows and padding (-1).
+        ids = tl.load(layout_ptr + rows, mask=rows_ok, other=-1)
+        g_b = tl.max(ids, axis=0)
+        rows_ok = rows_ok & (ids == g_b) & (g_b >= 0)
+    elif GROUPING == M_PSUM:
+        # The tile's group: the last whose start (its previous end aligned up) is at or before the tile's first
+        # row; starts never decrease. Rows from the group's end on are gaps.
+        idx = tl.arange(0, G_POW2)
+        ends = tl.load(layout_ptr + idx, mask=idx < G, other=0)
+        previous = tl.load(layout_ptr + idx - 1, mask=(idx > 0) & (idx < G), other=0)
+        starts = (previous + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        g_b = tl.sum(((idx < G) & (starts <= tile_m)).to(tl.int32), axis=0) - 1
+        rows_ok = rows_ok & (rows < tl.sum(tl.where(idx == g_b, ends, 0), axis=0))
+        if not ZERO_GAPS:
+            store_ok = rows_ok
+    elif GROUPING == MASKED:
+        rows_ok = rows_ok & (rows < tl.load(layout_ptr + g))
+        store_ok = rows_ok
+    if GROUPING >= M_IDS:
+        # (a tile with no row of a group runs no K step: it writes zeros, or nothing)
+        k_hi = tl.where(tl.max(rows_ok.to(tl.int32), axis=0) > 0, k_hi, 0)
     g64 = g.to(tl.int64)
+    gb64 = tl.maximum(g_b, 0).to(tl.int64)
     a_ptr += g64 * stride_ag
-    b_ptr += g64 * stride_bg
     sfa_ptr += g64 * stride_sfag
-    sfb_ptr += g64 * stride_sfbg
+    b_ptr += gb64 * stride_bg
+    sfb_ptr += gb64 * stride_sfbg
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ok_m = offs_m < M
-    ok_n = offs_n < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(k_lo // BLOCK_K * BLOCK_K, k_hi, BLOCK_K):
-        a_even, a_odd = _operand_halves(a_ptr, pid_m * BLOCK_M, M, k0, k_lo, k_hi, stride_am, stride_ak,
+        a_even, a_odd = _operand_halves(a_ptr, tile_m, rows_ok, k0, k_lo, k_hi, stride_am, stride_ak,
                                         sfa_ptr, stride_sfam, stride_sfak, sfa_col_tiles,
                                         A_FP4, SF_KIND, 1, GRAN_K_A, BLOCK_M, BLOCK_K, False)
-        b_even, b_odd = _operand_halves(b_ptr, pid_n * BLOCK_N, N, k0, k_lo, k_hi, stride_bn, stride_bk,
+        b_even, b_odd = _operand_halves(b_ptr, tile_n, ok_n, k0, k_lo, k_hi, stride_bn, stride_bk,
                                         sfb_ptr, stride_sfbn, stride_sfbk, sfb_col_tiles,
                                         B_FP4, SF_KIND, GRAN_N_B, GRAN_K_B, BLOCK_N, BLOCK_K, True)
         acc = tl.dot(a_even, b_even, acc)
         acc = tl.dot(a_odd, b_odd, acc)
 
-    out_ok = ok_m[:, None] & ok_n[None, :]
+    out_ok = store_ok[:, None] & ok_n[None, :]
     # A 64-bit tile base plus int32 offsets within the tile: a 64-bit pointer per element of both C and D would not
     # fit the registers beside the accumulator.
-    tile_m = pid_m * BLOCK_M
-    tile_n = pid_n * BLOCK_N
     local = tl.arange(0, BLOCK_M)[:, None]
     cols = tl.arange(0, BLOCK_N)[None, :]
     if HAS_C:

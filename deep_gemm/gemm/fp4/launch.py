@@ -10,12 +10,14 @@ one launch on the current stream, with no host read of device data (so CUDA grap
 * the device has no BF16 MMA (below sm_80: ``deep_gemm.core.arch.has_mma``);
 * ``cublaslt_nvfp4_gemm_nt``: c is not row-major;
 * the FP8 GEMMs' forms: any scale given as FP32 (the kernel applies scales before the dot, exact for power-of-two
-  and packed UE8M0 scales only; an FP32 scale's mantissa cannot be checked without reading it), and the
-  M-grouped layouts (contiguous, masked).
+  and packed UE8M0 scales only; an FP32 scale's mantissa cannot be checked without reading it);
+* M-grouped contiguous: an alignment (``get_mk_alignment_for_contiguous_layout``) no power-of-two tile height from
+  16 up divides.
 
 Covered: ``k_grouped_fp4_gemm_nt_contiguous`` (sizes or psum layout, c None / separate / d), ``cublaslt_nvfp4_gemm_nt``
-(BF16 or FP32 d, c), and ``fp8_fp4_gemm_nt`` (= ``fp4_gemm_nt``) with FP8 or packed FP4 A and B and packed UE8M0
-(int32) scales at K granularity 32 or 128, any operand strides, BF16 or FP32 d, c.
+(BF16 or FP32 d, c), and ``fp8_fp4_gemm_nt`` (= ``fp4_gemm_nt``), ``m_grouped_fp8_fp4_gemm_nt_contiguous`` (expert
+ids or psum layout) and ``m_grouped_fp8_fp4_gemm_nt_masked`` with FP8 or packed FP4 A and B and packed UE8M0 (int32)
+scales at K granularity 32 or 128, any operand strides, BF16 or FP32 d, c.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from .plan import NO_OVERRIDES, Fp4Overrides
 
 # kernels.py's constexpr codes (kept here as plain ints: this module imports no Triton).
 SF_FP32, SF_UE8M0_INT, SF_UE4M3_TILED = 0, 1, 2
-DENSE, K_GROUPED, K_GROUPED_PSUM = 0, 1, 2
+DENSE, K_GROUPED, K_GROUPED_PSUM, M_IDS, M_PSUM, MASKED = 0, 1, 2, 3, 4, 5
 
 
 def _kernel():
@@ -53,19 +55,24 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 
 def _launch(*, a, b, sfa, sfb, d, c, layout, m, n, k, num_groups, strides_a, strides_b, strides_sfa, strides_sfb,
             col_tiles=(0, 0), strides_d, strides_c=(0, 0), a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, gran_n_b=1,
-            grouping=DENSE, psum_align=1, overrides: Fp4Overrides = NO_OVERRIDES) -> None:
-    cfg = fp4_plan.plan(m, n, overrides)
-    grid = (ceil_div(m, cfg.block_m) * ceil_div(n, cfg.block_n), num_groups, 1)
+            grouping=DENSE, psum_align=1, zero_gaps=True, grid_groups=1, cfg: fp4_plan.Fp4Config) -> None:
+    """One launch over (M x N tiles, ``grid_groups``); the arguments in kernels._fp4_gemm_kernel's order."""
+    grid = (ceil_div(m, cfg.block_m) * ceil_div(n, cfg.block_n), grid_groups, 1)
     g_pow2 = group_pad(num_groups)
     has_c = c is not None
-    args = (a, b, sfa, sfb, d, c if has_c else d, layout if layout is not None else d, m, n, k,
+    args = (a, b, sfa, sfb, d, c if has_c else d, layout if layout is not None else d, m, n, k, num_groups,
             *strides_a, *strides_b, *strides_sfa, *strides_sfb, *col_tiles, *strides_d, *strides_c,
             cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, gran_n_b,
-            grouping, g_pow2, psum_align, has_c)
-    config_key = (cfg, a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, gran_n_b, grouping, g_pow2, psum_align, has_c,
-                  d.dtype)
+            grouping, g_pow2, psum_align, zero_gaps, has_c)
+    config_key = (cfg, a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, gran_n_b, grouping, g_pow2, psum_align, zero_gaps,
+                  has_c, d.dtype)
     launch(_kernel(), grid, args, name="fp4_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0)
+
+
+def _strides3(t: torch.Tensor) -> tuple:
+    """(group, row, column) strides of a [rows, cols] (group stride 0) or [G, rows, cols] tensor."""
+    return tuple(t.stride()) if t.dim() == 3 else (0, *t.stride())
 
 
 def k_grouped_fp4_gemm_nt_contiguous(a, sfa, b, sfb, d, ks, grouped_layout, c, recipe, compiled_dims,
@@ -78,6 +85,7 @@ def k_grouped_fp4_gemm_nt_contiguous(a, sfa, b, sfb, d, ks, grouped_layout, c, r
     if m == 0 or n == 0 or num_groups == 0:
         return None
     psum = bool(use_psum_layout)
+    cfg = fp4_plan.plan(m, n, overrides)
     _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, c=c, layout=grouped_layout, m=m, n=n, k=a.size(1) * 2,
             num_groups=num_groups, strides_a=(0, a.stride(0), a.stride(1)), strides_b=(0, b.stride(0), b.stride(1)),
             # (scales are [sum_K / 32, rows]: the row stride is dim 1's)
@@ -85,7 +93,7 @@ def k_grouped_fp4_gemm_nt_contiguous(a, sfa, b, sfb, d, ks, grouped_layout, c, r
             strides_d=(d.stride(0), d.stride(1)), strides_c=(c.stride(0), c.stride(1)) if c is not None else (0, 0),
             a_fp4=True, b_fp4=True, sf_kind=SF_FP32, gran_k_a=K_GROUP_SF, gran_k_b=K_GROUP_SF,
             grouping=K_GROUPED_PSUM if psum else K_GROUPED,
-            psum_align=get_mk_alignment_for_contiguous_layout() if psum else 1, overrides=overrides)
+            psum_align=get_mk_alignment_for_contiguous_layout() if psum else 1, grid_groups=num_groups, cfg=cfg)
     return None
 
 
@@ -105,25 +113,73 @@ def cublaslt_nvfp4_gemm_nt(a, sfa, b, sfb, d, c, *, overrides: Fp4Overrides = NO
             strides_sfa=(0, 0, 0), strides_sfb=(0, 0, 0), col_tiles=(col_tiles, col_tiles),
             strides_d=(0, d.stride(0)), strides_c=(0, c.stride(0)) if c is not None else (0, 0),
             a_fp4=True, b_fp4=True, sf_kind=SF_UE4M3_TILED, gran_k_a=NVFP4_BLOCK, gran_k_b=NVFP4_BLOCK,
-            overrides=overrides)
+            cfg=fp4_plan.plan(m, n, overrides))
     return None
+
+
+def _int32_scales(sfa, sfb) -> bool:
+    return sfa.dtype == torch.int32 and sfb.dtype == torch.int32
+
+
+def _logical_k(a: torch.Tensor) -> int:
+    return a.size(-1) * (2 if a.dtype == FP4_PACKED else 1)
 
 
 def fp8_fp4_gemm_nt(a, sfa, b, sfb, d, c, recipe, *, overrides: Fp4Overrides = NO_OVERRIDES):
     """The forms of ``fp8_gemm_nt`` (``fp8_fp4_gemm_nt``) the FP8 kernels decline, in NT form (A [M, K] or packed
     [M, K / 2], B [N, K] or packed, any strides; FP4 K-major), with ``recipe`` resolved (``operands.Recipe``).
     Runs FP8 / packed FP4 operands with packed UE8M0 (int32) scales on both; declines FP32 scales."""
-    if not _runs(overrides, d) or sfa.dtype != torch.int32 or sfb.dtype != torch.int32:
+    if not _runs(overrides, d) or not _int32_scales(sfa, sfb):
         return NotImplemented
     m, n = d.shape
-    a_fp4, b_fp4 = a.dtype == FP4_PACKED, b.dtype == FP4_PACKED
-    k = a.size(1) * (2 if a_fp4 else 1)
+    k = _logical_k(a)
     if written_without_launch(d, c, m, n, k):
         return None
     _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, c=c, layout=None, m=m, n=n, k=k, num_groups=1,
-            strides_a=(0, a.stride(0), a.stride(1)), strides_b=(0, b.stride(0), b.stride(1)),
-            strides_sfa=(0, sfa.stride(0), sfa.stride(1)), strides_sfb=(0, sfb.stride(0), sfb.stride(1)),
+            strides_a=_strides3(a), strides_b=_strides3(b), strides_sfa=_strides3(sfa), strides_sfb=_strides3(sfb),
             strides_d=(0, d.stride(0)), strides_c=(0, c.stride(0)) if c is not None else (0, 0),
-            a_fp4=a_fp4, b_fp4=b_fp4, sf_kind=SF_UE8M0_INT, gran_k_a=recipe.a[1], gran_k_b=recipe.b[1],
-            overrides=overrides)
+            a_fp4=a.dtype == FP4_PACKED, b_fp4=b.dtype == FP4_PACKED, sf_kind=SF_UE8M0_INT, gran_k_a=recipe.a[1],
+            gran_k_b=recipe.b[1], cfg=fp4_plan.plan(m, n, overrides))
+    return None
+
+
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a, sfa, b, sfb, d, grouped_layout, recipe, use_psum_layout,
+                                         ensure_zero_padding, *, overrides: Fp4Overrides = NO_OVERRIDES):
+    """The FP4 forms of ``m_grouped_fp8_gemm_nt_contiguous`` (NT form: A [M, K], B [G, N, K], packed or FP8), int32
+    scales only. Rows of expert -1 are zeros; psum gap rows are zeros with ``ensure_zero_padding``, else left alone
+    (rows past the last group's end too: the reference's rules)."""
+    if not _runs(overrides, d) or not _int32_scales(sfa, sfb):
+        return NotImplemented
+    m, n = d.shape
+    num_groups = b.size(0)
+    if m == 0 or n == 0:
+        return None
+    psum = bool(use_psum_layout)
+    alignment = get_mk_alignment_for_contiguous_layout()
+    cfg = fp4_plan.plan(m, n, overrides, row_align=alignment)
+    if cfg is None:
+        return NotImplemented  # an alignment no tile height divides
+    _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, c=None, layout=grouped_layout, m=m, n=n, k=_logical_k(a),
+            num_groups=num_groups, strides_a=_strides3(a), strides_b=_strides3(b), strides_sfa=_strides3(sfa),
+            strides_sfb=_strides3(sfb), strides_d=(0, d.stride(0)), a_fp4=a.dtype == FP4_PACKED,
+            b_fp4=b.dtype == FP4_PACKED, sf_kind=SF_UE8M0_INT, gran_k_a=recipe.a[1], gran_k_b=recipe.b[1],
+            grouping=M_PSUM if psum else M_IDS, psum_align=alignment if psum else 1,
+            zero_gaps=bool(ensure_zero_padding) or not psum, cfg=cfg)
+    return None
+
+
+def m_grouped_fp8_fp4_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, recipe, *,
+                                     overrides: Fp4Overrides = NO_OVERRIDES):
+    """The FP4 forms of ``m_grouped_fp8_gemm_nt_masked`` (A [G, M_max, K], B [G, N, K], packed or FP8), int32 scales
+    only; rows from masked_m[g] on are left alone."""
+    if not _runs(overrides, d) or not _int32_scales(sfa, sfb):
+        return NotImplemented
+    num_groups, max_m, n = d.shape
+    if max_m == 0 or n == 0:
+        return None
+    _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, c=None, layout=masked_m, m=max_m, n=n,
+            k=_logical_k(a), num_groups=num_groups, strides_a=_strides3(a), strides_b=_strides3(b),
+            strides_sfa=_strides3(sfa), strides_sfb=_strides3(sfb), strides_d=(d.stride(0), d.stride(1)),
+            a_fp4=a.dtype == FP4_PACKED, b_fp4=b.dtype == FP4_PACKED, sf_kind=SF_UE8M0_INT, gran_k_a=recipe.a[1],
+            gran_k_b=recipe.b[1], grouping=MASKED, grid_groups=num_groups, cfg=fp4_plan.plan(max_m, n, overrides))
     return None

@@ -81,20 +81,28 @@ def _pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES) -> Fp4Config:
-    """The tile of an ``m`` x ``n`` output (per group for the grouped GEMMs)."""
+def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES, row_align: int | None = None) -> Fp4Config | None:
+    """The tile of an ``m`` x ``n`` output (per group for the grouped GEMMs). ``row_align``: the M-grouped contiguous
+    layouts' segment alignment, which BLOCK_M must divide (a tile then lies in one group's segment): the plan's
+    BLOCK_M is halved until it does, down to MIN_BLOCK; None when no tile height divides it (the reference runs)."""
     small = m <= SMALL_M_MAX
+    block_m = overrides.block_m or (SMALL_BLOCK_M if small else BLOCK_M)
+    if row_align is not None:
+        while overrides.block_m is None and block_m > MIN_BLOCK and row_align % block_m:
+            block_m //= 2
+        if row_align % block_m:
+            return None
     cfg = Fp4Config(
-        block_m=overrides.block_m or (SMALL_BLOCK_M if small else BLOCK_M),
+        block_m=block_m,
         block_n=overrides.block_n or (SMALL_BLOCK_N if small else BLOCK_N),
         block_k=overrides.block_k or BLOCK_K,
-        num_warps=overrides.num_warps or (SMALL_NUM_WARPS if small else NUM_WARPS),
+        # (8 warps: two 64-row warpgroups, so only for 128-row tiles)
+        num_warps=overrides.num_warps or (NUM_WARPS if block_m >= BLOCK_M else SMALL_NUM_WARPS),
         num_stages=overrides.num_stages or NUM_STAGES)
     for name, value, low in (("block_m", cfg.block_m, MIN_BLOCK), ("block_n", cfg.block_n, MIN_BLOCK),
                              ("block_k", cfg.block_k, MIN_BLOCK_K)):
         require(_pow2(value) and value >= low,
                 f"Fp4Overrides.{name}: expected a power of two >= {low}, got {value}")
-    # (every scale granularity, 16, 32 or 128 K, must divide or be a multiple of the K step: powers of two are)
     return cfg
 
 

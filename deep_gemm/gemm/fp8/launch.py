@@ -9,12 +9,12 @@ explicit ``overrides=`` (``fp8_plan.Fp8Overrides``) for sweeps and tests; nothin
 Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 128x128 block (1D2D) or per row
 (1D1D); BF16 or FP32 output; optional C. MN-major operands are first copied to K-major (FP8 wgmma reads K-major
 shared memory only; the copy is one memory-bound pass). Not covered here: packed FP4 operands, packed UE8M0 (int32)
-scales and K granularity 32; the dense launchers hand exactly those forms to the FP4 family's dequantising kernel
-(``gemm/fp4/launch.fp8_fp4_gemm_nt``, which runs int32-scale forms while that family awaits its GPU run only when
-asked: ``launcher_kwargs=dict(fp4_overrides=Fp4Overrides(kernels=True))``; FP32-scale forms run the reference), the
-M-grouped launchers leave them to the reference, as they do on devices without FP8 MMAs (below sm_89:
-``deep_gemm.core.arch``). The warp-specialised kernel runs on sm_90a devices only; elsewhere the plan keeps every
-call on the tl.* kernel.
+scales and K granularity 32; the dense and M-grouped launchers hand exactly those forms to the FP4 family's
+dequantising kernel (``gemm/fp4/launch.py``), which runs the int32-scale forms (while that family awaits its GPU run
+only when asked: ``launcher_kwargs=dict(fp4_overrides=Fp4Overrides(kernels=True))``) and leaves FP32-scale forms to
+the reference. On devices without FP8 MMAs (below sm_89: ``deep_gemm.core.arch``) the FP8 kernels decline too; the
+FP4 kernel's forms still run there (it decodes FP8 bits itself; ``backends()`` reports those ops as 'reference').
+The warp-specialised kernel runs on sm_90a devices only; elsewhere the plan keeps every call on the tl.* kernel.
 
 Dense launchers keep a ``LaunchPlan`` per argument signature (``core/plans.py``), so a repeated call shape
 replays its recorded launch.
@@ -362,10 +362,15 @@ def _m_grouped_contiguous(layout: str):
     @replayable(f"m_grouped_fp8_gemm_{layout}_contiguous")
     def m_grouped(a, sfa, b, sfb, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast,
                   use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout=None, *,
-                  overrides: Fp8Overrides = NO_OVERRIDES, recorder=None):
+                  overrides: Fp8Overrides = NO_OVERRIDES, fp4_overrides: Fp4Overrides = NO_FP4_OVERRIDES,
+                  recorder=None):
         if layout == "nn":
             b, sfb = b.transpose(-1, -2), sfb.transpose(-1, -2)
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+        if _fp4_form(a, sfa, b, sfb, r):  # (its launch is not recorded: no replay)
+            return fp4_launch.m_grouped_fp8_fp4_gemm_nt_contiguous(a, sfa, b, sfb, d, grouped_layout, r,
+                                                                   use_psum_layout, ensure_zero_padding,
+                                                                   overrides=fp4_overrides)
         if not _supported(a, sfa, b, sfb, r):
             return NotImplemented
         num_groups, n, k = b.shape
@@ -400,8 +405,10 @@ m_grouped_fp8_gemm_nn_contiguous = _m_grouped_contiguous("nn")
 @replayable("m_grouped_fp8_gemm_nt_masked")
 def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
                                  compiled_dims, disable_ue8m0_cast, *, overrides: Fp8Overrides = NO_OVERRIDES,
-                                 recorder=None):
+                                 fp4_overrides: Fp4Overrides = NO_FP4_OVERRIDES, recorder=None):
     r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+    if _fp4_form(a, sfa, b, sfb, r):  # (its launch is not recorded: no replay)
+        return fp4_launch.m_grouped_fp8_fp4_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, r, overrides=fp4_overrides)
     if not _supported(a, sfa, b, sfb, r):
         return NotImplemented
     num_groups, max_m, k = a.shape

@@ -13,7 +13,7 @@ _NOT_COVERED = "reference for FP4 operands, int32 UE8M0 scales and K granularity
 
 
 def _fp4_forms_note() -> str:
-    """The dense GEMMs hand FP4 operands, int32 scales and K granularity 32 to the FP4 family's kernel
+    """The dense and M-grouped GEMMs hand FP4 operands, int32 scales and K granularity 32 to the FP4 family's kernel
     (``gemm/fp4/launch.py``): int32-scale forms run there (opt-in while that family awaits its GPU run), FP32-scale
     forms on the reference."""
     opt_in = gpu_validation.opt_in_note("fp4_gemm")
@@ -21,7 +21,7 @@ def _fp4_forms_note() -> str:
             + (f" ({opt_in})" if opt_in else "") + ", else the reference")
 
 
-_DENSE_NOTE = _fp4_forms_note()
+_FP4_FORMS_NOTE = _fp4_forms_note()
 
 
 # FP8 MMAs from sm_89 on; the warp-specialised kernel on sm_90a only (fp8_plan.ws_runs).
@@ -35,7 +35,7 @@ def _triton(name: str):
 for _layout in ("nt", "nn", "tn", "tt"):
     register(f"fp8_gemm_{_layout}", check=checks.make_dense_check(_layout),
              reference=ref.make_dense_reference(_layout), triton=_triton(f"fp8_gemm_{_layout}"),
-             triton_note=_DENSE_NOTE, arch=_ARCH)
+             triton_note=_FP4_FORMS_NOTE, arch=_ARCH)
 
 register("fp8_gemm_nt_skip_head_mid", check=checks.check_fp8_gemm_nt_skip_head_mid,
          reference=ref.fp8_gemm_nt_skip_head_mid_reference, triton=_triton("fp8_gemm_nt_skip_head_mid"),
@@ -44,11 +44,11 @@ register("fp8_gemm_nt_skip_head_mid", check=checks.check_fp8_gemm_nt_skip_head_m
 for _layout in ("nt", "nn"):
     register(f"m_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_m_grouped_contiguous_check(_layout),
              reference=ref.make_m_grouped_contiguous_reference(_layout),
-             triton=_triton(f"m_grouped_fp8_gemm_{_layout}_contiguous"), triton_note=_NOT_COVERED, arch=_ARCH)
+             triton=_triton(f"m_grouped_fp8_gemm_{_layout}_contiguous"), triton_note=_FP4_FORMS_NOTE, arch=_ARCH)
 
 register("m_grouped_fp8_gemm_nt_masked", check=checks.check_m_grouped_fp8_gemm_nt_masked,
          reference=ref.m_grouped_fp8_gemm_nt_masked_reference, triton=_triton("m_grouped_fp8_gemm_nt_masked"),
-         triton_note=_NOT_COVERED, arch=_ARCH)
+         triton_note=_FP4_FORMS_NOTE, arch=_ARCH)
 
 for _layout in ("nt", "tn"):
     register(f"k_grouped_fp8_gemm_{_layout}_contiguous", check=checks.make_k_grouped_check(_layout),
