@@ -337,10 +337,10 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "compile_check
 
 def test_portable_kernels_compile_for_other_architectures():
     """A few variants the plans pick, built for sm_120a (the FP8 tile fitted to 99 KB), sm_100a (HC, TMA), sm_89
-    (the BF16 einsum tile) and sm_80 (the BF16 GEMM; the legacy kernel): each compiles and fits the device's shared
-    memory. The whole matrix: ``python scripts/compile_check_arch.py``."""
+    (the BF16 einsum tile) and sm_80 (the BF16 GEMM; the legacy kernel; the FP4 kernel): each compiles and fits the
+    device's shared memory. The whole matrix: ``python scripts/compile_check_arch.py``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    only = ["120:fp8", "100:hc", "89:einsum", "80:bf16", "80:legacy", "80:fp8"]
+    only = ["120:fp8", "100:hc", "89:einsum", "80:bf16", "80:legacy", "80:fp8", "80:fp4"]
     out = subprocess.run([sys.executable, SCRIPT, "--quick", "--json", "--only", *only], capture_output=True,
                          text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
