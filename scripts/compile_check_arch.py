@@ -295,12 +295,9 @@ def fp4_variants(sm: int, quick: bool = False):
     """The FP4 kernel's forms at the plan's tiles (the same on every architecture: pointer loads, no TMA, a ring of
     at most 64 KB)."""
     import compile_check_fp4 as c4
-    from deep_gemm.gemm.fp4 import plan as fp4_plan
-    variants = []
-    for cfg in fp4_plan.compile_configs():
-        for name, form in c4.forms():
-            variants.append(Variant("fp4", f"{name} {cfg.block_m}x{cfg.block_n}x{cfg.block_k} w{cfg.num_warps}",
-                                    lambda t, c=cfg, f=form: c4.compile_fp4(c, target=t, **f)))
+    variants = [Variant("fp4", f"{name} {cfg.block_m}x{cfg.block_n}x{cfg.block_k} w{cfg.num_warps}",
+                        lambda t, c=cfg, f=form: c4.compile_fp4(c, target=t, **f))
+                for cfg, name, form in c4.configured_forms()]
     return variants[-1:] if quick else variants
 
 

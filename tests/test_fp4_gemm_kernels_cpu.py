@@ -275,11 +275,46 @@ def test_declined_forms():
     d = torch.zeros(4, 4)
     c = torch.zeros(4, 4).t()  # column-major c
     assert fp4_launch.cublaslt_nvfp4_gemm_nt(a, sfa, a, sfa, d, c, overrides=PLAN) is NotImplemented
-    # FP32 scales on the FP8 GEMMs' FP4 forms: the reference (the kernel is exact for power-of-two scales only)
-    q, sf = per_token_cast_to_fp4(torch.randn(4, 64, generator=gen), use_ue8m0=False, gran_k=32)
+    # One operand's scales FP32, the other's packed UE8M0: the reference
+    q, sf = per_token_cast_to_fp4(torch.randn(4, 64, generator=gen), use_ue8m0=True, gran_k=32)
+    packed = _quant(torch.randn(4, 64, generator=gen), True, 32)
     fp8_launcher = kernels_of("fp8_fp4_gemm_nt").triton
-    assert fp8_launcher(q, sf, q, sf, d, None, None, [1, 32], [1, 32], "", False,
+    assert fp8_launcher(q, sf, packed[0], packed[1], d, None, None, [1, 32], [1, 32], "", False,
                         fp4_overrides=PLAN) is NotImplemented
+
+
+FP32_SCALE_CASES = [
+    (37, 45, 96, "fp8", "fp4", 32, 32, 1, torch.bfloat16, "none"),
+    (19, 150, 256, "fp4", "fp8", 32, 128, 128, torch.float32, "same"),   # B per 128 x 128 block
+    (9, 20, 112, "fp8", "fp8", 32, 32, 1, torch.float32, "other"),       # K not a multiple of 32
+]
+
+
+@pytest.mark.parametrize("m,n,k,a_kind,b_kind,gran_a,gran_b,gran_n,dtype,c_kind", FP32_SCALE_CASES,
+                         ids=[f"{m}x{n}x{k}-a{fa}{ga}-b{fb}{gb}x{gn}-{str(t)[6:]}-c{c}"
+                              for m, n, k, fa, fb, ga, gb, gn, t, c in FP32_SCALE_CASES])
+def test_fp8_fp4_gemm_nt_fp32_scales(m, n, k, a_kind, b_kind, gran_a, gran_b, gran_n, dtype, c_kind):
+    """FP32 scales of any value (not powers of two): applied after each 32-K dot."""
+    gen = torch.Generator().manual_seed(m + n + k)
+
+    def operand(rows, kind, gran_mn, gran_k):
+        data = (_fp4_bytes(rows, k, gen) if kind == "fp4"
+                else torch.randn(rows, k, generator=gen).to(torch.float8_e4m3fn))
+        return data, torch.rand(-(-rows // gran_mn), -(-k // gran_k), generator=gen) + 0.1
+
+    a = operand(m, a_kind, 1, gran_a)
+    b = operand(n, b_kind, gran_n, gran_b)
+    c = torch.randn(m, n, generator=gen).to(dtype) if c_kind != "none" else None
+    d_ref = torch.randn(m, n, generator=gen).to(dtype)
+    d_ker = d_ref.clone()
+    c_ref, c_ker = {"none": (None, None), "other": (c, c), "same": (d_ref, d_ker)}[c_kind]
+    recipe_a, recipe_b = [1, gran_a], [gran_n, gran_b]
+    ops.fp8_fp4_gemm_nt(a[0], a[1], b[0], b[1], d_ref, c_ref, None, recipe_a, recipe_b)
+    args = (a[0], a[1], b[0], b[1], d_ker, c_ker, None, recipe_a, recipe_b, "", False, None)
+    kernels_of("fp8_fp4_gemm_nt").check(*args)
+    dev = tuple(x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in args)
+    assert kernels_of("fp8_fp4_gemm_nt").triton(*dev, fp4_overrides=SMALL) is None
+    assert calc_diff(dev[4].cpu(), d_ref) < TOL[dtype]
 
 
 def test_backends_report_opt_in():

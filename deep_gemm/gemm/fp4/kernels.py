@@ -7,14 +7,16 @@ Maths: every operand element is decoded and multiplied by its scale in FP32, rou
 6 * 448. So the products are the exact products and the sum differs from the FP64 reference only by FP32
 accumulation order. At the extremes: a UE8M0 scale of 2^-127 (byte 0; also FP32 0) times a small value lands
 below 2^-126 and loses bits (BF16 subnormals) or flushes to zero; scales above 2^120 overflow values > 2^8 to inf;
-a UE8M0 byte 255 decodes to inf and a UE4M3 0x7F / 0xFF to NaN, as in the reference. FP32 scales are taken as the
-UE8M0 values the K-grouped op's contract says they are (DeepGEMM reads only their exponents): a scale that is not a
-power of two is applied with one BF16 rounding per element.
+a UE8M0 byte 255 decodes to inf and a UE4M3 0x7F / 0xFF to NaN, as in the reference. The K-grouped op's FP32
+scales are taken as the UE8M0 values its contract says they are (DeepGEMM reads only their exponents): a scale that
+is not a power of two is applied with one BF16 rounding per element. With SCALE_AFTER (FP32 scales of any value, the
+FP8 GEMMs' forms) the decoded values go into the dot unscaled and each K step, which lies in one scale block of
+each operand, is promoted: acc += dot * (sa[m] * sb[n]) in FP32.
 
 Operands arrive as bytes (uint8 views): FP8 E4M3 bits, or packed E2M1 (two per byte, the even K element in the low
 nibble). Each K step decodes the even and the odd K elements of the step as two [rows, BLOCK_K / 2] halves and
-issues one dot per half, so packed bytes are never interleaved in registers. Scales are read per element (the reads
-repeat within a scale block and hit L1): FP32 [rows / GRAN_MN, K / GRAN_K] with any strides, packed UE8M0 int32
+issues one dot per half, so packed bytes are never interleaved in registers. Scales are read once per (row, scale
+block) of the step and broadcast along K: FP32 [rows / GRAN_MN, K / GRAN_K] with any strides, packed UE8M0 int32
 [rows, K / GRAN_K / 4] (byte j of a word = scale block 4i + j), or cuBLASLt's tiled UE4M3 bytes.
 
 Tiling: program (t, g) owns output tile t (GROUP_M-swizzled over the M x N tiles) of group g; everything about
@@ -97,8 +99,9 @@ def _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_co
 def _operand_halves(ptr, row0, rows_ok, k0, k_lo, k_hi, stride_r, stride_k,
                     sf_ptr, stride_sfr, stride_sfk, sf_col_tiles,
                     IS_FP4: tl.constexpr, SF_KIND: tl.constexpr, GRAN_MN: tl.constexpr, GRAN_K: tl.constexpr,
-                    R: tl.constexpr, BLOCK_K: tl.constexpr, K_FIRST: tl.constexpr):
-    """The even-K and odd-K halves of one operand's K step [k0, k0 + BLOCK_K), scaled, as BF16: [R, BLOCK_K / 2],
+                    R: tl.constexpr, BLOCK_K: tl.constexpr, K_FIRST: tl.constexpr, SCALED: tl.constexpr):
+    """The even-K and odd-K halves of one operand's K step [k0, k0 + BLOCK_K), scaled (unless not SCALED: the
+    decoded values, whose scale the caller applies after the dot), as BF16: [R, BLOCK_K / 2],
     or [BLOCK_K / 2, R] with K_FIRST (B's orientation for the dot). Pair p holds logical K k0 + 2p and k0 + 2p + 1
     (one packed byte). Rows row0 .. row0 + R, those of ``rows_ok`` ([R]) read (the others are zeros). Addresses
     are a 64-bit tile base plus int32 offsets within the tile (a 64-bit pointer per element would not fit the
@@ -113,8 +116,11 @@ def _operand_halves(ptr, row0, rows_ok, k0, k_lo, k_hi, stride_r, stride_k,
     k_even = kp * 2
     ok_even = (k_even >= k_lo) & (k_even < k_hi)
     ok_odd = (k_even + 1 >= k_lo) & (k_even + 1 < k_hi)
-    sb = _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_col_tiles, SF_KIND, GRAN_MN,
-                       GRAN_K, NB)
+    if SCALED:
+        sb = _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_col_tiles, SF_KIND, GRAN_MN,
+                           GRAN_K, NB)
+    else:
+        sb = tl.full((R, NB), 1.0, tl.float32)
     if K_FIRST:
         r = local[None, :]
         r_ok = rows_ok[None, :]
@@ -165,7 +171,7 @@ def _fp4_gemm_kernel(a_ptr,       # (G?, M, K or K / 2) uint8: E4M3 bits or pack
                      A_FP4: tl.constexpr, B_FP4: tl.constexpr, SF_KIND: tl.constexpr,
                      GRAN_K_A: tl.constexpr, GRAN_K_B: tl.constexpr, GRAN_N_B: tl.constexpr,
                      GROUPING: tl.constexpr, G_POW2: tl.constexpr, PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr,
-                     HAS_C: tl.constexpr):
+                     SCALE_AFTER: tl.constexpr, HAS_C: tl.constexpr):
     pid = tl.program_id(0)
     g = tl.program_id(1)  # the group of A, D and C (0 for dense and M-grouped contiguous)
     tiles_m = tl.cdiv(M, BLOCK_M)
@@ -228,12 +234,22 @@ def _fp4_gemm_kernel(a_ptr,       # (G?, M, K or K / 2) uint8: E4M3 bits or pack
     for k0 in range(k_lo // BLOCK_K * BLOCK_K, k_hi, BLOCK_K):
         a_even, a_odd = _operand_halves(a_ptr, tile_m, rows_ok, k0, k_lo, k_hi, stride_am, stride_ak,
                                         sfa_ptr, stride_sfam, stride_sfak, sfa_col_tiles,
-                                        A_FP4, SF_KIND, 1, GRAN_K_A, BLOCK_M, BLOCK_K, False)
+                                        A_FP4, SF_KIND, 1, GRAN_K_A, BLOCK_M, BLOCK_K, False, not SCALE_AFTER)
         b_even, b_odd = _operand_halves(b_ptr, tile_n, ok_n, k0, k_lo, k_hi, stride_bn, stride_bk,
                                         sfb_ptr, stride_sfbn, stride_sfbk, sfb_col_tiles,
-                                        B_FP4, SF_KIND, GRAN_N_B, GRAN_K_B, BLOCK_N, BLOCK_K, True)
-        acc = tl.dot(a_even, b_even, acc)
-        acc = tl.dot(a_odd, b_odd, acc)
+                                        B_FP4, SF_KIND, GRAN_N_B, GRAN_K_B, BLOCK_N, BLOCK_K, True, not SCALE_AFTER)
+        if SCALE_AFTER:
+            # The step lies in one scale block of each operand: its raw product sum, then one FFMA per element.
+            part = tl.dot(a_even, b_even)
+            part = tl.dot(a_odd, b_odd, part)
+            sa = tl.reshape(_block_scales(sfa_ptr, rows, rows_ok, k0, k_hi, stride_sfam, stride_sfak, sfa_col_tiles,
+                                          SF_KIND, 1, GRAN_K_A, 1), (BLOCK_M,))
+            sb = tl.reshape(_block_scales(sfb_ptr, tile_n + tl.arange(0, BLOCK_N), ok_n, k0, k_hi, stride_sfbn,
+                                          stride_sfbk, sfb_col_tiles, SF_KIND, GRAN_N_B, GRAN_K_B, 1), (BLOCK_N,))
+            acc += part * (sa[:, None] * sb[None, :])
+        else:
+            acc = tl.dot(a_even, b_even, acc)
+            acc = tl.dot(a_odd, b_odd, acc)
 
     out_ok = store_ok[:, None] & ok_n[None, :]
     # A 64-bit tile base plus int32 offsets within the tile: a 64-bit pointer per element of both C and D would not

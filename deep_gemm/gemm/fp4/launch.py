@@ -9,15 +9,16 @@ one launch on the current stream, with no host read of device data (so CUDA grap
   ops; ``launcher_kwargs=dict(fp4_overrides=...)`` for the FP8 GEMMs' FP4 forms, which the FP8 launchers hand here);
 * the device has no BF16 MMA (below sm_80: ``deep_gemm.core.arch.has_mma``);
 * ``cublaslt_nvfp4_gemm_nt``: c is not row-major;
-* the FP8 GEMMs' forms: any scale given as FP32 (the kernel applies scales before the dot, exact for power-of-two
-  and packed UE8M0 scales only; an FP32 scale's mantissa cannot be checked without reading it);
-* M-grouped contiguous: an alignment (``get_mk_alignment_for_contiguous_layout``) no power-of-two tile height from
-  16 up divides.
+* the FP8 GEMMs' forms: one operand's scales FP32 and the other's packed UE8M0; an M-grouped contiguous alignment
+  (``get_mk_alignment_for_contiguous_layout``) no power-of-two tile height from 16 up divides; an
+  ``Fp4Overrides.block_k`` that does not divide the K granularity of FP32 scales.
 
 Covered: ``k_grouped_fp4_gemm_nt_contiguous`` (sizes or psum layout, c None / separate / d), ``cublaslt_nvfp4_gemm_nt``
 (BF16 or FP32 d, c), and ``fp8_fp4_gemm_nt`` (= ``fp4_gemm_nt``), ``m_grouped_fp8_fp4_gemm_nt_contiguous`` (expert
-ids or psum layout) and ``m_grouped_fp8_fp4_gemm_nt_masked`` with FP8 or packed FP4 A and B and packed UE8M0 (int32)
-scales at K granularity 32 or 128, any operand strides, BF16 or FP32 d, c.
+ids or psum layout) and ``m_grouped_fp8_fp4_gemm_nt_masked`` with FP8 or packed FP4 A and B, and scales at K
+granularity 32 or 128 that are packed UE8M0 (int32) on both operands (applied before the dot) or FP32 on both
+(any values, B per row or per 128 rows: applied after each 32-K dot, as DeepGEMM's promotion), any operand
+strides, BF16 or FP32 d, c.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 
 def _launch(*, a, b, sfa, sfb, d, c, layout, m, n, k, num_groups, strides_a, strides_b, strides_sfa, strides_sfb,
             col_tiles=(0, 0), strides_d, strides_c=(0, 0), a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, gran_n_b=1,
-            grouping=DENSE, psum_align=1, zero_gaps=True, grid_groups=1, cfg: fp4_plan.Fp4Config) -> None:
+            grouping=DENSE, psum_align=1, zero_gaps=True, scale_after=False, grid_groups=1,
+            cfg: fp4_plan.Fp4Config) -> None:
     """One launch over (M x N tiles, ``grid_groups``); the arguments in kernels._fp4_gemm_kernel's order."""
     grid = (ceil_div(m, cfg.block_m) * ceil_div(n, cfg.block_n), grid_groups, 1)
     g_pow2 = group_pad(num_groups)
@@ -63,9 +65,9 @@ def _launch(*, a, b, sfa, sfb, d, c, layout, m, n, k, num_groups, strides_a, str
     args = (a, b, sfa, sfb, d, c if has_c else d, layout if layout is not None else d, m, n, k, num_groups,
             *strides_a, *strides_b, *strides_sfa, *strides_sfb, *col_tiles, *strides_d, *strides_c,
             cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, gran_n_b,
-            grouping, g_pow2, psum_align, zero_gaps, has_c)
+            grouping, g_pow2, psum_align, zero_gaps, scale_after, has_c)
     config_key = (cfg, a_fp4, b_fp4, sf_kind, gran_k_a, gran_k_b, gran_n_b, grouping, g_pow2, psum_align, zero_gaps,
-                  has_c, d.dtype)
+                  scale_after, has_c, d.dtype)
     launch(_kernel(), grid, args, name="fp4_gemm", config_key=config_key, num_warps=cfg.num_warps,
            num_stages=cfg.num_stages, device_index=d.device.index or 0)
 
@@ -117,69 +119,78 @@ def cublaslt_nvfp4_gemm_nt(a, sfa, b, sfb, d, c, *, overrides: Fp4Overrides = NO
     return None
 
 
-def _int32_scales(sfa, sfb) -> bool:
-    return sfa.dtype == torch.int32 and sfb.dtype == torch.int32
+def _scale_mode(sfa, sfb):
+    """How the FP8 GEMMs' FP4 forms apply scales: (SF_UE8M0_INT, before the dot) for packed UE8M0 on both
+    operands, (SF_FP32, after the dot: exact for any FP32 value) for FP32 on both, else None (mixed kinds: the
+    reference)."""
+    if sfa.dtype == torch.int32 and sfb.dtype == torch.int32:
+        return SF_UE8M0_INT, False
+    if sfa.dtype == torch.float32 and sfb.dtype == torch.float32:
+        return SF_FP32, True
+    return None
 
 
 def _logical_k(a: torch.Tensor) -> int:
     return a.size(-1) * (2 if a.dtype == FP4_PACKED else 1)
 
 
+def _fp8_form_launch(a, sfa, b, sfb, d, recipe, overrides, *, m, n, num_groups=1, row_align=None, **kwargs):
+    """Plan and launch one of the FP8 GEMMs' FP4 forms (``kwargs``: ``_launch``'s grouping arguments). False when
+    no tile fits (the caller returns NotImplemented)."""
+    sf_kind, scale_after = _scale_mode(sfa, sfb)
+    cfg = fp4_plan.plan(m, n, overrides, row_align=row_align,
+                        scale_block_k=min(recipe.a[1], recipe.b[1]) if scale_after else None)
+    if cfg is None:
+        return False
+    _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, m=m, n=n, k=_logical_k(a), num_groups=num_groups,
+            strides_a=_strides3(a), strides_b=_strides3(b), strides_sfa=_strides3(sfa), strides_sfb=_strides3(sfb),
+            a_fp4=a.dtype == FP4_PACKED, b_fp4=b.dtype == FP4_PACKED, sf_kind=sf_kind, gran_k_a=recipe.a[1],
+            gran_k_b=recipe.b[1], gran_n_b=recipe.b[0], scale_after=scale_after, cfg=cfg, **kwargs)
+    return True
+
+
 def fp8_fp4_gemm_nt(a, sfa, b, sfb, d, c, recipe, *, overrides: Fp4Overrides = NO_OVERRIDES):
     """The forms of ``fp8_gemm_nt`` (``fp8_fp4_gemm_nt``) the FP8 kernels decline, in NT form (A [M, K] or packed
-    [M, K / 2], B [N, K] or packed, any strides; FP4 K-major), with ``recipe`` resolved (``operands.Recipe``).
-    Runs FP8 / packed FP4 operands with packed UE8M0 (int32) scales on both; declines FP32 scales."""
-    if not _runs(overrides, d) or not _int32_scales(sfa, sfb):
+    [M, K / 2], B [N, K] or packed, any strides; FP4 K-major), with ``recipe`` resolved (``operands.Recipe``)."""
+    if not _runs(overrides, d) or _scale_mode(sfa, sfb) is None:
         return NotImplemented
     m, n = d.shape
-    k = _logical_k(a)
-    if written_without_launch(d, c, m, n, k):
+    if written_without_launch(d, c, m, n, _logical_k(a)):
         return None
-    _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, c=c, layout=None, m=m, n=n, k=k, num_groups=1,
-            strides_a=_strides3(a), strides_b=_strides3(b), strides_sfa=_strides3(sfa), strides_sfb=_strides3(sfb),
-            strides_d=(0, d.stride(0)), strides_c=(0, c.stride(0)) if c is not None else (0, 0),
-            a_fp4=a.dtype == FP4_PACKED, b_fp4=b.dtype == FP4_PACKED, sf_kind=SF_UE8M0_INT, gran_k_a=recipe.a[1],
-            gran_k_b=recipe.b[1], cfg=fp4_plan.plan(m, n, overrides))
-    return None
+    launched = _fp8_form_launch(a, sfa, b, sfb, d, recipe, overrides, m=m, n=n, c=c, layout=None,
+                                strides_d=(0, d.stride(0)), strides_c=(0, c.stride(0)) if c is not None else (0, 0))
+    return None if launched else NotImplemented
 
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, sfa, b, sfb, d, grouped_layout, recipe, use_psum_layout,
                                          ensure_zero_padding, *, overrides: Fp4Overrides = NO_OVERRIDES):
-    """The FP4 forms of ``m_grouped_fp8_gemm_nt_contiguous`` (NT form: A [M, K], B [G, N, K], packed or FP8), int32
-    scales only. Rows of expert -1 are zeros; psum gap rows are zeros with ``ensure_zero_padding``, else left alone
-    (rows past the last group's end too: the reference's rules)."""
-    if not _runs(overrides, d) or not _int32_scales(sfa, sfb):
+    """The FP4 forms of ``m_grouped_fp8_gemm_nt_contiguous`` (NT form: A [M, K], B [G, N, K], packed or FP8). Rows
+    of expert -1 are zeros; psum gap rows are zeros with ``ensure_zero_padding``, else left alone (rows past the
+    last group's end too: the reference's rules)."""
+    if not _runs(overrides, d) or _scale_mode(sfa, sfb) is None:
         return NotImplemented
     m, n = d.shape
-    num_groups = b.size(0)
     if m == 0 or n == 0:
         return None
     psum = bool(use_psum_layout)
     alignment = get_mk_alignment_for_contiguous_layout()
-    cfg = fp4_plan.plan(m, n, overrides, row_align=alignment)
-    if cfg is None:
-        return NotImplemented  # an alignment no tile height divides
-    _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, c=None, layout=grouped_layout, m=m, n=n, k=_logical_k(a),
-            num_groups=num_groups, strides_a=_strides3(a), strides_b=_strides3(b), strides_sfa=_strides3(sfa),
-            strides_sfb=_strides3(sfb), strides_d=(0, d.stride(0)), a_fp4=a.dtype == FP4_PACKED,
-            b_fp4=b.dtype == FP4_PACKED, sf_kind=SF_UE8M0_INT, gran_k_a=recipe.a[1], gran_k_b=recipe.b[1],
-            grouping=M_PSUM if psum else M_IDS, psum_align=alignment if psum else 1,
-            zero_gaps=bool(ensure_zero_padding) or not psum, cfg=cfg)
-    return None
+    launched = _fp8_form_launch(a, sfa, b, sfb, d, recipe, overrides, m=m, n=n, num_groups=b.size(0),
+                                row_align=alignment, c=None, layout=grouped_layout, strides_d=(0, d.stride(0)),
+                                grouping=M_PSUM if psum else M_IDS, psum_align=alignment if psum else 1,
+                                zero_gaps=bool(ensure_zero_padding) or not psum)
+    return None if launched else NotImplemented  # (not launched: an alignment no tile height divides)
 
 
 def m_grouped_fp8_fp4_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, recipe, *,
                                      overrides: Fp4Overrides = NO_OVERRIDES):
-    """The FP4 forms of ``m_grouped_fp8_gemm_nt_masked`` (A [G, M_max, K], B [G, N, K], packed or FP8), int32 scales
-    only; rows from masked_m[g] on are left alone."""
-    if not _runs(overrides, d) or not _int32_scales(sfa, sfb):
+    """The FP4 forms of ``m_grouped_fp8_gemm_nt_masked`` (A [G, M_max, K], B [G, N, K], packed or FP8); rows from
+    masked_m[g] on are left alone."""
+    if not _runs(overrides, d) or _scale_mode(sfa, sfb) is None:
         return NotImplemented
     num_groups, max_m, n = d.shape
     if max_m == 0 or n == 0:
         return None
-    _launch(a=_bytes(a), b=_bytes(b), sfa=sfa, sfb=sfb, d=d, c=None, layout=masked_m, m=max_m, n=n,
-            k=_logical_k(a), num_groups=num_groups, strides_a=_strides3(a), strides_b=_strides3(b),
-            strides_sfa=_strides3(sfa), strides_sfb=_strides3(sfb), strides_d=(d.stride(0), d.stride(1)),
-            a_fp4=a.dtype == FP4_PACKED, b_fp4=b.dtype == FP4_PACKED, sf_kind=SF_UE8M0_INT, gran_k_a=recipe.a[1],
-            gran_k_b=recipe.b[1], grouping=MASKED, grid_groups=num_groups, cfg=fp4_plan.plan(max_m, n, overrides))
-    return None
+    launched = _fp8_form_launch(a, sfa, b, sfb, d, recipe, overrides, m=max_m, n=n, num_groups=num_groups, c=None,
+                                layout=masked_m, strides_d=(d.stride(0), d.stride(1)), grouping=MASKED,
+                                grid_groups=num_groups)
+    return None if launched else NotImplemented

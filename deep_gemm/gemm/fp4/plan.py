@@ -16,6 +16,9 @@ Why these numbers:
 * Decode shapes (M <= SMALL_M_MAX) take 64 x 64 tiles and 4 warps: a 128-row tile would decode and multiply rows
   that do not exist, and 64 columns give twice the programs of 128 (N = 7168: 112, most of 132 SMs). 64 x 128 / 4
   warps spills with C in Triton 3.6 (48 bytes; 64 x 64: ~150 registers).
+* Scales applied after the dot (FP32 scales of the FP8 GEMMs' FP4 forms: exact for any FP32 value) take 64-wide
+  tiles: the step's fresh product tile beside the running accumulator makes 128 x 128 / 8 warps spill (255
+  registers, 40-56 bytes of stack); 128 x 64 compiles at ~200.
 * NUM_STAGES = 3: the pointer loads of the next K blocks are in flight while one is decoded; a deeper ring buys
   nothing when the decode, not the load, is the critical path.
 """
@@ -38,6 +41,7 @@ NUM_STAGES = 3
 SMALL_M_MAX = 64        # M up to this takes the 64-row tile
 SMALL_BLOCK_M = 64
 SMALL_BLOCK_N = 64
+SCALE_AFTER_BLOCK_N = 64  # scales applied after the dot: 128 spills
 SMALL_NUM_WARPS = 4     # one warpgroup
 GROUP_M = 8             # tile rows walked together along N (L2 reuse of B rows)
 # The smallest legal tile edge: tl.dot needs 16 along M, N and K (K here is BLOCK_K / 2 per dot of one nibble).
@@ -81,10 +85,13 @@ def _pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES, row_align: int | None = None) -> Fp4Config | None:
+def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES, row_align: int | None = None,
+         scale_block_k: int | None = None) -> Fp4Config | None:
     """The tile of an ``m`` x ``n`` output (per group for the grouped GEMMs). ``row_align``: the M-grouped contiguous
     layouts' segment alignment, which BLOCK_M must divide (a tile then lies in one group's segment): the plan's
-    BLOCK_M is halved until it does, down to MIN_BLOCK; None when no tile height divides it (the reference runs)."""
+    BLOCK_M is halved until it does, down to MIN_BLOCK. ``scale_block_k``: scales are applied after the dot (FP32
+    scales), per K step, so BLOCK_K must divide this (the smaller K granularity of the two operands). None when no
+    tile meets these (the reference runs)."""
     small = m <= SMALL_M_MAX
     block_m = overrides.block_m or (SMALL_BLOCK_M if small else BLOCK_M)
     if row_align is not None:
@@ -94,7 +101,7 @@ def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES, row_align: int 
             return None
     cfg = Fp4Config(
         block_m=block_m,
-        block_n=overrides.block_n or (SMALL_BLOCK_N if small else BLOCK_N),
+        block_n=overrides.block_n or (SMALL_BLOCK_N if small else SCALE_AFTER_BLOCK_N if scale_block_k else BLOCK_N),
         block_k=overrides.block_k or BLOCK_K,
         # (8 warps: two 64-row warpgroups, so only for 128-row tiles)
         num_warps=overrides.num_warps or (NUM_WARPS if block_m >= BLOCK_M else SMALL_NUM_WARPS),
@@ -103,9 +110,14 @@ def plan(m: int, n: int, overrides: Fp4Overrides = NO_OVERRIDES, row_align: int 
                              ("block_k", cfg.block_k, MIN_BLOCK_K)):
         require(_pow2(value) and value >= low,
                 f"Fp4Overrides.{name}: expected a power of two >= {low}, got {value}")
+    if scale_block_k is not None and scale_block_k % cfg.block_k:
+        return None
     return cfg
 
 
-def compile_configs() -> list[Fp4Config]:
-    """The distinct configs ``plan`` picks (for scripts/compile_check_fp4.py)."""
-    return sorted({plan(1, 1), plan(4096, 7168)}, key=lambda c: c.block_m)
+def compile_configs(scale_after: bool = False) -> list[Fp4Config]:
+    """The distinct configs ``plan`` picks (for scripts/compile_check_fp4.py), with scales before or after the
+    dot."""
+    gran = 32 if scale_after else None
+    return sorted({plan(1, 1, scale_block_k=gran), plan(4096, 7168, scale_block_k=gran)},
+                  key=lambda c: (c.block_m, c.block_n))

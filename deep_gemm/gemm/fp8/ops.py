@@ -14,11 +14,12 @@ _NOT_COVERED = "reference for FP4 operands, int32 UE8M0 scales and K granularity
 
 def _fp4_forms_note() -> str:
     """The dense and M-grouped GEMMs hand FP4 operands, int32 scales and K granularity 32 to the FP4 family's kernel
-    (``gemm/fp4/launch.py``): int32-scale forms run there (opt-in while that family awaits its GPU run), FP32-scale
-    forms on the reference."""
+    (``gemm/fp4/launch.py``; opt-in while that family awaits its GPU run), which runs them unless one operand's scales
+    are FP32 and the other's int32."""
     opt_in = gpu_validation.opt_in_note("fp4_gemm")
-    return ("FP4 operands, int32 UE8M0 scales, K granularity 32: the FP4 kernel where both scales are int32"
-            + (f" ({opt_in})" if opt_in else "") + ", else the reference")
+    return ("FP4 operands, int32 UE8M0 scales, K granularity 32: the FP4 kernel"
+            + (f" ({opt_in})" if opt_in else "") + "; the reference with FP32 scales on one operand and int32 on "
+            "the other")
 
 
 _FP4_FORMS_NOTE = _fp4_forms_note()
