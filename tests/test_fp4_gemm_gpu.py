@@ -141,13 +141,16 @@ def test_nvfp4_c_is_d():
 
 @pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (128, 7168, 2048), (1, 4096, 7168)])
 @pytest.mark.parametrize("a_fp4", (False, True))
-def test_fp8_fp4_gemm_nt(m, n, k, a_fp4):
+@pytest.mark.parametrize("scales", ("ue8m0_int32", "fp32"))
+def test_fp8_fp4_gemm_nt(m, n, k, a_fp4, scales):
+    """Packed UE8M0 scales (applied before the dot) and FP32 scales of any value (after each 32-K dot)."""
     gen = torch.Generator(device="cuda").manual_seed(m + k)
     x = torch.randn(m, k, device="cuda", generator=gen)
     w = torch.randn(n, k, device="cuda", generator=gen)
-    a = (per_token_cast_to_fp4 if a_fp4 else per_token_cast_to_fp8)(x, use_ue8m0=True, gran_k=32,
-                                                                     use_packed_ue8m0=True)
-    b = per_token_cast_to_fp4(w, use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)
+    packed = scales == "ue8m0_int32"
+    a = (per_token_cast_to_fp4 if a_fp4 else per_token_cast_to_fp8)(x, use_ue8m0=packed, gran_k=32,
+                                                                     use_packed_ue8m0=packed)
+    b = per_token_cast_to_fp4(w, use_ue8m0=packed, gran_k=32, use_packed_ue8m0=packed)
     d_ker = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     d_ref = torch.empty_like(d_ker)
     args = (a[0], a[1], b[0], b[1])

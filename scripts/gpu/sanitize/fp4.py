@@ -1,7 +1,7 @@
 """Sanitizer cases of the FP4 GEMM kernel (see README.md in this folder): every grouping of
-``gemm/fp4/kernels._fp4_gemm_kernel`` (dense NVFP4 and FP8 x FP4, K-grouped sizes and psum with an empty group,
-M-grouped expert ids and psum, masked) on small odd shapes with partial tiles, opted in with
-``Fp4Overrides(kernels=True)``, each checked against the op's torch reference on the same inputs."""
+``gemm/fp4/kernels._fp4_gemm_kernel`` (dense NVFP4, FP8 x FP4 with packed UE8M0 or FP32 scales, K-grouped sizes and
+psum with an empty group, M-grouped expert ids and psum, masked) on small odd shapes with partial tiles, opted in
+with ``Fp4Overrides(kernels=True)``, each checked against the op's torch reference on the same inputs."""
 
 from __future__ import annotations
 
@@ -44,14 +44,18 @@ def nvfp4():
     _both("cublaslt_nvfp4_gemm_nt", (a, sfa, b, sfb, dk, dk), (a, sfa, b, sfb, dr, dr), dk, dr)
 
 
-def fp8_fp4_dense():
-    m, n, k = 70, 90, 384
-    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda"), use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)
-    b = per_token_cast_to_fp4(torch.randn(n, k, device="cuda"), use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)
-    dk, dr = _pair(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
-    tail = (None, None, [1, 32], [1, 32])
-    _both("fp8_fp4_gemm_nt", (a[0], a[1], b[0], b[1], dk, *tail), (a[0], a[1], b[0], b[1], dr, *tail), dk, dr,
-          fp4_kwarg="fp4_overrides")
+def _fp8_fp4_dense(packed):
+    def case():
+        m, n, k = 70, 90, 384
+        a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda"), use_ue8m0=packed, gran_k=32,
+                                  use_packed_ue8m0=packed)
+        b = per_token_cast_to_fp4(torch.randn(n, k, device="cuda"), use_ue8m0=packed, gran_k=32,
+                                  use_packed_ue8m0=packed)
+        dk, dr = _pair(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        tail = (None, None, [1, 32], [1, 32])
+        _both("fp8_fp4_gemm_nt", (a[0], a[1], b[0], b[1], dk, *tail), (a[0], a[1], b[0], b[1], dr, *tail), dk, dr,
+              fp4_kwarg="fp4_overrides")
+    return case
 
 
 def _k_grouped(psum):
@@ -118,7 +122,8 @@ def masked():
 
 CASES = [
     ("nvfp4_c_is_d", nvfp4),
-    ("fp8_fp4_dense", fp8_fp4_dense),
+    ("fp8_fp4_dense_ue8m0", _fp8_fp4_dense(True)),
+    ("fp8_fp4_dense_fp32_scales_after_dot", _fp8_fp4_dense(False)),
     ("k_grouped_sizes", _k_grouped(False)),
     ("k_grouped_psum", _k_grouped(True)),
     ("m_grouped_ids", _m_grouped(False)),
