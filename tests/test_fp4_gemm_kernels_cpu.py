@@ -12,7 +12,9 @@ import torch
 import deep_gemm
 import interpreter_bf16  # noqa: F401  (BF16 dots and casts as the GPU does them)
 from deep_gemm.core.registry import kernels_of
+from deep_gemm.core.errors import DeepGEMMError
 from deep_gemm.gemm.fp4 import launch as fp4_launch
+from deep_gemm.gemm.fp4 import plan as fp4_plan
 from deep_gemm.gemm.fp4.plan import Fp4Overrides
 from deep_gemm.gemm.fp4.reference import to_cublaslt_tiled_sf
 from deep_gemm.testing import calc_diff
@@ -322,3 +324,28 @@ def test_backends_report_opt_in():
     for name in ("k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt"):
         assert report[name].startswith("triton (opt-in"), report[name]
     assert "Fp4Overrides(kernels=True)" in report["fp8_fp4_gemm_nt"], report["fp8_fp4_gemm_nt"]
+
+
+# ---- the plan ---------------------------------------------------------------------------------------------------
+
+def test_plan_tiles():
+    big, small = fp4_plan.plan(4096, 7168), fp4_plan.plan(1, 7168)
+    assert (big.block_m, big.block_n, big.block_k, big.num_warps) == (128, 128, 32, 8)
+    assert (small.block_m, small.block_n, small.num_warps) == (64, 64, 4)
+    assert fp4_plan.plan(4096, 7168, scale_block_k=32).block_n == fp4_plan.SCALE_AFTER_BLOCK_N
+    # M-grouped: BLOCK_M divides the alignment (halved down to 16), else no tile
+    assert [fp4_plan.plan(4096, 7168, row_align=a).block_m for a in (128, 64, 48, 256)] == [128, 64, 16, 128]
+    assert fp4_plan.plan(4096, 7168, row_align=64).num_warps == 4  # (8 warps only for 128-row tiles)
+    assert fp4_plan.plan(4096, 7168, row_align=33) is None
+    assert fp4_plan.plan(4096, 7168, Fp4Overrides(block_m=128), row_align=64) is None
+    # FP32 scales after the dot: each K step inside one scale block
+    assert fp4_plan.plan(4096, 7168, Fp4Overrides(block_k=64), scale_block_k=32) is None
+    assert set(fp4_plan.compile_configs()) | set(fp4_plan.compile_configs(True)) >= {
+        fp4_plan.plan(4096, 7168), fp4_plan.plan(1, 1), fp4_plan.plan(4096, 7168, scale_block_k=32)}
+
+
+def test_plan_rejects_bad_overrides():
+    with pytest.raises(DeepGEMMError, match="Fp4Overrides.block_k"):
+        fp4_plan.plan(64, 64, Fp4Overrides(block_k=48))
+    with pytest.raises(DeepGEMMError, match="Fp4Overrides.block_m"):
+        fp4_plan.plan(64, 64, Fp4Overrides(block_m=8))
