@@ -6,21 +6,21 @@ Hopper has no FP4 MMA, so each K block of both operands is decoded and scaled in
 decode (a few integer and FP32 operations per element of both operand tiles, per K block), not the MMA, so the tile is
 chosen to amortise it: a 128 x 128 output tile decodes (128 + 128) x BLOCK_K elements for 128 x 128 x BLOCK_K MACs.
 
-Why these numbers:
+Why these numbers (not yet timed on a GPU: they come from the register budget, scripts/compile_check_fp4.py):
 * BLOCK_M = BLOCK_N = 128 with 8 warps: two warpgroups of 64 rows (one wgmma M each) and a 64-register FP32
   accumulator per thread, which leaves room for the decoded operand tiles.
 * BLOCK_K = 32 logical K (16 packed bytes per row): one UE8M0 scale block of 32 or two UE4M3 blocks of 16 per step
   (a step may also sit inside one 128-K block). 64 spills at 128 x 128 / 8 warps (ptxas for sm_90a, Triton 3.8:
-  255 registers and 16-64 bytes of stack for the FP32-scale forms: both operands' decoded halves live beside the
-  accumulator); 32 compiles every form at 184-210 registers without spills (scripts/compile_check_fp4.py).
+  255 registers and 16-64 bytes of stack for the K-grouped forms: both operands' decoded halves live beside the
+  accumulator); with 32 every form compiles without spills at 114-226 registers over Triton 3.6-3.9.
 * Decode shapes (M <= SMALL_M_MAX) take 64 x 64 tiles and 4 warps: a 128-row tile would decode and multiply rows
   that do not exist, and 64 columns give twice the programs of 128 (N = 7168: 112, most of 132 SMs). 64 x 128 / 4
   warps spills with C in Triton 3.6 (48 bytes; 64 x 64: ~150 registers).
 * Scales applied after the dot (FP32 scales of the FP8 GEMMs' FP4 forms: exact for any FP32 value) take 64-wide
   tiles: the step's fresh product tile beside the running accumulator makes 128 x 128 / 8 warps spill (255
   registers, 40-56 bytes of stack); 128 x 64 compiles at ~200.
-* NUM_STAGES = 3: the pointer loads of the next K blocks are in flight while one is decoded; a deeper ring buys
-  nothing when the decode, not the load, is the critical path.
+* NUM_STAGES = 3: the pointer loads of the next K blocks are in flight while one is decoded (a first guess: with
+  the decode, not the load, expected to be the critical path, a deeper ring should buy little).
 """
 
 from __future__ import annotations
