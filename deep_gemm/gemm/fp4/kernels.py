@@ -52,7 +52,8 @@ _TILE_BYTES = tl.constexpr(512)           # one cuBLASLt scale tile: 128 rows x 
 
 @triton.jit
 def _e2m1_to_f32(code):
-    """4-bit E2M1 codes (int32) -> FP32; code 8 (negative zero) gives +0, as the reference decodes it."""
+    """4-bit E2M1 codes (int32) -> FP32. Code 8 (negative zero) gives -0, which the reference decodes as +0: the same
+    in every product sum."""
     mag = code & 7
     e = mag >> 1
     m = mag & 1
