@@ -151,7 +151,7 @@ def _operand_halves(ptr, row0, rows_ok, k0, k_lo, k_hi, stride_r, stride_k,
     return even, odd
 
 
-@triton.jit(do_not_specialize=["M", "N", "K", "stride_ag", "stride_am", "stride_ak", "stride_bg", "stride_bn",
+@triton.jit(do_not_specialize=["M", "N", "K", "G", "stride_ag", "stride_am", "stride_ak", "stride_bg", "stride_bn",
                                "stride_bk", "stride_sfag", "stride_sfam", "stride_sfak", "stride_sfbg",
                                "stride_sfbn", "stride_sfbk", "sfa_col_tiles", "sfb_col_tiles", "stride_dg",
                                "stride_dm", "stride_cg", "stride_cm"],
