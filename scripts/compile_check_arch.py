@@ -41,7 +41,7 @@ import compile_check_legacy as cl  # noqa: E402
 from deep_gemm.core import arch  # noqa: E402
 
 ARCHS = (100, 120, 89, 80)
-FAMILIES = ("fp8", "bf16", "einsum", "hc", "indexer", "layout", "legacy")
+FAMILIES = ("fp8", "bf16", "einsum", "hc", "indexer", "layout", "legacy", "fp4")
 # The SM count the plans see (the host has no GPU; an H100's, so tile choices are the ones the GPU tests know).
 NUM_SMS = 132
 
@@ -291,8 +291,18 @@ def legacy_variants(sm: int, quick: bool = False):
     return variants
 
 
+def fp4_variants(sm: int, quick: bool = False):
+    """The FP4 kernel's forms at the plan's tiles (the same on every architecture: pointer loads, no TMA, a ring of
+    at most 64 KB)."""
+    import compile_check_fp4 as c4
+    variants = [Variant("fp4", f"{name} {cfg.block_m}x{cfg.block_n}x{cfg.block_k} w{cfg.num_warps}",
+                        lambda t, c=cfg, f=form: c4.compile_fp4(c, target=t, **f))
+                for cfg, name, form in c4.configured_forms()]
+    return variants[-1:] if quick else variants
+
+
 VARIANTS = {"fp8": fp8_variants, "bf16": bf16_variants, "einsum": einsum_variants, "hc": hc_variants,
-            "indexer": indexer_variants, "layout": layout_variants, "legacy": legacy_variants}
+            "indexer": indexer_variants, "layout": layout_variants, "legacy": legacy_variants, "fp4": fp4_variants}
 # Families whose kernels take FP8 operands only: not built below sm_89 (their ops run the reference there).
 FP8_ONLY = {"fp8"}
 

@@ -301,7 +301,7 @@ def test_backends_per_forced_capability(cap):
             assert report["fp8_fp4_gemm_nt"] == report["fp8_gemm_nt"]  # (aliases report their canonical op)
             # notes follow the kind: 'triton (portable; note)'
             if _kind(report["fp8_gemm_nt"]) == "portable":
-                assert report["fp8_gemm_nt"].startswith("triton (portable; reference for FP4 operands")
+                assert report["fp8_gemm_nt"].startswith("triton (portable; FP4 operands, int32 UE8M0 scales")
             assert ("the reference for FP8 below sm_89" in report["cublaslt_gemm_nt"]) == (cap < (8, 9))
 
 
@@ -312,7 +312,7 @@ def test_backends_default_on_a_host_without_cuda_is_the_sm90_report():
     assert report == deep_gemm.backends(0) == deep_gemm.backends("cuda:1")
     with arch.forced_capability((9, 0)):
         assert deep_gemm.backends() == report
-    assert report["fp8_gemm_nt"].startswith("triton (reference for FP4") and report["bf16_gemm_nt"] == "triton"
+    assert report["fp8_gemm_nt"].startswith("triton (FP4 operands, int32 UE8M0") and report["bf16_gemm_nt"] == "triton"
 
 
 def test_backends_below_sm80_and_for_a_cpu_device():
@@ -337,10 +337,10 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "compile_check
 
 def test_portable_kernels_compile_for_other_architectures():
     """A few variants the plans pick, built for sm_120a (the FP8 tile fitted to 99 KB), sm_100a (HC, TMA), sm_89
-    (the BF16 einsum tile) and sm_80 (the BF16 GEMM; the legacy kernel): each compiles and fits the device's shared
-    memory. The whole matrix: ``python scripts/compile_check_arch.py``."""
+    (the BF16 einsum tile) and sm_80 (the BF16 GEMM; the legacy kernel; the FP4 kernel): each compiles and fits the
+    device's shared memory. The whole matrix: ``python scripts/compile_check_arch.py``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    only = ["120:fp8", "100:hc", "89:einsum", "80:bf16", "80:legacy", "80:fp8"]
+    only = ["120:fp8", "100:hc", "89:einsum", "80:bf16", "80:legacy", "80:fp8", "80:fp4"]
     out = subprocess.run([sys.executable, SCRIPT, "--quick", "--json", "--only", *only], capture_output=True,
                          text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

@@ -17,6 +17,7 @@ AWAITING_GPU: dict[str, str] = {
     "mega": "MegaOverrides",
     "sparse_attention": "SparseOverrides",
     "mqa_metadata": "MetadataOverrides",
+    "fp4_gemm": "Fp4Overrides",
 }
 
 

@@ -8,9 +8,14 @@ explicit ``overrides=`` (``fp8_plan.Fp8Overrides``) for sweeps and tests; nothin
 
 Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 128x128 block (1D2D) or per row
 (1D1D); BF16 or FP32 output; optional C. MN-major operands are first copied to K-major (FP8 wgmma reads K-major
-shared memory only; the copy is one memory-bound pass). Not covered (reference): packed FP4 operands, packed UE8M0
-(int32) scales, K granularity 32, and devices without FP8 MMAs (below sm_89: ``deep_gemm.core.arch``). The
-warp-specialised kernel runs on sm_90a devices only; elsewhere the plan keeps every call on the tl.* kernel.
+shared memory only; the copy is one memory-bound pass). Not covered here: packed FP4 operands, packed UE8M0 (int32)
+scales and K granularity 32; the dense and M-grouped launchers hand exactly those forms to the FP4 family's
+dequantising kernel (``gemm/fp4/launch.py``), which runs them (while that family awaits its GPU run only when asked:
+``launcher_kwargs=dict(fp4_overrides=Fp4Overrides(kernels=True))``) unless one operand's scales are FP32 and the
+other's int32 (the reference). On devices without FP8 MMAs (below sm_89: ``deep_gemm.core.arch``) the FP8 kernels
+decline; the FP4 kernel's forms still run there (it decodes FP8 bits itself; ``backends()`` reports those ops as
+'reference').
+The warp-specialised kernel runs on sm_90a devices only; elsewhere the plan keeps every call on the tl.* kernel.
 
 Dense launchers keep a ``LaunchPlan`` per argument signature (``core/plans.py``), so a repeated call shape
 replays its recorded launch.
@@ -21,8 +26,8 @@ from __future__ import annotations
 import torch
 
 from ..._internals import COMPILE_OPTIONS
-from ...common.operands import (FP8, compact_k_grouped_sf, k_grouped_sizes, resolve_recipe, run_with_alpha,
-                                scale_with_alpha, to_nt, written_without_launch)
+from ...common.operands import (FP4_PACKED, FP8, compact_k_grouped_sf, k_grouped_sizes, resolve_recipe,
+                                run_with_alpha, scale_with_alpha, to_nt, written_without_launch)
 from ...core import arch
 from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
@@ -33,6 +38,8 @@ from . import autotune as fp8_autotune
 from . import configs
 from . import plan as fp8_plan
 from .plan import GROUPING, NO_OVERRIDES, Fp8Call, Fp8Overrides, Fp8Plan, ws_register_budget
+from ..fp4 import launch as fp4_launch
+from ..fp4.plan import NO_OVERRIDES as NO_FP4_OVERRIDES, Fp4Overrides
 
 # Plans resolved per (call, overrides): the heuristic's, or (opt-in) autotuning's tile config and what follows.
 PLAN_OF_CALL = ConfigCache()
@@ -266,15 +273,24 @@ def _execute_ws(p: Fp8Plan, call: Fp8Call, a, b, sfa, sfb, d, c, layout, strides
 PLANS = PlanCache()
 
 
+def _fp4_form(a, sfa, b, sfb, recipe) -> bool:
+    """Whether a call is one of the forms the FP8 kernels leave to the FP4 kernel (``gemm/fp4/launch.py``): a packed
+    FP4 operand, packed UE8M0 (int32) scales, or K granularity 32."""
+    return (a.dtype == FP4_PACKED or b.dtype == FP4_PACKED or sfa.dtype == torch.int32 or sfb.dtype == torch.int32
+            or recipe.a[1] != configs.BLOCK_K or recipe.b[1] != configs.BLOCK_K)
+
+
 def _dense(layout: str):
     def fp8_gemm(a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha=None,
-                 *, signature=None, overrides: Fp8Overrides = NO_OVERRIDES):
+                 *, signature=None, overrides: Fp8Overrides = NO_OVERRIDES,
+                 fp4_overrides: Fp4Overrides = NO_FP4_OVERRIDES):
         if alpha is not None and sfa.dtype == torch.float32:  # A's scales carry alpha: no scratch, no extra pass
             return fp8_gemm(a, scale_with_alpha(sfa, alpha), b, sfb, d, c, recipe, recipe_a, recipe_b, compiled_dims,
-                            disable_ue8m0_cast, overrides=overrides)
+                            disable_ue8m0_cast, overrides=overrides, fp4_overrides=fp4_overrides)
         if alpha is not None:  # packed UE8M0 scales cannot: FP32 scratch, then d = c + alpha * scratch
             return run_with_alpha(lambda out, acc: fp8_gemm(a, sfa, b, sfb, out, acc, recipe, recipe_a, recipe_b,
-                                                            compiled_dims, disable_ue8m0_cast, overrides=overrides),
+                                                            compiled_dims, disable_ue8m0_cast, overrides=overrides,
+                                                            fp4_overrides=fp4_overrides),
                                   d, c, alpha)
         a, sfa, b, sfb = to_nt(layout, a, sfa, b, sfb)
         inputs = (a, sfa, b, sfb, d, c)
@@ -282,6 +298,8 @@ def _dense(layout: str):
         if PLANS.replay(key, inputs, d):
             return None
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+        if _fp4_form(a, sfa, b, sfb, r):  # (never recorded: the FP4 launcher runs in full every call)
+            return fp4_launch.fp8_fp4_gemm_nt(a, sfa, b, sfb, d, c, r, overrides=fp4_overrides)
         if not _supported(a, sfa, b, sfb, r):
             return NotImplemented
         recorder = Recorder() if key is not None else None
@@ -348,10 +366,15 @@ def _m_grouped_contiguous(layout: str):
     @replayable(f"m_grouped_fp8_gemm_{layout}_contiguous")
     def m_grouped(a, sfa, b, sfb, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast,
                   use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout=None, *,
-                  overrides: Fp8Overrides = NO_OVERRIDES, recorder=None):
+                  overrides: Fp8Overrides = NO_OVERRIDES, fp4_overrides: Fp4Overrides = NO_FP4_OVERRIDES,
+                  recorder=None):
         if layout == "nn":
             b, sfb = b.transpose(-1, -2), sfb.transpose(-1, -2)
         r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+        if _fp4_form(a, sfa, b, sfb, r):  # (its launch is not recorded: no replay)
+            return fp4_launch.m_grouped_fp8_fp4_gemm_nt_contiguous(a, sfa, b, sfb, d, grouped_layout, r,
+                                                                   use_psum_layout, ensure_zero_padding,
+                                                                   overrides=fp4_overrides)
         if not _supported(a, sfa, b, sfb, r):
             return NotImplemented
         num_groups, n, k = b.shape
@@ -386,8 +409,10 @@ m_grouped_fp8_gemm_nn_contiguous = _m_grouped_contiguous("nn")
 @replayable("m_grouped_fp8_gemm_nt_masked")
 def m_grouped_fp8_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
                                  compiled_dims, disable_ue8m0_cast, *, overrides: Fp8Overrides = NO_OVERRIDES,
-                                 recorder=None):
+                                 fp4_overrides: Fp4Overrides = NO_FP4_OVERRIDES, recorder=None):
     r = resolve_recipe(recipe, recipe_a, recipe_b, sfb)
+    if _fp4_form(a, sfa, b, sfb, r):  # (its launch is not recorded: no replay)
+        return fp4_launch.m_grouped_fp8_fp4_gemm_nt_masked(a, sfa, b, sfb, d, masked_m, r, overrides=fp4_overrides)
     if not _supported(a, sfa, b, sfb, r):
         return NotImplemented
     num_groups, max_m, k = a.shape
