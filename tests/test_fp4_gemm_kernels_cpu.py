@@ -349,19 +349,3 @@ def test_plan_rejects_bad_overrides():
         fp4_plan.plan(64, 64, Fp4Overrides(block_k=48))
     with pytest.raises(DeepGEMMError, match="Fp4Overrides.block_m"):
         fp4_plan.plan(64, 64, Fp4Overrides(block_m=8))
-
-
-def test_kernel_specialises_no_runtime_int():
-    """Launches are cached by config, not by argument values (core/launch.py): a runtime int Triton specialised on
-    (== 1, divisible by 16) would bake one call's value into the binary every later call reuses."""
-    import inspect
-
-    from deep_gemm.gemm.fp4.kernels import _fp4_gemm_kernel as kernel
-    options = getattr(kernel, "kwargs", None) or dict(do_not_specialize=kernel.do_not_specialize,
-                                                      do_not_specialize_on_alignment=
-                                                      kernel.do_not_specialize_on_alignment)  # (jit or interpreter)
-    params = inspect.signature(kernel.fn).parameters.values()
-    runtime = [p.name for p in params if "constexpr" not in str(p.annotation)]
-    ints = [name for name in runtime if not name.endswith("_ptr")]
-    assert ints and set(ints) <= set(options["do_not_specialize"])
-    assert set(runtime) - set(ints) <= set(options["do_not_specialize_on_alignment"])
