@@ -14,6 +14,7 @@ from __future__ import annotations
 # family (as core.registry.FAMILY names it) -> the Overrides class that asks for its kernels (what backends() tells the reader to use).
 AWAITING_GPU: dict[str, str] = {
     "mega": "MegaOverrides",
+    "mega_mhc": "MhcOverrides",
 }
 
 
