@@ -2,8 +2,8 @@
 one line per variant, ``<variant name> <hash>``, sorted by name.
 
 The variants are the ones scripts/compile_check*.py enumerate (the FP8 and BF16 GEMM kernels, tl.* and warp-
-specialised; einsum; HyperConnection; the layout kernels; the MQA-logits indexer; legacy; Mega MoE), minus variants
-the package does not ship.
+specialised; einsum; HyperConnection; the layout kernels; the MQA-logits indexer; legacy; Mega MoE; mega_mhc), minus
+variants the package does not ship.
 
 The hash is of the PTX Triton hands to ptxas, with what only names source positions removed: ``.loc`` / ``.file``
 lines, the line-table labels and the DWARF sections. So moving a ``@triton.jit`` function to another file, or
@@ -47,6 +47,7 @@ import compile_check_hc as ch  # noqa: E402
 import compile_check_indexer as ci  # noqa: E402
 import compile_check_legacy as cl  # noqa: E402
 import compile_check_mega as cm  # noqa: E402
+import compile_check_mega_mhc as cmh  # noqa: E402
 
 
 def _key(cfg) -> str:
@@ -97,6 +98,8 @@ def variants() -> dict:
 
     for name, build in cm.builders():
         add(f"mega {name}", build)
+    for name, build in cmh.builders():
+        add(f"mega_mhc {name}", build)
     return out
 
 

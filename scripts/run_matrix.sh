@@ -30,7 +30,8 @@ INTERPRETER_TESTS=(
   "tests/test_bf16_gemm_cpu.py tests/test_fp8_gemm_cpu.py tests/test_hyperconnection_cpu.py
    tests/test_layout_cpu.py tests/test_interpreter_bf16.py tests/test_interpreter_masks.py
    tests/test_compat_legacy.py tests/test_launch_fast.py tests/test_launch_plan.py tests/test_layout_host_path_cpu.py
-   tests/test_first_import.py tests/test_ws_kernel_compile.py tests/test_mega_moe_kernels_cpu.py"
+   tests/test_first_import.py tests/test_ws_kernel_compile.py tests/test_mega_moe_kernels_cpu.py
+   tests/test_mega_mhc_kernels_cpu.py"
 )
 # Every kernel the package ships, compiled for sm_90a, longest first.
 COMPILE_CHECKS=(
@@ -44,6 +45,7 @@ COMPILE_CHECKS=(
   "scripts/compile_check_fp8.py --psum"
   "scripts/compile_check_legacy.py"
   "scripts/compile_check_mega.py"
+  "scripts/compile_check_mega_mhc.py"
 )
 
 now() { date +%s; }

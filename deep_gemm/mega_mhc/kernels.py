@@ -3,12 +3,13 @@
 ``_mhc_post_kernel``: program (token block tb, hidden split s) owns rows [tb BT, +BT) and the BH-wide hidden blocks
 of split s (``floor(C / S) + (s < C % S)`` consecutive blocks from ``s floor(C / S) + min(s, C % S)``, C = H / BH).
 Per block it forms ``new_residual[o] = bf16(post[o] x + sum_i comb[i, o] residual[i])`` in FP32, stores it, adds its
-squares, and multiplies it into fn's matching columns on the tensor cores. fn (FP32) is cut into three BF16 parts
-(hi + mid + lo == fn to FP32's 24 bits): BF16 x BF16 products are exact in FP32, so the projection is an FP32 dot
-product of the BF16 residual and the FP32 fn (not TF32: DeepGEMM's TF32 MMA rounds fn to 11 bits). Each block's
-12 dots (4 routes x 3 parts) start from a fresh accumulator that is then added in FP32 registers (the MMA's own
-accumulation drops low bits over long K). The [BT, 32] partial (24 projections, column 24 = sum of squares) goes to
-``ws[s, t, :]``.
+squares, and multiplies it into fn's matching columns on the tensor cores, transposed: ``fn[:, o H + h] @ nr^T``
+(fn's 24 rows padded to a 64-row wgmma M, the BF16 token tile as the B operand straight from shared memory).
+fn (FP32) is cut into three BF16 parts (hi + mid + lo == fn to FP32's 24 bits) and BF16 x BF16 products are exact
+in FP32, so the projection is an FP32 dot product of the BF16 residual and the FP32 fn (DeepGEMM's TF32 MMA rounds
+fn to 11 bits instead). Each block's 12 MMAs (4 routes x 3 parts) start from a fresh accumulator that is then added
+in FP32 registers (the MMA's own accumulation drops low bits over a long K). The [32, BT] partial (24 projections,
+row 24 the sum of squares, zeros) goes to ``ws[s, t, :]``.
 
 ``_mhc_norm_kernel``: program t adds its S partials in split order (the same bits on every call), does the 24-scalar
 mix maths and the 4 x 4 Sinkhorn in FP32, then holds the whole hidden row as a [W, 4, 32] tile (W = H / 128 scale
@@ -60,6 +61,7 @@ def _mhc_post_kernel(
         fn_ptr,  # (24, 4 H) fp32
         nr_ptr,  # (T, 4, H) bf16, written
         ws_ptr,  # (SPLITS, T, N) fp32, written: 24 projections, the sum of squares at SQ_COL, zeros
+        # T tokens; H = CHUNKS * BH; MMA_M: fn rows padded to the MMA's M (rows past NUM_OUT read as zeros)
         T, CHUNKS, SPLITS,
         BT: tl.constexpr, BH: tl.constexpr, N: tl.constexpr, MMA_M: tl.constexpr, NUM_OUT: tl.constexpr,
         SQ_COL: tl.constexpr):

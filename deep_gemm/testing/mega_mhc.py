@@ -5,8 +5,9 @@ tests and the sanitizer / benchmark scripts).
 Tolerance rules (the kernels compute in FP32 where the reference works in FP64 between the same BF16 roundings):
 
 * ``new_residual``: one rounding of an FP32 sum of five products vs the FP64 sum: equal, or one BF16 ulp apart
-  where the FP32 sum lands next to a rounding boundary (at most ``NR_MISMATCH_SHARE`` of the elements). Inputs on a
-  coarse grid (``grid_inputs=True``) make the FP32 sum exact, so there it is bit for bit.
+  where the FP32 sum lands next to a rounding boundary, or (terms cancelling to far less than their sizes) within
+  FP32's error of the terms, ``NR_CANCEL_SHARE`` of their magnitude sum; at most ``NR_MISMATCH_SHARE`` of the
+  elements differ. Inputs on a coarse grid (``grid_inputs=True``) make the FP32 sum exact: there bit for bit.
 * Everything downstream is compared with the reference re-run on the kernel's own ``new_residual`` (identity
   mixing: x = 0, post_mix = 0, comb_res_mix = I reproduces it bit for bit), so that a one-ulp difference above,
   which moves the 24 projections by up to ``|fn| ulp``, does not hide or fake an error:
@@ -23,9 +24,10 @@ from __future__ import annotations
 import torch
 
 from ..mega_mhc.checks import NUM_HC_OUTPUTS, NUM_ROUTES, shared_sf_rows
-from ..mega_mhc.reference import quantise_y, shared_sf_row
+from ..mega_mhc.reference import mega_mhc_reference, quantise_y, shared_sf_row
 
 NR_MISMATCH_SHARE = 1e-3
+NR_CANCEL_SHARE = 2.0 ** -21      # a few FP32 roundings of the largest term
 MIX_RTOL, MIX_ATOL = 1e-4, 1e-5
 Y_MAX_ULPS = 2
 Y_CANCEL_SHARE = 2.0 ** -12
@@ -93,20 +95,30 @@ def op_args(d: dict, out: dict) -> dict:
     return {k: v for k, v in {**d, **out}.items() if not k.startswith("_")}
 
 
+def _bound(d: dict, out: dict) -> tuple:
+    from ..core.registry import _Binder
+    from ..core.schemas import SCHEMAS
+    return _Binder(SCHEMAS["mega_mhc"])((), op_args(d, out))
+
+
 def reference_outputs(d: dict, fp8: str | None, bf16: bool = True, block_m: int = 3) -> dict:
+    """The torch reference's outputs on ``d``, on d's device (the reference itself, whatever the op's CUDA kernel
+    runs)."""
+    from ..core.registry import kernels_of
     out = make_outputs(d, fp8, bf16, block_m)
-    torch.ops.deep_gemm.mega_mhc(**op_args(d, out))
+    full = _bound(d, out)
+    kernels_of("mega_mhc").check(*full)
+    mega_mhc_reference(*full)
     return out
 
 
 def run_kernels(d: dict, out: dict, overrides=None) -> None:
     """The op's check, then its Triton launcher with ``overrides`` (``kernels=True`` by default); fails if the
     launcher declines (so a test never passes by running the reference)."""
-    from ..core.registry import _Binder, kernels_of
-    from ..core.schemas import SCHEMAS
+    from ..core.registry import kernels_of
     from ..mega_mhc.plan import MhcOverrides
 
-    full = _Binder(SCHEMAS["mega_mhc"])((), op_args(d, out))
+    full = _bound(d, out)
     kernels = kernels_of("mega_mhc")
     kernels.check(*full)
     result = kernels.triton(*full, overrides=overrides if overrides is not None else MhcOverrides(kernels=True))
@@ -128,8 +140,14 @@ def compare(d: dict, got: dict, fp8: str | None, block_m: int = 3, exact_residua
     bf16 = got["y_bf16"] is not None
     ref = reference_outputs(d, fp8, True, block_m)
     ulps = bf16_ulps(got["new_residual"], ref["new_residual"])
-    assert int(ulps.max()) <= (0 if exact_residual else 1), "new_residual: more than one BF16 ulp off"
-    assert float((ulps > 0).float().mean()) <= NR_MISMATCH_SHARE, "new_residual: too many one-ulp differences"
+    if exact_residual:
+        assert int(ulps.max()) == 0, "new_residual: not bit for bit on grid inputs"
+    # FP32's rounding error of the five terms, where they cancel to far less than their sizes
+    terms = (d["post_mix"].double().abs() * d["x"].double().abs()[:, None, :]
+             + torch.einsum("tio,tih->toh", d["comb_res_mix"].double().abs(), d["residual"].double().abs()))
+    near = (got["new_residual"].double() - ref["new_residual"].double()).abs() <= terms * NR_CANCEL_SHARE
+    assert bool(((ulps <= 1) | near).all()), "new_residual: beyond one BF16 ulp"
+    assert float((ulps > 0).float().mean()) <= NR_MISMATCH_SHARE, "new_residual: too many differences"
 
     # steps 2-5 of the reference on the kernel's own new_residual
     t, h = d["x"].shape
