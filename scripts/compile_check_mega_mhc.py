@@ -21,7 +21,6 @@ import triton  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from compile_check import FP_FUSION  # noqa: E402
-from compile_check_hc import _compile  # noqa: E402
 from compile_check_mega import spills  # noqa: E402
 
 # (HAS_BF16, HAS_FP8, HAS_SHARED): the output forms the op's check admits.
@@ -29,14 +28,15 @@ OUTPUT_FORMS = ((True, False, False), (True, True, False), (True, True, True), (
                 (False, True, True))
 
 
-# Kernel 1's tiles: the launcher passes 16-byte aligned tensors only, and Triton specialises on it.
+# Row tensors: the launcher passes 16-byte aligned ones only, and Triton specialises on it.
 POST_ALIGNED = ("x_ptr", "res_ptr", "fn_ptr", "nr_ptr")
+NORM_ALIGNED = ("nr_ptr", "weight_ptr", "y_ptr", "y_fp8_ptr")
 
 
-def _compile_aligned(fn, sig: dict, constexprs: dict, warps: int, target=SM90):
+def _compile_aligned(fn, sig: dict, constexprs: dict, warps: int, aligned=POST_ALIGNED, target=SM90):
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in POST_ALIGNED}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
                     attrs=attrs)
     return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": 1, **FP_FUSION})
@@ -74,21 +74,21 @@ def _thunks(target):
             for bf16, fp8, shared in OUTPUT_FORMS:
                 name = f"norm h={hidden} warps={cfg.norm_warps} shifted={shifted} bf16={bf16} fp8={fp8} " \
                        f"shared={shared}"
-                yield name, lambda cfg=cfg, w_pow2=w_pow2, flags=(shifted, bf16, fp8, shared): _compile(
+                yield name, lambda cfg=cfg, w_pow2=w_pow2, flags=(shifted, bf16, fp8, shared): _compile_aligned(
                     k._mhc_norm_kernel, {
                         "nr_ptr": "*bf16", "ws_ptr": "*fp32", "shifted_ptr": "*fp32", "mix_scales_ptr": "*fp32",
                         "mix_bases_ptr": "*fp32", "weight_ptr": "*bf16", "post_out_ptr": "*fp32",
                         "comb_out_ptr": "*fp32", "prev_out_ptr": "*fp32", "y_ptr": "*bf16",
                         "y_fp8_ptr": "*fp8e4nv" if flags[2] else "*bf16",
                         "sf_ptr": "*i32" if flags[2] else "*bf16", "shared_ptr": "*i32" if flags[3] else "*bf16",
-                        **_ints("T", "H", "SPLITS", "num_sinkhorn_iters"),
+                        **_ints("T", "WORDS", "SPLITS", "num_sinkhorn_iters"),
                         **{f: "fp32" for f in ("hc_norm_eps", "hc_pre_eps", "hc_post_scale", "sinkhorn_eps",
                                                "rmsnorm_eps", "rmsnorm_scale")},
                         **_ints("stride_sf_t", "stride_sf_w", "stride_shared_w", "shared_block_m",
                                 "shared_block_rows")},
                     dict(S_POW2=next_pow2(mp.MAX_SPLITS), N=mp.PROJ_N, SQ_COL=mp.PROJ_SQ_COL, W_POW2=w_pow2,
                          GROUP=mp.SF_GROUP, SHIFTED=flags[0], HAS_BF16=flags[1], HAS_FP8=flags[2],
-                         HAS_SHARED=flags[3]), cfg.norm_warps, target=target)
+                         HAS_SHARED=flags[3]), cfg.norm_warps, NORM_ALIGNED, target=target)
 
 
 if __name__ == "__main__":

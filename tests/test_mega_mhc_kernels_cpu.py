@@ -95,13 +95,13 @@ def test_kernels_are_opt_in_until_validated_on_a_gpu():
 
 def test_plan():
     # decode: 16-row blocks, hidden cut into splits for two programs per SM (capped by the hidden blocks)
-    assert mhc_plan.plan(1, 7168, 132) == mhc_plan.MhcConfig(16, 64, 8192, 16)
+    assert mhc_plan.plan(1, 7168, 132) == mhc_plan.MhcConfig(16, 64, 8192, 8)
     assert mhc_plan.plan(1, 4096, 132).splits == 64
     assert mhc_plan.plan(16, 1024, 132).splits == 32
     # prefill: 64-row blocks; enough of them need no split
-    assert mhc_plan.plan(8192, 7168, 132) == mhc_plan.MhcConfig(32, 2, 8192, 16)
+    assert mhc_plan.plan(8192, 7168, 132) == mhc_plan.MhcConfig(32, 2, 8192, 8)
     assert mhc_plan.plan(100_000, 4096, 132).splits == 1
-    assert mhc_plan.plan(8192, 4096, 132).norm_warps == 8
+    assert mhc_plan.plan(8192, 4096, 132).norm_warps == 4
     assert mhc_plan.plan(1, mhc_plan.MAX_NORM_HIDDEN, 132).norm_warps == mhc_plan.MAX_NORM_WARPS
     assert not mhc_plan.supported_hidden(mhc_plan.MAX_NORM_HIDDEN + 1024)
     assert mhc_plan.plan(5, 1024, 132, mhc_plan.MhcOverrides(32, 7)).block_t == 32

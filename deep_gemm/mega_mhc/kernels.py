@@ -140,7 +140,7 @@ def _sigmoid(a):
     return tl.math.div_rn(1.0, 1.0 + tl.exp(-a))
 
 
-@triton.jit(do_not_specialize=["T", "H", "SPLITS", "num_sinkhorn_iters", "stride_sf_t", "stride_sf_w",
+@triton.jit(do_not_specialize=["T", "WORDS", "SPLITS", "num_sinkhorn_iters", "stride_sf_t", "stride_sf_w",
                                "stride_shared_w", "shared_block_m", "shared_block_rows"],
             do_not_specialize_on_alignment=["shifted_ptr", "post_out_ptr", "comb_out_ptr", "prev_out_ptr",
                                             "mix_scales_ptr", "mix_bases_ptr", "ws_ptr", "sf_ptr", "shared_ptr"])
@@ -158,11 +158,14 @@ def _mhc_norm_kernel(
         y_fp8_ptr,  # (T, H) e4m3, written (HAS_FP8)
         sf_ptr,  # (T, H / 128) int32 words at strides (stride_sf_t, stride_sf_w), written (HAS_FP8)
         shared_ptr,  # shared-expert scale words: row shared_row(t), word stride stride_shared_w (HAS_SHARED)
-        T, H, SPLITS, num_sinkhorn_iters, hc_norm_eps, hc_pre_eps, hc_post_scale, sinkhorn_eps, rmsnorm_eps,
+        T, WORDS, SPLITS, num_sinkhorn_iters, hc_norm_eps, hc_pre_eps, hc_post_scale, sinkhorn_eps, rmsnorm_eps,
         rmsnorm_scale, stride_sf_t, stride_sf_w, stride_shared_w, shared_block_m, shared_block_rows,
         S_POW2: tl.constexpr, N: tl.constexpr, SQ_COL: tl.constexpr, W_POW2: tl.constexpr,
         GROUP: tl.constexpr, SHIFTED: tl.constexpr, HAS_BF16: tl.constexpr, HAS_FP8: tl.constexpr,
         HAS_SHARED: tl.constexpr):
+    # H as a multiple of 128, and nr, weight, y, y_fp8 specialised on their 16-byte alignment (the launcher declines
+    # other pointers): the row's loads and stores are vectors.
+    H = WORDS * (4 * GROUP)
     t = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, 4)
 
@@ -199,12 +202,11 @@ def _mhc_norm_kernel(
         coeff = pre
 
     # ---- next-layer input u, its RMSNorm, the FP8 cast: the row as [W, 4, 32] (scale word, group, element)
-    words = H // (4 * GROUP)
     w_idx = tl.arange(0, W_POW2)
     g_idx = tl.arange(0, 4)
     e_idx = tl.arange(0, GROUP)
     offs = w_idx[:, None, None] * (4 * GROUP) + g_idx[None, :, None] * GROUP + e_idx[None, None, :]
-    ok = (w_idx < words)[:, None, None]
+    ok = (w_idx < WORDS)[:, None, None]
     row = nr_ptr + t * 4 * H + offs
     u = _pick(coeff, lanes, 0) * tl.load(row, mask=ok, other=0.0).to(tl.float32)
     u = tl.fma(_pick(coeff, lanes, 1), tl.load(row + H, mask=ok, other=0.0).to(tl.float32), u)
@@ -227,7 +229,7 @@ def _mhc_norm_kernel(
         scaled = (yf * inverse[:, :, None]).to(tl.bfloat16).to(tl.float32)     # exact: a power of two
         tl.store(y_fp8_ptr + t * H + offs, scaled.to(tl.float8e4nv), mask=ok)
         packed = tl.reduce(exps << (8 * g_idx)[None, :], 1, _bit_or)              # byte g = group g's exponent
-        w_ok = w_idx < words
+        w_ok = w_idx < WORDS
         tl.store(sf_ptr + t * stride_sf_t + w_idx * stride_sf_w, packed, mask=w_ok)
         if HAS_SHARED:
             i = t % shared_block_m

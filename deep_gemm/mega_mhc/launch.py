@@ -7,7 +7,8 @@ CUDA graph can capture the call). Kernel 1's per-split partials go to a fresh FP
 It returns ``NotImplemented`` (the reference runs) where the kernels do not apply: not asked for (the family awaits
 its GPU run: ``core/gpu_validation.py``), a GPU without BF16 MMAs (below sm_80), an FP8 output below sm_89 (no
 E4M3 conversion in Triton there), a hidden size above ``plan.MAX_NORM_HIDDEN`` (kernel 2 holds a whole row), or
-``x``, ``residual``, ``fn`` or ``new_residual`` not starting at a 16-byte boundary (views at odd offsets).
+a row tensor (``x``, ``residual``, ``fn``, ``rmsnorm_weight``, ``new_residual``, ``y_bf16``, ``y_fp8``) not starting
+at a 16-byte boundary (views at odd offsets).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..utils.numeric import next_pow2
 from . import plan as mhc_plan
 
 
-# Bytes: kernel 1 is specialised on its tiled tensors starting at 16-byte boundaries (vector loads and stores).
+# Bytes: the kernels are specialised on their row tensors starting at 16-byte boundaries (vector loads and stores).
 TILE_ALIGNMENT = 16
 
 
@@ -43,8 +44,9 @@ def mega_mhc(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn, mix_scal
     t, h = x.shape
     if not mhc_plan.supported_hidden(h):
         return NotImplemented
-    if any(a.data_ptr() % TILE_ALIGNMENT for a in (x, residual, fn, new_residual)):
-        return NotImplemented  # (kernel 1 is compiled for aligned tiles)
+    tiled = (x, residual, fn, new_residual, rmsnorm_weight, y_bf16, y_fp8)
+    if any(a is not None and a.data_ptr() % TILE_ALIGNMENT for a in tiled):
+        return NotImplemented  # (the kernels are compiled for aligned rows)
     if t == 0:
         return None
     cfg = mhc_plan.plan(t, h, usable_sms(), overrides)
@@ -66,6 +68,7 @@ def mega_mhc(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn, mix_scal
     # config key always meets the same argument types.
     spare_bf16 = new_residual
     block_m = shared_sf_block_m if has_shared else 1
+    words = h // (mhc_plan.SF_GROUP * mhc_plan.SF_PER_WORD)
     s_pow2 = next_pow2(mhc_plan.MAX_SPLITS)
     w_pow2 = cfg.norm_block // (mhc_plan.SF_GROUP * mhc_plan.SF_PER_WORD)
     flags = (shifted, y_bf16 is not None, has_fp8, has_shared)
@@ -74,7 +77,7 @@ def mega_mhc(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn, mix_scal
             new_post_mix, new_comb_res_mix, new_prev_mix if shifted else new_post_mix,
             y_bf16 if y_bf16 is not None else spare_bf16, y_fp8 if has_fp8 else spare_bf16,
             primary if has_fp8 else spare_bf16, y_shared_sf if has_shared else spare_bf16,
-            t, h, cfg.splits, int(num_sinkhorn_iters), float(hc_norm_eps), float(hc_pre_eps), float(hc_post_scale),
+            t, words, cfg.splits, int(num_sinkhorn_iters), float(hc_norm_eps), float(hc_pre_eps), float(hc_post_scale),
             float(sinkhorn_eps), float(rmsnorm_eps), float(rmsnorm_scale),
             primary.stride(0) if has_fp8 else 0, primary.stride(1) if has_fp8 else 0,
             y_shared_sf.stride(1) if has_shared else 0, block_m, -(-block_m // 128) * 128,

@@ -54,11 +54,11 @@ PROGRAMS_PER_SM = 2
 # Most hidden splits: kernel 2 reads every split's [32] partial per token (64 x 128 B = 8 KB, against the 32-57 KB
 # row it reads anyway).
 MAX_SPLITS = 64
-# Kernel 2: FP32 elements of the hidden row per thread (the [next_pow2(H)] row in registers, with its weights,
-# addresses and FP8 tile), and the warps that bound. At 32 per thread the FP8 variants take ~178 registers and
-# 16 warps (capped at 128 registers by the register file) spill; at 16 nothing spills with 16 warps.
-NORM_ELEMS_PER_THREAD = 16
-MIN_NORM_WARPS, MAX_NORM_WARPS = 4, 16
+# Kernel 2: FP32 elements of the hidden row per thread (the [next_pow2(H)] row in registers, loaded and stored as
+# 16-byte vectors), and the warps that bound: 40-63 registers at 8 warps on sm_90a (Triton 3.6-3.8); 16 warps (H above
+# 8192) came out of ptxas at 64 registers with a few spilled words, so those rows decline.
+NORM_ELEMS_PER_THREAD = 32
+MIN_NORM_WARPS, MAX_NORM_WARPS = 4, 8
 MAX_NORM_HIDDEN = MAX_NORM_WARPS * 32 * NORM_ELEMS_PER_THREAD   # 8192
 # FP8 scale groups: 32 elements per UE8M0 exponent, 4 exponents per int32 word.
 SF_GROUP, SF_PER_WORD = 32, 4
