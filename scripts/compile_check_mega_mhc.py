@@ -33,13 +33,15 @@ POST_ALIGNED = ("x_ptr", "res_ptr", "fn_ptr", "nr_ptr")
 NORM_ALIGNED = ("nr_ptr", "weight_ptr", "y_ptr", "y_fp8_ptr")
 
 
-def _compile_aligned(fn, sig: dict, constexprs: dict, warps: int, aligned=POST_ALIGNED, target=SM90):
+def _compile_aligned(fn, sig: dict, constexprs: dict, warps: int, aligned=POST_ALIGNED, max_registers=None,
+                     target=SM90):
     sig = dict(sig)
     sig.update({k: "constexpr" for k in constexprs})
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()},
                     attrs=attrs)
-    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": 1, **FP_FUSION})
+    cap = {} if max_registers is None else {"maxnreg": max_registers}
+    return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": 1, **cap, **FP_FUSION})
 
 
 def _ints(*names):
@@ -88,7 +90,8 @@ def _thunks(target):
                                 "shared_block_rows")},
                     dict(S_POW2=next_pow2(mp.MAX_SPLITS), N=mp.PROJ_N, SQ_COL=mp.PROJ_SQ_COL, W_POW2=w_pow2,
                          GROUP=mp.SF_GROUP, SHIFTED=flags[0], HAS_BF16=flags[1], HAS_FP8=flags[2],
-                         HAS_SHARED=flags[3]), cfg.norm_warps, NORM_ALIGNED, target=target)
+                         HAS_SHARED=flags[3]), cfg.norm_warps, NORM_ALIGNED, cfg.norm_max_registers,
+                    target=target)
 
 
 if __name__ == "__main__":

@@ -197,9 +197,15 @@ def _mhc_norm_kernel(
     tl.store(comb_out_ptr + t * 16 + grid, v)
     if SHIFTED:
         tl.store(prev_out_ptr + t * 4 + lanes, pre)
-        coeff = tl.load(shifted_ptr + t * 4 + lanes)
+        c0 = tl.load(shifted_ptr + t * 4)
+        c1 = tl.load(shifted_ptr + t * 4 + 1)
+        c2 = tl.load(shifted_ptr + t * 4 + 2)
+        c3 = tl.load(shifted_ptr + t * 4 + 3)
     else:
-        coeff = pre
+        c0 = _pick(pre, lanes, 0)
+        c1 = _pick(pre, lanes, 1)
+        c2 = _pick(pre, lanes, 2)
+        c3 = _pick(pre, lanes, 3)
 
     # ---- next-layer input u, its RMSNorm, the FP8 cast: the row as [W, 4, 32] (scale word, group, element)
     w_idx = tl.arange(0, W_POW2)
@@ -208,10 +214,10 @@ def _mhc_norm_kernel(
     offs = w_idx[:, None, None] * (4 * GROUP) + g_idx[None, :, None] * GROUP + e_idx[None, None, :]
     ok = (w_idx < WORDS)[:, None, None]
     row = nr_ptr + t * 4 * H + offs
-    u = _pick(coeff, lanes, 0) * tl.load(row, mask=ok, other=0.0).to(tl.float32)
-    u = tl.fma(_pick(coeff, lanes, 1), tl.load(row + H, mask=ok, other=0.0).to(tl.float32), u)
-    u = tl.fma(_pick(coeff, lanes, 2), tl.load(row + 2 * H, mask=ok, other=0.0).to(tl.float32), u)
-    u = tl.fma(_pick(coeff, lanes, 3), tl.load(row + 3 * H, mask=ok, other=0.0).to(tl.float32), u)
+    u = c0 * tl.load(row, mask=ok, other=0.0).to(tl.float32)
+    u = tl.fma(c1, tl.load(row + H, mask=ok, other=0.0).to(tl.float32), u)
+    u = tl.fma(c2, tl.load(row + 2 * H, mask=ok, other=0.0).to(tl.float32), u)
+    u = tl.fma(c3, tl.load(row + 3 * H, mask=ok, other=0.0).to(tl.float32), u)
     u = u.to(tl.bfloat16).to(tl.float32)
     ss = tl.sum(tl.sum(tl.sum(u * u, axis=2), axis=1), axis=0)
     scale = tl.math.div_rn(1.0, tl.sqrt_rn(tl.math.div_rn(ss, 1.0 * H) + rmsnorm_eps)) * rmsnorm_scale

@@ -82,5 +82,6 @@ def mega_mhc(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn, mix_scal
             primary.stride(0) if has_fp8 else 0, primary.stride(1) if has_fp8 else 0,
             y_shared_sf.stride(1) if has_shared else 0, block_m, -(-block_m // 128) * 128,
             s_pow2, n, mhc_plan.PROJ_SQ_COL, w_pow2, mhc_plan.SF_GROUP, *flags),
-           name="mhc_norm", config_key=(s_pow2, w_pow2, *flags), num_warps=cfg.norm_warps, device_index=dev)
+           name="mhc_norm", config_key=(s_pow2, w_pow2, *flags), num_warps=cfg.norm_warps,
+           max_registers=cfg.norm_max_registers, device_index=dev)
     return None

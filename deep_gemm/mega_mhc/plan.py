@@ -60,6 +60,9 @@ MAX_SPLITS = 64
 NORM_ELEMS_PER_THREAD = 32
 MIN_NORM_WARPS, MAX_NORM_WARPS = 4, 8
 MAX_NORM_HIDDEN = MAX_NORM_WARPS * 32 * NORM_ELEMS_PER_THREAD   # 8192
+# Kernel 2's register cap (ptxas's maxnreg). Left to itself ptxas gives some 8-warp variants 64 registers and spills
+# a few words (Triton 3.6 / 3.7); under a cap of 128 it allocates what they need (~100) without spilling.
+NORM_MAX_REGISTERS = 128
 # FP8 scale groups: 32 elements per UE8M0 exponent, 4 exponents per int32 word.
 SF_GROUP, SF_PER_WORD = 32, 4
 
@@ -70,6 +73,7 @@ class MhcConfig:
     splits: int         # hidden splits of kernel 1 (kernel 2 adds their partials in order)
     norm_block: int     # next_pow2(H): the hidden row kernel 2 holds
     norm_warps: int
+    norm_max_registers: int = NORM_MAX_REGISTERS
     block_h: int = BLOCK_H
     post_warps: int = POST_WARPS
 
