@@ -1,21 +1,17 @@
-"""Fused mHC step (tl.*): two launches per call, see ``reference.py`` for the maths and ``plan.py`` for the sizes.
+"""Fused mHC step (tl.*), two launches; maths in ``reference.py``, sizes in ``plan.py``.
 
-``_mhc_post_kernel``: program (token block tb, hidden split s) owns rows [tb BT, +BT) and the BH-wide hidden blocks
-of split s (``floor(C / S) + (s < C % S)`` consecutive blocks from ``s floor(C / S) + min(s, C % S)``, C = H / BH).
-Per block it forms ``new_residual[o] = bf16(post[o] x + sum_i comb[i, o] residual[i])`` in FP32, stores it, adds its
-squares, and multiplies it into fn's matching columns on the tensor cores, transposed: ``fn[:, o H + h] @ nr^T``
-(fn's 24 rows padded to a 64-row wgmma M, the BF16 token tile as the B operand straight from shared memory).
-fn (FP32) is cut into three BF16 parts (hi + mid + lo == fn to FP32's 24 bits) and BF16 x BF16 products are exact
-in FP32, so the projection is an FP32 dot product of the BF16 residual and the FP32 fn (DeepGEMM's TF32 MMA rounds
-fn to 11 bits instead). Each block's 12 MMAs (4 routes x 3 parts) start from a fresh accumulator that is then added
-in FP32 registers (the MMA's own accumulation drops low bits over a long K). The [32, BT] partial (24 projections,
-row 24 the sum of squares, zeros) goes to ``ws[s, t, :]``.
+``_mhc_post_kernel``: program (token block tb, hidden split s) owns rows [tb BT, +BT) and split s's BH-wide hidden
+blocks (``floor(C / S) + (s < C % S)`` of them from ``s floor(C / S) + min(s, C % S)``, C = H / BH). Per block and
+route o: ``nr = bf16(post[o] x + sum_i comb[i, o] residual[i])`` in FP32, stored, squares summed, and
+``fn[:, o H + block] @ nr^T`` on the tensor cores (fn's 24 rows padded to a 64-row wgmma M; nr the B operand, from
+shared memory). fn is split into three BF16 parts (hi + mid + lo == fn) and BF16 x BF16 products are exact, so the
+projection is FP32 (DeepGEMM's TF32 rounds fn to 11 bits); each block's 12 MMAs start a fresh accumulator, added in
+FP32 registers. The [32, BT] partial (24 projections, row 24 the sum of squares) goes to ``ws[s, t, :]``.
 
-``_mhc_norm_kernel``: program t adds its S partials in split order (the same bits on every call), does the 24-scalar
-mix maths and the 4 x 4 Sinkhorn in FP32, then holds the whole hidden row as a [W, 4, 32] tile (W = H / 128 scale
-words of four 32-element groups): ``u = bf16(sum_r coeff[r] new_residual[r])`` (re-read, from L2 when still there),
-its RMSNorm into BF16 ``y``, and the FP8 cast: per 32-group the UE8M0 exponent from the BF16 amax's bits (the
-reference's integer ceiling), four per int32 word, to the primary scale tensor and the shared-expert layout.
+``_mhc_norm_kernel``: program t adds its S partials in split order (same bits every call), does the mix maths and
+the 4 x 4 Sinkhorn in FP32, then holds the hidden row as [W, 4, 32] (scale word, group, element): ``u = bf16(sum_r
+coeff[r] nr[r])`` (nr re-read, from L2 while there), RMSNorm into BF16 y, and per 32-group the UE8M0 exponent from
+the BF16 amax's bits (the reference's integer ceiling), FP8 y, four exponents per int32 word in each scale layout.
 """
 
 import triton
