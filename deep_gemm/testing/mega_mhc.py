@@ -39,27 +39,28 @@ def make_inputs(tokens: int, hidden: int, shifted: bool, seed: int = 0, device="
                 sinkhorn_iters: int = 5) -> dict:
     """The op's inputs as keywords. ``grid_inputs``: x, residual on multiples of 1/32 below 4 and the mixes on
     multiples of 1/16, so that every post-mix sum is exact in FP32."""
-    g = torch.Generator().manual_seed(seed)
+    # (drawn on the device: the GPU tests' 8192 x 4 x 7168 routes would take seconds on the host)
+    g = dict(generator=torch.Generator(device=device).manual_seed(seed), device=device)
     if grid_inputs:
-        x = torch.randint(-127, 128, (tokens, hidden), generator=g) / 32
-        residual = torch.randint(-127, 128, (tokens, R, hidden), generator=g) / 32
-        post_mix = torch.randint(0, 17, (tokens, R, 1), generator=g) / 16
-        comb = torch.randint(0, 17, (tokens, R, R), generator=g) / 16
+        x = torch.randint(-127, 128, (tokens, hidden), **g) / 32
+        residual = torch.randint(-127, 128, (tokens, R, hidden), **g) / 32
+        post_mix = torch.randint(0, 17, (tokens, R, 1), **g) / 16
+        comb = torch.randint(0, 17, (tokens, R, R), **g) / 16
     else:
-        x = torch.randn(tokens, hidden, generator=g)
-        residual = torch.randn(tokens, R, hidden, generator=g)
-        post_mix = torch.rand(tokens, R, 1, generator=g)
-        comb = torch.rand(tokens, R, R, generator=g)
+        x = torch.randn(tokens, hidden, **g)
+        residual = torch.randn(tokens, R, hidden, **g)
+        post_mix = torch.rand(tokens, R, 1, **g)
+        comb = torch.rand(tokens, R, R, **g)
     d = dict(
         x=x.bfloat16(), residual=residual.bfloat16(),
-        shifted_prev_mix=torch.rand(tokens, R, 1, generator=g) if shifted else None,
+        shifted_prev_mix=torch.rand(tokens, R, 1, **g) if shifted else None,
         post_mix=post_mix.float(), comb_res_mix=comb.float(),
-        fn=torch.randn(NUM_HC_OUTPUTS, R * hidden, generator=g) * (1.0 / (R * hidden) ** 0.5),
-        mix_scales=torch.rand(3, generator=g) + 0.5, mix_bases=torch.randn(NUM_HC_OUTPUTS, generator=g) * 0.1,
+        fn=torch.randn(NUM_HC_OUTPUTS, R * hidden, **g) * (1.0 / (R * hidden) ** 0.5),
+        mix_scales=torch.rand(3, **g) + 0.5, mix_bases=torch.randn(NUM_HC_OUTPUTS, **g) * 0.1,
         hc_mult=R, hc_norm_eps=1e-6, hc_pre_eps=1e-4, hc_post_scale=2.0, sinkhorn_eps=1e-6,
-        num_sinkhorn_iters=sinkhorn_iters, rmsnorm_weight=(torch.rand(hidden, generator=g) + 0.5).bfloat16(),
+        num_sinkhorn_iters=sinkhorn_iters, rmsnorm_weight=(torch.rand(hidden, **g) + 0.5).bfloat16(),
         rmsnorm_eps=1e-6, rmsnorm_scale=1.25)
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in d.items()}
+    return d
 
 
 def make_outputs(d: dict, fp8: str | None, bf16: bool = True, block_m: int = 3) -> dict:
