@@ -29,8 +29,8 @@ OUTPUT_FORMS = ((True, False, False), (True, True, False), (True, True, True), (
 
 
 # Row tensors: the launcher passes 16-byte aligned ones only, and Triton specialises on it.
-POST_ALIGNED = ("x_ptr", "res_ptr", "fn_ptr", "nr_ptr")
-NORM_ALIGNED = ("nr_ptr", "weight_ptr", "y_ptr", "y_fp8_ptr")
+POST_ALIGNED = ("x_ptr", "res_ptr", "fn_ptr", "nr_ptr", "u_ptr")
+NORM_ALIGNED = ("nr_ptr", "u_ptr", "weight_ptr", "y_ptr", "y_fp8_ptr")
 
 
 def _compile_aligned(fn, sig: dict, constexprs: dict, warps: int, aligned=POST_ALIGNED, max_registers=None,
@@ -65,11 +65,14 @@ def _thunks(target):
     from deep_gemm.utils.numeric import next_pow2
     n_out = mp.NUM_ROUTES * (mp.NUM_ROUTES + 2)
     for bt in mp.SUPPORTED_BLOCK_T:
-        yield f"post bt={bt}", lambda bt=bt: _compile_aligned(k._mhc_post_kernel, {
-            "x_ptr": "*bf16", "res_ptr": "*bf16", "post_ptr": "*fp32", "comb_ptr": "*fp32", "fn_ptr": "*fp32",
-            "nr_ptr": "*bf16", "ws_ptr": "*fp32", **_ints("T", "CHUNKS", "SPLITS")},
-            dict(BT=bt, BH=mp.BLOCK_H, N=mp.PROJ_N, MMA_M=mp.PROJ_MMA_M, NUM_OUT=n_out, SQ_COL=mp.PROJ_SQ_COL),
-            mp.POST_WARPS, target=target)
+        for shifted in (False, True):
+            yield f"post bt={bt} shifted={shifted}", lambda bt=bt, shifted=shifted: _compile_aligned(
+                k._mhc_post_kernel, {
+                    "x_ptr": "*bf16", "res_ptr": "*bf16", "post_ptr": "*fp32", "comb_ptr": "*fp32",
+                    "shifted_ptr": "*fp32", "fn_ptr": "*fp32", "nr_ptr": "*bf16", "u_ptr": "*bf16",
+                    "ws_ptr": "*fp32", **_ints("T", "CHUNKS", "SPLITS")},
+                dict(BT=bt, BH=mp.BLOCK_H, N=mp.PROJ_N, MMA_M=mp.PROJ_MMA_M, NUM_OUT=n_out, SQ_COL=mp.PROJ_SQ_COL,
+                     SHIFTED=shifted), mp.POST_WARPS, target=target)
     for cfg, hidden in mp.compile_configs():
         w_pow2 = cfg.norm_block // (mp.SF_GROUP * mp.SF_PER_WORD)
         for shifted in (False, True):
@@ -78,7 +81,7 @@ def _thunks(target):
                        f"shared={shared}"
                 yield name, lambda cfg=cfg, w_pow2=w_pow2, flags=(shifted, bf16, fp8, shared): _compile_aligned(
                     k._mhc_norm_kernel, {
-                        "nr_ptr": "*bf16", "ws_ptr": "*fp32", "shifted_ptr": "*fp32", "mix_scales_ptr": "*fp32",
+                        "nr_ptr": "*bf16", "u_ptr": "*bf16", "ws_ptr": "*fp32", "mix_scales_ptr": "*fp32",
                         "mix_bases_ptr": "*fp32", "weight_ptr": "*bf16", "post_out_ptr": "*fp32",
                         "comb_out_ptr": "*fp32", "prev_out_ptr": "*fp32", "y_ptr": "*bf16",
                         "y_fp8_ptr": "*fp8e4nv" if flags[2] else "*bf16",

@@ -6,12 +6,13 @@ route o: ``nr = bf16(post[o] x + sum_i comb[i, o] residual[i])`` in FP32, stored
 ``fn[:, o H + block] @ nr^T`` on the tensor cores (fn's 24 rows padded to a 64-row wgmma M; nr the B operand, from
 shared memory). fn is split into three BF16 parts (hi + mid + lo == fn) and BF16 x BF16 products are exact, so the
 projection is FP32 (DeepGEMM's TF32 rounds fn to 11 bits); each block's 12 MMAs start a fresh accumulator, added in
-FP32 registers. The [32, BT] partial (24 projections, row 24 the sum of squares) goes to ``ws[s, t, :]``.
+FP32 registers. The [32, BT] partial (24 projections, row 24 the sum of squares) goes to ``ws[s, t, :]``. Shifted
+mHC's next-layer input ``u = bf16(sum_o shifted[o] nr[o])`` needs no projection: it is formed and stored here too.
 
 ``_mhc_norm_kernel``: program t adds its S partials in split order (same bits every call), does the mix maths and
 the 4 x 4 Sinkhorn in FP32, then holds the hidden row as [W, 4, 32] (scale word, group, element): ``u = bf16(sum_r
-coeff[r] nr[r])`` (nr re-read, from L2 while there), RMSNorm into BF16 y, and per 32-group the UE8M0 exponent from
-the BF16 amax's bits (the reference's integer ceiling), FP8 y, four exponents per int32 word in each scale layout.
+pre[r] nr[r])`` (nr re-read, from L2 while there; shifted: kernel 1's u), RMSNorm into BF16 y, and per 32-group
+the UE8M0 exponent from the BF16 amax's bits (the reference's integer ceiling), FP8 y, four exponents per int32 word.
 """
 
 import triton
@@ -48,20 +49,22 @@ def _split_dot(f, nr, acc):
 
 
 @triton.jit(do_not_specialize=["T", "CHUNKS", "SPLITS"],
-            do_not_specialize_on_alignment=["post_ptr", "comb_ptr", "ws_ptr"])
+            do_not_specialize_on_alignment=["post_ptr", "comb_ptr", "shifted_ptr", "ws_ptr"])
 def _mhc_post_kernel(
         x_ptr,  # (T, H) bf16
         res_ptr,  # (T, 4, H) bf16
         post_ptr,  # (T, 4) fp32
         comb_ptr,  # (T, 4, 4) fp32, [t, i, o]
+        shifted_ptr,  # (T, 4) fp32 (SHIFTED)
         fn_ptr,  # (24, 4 H) fp32
         nr_ptr,  # (T, 4, H) bf16, written
+        u_ptr,  # (T, H) bf16, written (SHIFTED): u = bf16(sum_o shifted[o] nr[o]), the next layer's input
         ws_ptr,  # (SPLITS, T, N) fp32, written: 24 projections, the sum of squares at SQ_COL, zeros
         # T tokens; H = CHUNKS * BH; MMA_M: fn rows padded to the MMA's M (rows past NUM_OUT read as zeros)
         T, CHUNKS, SPLITS,
         BT: tl.constexpr, BH: tl.constexpr, N: tl.constexpr, MMA_M: tl.constexpr, NUM_OUT: tl.constexpr,
-        SQ_COL: tl.constexpr):
-    # H as a multiple of BH, and x, residual, fn, new_residual specialised on their 16-byte alignment (the launcher
+        SQ_COL: tl.constexpr, SHIFTED: tl.constexpr):
+    # H as a multiple of BH, and x, residual, fn, new_residual, u specialised on their 16-byte alignment (the launcher
     # declines other pointers): what lets the tiles load and store as 16-byte vectors, a few rows per thread.
     H = CHUNKS * BH
     tb = tl.program_id(0)
@@ -84,6 +87,7 @@ def _mhc_post_kernel(
     x_base = x_ptr + first_row.to(tl.int64) * H
     res_base = res_ptr + first_row.to(tl.int64) * (4 * H)
     nr_base = nr_ptr + first_row.to(tl.int64) * (4 * H)
+    u_base = u_ptr + first_row.to(tl.int64) * H
     x_offs = local[:, None] * H + cols[None, :]
     res_offs = local[:, None] * (4 * H) + cols[None, :]
     # fn rows [MMA_M, BH] at hidden columns of route 0 (route o is o * H further on); rows past NUM_OUT are zeros
@@ -100,6 +104,7 @@ def _mhc_post_kernel(
         r2 = tl.load(res_base + (res_offs + (2 * H + h0)), mask=tile_ok, other=0.0).to(tl.float32)
         r3 = tl.load(res_base + (res_offs + (3 * H + h0)), mask=tile_ok, other=0.0).to(tl.float32)
         part = tl.zeros((MMA_M, BT), dtype=tl.float32)
+        u = tl.zeros((BT, BH), dtype=tl.float32)
         for o in tl.static_range(4):
             v = _column(post_ptr, rows64, row_ok, 4, o) * x
             v = tl.fma(_column(comb_ptr, rows64, row_ok, 16, o), r0, v)
@@ -110,10 +115,15 @@ def _mhc_post_kernel(
             tl.store(nr_base + (res_offs + (o * H + h0)), nr, mask=tile_ok)
             nr32 = nr.to(tl.float32)
             sq += tl.sum(nr32 * nr32, axis=1)
+            if SHIFTED:
+                # (an FMA into zero first: the same operations, in the same order, as kernel 2's normal-mode u)
+                u = tl.fma(_column(shifted_ptr, rows64, row_ok, 4, o), nr32, u)
             f = tl.load(fn_ptr + (fn_offs + (o * H + h0)), mask=fn_ok, other=0.0)
             part = _split_dot(f, nr, part)
         # (an FMA by 1.0, so that Triton does not fold the add back into the next block's MMA accumulator)
         acc = tl.fma(part, 1.0, acc)
+        if SHIFTED:
+            tl.store(u_base + (x_offs + h0), u.to(tl.bfloat16), mask=tile_ok)
 
     tile = tl.where((outs == SQ_COL)[:, None], sq[None, :], acc)
     ws = ws_ptr + (s * T + rows64)[None, :] * N + outs[:, None]
@@ -138,12 +148,12 @@ def _sigmoid(a):
 
 @triton.jit(do_not_specialize=["T", "WORDS", "SPLITS", "num_sinkhorn_iters", "stride_sf_t", "stride_sf_w",
                                "stride_shared_w", "shared_block_m", "shared_block_rows"],
-            do_not_specialize_on_alignment=["shifted_ptr", "post_out_ptr", "comb_out_ptr", "prev_out_ptr",
+            do_not_specialize_on_alignment=["post_out_ptr", "comb_out_ptr", "prev_out_ptr",
                                             "mix_scales_ptr", "mix_bases_ptr", "ws_ptr", "sf_ptr", "shared_ptr"])
 def _mhc_norm_kernel(
-        nr_ptr,  # (T, 4, H) bf16: kernel 1's new residual
+        nr_ptr,  # (T, 4, H) bf16: kernel 1's new residual (normal mode)
+        u_ptr,  # (T, H) bf16: kernel 1's u (SHIFTED; may be y_ptr: each program reads its row before writing it)
         ws_ptr,  # (SPLITS, T, N) fp32: kernel 1's partials
-        shifted_ptr,  # (T, 4) fp32 (SHIFTED)
         mix_scales_ptr,  # (3,) fp32
         mix_bases_ptr,  # (24,) fp32
         weight_ptr,  # (H,) bf16
@@ -159,7 +169,7 @@ def _mhc_norm_kernel(
         S_POW2: tl.constexpr, N: tl.constexpr, SQ_COL: tl.constexpr, W_POW2: tl.constexpr,
         GROUP: tl.constexpr, SHIFTED: tl.constexpr, HAS_BF16: tl.constexpr, HAS_FP8: tl.constexpr,
         HAS_SHARED: tl.constexpr):
-    # H as a multiple of 128, and nr, weight, y, y_fp8 specialised on their 16-byte alignment (the launcher declines
+    # H as a multiple of 128, and nr, u, weight, y, y_fp8 specialised on their 16-byte alignment (the launcher declines
     # other pointers): the row's loads and stores are vectors.
     H = WORDS * (4 * GROUP)
     t = tl.program_id(0).to(tl.int64)
@@ -193,15 +203,10 @@ def _mhc_norm_kernel(
     tl.store(comb_out_ptr + t * 16 + grid, v)
     if SHIFTED:
         tl.store(prev_out_ptr + t * 4 + lanes, pre)
-        c0 = tl.load(shifted_ptr + t * 4)
-        c1 = tl.load(shifted_ptr + t * 4 + 1)
-        c2 = tl.load(shifted_ptr + t * 4 + 2)
-        c3 = tl.load(shifted_ptr + t * 4 + 3)
-    else:
-        c0 = _pick(pre, lanes, 0)
-        c1 = _pick(pre, lanes, 1)
-        c2 = _pick(pre, lanes, 2)
-        c3 = _pick(pre, lanes, 3)
+    c0 = _pick(pre, lanes, 0)
+    c1 = _pick(pre, lanes, 1)
+    c2 = _pick(pre, lanes, 2)
+    c3 = _pick(pre, lanes, 3)
 
     # ---- next-layer input u, its RMSNorm, the FP8 cast: the row as [W, 4, 32] (scale word, group, element)
     w_idx = tl.arange(0, W_POW2)
@@ -209,12 +214,17 @@ def _mhc_norm_kernel(
     e_idx = tl.arange(0, GROUP)
     offs = w_idx[:, None, None] * (4 * GROUP) + g_idx[None, :, None] * GROUP + e_idx[None, None, :]
     ok = (w_idx < WORDS)[:, None, None]
-    row = nr_ptr + t * 4 * H + offs
-    u = c0 * tl.load(row, mask=ok, other=0.0).to(tl.float32)
-    u = tl.fma(c1, tl.load(row + H, mask=ok, other=0.0).to(tl.float32), u)
-    u = tl.fma(c2, tl.load(row + 2 * H, mask=ok, other=0.0).to(tl.float32), u)
-    u = tl.fma(c3, tl.load(row + 3 * H, mask=ok, other=0.0).to(tl.float32), u)
-    u = u.to(tl.bfloat16).to(tl.float32)
+    if SHIFTED:
+        # (kernel 1 formed u from the coefficients known before the projection: one row read instead of four)
+        u = tl.load(u_ptr + t * H + offs, mask=ok, other=0.0).to(tl.float32)
+    else:
+        row = nr_ptr + t * 4 * H + offs
+        u = c0 * tl.load(row, mask=ok, other=0.0).to(tl.float32)
+        u = tl.fma(c1, tl.load(row + H, mask=ok, other=0.0).to(tl.float32), u)
+        u = tl.fma(c2, tl.load(row + 2 * H, mask=ok, other=0.0).to(tl.float32), u)
+        u = tl.fma(c3, tl.load(row + 3 * H, mask=ok, other=0.0).to(tl.float32), u)
+        u = u.to(tl.bfloat16).to(tl.float32)
+    # (this full-row reduction also orders every u load of the program before its y stores: u may alias y)
     ss = tl.sum(tl.sum(tl.sum(u * u, axis=2), axis=1), axis=0)
     scale = tl.math.div_rn(1.0, tl.sqrt_rn(tl.math.div_rn(ss, 1.0 * H) + rmsnorm_eps)) * rmsnorm_scale
     weight = tl.load(weight_ptr + offs, mask=ok, other=0.0).to(tl.float32)

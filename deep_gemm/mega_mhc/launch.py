@@ -54,13 +54,21 @@ def mega_mhc(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn, mix_scal
     dev = x.device.index or 0
     n = mhc_plan.PROJ_N
     ws = torch.empty(cfg.splits * t * n, dtype=torch.float32, device=x.device)
+    shifted = shifted_prev_mix is not None
+    # Shifted mHC: kernel 1 writes the next layer's input u where y_bf16 will go (kernel 2 reads each row before it
+    # writes it), or without y_bf16 to a fresh [T, H] buffer.
+    if shifted:
+        u = y_bf16 if y_bf16 is not None else torch.empty(t, h, dtype=torch.bfloat16, device=x.device)
+    else:
+        u = new_residual  # (unused)
     chunks = h // cfg.block_h
     launch(k._mhc_post_kernel, (-(-t // cfg.block_t), cfg.splits, 1),
-           (x, residual, post_mix, comb_res_mix, fn, new_residual, ws, t, chunks, cfg.splits, cfg.block_t,
-            cfg.block_h, n, mhc_plan.PROJ_MMA_M, mhc_plan.NUM_ROUTES * (mhc_plan.NUM_ROUTES + 2), mhc_plan.PROJ_SQ_COL),
-           name="mhc_post", config_key=(cfg.block_t, cfg.block_h), num_warps=cfg.post_warps, device_index=dev)
+           (x, residual, post_mix, comb_res_mix, shifted_prev_mix if shifted else post_mix, fn, new_residual, u, ws,
+            t, chunks, cfg.splits, cfg.block_t, cfg.block_h, n, mhc_plan.PROJ_MMA_M,
+            mhc_plan.NUM_ROUTES * (mhc_plan.NUM_ROUTES + 2), mhc_plan.PROJ_SQ_COL, shifted),
+           name="mhc_post", config_key=(cfg.block_t, cfg.block_h, shifted), num_warps=cfg.post_warps,
+           device_index=dev)
 
-    shifted = shifted_prev_mix is not None
     has_fp8 = y_fp8 is not None
     has_shared = y_shared_sf is not None
     primary = y_routed_sf if y_routed_sf is not None else y_gemm_sf
@@ -73,7 +81,7 @@ def mega_mhc(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn, mix_scal
     w_pow2 = cfg.norm_block // (mhc_plan.SF_GROUP * mhc_plan.SF_PER_WORD)
     flags = (shifted, y_bf16 is not None, has_fp8, has_shared)
     launch(k._mhc_norm_kernel, (t, 1, 1),
-           (new_residual, ws, shifted_prev_mix if shifted else post_mix, mix_scales, mix_bases, rmsnorm_weight,
+           (new_residual, u, ws, mix_scales, mix_bases, rmsnorm_weight,
             new_post_mix, new_comb_res_mix, new_prev_mix if shifted else new_post_mix,
             y_bf16 if y_bf16 is not None else spare_bf16, y_fp8 if has_fp8 else spare_bf16,
             primary if has_fp8 else spare_bf16, y_shared_sf if has_shared else spare_bf16,

@@ -3,8 +3,9 @@ config out; ``launch.py`` only reads it).
 
 The step is memory-bound: per token it reads 5 H BF16 values (x and the four routes) and writes 4 H (the new
 residual) in the first kernel, re-reads those 4 H (from L2 where they still are) and writes H BF16 and / or H FP8
-values in the second. The projection's weights ``fn`` (24 x 4 H FP32: 2.75 MB at H = 7168) are read by every token
-block, from HBM once and then from L2.
+values in the second. Shifted mHC's next-layer input does not wait for the projection, so the first kernel forms it
+and writes it (H BF16, where y_bf16 goes), and the second reads H values instead of 4 H. The projection's weights
+``fn`` (24 x 4 H FP32: 2.75 MB at H = 7168) are read by every token block, from HBM once and then from L2.
 
 * Kernel 1 (post-mix + projection) runs one program per (token block, hidden split). Decode sizes have one token
   block, so the hidden dimension is cut into splits to put ``PROGRAMS_PER_SM`` programs on every SM (at one token
