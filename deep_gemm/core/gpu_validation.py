@@ -18,6 +18,7 @@ AWAITING_GPU: dict[str, str] = {
     "sparse_attention": "SparseOverrides",
     "mqa_metadata": "MetadataOverrides",
     "fp4_gemm": "Fp4Overrides",
+    "mega_mhc": "MhcOverrides",
 }
 
 

@@ -54,6 +54,18 @@ def shared_sf_row(tokens: torch.Tensor, block_m: int) -> torch.Tensor:
     return tokens // block_m * (-(-block_m // 128) * 128) + (i & ~127) + (i & 31) * 4 + ((i >> 5) & 3)
 
 
+def quantise_y(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 5 on BF16 ``y`` [T, H]: (E4M3 [T, H], int32 scale words [T, H / 128], four UE8M0 exponents each)."""
+    t, h = y.shape
+    groups = y.view(t, h // HIDDEN_PER_SF, HIDDEN_PER_SF)
+    exps = ue8m0_exponents(groups.abs().amax(dim=2))                     # [t, h / 32]
+    inverse = ((254 - exps) << 23).view(torch.float32)                   # 2^(127 - e), exact
+    scaled = (groups.float() * inverse[:, :, None]).to(torch.bfloat16)   # exact: a power of two
+    q = scaled.float().to(torch.float8_e4m3fn).view(t, h)
+    words = exps.to(torch.uint8).view(t, h // HIDDEN_PER_SF_WORD, 4).contiguous().view(torch.int32)[..., 0]
+    return q, words
+
+
 def mega_mhc_reference(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn, mix_scales, mix_bases, hc_mult,
                        hc_norm_eps, hc_pre_eps, hc_post_scale, sinkhorn_eps, num_sinkhorn_iters, rmsnorm_weight,
                        rmsnorm_eps, rmsnorm_scale, new_residual, new_prev_mix, new_post_mix, new_comb_res_mix,
@@ -92,12 +104,8 @@ def mega_mhc_reference(x, residual, shifted_prev_mix, post_mix, comb_res_mix, fn
     if y_fp8 is None:
         return
     # 5. FP8 with UE8M0 scales per 32 elements, four per int32 word
-    groups = y.view(t, h // HIDDEN_PER_SF, HIDDEN_PER_SF)
-    exps = ue8m0_exponents(groups.abs().amax(dim=2))                     # [t, h / 32]
-    inverse = ((254 - exps) << 23).view(torch.float32)                   # 2^(127 - e), exact
-    scaled = (groups.float() * inverse[:, :, None]).to(torch.bfloat16)   # exact: a power of two
-    y_fp8.copy_(scaled.float().to(torch.float8_e4m3fn).view(t, h))
-    words = exps.to(torch.uint8).view(t, h // HIDDEN_PER_SF_WORD, 4).contiguous().view(torch.int32)[..., 0]
+    q, words = quantise_y(y)
+    y_fp8.copy_(q)
     primary = y_routed_sf if y_routed_sf is not None else y_gemm_sf
     primary.copy_(words)
     if y_shared_sf is not None:

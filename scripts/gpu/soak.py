@@ -155,8 +155,24 @@ def mega(r):
     return call, (y, l1, l2, buf.buffer), 0, 2e-4
 
 
+def mhc(r):
+    from deep_gemm.testing.mega_mhc import make_inputs, make_outputs, op_args, run_kernels
+    t, hidden, shifted = r.choice([0, 1, 17, 100]), r.choice([1024, 4096]), r.choice([False, True])
+    d = make_inputs(t, hidden, shifted, seed=r.randint(0, 99), device=DEV)
+    named = op_args(d, make_outputs(d, None))  # (BF16 y: the FP8 scales' strided views do not survive .cpu())
+    names = list(named)
+
+    def call(*values):
+        args = dict(zip(names, values))
+        if args["x"].device.type == "cpu":
+            deep_gemm.mega_mhc(**args)
+            return
+        run_kernels(args, {})  # (opt-in: deep_gemm/mega_mhc/plan.py)
+    return call, tuple(named.values()), names.index("y_bf16"), 1e-5
+
+
 FAMILIES = {f.__name__: f for f in (fp8_dense, fp8_contiguous, fp8_masked, bf16_dense, bf16_k_grouped, einsum, hc,
-                                    mqa, layout, mega)}
+                                    mqa, layout, mega, mhc)}
 
 
 class Tally:
