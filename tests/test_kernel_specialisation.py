@@ -18,6 +18,12 @@ import deep_gemm
 EXEMPT = {
     "_transpose_kernel": "launched through Triton's own launcher (kernel[grid]), whose cache keys the specialisation",
     "_fp8_gemm_ws_kernel.ws_ptr": "the package's own split-K workspace, always a fresh 16-byte-aligned allocation",
+    **{f"_mhc_post_kernel.{p}": "mega_mhc's launcher passes only row tensors on a 16-byte boundary (vector loads)"
+       for p in ("x_ptr", "res_ptr", "fn_ptr", "nr_ptr", "u_ptr")},
+    **{f"_mhc_norm_kernel.{p}": "mega_mhc's launcher passes only row tensors on a 16-byte boundary (vector loads)"
+       for p in ("nr_ptr", "u_ptr", "weight_ptr", "y_ptr", "y_fp8_ptr")},
+    **{f"_mhc_norm_kernel.{p}": "an FP32 scalar (the op's float argument): Triton specialises on no float value"
+       for p in ("hc_norm_eps", "hc_pre_eps", "hc_post_scale", "sinkhorn_eps", "rmsnorm_eps", "rmsnorm_scale")},
 }
 _SKIP_MODULES = ("deep_gemm.__main__", "deep_gemm.demo")
 
