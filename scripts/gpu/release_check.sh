@@ -11,7 +11,7 @@ REAL_OUT=${OUT:?run on the device machine with OUT set}
 W=/tmp/release_out; rm -rf "$W"; mkdir -p "$W/mega"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 start=$(date +%s)
-OUT=$W SANITIZE_ONLY=${SANITIZE_ONLY:-"mega/ fp4/"} SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=${SAN_TIMEOUT:-120} \
+OUT=$W SANITIZE_ONLY=${SANITIZE_ONLY:-"mega/ fp4/ mega_mhc/"} SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=${SAN_TIMEOUT:-120} \
   bash scripts/gpu/sanitize.sh > "$W/sanitize.txt" 2>&1 &
 san_pid=$!
 OUT=$W TRITONS=${TRITON:-3.8.0} GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-240} DG_TIMEOUT=${DG_TIMEOUT:-100} \
