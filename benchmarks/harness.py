@@ -22,7 +22,22 @@ import statistics
 import torch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 4x the H200's 60 MB L2
-FLUSH_KERNEL_TAG = "FillFunctor"  # name fragment of the flush kernel (a zero_ fill), excluded from the timed kernels
+# The L2 flush is an in-place bitwise NOT of a 256 MB buffer: an op the timed calls do not use themselves (a zero_
+# fill would be, e.g. torch.zeros inside a pipeline, and its kernels would then split a call into several "calls").
+# FLUSH_KERNEL_TAG is a name fragment of that kernel; flush kernels mark the call boundaries and are not timed.
+FLUSH_KERNEL_TAG = "bitwise_not"
+
+
+def flush_l2(buffer: torch.Tensor) -> None:
+    buffer.bitwise_not_()
+
+
+def _flush_times(events) -> list:
+    times = sorted(e.time_range.start for e in events if FLUSH_KERNEL_TAG in e.name)
+    if not times:
+        raise RuntimeError(f"no L2 flush kernel ('{FLUSH_KERNEL_TAG}' in its name) in the profile: the timer cannot "
+                           "tell calls apart")
+    return times
 
 
 class KernelTimer:
@@ -41,14 +56,14 @@ class KernelTimer:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(self.reps):
-                self.flush.zero_()
+                flush_l2(self.flush)
                 fn()
             torch.cuda.synchronize()
         events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         kernels = [e for e in events if FLUSH_KERNEL_TAG not in e.name and "Memset" not in e.name
                    and "Memcpy" not in e.name]
         # Group kernels into reps by the flush kernels that separate them.
-        flush_times = sorted(e.time_range.start for e in events if FLUSH_KERNEL_TAG in e.name)
+        flush_times = _flush_times(events)
         buckets = [0.0] * len(flush_times)
         for e in kernels:
             idx = max(0, sum(1 for t in flush_times if t <= e.time_range.start) - 1)
@@ -115,11 +130,11 @@ def kernel_times_by_name(fn, names, reps: int = 20, flush: torch.Tensor | None =
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
-            flush.zero_()
+            flush_l2(flush)
             fn()
         torch.cuda.synchronize()
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    flush_times = sorted(e.time_range.start for e in events if FLUSH_KERNEL_TAG in e.name)
+    flush_times = _flush_times(events)
     kernels = [e for e in events if FLUSH_KERNEL_TAG not in e.name and "Memset" not in e.name
                and "Memcpy" not in e.name]
     result = {}

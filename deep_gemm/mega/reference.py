@@ -142,11 +142,19 @@ def swiglu(h: torch.Tensor, clamp: Optional[float]) -> torch.Tensor:
     return gate * torch.sigmoid(gate) * up
 
 
+def _sm90_scale(groups: torch.Tensor) -> torch.Tensor:
+    """``max(amax, 1e-10) / 448`` per group (last dim), correctly rounded on every device: torch's CUDA division by
+    a Python scalar multiplies by the scalar's rounded reciprocal instead (one ulp off for some amax), so the divisor
+    is a tensor on the data's device, as DeepGEMM's kernels divide."""
+    amax = groups.abs().amax(dim=-1, keepdim=True).clamp(min=SM90_AMAX_FLOOR)
+    return amax / amax.new_full((), FP8_MAX)
+
+
 def quantize_sm90_intermediate(a: torch.Tensor) -> torch.Tensor:
     """Round-trip through FP8 with one continuous FP32 scale per (row, 64 columns), as the SM90 L1 epilogue."""
     n, inter = a.shape
     groups = a.view(n, inter // SM90_L2_ACT_GROUP, SM90_L2_ACT_GROUP)
-    scale = groups.abs().amax(dim=-1, keepdim=True).clamp(min=SM90_AMAX_FLOOR) / FP8_MAX
+    scale = _sm90_scale(groups)
     q = (groups * (1.0 / scale)).to(torch.float8_e4m3fn)
     return (q.float() * scale).view(n, inter)
 
@@ -355,7 +363,7 @@ def pre_dispatch_sm90(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: tor
     n, hidden = num_tokens, x.size(1)
     if n > 0:
         groups = x[:n].float().view(n, hidden // group_size, group_size)
-        scale = groups.abs().amax(dim=-1, keepdim=True).clamp(min=SM90_AMAX_FLOOR) / FP8_MAX
+        scale = _sm90_scale(groups)
         buf_x[:n].copy_((groups * (1.0 / scale)).view(n, hidden).to(torch.float8_e4m3fn))
         buf_x_sf[:n].copy_(scale.view(n, hidden // group_size))
         buf_topk_idx[:n].copy_(topk_idx[:n].long())
