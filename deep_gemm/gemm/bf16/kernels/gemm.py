@@ -219,8 +219,10 @@ def _bf16_gemm_kernel(
         if GROUPING == M_IDS or GROUPING == M_PSUM:
             acc = tl.where(row_valid[:, None], acc, 0.0)
 
-        d_tile = d_ptr + group * stride_dg
-        c_tile = c_ptr + group * stride_cg
+        # 64-bit group offsets: a grouped d (or c) may hold more than 2^31 elements, where an int32 product wraps.
+        group_wide = tl.cast(group, tl.int64)
+        d_tile = d_ptr + group_wide * stride_dg
+        c_tile = c_ptr + group_wide * stride_cg
         if SPLIT_K == 1:
             store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                        stride_cm, HAS_C, D_TMA, 0, 0, 0)

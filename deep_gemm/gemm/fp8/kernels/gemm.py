@@ -144,8 +144,11 @@ def _fp8_gemm_kernel(
                 stride_sfa_m, stride_sfa_k, stride_sfb_n, stride_sfb_k, BM, BN, BK, B_PER_ROW, NUM_STAGES)
         acc = tl.where(row_valid[:, None], acc, 0.0)
 
-        d_tile = d_ptr + group * stride_dg
-        c_tile = c_ptr + group * stride_cg
+        # 64-bit group offsets: a grouped d (or c) may hold more than 2^31 elements (e.g. 384 experts x 1024 rows x
+        # 7168 columns), where an int32 product wraps.
+        group_wide = tl.cast(group, tl.int64)
+        d_tile = d_ptr + group_wide * stride_dg
+        c_tile = c_ptr + group_wide * stride_cg
         if SPLIT_K == 1:
             store_tile(acc, d_tile, d_desc, c_tile, off_m, off_n, offs_m, offs_n, row_store, N, stride_dm,
                        stride_cm, HAS_C, D_TMA, HEAD_LEFT, HEAD_MID, HEAD_RIGHT)

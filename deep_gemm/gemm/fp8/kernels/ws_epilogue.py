@@ -65,7 +65,9 @@ def _epilogue(acc, rows, cols, row_ok, col_ok, group, expert, row_end, layout_pt
         else:
             _tma_store(acc, d_desc, c_smem, row0, off_n)
     else:
-        out_ptrs = d_ptr + group * stride_dg + gl.expand_dims(rows, 1) * stride_dm + gl.expand_dims(cols, 0)
+        # (64-bit group offset: a grouped d may hold more than 2^31 elements)
+        out_ptrs = (d_ptr + group.to(gl.int64) * stride_dg + gl.expand_dims(rows, 1) * stride_dm
+                    + gl.expand_dims(cols, 0))
         gl.store(out_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
 
 
