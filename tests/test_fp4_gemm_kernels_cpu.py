@@ -261,15 +261,6 @@ def test_m_grouped_masked_matches_reference(a_fp4):
 
 # ---- what the launchers decline ---------------------------------------------------------------------------------
 
-def test_kernels_are_opt_in():
-    gen = torch.Generator().manual_seed(1)
-    a, sfa = _nvfp4_operand(4, 32, gen)
-    d = torch.zeros(4, 4)
-    assert fp4_launch.cublaslt_nvfp4_gemm_nt(a, sfa, a, sfa, d, None) is NotImplemented
-    a8 = _quant(torch.randn(4, 64, generator=gen), True, 32)
-    fp8_launcher = kernels_of("fp8_fp4_gemm_nt").triton
-    assert fp8_launcher(a8[0], a8[1], a8[0], a8[1], d, None, None, [1, 32], [1, 32], "", False) is NotImplemented
-
 
 def test_declined_forms():
     gen = torch.Generator().manual_seed(2)
@@ -319,11 +310,11 @@ def test_fp8_fp4_gemm_nt_fp32_scales(m, n, k, a_kind, b_kind, gran_a, gran_b, gr
     assert calc_diff(dev[4].cpu(), d_ref) < TOL[dtype]
 
 
-def test_backends_report_opt_in():
+def test_backends_report_the_kernel():
     report = deep_gemm.backends()
     for name in ("k_grouped_fp4_gemm_nt_contiguous", "cublaslt_nvfp4_gemm_nt"):
-        assert report[name].startswith("triton (opt-in"), report[name]
-    assert "Fp4Overrides(kernels=True)" in report["fp8_fp4_gemm_nt"], report["fp8_fp4_gemm_nt"]
+        assert report[name].startswith("triton"), report[name]
+    assert "opt-in" not in report["fp8_fp4_gemm_nt"], report["fp8_fp4_gemm_nt"]
 
 
 # ---- the plan ---------------------------------------------------------------------------------------------------

@@ -14,11 +14,10 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.core import gpu_validation
 from deep_gemm.mega_mhc import plan as mhc_plan
-from deep_gemm.testing.mega_mhc import compare, make_inputs, make_outputs, op_args, run_kernels
+from deep_gemm.testing.mega_mhc import compare, make_inputs, make_outputs, run_kernels
 import interpreter_bf16  # noqa: F401  (torch-exact fp32 -> bf16 / fp8 casts in the interpreter)
-from triton_harness import DEVICE, triton_launcher
+from triton_harness import DEVICE
 
 
 @dataclass(frozen=True)
@@ -78,19 +77,6 @@ def test_zero_tokens_launch_nothing():
     d = make_inputs(0, 1024, False, device=DEVICE)
     out = make_outputs(d, "gemm")
     run_kernels(d, out)
-
-
-def test_kernels_are_opt_in_until_validated_on_a_gpu():
-    """While the family awaits its GPU run (core/gpu_validation.py) the launcher declines (the reference runs)
-    unless MhcOverrides(kernels=True) asks for the kernels."""
-    if gpu_validation.kernels_by_default(mhc_plan.FAMILY):
-        pytest.skip("the mega_mhc kernels run by default")
-    d = make_inputs(2, 1024, False)
-    out = make_outputs(d, None)
-    args = op_args(d, out)
-    assert triton_launcher("mega_mhc")(*deep_gemm.core.registry._Binder(
-        deep_gemm.core.schemas.SCHEMAS["mega_mhc"])((), args)) is NotImplemented
-    assert "opt-in" in deep_gemm.backends()["mega_mhc"]
 
 
 def test_plan():

@@ -14,7 +14,6 @@ import torch
 import deep_gemm
 from deep_gemm.mega import buffer as mega_buffer
 from deep_gemm.mega.api import fp8_mega_moe_op_args
-from deep_gemm.core import gpu_validation
 from deep_gemm.mega import plan as mega_plan
 from deep_gemm.testing import calc_diff
 from mega_moe_cases import Scenario, build_global, fill_buffer, local_weights, make_buffer
@@ -135,18 +134,3 @@ def test_pre_dispatch_kernel_bitwise(n, k, idx_dtype, scale):
     for got, want in zip(*outs):
         assert torch.equal(got.view(torch.uint8) if got.dtype == torch.float8_e4m3fn else got,
                            want.view(torch.uint8) if want.dtype == torch.float8_e4m3fn else want)
-
-
-def test_kernels_are_opt_in_until_validated_on_a_gpu():
-    """While the family awaits its GPU run (core/gpu_validation.py) the launchers decline (the reference runs)
-    unless MegaOverrides(kernels=True) asks for them."""
-    if gpu_validation.kernels_by_default("mega"):
-        pytest.skip("the Mega MoE kernels run by default")
-    sc = Scenario("sm90", tokens=(5,), topk=2, hidden=256, inter=128)
-    data = build_global(sc)
-    buf = make_buffer(sc, None)
-    fill_buffer(sc, data, buf, 0)
-    l1, l2 = local_weights(sc, data, 0)
-    y = torch.zeros(5, 256, dtype=torch.bfloat16)
-    assert triton_launcher("fp8_mega_moe")(*flat_args(y, l1, l2, buf, None, None, True)) is NotImplemented
-    assert "opt-in" in deep_gemm.backends()["fp8_mega_moe"]

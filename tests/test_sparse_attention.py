@@ -296,9 +296,9 @@ def test_paged_bad_cache():
                                                  torch.zeros(2, 4, dtype=torch.int32), torch.float8_e4m3fn, 16)
 
 
-def test_backends_say_opt_in():
-    """Triton kernels, opt-in while they await their GPU run (SparseOverrides(kernels=True))."""
+def test_backends_say_triton():
+    """Triton kernels (attention/sparse/kernels.py), on by default."""
     report = deep_gemm.backends()
     for name in ("get_sparse_mqa_logits_metadata", "fp8_fp4_sparse_mqa_logits",
                  "get_paged_sparse_mqa_logits_metadata", "fp8_fp4_paged_sparse_mqa_logits"):
-        assert report[name].startswith("triton (opt-in") and "SparseOverrides(kernels=True)" in report[name]
+        assert report[name].startswith("triton") and "opt-in" not in report[name], report[name]

@@ -2,7 +2,7 @@
 the references, and the logits kernel, contiguous (prefill) and paged (decode), FP8 and FP4, against the reference
 run on the same GPU at DeepSeek V4's sizes (32 heads of 128, sparse blocks of 8 and 16 tokens, 64-token pages, up
 to 2048 selected blocks per row), and under CUDA-graph capture. The kernels are asked for explicitly
-(``SparseOverrides(kernels=True)``): until this file has passed on a GPU they are opt-in.
+(``SparseOverrides(kernels=True)``), so a future opt-in period (core/gpu_validation.py) does not skip them.
 
 The reference works in FP64 on [rows, columns, 128] gathers, so it runs on row slices of at most
 REFERENCE_ELEMENTS (row, column) pairs (rows are independent: the slice's metadata is rebuilt from the slice's

@@ -13,13 +13,7 @@ from __future__ import annotations
 
 # family (as core.registry.FAMILY names it) -> the Overrides class that asks for its kernels (what backends()
 # tells the reader to use).
-AWAITING_GPU: dict[str, str] = {
-    "mega": "MegaOverrides",
-    "sparse_attention": "SparseOverrides",
-    "mqa_metadata": "MetadataOverrides",
-    "fp4_gemm": "Fp4Overrides",
-    "mega_mhc": "MhcOverrides",
-}
+AWAITING_GPU: dict[str, str] = {}
 
 
 def kernels_by_default(family: str) -> bool:

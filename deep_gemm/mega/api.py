@@ -5,9 +5,8 @@ What works today: the symmetric buffers (the SM100-style ring buffer and the SM9
 layout, allocation for one process, or for several CPU processes on a gloo group), the weight transforms, the
 pre-dispatch ops and the fused layers (``fp8_mega_moe``, ``fp8_fp4_mega_moe``, ``bf16_mega_moe``;
 ``deep_gemm/mega/reference.py`` states the semantics). ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90`` have
-Triton kernels for one CUDA rank, opt-in until they have run on a GPU (``core/gpu_validation.py``); the reference
-runs on CPU tensors (one process, or one process per rank on a gloo group) and, as a slow correctness path, on one
-CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this release.
+Triton kernels for one CUDA rank; the reference runs on CPU tensors (one process, or one process per rank on a gloo
+group) and, for the other layers, as a slow correctness path on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this release.
 """
 
 from __future__ import annotations
@@ -689,8 +688,8 @@ def fp8_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer
     activation, activation_clamp, fast_math
         ``'swiglu'``; the clamp (None: none); fast math changes only the kernel's exp / reciprocal.
 
-    One CUDA rank runs the reference on the GPU (slow); the Triton kernels (``deep_gemm/mega/kernels.py``: no host
-    synchronisation, CUDA-graph capturable) are opt-in until they have run on a GPU (``deep_gemm/mega/plan.py``).
+    One CUDA rank runs the Triton kernels (``deep_gemm/mega/kernels.py``: six launches, no host synchronisation,
+    CUDA-graph capturable).
     CPU buffers run the reference (one process or a gloo group: call on every rank); several CUDA ranks raise
     ``NotImplementedError`` (not implemented in this release).
 

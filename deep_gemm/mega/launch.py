@@ -1,7 +1,7 @@
 """CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, at one rank.
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
-where the kernels do not apply: not asked for (``core/gpu_validation.py``: off until they have run on a GPU), several
+where the kernels do not apply: not asked for (only while the family is listed in ``core/gpu_validation.py``), several
 ranks (the layer then raises, see ``layer.py``), a GPU without FP8 MMAs, or a buffer whose workspace cannot hold the
 kernels' arrays. The six launches of the layer (``kernels.py``) run on the
 current stream with no host synchronisation, so a CUDA graph can capture the call.

@@ -5,9 +5,8 @@ Each op's check validates everything that metadata tells (it also runs on fake t
 arguments DeepGEMM's kernels size it with (``len(sym_buffer_ptrs)`` ranks, experts, token capacity, top-k, hidden
 from ``y``, intermediate from ``l2_weights``; plus the ring for the SM100 buffer), so the views are recomputed here.
 
-On one CUDA rank the layer ops run the same reference on CUDA tensors (a slow correctness path; ``fp8_mega_moe`` and
-the SM90 pre-dispatch have Triton kernels, ``launch.py``, opt-in until they have run on a GPU); several CUDA ranks
-raise ``NotImplementedError``.
+On one CUDA rank ``fp8_mega_moe`` and the SM90 pre-dispatch run Triton kernels (``launch.py``); the other layer ops
+run the same reference on CUDA tensors (a slow correctness path); several CUDA ranks raise ``NotImplementedError``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Registers ``mega_mhc``: its check, its reference and its Triton launcher (``launch.py``; opt-in while the family
-awaits its GPU run, see ``core/gpu_validation.py``)."""
+"""Registers ``mega_mhc``: its check, its reference and its Triton launcher (``launch.py``)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@
 block scales, L1 rows in ``[gate | up]`` order) one expert at a time, so the FP32 temporaries stay one expert's size;
 ``transform_weights_for_mega_moe_sm90`` turns them into what ``fp8_mega_moe`` takes. ``routing`` draws top-k expert ids
 (distinct per token, optionally masked with -1, optionally leaving odd experts idle) and weights.
-``run_fp8_mega_moe_kernels`` / ``run_pre_dispatch_sm90_kernel`` run the ops on their Triton kernels, which are opt-in
-(``deep_gemm/mega/plan.py``), the way the public calls would.
+``run_fp8_mega_moe_kernels`` / ``run_pre_dispatch_sm90_kernel`` run the ops on their Triton kernels (asking for them with
+``MegaOverrides(kernels=True)``, so a decline surfaces instead of the reference running), the way the public calls
+would.
 """
 
 from __future__ import annotations

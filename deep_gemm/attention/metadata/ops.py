@@ -1,5 +1,5 @@
 """Registers ``get_mqa_logits_metadata``: check, reference (CPU kernel, CUDA fallback), fake kernel and the Triton
-launcher (opt-in through ``plan.MetadataOverrides(kernels=True)`` until it has run on a GPU)."""
+launcher (``launch.py``)."""
 
 from __future__ import annotations
 

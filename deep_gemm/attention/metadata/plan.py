@@ -4,8 +4,8 @@ the shipped build, so these are stated here: one UMMA N of 128 rows of (query, h
 splits, and a segment (a Q block's first split) costing as much as one split.
 
 The kernel (``kernels.py``) runs one program per SM of the schedule, each walking every Q block twice in chunks of
-``KERNEL_CHUNK`` blocks; ``MetadataOverrides`` is the one way to force its variant (and to ask for it while it
-awaits its GPU run)."""
+``KERNEL_CHUNK`` blocks; ``MetadataOverrides`` is the one way to force its variant (and to ask for it while the
+family is listed in ``core/gpu_validation.py``)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def kernel_fits(num_q_tokens: int, num_heads: int, num_kv_tokens: int) -> bool:
 
 @dataclass(frozen=True)
 class MetadataOverrides:
-    """``kernels`` runs the Triton kernel while it awaits its GPU run (``core/gpu_validation.py``)."""
+    """``kernels`` runs the Triton kernel while the family is listed in ``core/gpu_validation.py``."""
     kernels: bool = False
 
 

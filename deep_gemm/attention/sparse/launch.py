@@ -3,7 +3,7 @@
 CUDA-graph capturable.
 
 They return ``NotImplemented`` (the reference then runs on the device) where the kernels do not apply: not asked for
-(``core/gpu_validation.py``: off until they have run on a GPU; ``plan.SparseOverrides(kernels=True)`` asks), a GPU
+(only while the family is listed in ``core/gpu_validation.py``; ``plan.SparseOverrides(kernels=True)`` asks), a GPU
 without tensor-core dots (below sm_80), a ``metadata`` buffer whose first byte is not 4-byte aligned (its int32 words
 are read in place), ``q``, ``kv`` or a paged ``kv_cache`` whose first byte is not 16-byte aligned (the kernels load
 16-byte row chunks; torch's allocations always are), and index tensors too wide for the metadata grid.

@@ -59,8 +59,7 @@ def k_grouped_fp4_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: Opti
     -----
     DeepGEMM runs this only on SM100. Here, on CUDA (sm_80 and later) a Triton kernel decodes both operands to BF16
     in registers (exact for UE8M0 scales) and accumulates BF16 dots in FP32, reading the group layout on the device
-    (CUDA-graph capturable); it is opt-in (``Fp4Overrides(kernels=True)``, ``gemm/fp4/plan.py``) until it has passed
-    its GPU tests, so by default, and on CPU, the torch reference runs (FP64 products, one rounding).
+    (CUDA-graph capturable). On CPU the torch reference runs (FP64 products, one rounding).
     """
     a_data, sfa = _pair("a", a)
     b_data, sfb = _pair("b", b)
@@ -88,8 +87,8 @@ def cublaslt_nvfp4_gemm_nt(a: Pair, b: Pair, d: torch.Tensor, c: Optional[torch.
     -----
     No per-tensor global scale is applied (fold it into the output if the recipe has one). DeepGEMM calls
     cuBLASLt on SM100. Here, on CUDA (sm_80 and later) a Triton kernel decodes E2M1 times UE4M3 exactly to BF16 in
-    registers and accumulates BF16 dots in FP32; it is opt-in (``Fp4Overrides(kernels=True)``) until it has passed
-    its GPU tests, so by default, for a ``c`` that is not row-major, and on CPU, the torch reference runs.
+    registers and accumulates BF16 dots in FP32. For a ``c`` that is not row-major, and on CPU, the torch reference
+    runs.
     """
     a_data, sfa = _pair("a", a)
     b_data, sfb = _pair("b", b)

@@ -4,8 +4,8 @@ Each launcher takes its op's schema arguments after the shared check, reads the 
 one launch on the current stream, with no host read of device data (so CUDA graphs can capture it). They return
 ``NotImplemented`` (the op's torch reference then runs) when:
 
-* the kernels are not asked for: the family awaits its GPU run (``core/gpu_validation.py``), so only
-  ``Fp4Overrides(kernels=True)`` runs them (``run_launcher(..., launcher_kwargs=dict(overrides=...))`` for the FP4
+* the kernels are not asked for, which matters only while the family is listed in ``core/gpu_validation.py``
+  (then ``Fp4Overrides(kernels=True)`` runs them (``run_launcher(..., launcher_kwargs=dict(overrides=...))`` for the FP4
   ops; ``launcher_kwargs=dict(fp4_overrides=...)`` for the FP8 GEMMs' FP4 forms, which the FP8 launchers hand here);
 * the device has no BF16 MMA (below sm_80: ``deep_gemm.core.arch.has_mma``);
 * ``cublaslt_nvfp4_gemm_nt``: c is not row-major;

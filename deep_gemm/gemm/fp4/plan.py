@@ -62,7 +62,7 @@ class Fp4Config:
 @dataclass(frozen=True)
 class Fp4Overrides:
     """The only way to force a variant (tests, sweeps): any tile field (None = the plan's), and ``kernels``, which
-    runs the Triton kernels while the family awaits its GPU run (``core/gpu_validation.py``).
+    runs the Triton kernels while the family is listed in ``core/gpu_validation.py``.
 
     FP8 GEMM callers reach the FP4 forms of ``fp8_fp4_gemm_nt`` / ``m_grouped_fp8_fp4_gemm_nt_*`` with these too:
     ``run_launcher("fp8_fp4_gemm_nt", ..., launcher_kwargs=dict(fp4_overrides=Fp4Overrides(kernels=True)))``."""
