@@ -217,6 +217,42 @@ def stack_allowance() -> int:
     return STACK_ALLOWANCE.get((triton_version() or (0, 0))[:2], 0)
 
 
+# ---- the per-family compile checks' shared pieces (compile_check_mega, _sparse_mqa, _mega_mhc, _fp4, ...) ----------
+
+SM90_SHARED_LIMIT = 227 * 1024  # bytes of shared memory one program may use on sm_90a
+
+
+def int_args(*names) -> dict:
+    """Signature entries of runtime int32 arguments."""
+    return {n: "i32" for n in names}
+
+
+def thunk_builders(thunks) -> list:
+    """(name, build) pairs from (name, thunk) pairs, each ``build`` bound to its own thunk."""
+    return [(name, lambda t=thunk: t()) for name, thunk in thunks]
+
+
+def report_variants(label: str, builders, needles=("HGMMA", "HMMA", "LDL", "STL")) -> int:
+    """Compile every (name, build) variant, print its shared memory, resource usage and SASS counts, and return the
+    exit status: 1 when a variant fails to compile, spills beyond the release's stack allowance, or overflows shared
+    memory."""
+    bad = 0
+    for name, build in builders:
+        try:
+            ck = build()
+        except Exception as exc:  # a variant that does not compile is a failure, reported with the others
+            print(label, name, "FAILED TO COMPILE:", type(exc).__name__, str(exc)[:400], flush=True)
+            bad += 1
+            continue
+        cubin = ck.asm["cubin"]
+        usage = resource_usage(cubin)
+        print(label, name, "smem", ck.metadata.shared, usage, sass_counts(cubin, needles), flush=True)
+        if spilled_bytes(cubin) > stack_allowance() or ck.metadata.shared > SM90_SHARED_LIMIT:
+            bad += 1
+    print("FAIL" if bad else "OK", f"({bad} variants fail to compile, spill or overflow shared memory)")
+    return 1 if bad else 0
+
+
 # Variants whose spills depend on more than the mainloop: the masked two-wave kernel at 8 and 32 groups (G_PAD).
 BUDGET_VARIANTS = {**SERIALISATION_VARIANTS,
                    "two-wave 128x256 masked, 8 groups": dict(waves=2, wave_n=True, stages=4, grouping=3, d_tma=True,

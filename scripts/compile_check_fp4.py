@@ -16,9 +16,8 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from compile_check import SM90, resource_usage, sass_counts, stack_allowance  # noqa: E402
+from compile_check import SM90, report_variants  # noqa: E402
 from compile_check_hc import _compile  # noqa: E402
-from compile_check_mega import spills  # noqa: E402
 
 _INTS = ("M", "N", "K", "G", "stride_ag", "stride_am", "stride_ak", "stride_bg", "stride_bn", "stride_bk",
          "stride_sfag", "stride_sfam", "stride_sfak", "stride_sfbg", "stride_sfbn", "stride_sfbk", "sfa_col_tiles",
@@ -85,19 +84,4 @@ def builders(target=SM90) -> list:
 
 
 if __name__ == "__main__":
-    bad = 0
-    for name, build in builders():
-        try:
-            ck = build()
-        except Exception as exc:  # a variant that does not compile is a failure, reported with the others
-            print("fp4", name, "FAILED TO COMPILE:", type(exc).__name__, str(exc)[:400], flush=True)
-            bad += 1
-            continue
-        cubin = ck.asm["cubin"]
-        usage = resource_usage(cubin)
-        counts = sass_counts(cubin, ("HGMMA", "HMMA", "LDL", "STL"))
-        print("fp4", name, "smem", ck.metadata.shared, usage, counts, flush=True)
-        if spills(usage) > stack_allowance() or ck.metadata.shared > 227 * 1024:
-            bad += 1
-    print("FAIL" if bad else "OK", f"({bad} variants fail to compile, spill or overflow shared memory)")
-    sys.exit(1 if bad else 0)
+    sys.exit(report_variants("fp4", builders(), ("HGMMA", "HMMA", "LDL", "STL")))

@@ -10,29 +10,20 @@ Run without TRITON_INTERPRET. Fails when a variant does not compile, spills, or 
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from compile_check import SM90, resource_usage, sass_counts, stack_allowance  # noqa: E402
+from compile_check import SM90, int_args, report_variants, thunk_builders  # noqa: E402
 from compile_check_hc import _compile  # noqa: E402
 
-
-def _ints(*names):
-    return {n: "i32" for n in names}
 
 
 def builders(target=SM90) -> list:
     """(name, a function compiling it) for every kernel variant the launcher (deep_gemm/mega/launch.py) picks."""
-    return [(name, lambda t=thunk: t()) for name, thunk in _thunks(target)]
+    return thunk_builders(_thunks(target))
 
-
-def variants(target=SM90):
-    """(name, compiled kernel), compiled one after another."""
-    for name, build in builders(target):
-        yield name, build()
 
 
 def _thunks(target):
@@ -42,7 +33,7 @@ def _thunks(target):
     e_pow2 = 256
     yield "route", lambda: _compile(k._route_kernel, {
         "topk_idx_ptr": "*i64", "counts_ptr": "*i32", "slot_pos_ptr": "*i32",
-        **_ints("num_slots", "first_expert", "num_local")}, dict(BLOCK=ml.ROUTE_BLOCK), 4, target=target)
+        **int_args("num_slots", "first_expert", "num_local")}, dict(BLOCK=ml.ROUTE_BLOCK), 4, target=target)
     for stats in (False, True):
         yield f"scan stats={stats}", lambda stats=stats: _compile(k._scan_kernel, {
             "counts_ptr": "*i32", "stats_ptr": "*i32", "starts_ptr": "*i32", "ends_ptr": "*i32",
@@ -51,7 +42,7 @@ def _thunks(target):
     yield "dispatch k=8", lambda: _compile(k._dispatch_kernel, {
         "x_ptr": "*fp8e4nv", "x_sf_ptr": "*fp32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32", "slot_pos_ptr": "*i32",
         "starts_ptr": "*i32", "pool_ptr": "*fp8e4nv", "pool_sf_ptr": "*fp32", "row_src_ptr": "*i32",
-        "row_w_ptr": "*fp32", **_ints("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
+        "row_w_ptr": "*fp32", **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
                                       "stride_pool_sf")},
         dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64), 4, target=target)
     for bm in mp.SUPPORTED_BLOCK_M:
@@ -63,7 +54,7 @@ def _thunks(target):
                 "b_desc": f"tensordesc<fp8e4nv{[mp.BLOCK_N, mp.L1_BLOCK_K]}>",
                 "pool_sf_ptr": "*fp32", "l1_sf_ptr": "*fp32", "tile_end_ptr": "*i32", "ends_ptr": "*i32",
                 "row_w_ptr": "*fp32", "l2a_ptr": "*fp8e4nv", "l2a_sf_ptr": "*fp32",
-                **_ints("num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_pool_sf", "stride_l2a",
+                **int_args("num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_pool_sf", "stride_l2a",
                         "stride_l2a_sf"), "clamp": "fp32"},
                 dict(BM=bm, BN=mp.BLOCK_N, BK=mp.L1_BLOCK_K, E_POW2=e_pow2, HAS_CLAMP=clamp, FAST_MATH=fast,
                      NUM_STAGES=cfg.l1_stages), cfg.num_warps, cfg.l1_stages, target=target)
@@ -72,34 +63,22 @@ def _thunks(target):
             "b_desc": f"tensordesc<fp8e4nv{[mp.BLOCK_N, mp.L2_BLOCK_K]}>",
             "l2a_sf_ptr": "*fp32", "l2_sf_ptr": "*fp32", "tile_end_ptr": "*i32", "ends_ptr": "*i32",
             "row_src_ptr": "*i32", "combine_ptr": "*bf16",
-            **_ints("num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf", "num_tokens_cap")},
+            **int_args("num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf",
+                       "num_tokens_cap")},
             dict(BM=bm, BN=mp.BLOCK_N, BK=mp.L2_BLOCK_K, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages),
             cfg.num_warps, cfg.l2_stages, target=target)
     yield "combine k=6", lambda: _compile(k._combine_kernel, {
         "topk_idx_ptr": "*i64", "combine_ptr": "*bf16", "y_ptr": "*bf16",
-        **_ints("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
+        **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
         dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
     for idx in ("i32", "i64"):
         yield f"pre_dispatch idx={idx}", lambda idx=idx: _compile(k._pre_dispatch_kernel, {
             "x_ptr": "*bf16", "idx_ptr": f"*{idx}", "w_ptr": "*fp32", "bx_ptr": "*fp8e4nv", "bsf_ptr": "*fp32",
             "bidx_ptr": "*i64", "bw_ptr": "*fp32",
-            **_ints("num_tokens", "hidden", "stride_x", "stride_idx", "stride_w"), "routed_scale": "fp32"},
+            **int_args("num_tokens", "hidden", "stride_x", "stride_idx", "stride_w"), "routed_scale": "fp32"},
             dict(NUM_TOPK=6, K_POW2=8, GROUPS_POW2=64, GROUP=128), 4, target=target)
 
 
-def spills(usage: str) -> int:
-    m = re.search(r"STACK:(\d+)", usage)
-    return int(m.group(1)) if m else 0
-
 
 if __name__ == "__main__":
-    bad = 0
-    for name, ck in variants():
-        cubin = ck.asm["cubin"]
-        usage = resource_usage(cubin)
-        counts = sass_counts(cubin, ("QGMMA", "UTMALDG", "LDL", "STL"))
-        print("mega", name, "smem", ck.metadata.shared, usage, counts, flush=True)
-        if spills(usage) > stack_allowance() or ck.metadata.shared > 227 * 1024:
-            bad += 1
-    print("FAIL" if bad else "OK", f"({bad} variants spill or overflow shared memory)")
-    sys.exit(1 if bad else 0)
+    sys.exit(report_variants("mega", builders(), ("QGMMA", "UTMALDG", "LDL", "STL")))

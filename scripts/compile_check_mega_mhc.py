@@ -16,12 +16,11 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from compile_check import SM90, resource_usage, sass_counts, stack_allowance  # noqa: E402
+from compile_check import SM90, int_args, report_variants, thunk_builders  # noqa: E402
 import triton  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from compile_check import FP_FUSION  # noqa: E402
-from compile_check_mega import spills  # noqa: E402
 
 # (HAS_BF16, HAS_FP8, HAS_SHARED): the output forms the op's check admits.
 OUTPUT_FORMS = ((True, False, False), (True, True, False), (True, True, True), (False, True, False),
@@ -44,19 +43,11 @@ def _compile_aligned(fn, sig: dict, constexprs: dict, warps: int, aligned=POST_A
     return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": 1, **cap, **FP_FUSION})
 
 
-def _ints(*names):
-    return {n: "i32" for n in names}
-
 
 def builders(target=SM90) -> list:
     """(name, a function compiling it) for every kernel variant the launcher (deep_gemm/mega_mhc/launch.py) picks."""
-    return [(name, lambda t=thunk: t()) for name, thunk in _thunks(target)]
+    return thunk_builders(_thunks(target))
 
-
-def variants(target=SM90):
-    """(name, compiled kernel), compiled one after another."""
-    for name, build in builders(target):
-        yield name, build()
 
 
 def _thunks(target):
@@ -70,7 +61,7 @@ def _thunks(target):
                 k._mhc_post_kernel, {
                     "x_ptr": "*bf16", "res_ptr": "*bf16", "post_ptr": "*fp32", "comb_ptr": "*fp32",
                     "shifted_ptr": "*fp32", "fn_ptr": "*fp32", "nr_ptr": "*bf16", "u_ptr": "*bf16",
-                    "ws_ptr": "*fp32", **_ints("T", "CHUNKS", "SPLITS")},
+                    "ws_ptr": "*fp32", **int_args("T", "CHUNKS", "SPLITS")},
                 dict(BT=bt, BH=mp.BLOCK_H, N=mp.PROJ_N, MMA_M=mp.PROJ_MMA_M, NUM_OUT=n_out, SQ_COL=mp.PROJ_SQ_COL,
                      SHIFTED=shifted), mp.POST_WARPS, target=target)
     for cfg, hidden in mp.compile_configs():
@@ -86,10 +77,10 @@ def _thunks(target):
                         "comb_out_ptr": "*fp32", "prev_out_ptr": "*fp32", "y_ptr": "*bf16",
                         "y_fp8_ptr": "*fp8e4nv" if flags[2] else "*bf16",
                         "sf_ptr": "*i32" if flags[2] else "*bf16", "shared_ptr": "*i32" if flags[3] else "*bf16",
-                        **_ints("T", "WORDS", "SPLITS", "num_sinkhorn_iters"),
+                        **int_args("T", "WORDS", "SPLITS", "num_sinkhorn_iters"),
                         **{f: "fp32" for f in ("hc_norm_eps", "hc_pre_eps", "hc_post_scale", "sinkhorn_eps",
                                                "rmsnorm_eps", "rmsnorm_scale")},
-                        **_ints("stride_sf_t", "stride_sf_w", "stride_shared_w", "shared_block_m",
+                        **int_args("stride_sf_t", "stride_sf_w", "stride_shared_w", "shared_block_m",
                                 "shared_block_rows")},
                     dict(S_POW2=next_pow2(mp.MAX_SPLITS), N=mp.PROJ_N, SQ_COL=mp.PROJ_SQ_COL, W_POW2=w_pow2,
                          GROUP=mp.SF_GROUP, SHIFTED=flags[0], HAS_BF16=flags[1], HAS_FP8=flags[2],
@@ -98,13 +89,4 @@ def _thunks(target):
 
 
 if __name__ == "__main__":
-    bad = 0
-    for name, ck in variants():
-        cubin = ck.asm["cubin"]
-        usage = resource_usage(cubin)
-        counts = sass_counts(cubin, ("HGMMA", "HMMA", "LDL", "STL"))
-        print("mega_mhc", name, "smem", ck.metadata.shared, usage, counts, flush=True)
-        if spills(usage) > stack_allowance() or ck.metadata.shared > 227 * 1024:
-            bad += 1
-    print("FAIL" if bad else "OK", f"({bad} variants spill or overflow shared memory)")
-    sys.exit(1 if bad else 0)
+    sys.exit(report_variants("mega_mhc", builders(), ("HGMMA", "HMMA", "LDL", "STL")))

@@ -18,26 +18,17 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from compile_check import SM90, resource_usage, sass_counts, stack_allowance  # noqa: E402
+from compile_check import SM90, int_args, report_variants, thunk_builders  # noqa: E402
 from compile_check_hc import _compile  # noqa: E402
-from compile_check_mega import spills  # noqa: E402
 
 HEADS, HEAD_DIM = 32, 128
 
 
-def _ints(*names):
-    return {n: "i32" for n in names}
-
 
 def builders(target=SM90) -> list:
     """(name, a function compiling it) for every kernel variant the launcher (attention/sparse/launch.py) picks."""
-    return [(name, lambda t=thunk: t()) for name, thunk in _thunks(target)]
+    return thunk_builders(_thunks(target))
 
-
-def variants(target=SM90):
-    """(name, compiled kernel), compiled one after another."""
-    for name, build in builders(target):
-        yield name, build()
 
 
 def _thunks(target):
@@ -49,7 +40,7 @@ def _thunks(target):
             yield f"metadata sbk={sbk} paged={paged} unaligned={unaligned}", \
                 lambda sbk=sbk, paged=paged, unaligned=unaligned: _compile(k._sparse_mqa_metadata_kernel, {
                     "first_ptr": "*i32", "end_ptr": "*i32", "bt_ptr": "*i32", "idx_ptr": "*i32", "out_ptr": "*i32",
-                    **_ints("num_q", "num_max", "num_kv", "page_kv", "table_cols", "stride_bt")},
+                    **int_args("num_q", "num_max", "num_kv", "page_kv", "table_cols", "stride_bt")},
                     dict(SBK=sbk, PAGED=paged, UNALIGNED=unaligned, BLOCK=sp.METADATA_BLOCK), sp.METADATA_WARPS,
                     target=target)
     for sbk in SPARSE_BLOCK_KV_CHOICES:
@@ -63,7 +54,8 @@ def _thunks(target):
                             k._fp8_fp4_sparse_mqa_logits_kernel, {
                                 "q_ptr": values, "q_sf_ptr": "*i32", "kv_ptr": values, "kv_sf_ptr": "*i32",
                                 "w_ptr": "*bf16", "meta_ptr": "*i32", "out_ptr": "*bf16",
-                                **_ints("num_max", "num_tokens", "page_kv", "stride_page", "stride_w", "stride_out")},
+                                **int_args("num_max", "num_tokens", "page_kv", "stride_page", "stride_w",
+                                           "stride_out")},
                             dict(H=HEADS, D=HEAD_DIM, SBK=sbk, BLOCKS=cfg.blocks_per_step, STEPS=cfg.steps,
                                  PAGED=paged, IS_FP4=fp4, DOT_BF16=True), cfg.num_warps, target=target)
     from deep_gemm.attention.metadata import kernels as mk
@@ -73,20 +65,11 @@ def _thunks(target):
         for pad in (False, True):
             yield f"mqa_metadata heads={heads} pad={pad}", lambda heads=heads, pad=pad: _compile(
                 mk._mqa_logits_metadata_kernel, {"ks_ptr": "*i32", "ke_ptr": "*i32", "out_ptr": "*i32",
-                                                 **_ints("num_q", "num_kv", "num_sms")},
+                                                 **int_args("num_q", "num_kv", "num_sms")},
                 dict(BQ=mp.block_q(heads), SPLIT_KV=mp.SPLIT_KV, SEGMENT_COST=mp.SEGMENT_COST,
                      SPLIT_COST=mp.SPLIT_COST, SPAN_OFFSET_PAD=pad, CHUNK=mp.KERNEL_CHUNK), mp.KERNEL_WARPS,
                 target=target)
 
 
 if __name__ == "__main__":
-    bad = 0
-    for name, ck in variants():
-        cubin = ck.asm["cubin"]
-        usage = resource_usage(cubin)
-        counts = sass_counts(cubin, ("HGMMA", "HMMA", "LDL", "STL"))
-        print("sparse_mqa", name, "smem", ck.metadata.shared, usage, counts, flush=True)
-        if spills(usage) > stack_allowance() or ck.metadata.shared > 227 * 1024:
-            bad += 1
-    print("FAIL" if bad else "OK", f"({bad} variants spill or overflow shared memory)")
-    sys.exit(1 if bad else 0)
+    sys.exit(report_variants("sparse_mqa", builders(), ("HGMMA", "HMMA", "LDL", "STL")))
