@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import deep_gemm
+from deep_gemm.testing.grouping import contiguous_layout
 from deep_gemm.core.registry import run_launcher
 from deep_gemm.gemm.fp4.plan import Fp4Overrides
 from deep_gemm.gemm.fp4.reference import to_cublaslt_tiled_sf
@@ -171,14 +172,8 @@ def test_m_grouped_fp8_fp4_contiguous(psum):
     alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
     counts = [1000, 0, 2048, 37, 512, 1500, 128, 700]
     n, k = 4096, 7168
-    ids, ends, row = [], [], 0
-    for e, count in enumerate(counts):
-        padded = -(-count // alignment) * alignment
-        ids += [e] * count + [-1] * (padded - count)
-        ends.append(row + count)
-        row += padded
-    m = len(ids)
-    layout = torch.tensor(ends if psum else ids, dtype=torch.int32, device="cuda")
+    m, ids, ends = contiguous_layout(counts, alignment)
+    layout = torch.tensor(ends, dtype=torch.int32, device="cuda") if psum else ids.cuda()
     gen = torch.Generator(device="cuda").manual_seed(5)
     a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", generator=gen), use_ue8m0=True, gran_k=32,
                               use_packed_ue8m0=True)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import deep_gemm
+from deep_gemm.testing.grouping import contiguous_layout
 import interpreter_bf16  # noqa: F401  (BF16 dots and casts as the GPU does them)
 from deep_gemm.core.registry import kernels_of
 from deep_gemm.core.errors import DeepGEMMError
@@ -216,15 +217,12 @@ def test_m_grouped_contiguous_matches_reference(kind, alignment, counts, a_fp4, 
     try:
         gen = torch.Generator().manual_seed(sum(counts) + alignment)
         n, k, g = 40, 96, len(counts)
-        ids, ends, row = [], [], 0
-        for e, count in enumerate(counts):
-            padded = -(-count // alignment) * alignment
-            ids += [e] * count + [-1] * (padded - count)
-            ends.append(row + count)
-            row += padded
-        m = max(len(ids) + alignment, alignment)  # (a spare aligned segment: rows of no group)
-        ids += [-1] * (m - len(ids))
-        layout = torch.tensor(ids if kind == "ids" else ends, dtype=torch.int32)
+        rows, ids, ends = contiguous_layout(counts, alignment)
+        if not any(counts):
+            rows = 0  # (contiguous_layout keeps one segment; the spare one below is it)
+        m = rows + alignment  # (a spare aligned segment: rows of no group)
+        ids = torch.cat([ids[:rows], torch.full((alignment,), -1, dtype=torch.int32)])
+        layout = ids if kind == "ids" else torch.tensor(ends, dtype=torch.int32)
         a = _quant(torch.randn(m, k, generator=gen), a_fp4, 32)
         b = _stacked(torch.randn(g, n, k, generator=gen), True, 32)
         d_ref = torch.randn(m, n, generator=gen).to(torch.bfloat16)

@@ -17,6 +17,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import deep_gemm  # noqa: E402
+from deep_gemm.testing.grouping import contiguous_layout  # noqa: E402
 from deep_gemm.core.errors import DeepGEMMError  # noqa: E402
 from deep_gemm.utils import ceil_to_ue8m0, per_block_cast_to_fp8, per_token_cast_to_fp8  # noqa: E402
 
@@ -71,19 +72,6 @@ def test_bf16_dense(m, n, k, layout, out, accumulate, seed):
     getattr(deep_gemm, f"bf16_gemm_{layout}")(a_arg, b_arg, d, c=c)
     want = (a.double()[:, None, :] * b.double()[None, :, :]).sum(-1) + (c.double() if c is not None else 0)
     close(d, want, 1e-2 if out == BF16 else 1e-5, f"bf16_gemm_{layout}")
-
-
-def contiguous_layout(ms, align: int):
-    """M-grouped contiguous rows for group sizes ``ms``, each group's rows padded to ``align``: (total rows, expert id
-    per row with -1 for padding, cumulative group ends for the psum layout)."""
-    total = sum(-(-m // align) * align for m in ms) or align
-    ids = torch.full((total,), -1, dtype=torch.int32)
-    ends, start = [], 0
-    for g, m in enumerate(ms):
-        ids[start:start + m] = g
-        ends.append(start + m)
-        start += -(-m // align) * align
-    return total, ids, ends
 
 
 @st.composite

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 import deep_gemm
+from deep_gemm.testing.grouping import contiguous_layout
 from deep_gemm.core.registry import run_launcher
 from deep_gemm.gemm.fp4.plan import Fp4Overrides
 from deep_gemm.gemm.fp4.reference import to_cublaslt_tiled_sf
@@ -92,14 +93,8 @@ def _m_grouped(psum):
     def case():
         alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
         counts, n, k = [100, 0, 37], 72, 256
-        ids, ends, row = [], [], 0
-        for e, count in enumerate(counts):
-            padded = -(-count // alignment) * alignment
-            ids += [e] * count + [-1] * (padded - count)
-            ends.append(row + count)
-            row += padded
-        m = len(ids)
-        layout = torch.tensor(ends if psum else ids, dtype=torch.int32, device="cuda")
+        m, ids, ends = contiguous_layout(counts, alignment)
+        layout = torch.tensor(ends, dtype=torch.int32, device="cuda") if psum else ids.cuda()
         a = per_token_cast_to_fp4(torch.randn(m, k, device="cuda"), use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)
         b = _stacked(torch.randn(len(counts), n, k, device="cuda"), True)
         dk, dr = _pair(torch.randn(m, n, device="cuda").bfloat16())
