@@ -6,7 +6,7 @@ Tolerance rules:
 
 * Indices (``topk_idx``, ``unmapped_topk_idx``): bit for bit, except on rows of the normal path whose reference rank
   keys hold a near tie among their K + 1 largest (consecutive gap within ``TIE_SHARE`` of the row's largest |key|,
-  some ten FP32 ulps), where the kernel's FP32 scores, a few ulps off the reference's (the GPU's exp and log), may
+  some fifty FP32 ulps), where the kernel's FP32 scores, a few ulps off the reference's (the GPU's exp and log), may
   order the tied experts either way; at most ``MAX_TIE_ROWS_SHARE`` of the rows may be excused. Raw-logit keys (no
   bias) are never excused in effect: both paths rank the same FP32 logits.
 * The kernel and the reference see the same logits: ``run_route`` feeds both the reference's FP32 logits;
@@ -24,7 +24,7 @@ import torch
 
 from ..mega_gate.reference import bf16_mega_gate_reference, gate_from_logits, score  # noqa: F401
 
-TIE_SHARE = 2.0 ** -20
+TIE_SHARE = 2.0 ** -18
 MAX_TIE_ROWS_SHARE = 0.02
 WEIGHT_RTOL, WEIGHT_ATOL = 2e-5, 1e-7
 # grid inputs: x in multiples of 1/GRID_X_STEPS, both operands' integers within +-GRID_MAX (the GEMM's FP32 partial
