@@ -3,7 +3,7 @@ one line per variant, ``<variant name> <hash>``, sorted by name.
 
 The variants are the ones scripts/compile_check*.py enumerate (the FP8 and BF16 GEMM kernels, tl.* and warp-
 specialised; einsum; HyperConnection; the layout kernels; the MQA-logits indexer; legacy; Mega MoE; the block-sparse
-MQA indexer; FP4; mega_mhc), minus variants the package does not ship.
+MQA indexer; FP4; mega_mhc; mega_gate), minus variants the package does not ship.
 
 The hash is of the PTX Triton hands to ptxas, with what only names source positions removed: ``.loc`` / ``.file``
 lines, the line-table labels and the DWARF sections. So moving a ``@triton.jit`` function to another file, or
@@ -50,6 +50,7 @@ import compile_check_mega as cm  # noqa: E402
 import compile_check_sparse_mqa as cs  # noqa: E402
 import compile_check_fp4 as c4  # noqa: E402
 import compile_check_mega_mhc as cmh  # noqa: E402
+import compile_check_mega_gate as cmg  # noqa: E402
 
 
 def _key(cfg) -> str:
@@ -106,6 +107,8 @@ def variants() -> dict:
         add(f"fp4_gemm {name}", build)
     for name, build in cmh.builders():
         add(f"mega_mhc {name}", build)
+    for name, build in cmg.builders():
+        add(f"mega_gate {name}", build)
     return out
 
 

@@ -33,7 +33,7 @@ INTERPRETER_TESTS=(
    tests/test_first_import.py tests/test_ws_kernel_compile.py tests/test_mega_moe_kernels_cpu.py
    tests/test_sparse_mqa_kernels_cpu.py tests/test_mqa_metadata_kernel_cpu.py
    tests/test_fp4_gemm_kernels_cpu.py
-   tests/test_mega_mhc_kernels_cpu.py"
+   tests/test_mega_mhc_kernels_cpu.py tests/test_mega_gate_kernels_cpu.py"
 )
 # Every kernel the package ships, compiled for sm_90a, longest first.
 COMPILE_CHECKS=(
@@ -50,6 +50,7 @@ COMPILE_CHECKS=(
   "scripts/compile_check_sparse_mqa.py"
   "scripts/compile_check_fp4.py"
   "scripts/compile_check_mega_mhc.py"
+  "scripts/compile_check_mega_gate.py"
 )
 
 now() { date +%s; }

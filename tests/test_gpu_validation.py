@@ -13,7 +13,8 @@ from deep_gemm.core.registry import FAMILY
 # family -> the module that defines its Overrides class
 _PLANS = {"mega": "deep_gemm.mega.plan", "fp4_gemm": "deep_gemm.gemm.fp4.plan",
           "sparse_attention": "deep_gemm.attention.sparse.plan", "mega_mhc": "deep_gemm.mega_mhc.plan",
-          "mqa_metadata": "deep_gemm.attention.metadata.plan"}
+          "mqa_metadata": "deep_gemm.attention.metadata.plan",
+          "mega_gate": "deep_gemm.mega_gate.plan"}
 
 
 def test_every_waiting_family_has_a_kernels_override():

@@ -24,6 +24,7 @@ EXEMPT = {
        for p in ("nr_ptr", "u_ptr", "weight_ptr", "y_ptr", "y_fp8_ptr")},
     **{f"_mhc_norm_kernel.{p}": "an FP32 scalar (the op's float argument): Triton specialises on no float value"
        for p in ("hc_norm_eps", "hc_pre_eps", "hc_post_scale", "sinkhorn_eps", "rmsnorm_eps", "rmsnorm_scale")},
+    "_gate_route_kernel.scale": "an FP32 scalar (routed_scaling_factor): Triton specialises on no float value",
 }
 _SKIP_MODULES = ("deep_gemm.__main__", "deep_gemm.demo")
 

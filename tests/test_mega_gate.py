@@ -266,6 +266,8 @@ def test_bad_inputs(index):
         OP(**_args(**over))
 
 
-def test_backends_say_reference():
+def test_backends_say_triton():
+    from deep_gemm.core import gpu_validation
     report = deep_gemm.backends()
-    assert report["bf16_mega_gate"] == "reference" and report["get_bf16_mega_gate_config"] == "host"
+    assert report["bf16_mega_gate"].startswith("triton") and report["get_bf16_mega_gate_config"] == "host"
+    assert ("opt-in" in report["bf16_mega_gate"]) == (not gpu_validation.kernels_by_default("mega_gate"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 # family (as core.registry.FAMILY names it) -> the Overrides class that asks for its kernels (what backends()
 # tells the reader to use).
-AWAITING_GPU: dict[str, str] = {}
+AWAITING_GPU: dict[str, str] = {"mega_gate": "MegaGateOverrides"}
 
 
 def kernels_by_default(family: str) -> bool:

@@ -1,12 +1,17 @@
-"""Registers ``bf16_mega_gate`` and ``get_bf16_mega_gate_config``. No Triton kernel: on CUDA the torch reference
-runs on the device (DeepGEMM runs the gate only on SM100; ``deep_gemm.backends()`` reports 'reference')."""
+"""Registers ``bf16_mega_gate`` and ``get_bf16_mega_gate_config``. DeepGEMM runs the gate only on SM100; here the
+CUDA path (``launch.py``) is the package's BF16 GEMM for the logits and one Triton routing kernel, from sm_80 on.
+While the family awaits its GPU run (``core/gpu_validation.py``) the reference runs on CUDA unless
+``plan.MegaGateOverrides(kernels=True)`` asks for the kernels."""
 
 from __future__ import annotations
 
 import torch
 
+from ..core import arch, gpu_validation
 from ..core.registry import register
+from . import launch as launchers  # (imports no Triton: its kernels load at the first launch)
 from .checks import check_bf16_mega_gate, check_get_bf16_mega_gate_config, effective_shared
+from .plan import FAMILY
 from .reference import bf16_mega_gate_reference, get_bf16_mega_gate_config_reference
 
 
@@ -16,6 +21,9 @@ def _fake_bf16_mega_gate(x, weight, num_topk, use_shared_as_routed, num_shared_e
             x.new_empty((x.size(0), slots), dtype=torch.float32))
 
 
-register("bf16_mega_gate", check=check_bf16_mega_gate, reference=bf16_mega_gate_reference, fake=_fake_bf16_mega_gate)
+register("bf16_mega_gate", check=check_bf16_mega_gate, reference=bf16_mega_gate_reference, fake=_fake_bf16_mega_gate,
+         triton=launchers.bf16_mega_gate, arch=arch.ANY_MMA,
+         triton_note=gpu_validation.opt_in_note(
+             FAMILY, "logits the BF16 GEMM launcher declines run the reference"))
 register("get_bf16_mega_gate_config", check=check_get_bf16_mega_gate_config,
          reference=get_bf16_mega_gate_config_reference)

@@ -85,10 +85,20 @@ def _map_physical(logical: torch.Tensor, ep_rank: int, to_physical_map, logical_
 def bf16_mega_gate_reference(x, weight, num_topk, use_shared_as_routed, num_shared_experts, routed_scaling_factor,
                              ep_rank, scoring_func, mask, bias, image_bias, image_token_mask, fix_routing_mask,
                              to_physical_map, logical_count, unmapped_topk_idx, force_random, out_idx, out_weights):
-    num_tokens, num_experts = x.size(0), weight.size(0)
-    shared = effective_shared(use_shared_as_routed, num_shared_experts)
-    device = x.device
     logits = (x.double() @ weight.double().T).float()  # [T, E]
+    return gate_from_logits(logits, num_topk, use_shared_as_routed, num_shared_experts, routed_scaling_factor,
+                            ep_rank, scoring_func, mask, bias, image_bias, image_token_mask, fix_routing_mask,
+                            to_physical_map, logical_count, unmapped_topk_idx, force_random, out_idx, out_weights)
+
+
+def gate_from_logits(logits, num_topk, use_shared_as_routed, num_shared_experts, routed_scaling_factor, ep_rank,
+                     scoring_func, mask, bias, image_bias, image_token_mask, fix_routing_mask, to_physical_map,
+                     logical_count, unmapped_topk_idx, force_random, out_idx, out_weights):
+    """Everything after the gate GEMM, on given FP32 logits ``[T, E]`` (the op's arguments without ``x`` and
+    ``weight``): lets a test feed the kernels and the reference the same logits."""
+    num_tokens, num_experts = logits.shape
+    shared = effective_shared(use_shared_as_routed, num_shared_experts)
+    device = logits.device
     scored = score(logits, scoring_func)
 
     # 4. the normal path: rank, select (ties to the lower index), weigh the unbiased scores
