@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a release needs from one GPU, in one call (~8-9 minutes): on the Triton our users' engines install (carried:
 # .triton-<TRITON>/, default 3.8.0, with .dg), every GPU test file and DeepGEMM's own tests against the package
-# (scripts/gpu/stack.sh); meanwhile, under the image's Triton, the Mega MoE kernels under compute-sanitizer
-# (memcheck, synccheck); then the Mega MoE benchmark (fused against the unfused pipelines) on the idle GPU, and
+# (scripts/gpu/stack.sh); meanwhile, under the image's Triton, the Mega MoE, FP4, mega_mhc and mega_gate kernels
+# under compute-sanitizer (memcheck, synccheck); then the Mega MoE benchmark (fused against the unfused pipelines) on the idle GPU, and
 # whether DeepGEMM's own wheel (carried as .sgl/*.whl) loads on the machine's torch. Everything lands in
 # $OUT/release.tgz; a summary is printed.
 #   TRITON=3.8.0 bash scripts/gpu/release_check.sh      (carry .triton-3.8.0, .dg and .sgl)
@@ -11,7 +11,7 @@ REAL_OUT=${OUT:?run on the device machine with OUT set}
 W=/tmp/release_out; rm -rf "$W"; mkdir -p "$W/mega"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 start=$(date +%s)
-OUT=$W SANITIZE_ONLY=${SANITIZE_ONLY:-"mega/ fp4/ mega_mhc/"} SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=${SAN_TIMEOUT:-120} \
+OUT=$W SANITIZE_ONLY=${SANITIZE_ONLY:-"mega/ fp4/ mega_mhc/ mega_gate/"} SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=${SAN_TIMEOUT:-120} \
   bash scripts/gpu/sanitize.sh > "$W/sanitize.txt" 2>&1 &
 san_pid=$!
 OUT=$W TRITONS=${TRITON:-3.8.0} GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-240} DG_TIMEOUT=${DG_TIMEOUT:-100} \
