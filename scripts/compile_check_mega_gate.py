@@ -17,11 +17,9 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from compile_check import FP_FUSION, SM90, resource_usage, sass_counts, stack_allowance  # noqa: E402
+from compile_check import FP_FUSION, SM90, report_variants, thunk_builders  # noqa: E402
 import triton  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
-
-from compile_check_mega import spills  # noqa: E402
 
 FLAGS = ("HAS_BIAS", "HAS_IMAGE", "HAS_MASK", "HAS_FIX", "HAS_UNMAPPED", "HAS_MAP", "HAS_RANDOM", "HAS_OUT")
 SIGNATURE = {
@@ -57,7 +55,7 @@ def _thunks(target):
 
 def builders(target=SM90) -> list:
     """(name, a function compiling it) for every kernel variant the launcher (deep_gemm/mega_gate/launch.py) picks."""
-    return [(name, lambda t=thunk: t()) for name, thunk in _thunks(target)]
+    return thunk_builders(_thunks(target))
 
 
 def variants(target=SM90):
@@ -67,13 +65,4 @@ def variants(target=SM90):
 
 
 if __name__ == "__main__":
-    bad = 0
-    for name, ck in variants():
-        cubin = ck.asm["cubin"]
-        usage = resource_usage(cubin)
-        counts = sass_counts(cubin, ("LDL", "STL"))
-        print("mega_gate", name, usage, counts, flush=True)
-        if spills(usage) > stack_allowance():
-            bad += 1
-    print("FAIL" if bad else "OK", f"({bad} variants spill)")
-    sys.exit(1 if bad else 0)
+    sys.exit(report_variants("mega_gate", builders(), needles=("LDL", "STL")))
