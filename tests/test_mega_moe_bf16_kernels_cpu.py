@@ -16,6 +16,7 @@ import torch
 import deep_gemm
 from deep_gemm.core.registry import kernels_of
 from deep_gemm.mega import buffer as mega_buffer
+from deep_gemm.mega.api import bf16_mega_moe_op_args
 from deep_gemm.mega import plan as mega_plan
 from deep_gemm.testing import calc_diff
 from mega_moe_cases import Scenario, build_global, fill_buffer, local_weights
@@ -41,13 +42,8 @@ def _buffer(sc: Scenario, ring=None):
 
 
 def _args(y, l1, l2, buf, stats, sc, **extra):
-    kw = dict(shared_l1=None, shared_l2=None, post_expert_norm=False, post_expert_norm_weight=None,
-              use_trtllm_weights=False, global_num_tokens=None)
-    kw.update(extra)
-    return (y, l1, l2, kw["shared_l1"], kw["shared_l2"], stats, buf.buffer, list(buf.handle.buffer_ptrs),
-            buf.rank_idx, buf.num_max_tokens_per_rank, buf.num_experts, buf.num_topk, "swiglu", sc.clamp,
-            sc.fast_math, kw["post_expert_norm"], kw["post_expert_norm_weight"], 1e-6, False,
-            kw["use_trtllm_weights"], kw["global_num_tokens"], buf.num_ring_tokens)
+    return bf16_mega_moe_op_args(y, l1, l2, buf, cumulative_local_expert_recv_stats=stats,
+                                 activation_clamp=sc.clamp, fast_math=sc.fast_math, **extra)
 
 
 def run_both(sc: Scenario, block_m=None, stats_start=None, calls=1, ring=None):
@@ -114,10 +110,10 @@ def test_layer_kernels_match_reference(sc, block_m, with_stats):
 
 
 def test_pool_in_the_stream_workspace_when_the_ring_is_small():
-    # The smallest ring (one expert per wave) cannot hold 7 x 6 slots over 8 experts padded to 64-row tiles.
-    sc = _sc(tokens=(300,), topk=6)
+    # The smallest ring (one expert per wave, 384 rows) cannot hold 100 x 6 slots over 8 experts in 128-row tiles.
+    sc = _sc(tokens=(100,), topk=6)
     low, _ = deep_gemm.get_ring_limit_for_mega_moe(CAPACITY, sc.num_experts, sc.topk, 1)
-    assert mega_plan.pool_rows_needed(300, 6, 8, 128) > low
+    assert mega_plan.pool_rows_needed(100, 6, 8, 128) > low
     yk, yr, sk, sr, _, _ = run_both(sc, None, torch.zeros(8, dtype=torch.int32), ring=low)
     assert calc_diff(yk, yr) < TOLERANCE and torch.equal(sk, sr)
 
@@ -139,7 +135,7 @@ def test_declined_forms_and_opt_in():
     launcher = triton_launcher("bf16_mega_moe")
     on = mega_plan.MegaOverrides(kernels=True)
     dev = lambda args: tuple(_to(DEVICE, a) for a in args)  # noqa: E731
-    assert launcher(*dev(_args(y, l1, l2, buf, None, sc, shared_l1=s1, shared_l2=s2)), overrides=on) \
+    assert launcher(*dev(_args(y, l1, l2, buf, None, sc, shared_l1_weights=s1, shared_l2_weights=s2)), overrides=on) \
         is NotImplemented
     assert launcher(*dev(_args(y, l1, l2, buf, None, sc, post_expert_norm=True)), overrides=on) is NotImplemented
     if "mega_bf16" in deep_gemm.core.gpu_validation.AWAITING_GPU:  # not asked for: the reference runs
