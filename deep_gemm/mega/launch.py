@@ -4,9 +4,10 @@
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
 where the kernels do not apply: not asked for (only while the family, or for the BF16 layer the ``mega_bf16`` key,
 is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``), a GPU without FP8
-MMAs (FP8) or without TMA (BF16), or a buffer whose workspace cannot hold the kernels' arrays. ``bf16_mega_moe``
-also declines shared experts and the post-expert norm (``BF16_DECLINED``). The six launches of a layer
-(``kernels.py``) run on the current stream with no host synchronisation, so a CUDA graph can capture the call.
+MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory), or a buffer whose workspace
+cannot hold the kernels' arrays. ``bf16_mega_moe`` also declines shared experts and the post-expert norm
+(``BF16_DECLINED``). The six launches of a layer (``kernels.py``) run on the current stream with no host
+synchronisation, so a CUDA graph can capture the call.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ ROUTE_BLOCK = 1024
 DISPATCH_BLOCK_H = 1024
 COMBINE_BLOCK_H = 1024
 # The forms of bf16_mega_moe the kernels leave to the reference (deep_gemm.backends() says so).
-BF16_DECLINED = "reference with shared experts, the post-expert norm or several ranks"
+BF16_DECLINED = "reference with shared experts, the post-expert norm, several ranks, or below sm_90 and on sm_120"
 # Pool arrays carved from a per-stream workspace start on 128-byte boundaries (TMA needs 16).
 _POOL_ALIGNMENT = 128
 # TMA: a descriptor's base address is a multiple of 16 bytes.
@@ -154,8 +155,10 @@ def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank
     """The BF16 layer at one rank; ``global_num_tokens`` only steers DeepGEMM's tile choice (the result does not
     depend on it), so it is accepted and unused. See the module docstring for what declines."""
     num_ranks = len(ptrs)
-    if (not mega_plan.bf16_kernels_wanted(overrides) or num_ranks != 1 or not arch.has_tma(arch.sm_of_tensor(y))
-            or shared_l1 is not None or post_expert_norm or use_trtllm_weights):
+    sm = arch.sm_of_tensor(y)
+    # (sm90_occupancy: the GEMMs' pipelines take up to 131 KB of shared memory, which only the 228 KB parts hold)
+    if (not mega_plan.bf16_kernels_wanted(overrides) or num_ranks != 1 or not arch.has_tma(sm)
+            or not arch.sm90_occupancy(sm) or shared_l1 is not None or post_expert_norm or use_trtllm_weights):
         return NotImplemented
     if l1.data_ptr() % _TMA_BASE_ALIGNMENT or l2.data_ptr() % _TMA_BASE_ALIGNMENT:
         return NotImplemented  # (views at odd offsets; allocations are aligned)
