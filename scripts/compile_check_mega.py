@@ -1,7 +1,7 @@
 """Compile the Mega MoE kernels (deep_gemm/mega/kernels.py) for sm_90a on any machine (no GPU needed): every variant
 the launchers pick (both BLOCK_Ms, clamp on/off, fast math on/off, the pre-dispatch's index dtypes; the BF16 layer's
-dispatch and L1 / L2), with registers, spills, shared memory and FP8 wgmma (QGMMA) counts, the cheap first check
-before spending GPU time.
+dispatch, L1 / L2 routed and dense (shared experts), the combine with shared experts), with registers, spills,
+shared memory and wgmma (QGMMA FP8, HGMMA BF16) counts, the cheap first check before spending GPU time.
 
     python scripts/compile_check_mega.py
 
@@ -55,20 +55,22 @@ def _thunks(target):
     for bm in mp.SUPPORTED_BLOCK_M:
         cfg = mp.plan_bf16(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm))
         bk = mp.BF16_BLOCK_K
-        for clamp, fast in ((True, True), (False, False)):
-            yield f"bf16 l1 bm={bm} clamp={clamp} fast={fast}", \
-                lambda bm=bm, cfg=cfg, clamp=clamp, fast=fast: _compile(k._bf16_l1_kernel, {
-                    "a_desc": f"tensordesc<bf16{[bm, bk]}>", "b_desc": f"tensordesc<bf16{[mp.BLOCK_N, bk]}>",
-                    "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_w_ptr": "*fp32", "l2a_ptr": "*bf16",
-                    **int_args("num_local", "inter", "hidden", "stride_l2a"), "clamp": "fp32"},
-                    dict(BM=bm, BN=mp.BLOCK_N, BK=bk, E_POW2=e_pow2, HAS_CLAMP=clamp, FAST_MATH=fast,
-                         NUM_STAGES=cfg.l1_stages), cfg.num_warps, cfg.l1_stages, target=target)
-        yield f"bf16 l2 bm={bm}", lambda bm=bm, cfg=cfg, bk=bk: _compile(k._bf16_l2_kernel, {
-            "a_desc": f"tensordesc<bf16{[bm, bk]}>", "b_desc": f"tensordesc<bf16{[mp.BLOCK_N, bk]}>",
-            "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_src_ptr": "*i32", "combine_ptr": "*bf16",
-            **int_args("num_local", "inter", "hidden", "num_tokens_cap")},
-            dict(BM=bm, BN=mp.BLOCK_N, BK=bk, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages),
-            cfg.num_warps, cfg.l2_stages, target=target)
+        for dense in (False, True):
+            tag = " shared" if dense else ""
+            for clamp, fast in ((True, True), (False, False)):
+                yield f"bf16 l1{tag} bm={bm} clamp={clamp} fast={fast}", \
+                    lambda bm=bm, cfg=cfg, clamp=clamp, fast=fast, dense=dense: _compile(k._bf16_l1_kernel, {
+                        "a_desc": f"tensordesc<bf16{[bm, bk]}>", "b_desc": f"tensordesc<bf16{[mp.BLOCK_N, bk]}>",
+                        "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_w_ptr": "*fp32", "l2a_ptr": "*bf16",
+                        **int_args("num_local", "inter", "hidden", "stride_l2a", "dense_rows"), "clamp": "fp32"},
+                        dict(BM=bm, BN=mp.BLOCK_N, BK=bk, E_POW2=e_pow2, HAS_CLAMP=clamp, FAST_MATH=fast,
+                             NUM_STAGES=cfg.l1_stages, DENSE=dense), cfg.num_warps, cfg.l1_stages, target=target)
+            yield f"bf16 l2{tag} bm={bm}", lambda bm=bm, cfg=cfg, bk=bk, dense=dense: _compile(k._bf16_l2_kernel, {
+                "a_desc": f"tensordesc<bf16{[bm, bk]}>", "b_desc": f"tensordesc<bf16{[mp.BLOCK_N, bk]}>",
+                "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_src_ptr": "*i32", "combine_ptr": "*bf16",
+                **int_args("num_local", "inter", "hidden", "num_tokens_cap", "dense_rows")},
+                dict(BM=bm, BN=mp.BLOCK_N, BK=bk, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages, DENSE=dense),
+                cfg.num_warps, cfg.l2_stages, target=target)
     for bm in mp.SUPPORTED_BLOCK_M:
         cfg = mp.plan(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm))
         for clamp, fast in ((True, True), (False, False)):
@@ -93,6 +95,10 @@ def _thunks(target):
             cfg.num_warps, cfg.l2_stages, target=target)
     yield "combine k=6", lambda: _compile(k._combine_kernel, {
         "topk_idx_ptr": "*i64", "combine_ptr": "*bf16", "y_ptr": "*bf16",
+        **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
+        dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
+    yield "bf16 combine shared k=6", lambda: _compile(k._combine_shared_kernel, {
+        "topk_idx_ptr": "*i64", "combine_ptr": "*bf16", "shared_ptr": "*bf16", "y_ptr": "*bf16",
         **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
         dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
     for idx in ("i32", "i64"):

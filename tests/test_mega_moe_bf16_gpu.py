@@ -1,11 +1,12 @@
 """The BF16 Mega MoE layer on one GPU: the Triton kernels (``bf16_mega_moe`` at world size 1) against the op's torch
 reference run on the same GPU buffer contents, at model sizes (hidden 4096 / 7168, intermediate 2048 / 3072, 256
 experts, top-6, 8..4096 tokens) and at small ones (masked shares, clamps, exact math, idle experts, both BLOCK_Ms,
-0 tokens, the pool in the per-stream workspace), against an independent float64 per-token loop on small cases, and
-under CUDA-graph capture."""
+shared experts, 0 tokens, the pool in the per-stream workspace), against an independent float64 per-token loop on
+small cases, and under CUDA-graph capture."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -42,11 +43,13 @@ class Case:
     idle: bool = False
     block_m: Optional[int] = None
     ring: Optional[int] = None  # None: the largest ring; else the ring size in tokens
+    shared: int = 0  # shared experts (their intermediate: shared x inter)
 
     def __str__(self):
         return (f"t{self.tokens}-e{self.experts}-h{self.hidden}-i{self.inter}-k{self.topk}-m{self.masked}-"
                 f"c{self.clamp}-{'fast' if self.fast_math else 'exact'}{'-idle' if self.idle else ''}"
-                f"{f'-bm{self.block_m}' if self.block_m else ''}{f'-ring{self.ring}' if self.ring else ''}")
+                f"{f'-bm{self.block_m}' if self.block_m else ''}{f'-ring{self.ring}' if self.ring else ''}"
+                f"{f'-shared{self.shared}' if self.shared else ''}")
 
 
 MODEL = dict(experts=256, topk=6, clamp=10.0)
@@ -62,6 +65,9 @@ CASES = [
     *[Case(100, clamp=c, fast_math=f) for c, f in ((1.0, True), (10.0, False), (math.inf, True))],
     Case(77, topk=1, idle=True), Case(1000, block_m=64), Case(40, block_m=128),
     Case(300, topk=6, ring=384), Case(0),
+    # shared experts (DeepSeek: one of the routed experts' size): model sizes and small
+    Case(256, hidden=7168, inter=2048, shared=1, **MODEL), Case(2048, hidden=7168, inter=2048, shared=1, **MODEL),
+    Case(100, shared=2, clamp=10.0), Case(64, shared=1, masked=1.0),
 ]
 
 
@@ -99,15 +105,26 @@ def _fill(buf, x, idx, w, n):
     buf.topk_weights[:n].copy_(w)
 
 
+@functools.lru_cache(maxsize=4)
+def _shared_weights(hidden: int, inter: int, shared: int):
+    """The shared experts' (L1 interleaved, L2) BF16 ``[2 I_s, H]`` / ``[H, I_s]``, and the raw L1."""
+    w1, w2 = bf16_weights(1, hidden, inter * shared, "cuda", seed=11)
+    return deep_gemm.transform_weights_for_mega_moe(w1[0], w2[0]), w1[0]
+
+
 def _run(case: Case):
     (l1, l2), inputs, (buf_k, buf_r) = _layer(case)
+    shared = {}
+    if case.shared:
+        (s1, s2), _ = _shared_weights(case.hidden, case.inter, case.shared)
+        shared = dict(shared_l1_weights=s1, shared_l2_weights=s2)
     stats_k = torch.arange(case.experts, dtype=torch.int32, device="cuda") * 3
     stats_r = stats_k.clone()
     y_k = torch.full((case.tokens, case.hidden), 7.0, dtype=torch.bfloat16, device="cuda")
     y_r = y_k.clone()
-    run_bf16_mega_moe_kernels(y_k, l1, l2, buf_k, stats_k, case.clamp, case.fast_math, case.block_m)
+    run_bf16_mega_moe_kernels(y_k, l1, l2, buf_k, stats_k, case.clamp, case.fast_math, case.block_m, **shared)
     mega_layer.bf16_mega_moe(*bf16_mega_moe_op_args(y_r, l1, l2, buf_r, cumulative_local_expert_recv_stats=stats_r,
-                                                    activation_clamp=case.clamp, fast_math=case.fast_math))
+                                                    activation_clamp=case.clamp, fast_math=case.fast_math, **shared))
     torch.cuda.synchronize()
     return y_k, y_r, stats_k, stats_r, inputs, (l1, l2)
 
@@ -117,10 +134,11 @@ def test_kernels_match_reference(case):
     y_k, y_r, stats_k, stats_r, (_, idx, _), _ = _run(case)
     assert torch.isfinite(y_k.float()).all()
     assert torch.equal(stats_k, stats_r)
-    if case.tokens and bool((idx >= 0).any()):
+    if case.tokens and (case.shared or bool((idx >= 0).any())):
         assert calc_diff(y_k, y_r) < SAME_INPUTS, calc_diff(y_k, y_r)
-    silent = (idx < 0).all(dim=1)  # tokens with every slot masked come out exactly zero
-    assert not y_k[silent].any()
+    if not case.shared:
+        silent = (idx < 0).all(dim=1)  # tokens with every slot masked come out exactly zero
+        assert not y_k[silent].any()
 
 
 def _float64_expectation(case, inputs):
@@ -139,11 +157,18 @@ def _float64_expectation(case, inputs):
             if case.clamp is not None:
                 gate, up = gate.clamp(max=case.clamp), up.clamp(-case.clamp, case.clamp)
             out[t] += float(w[t, s]) * (w2[e].double() @ (gate * torch.sigmoid(gate) * up))
+    if case.shared:
+        (_, s2), s1 = _shared_weights(case.hidden, case.inter, case.shared)
+        h = xd @ s1.double().t()
+        gate, up = h[:, :case.inter * case.shared], h[:, case.inter * case.shared:]
+        if case.clamp is not None:
+            gate, up = gate.clamp(max=case.clamp), up.clamp(-case.clamp, case.clamp)
+        out += (gate * torch.sigmoid(gate) * up) @ s2.double().t()
     return out
 
 
 @pytest.mark.parametrize("case", [Case(24, experts=8, topk=2), Case(40, hidden=2048, inter=512, topk=6, clamp=10.0),
-                                  Case(33, masked=0.3, block_m=128)], ids=str)
+                                  Case(33, masked=0.3, block_m=128), Case(20, shared=2, clamp=10.0)], ids=str)
 def test_kernels_match_float64_loop(case):
     y_k, _, _, _, inputs, _ = _run(case)
     assert calc_diff(y_k, _float64_expectation(case, inputs)) < INDEPENDENT

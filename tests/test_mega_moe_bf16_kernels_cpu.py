@@ -1,8 +1,8 @@
 """The BF16 Mega MoE Triton kernels (``bf16_mega_moe`` at one rank: ``deep_gemm/mega/kernels.py``'s route / scan /
 dispatch / combine shared with the FP8 layer, and its own BF16 L1 / L2) in Triton's interpreter on CPU, against the
 op's reference on the same buffer: token counts 0, odd and several tiles per expert, masked slots, top-k 1/2/6, the
-clamp on and off, statistics on and off, idle experts, both BLOCK_Ms, the pool in the ring and in the per-stream
-workspace (a ring too small for it), the workspace left zero, and the forms the launcher declines.
+clamp on and off, statistics on and off, idle experts, both BLOCK_Ms, shared experts, the pool in the ring and in
+the per-stream workspace (a ring too small for it), the workspace left zero, and the forms the launcher declines.
 
 The GPU runs of the same kernels are in test_mega_moe_bf16_gpu.py."""
 
@@ -52,13 +52,17 @@ def run_both(sc: Scenario, block_m=None, stats_start=None, calls=1, ring=None):
     buf = _buffer(sc, ring)
     fill_buffer(sc, data, buf, 0)
     l1, l2 = local_weights(sc, data, 0)
+    extra = {}
+    if sc.shared:
+        s1, s2 = deep_gemm.transform_weights_for_mega_moe(*data.shared)
+        extra = dict(shared_l1_weights=s1, shared_l2_weights=s2)
     n = data.x[0].size(0)
     results = []
     for use_kernel in (True, False):
         stats = None if stats_start is None else stats_start.clone()
         y = torch.full((n, sc.hidden), 7.0, dtype=torch.bfloat16)
         for _ in range(calls):
-            args = _args(y, l1, l2, buf, stats, sc)
+            args = _args(y, l1, l2, buf, stats, sc, **extra)
             if use_kernel:
                 dev_args = tuple(_to(DEVICE, a) for a in args)
                 kernels_of("bf16_mega_moe").check(*dev_args)
@@ -88,6 +92,10 @@ CASES = [
     (_sc(tokens=(70,), topk=1, num_experts=2, hidden=384, inter=256), 64, False),  # two tiles per expert
     (_sc(tokens=(9,), topk=2, masked=1.0), None, True),
     (_sc(tokens=(0,), topk=2), None, True),
+    # shared experts: one (intermediate I), two (2 I), with the clamp; every routed slot masked
+    (_sc(tokens=(19,), topk=2, shared=1), None, True),
+    (_sc(tokens=(70,), topk=6, shared=2, clamp=5.0, masked=0.2), 64, False),
+    (_sc(tokens=(5,), topk=2, shared=1, masked=1.0), 128, True),
 ]
 
 
@@ -126,17 +134,14 @@ def test_repeated_calls_accumulate_stats_and_agree():
 
 
 def test_declined_forms_and_opt_in():
-    sc = _sc(tokens=(5,), topk=2, shared=1)
+    sc = _sc(tokens=(5,), topk=2)
     data = build_global(sc)
     buf = _buffer(sc)
     l1, l2 = local_weights(sc, data, 0)
     y = torch.empty(5, sc.hidden, dtype=torch.bfloat16)
-    s1, s2 = deep_gemm.transform_weights_for_mega_moe(*data.shared)
     launcher = triton_launcher("bf16_mega_moe")
     on = mega_plan.MegaOverrides(kernels=True)
     dev = lambda args: tuple(_to(DEVICE, a) for a in args)  # noqa: E731
-    assert launcher(*dev(_args(y, l1, l2, buf, None, sc, shared_l1_weights=s1, shared_l2_weights=s2)), overrides=on) \
-        is NotImplemented
     assert launcher(*dev(_args(y, l1, l2, buf, None, sc, post_expert_norm=True)), overrides=on) is NotImplemented
     if "mega_bf16" in deep_gemm.core.gpu_validation.AWAITING_GPU:  # not asked for: the reference runs
         assert launcher(*dev(_args(y, l1, l2, buf, None, sc))) is NotImplemented

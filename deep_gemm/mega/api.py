@@ -6,7 +6,7 @@ layout, allocation for one process, or for several CPU processes on a gloo group
 pre-dispatch ops and the fused layers (``fp8_mega_moe``, ``fp8_fp4_mega_moe``, ``bf16_mega_moe``;
 ``deep_gemm/mega/reference.py`` states the semantics). ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90`` have
 Triton kernels for one CUDA rank; so has ``bf16_mega_moe`` (opt-in with ``MegaOverrides(kernels=True)`` until its
-GPU run; shared experts and the post-expert norm take the reference). The reference runs on CPU tensors (one
+GPU run; the post-expert norm takes the reference). The reference runs on CPU tensors (one
 process, or one process per rank on a gloo group) and, for the other layers and forms, as a slow correctness path
 on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this
 release.
@@ -864,9 +864,9 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
     ``transform_weights_for_mega_moe``), ``W2 [E_local, H, I]``, no scales, the intermediate rounded to BF16, and a
     buffer built with ``mma_type='bf16xbf16'``. Shared experts: BF16 ``[2 I_s, H]`` / ``[H, I_s]``.
 
-    One CUDA rank (sm_90 and later) runs Triton kernels (``deep_gemm/mega/kernels.py``: six launches, no host
-    synchronisation, CUDA-graph capturable) when asked with ``MegaOverrides(kernels=True)`` until they have passed
-    their GPU run; shared experts and the post-expert norm take the reference.
+    One CUDA rank (sm_90 / sm_100) runs Triton kernels (``deep_gemm/mega/kernels.py``: six launches, eight with
+    shared experts, no host synchronisation, CUDA-graph capturable) when asked with ``MegaOverrides(kernels=True)``
+    until they have passed their GPU run; the post-expert norm takes the reference.
 
     Example
     -------

@@ -102,12 +102,13 @@ def run_fp8_mega_moe_kernels(y, l1_weights, l2_weights, sym_buffer, stats=None, 
 
 
 def run_bf16_mega_moe_kernels(y, l1_weights, l2_weights, sym_buffer, stats=None, activation_clamp=None,
-                              fast_math: bool = True, block_m: Optional[int] = None) -> None:
+                              fast_math: bool = True, block_m: Optional[int] = None, shared_l1_weights=None,
+                              shared_l2_weights=None) -> None:
     """``bf16_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats=stats, ...)`` on the
     Triton kernels (``block_m`` pins the tile); raises when the launcher declines."""
     from ..mega.api import bf16_mega_moe_op_args
-    _run_kernels("bf16_mega_moe", bf16_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer,
-                                                        cumulative_local_expert_recv_stats=stats,
+    _run_kernels("bf16_mega_moe", bf16_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer, shared_l1_weights,
+                                                        shared_l2_weights, cumulative_local_expert_recv_stats=stats,
                                                         activation_clamp=activation_clamp, fast_math=fast_math),
                  block_m)
 
