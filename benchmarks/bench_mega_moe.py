@@ -1,7 +1,8 @@
 """The SM90 FP8 Mega MoE layer at world size 1: the fused layer (``fp8_mega_moe``) against two unfused pipelines
-built from this package's own ops, at the DeepSeek shapes, tokens per rank 8..8192.
+built from this package's own ops, at the DeepSeek shapes, tokens per rank 8..8192; with ``--bf16`` the BF16 layer
+(``bf16_mega_moe`` on its Triton kernels) against the unfused BF16 ``contiguous`` pipeline.
 
-    PYTHONPATH=$PWD python benchmarks/bench_mega_moe.py --out $OUT/ours [--shapes small] [--tokens 8,256]
+    PYTHONPATH=$PWD python benchmarks/bench_mega_moe.py --out $OUT/ours [--shapes small] [--tokens 8,256] [--bf16]
 
 Every variant starts from the same pre-dispatched FP8 tokens (``mega_moe_pre_dispatch_sm90``'s buffer rows) and
 ends with BF16 ``y``; the pre-dispatch itself is not timed. The unfused pipelines (what an engine without the fused
@@ -35,6 +36,7 @@ from harness import KernelTimer, calc_diff, write_results  # noqa: E402
 SHAPES = {"v3": (4096, 2048, 256, 6), "v3-671b": (7168, 3072, 384, 6), "small": (2048, 1024, 64, 6)}
 TOKENS = (8, 32, 128, 256, 1024, 4096, 8192)
 MASKED_MAX_TOKENS = 1024
+INTERLEAVE_ROWS = 8  # transform_weights_for_mega_moe's gate/up chunks
 
 
 def swiglu(h: torch.Tensor, inter: int, weights: torch.Tensor, clamp) -> torch.Tensor:
@@ -85,6 +87,38 @@ def unfused_contiguous(buf, n, l1_raw, l2, weights, y, clamp, num_experts, num_t
     q[rows], q_sf[rows] = per_token_cast_to_fp8(act, use_ue8m0=False)
     o = torch.empty(m, hidden, dtype=torch.bfloat16, device=y.device)
     deep_gemm.m_grouped_fp8_gemm_nt_contiguous((q, q_sf), l2, o, ids)
+    out = torch.zeros(n, hidden, device=y.device).index_add_(0, tokens, o[rows].float())
+    y.copy_(out)
+
+
+def unfused_contiguous_bf16(buf, n, l1, l2, y, clamp, num_experts, num_topk, inter):
+    """The ``contiguous`` pipeline in BF16: the same sort and gather, ``m_grouped_bf16_gemm_nt_contiguous`` for both
+    GEMMs (L1 on the layer's interleaved rows, whose output columns are put back in ``[gate | up]`` order), the
+    intermediate rounded to BF16."""
+    import deep_gemm
+    idx = buf.topk_idx[:n]
+    order, experts, rank, counts = sorted_slots(idx, num_experts)
+    counts_host = counts[:num_experts].tolist()  # one host sync
+    valid = sum(counts_host)
+    padded = [-(-c // 128) * 128 for c in counts_host]
+    seg = torch.tensor([0] + padded[:-1], device=idx.device).cumsum(0)
+    order, experts, rank = order[:valid], experts[:valid], rank[:valid]
+    rows = seg[experts] + rank
+    tokens = order // num_topk
+    m = max(sum(padded), 128)
+    hidden = y.size(1)
+    a = torch.zeros(m, hidden, dtype=torch.bfloat16, device=y.device)
+    a[rows] = buf.x[tokens]
+    ids = torch.full((m,), -1, dtype=torch.int32, device=y.device)
+    ids[rows] = experts.int()
+    h = torch.empty(m, 2 * inter, dtype=torch.bfloat16, device=y.device)
+    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, l1, h, ids)
+    chunks = h[rows].view(-1, inter // INTERLEAVE_ROWS, 2, INTERLEAVE_ROWS)
+    gate_up = torch.cat([chunks[:, :, 0].reshape(-1, inter), chunks[:, :, 1].reshape(-1, inter)], dim=1)
+    q = torch.zeros(m, inter, dtype=torch.bfloat16, device=y.device)
+    q[rows] = swiglu(gate_up, inter, buf.topk_weights[:n].flatten()[order], clamp).bfloat16()
+    o = torch.empty(m, hidden, dtype=torch.bfloat16, device=y.device)
+    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(q, l2, o, ids)
     out = torch.zeros(n, hidden, device=y.device).index_add_(0, tokens, o[rows].float())
     y.copy_(out)
 
@@ -169,20 +203,57 @@ def run_shape(name, tokens_list, timer, clamp=10.0):
     return results
 
 
+def run_shape_bf16(name, tokens_list, timer, clamp=10.0):
+    from deep_gemm.testing.mega_moe import bf16_buffer, bf16_weights, routing, run_bf16_mega_moe_kernels
+    import deep_gemm
+    hidden, inter, num_experts, num_topk = SHAPES[name]
+    l1, l2 = bf16_weights(num_experts, hidden, inter, "cuda")
+    for e in range(num_experts):  # interleaved in place, one expert at a time (no second copy of all of L1)
+        l1[e] = deep_gemm.transform_weights_for_mega_moe(l1[e:e + 1], l2[e:e + 1])[0][0]
+    buf = bf16_buffer(num_experts, max(tokens_list), num_topk, hidden, inter, "cuda")
+    results = []
+    for n in tokens_list:
+        x, idx, w = routing(n, num_experts, num_topk, "cuda", hidden=hidden, seed=n)
+        buf.x[:n].copy_(x)
+        buf.topk_idx[:n].copy_(idx)
+        buf.topk_idx[n:].fill_(-1)
+        buf.topk_weights[:n].copy_(w)
+        variants = {"fused_bf16": lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
+                    "contiguous_bf16": lambda y: unfused_contiguous_bf16(buf, n, l1, l2, y, clamp, num_experts,
+                                                                         num_topk, inter)}
+        times, ys = {}, {}
+        for variant, fn in variants.items():
+            y = torch.empty(n, hidden, dtype=torch.bfloat16, device="cuda")
+            times[variant] = (timer(lambda: fn(y)), wall_us(lambda: fn(y)))
+            ys[variant] = y
+        diff = calc_diff(ys["fused_bf16"], ys["contiguous_bf16"])
+        (fk, fw), (uk, uw) = times["fused_bf16"], times["contiguous_bf16"]
+        for variant, (us, call_us) in times.items():
+            row = dict(table="mega_moe_bf16", shape=name, tokens=n, variant=variant, us=us, call_us=call_us,
+                       diff=diff)
+            if variant == "fused_bf16":
+                row["note"] = f"vs_unfused kernel {uk / us:.2f}x, wall {uw / call_us:.2f}x"
+            results.append(row)
+        print(f" > bf16 {name} T={n:5}: fused {fk:8.1f} us ({fw:8.1f} wall) | contiguous {uk:8.1f} ({uw:8.1f}) | "
+              f"vs unfused {uk / fk:.2f}x kernel, {uw / fw:.2f}x wall | diff {diff:.1e}", flush=True)
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="bench_out")
     parser.add_argument("--shapes", default="v3,v3-671b")
     parser.add_argument("--tokens", default=",".join(map(str, TOKENS)))
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--bf16", action="store_true", help="the BF16 layer (bf16_mega_moe) instead of the FP8 one")
     args = parser.parse_args()
     timer = KernelTimer(args.reps)
     tokens = [int(t) for t in args.tokens.split(",")]
     results = []
     for name in args.shapes.split(","):
-        results += run_shape(name, tokens, timer)
+        results += (run_shape_bf16 if args.bf16 else run_shape)(name, tokens, timer)
         torch.cuda.empty_cache()  # (the shape's weights went with run_shape's frame)
-    write_results(args.out, "bench_mega_moe", results, dict(world_size=1))
+    write_results(args.out, "bench_mega_moe_bf16" if args.bf16 else "bench_mega_moe", results, dict(world_size=1))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Compile the Mega MoE kernels (deep_gemm/mega/kernels.py) for sm_90a on any machine (no GPU needed): every variant
-the launcher picks (both BLOCK_Ms, clamp on/off, fast math on/off, the pre-dispatch's index dtypes), with
-registers, spills, shared memory and FP8 wgmma (QGMMA) counts, the cheap first check before spending GPU time.
+the launchers pick (both BLOCK_Ms, clamp on/off, fast math on/off, the pre-dispatch's index dtypes; the BF16 layer's
+dispatch, L1 / L2 routed and dense (shared experts), the combine with shared experts), with registers, spills,
+shared memory and wgmma (QGMMA FP8, HGMMA BF16) counts, the cheap first check before spending GPU time.
 
     python scripts/compile_check_mega.py
 
@@ -44,7 +45,32 @@ def _thunks(target):
         "starts_ptr": "*i32", "pool_ptr": "*fp8e4nv", "pool_sf_ptr": "*fp32", "row_src_ptr": "*i32",
         "row_w_ptr": "*fp32", **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
                                       "stride_pool_sf")},
-        dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64), 4, target=target)
+        dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64, HAS_SF=True), 4, target=target)
+    yield "bf16 dispatch k=6", lambda: _compile(k._dispatch_kernel, {
+        "x_ptr": "*bf16", "x_sf_ptr": "*fp32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32", "slot_pos_ptr": "*i32",
+        "starts_ptr": "*i32", "pool_ptr": "*bf16", "pool_sf_ptr": "*fp32", "row_src_ptr": "*i32",
+        "row_w_ptr": "*fp32", **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
+                                      "stride_pool_sf")},
+        dict(NUM_TOPK=6, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=1, HAS_SF=False), 4, target=target)
+    for bm in mp.SUPPORTED_BLOCK_M:
+        cfg = mp.plan_bf16(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm))
+        bk = mp.BF16_BLOCK_K
+        for dense in (False, True):
+            tag = " shared" if dense else ""
+            for clamp, fast in ((True, True), (False, False)):
+                yield f"bf16 l1{tag} bm={bm} clamp={clamp} fast={fast}", \
+                    lambda bm=bm, cfg=cfg, clamp=clamp, fast=fast, dense=dense: _compile(k._bf16_l1_kernel, {
+                        "a_desc": f"tensordesc<bf16{[bm, bk]}>", "b_desc": f"tensordesc<bf16{[mp.BLOCK_N, bk]}>",
+                        "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_w_ptr": "*fp32", "l2a_ptr": "*bf16",
+                        **int_args("num_local", "inter", "hidden", "stride_l2a", "dense_rows"), "clamp": "fp32"},
+                        dict(BM=bm, BN=mp.BLOCK_N, BK=bk, E_POW2=e_pow2, HAS_CLAMP=clamp, FAST_MATH=fast,
+                             NUM_STAGES=cfg.l1_stages, DENSE=dense), cfg.num_warps, cfg.l1_stages, target=target)
+            yield f"bf16 l2{tag} bm={bm}", lambda bm=bm, cfg=cfg, bk=bk, dense=dense: _compile(k._bf16_l2_kernel, {
+                "a_desc": f"tensordesc<bf16{[bm, bk]}>", "b_desc": f"tensordesc<bf16{[mp.BLOCK_N, bk]}>",
+                "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_src_ptr": "*i32", "combine_ptr": "*bf16",
+                **int_args("num_local", "inter", "hidden", "num_tokens_cap", "dense_rows")},
+                dict(BM=bm, BN=mp.BLOCK_N, BK=bk, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages, DENSE=dense),
+                cfg.num_warps, cfg.l2_stages, target=target)
     for bm in mp.SUPPORTED_BLOCK_M:
         cfg = mp.plan(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm))
         for clamp, fast in ((True, True), (False, False)):
@@ -71,6 +97,10 @@ def _thunks(target):
         "topk_idx_ptr": "*i64", "combine_ptr": "*bf16", "y_ptr": "*bf16",
         **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
         dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
+    yield "bf16 combine shared k=6", lambda: _compile(k._combine_shared_kernel, {
+        "topk_idx_ptr": "*i64", "combine_ptr": "*bf16", "shared_ptr": "*bf16", "y_ptr": "*bf16",
+        **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
+        dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
     for idx in ("i32", "i64"):
         yield f"pre_dispatch idx={idx}", lambda idx=idx: _compile(k._pre_dispatch_kernel, {
             "x_ptr": "*bf16", "idx_ptr": f"*{idx}", "w_ptr": "*fp32", "bx_ptr": "*fp8e4nv", "bsf_ptr": "*fp32",
@@ -81,4 +111,4 @@ def _thunks(target):
 
 
 if __name__ == "__main__":
-    sys.exit(report_variants("mega", builders(), ("QGMMA", "UTMALDG", "LDL", "STL")))
+    sys.exit(report_variants("mega", builders(), ("QGMMA", "HGMMA", "UTMALDG", "LDL", "STL")))

@@ -11,9 +11,13 @@ sanitizer cases, benchmarks). A family leaves the list in the change that record
 
 from __future__ import annotations
 
-# family (as core.registry.FAMILY names it) -> the Overrides class that asks for its kernels (what backends()
-# tells the reader to use).
-AWAITING_GPU: dict[str, str] = {"mega_gate": "MegaGateOverrides"}
+# family (as core.registry.FAMILY names it, or a sub-family of SUB_FAMILIES) -> the Overrides class that asks for
+# its kernels (what backends() tells the reader to use).
+AWAITING_GPU: dict[str, str] = {"mega_gate": "MegaGateOverrides", "mega_bf16": "MegaOverrides"}
+
+# Keys that gate part of a family's kernels on their own (the family's other kernels passed their GPU run
+# already) -> that family. The sub-family's launchers ask ``kernels_wanted(sub_family, ...)``.
+SUB_FAMILIES: dict[str, str] = {"mega_bf16": "mega"}  # bf16_mega_moe's kernels; fp8_mega_moe's passed
 
 
 def kernels_by_default(family: str) -> bool:

@@ -5,8 +5,11 @@ What works today: the symmetric buffers (the SM100-style ring buffer and the SM9
 layout, allocation for one process, or for several CPU processes on a gloo group), the weight transforms, the
 pre-dispatch ops and the fused layers (``fp8_mega_moe``, ``fp8_fp4_mega_moe``, ``bf16_mega_moe``;
 ``deep_gemm/mega/reference.py`` states the semantics). ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90`` have
-Triton kernels for one CUDA rank; the reference runs on CPU tensors (one process, or one process per rank on a gloo
-group) and, for the other layers, as a slow correctness path on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this release.
+Triton kernels for one CUDA rank; so has ``bf16_mega_moe`` (opt-in with ``MegaOverrides(kernels=True)`` until its
+GPU run; the post-expert norm takes the reference). The reference runs on CPU tensors (one
+process, or one process per rank on a gloo group) and, for the other layers and forms, as a slow correctness path
+on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this
+release.
 """
 
 from __future__ import annotations
@@ -829,6 +832,25 @@ def nvfp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buff
                      post_expert_norm_weight_first=post_expert_norm_weight_first)
 
 
+def bf16_mega_moe_op_args(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.Tensor,
+                          sym_buffer: SymmBuffer, shared_l1_weights: Optional[torch.Tensor] = None,
+                          shared_l2_weights: Optional[torch.Tensor] = None,
+                          cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+                          activation: str = "swiglu", activation_clamp: Optional[float] = None,
+                          fast_math: bool = True, weight_layout: str = "megamoe",
+                          global_num_tokens: Optional[int] = None, post_expert_norm: bool = False,
+                          post_expert_norm_weight: Optional[torch.Tensor] = None, post_expert_norm_eps: float = 1e-6,
+                          post_expert_norm_weight_first: bool = False) -> tuple:
+    """The ``bf16_mega_moe`` op's flat arguments (its schema order) for :func:`bf16_mega_moe`'s arguments, unchecked
+    (the op checks them): what the public call hands the op, and what tests and benchmarks hand its launcher."""
+    return (y, l1_weights, l2_weights, shared_l1_weights, shared_l2_weights, cumulative_local_expert_recv_stats,
+            sym_buffer.buffer, list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx,
+            sym_buffer.num_max_tokens_per_rank, sym_buffer.num_experts, sym_buffer.num_topk, activation,
+            activation_clamp, bool(fast_math), bool(post_expert_norm), post_expert_norm_weight,
+            float(post_expert_norm_eps), bool(post_expert_norm_weight_first), weight_layout == "trtllm",
+            global_num_tokens, sym_buffer.num_ring_tokens)
+
+
 def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.Tensor, sym_buffer: SymmBuffer,
                   shared_l1_weights: Optional[torch.Tensor] = None, shared_l2_weights: Optional[torch.Tensor] = None,
                   cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None, activation: str = "swiglu",
@@ -842,6 +864,10 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
     ``transform_weights_for_mega_moe``), ``W2 [E_local, H, I]``, no scales, the intermediate rounded to BF16, and a
     buffer built with ``mma_type='bf16xbf16'``. Shared experts: BF16 ``[2 I_s, H]`` / ``[H, I_s]``.
 
+    One CUDA rank (sm_90 / sm_100) runs Triton kernels (``deep_gemm/mega/kernels.py``: six launches, eight with
+    shared experts, no host synchronisation, CUDA-graph capturable) when asked with ``MegaOverrides(kernels=True)``
+    until they have passed their GPU run; the post-expert norm takes the reference.
+
     Example
     -------
     >>> deep_gemm.bf16_mega_moe(y, l1, l2, buf)
@@ -850,12 +876,10 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
         require(weight_layout in _layer.WEIGHT_LAYOUTS,
                 f"weight_layout: expected 'megamoe' or 'trtllm', got {weight_layout!r}")
         _require_buffer("bf16_mega_moe", sym_buffer, SymmBuffer, "bf16xbf16")
-        args = (y, l1_weights, l2_weights, shared_l1_weights, shared_l2_weights, cumulative_local_expert_recv_stats,
-                sym_buffer.buffer, list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx,
-                sym_buffer.num_max_tokens_per_rank, sym_buffer.num_experts, sym_buffer.num_topk, activation,
-                activation_clamp, bool(fast_math), bool(post_expert_norm), post_expert_norm_weight,
-                float(post_expert_norm_eps), bool(post_expert_norm_weight_first), weight_layout == "trtllm",
-                global_num_tokens, sym_buffer.num_ring_tokens)
+        args = bf16_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer, shared_l1_weights, shared_l2_weights,
+                                     cumulative_local_expert_recv_stats, activation, activation_clamp, fast_math,
+                                     weight_layout, global_num_tokens, post_expert_norm, post_expert_norm_weight,
+                                     post_expert_norm_eps, post_expert_norm_weight_first)
         _layer.check_bf16_mega_moe(*args)
         _check_buffer_sizes(sym_buffer, y, l2_weights.size(2))
         return args

@@ -502,3 +502,43 @@ def sm90_kernel_views(buffer: torch.Tensor, plan: BufferPlan, num_local_experts:
         views[name] = ints.narrow(0, cursor, n)
         cursor += n
     return views
+
+
+# ---- the SM100-style buffer as the one-rank BF16 kernels use it ---------------------------------------------------
+# ``bf16_mega_moe``'s Triton kernels (one rank) need the whole token pool at once, where DeepGEMM's fused kernel
+# streams it through the ring in waves of experts. The workspace starts with the same int32 arrays as the SM90
+# kernels' (``sm90_workspace_arrays``: counters zero between calls, pool starts / ends, M-tile prefix sums, a pool
+# position per (token, slot), a source per pool row); the pool is the ring itself (``l1_acts`` / ``l2_acts``
+# rows, ``l1_topk_weights``) when the ring holds every row a call can fill, which the ring sizes
+# ``get_symm_buffer_for_mega_moe`` picks do for most shapes. Otherwise the pool arrays (``POOL_ARRAYS``) live in a
+# per-stream workspace of the launcher (``core/scratch.py``). The BF16 combine area ``[k, T, H]`` is the buffer's.
+POOL_ARRAYS = ("l1_acts", "l2_acts", "l1_topk_weights", "row_src")
+
+
+def ring_kernel_views(buffer: torch.Tensor, plan: BufferPlan, num_local_experts: int, num_max_tokens_per_rank: int,
+                      num_topk: int, pool_rows: int) -> dict[str, torch.Tensor] | None:
+    """Every region of a ``bf16xbf16`` buffer as the BF16 kernels address it, for a call filling at most
+    ``pool_rows`` pool rows: the exported views, ``combine`` (flat BF16) and the workspace arrays; the
+    ``POOL_ARRAYS`` entries are None when the ring or the workspace cannot hold ``pool_rows`` rows. None when the
+    workspace cannot hold even the per-expert and per-slot arrays (the launcher then declines)."""
+    views = dict(zip(EXPORTED, slice_buffer(buffer, encode_layout(plan))))
+    region = plan.region("combine")
+    views["combine"] = buffer.narrow(0, region.offset, region.nbytes).view(torch.bfloat16)
+    workspace = plan.region("workspace")
+    ints = buffer.narrow(0, workspace.offset, workspace.nbytes // 4 * 4).view(torch.int32)
+    arrays = sm90_workspace_arrays(num_local_experts, num_max_tokens_per_rank, num_topk, pool_rows)
+    fixed = sum(n for name, n in arrays if name != "row_src")
+    if fixed > ints.numel():
+        return None
+    cursor = 0
+    for name, n in arrays:
+        views[name] = ints.narrow(0, cursor, n) if cursor + n <= ints.numel() else None
+        cursor += n
+    ring = views["l1_acts"].size(0)
+    if views["row_src"] is None or pool_rows > ring:
+        for name in POOL_ARRAYS:
+            views[name] = None
+    else:
+        region = plan.region("l1_topk_weights")
+        views["l1_topk_weights"] = buffer.narrow(0, region.offset, region.nbytes).view(torch.float32)
+    return views

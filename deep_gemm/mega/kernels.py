@@ -1,4 +1,5 @@
-"""Triton kernels of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, for one rank.
+"""Triton kernels of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``), its pre-dispatch, and the BF16 layer
+(``bf16_mega_moe``), for one rank.
 
 The layer runs as six launches on one stream, with no host synchronisation (so it is CUDA-graph capturable):
 
@@ -20,6 +21,11 @@ promoted into the FP32 accumulator with its scales (DeepGEMM's promotion); scale
 L1 weights arrive with their rows interleaved in 8-row gate/up chunks (``transform_weights_for_mega_moe_sm90``): an
 N tile of 128 rows holds 64 gate and the matching 64 up columns, so SwiGLU and the per-64-column quantisation finish
 inside the tile. Their FP32 128x128 block scales stay in ``[gate | up]`` order: each column finds its own block.
+
+The BF16 layer runs the same route / scan / dispatch (without scales) / combine launches; its L1 and L2
+(``_bf16_l1_kernel`` / ``_bf16_l2_kernel``) are plain BF16 ``tl.dot`` GEMMs accumulating in FP32 over 64-wide K
+steps, with the same SwiGLU epilogue (``_swiglu_rows``) and combine-area store (``_store_to_combine``); the
+intermediate is rounded to BF16, as the reference rounds it.
 
 Pool rows are grouped per expert, each expert's slice starting at a multiple of BLOCK_M; a tile's expert is the
 number of experts whose tiles end at or before it (a vector compare over the per-expert tile ends). Rows past an
@@ -72,7 +78,10 @@ def _scan_kernel(counts_ptr, stats_ptr, starts_ptr, ends_ptr, tile_end_ptr, num_
 def _dispatch_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_ptr, starts_ptr,
                      pool_ptr, pool_sf_ptr, row_src_ptr, row_w_ptr,
                      first_expert, num_local, hidden, stride_x, stride_pool, sf_cols, stride_pool_sf,
-                     NUM_TOPK: tl.constexpr, K_POW2: tl.constexpr, BLOCK_H: tl.constexpr, SF_POW2: tl.constexpr):
+                     NUM_TOPK: tl.constexpr, K_POW2: tl.constexpr, BLOCK_H: tl.constexpr, SF_POW2: tl.constexpr,
+                     HAS_SF: tl.constexpr):
+    """One token: its routed slots' pool rows get the token's row (and, with ``HAS_SF``, its scales; BF16 tokens
+    have none: the scale pointers are then unused), their source (token, slot) and top-k weight."""
     t = tl.program_id(0).to(tl.int64)
     s = tl.arange(0, K_POW2)
     s_ok = s < NUM_TOPK
@@ -83,10 +92,11 @@ def _dispatch_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_ptr, st
     row = (tl.load(starts_ptr + local, mask=routed, other=0) + pos).to(tl.int64)
     tl.store(row_src_ptr + row, (t * NUM_TOPK + s).to(tl.int32), mask=routed)
     tl.store(row_w_ptr + row, tl.load(topk_w_ptr + t * NUM_TOPK + s, mask=routed, other=0.0), mask=routed)
-    c = tl.arange(0, SF_POW2)
-    sf = tl.load(x_sf_ptr + t * sf_cols + c, mask=c < sf_cols, other=0.0)
-    tl.store(pool_sf_ptr + c[None, :] * stride_pool_sf + row[:, None], tl.broadcast_to(sf[None, :], (K_POW2, SF_POW2)),
-             mask=routed[:, None] & (c[None, :] < sf_cols))
+    if HAS_SF:
+        c = tl.arange(0, SF_POW2)
+        sf = tl.load(x_sf_ptr + t * sf_cols + c, mask=c < sf_cols, other=0.0)
+        tl.store(pool_sf_ptr + c[None, :] * stride_pool_sf + row[:, None],
+                 tl.broadcast_to(sf[None, :], (K_POW2, SF_POW2)), mask=routed[:, None] & (c[None, :] < sf_cols))
     for h0 in range(0, hidden, BLOCK_H):
         h = h0 + tl.arange(0, BLOCK_H)
         h_ok = h < hidden
@@ -113,6 +123,42 @@ def _silu(gate, FAST_MATH: tl.constexpr):
     if FAST_MATH:
         return gate / (1.0 + tl.exp(-gate))
     return tl.math.div_rn(gate, 1.0 + tl.exp(-gate))
+
+
+@triton.jit
+def _gate_up(acc, clamp, BM: tl.constexpr, BN: tl.constexpr, HAS_CLAMP: tl.constexpr):
+    """(``min(gate, c)``, ``clamp(up, -c, c)``) [BM, BN / 2] each, of an L1 tile of interleaved gate/up columns."""
+    # SwiGLU: columns c * 16 + h * 8 + i (h = 0 gate, 1 up) -> gate / up [BM, BN / 2].
+    pairs = tl.permute(tl.reshape(acc, (BM, BN // 16, 2, 8)), (0, 1, 3, 2))
+    gate, up = tl.split(pairs)
+    gate = tl.reshape(gate, (BM, BN // 2))
+    up = tl.reshape(up, (BM, BN // 2))
+    if HAS_CLAMP:
+        gate = tl.minimum(gate, clamp)
+        up = tl.minimum(tl.maximum(up, -clamp), clamp)
+    return gate, up
+
+
+@triton.jit
+def _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM: tl.constexpr, BN: tl.constexpr, HAS_CLAMP: tl.constexpr,
+                 FAST_MATH: tl.constexpr):
+    """(``silu(min(gate, c)) * clamp(up, -c, c) * w`` [BM, BN / 2] FP32, whether each row is a real one) of an L1
+    tile of interleaved gate/up columns; padding rows get weight 0."""
+    gate, up = _gate_up(acc, clamp, BM, BN, HAS_CLAMP)
+    row_ok = rows < row_end
+    weight = tl.load(row_w_ptr + rows, mask=row_ok, other=0.0)
+    return _silu(gate, FAST_MATH) * up * weight[:, None], row_ok
+
+
+@triton.jit
+def _store_to_combine(acc, rows, row_end, row_src_ptr, combine_ptr, n0, hidden, num_tokens_cap, BN: tl.constexpr,
+                      NUM_TOPK: tl.constexpr):
+    """An L2 tile's real rows, rounded to BF16, to the combine area ``[k, T, H]`` at (slot, token)."""
+    row_ok = rows < row_end
+    src = tl.load(row_src_ptr + rows, mask=row_ok, other=0).to(tl.int64)
+    token, slot = src // NUM_TOPK, src % NUM_TOPK
+    dst = combine_ptr + ((slot * num_tokens_cap + token) * hidden)[:, None] + (n0 + tl.arange(0, BN))[None, :]
+    tl.store(dst, acc.to(tl.bfloat16), mask=row_ok[:, None])
 
 
 @triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_pool_sf",
@@ -143,17 +189,7 @@ def _l1_kernel(a_desc, b_desc, pool_sf_ptr, l1_sf_ptr, tile_end_ptr, ends_ptr, r
         sfa = tl.load(sfa_rows + kb * stride_pool_sf)
         sfb = tl.load(sfb_cols + kb)
         acc += partial * (sfa[:, None] * sfb[None, :])
-    # SwiGLU: columns c * 16 + h * 8 + i (h = 0 gate, 1 up) -> gate / up [BM, BN / 2].
-    pairs = tl.permute(tl.reshape(acc, (BM, BN // 16, 2, 8)), (0, 1, 3, 2))
-    gate, up = tl.split(pairs)
-    gate = tl.reshape(gate, (BM, BN // 2))
-    up = tl.reshape(up, (BM, BN // 2))
-    if HAS_CLAMP:
-        gate = tl.minimum(gate, clamp)
-        up = tl.minimum(tl.maximum(up, -clamp), clamp)
-    row_ok = rows < row_end
-    weight = tl.load(row_w_ptr + rows, mask=row_ok, other=0.0)
-    act = _silu(gate, FAST_MATH) * up * weight[:, None]
+    act, row_ok = _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM, BN, HAS_CLAMP, FAST_MATH)
     # One FP32 scale per (row, 64 columns): BN / 2 == 64 columns per tile.
     amax = tl.max(tl.abs(act), axis=1)
     scale = tl.math.div_rn(tl.maximum(amax, _AMAX_FLOOR), _FP8_MAX)
@@ -187,11 +223,87 @@ def _l2_kernel(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, tile_end_ptr, ends_ptr, ro
         partial = tl.dot(a, b.T)
         sfa = tl.load(l2a_sf_ptr + kb * stride_l2a_sf + rows)
         acc += partial * (sfa[:, None] * tl.load(sfb + (kb * BK) // 128))
-    row_ok = rows < row_end
-    src = tl.load(row_src_ptr + rows, mask=row_ok, other=0).to(tl.int64)
-    token, slot = src // NUM_TOPK, src % NUM_TOPK
-    dst = combine_ptr + ((slot * num_tokens_cap + token) * hidden)[:, None] + (n0 + tl.arange(0, BN))[None, :]
-    tl.store(dst, acc.to(tl.bfloat16), mask=row_ok[:, None])
+    _store_to_combine(acc, rows, row_end, row_src_ptr, combine_ptr, n0, hidden, num_tokens_cap, BN, NUM_TOPK)
+
+
+@triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_l2a", "dense_rows", "clamp"],
+            do_not_specialize_on_alignment=["tile_end_ptr", "ends_ptr", "row_w_ptr", "l2a_ptr"])
+def _bf16_l1_kernel(a_desc, b_desc, tile_end_ptr, ends_ptr, row_w_ptr, l2a_ptr, num_local, inter, hidden, stride_l2a,
+                    dense_rows, clamp, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
+                    HAS_CLAMP: tl.constexpr, FAST_MATH: tl.constexpr, NUM_STAGES: tl.constexpr,
+                    DENSE: tl.constexpr):
+    """``bf16_mega_moe``'s L1: the BF16 GEMM of an (M tile, N tile) against its expert's interleaved L1 rows, SwiGLU
+    times the top-k weight, rounded to BF16 into ``l2a`` (the reference rounds the intermediate to BF16 there).
+    ``DENSE``: the shared experts instead, one matrix over the first ``dense_rows`` token rows, with weight 1 (the
+    routing arrays are then unused)."""
+    tile_n = tl.program_id(0)
+    row0 = tl.program_id(1) * BM
+    if DENSE:
+        rows = row0 + tl.arange(0, BM)
+        b_row = tile_n * BN
+    else:
+        exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
+        if not exists:
+            return
+        b_row = expert * (2 * inter) + tile_n * BN
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in tl.range(0, hidden // BK, num_stages=NUM_STAGES):
+        a = a_desc.load([row0, kb * BK])
+        b = b_desc.load([b_row, kb * BK])
+        acc = tl.dot(a, b.T, acc)
+    if DENSE:
+        gate, up = _gate_up(acc, clamp, BM, BN, HAS_CLAMP)
+        act = _silu(gate, FAST_MATH) * up
+        row_ok = rows < dense_rows
+    else:
+        act, row_ok = _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM, BN, HAS_CLAMP, FAST_MATH)
+    cols = tile_n * (BN // 2) + tl.arange(0, BN // 2)
+    tl.store(l2a_ptr + rows[:, None].to(tl.int64) * stride_l2a + cols[None, :], act.to(tl.bfloat16),
+             mask=row_ok[:, None])
+
+
+@triton.jit(do_not_specialize=["num_local", "inter", "hidden", "num_tokens_cap", "dense_rows"],
+            do_not_specialize_on_alignment=["tile_end_ptr", "ends_ptr", "row_src_ptr", "combine_ptr"])
+def _bf16_l2_kernel(a_desc, b_desc, tile_end_ptr, ends_ptr, row_src_ptr, combine_ptr, num_local, inter, hidden,
+                    num_tokens_cap, dense_rows, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                    E_POW2: tl.constexpr, NUM_TOPK: tl.constexpr, NUM_STAGES: tl.constexpr, DENSE: tl.constexpr):
+    """``bf16_mega_moe``'s L2: the BF16 GEMM of an (M tile, N tile) of the intermediate against its expert's L2
+    rows, rounded to BF16 into the combine area. ``DENSE``: the shared experts' L2 over the first ``dense_rows``
+    rows, into ``combine_ptr`` as a ``[dense_rows, hidden]`` plane."""
+    tile_n = tl.program_id(0)
+    row0 = tl.program_id(1) * BM
+    n0 = tile_n * BN
+    if DENSE:
+        rows = row0 + tl.arange(0, BM)
+        b_row = n0
+    else:
+        exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
+        if not exists:
+            return
+        b_row = expert * hidden + n0
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in tl.range(0, inter // BK, num_stages=NUM_STAGES):
+        a = a_desc.load([row0, kb * BK])
+        b = b_desc.load([b_row, kb * BK])
+        acc = tl.dot(a, b.T, acc)
+    if DENSE:
+        dst = combine_ptr + (rows.to(tl.int64) * hidden)[:, None] + (n0 + tl.arange(0, BN))[None, :]
+        tl.store(dst, acc.to(tl.bfloat16), mask=(rows < dense_rows)[:, None])
+    else:
+        _store_to_combine(acc, rows, row_end, row_src_ptr, combine_ptr, n0, hidden, num_tokens_cap, BN, NUM_TOPK)
+
+
+@triton.jit
+def _combine_sum(topk_idx_ptr, combine_ptr, t, h, h_ok, first_expert, num_local, hidden, num_tokens_cap,
+                 NUM_TOPK: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Token t's FP32 sum over its routed slots, in slot order, of the combine area's columns h."""
+    acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
+    for s in tl.static_range(NUM_TOPK):
+        expert = tl.load(topk_idx_ptr + t * NUM_TOPK + s) - first_expert
+        routed = (expert >= 0) & (expert < num_local)
+        part = tl.load(combine_ptr + (s * num_tokens_cap + t) * hidden + h, mask=h_ok & routed, other=0.0)
+        acc += part.to(tl.float32)
+    return acc
 
 
 @triton.jit(do_not_specialize=["first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y"],
@@ -201,12 +313,23 @@ def _combine_kernel(topk_idx_ptr, combine_ptr, y_ptr, first_expert, num_local, h
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_ok = h < hidden
-    acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
-    for s in tl.static_range(NUM_TOPK):
-        expert = tl.load(topk_idx_ptr + t * NUM_TOPK + s) - first_expert
-        routed = (expert >= 0) & (expert < num_local)
-        part = tl.load(combine_ptr + (s * num_tokens_cap + t) * hidden + h, mask=h_ok & routed, other=0.0)
-        acc += part.to(tl.float32)
+    acc = _combine_sum(topk_idx_ptr, combine_ptr, t, h, h_ok, first_expert, num_local, hidden, num_tokens_cap,
+                       NUM_TOPK, BLOCK_H)
+    tl.store(y_ptr + t * stride_y + h, acc.to(tl.bfloat16), mask=h_ok)
+
+
+@triton.jit(do_not_specialize=["first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y"],
+            do_not_specialize_on_alignment=["topk_idx_ptr", "combine_ptr", "shared_ptr", "y_ptr"])
+def _combine_shared_kernel(topk_idx_ptr, combine_ptr, shared_ptr, y_ptr, first_expert, num_local, hidden,
+                           num_tokens_cap, stride_y, NUM_TOPK: tl.constexpr, BLOCK_H: tl.constexpr):
+    """``_combine_kernel`` plus the shared experts' BF16 output (``[T, hidden]``), added after the routed slots as
+    the reference adds it."""
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    h_ok = h < hidden
+    acc = _combine_sum(topk_idx_ptr, combine_ptr, t, h, h_ok, first_expert, num_local, hidden, num_tokens_cap,
+                       NUM_TOPK, BLOCK_H)
+    acc += tl.load(shared_ptr + t * hidden + h, mask=h_ok, other=0.0).to(tl.float32)
     tl.store(y_ptr + t * stride_y + h, acc.to(tl.bfloat16), mask=h_ok)
 
 

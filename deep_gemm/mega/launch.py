@@ -1,18 +1,27 @@
-"""CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, at one rank.
+"""CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, and of the BF16 layer
+(``bf16_mega_moe``), at one rank.
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
-where the kernels do not apply: not asked for (only while the family is listed in ``core/gpu_validation.py``), several
-ranks (the layer then raises, see ``layer.py``), a GPU without FP8 MMAs, or a buffer whose workspace cannot hold the
-kernels' arrays. The six launches of the layer (``kernels.py``) run on the
-current stream with no host synchronisation, so a CUDA graph can capture the call.
+where the kernels do not apply: not asked for (only while the family, or for the BF16 layer the ``mega_bf16`` key,
+is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``), a GPU without FP8
+MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory), or a buffer whose workspace
+cannot hold the kernels' arrays. ``bf16_mega_moe`` also declines the post-expert norm (``BF16_DECLINED``); its
+shared experts run as one more dense L1 / L2 pair before the combine. The six launches of a layer (eight with
+shared experts; ``kernels.py``) run on the current stream with no host synchronisation, so a CUDA graph can capture
+the call.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from ..core import arch
+import math
+
+import torch
+
+from ..core import arch, scratch
 from ..core.launch import descriptor, launch
+from ..utils.math import align
 from ..utils.numeric import next_pow2
 from . import buffer as _buffer
 from . import plan as mega_plan
@@ -20,6 +29,12 @@ from . import plan as mega_plan
 ROUTE_BLOCK = 1024
 DISPATCH_BLOCK_H = 1024
 COMBINE_BLOCK_H = 1024
+# The forms of bf16_mega_moe the kernels leave to the reference (deep_gemm.backends() says so).
+BF16_DECLINED = "reference with the post-expert norm, several ranks, or below sm_90 and on sm_120"
+# Pool arrays carved from a per-stream workspace start on 128-byte boundaries (TMA needs 16).
+_POOL_ALIGNMENT = 128
+# TMA: a descriptor's base address is a multiple of 16 bytes.
+_TMA_BASE_ALIGNMENT = 16
 
 
 def _kernels():
@@ -82,8 +97,8 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
     _launch(k._dispatch_kernel, (num_tokens, 1, 1),
             (views["x"], views["x_sf"], topk_idx, topk_w, views["slot_pos"], views["starts"], views["l1_acts"],
              pool_sf, views["row_src"], views["l1_topk_weights"], first, num_local, hidden, hidden, hidden,
-             sf_cols, pool_sf.stride(1), num_topk, next_pow2(num_topk), DISPATCH_BLOCK_H, next_pow2(sf_cols)),
-            "mega_dispatch", (num_topk, next_pow2(sf_cols)), device_index=dev)
+             sf_cols, pool_sf.stride(1), num_topk, next_pow2(num_topk), DISPATCH_BLOCK_H, next_pow2(sf_cols), True),
+            "mega_dispatch", (num_topk, next_pow2(sf_cols), True), device_index=dev)
 
     bn = mega_plan.BLOCK_N
     l2a, l2a_sf = views["l2_acts"], views["l2_acts_sf"]
@@ -110,6 +125,134 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
             (topk_idx, views["combine"], y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
              num_topk, COMBINE_BLOCK_H),
             "mega_combine", (num_topk,), device_index=dev)
+    return None
+
+
+@lru_cache(maxsize=64)
+def _ring_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter, num_ring_tokens):
+    return _buffer.plan_symm_buffer(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter,
+                                    "bf16xbf16", "swiglu", num_ring_tokens)
+
+
+def _from_workspace(y, arrays) -> dict:
+    """Views of one per-stream workspace (``core/scratch.py``) for ``arrays``: (name, dtype, shape) each, every one
+    starting on a ``_POOL_ALIGNMENT`` boundary."""
+    offsets, cursor = [], 0
+    for _, dtype, shape in arrays:
+        offsets.append(cursor)
+        cursor = align(cursor + math.prod(shape) * dtype.itemsize, _POOL_ALIGNMENT)
+    raw = scratch.stream_workspace(y, max(cursor, 4) // 4).view(torch.int8)
+    return {name: raw.narrow(0, off, math.prod(shape) * dtype.itemsize).view(dtype).view(shape)
+            for (name, dtype, shape), off in zip(arrays, offsets)}
+
+
+def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank,
+                  num_experts, num_topk, activation, activation_clamp, fast_math, post_expert_norm,
+                  post_expert_norm_weight, post_expert_norm_eps, post_expert_norm_weight_first, use_trtllm_weights,
+                  global_num_tokens, num_ring_tokens, *,
+                  overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
+    """The BF16 layer at one rank; ``global_num_tokens`` only steers DeepGEMM's tile choice (the result does not
+    depend on it), so it is accepted and unused. See the module docstring for what declines."""
+    num_ranks = len(ptrs)
+    sm = arch.sm_of_tensor(y)
+    # (sm90_occupancy: the GEMMs' pipelines take up to 131 KB of shared memory, which only the 228 KB parts hold)
+    if (not mega_plan.bf16_kernels_wanted(overrides) or num_ranks != 1 or not arch.has_tma(sm)
+            or not arch.sm90_occupancy(sm) or post_expert_norm or use_trtllm_weights):
+        return NotImplemented
+    weights = (l1, l2) if shared_l1 is None else (l1, l2, shared_l1, shared_l2)
+    if any(w.data_ptr() % _TMA_BASE_ALIGNMENT for w in weights):
+        return NotImplemented  # (views at odd offsets; allocations are aligned)
+    num_tokens, hidden = y.shape
+    num_local, inter = num_experts // num_ranks, l2.size(2)
+    cfg = mega_plan.plan_bf16(num_tokens, num_topk, num_local, overrides)
+    bm = cfg.block_m
+    rows = mega_plan.pool_rows_needed(num_tokens, num_topk, num_local, bm)
+    bplan = _ring_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter, num_ring_tokens)
+    views = _buffer.ring_kernel_views(sym_buffer, bplan, num_local, num_max_tokens_per_rank, num_topk, rows)
+    if views is None:
+        return NotImplemented
+    if num_tokens == 0:
+        return None
+    arrays = []
+    if views["l1_acts"] is None:
+        arrays += [("l1_acts", torch.bfloat16, (rows, hidden)), ("l2_acts", torch.bfloat16, (rows, inter)),
+                   ("l1_topk_weights", torch.float32, (rows,)), ("row_src", torch.int32, (rows,))]
+    shared_inter = 0 if shared_l1 is None else shared_l2.size(1)
+    dense_tiles = -(-num_tokens // cfg.block_m)
+    if shared_inter:  # the shared experts' intermediate (whole tiles: TMA reads them) and BF16 output
+        arrays += [("shared_acts", torch.bfloat16, (dense_tiles * cfg.block_m, shared_inter)),
+                   ("shared_out", torch.bfloat16, (num_tokens, hidden))]
+    if arrays:
+        views.update(_from_workspace(y, arrays))
+    k = _kernels()
+    dev = y.device.index or 0
+    e_pow2 = next_pow2(max(num_local, 2))
+    first = rank_idx * num_local
+    has_stats = stats is not None
+    stats_t = stats if has_stats else views["counts"]
+    topk_idx, topk_w = views["topk_idx"], views["topk_weights"]
+    num_slots = num_tokens * num_topk
+    pool, l2a = views["l1_acts"], views["l2_acts"]
+    tiles = rows // bm
+
+    _launch(k._route_kernel, (-(-num_slots // ROUTE_BLOCK), 1, 1),
+            (topk_idx, views["counts"], views["slot_pos"], num_slots, first, num_local, ROUTE_BLOCK),
+            "mega_route", (ROUTE_BLOCK,), device_index=dev)
+    _launch(k._scan_kernel, (1, 1, 1),
+            (views["counts"], stats_t, views["starts"], views["ends"], views["tile_end"], num_local, bm, e_pow2,
+             has_stats),
+            "mega_scan", (bm, e_pow2, has_stats), device_index=dev)
+    # (no scales: the scale pointers are unused; the row weights stand in for them)
+    _launch(k._dispatch_kernel, (num_tokens, 1, 1),
+            (views["x"], views["l1_topk_weights"], topk_idx, topk_w, views["slot_pos"], views["starts"], pool,
+             views["l1_topk_weights"], views["row_src"], views["l1_topk_weights"], first, num_local, hidden, hidden,
+             hidden, 0, 0, num_topk, next_pow2(num_topk), DISPATCH_BLOCK_H, 1, False),
+            "mega_dispatch", (num_topk, 1, False), device_index=dev)
+
+    bn, bk = mega_plan.BLOCK_N, mega_plan.BF16_BLOCK_K
+    a1 = descriptor(pool, (pool.size(0), hidden), (hidden, 1), (bm, bk))
+    b1 = descriptor(l1, (num_local * 2 * inter, hidden), (hidden, 1), (bn, bk))
+    has_clamp = activation_clamp is not None and activation_clamp != float("inf")
+    clamp = float(activation_clamp) if has_clamp else 0.0
+    l1_launch = dict(name="mega_bf16_l1", num_warps=cfg.num_warps, num_stages=cfg.l1_stages, device_index=dev)
+    l2_launch = dict(name="mega_bf16_l2", num_warps=cfg.num_warps, num_stages=cfg.l2_stages, device_index=dev)
+    _launch(k._bf16_l1_kernel, (2 * inter // bn, tiles, 1),
+            (a1, b1, views["tile_end"], views["ends"], views["l1_topk_weights"], l2a, num_local, inter, hidden,
+             l2a.stride(0), 0, clamp, bm, bn, bk, e_pow2, has_clamp, bool(fast_math), cfg.l1_stages, False),
+            key=(bm, e_pow2, has_clamp, bool(fast_math), cfg.l1_stages, False), **l1_launch)
+    a2 = descriptor(l2a, (l2a.size(0), inter), (inter, 1), (bm, bk))
+    b2 = descriptor(l2, (num_local * hidden, inter), (inter, 1), (bn, bk))
+    _launch(k._bf16_l2_kernel, (hidden // bn, tiles, 1),
+            (a2, b2, views["tile_end"], views["ends"], views["row_src"], views["combine"], num_local, inter, hidden,
+             num_max_tokens_per_rank, 0, bm, bn, bk, e_pow2, num_topk, cfg.l2_stages, False),
+            key=(bm, e_pow2, num_topk, cfg.l2_stages, False), **l2_launch)
+    combine_grid = (num_tokens, -(-hidden // COMBINE_BLOCK_H), 1)
+    if not shared_inter:
+        _launch(k._combine_kernel, combine_grid,
+                (topk_idx, views["combine"], y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
+                 num_topk, COMBINE_BLOCK_H),
+                "mega_combine", (num_topk,), device_index=dev)
+        return None
+    # The shared experts: one dense L1 / L2 over the token rows (x itself is the A operand), then the combine adds
+    # their output after the routed slots.
+    x, s_acts, s_out = views["x"], views["shared_acts"], views["shared_out"]
+    a1 = descriptor(x, (x.size(0), hidden), (hidden, 1), (bm, bk))
+    b1 = descriptor(shared_l1, (2 * shared_inter, hidden), (hidden, 1), (bn, bk))
+    _launch(k._bf16_l1_kernel, (2 * shared_inter // bn, dense_tiles, 1),
+            (a1, b1, views["tile_end"], views["ends"], views["l1_topk_weights"], s_acts, num_local, shared_inter,
+             hidden, s_acts.stride(0), num_tokens, clamp, bm, bn, bk, e_pow2, has_clamp, bool(fast_math),
+             cfg.l1_stages, True),
+            key=(bm, e_pow2, has_clamp, bool(fast_math), cfg.l1_stages, True), **l1_launch)
+    a2 = descriptor(s_acts, (s_acts.size(0), shared_inter), (shared_inter, 1), (bm, bk))
+    b2 = descriptor(shared_l2, (hidden, shared_inter), (shared_inter, 1), (bn, bk))
+    _launch(k._bf16_l2_kernel, (hidden // bn, dense_tiles, 1),
+            (a2, b2, views["tile_end"], views["ends"], views["row_src"], s_out, num_local, shared_inter, hidden,
+             num_max_tokens_per_rank, num_tokens, bm, bn, bk, e_pow2, num_topk, cfg.l2_stages, True),
+            key=(bm, e_pow2, num_topk, cfg.l2_stages, True), **l2_launch)
+    _launch(k._combine_shared_kernel, combine_grid,
+            (topk_idx, views["combine"], s_out, y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
+             num_topk, COMBINE_BLOCK_H),
+            "mega_combine_shared", (num_topk,), device_index=dev)
     return None
 
 

@@ -55,7 +55,11 @@ register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_meg
          triton=launchers.fp8_mega_moe, arch=arch.FP8_OPS,
          triton_note=gpu_validation.opt_in_note("mega", "one rank"))
 register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe)
-register("bf16_mega_moe", check=layer.check_bf16_mega_moe, reference=layer.bf16_mega_moe)
+# The BF16 layer's kernels need TMA (tensor descriptors) and await their GPU run under their own key.
+BF16_MEGA_ARCH = arch.OpArch(min_sm=arch.SM90)
+register("bf16_mega_moe", check=layer.check_bf16_mega_moe, reference=layer.bf16_mega_moe,
+         triton=launchers.bf16_mega_moe, arch=BF16_MEGA_ARCH,
+         triton_note=gpu_validation.opt_in_note("mega_bf16", f"one rank; {launchers.BF16_DECLINED}"))
 set_data_check("fp8_mega_moe", layer.check_data_fp8_mega_moe)
 set_data_check("fp8_fp4_mega_moe", layer.check_data_ring_mega_moe)
 set_data_check("bf16_mega_moe", layer.check_data_ring_mega_moe)

@@ -1,11 +1,20 @@
-"""THE plan of an ``fp8_mega_moe`` call at one rank: BLOCK_M and the pipeline depths (pure: sizes in, a frozen
-config out; ``launch.py`` only reads it).
+"""THE plan of an ``fp8_mega_moe`` or ``bf16_mega_moe`` call at one rank: BLOCK_M and the pipeline depths (pure:
+sizes in, a frozen config out; ``launch.py`` only reads it).
 
 The layer's two GEMMs stream every routed expert's weights once per M tile of that expert, so what decides the speed
 is how many M tiles an expert's tokens make: with few tokens per expert (decode) one 64-row tile (one wgmma M) per
 expert reads each weight byte once; from 64 expected tokens per expert on, 128-row tiles halve the weight reads per
 token (two warpgroups per program). The N tile is 128 weight rows in both GEMMs (L1: 64 gate + 64 up columns, which
 is one 64-column scale group of the intermediate after SwiGLU; L2: one 128-row weight scale block).
+
+The BF16 layer (``plan_bf16``) tiles the same way, with 64-wide K steps (64 BF16 = one 128-byte swizzled row): a
+stage holds (BM + BN) x 64 x 2 bytes (24 KiB at BM 64, 32 KiB at BM 128), so four stages fit either tile.
+
+Opt-in: one ``MegaOverrides.kernels`` switch asks for the kernels of either layer while they await their GPU run.
+The FP8 kernels passed theirs (family ``mega``, run by default); the BF16 kernels are gated separately under the
+key ``mega_bf16`` in ``core/gpu_validation.py``'s ``AWAITING_GPU`` (a sub-family of ``mega``: the registry's family
+of ``bf16_mega_moe`` stays ``mega``), so until they pass, ``bf16_mega_moe`` runs the reference unless
+``MegaOverrides(kernels=True)``.
 """
 
 from __future__ import annotations
@@ -45,8 +54,18 @@ class MegaOverrides:
 NO_OVERRIDES = MegaOverrides()
 
 
+# The BF16 layer's key in core/gpu_validation.AWAITING_GPU (see the module docstring).
+BF16_KEY = "mega_bf16"
+BF16_BLOCK_K = 64         # one 128-byte row of BF16 per K step (the widest TMA swizzle)
+BF16_STAGES = {64: (4, 4), 128: (4, 4)}   # (L1, L2) pipeline depth per BLOCK_M: (BM + BN) x 64 x 2 bytes per stage
+
+
 def kernels_wanted(overrides: MegaOverrides) -> bool:
     return gpu_validation.kernels_wanted("mega", overrides.kernels)
+
+
+def bf16_kernels_wanted(overrides: MegaOverrides) -> bool:
+    return gpu_validation.kernels_wanted(BF16_KEY, overrides.kernels)
 
 
 def expected_tokens_per_expert(num_tokens: int, num_topk: int, num_local_experts: int) -> int:
@@ -67,8 +86,22 @@ def plan(num_tokens: int, num_topk: int, num_local_experts: int,
     return MegaConfig(block_m, l1_stages, l2_stages, WARPS[block_m])
 
 
+def plan_bf16(num_tokens: int, num_topk: int, num_local_experts: int,
+              overrides: MegaOverrides = NO_OVERRIDES) -> MegaConfig:
+    """The BF16 layer's config: the FP8 layer's BLOCK_M choice, its own pipeline depths."""
+    block_m = plan(num_tokens, num_topk, num_local_experts, overrides).block_m
+    l1_stages, l2_stages = BF16_STAGES[block_m]
+    return MegaConfig(block_m, l1_stages, l2_stages, WARPS[block_m])
+
+
 def max_m_tiles(num_tokens: int, num_topk: int, num_local_experts: int, block_m: int) -> int:
     """A bound on the M tiles of a call without reading the routing: every expert that receives a slot adds at
     most one partial tile to the full ones."""
     slots = num_tokens * num_topk
     return -(-slots // block_m) + min(num_local_experts, slots)
+
+
+def pool_rows_needed(num_tokens: int, num_topk: int, num_local_experts: int, block_m: int) -> int:
+    """Pool rows a call can fill, padding included (``max_m_tiles`` whole tiles; the routing may repeat an expert
+    within a token, so no tighter per-expert bound holds)."""
+    return max_m_tiles(num_tokens, num_topk, num_local_experts, block_m) * block_m

@@ -1,12 +1,15 @@
-"""Random inputs of the SM90 FP8 Mega MoE layer on any device (GPU tests and ``benchmarks/bench_mega_moe.py``).
+"""Random inputs of the SM90 FP8 and the BF16 Mega MoE layers on any device (GPU tests and
+``benchmarks/bench_mega_moe.py``).
 
 ``sm90_weights`` quantises random weights the way DeepSeek-V3-style checkpoints store them (FP8 with FP32 128x128
 block scales, L1 rows in ``[gate | up]`` order) one expert at a time, so the FP32 temporaries stay one expert's size;
-``transform_weights_for_mega_moe_sm90`` turns them into what ``fp8_mega_moe`` takes. ``routing`` draws top-k expert ids
-(distinct per token, optionally masked with -1, optionally leaving odd experts idle) and weights.
-``run_fp8_mega_moe_kernels`` / ``run_pre_dispatch_sm90_kernel`` run the ops on their Triton kernels (asking for them with
-``MegaOverrides(kernels=True)``, so a decline surfaces instead of the reference running), the way the public calls
-would.
+``transform_weights_for_mega_moe_sm90`` turns them into what ``fp8_mega_moe`` takes. ``bf16_weights`` draws BF16
+weights the same way (``transform_weights_for_mega_moe`` interleaves them for ``bf16_mega_moe``), and
+``bf16_buffer`` builds a one-rank ``bf16xbf16`` buffer on any device. ``routing`` draws top-k expert ids (distinct
+per token, optionally masked with -1, optionally leaving odd experts idle) and weights.
+``run_fp8_mega_moe_kernels`` / ``run_bf16_mega_moe_kernels`` / ``run_pre_dispatch_sm90_kernel`` run the ops on
+their Triton kernels (asking for them with ``MegaOverrides(kernels=True)``, so a decline surfaces instead of the
+reference running), the way the public calls would.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import torch
 
 from ..utils.quant import per_block_cast_to_fp8
 
-__all__ = ["sm90_weights", "routing", "run_fp8_mega_moe_kernels", "run_pre_dispatch_sm90_kernel"]
+__all__ = ["sm90_weights", "bf16_weights", "bf16_buffer", "routing", "run_fp8_mega_moe_kernels",
+           "run_bf16_mega_moe_kernels", "run_pre_dispatch_sm90_kernel"]
 
 
 def sm90_weights(num_experts: int, hidden: int, intermediate: int, device, seed: int = 0):
@@ -34,6 +38,30 @@ def sm90_weights(num_experts: int, hidden: int, intermediate: int, device, seed:
         b = torch.randn(hidden, intermediate, generator=g, device=device) / intermediate ** 0.5
         w2[e], s2[e] = per_block_cast_to_fp8(b, use_ue8m0=False)
     return (w1, s1), (w2, s2)
+
+
+def bf16_weights(num_experts: int, hidden: int, intermediate: int, device, seed: int = 0):
+    """(W1 BF16 [E, 2I, H] in ``[gate | up]`` order, W2 BF16 [E, H, I]), drawn one expert at a time."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    w1 = torch.empty(num_experts, 2 * intermediate, hidden, dtype=torch.bfloat16, device=device)
+    w2 = torch.empty(num_experts, hidden, intermediate, dtype=torch.bfloat16, device=device)
+    for e in range(num_experts):
+        w1[e] = torch.randn(2 * intermediate, hidden, generator=g, device=device) / hidden ** 0.5
+        w2[e] = torch.randn(hidden, intermediate, generator=g, device=device) / intermediate ** 0.5
+    return w1, w2
+
+
+def bf16_buffer(num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int, intermediate: int,
+                device, num_ring_tokens: Optional[int] = None):
+    """A one-rank ``bf16xbf16`` ``SymmBuffer`` on any device (``get_symm_buffer_for_mega_moe`` gives Hopper GPUs the
+    SM90 FP8 buffer, as DeepGEMM does); the ring defaults to the largest useful one."""
+    from ..mega import api
+    tokens = -(-num_max_tokens_per_rank // api.get_token_alignment_for_mega_moe()) * \
+        api.get_token_alignment_for_mega_moe()
+    if num_ring_tokens is None:
+        num_ring_tokens = api.get_ring_limit_for_mega_moe(tokens, num_experts, num_topk, 1)[1]
+    return api.SymmBuffer(None, num_experts, tokens, num_topk, hidden, intermediate, num_ring_tokens,
+                          mma_type="bf16xbf16", device=device)
 
 
 def routing(num_tokens: int, num_experts: int, num_topk: int, device, masked: float = 0.0,
@@ -71,6 +99,18 @@ def run_fp8_mega_moe_kernels(y, l1_weights, l2_weights, sym_buffer, stats=None, 
     from ..mega.api import fp8_mega_moe_op_args
     _run_kernels("fp8_mega_moe", fp8_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer, stats,
                                                       activation_clamp=activation_clamp, fast_math=fast_math), block_m)
+
+
+def run_bf16_mega_moe_kernels(y, l1_weights, l2_weights, sym_buffer, stats=None, activation_clamp=None,
+                              fast_math: bool = True, block_m: Optional[int] = None, shared_l1_weights=None,
+                              shared_l2_weights=None) -> None:
+    """``bf16_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats=stats, ...)`` on the
+    Triton kernels (``block_m`` pins the tile); raises when the launcher declines."""
+    from ..mega.api import bf16_mega_moe_op_args
+    _run_kernels("bf16_mega_moe", bf16_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer, shared_l1_weights,
+                                                        shared_l2_weights, cumulative_local_expert_recv_stats=stats,
+                                                        activation_clamp=activation_clamp, fast_math=fast_math),
+                 block_m)
 
 
 def run_pre_dispatch_sm90_kernel(x, topk_idx, topk_weights, sym_buffer, num_tokens: int, group_size: int = 128,
