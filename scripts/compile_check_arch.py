@@ -41,7 +41,8 @@ import compile_check_legacy as cl  # noqa: E402
 from deep_gemm.core import arch  # noqa: E402
 
 ARCHS = (100, 120, 89, 80)
-FAMILIES = ("fp8", "bf16", "einsum", "hc", "indexer", "layout", "legacy", "fp4")
+FAMILIES = ("fp8", "bf16", "einsum", "hc", "indexer", "layout", "legacy", "fp4", "sparse", "mega", "mega_mhc",
+            "mega_gate")
 # The SM count the plans see (the host has no GPU; an H100's, so tile choices are the ones the GPU tests know).
 NUM_SMS = 132
 
@@ -301,8 +302,54 @@ def fp4_variants(sm: int, quick: bool = False):
     return variants[-1:] if quick else variants
 
 
+def _from_builders(family: str, sm: int, builders, quick: bool, keep=lambda name: True, quick_prefix: str = ""):
+    """Variants of a per-family compile check's ``builders(target)`` (scripts/compile_check_<family>.py), those whose
+    name ``keep`` accepts: the forms the family's launchers run on ``sm``. ``quick``: the first of those named with
+    ``quick_prefix`` (the family's largest pipeline) and the last."""
+    named = [(name, build) for name, build in builders(target(sm)) if keep(name)]
+    if quick and len(named) > 1:
+        named = [next((nb for nb in named if nb[0].startswith(quick_prefix)), named[0]), named[-1]]
+    return [Variant(family, name, lambda t, b=build: b()) for name, build in named]
+
+
+def sparse_variants(sm: int, quick: bool = False):
+    """Block-sparse MQA logits, their schedule metadata and the MQA logits metadata (attention/sparse, metadata:
+    every architecture with MMAs); FP8 q's logits only where FP8 is (the op runs the reference below)."""
+    import compile_check_sparse_mqa as cs
+    return _from_builders("sparse", sm, cs.builders, quick,
+                          lambda name: arch.has_fp8_mma(sm) or not (name.startswith("logits") and "fp4=False" in name),
+                          quick_prefix="logits")
+
+
+def mega_variants(sm: int, quick: bool = False):
+    """The Mega MoE kernels the launchers (mega/launch.py) run on ``sm``: the FP8 layer and pre-dispatch where FP8
+    MMAs exist, the BF16 layer where TMA and the 228 KB shared memory are (sm_90 / sm_100); routing, scan, dispatch
+    and combine serve both."""
+    import compile_check_mega as cm
+    fp8, bf16 = arch.has_fp8_mma(sm), arch.has_tma(sm) and arch.sm90_occupancy(sm)
+
+    def keep(name: str) -> bool:
+        return bf16 if name.startswith("bf16 ") else fp8 or (bf16 and not name.startswith(("l1 ", "l2 ", "pre_")))
+    return _from_builders("mega", sm, cm.builders, quick, keep, quick_prefix="l1 bm=128" if fp8 else "bf16 l1 bm=128")
+
+
+def mega_mhc_variants(sm: int, quick: bool = False):
+    """mega_mhc's norm and post kernels; the FP8-output forms only where FP8 is (the op runs the reference below)."""
+    import compile_check_mega_mhc as cmh
+    return _from_builders("mega_mhc", sm, cmh.builders, quick,
+                          lambda name: arch.has_fp8_mma(sm) or "fp8=True" not in name)
+
+
+def mega_gate_variants(sm: int, quick: bool = False):
+    """bf16_mega_gate's routing kernel (its logits GEMM is the BF16 GEMM's, checked under ``bf16``)."""
+    import compile_check_mega_gate as cmg
+    return _from_builders("mega_gate", sm, cmg.builders, quick)
+
+
 VARIANTS = {"fp8": fp8_variants, "bf16": bf16_variants, "einsum": einsum_variants, "hc": hc_variants,
-            "indexer": indexer_variants, "layout": layout_variants, "legacy": legacy_variants, "fp4": fp4_variants}
+            "indexer": indexer_variants, "layout": layout_variants, "legacy": legacy_variants, "fp4": fp4_variants,
+            "sparse": sparse_variants, "mega": mega_variants, "mega_mhc": mega_mhc_variants,
+            "mega_gate": mega_gate_variants}
 # Families whose kernels take FP8 operands only: not built below sm_89 (their ops run the reference there).
 FP8_ONLY = {"fp8"}
 

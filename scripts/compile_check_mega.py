@@ -72,7 +72,7 @@ def _thunks(target):
                 dict(BM=bm, BN=mp.BLOCK_N, BK=bk, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages, DENSE=dense),
                 cfg.num_warps, cfg.l2_stages, target=target)
     for bm in mp.SUPPORTED_BLOCK_M:
-        cfg = mp.plan(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm))
+        cfg = mp.plan(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm), target.arch)
         for clamp, fast in ((True, True), (False, False)):
             name = f"l1 bm={bm} clamp={clamp} fast={fast}"
             yield name, lambda bm=bm, cfg=cfg, clamp=clamp, fast=fast: _compile(k._l1_kernel, {

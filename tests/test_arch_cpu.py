@@ -247,6 +247,11 @@ def test_every_fp8_launcher_declines_on_sm80():
             a.view(-1), sfa, b.view(-1), sfb, dk, ks, torch.tensor(ks, dtype=torch.int32), dk, None, "mn",
             False) is NotImplemented
         assert cublaslt.cublaslt_gemm_nt(a, b, torch.zeros(128, 128, dtype=torch.bfloat16), None) is NotImplemented
+        from deep_gemm.attention.sparse import launch as sparse_launch
+        q8 = torch.zeros(4, 64, 128, dtype=torch.float8_e4m3fn)  # (declined before any other argument is read)
+        assert sparse_launch.fp8_fp4_sparse_mqa_logits_triton(q8, None, None, None, None, None, 1, 8,
+                                                              False) is NotImplemented
+        assert sparse_launch.fp8_fp4_paged_sparse_mqa_logits_triton(q8, None, None, None, None, 1, 8) is NotImplemented
         q = torch.zeros(4, 64, 128, dtype=torch.float8_e4m3fn)
         assert tl.fp8_mqa_logits_triton(q, q[0], torch.ones(64), torch.ones(4, 64), torch.zeros(4, dtype=torch.int32),
                                         torch.full((4,), 64, dtype=torch.int32), False, 0) is NotImplemented
@@ -336,11 +341,12 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "compile_check
 
 
 def test_portable_kernels_compile_for_other_architectures():
-    """A few variants the plans pick, built for sm_120a (the FP8 tile fitted to 99 KB), sm_100a (HC, TMA), sm_89
-    (the BF16 einsum tile) and sm_80 (the BF16 GEMM; the legacy kernel; the FP4 kernel): each compiles and fits the
-    device's shared memory. The whole matrix: ``python scripts/compile_check_arch.py``."""
+    """A few variants the plans pick, built for sm_120a (the FP8 tile fitted to 99 KB; the Mega MoE L1 pipeline at
+    128 rows, its depth fitted the same way), sm_100a (HC, TMA), sm_89 (the BF16 einsum tile) and sm_80 (the BF16
+    GEMM; the legacy kernel; the FP4 kernel; sparse MQA with FP4 q, FP8 q running the reference): each compiles and
+    fits the device's shared memory. The whole matrix: ``python scripts/compile_check_arch.py``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    only = ["120:fp8", "100:hc", "89:einsum", "80:bf16", "80:legacy", "80:fp8", "80:fp4"]
+    only = ["120:fp8", "100:hc", "89:einsum", "80:bf16", "80:legacy", "80:fp8", "80:fp4", "120:mega", "80:sparse"]
     out = subprocess.run([sys.executable, SCRIPT, "--quick", "--json", "--only", *only], capture_output=True,
                          text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -355,3 +361,7 @@ def test_portable_kernels_compile_for_other_architectures():
         assert 0 < r["smem"] <= arch.shared_memory(r["arch"]), r
     fp8 = next(r for r in results if r["family"] == "fp8" and not r.get("skipped"))
     assert "bm=128 bn=128" in fp8["label"] and "stages=2" in fp8["label"] and math.isfinite(fp8["smem"])
+    mega = [r["label"] for r in results if r["family"] == "mega"]
+    assert mega[0].startswith("l1 bm=128"), mega  # 4 stages need 101,400 bytes: more than sm_120's 101,376
+    sparse = [r["label"] for r in results if r["family"] == "sparse"]
+    assert sparse and not any("fp4=False" in label and label.startswith("logits") for label in sparse), sparse

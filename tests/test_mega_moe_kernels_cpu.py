@@ -103,6 +103,14 @@ def test_plan_block_m():
     assert mega_plan.plan(8192, 6, 256, mega_plan.MegaOverrides(64)).block_m == 64
     with pytest.raises(deep_gemm.DeepGEMMError, match="MegaOverrides.block_m"):
         mega_plan.plan(8, 6, 256, mega_plan.MegaOverrides(96))
+    # Pipelines fit the architecture's shared memory: sm_90 keeps the tuned depths; on the 101 KB parts (sm_89,
+    # sm_120) the 128-row L1 (32 KB a stage) drops to three stages.
+    assert mega_plan.plan(8192, 6, 256) == mega_plan.plan(8192, 6, 256, sm=100)
+    assert (mega_plan.plan(8192, 6, 256).l1_stages, mega_plan.plan(8192, 6, 256).l2_stages) == mega_plan.STAGES[128]
+    assert mega_plan.plan(8192, 6, 256, sm=120).l1_stages == 3
+    assert mega_plan.plan(8192, 6, 256, sm=89).l2_stages == mega_plan.STAGES[128][1]
+    assert (mega_plan.plan(8, 6, 256, sm=120).l1_stages, mega_plan.plan(8, 6, 256, sm=120).l2_stages) == \
+        mega_plan.STAGES[64]
     # The grid bound covers the worst routing: every slot to its own expert, or all to one.
     assert mega_plan.max_m_tiles(8, 6, 256, 64) == 1 + 48
     assert mega_plan.max_m_tiles(8192, 8, 16, 128) == 512 + 16

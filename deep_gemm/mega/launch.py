@@ -60,7 +60,8 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
                  overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
     """``overrides`` pins BLOCK_M and asks for the kernels (tests and sweeps; see core/gpu_validation.py)."""
     num_ranks = len(ptrs)
-    if not mega_plan.kernels_wanted(overrides) or num_ranks != 1 or not arch.has_fp8_mma(arch.sm_of_tensor(y)):
+    sm = arch.sm_of_tensor(y)
+    if not mega_plan.kernels_wanted(overrides) or num_ranks != 1 or not arch.has_fp8_mma(sm):
         return NotImplemented
     num_tokens, hidden = y.shape
     num_local, inter = num_experts // num_ranks, l2.size(2)
@@ -70,7 +71,7 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
         return NotImplemented
     if num_tokens == 0:
         return None
-    cfg = mega_plan.plan(num_tokens, num_topk, num_local, overrides)
+    cfg = mega_plan.plan(num_tokens, num_topk, num_local, overrides, sm)
     bm = cfg.block_m
     pool = views["l1_acts"].size(0)
     tiles = mega_plan.max_m_tiles(num_tokens, num_topk, num_local, bm)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..core import gpu_validation
+from ..core import arch, gpu_validation
 from ..core.errors import require
 
 # Expected tokens per expert above which the 128-row tile is used.
@@ -31,6 +31,10 @@ BLOCK_N = 128
 L1_BLOCK_K = 128          # one 128-channel scale block of x and of the L1 weights per K step
 L2_BLOCK_K = 64           # one 64-column scale group of the intermediate per K step
 STAGES = {64: (4, 6), 128: (4, 5)}   # (L1, L2) pipeline depth per BLOCK_M: (BM + BN) x BK bytes per stage
+# Shared memory a pipelined kernel keeps besides its stages (barriers, layout-conversion scratch): 3 KB measured in
+# the sm_120 build of the L1 kernel; where an architecture holds fewer stages than STAGES asks (101 KB parts: sm_89,
+# sm_120), the depth drops until (stages - 1) stages and this reserve fit (Triton keeps one stage fewer in flight).
+STAGE_RESERVE = 8 * 1024
 WARPS = {64: 4, 128: 8}   # one warpgroup per 64 rows
 SUPPORTED_BLOCK_M = (64, 128)
 
@@ -73,7 +77,8 @@ def expected_tokens_per_expert(num_tokens: int, num_topk: int, num_local_experts
 
 
 def plan(num_tokens: int, num_topk: int, num_local_experts: int,
-         overrides: MegaOverrides = NO_OVERRIDES) -> MegaConfig:
+         overrides: MegaOverrides = NO_OVERRIDES, sm: int = arch.SM90) -> MegaConfig:
+    """The FP8 layer's config on ``sm`` (the pipeline depths fit that architecture's shared memory)."""
     if overrides.block_m is not None:
         require(overrides.block_m in SUPPORTED_BLOCK_M,
                 f"MegaOverrides.block_m: expected one of {SUPPORTED_BLOCK_M}, got {overrides.block_m}")
@@ -83,7 +88,15 @@ def plan(num_tokens: int, num_topk: int, num_local_experts: int,
     else:
         block_m = 128
     l1_stages, l2_stages = STAGES[block_m]
+    l1_stages = _stages_that_fit(l1_stages, (block_m + BLOCK_N) * L1_BLOCK_K, sm)
+    l2_stages = _stages_that_fit(l2_stages, (block_m + BLOCK_N) * L2_BLOCK_K, sm)
     return MegaConfig(block_m, l1_stages, l2_stages, WARPS[block_m])
+
+
+def _stages_that_fit(stages: int, stage_bytes: int, sm: int) -> int:
+    """``stages``, or fewer where the architecture's shared memory cannot hold them (never below 2)."""
+    fit = 1 + (arch.shared_memory(sm) - STAGE_RESERVE) // stage_bytes
+    return max(2, min(stages, fit))
 
 
 def plan_bf16(num_tokens: int, num_topk: int, num_local_experts: int,

@@ -39,6 +39,12 @@ def _declines(t: torch.Tensor, overrides: sparse_plan.SparseOverrides) -> bool:
     return not sparse_plan.kernels_wanted(overrides) or not arch.has_mma(arch.sm_of_tensor(t))
 
 
+def _declines_logits(q: torch.Tensor, overrides: sparse_plan.SparseOverrides) -> bool:
+    """The logits kernels also need FP8 types for FP8 q (Triton has no e4m3 below sm_89; FP4 q dequantises in
+    integer arithmetic and runs on every MMA architecture)."""
+    return _declines(q, overrides) or (q.dtype != FP4_PACKED and not arch.has_fp8_mma(arch.sm_of_tensor(q)))
+
+
 # ---- metadata ----------------------------------------------------------------------------------------------------
 
 def _metadata(first, end, table, indices, num_kv, page_kv, sparse_block_kv, paged, unaligned, record):
@@ -114,7 +120,7 @@ def fp8_fp4_sparse_mqa_logits_triton(q, q_sf, kv, kv_sf, weights, metadata, num_
                                      use_unaligned_ks, *,
                                      overrides: sparse_plan.SparseOverrides = sparse_plan.NO_OVERRIDES,
                                      record: list | None = None):
-    if _declines(q, overrides) or not _words_aligned(metadata) or not _rows_aligned(q, kv):
+    if _declines_logits(q, overrides) or not _words_aligned(metadata) or not _rows_aligned(q, kv):
         return NotImplemented
     return _logits(q, q_sf, kv, kv_sf, weights, metadata, num_max_sparse_blocks, sparse_block_kv, kv.size(0), 1, 0,
                    False, overrides, record)
@@ -124,7 +130,7 @@ def fp8_fp4_paged_sparse_mqa_logits_triton(q, q_sf, kv_cache, weights, metadata,
                                            sparse_block_kv, *,
                                            overrides: sparse_plan.SparseOverrides = sparse_plan.NO_OVERRIDES,
                                            record: list | None = None):
-    if _declines(q, overrides) or not _words_aligned(metadata) or not _rows_aligned(q, kv_cache):
+    if _declines_logits(q, overrides) or not _words_aligned(metadata) or not _rows_aligned(q, kv_cache):
         return NotImplemented
     is_fp4 = q.dtype == FP4_PACKED
     pages, page_kv = kv_cache.size(0), kv_cache.size(1)

@@ -35,11 +35,13 @@ def _fake_paged_logits(q, q_sf, kv_cache, weights, metadata, num_max_sparse_bloc
 # Argument forms the launchers decline (the reference runs them), as backends() reports them.
 _DECLINED = "the reference for misaligned storage: metadata not 4-byte, q / kv / kv_cache not 16-byte aligned"
 _NOTE = gpu_validation.opt_in_note("sparse_attention", _DECLINED)
+# The logits kernels dequantise FP4 in integer arithmetic (every MMA architecture) but load FP8 as e4m3.
+_LOGITS_ARCH = arch.OpArch(reference_below=((arch.MIN_FP8_SM, "FP8 q runs the reference"),))
 
 for _name, _fake in (("get_sparse_mqa_logits_metadata", _fake_contiguous_metadata),
                      ("get_paged_sparse_mqa_logits_metadata", _fake_paged_metadata),
                      ("fp8_fp4_sparse_mqa_logits", _fake_logits),
                      ("fp8_fp4_paged_sparse_mqa_logits", _fake_paged_logits)):
     register(_name, check=getattr(checks, f"check_{_name}"), reference=getattr(ref, f"{_name}_reference"),
-             fake=_fake, triton=replayable_allocating(getattr(tri, f"{_name}_triton")), arch=arch.ANY_MMA,
-             triton_note=_NOTE)
+             fake=_fake, triton=replayable_allocating(getattr(tri, f"{_name}_triton")),
+             arch=_LOGITS_ARCH if "logits_metadata" not in _name else arch.ANY_MMA, triton_note=_NOTE)
