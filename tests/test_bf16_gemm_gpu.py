@@ -291,6 +291,31 @@ def test_k_grouped(g, m, n, k_per):
     assert calc_diff(c, ref) < 1e-9
 
 
+def test_k_grouped_psum_layout_on_the_reference():
+    """use_psum_layout on CUDA: the torch reference (no host read of the ends, so a CUDA graph can capture it);
+    padding K rows between a group's end and the next aligned start reach no group."""
+    ends = [300, 300, 1000, 1408]  # groups [0, 300), empty, [384, 1000), [1024, 1408)
+    m, n = 256, 200
+    a, b = _rand(1408, m), _rand(1408, n)
+    c = _rand(4, m, n, dtype=torch.float32)
+    ref = c.clone()
+    previous = 0
+    for i, end in enumerate(ends):
+        start = (previous + 127) // 128 * 128
+        ref[i] += _ref(a[start:end].T, b[start:end].T)
+        previous = end
+    layout = torch.tensor(ends, dtype=torch.int32, device="cuda")
+    d = torch.empty_like(c)
+    graph = torch.cuda.CUDAGraph()
+    deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, layout, c, use_psum_layout=True)  # (warm-up)
+    with torch.cuda.graph(graph):
+        deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, layout, c, use_psum_layout=True)
+    d.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert calc_diff(d, ref) < 1e-9
+
+
 @pytest.mark.parametrize("m,n,k", [(4096, 2112, 7168), (4096, 2176, 7168), (4096, 576, 7168), (4095, 600, 1000),
                                    (300, 1000, 64)])
 @pytest.mark.parametrize("accumulate", [False, True])

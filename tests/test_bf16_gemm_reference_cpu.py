@@ -295,6 +295,86 @@ def test_k_grouped_bf16_tn_matches_float64(ks, accumulate):
     assert_bitwise_equal(d, d_op, "public API vs torch.ops")
 
 
+@dataclass(frozen=True)
+class KPsumCase:
+    name: str
+    ends: list[int]
+    sum_k: int
+    alignment: int = 128
+    ks_cpu: list[int] | None = None
+
+    def __str__(self):
+        return self.name
+
+
+K_PSUM_CASES = [
+    KPsumCase("gaps_and_empty", [100, 100, 290], 300),        # K rows 100-127 and 290-299 belong to no group
+    KPsumCase("aligned_sizes", [128, 384, 384], 384, ks_cpu=[128, 256, 0]),  # ks_cpu given: DeepGEMM's aligned sizes
+    KPsumCase("align16_odd", [5, 21, 37, 37], 40, alignment=16),
+    KPsumCase("all_empty", [0, 0], 8),
+    KPsumCase("no_k", [0], 0),
+]
+
+
+def k_psum_truth(a, b, ends, alignment, num_groups, m, n):
+    """float64 truth of the K-grouped psum layout, group bounds walked on the host."""
+    truth = torch.zeros(num_groups, m, n, dtype=torch.float64)
+    previous = 0
+    for g, end in enumerate(ends):
+        start = align(previous, alignment)
+        for kk in range(start, end):
+            truth[g] += a[kk].double()[:, None] * b[kk].double()[None, :]
+        previous = end
+    return truth
+
+
+@pytest.mark.parametrize("accumulate", ["none", "d", "distinct"])
+@pytest.mark.parametrize("case", K_PSUM_CASES, ids=str)
+def test_k_grouped_bf16_tn_psum_layout_matches_float64(case, accumulate):
+    """use_psum_layout=True: group g spans K rows [align(end[g-1]), end[g]); padding rows (filled with large values
+    here) are read into no group; ks_cpu is optional (DeepGEMM's SM100 contract)."""
+    runtime.set_mk_alignment_for_contiguous_layout(case.alignment)
+    try:
+        m, n = 19, 24
+        a = stored(randn(case.sum_k, m), "row")
+        b = stored(randn(case.sum_k, n), "row")
+        inside = torch.zeros(case.sum_k, dtype=torch.bool)
+        previous = 0
+        for end in case.ends:
+            inside[align(previous, case.alignment):end] = True
+            previous = end
+        a[~inside], b[~inside] = 1e4, -1e4  # padding: must not reach any group
+        grouped_layout = torch.tensor(case.ends, dtype=torch.int32)
+        d, c, c_value = output_and_accumulator((len(case.ends), m, n), torch.float32, accumulate)
+        d_op = d.clone()
+        api.k_grouped_bf16_gemm_tn_contiguous(a, b, d, case.ks_cpu, grouped_layout, c=c, use_psum_layout=True)
+        ops.k_grouped_bf16_gemm_tn_contiguous(a, b, d_op, case.ks_cpu, grouped_layout,
+                                              d_op if accumulate == "d" else c, "mn", True)
+        truth = k_psum_truth(a, b, case.ends, case.alignment, len(case.ends), m, n)
+        assert_close(d, c_value + truth)
+        assert_bitwise_equal(d, d_op, "public API vs torch.ops")
+    finally:
+        runtime.set_mk_alignment_for_contiguous_layout(runtime.DEFAULT_MK_ALIGNMENT)
+
+
+@pytest.mark.parametrize("ends,sum_k,message", [
+    ([100, 50, 290], 300, r"grouped_layout\[1\] = 50 after grouped_layout\[0\] = 100"),
+    ([100, 120, 290], 300, r"reach the previous one aligned up to 128 .*grouped_layout\[1\] = 120"),
+    ([100, 100, 301], 300, r"K ends at most sum_K = 300, got grouped_layout\[2\] = 301"),
+    ([-1, 100, 290], 300, r"grouped_layout\[0\] = -1"),
+], ids=["decreasing", "inside_the_padding", "past_sum_k", "negative"])
+def test_k_grouped_bf16_psum_bad_ends_raise_before_writing(ends, sum_k, message):
+    """The CPU kernel checks the psum ends (the checked mode does on CUDA): an error naming the first bad end, d
+    untouched."""
+    a, b = randn(sum_k, 16), randn(sum_k, 24)
+    d = randn(3, 16, 24, dtype=torch.float32)
+    before = d.clone()
+    with pytest.raises(DeepGEMMError, match=message):
+        api.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, torch.tensor(ends, dtype=torch.int32),
+                                              use_psum_layout=True)
+    assert_bitwise_equal(d, before, "d must be untouched")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # opcheck (schema, fake tensors, AOT dispatch) for every op
 
@@ -319,6 +399,9 @@ def opcheck_cases():
     d, c = randn(3, 16, 24, dtype=torch.float32), randn(3, 16, 24, dtype=torch.float32)
     cases.append(("k_grouped_bf16_gemm_tn_contiguous",
                   (randn(72, 16), randn(72, 24), d, ks, torch.tensor(ks, dtype=torch.int32), c), None))
+    cases.append(("k_grouped_bf16_gemm_tn_contiguous",
+                  (randn(200, 16), randn(200, 24), d, None, torch.tensor([40, 40, 200], dtype=torch.int32), c, "mn",
+                   True), None))
     return cases
 
 
@@ -351,6 +434,13 @@ def masked_kwargs():
 def k_grouped_kwargs():
     return dict(a=randn(72, 16), b=randn(72, 24), d=randn(3, 16, 24, dtype=torch.float32), ks_cpu=[40, 0, 32],
                 grouped_layout=torch.tensor([40, 0, 32], dtype=torch.int32))
+
+
+def k_psum_kwargs():
+    """K-grouped psum layout: groups [0, 100), [128, 128) (empty), [128, 290); K rows 100-127 and 290-299 are
+    padding."""
+    return dict(a=randn(300, 16), b=randn(300, 24), d=randn(3, 16, 24, dtype=torch.float32), ks_cpu=None,
+                grouped_layout=torch.tensor([100, 100, 290], dtype=torch.int32), use_psum_layout=True)
 
 
 def _with(**changes):
@@ -414,7 +504,14 @@ BAD_INPUTS = [
     (MGM, masked_kwargs, _with(d=lambda kw: randn(2, 36, 24)), r"d: expected shape \(2, 37, 24\)"),
     (MGM, masked_kwargs, _with(masked_m=lambda kw: kw["masked_m"].float()), r"masked_m: expected dtype int32"),
     # K-grouped
-    (KG, k_grouped_kwargs, _with(use_psum_layout=True), r"use_psum_layout: the K-grouped psum layout is not supported"),
+    (KG, k_grouped_kwargs, _with(use_psum_layout=True),
+     r"ks_cpu: expected non-negative multiples of the group alignment 128 with use_psum_layout=True, got 40 for "
+     r"group 0"),
+    (KG, k_psum_kwargs, _with(ks_cpu=[128, 0]), r"ks_cpu: expected 3 per-group K sizes \(G of d\) or none"),
+    (KG, k_psum_kwargs, _with(ks_cpu=[128, 128, 128]), r"ks_cpu: expected sizes summing to sum_K = 300 \(rows of a\)"),
+    (KG, k_psum_kwargs, _with(a=lambda kw: randn(290, 16)), r"b: expected shape \(290, 24\) \(\[sum_K, N\]\)"),
+    (KG, k_psum_kwargs, _with(grouped_layout=lambda kw: kw["grouped_layout"][:2]),
+     r"grouped_layout: expected the 3 group K sizes"),
     (KG, k_grouped_kwargs, _with(ks_cpu=None), r"ks_cpu: expected the non-empty list"),
     (KG, k_grouped_kwargs, _with(ks_cpu=[]), r"ks_cpu: expected the non-empty list"),
     (KG, k_grouped_kwargs, _with(ks_cpu=[80, -8, 0]), r"ks_cpu: expected non-negative K sizes, got -8 for group 1"),

@@ -298,7 +298,7 @@ def test_k_grouped_bad_inputs():
         fn(a, b, d, [100, 256], layout)
     with pytest.raises(DeepGEMMError, match=r"recipe: K-grouped FP8 GEMMs use per-row scales"):
         fn(a, b, d, ks, layout, recipe=(1, 128, 128))
-    with pytest.raises(DeepGEMMError, match=r"use_psum_layout: the K-grouped psum layout is not supported"):
+    with pytest.raises(DeepGEMMError, match=r"use_psum_layout: the FP8 K-grouped psum layout is not supported"):
         fn(a, b, d, ks, layout, use_psum_layout=True)
     with pytest.raises(DeepGEMMError, match=r"d: expected 3 groups"):
         fn(a, b, d, [128, 128, 128], torch.tensor([128] * 3, dtype=torch.int32))

@@ -53,10 +53,10 @@ def check_masked_m(masked_m: torch.Tensor, num_groups: int, expected_m: int) -> 
 
 
 def check_ks_cpu(ks_cpu: Sequence[int] | None, use_psum_layout: bool, k_multiple: int = 1) -> list[int]:
-    """The host list of per-group K sizes, each a non-negative multiple of ``k_multiple`` (the K-grouped psum
-    layout is SM100-only upstream and not supported)."""
+    """The host list of per-group K sizes, each a non-negative multiple of ``k_multiple`` (the FP8 K-grouped psum
+    layout is SM100-only upstream and not supported; the BF16 one takes ``check_k_psum_sizes``)."""
     if use_psum_layout:
-        fail("use_psum_layout: the K-grouped psum layout is not supported (DeepGEMM runs it on SM100 only); "
+        fail("use_psum_layout: the FP8 K-grouped psum layout is not supported (DeepGEMM runs it on SM100 only); "
              "pass ks_cpu with the per-group K sizes")
     if ks_cpu is None or len(ks_cpu) == 0:
         fail("ks_cpu: expected the non-empty list of per-group K sizes")
@@ -65,6 +65,23 @@ def check_ks_cpu(ks_cpu: Sequence[int] | None, use_psum_layout: bool, k_multiple
             what = f"multiples of {k_multiple}" if k_multiple > 1 else "K sizes"
             fail(f"ks_cpu: expected non-negative {what}, got {k_size} for group {i}")
     return [int(x) for x in ks_cpu]
+
+
+def check_k_psum_sizes(ks_cpu: Sequence[int] | None, num_groups: int, sum_k: int) -> None:
+    """The K-grouped psum layout's optional host sizes: absent (or empty), or one per group, each a multiple of the
+    group alignment (``get_mk_alignment_for_contiguous_layout()``), summing to ``sum_k`` (DeepGEMM's contract)."""
+    if ks_cpu is None or len(ks_cpu) == 0:
+        return
+    alignment = get_mk_alignment_for_contiguous_layout()
+    if len(ks_cpu) != num_groups:
+        fail(f"ks_cpu: expected {num_groups} per-group K sizes (G of d) or none with use_psum_layout=True, "
+             f"got {len(ks_cpu)}")
+    for i, k_size in enumerate(ks_cpu):
+        if k_size < 0 or k_size % alignment != 0:
+            fail(f"ks_cpu: expected non-negative multiples of the group alignment {alignment} with "
+                 f"use_psum_layout=True, got {k_size} for group {i}")
+    if sum(int(k) for k in ks_cpu) != sum_k:
+        fail(f"ks_cpu: expected sizes summing to sum_K = {sum_k} (rows of a), got {sum(int(k) for k in ks_cpu)}")
 
 
 def check_k_grouped_output(d: torch.Tensor, c: torch.Tensor | None, grouped_layout: torch.Tensor,
@@ -135,6 +152,27 @@ def check_data_ks(grouped_layout: torch.Tensor, ks_cpu: Sequence[int]) -> None:
     ])
 
 
+def check_data_k_psum_ends(grouped_layout: torch.Tensor, sum_k: int) -> None:
+    """K-grouped psum ends: group g spans [align(end[g-1]), end[g]) with ``align`` the group alignment, so every end
+    either repeats the previous one (an empty group) or is at least the previous one aligned up; the last is at most
+    sum_K."""
+    from .fp8.reference import psum_starts
+    gl = grouped_layout
+    alignment = get_mk_alignment_for_contiguous_layout()
+    ends = gl.long()
+    previous = torch.cat([ends.new_zeros(1), ends[:-1]])
+    start = psum_starts(ends)
+    require_values([
+        ((ends != previous) & (ends < start),
+         lambda i: f"grouped_layout: expected each K end to repeat the previous one (an empty group) or to reach the "
+                   f"previous one aligned up to {alignment} (use_psum_layout=True), got "
+                   + (f"grouped_layout[0] = {_at(gl, 0)}" if i == 0 else
+                      f"grouped_layout[{i}] = {_at(gl, i)} after grouped_layout[{i - 1}] = {_at(gl, i - 1)}")),
+        (ends > sum_k,
+         lambda i: f"grouped_layout: expected K ends at most sum_K = {sum_k}, got grouped_layout[{i}] = {_at(gl, i)}"),
+    ])
+
+
 def check_data_m_grouped_contiguous(*, a, b, grouped_layout, use_psum_layout, **_) -> None:
     """Data check of ``m_grouped_*_contiguous`` (FP8 and BF16; B is [G, N, K] or [G, K, N])."""
     check_data_grouped_layout(grouped_layout, b.size(0), a.size(0), use_psum_layout)
@@ -146,5 +184,22 @@ def check_data_m_grouped_masked(*, a, masked_m, **_) -> None:
 
 
 def check_data_k_grouped(*, ks_cpu, grouped_layout, **_) -> None:
-    """Data check of ``k_grouped_*_contiguous``."""
+    """Data check of ``k_grouped_fp8_gemm_*_contiguous``."""
     check_data_ks(grouped_layout, ks_cpu)
+
+
+def check_data_k_grouped_tn(*, a, ks_cpu, grouped_layout, use_psum_layout, **_) -> None:
+    """Data check of ``k_grouped_bf16_gemm_tn_contiguous`` (A is [sum_K, M]): the K sizes, or the psum ends."""
+    if use_psum_layout:
+        check_data_k_psum_ends(grouped_layout, a.size(0))
+    else:
+        check_data_ks(grouped_layout, ks_cpu)
+
+
+def check_data_k_grouped_packed_nt(*, a, ks, grouped_layout, use_psum_layout, **_) -> None:
+    """Data check of ``k_grouped_fp4_gemm_nt_contiguous`` (A is packed FP4 [M, sum_K / 2]): the psum ends, or the K
+    sizes where the host list is given."""
+    if use_psum_layout:
+        check_data_k_psum_ends(grouped_layout, 2 * a.size(1))
+    elif ks is not None and len(ks) > 0:
+        check_data_ks(grouped_layout, ks)

@@ -221,30 +221,38 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
                                       use_psum_layout: bool = False) -> None:
     """K-grouped BF16 GEMM (MoE weight gradient): ``d[g] = c[g] + A_g.T @ B_g``, FP32 accumulation.
 
-    ``A_g = a[k_g : k_g + ks[g]]`` with ``k_g = sum(ks[:g])`` (likewise ``B_g``).
+    ``A_g = a[k_g : k_g + ks[g]]`` with ``k_g = sum(ks[:g])`` (likewise ``B_g``). With ``use_psum_layout`` the
+    groups come from ``grouped_layout`` instead: group g spans K rows ``[align(end[g-1]), end[g])`` with ``end =
+    grouped_layout`` and ``align`` rounding up to ``get_mk_alignment_for_contiguous_layout()``; the rows between a
+    group's end and the next aligned start are padding and read into no group.
 
     Parameters
     ----------
     a : Tensor
-        BF16 ``[sum(ks), M]``, MN-major (M contiguous), 16-byte aligned row stride and start.
+        BF16 ``[sum(ks), M]`` (psum layout: ``[sum_K, M]``, padding rows included), MN-major (M contiguous), 16-byte
+        aligned row stride and start.
     b : Tensor
-        BF16 ``[sum(ks), N]``, MN-major, 16-byte aligned row stride and start.
+        BF16 ``[sum(ks), N]`` (psum layout: ``[sum_K, N]``), MN-major, 16-byte aligned row stride and start.
     d : Tensor
         FP32 ``[G, M, N]``, contiguous. Written in place.
-    ks : list of int
+    ks : list of int, optional
         The per-group K sizes on the host (non-empty, each >= 0; an empty group gives ``d[g] = c[g]``, or zeros).
         ``ks_cpu=``, our former name, is accepted.
-        Unlike DeepGEMM's SM90 kernel, sizes need not be multiples of 128.
+        Unlike DeepGEMM's SM90 kernel, sizes need not be multiples of 128. With the psum layout: None (or empty),
+        or one size per group, each a multiple of the group alignment, summing to ``a.size(0)`` (DeepGEMM's rule).
     grouped_layout : Tensor
-        The same sizes as an int32 ``[G]`` device tensor (kept for DeepGEMM compatibility; must equal ks,
-        not checked: it would need a sync).
+        int32 ``[G]`` on the device: the same sizes as ``ks`` (kept for DeepGEMM compatibility), or with the psum
+        layout each group's K end (each repeats the previous end, an empty group, or reaches the previous end
+        aligned up; the last at most ``a.size(0)``). Checked on the CPU, and on CUDA in the checked mode
+        (``set_checks("data")``; unchecked by default: it would need a sync).
     c : Tensor, optional
         FP32 accumulator of d's shape, row-major; may be ``d`` itself. DeepGEMM's SM90 kernel requires it (tests
         pass ``c=d``); here None means ``d = A_g.T @ B_g``.
     compiled_dims : str
         Performance hint (subset of "mnk").
     use_psum_layout : bool
-        Must be False: the K-grouped psum layout is SM100-only in DeepGEMM and not supported.
+        Groups from the K ends in ``grouped_layout`` (DeepGEMM runs this layout on SM100 only). On CUDA it runs the
+        torch reference (one masked FP32 product per group), not a Triton kernel.
 
     Example
     -------

@@ -23,7 +23,7 @@ from ...core.errors import (require, require_dim, require_dtype, require_major,
                            require_same_device)
 from ..fp8.checks import GemmProblem
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
-                             check_ks_cpu, check_masked_m)
+                             check_k_psum_sizes, check_ks_cpu, check_masked_m)
 from ...common.operands import (Recipe, check_accumulator, check_alpha, check_compiled_dims, check_out,
                                 require_tma_aligned, to_nt)
 
@@ -140,13 +140,19 @@ def check_k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, 
     """A [sum K, M], B [sum K, N] BF16 MN-major; D, C FP32 [G, M, N]; grouped_layout int32 [G]."""
     require_same_device(a=a, b=b, d=d, grouped_layout=grouped_layout, c=c)
     check_compiled_dims(compiled_dims)
-    ks = check_ks_cpu(ks_cpu, use_psum_layout)
-    num_groups, sum_k = len(ks), sum(ks)
+    if use_psum_layout:  # the groups are the psum ends of grouped_layout; sum_K is the rows of a
+        require_dim("d", d, 3)
+        _check_operand("a", a, 2, (BF16,))
+        num_groups, sum_k, what = d.size(0), a.size(0), "sum_K"
+        check_k_psum_sizes(ks_cpu, num_groups, sum_k)
+    else:
+        ks = check_ks_cpu(ks_cpu, use_psum_layout)
+        num_groups, sum_k, what = len(ks), sum(ks), "sum(ks_cpu)"
     m, n = check_k_grouped_output(d, c, grouped_layout, num_groups)
     for name, data, rows, dim in (("a", a, m, "M"), ("b", b, n, "N")):
         _check_operand(name, data, 2, (BF16,))
         require(tuple(data.shape) == (sum_k, rows),
-                f"{name}: expected shape {(sum_k, rows)} ([sum(ks_cpu), {dim}]), got {tuple(data.shape)}")
+                f"{name}: expected shape {(sum_k, rows)} ([{what}, {dim}]), got {tuple(data.shape)}")
         require(data.numel() == 0 or data.size(1) <= 1 or data.stride(1) == 1,
                 f"{name}: expected an MN-major tensor ({dim} contiguous, stride(1) == 1), got strides {data.stride()}")
     return GemmProblem(m, n, sum_k, _NO_SCALES, num_groups)

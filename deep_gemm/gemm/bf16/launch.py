@@ -142,9 +142,9 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
     stride_cm = c.stride(-2) if c is not None else 0
     args = (a_desc, b_desc, b2_desc, d, c_arg, d_desc, d2_desc, layout if layout is not None else d, ws, counters,
             m, n, call.k, call.num_groups, a_group_m, b_group_n, b_group_k, stride_dg, d.stride(-2), stride_cg,
-            stride_cm, cfg.split_from, first_item, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid, cfg.num_stages,
-            split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma, a_k_major, b_k_major,
-            cfg.block_n_tail, p.uniform)
+            stride_cm, cfg.split_from, first_item, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid,
+            cfg.num_stages, split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma,
+            a_k_major, b_k_major, cfg.block_n_tail, p.uniform)
     # (split_from is a runtime argument: one binary serves every value)
     config_key = (replace(cfg, split_from=0), p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps,
                   call.has_c, d.dtype, a_k_major, b_k_major, p.uniform)
@@ -319,7 +319,7 @@ def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims, 
 def k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, compiled_dims, use_psum_layout, *,
                                       overrides: Bf16Overrides = NO_OVERRIDES):
     if use_psum_layout:
-        return NotImplemented
+        return NotImplemented  # (the kernels take group sizes; the psum ends with their padding run the reference)
     ks = k_grouped_sizes(d, c, ks_cpu)
     if ks is None:
         return None

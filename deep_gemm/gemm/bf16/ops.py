@@ -43,4 +43,4 @@ register("k_grouped_bf16_gemm_tn_contiguous", check=checks.check_k_grouped_bf16_
 for _layout in ("nt", "nn"):
     set_data_check(f"m_grouped_bf16_gemm_{_layout}_contiguous", grouped_checks.check_data_m_grouped_contiguous)
 set_data_check("m_grouped_bf16_gemm_nt_masked", grouped_checks.check_data_m_grouped_masked)
-set_data_check("k_grouped_bf16_gemm_tn_contiguous", grouped_checks.check_data_k_grouped)
+set_data_check("k_grouped_bf16_gemm_tn_contiguous", grouped_checks.check_data_k_grouped_tn)

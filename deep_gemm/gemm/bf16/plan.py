@@ -200,7 +200,7 @@ class Bf16Plan:
     # pieces of the tiles after them (config).
     kernel: str = "tl"
     ws_config: Bf16Config | None = None
-    uniform: bool = False  # psum / masked on "ws", K-grouped: the layout values marked warp-uniform (UNIFORM_TILES, ...)
+    uniform: bool = False  # psum / masked on "ws", K-grouped: layout values marked warp-uniform (UNIFORM_TILES, ...)
 
 
 def _block_k(call: Bf16Call, preferred: int) -> int | None:

@@ -8,7 +8,9 @@ Semantics (see the public docstrings):
 * M-grouped contiguous / masked: exactly the FP8 family's row semantics, without scales (the row helpers of
   ``fp8_reference`` are reused): expert id -1 rows are written as zeros; psum gap rows are zeroed when
   ensure_zero_padding, else left untouched; masked rows >= masked_m[g] are left untouched.
-* K-grouped: D[g] = C[g] + A_g.T @ B_g over each group's K rows; an empty group gives D[g] = C[g] (or 0).
+* K-grouped: D[g] = C[g] + A_g.T @ B_g over each group's K rows; an empty group gives D[g] = C[g] (or 0). With the
+  psum layout group g's K rows are [align(end[g-1]), end[g]) (``fp8_reference.k_group_bounds``); rows between a
+  group's end and the next aligned start are padding, never read into any group.
 No reference reads a device tensor on the host (ks_cpu is already a host list), so the CUDA fallback stays
 capturable in CUDA graphs.
 """
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from ..fp8.reference import m_grouped_rows_matmul, row_groups, write_grouped_rows, write_masked_rows
+from ..fp8.reference import (k_group_bounds, m_grouped_rows_matmul, row_groups, write_grouped_rows,
+                             write_masked_rows)
 from ...common.operands import to_nt, write_output
 
 
@@ -28,7 +31,8 @@ def _dense_product(layout: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tenso
 
 
 def make_dense_reference(op_name: str, layout: str):
-    """Reference of ``bf16_gemm_<layout>`` (trailing compiled_dims, alpha) and of ``cublaslt_gemm_<layout>`` (no hints)."""
+    """Reference of ``bf16_gemm_<layout>`` (trailing compiled_dims, alpha) and of ``cublaslt_gemm_<layout>`` (no
+    hints)."""
 
     def reference(a, b, d, c, *tail):
         # bf16_gemm_*: tail = (compiled_dims, alpha); cublaslt_gemm_*: empty
@@ -57,6 +61,15 @@ def m_grouped_bf16_gemm_nt_masked_reference(a, b, d, masked_m, expected_m, compi
 
 
 def k_grouped_bf16_gemm_tn_contiguous_reference(a, b, d, ks_cpu, grouped_layout, c, compiled_dims, use_psum_layout):
+    if use_psum_layout:  # group bounds from the device ends (no host read): one masked product per group
+        starts, ends = k_group_bounds(grouped_layout, True)
+        k = torch.arange(a.size(0), device=a.device)[:, None]
+        a_values, b_values = a.float(), b.float()
+        acc = torch.zeros(d.shape, dtype=torch.float32, device=d.device)
+        for g in range(d.size(0)):
+            acc[g] = (a_values * ((k >= starts[g]) & (k < ends[g]))).T @ b_values
+        write_output(d, acc, c)
+        return
     acc = torch.zeros(d.shape, dtype=torch.float32, device=d.device)
     k_start = 0
     for g, k_size in enumerate(int(x) for x in ks_cpu):

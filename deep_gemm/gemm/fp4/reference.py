@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from ...core.runtime import get_mk_alignment_for_contiguous_layout
 from ...utils.math import ceil_div
 from ...utils.quant import fp4_e2m1_to_float
+from ..fp8.reference import k_group_bounds
 from .checks import K_GROUP_SF, NVFP4_BLOCK, TILE_K, TILE_ROWS
 
 _TILE_SCALES = TILE_K // NVFP4_BLOCK  # 4 scale columns per tile
@@ -49,17 +49,6 @@ def cublaslt_nvfp4_gemm_nt_reference(a, sfa, b, sfb, d, c) -> None:
         scales = _ue4m3_values(from_cublaslt_tiled_sf(sf, data.size(0), k))
         values.append(fp4_e2m1_to_float(data).double() * scales.repeat_interleave(NVFP4_BLOCK, dim=1))
     _write(d, values[0] @ values[1].T, c)
-
-
-def k_group_bounds(grouped_layout: torch.Tensor, use_psum_layout: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(start, end) K of every group, int64 [G] each, computed on the device (no host read of grouped_layout)."""
-    layout = grouped_layout.long()
-    if use_psum_layout:
-        alignment = get_mk_alignment_for_contiguous_layout()
-        previous = torch.cat([layout.new_zeros(1), layout[:-1]])
-        return (previous + alignment - 1) // alignment * alignment, layout
-    ends = torch.cumsum(layout, 0)
-    return ends - layout, ends
 
 
 def k_grouped_fp4_gemm_nt_contiguous_reference(a, sfa, b, sfb, d, ks, grouped_layout, c, recipe, compiled_dims,

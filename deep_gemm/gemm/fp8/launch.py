@@ -10,11 +10,11 @@ Covered: FP8 operands with FP32 scales at K granularity 128, A per row, B per 12
 (1D1D); BF16 or FP32 output; optional C. MN-major operands are first copied to K-major (FP8 wgmma reads K-major
 shared memory only; the copy is one memory-bound pass). Not covered here: packed FP4 operands, packed UE8M0 (int32)
 scales and K granularity 32; the dense and M-grouped launchers hand exactly those forms to the FP4 family's
-dequantising kernel (``gemm/fp4/launch.py``), which runs them (while that family is listed in ``core/gpu_validation.py``
-only when asked: ``launcher_kwargs=dict(fp4_overrides=Fp4Overrides(kernels=True))``) unless one operand's scales are FP32 and the
-other's int32 (the reference). On devices without FP8 MMAs (below sm_89: ``deep_gemm.core.arch``) the FP8 kernels
-decline; the FP4 kernel's forms still run there (it decodes FP8 bits itself; ``backends()`` reports those ops as
-'reference').
+dequantising kernel (``gemm/fp4/launch.py``; while a family is listed in ``core/gpu_validation.py`` its kernels
+run only when asked, here ``launcher_kwargs=dict(fp4_overrides=Fp4Overrides(kernels=True))``), which runs them
+unless one operand's scales are FP32 and the other's int32 (the reference). On devices without FP8 MMAs (below
+sm_89: ``deep_gemm.core.arch``) the FP8 kernels decline (the reference runs); the FP4 kernel's forms still run
+there (it decodes FP8 bits itself).
 The warp-specialised kernel runs on sm_90a devices only; elsewhere the plan keeps every call on the tl.* kernel.
 
 Dense launchers keep a ``LaunchPlan`` per argument signature (``core/plans.py``), so a repeated call shape

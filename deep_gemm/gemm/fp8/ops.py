@@ -14,8 +14,8 @@ _NOT_COVERED = "reference for FP4 operands, int32 UE8M0 scales and K granularity
 
 def _fp4_forms_note() -> str:
     """The dense and M-grouped GEMMs hand FP4 operands, int32 scales and K granularity 32 to the FP4 family's kernel
-    (``gemm/fp4/launch.py``; opt-in while that family is listed in ``core/gpu_validation.py``), which runs them unless one operand's scales
-    are FP32 and the other's int32."""
+    (``gemm/fp4/launch.py``; opt-in while that family is listed in ``core/gpu_validation.py``), which runs them
+    unless one operand's scales are FP32 and the other's int32."""
     opt_in = gpu_validation.opt_in_note("fp4_gemm")
     return ("FP4 operands, int32 UE8M0 scales, K granularity 32: the FP4 kernel"
             + (f" ({opt_in})" if opt_in else "") + "; the reference with FP32 scales on one operand and int32 on "

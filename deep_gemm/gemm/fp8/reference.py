@@ -42,14 +42,31 @@ def fp8_gemm_nt_skip_head_mid_reference(a, sfa, b, sfb, d, head_splits, recipe, 
     d[:, head_split_columns(b.size(0), head_splits, d.device)] = out.to(d.dtype)
 
 
+def psum_starts(ends: torch.Tensor) -> torch.Tensor:
+    """First row (M psum) or K row (K psum) of every group of a psum layout, int64 [G]: the previous group's end
+    aligned up to ``get_mk_alignment_for_contiguous_layout()`` (0 for the first group)."""
+    alignment = get_mk_alignment_for_contiguous_layout()
+    ends = ends.long()
+    previous = torch.cat([ends.new_zeros(1), ends[:-1]])
+    return (previous + alignment - 1) // alignment * alignment
+
+
+def k_group_bounds(grouped_layout: torch.Tensor, use_psum_layout: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(start, end) K of every group of a K-grouped layout (sizes, or psum ends), int64 [G] each, computed on the
+    device (no host read of grouped_layout)."""
+    layout = grouped_layout.long()
+    if use_psum_layout:
+        return psum_starts(layout), layout
+    ends = torch.cumsum(layout, 0)
+    return ends - layout, ends
+
+
 def row_groups(grouped_layout: torch.Tensor, m: int, num_groups: int, use_psum_layout: bool) -> torch.Tensor:
     """Group of every row (int64 [M]), -1 for padding / gap rows, computed on the device (no host sync)."""
     if not use_psum_layout:
         return grouped_layout.long()
-    alignment = get_mk_alignment_for_contiguous_layout()
     ends = grouped_layout.long()
-    previous = torch.cat([ends.new_zeros(1), ends[:-1]])
-    starts = (previous + alignment - 1) // alignment * alignment
+    starts = psum_starts(ends)
     rows = torch.arange(m, device=grouped_layout.device)[:, None]
     inside = (rows >= starts[None, :]) & (rows < ends[None, :])  # [M, G]
     return torch.where(inside.any(dim=1), inside.int().argmax(dim=1), -1)
