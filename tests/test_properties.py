@@ -225,6 +225,155 @@ def test_fp8_k_grouped_tn(ks, m, n, seed):
     close(d, want, 1e-5, "k_grouped_fp8")
 
 
+def psum_k_groups(data, num_groups: int, alignment: int, sum_k_slack: int):
+    """Random K psum ends (empty groups, padding after unaligned ends) and the sum_K that holds them."""
+    ends, previous = [], 0
+    for _ in range(num_groups):
+        if data.draw(st.booleans()):  # an empty group repeats the previous end
+            ends.append(previous)
+            continue
+        start = -(-previous // alignment) * alignment
+        previous = start + data.draw(st.integers(0, 40))
+        ends.append(previous)
+    return ends, previous + data.draw(st.integers(0, sum_k_slack))
+
+
+def k_psum_truth(a, b, ends, alignment):
+    """float64 [G, M, N]: group g sums K rows [align(end[g-1]), end[g]) of a.T @ b (rank-1 updates)."""
+    want = torch.zeros(len(ends), a.size(1), b.size(1), dtype=torch.float64)
+    previous = 0
+    for g, end in enumerate(ends):
+        for kk in range(-(-previous // alignment) * alignment, end):
+            want[g] += a[kk].double()[:, None] * b[kk].double()[None, :]
+        previous = end
+    return want
+
+
+@examples(120)
+@given(g=st.integers(1, 4), m=mult8, n=mult8, alignment=st.sampled_from([8, 16, 128]),
+       accumulate=st.booleans(), data=st.data())
+def test_bf16_k_grouped_psum(g, m, n, alignment, accumulate, data):
+    ends, sum_k = psum_k_groups(data, g, alignment, 9)
+    gen = seeded(data.draw(seeds))
+    a, b = randn(sum_k, m, gen=gen, dtype=BF16), randn(sum_k, n, gen=gen, dtype=BF16)
+    c = randn(g, m, n, gen=gen) if accumulate else None
+    d = torch.full((g, m, n), float("nan"))
+    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
+    try:
+        deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, torch.tensor(ends, dtype=torch.int32), c=c,
+                                                     use_psum_layout=True)
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+    want = k_psum_truth(a, b, ends, alignment) + (c.double() if accumulate else 0)
+    close(d, want, 1e-5, f"k_grouped_bf16 psum {ends}")
+
+
+# ---- FP4 GEMMs ----------------------------------------------------------------------------------------------------
+
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def e2m1_values(packed: torch.Tensor) -> torch.Tensor:
+    """float64 [rows, 2 * bytes] of packed E2M1 pairs (the even element in the low nibble), by table."""
+    rows, width = packed.shape
+    out = torch.zeros(rows, 2 * width, dtype=torch.float64)
+    for r in range(rows):
+        for j in range(width):
+            byte = int(packed[r, j]) & 0xFF
+            for half, code in enumerate((byte & 0x0F, byte >> 4)):
+                out[r, 2 * j + half] = (-1.0 if code & 0x8 else 1.0) * E2M1[code & 0x7]
+    return out
+
+
+@examples(120)
+@given(g=st.integers(1, 3), m=st.integers(1, 9), n=st.integers(1, 9), psum=st.booleans(),
+       accumulate=st.booleans(), data=st.data())
+def test_fp4_k_grouped(g, m, n, psum, accumulate, data):
+    alignment = 32
+    if psum:
+        ends, sum_k = psum_k_groups(data, g, alignment, 0)
+        sum_k = -(-sum_k // 32) * 32  # whole scale blocks of 32 K
+        ks, layout = None, ends
+    else:
+        ks = [32 * data.draw(st.integers(0, 3)) for _ in range(g)]
+        sum_k, layout = sum(ks), ks
+    gen = seeded(data.draw(seeds))
+    a = torch.randint(-128, 128, (m, sum_k // 2), dtype=torch.int8, generator=gen)
+    b = torch.randint(-128, 128, (n, sum_k // 2), dtype=torch.int8, generator=gen)
+    sfa = torch.exp2(torch.randint(-4, 5, (sum_k // 32, m), generator=gen).float())
+    sfb = torch.exp2(torch.randint(-4, 5, (sum_k // 32, n), generator=gen).float())
+    c = randn(g, m, n, gen=gen) if accumulate else None
+    d = torch.full((g, m, n), float("nan"))
+    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
+    try:
+        deep_gemm.k_grouped_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, ks, torch.tensor(layout, dtype=torch.int32),
+                                                   c=c, use_psum_layout=psum)
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+    # [sum_K, M] / [sum_K, N] scaled values, then the K-grouped float64 sums
+    av = (e2m1_values(a) * sfa.double().T.repeat_interleave(32, dim=1)).T
+    bv = (e2m1_values(b) * sfb.double().T.repeat_interleave(32, dim=1)).T
+    if psum:
+        want = k_psum_truth(av, bv, ends, alignment)
+    else:
+        want, start = torch.zeros(g, m, n, dtype=torch.float64), 0
+        for i, k_size in enumerate(ks):
+            want[i] = av[start:start + k_size].T @ bv[start:start + k_size]
+            start += k_size
+    close(d, want + (c.double() if accumulate else 0), 1e-6, f"k_grouped_fp4 {layout} psum={psum}")
+
+
+@examples(80)
+@given(m=st.integers(1, 9), n=st.integers(1, 9), blocks=st.integers(0, 3), out=st.sampled_from([BF16, torch.float32]),
+       seed=seeds)
+def test_fp4_k_grouped_sizes_vs_dense(m, n, blocks, out, seed):
+    """One group of K = 32 * blocks is the dense product: the K-grouped FP4 GEMM against the FP8 x FP4 dense GEMM's
+    FP4 form (same operands, packed UE8M0 scales); d written once by each (a rounding to BF16 for BF16 d)."""
+    gen = seeded(seed)
+    k = 32 * blocks
+    a = torch.randint(-128, 128, (m, k // 2), dtype=torch.int8, generator=gen)
+    b = torch.randint(-128, 128, (n, k // 2), dtype=torch.int8, generator=gen)
+    sfa = torch.exp2(torch.randint(-4, 5, (k // 32, m), generator=gen).float())
+    sfb = torch.exp2(torch.randint(-4, 5, (k // 32, n), generator=gen).float())
+    d = torch.full((1, m, n), float("nan"))
+    deep_gemm.k_grouped_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, [k], torch.tensor([k], dtype=torch.int32))
+    av = e2m1_values(a) * sfa.double().T.repeat_interleave(32, dim=1)
+    bv = e2m1_values(b) * sfb.double().T.repeat_interleave(32, dim=1)
+    close(d[0], av @ bv.T, 1e-6, "k_grouped_fp4 one group")
+
+
+# ---- symmetric products -------------------------------------------------------------------------------------------
+
+@examples(100)
+@given(batch=st.sampled_from([None, 1, 3]), m=small, k=small, dtype=st.sampled_from([BF16, torch.float32]),
+       transposed=st.booleans(), seed=seeds)
+def test_batched_syrk(batch, m, k, dtype, transposed, seed):
+    gen = seeded(seed)
+    lead = () if batch is None else (batch,)
+    a = randn(*lead, m, k, gen=gen, dtype=dtype)
+    if transposed:  # column-major storage of the same values
+        a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    d = torch.full((*lead, m, m), float("nan"), dtype=dtype)
+    deep_gemm.batched_syrk(a, d)
+    want = (a.double()[..., :, None, :] * a.double()[..., None, :, :]).sum(-1)
+    close(d, want, 1e-2 if dtype == BF16 else 1e-5, "batched_syrk")
+
+
+@examples(100)
+@given(batch=st.sampled_from([None, 1, 3]), m=small, n=small, dtype=st.sampled_from([BF16, torch.float32]),
+       seed=seeds)
+def test_batched_symm(batch, m, n, dtype, seed):
+    gen = seeded(seed)
+    lead = () if batch is None else (batch,)
+    half = randn(*lead, m, m, gen=gen)
+    a = (half + half.transpose(-1, -2)).to(dtype)
+    b = randn(*lead, m, n, gen=gen, dtype=dtype)
+    d = torch.full((*lead, m, n), float("nan"), dtype=dtype)
+    deep_gemm.batched_symm(a, b, d)
+    want = (a.double()[..., :, :, None] * b.double()[..., None, :, :]).sum(-2)
+    close(d, want, 1e-2 if dtype == BF16 else 1e-5, "batched_symm")
+
+
 # ---- attention (MQA logits) ---------------------------------------------------------------------------------------
 
 @examples(120)
@@ -385,6 +534,33 @@ def test_bad_grouped_data(g, data):
         close(d, want, 1e-2, "accepted layout")
     finally:
         deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+
+
+@examples(120)
+@given(g=st.integers(1, 4), data=st.data())
+def test_bad_k_psum_ends(g, data):
+    """Random K psum ends, valid or not: a DeepGEMMError with d untouched, or the float64 result."""
+    alignment, sum_k, m, n = 8, 24, 8, 8
+    ends = [data.draw(st.integers(-2, sum_k + 2)) for _ in range(g)]
+    gen = seeded(data.draw(seeds))
+    a, b = randn(sum_k, m, gen=gen, dtype=BF16), randn(sum_k, n, gen=gen, dtype=BF16)
+    d = torch.full((g, m, n), 5.0)
+    before = d.clone()
+    valid, previous = ends[-1] <= sum_k, 0
+    for end in ends:
+        valid = valid and (end == previous or end >= -(-previous // alignment) * alignment)
+        previous = end
+    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
+    try:
+        deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, torch.tensor(ends, dtype=torch.int32),
+                                                     use_psum_layout=True)
+    except DeepGEMMError:
+        assert torch.equal(d, before) and not valid, f"valid ends were refused: {ends}"
+        return
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+    assert valid, f"bad ends were accepted: {ends}"
+    close(d, k_psum_truth(a, b, ends, alignment), 1e-5, f"accepted ends {ends}")
 
 
 @examples(80)

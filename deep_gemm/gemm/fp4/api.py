@@ -49,7 +49,9 @@ def k_grouped_fp4_gemm_nt_contiguous(a: Pair, b: Pair, d: torch.Tensor, ks: Opti
         Per-group K sizes (multiples of 32), required without the psum layout; ``sum(ks) == sum_K``.
     grouped_layout : Tensor
         int32 ``[G]``: each group's K size (the same as ``ks``), or with ``use_psum_layout`` each group's logical K
-        end, the group starting at ``align(previous end, get_mk_alignment_for_contiguous_layout())``.
+        end, the group starting at ``align(previous end, get_mk_alignment_for_contiguous_layout())``; each end
+        repeats the previous one (an empty group) or reaches it aligned up, the last at most sum_K. Checked on the
+        CPU, and on CUDA in the checked mode (``set_checks("data")``).
     c : Tensor, optional
         FP32 ``[G, M, N]`` accumulator; may be ``d`` itself.
     recipe : (int, int, int)
