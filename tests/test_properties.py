@@ -485,6 +485,99 @@ def test_einsum_bmk_bnk_mn(s, m, n, k, seed):
     close(d, want, 1e-5, "einsum")
 
 
+# ---- Mega MoE (one rank) ------------------------------------------------------------------------------------------
+
+@examples(120)
+@given(experts=st.sampled_from([2, 4, 6]), tokens=st.integers(0, 12), hidden=st.sampled_from([128, 256]),
+       inter=st.sampled_from([128, 256]), clamp=st.sampled_from([None, 1.0, 10.0]), shared=st.booleans(),
+       stats=st.booleans(), data=st.data())
+def test_bf16_mega_moe(experts, tokens, hidden, inter, clamp, shared, stats, data):
+    """bf16_mega_moe at world size 1 against a float64 loop over tokens and slots: SwiGLU with the clamp, times the
+    top-k weight, rounded to BF16 (the layer's intermediate), L2 rounded to BF16, summed over the routed slots, plus
+    the shared expert; the received-token statistics exact. Besides calc_diff (blind to a common scale error), the
+    mean error must stay within a few BF16 roundings of the mean value."""
+    from deep_gemm.testing.mega_moe import bf16_buffer, bf16_weights
+    topk = data.draw(st.integers(1, min(3, experts)))
+    gen = seeded(data.draw(seeds))
+    w1, w2 = bf16_weights(experts, hidden, inter, "cpu", seed=data.draw(st.integers(0, 9)))
+    idx = torch.rand(tokens, experts, generator=gen).argsort(dim=1)[:, :topk]  # distinct experts per token
+    idx[torch.rand(tokens, topk, generator=gen) < data.draw(st.sampled_from([0.0, 0.3, 1.0]))] = -1
+    weights = torch.rand(tokens, topk, generator=gen) + 0.25
+    x = randn(tokens, hidden, gen=gen, dtype=BF16)
+    buf = bf16_buffer(experts, max(tokens, 1), topk, hidden, inter, "cpu")
+    buf.x[:tokens].copy_(x)
+    buf.topk_idx[:tokens].copy_(idx)
+    buf.topk_idx[tokens:].fill_(-1)
+    buf.topk_weights[:tokens].copy_(weights)
+    l1, l2 = deep_gemm.transform_weights_for_mega_moe(w1, w2, mma_type="bf16xbf16")
+    extra = {}
+    if shared:
+        s1, s2 = bf16_weights(1, hidden, inter, "cpu", seed=7)
+        extra = dict(zip(("shared_l1_weights", "shared_l2_weights"),
+                         deep_gemm.transform_weights_for_mega_moe(s1[0], s2[0], mma_type="bf16xbf16")))
+    counts = torch.arange(experts, dtype=torch.int32) * 5 if stats else None
+    before = None if counts is None else counts.clone()
+    y = torch.full((tokens, hidden), float("nan"), dtype=BF16)
+    deep_gemm.bf16_mega_moe(y, l1, l2, buf, cumulative_local_expert_recv_stats=counts, activation_clamp=clamp,
+                            **extra)
+
+    def expert(w_up_gate, w_down, token, weight=1.0):
+        h = w_up_gate.double() @ token  # [gate | up]
+        gate, up = h[:h.numel() // 2], h[h.numel() // 2:]
+        if clamp is not None:
+            gate, up = gate.clamp(max=clamp), up.clamp(-clamp, clamp)
+        act = (gate * torch.sigmoid(gate) * up * weight).to(BF16).double()
+        return (w_down.double() @ act).to(BF16).double()
+
+    want = torch.zeros(tokens, hidden, dtype=torch.float64)
+    for t in range(tokens):
+        xt = x[t].double()
+        for slot in range(topk):
+            e = int(idx[t, slot])
+            if e >= 0:
+                want[t] += expert(w1[e], w2[e], xt, float(weights[t, slot]))
+        if shared:
+            want[t] += expert(s1[0], s2[0], xt)
+    if tokens and (shared or bool((idx >= 0).any())):
+        want = want.to(BF16).double()  # the layer's last rounding
+        assert deep_gemm.testing.calc_diff(y, want) < 1e-4
+        assert (y.double() - want).abs().mean() <= 5e-4 * want.abs().mean()
+    elif tokens:
+        assert not y.float().any(), "tokens with every slot masked and no shared expert must come out zero"
+    if counts is not None:
+        received = torch.bincount(idx[idx >= 0], minlength=experts).int()
+        assert torch.equal(counts, before + received)
+
+
+@examples(80)
+@given(tokens=st.integers(0, 9), hidden=st.sampled_from([128, 384]), topk=st.integers(1, 4),
+       scaling=st.sampled_from([1.0, 2.5]), seed=seeds)
+def test_mega_moe_pre_dispatch_sm90(tokens, hidden, topk, scaling, seed):
+    """FP8 tokens with one FP32 scale per 128 channels, ``max(amax, 1e-10) / 448`` (DeepGEMM's formula), bitwise;
+    the top-k copied with the weights scaled; the buffer's slots past the tokens masked."""
+    gen = seeded(seed)
+    capacity = tokens + 3
+    x = randn(tokens, hidden, gen=gen, dtype=BF16) * float(torch.rand(1, generator=gen) * 100)
+    idx = torch.randint(-1, 8, (tokens, topk), generator=gen)
+    w = torch.rand(tokens, topk, generator=gen)
+    buf_x = torch.zeros(capacity, hidden, dtype=FP8)
+    buf_sf = torch.zeros(capacity, hidden // 128)
+    buf_idx = torch.full((capacity, topk), 5, dtype=torch.int64)
+    buf_w = torch.full((capacity, topk), 9.0)
+    deep_gemm.mega_moe_pre_dispatch_sm90(x, idx, w, buf_x, buf_sf, buf_idx, buf_w, tokens,
+                                         routed_scaling_factor=scaling)
+    for t in range(tokens):
+        for g in range(hidden // 128):
+            block = x[t, g * 128:(g + 1) * 128].float()
+            scale = torch.tensor(max(float(block.abs().max()), 1e-10), dtype=torch.float32) / \
+                torch.tensor(448.0, dtype=torch.float32)
+            assert torch.equal(buf_sf[t, g], scale), (t, g)
+            assert torch.equal(buf_x[t, g * 128:(g + 1) * 128].view(torch.uint8),
+                               (block * (1.0 / scale)).to(FP8).view(torch.uint8)), (t, g)
+    assert torch.equal(buf_idx[:tokens], idx) and torch.equal(buf_w[:tokens], w * scaling)
+    assert bool((buf_idx[tokens:] == -1).all()) and bool((buf_w[tokens:] == 0).all())
+
+
 # ---- random bad data: a DeepGEMMError and an untouched output, or the correct result ---------------------------
 
 @examples(120)
