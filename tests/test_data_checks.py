@@ -224,7 +224,7 @@ DATA_CHECKED = ["m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_conti
                 "fp8_fp4_mqa_logits", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
                 "get_mn_major_tma_aligned_packed_ue8m0_tensor",
                 "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor", "fp8_mega_moe", "fp8_fp4_mega_moe",
-                "bf16_mega_moe", "k_grouped_fp4_gemm_nt_contiguous"]
+                "bf16_mega_moe", "k_grouped_fp4_gemm_nt_contiguous", "get_paged_sparse_mqa_logits_metadata"]
 
 
 def test_mode_switch_installs_and_removes_the_hook(checks_off):

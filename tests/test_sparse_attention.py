@@ -296,6 +296,28 @@ def test_paged_bad_cache():
                                                  torch.zeros(2, 4, dtype=torch.int32), torch.float8_e4m3fn, 16)
 
 
+@pytest.mark.parametrize("lens,indices,message", [
+    ([40, 9], [[0, 1, 2, 8], [0, 0, 0, 0]],
+     r"sparse_kv_block_indices: expected the used slots' logical blocks in \[0, 8\) .* "
+     r"sparse_kv_block_indices\[0, 3\] = 8"),
+    ([40, 9], [[0, 1, 2, 3], [-1, 5, 5, 5]], r"sparse_kv_block_indices\[1, 0\] = -1"),
+    ([40, -1], [[0, 1, 2, 3], [0, 0, 0, 0]],
+     r"context_lens: expected non-negative lengths, got context_lens\[1\] = -1"),
+], ids=["past_the_table", "negative", "negative_length"])
+def test_paged_metadata_bad_data_raises(lens, indices, message):
+    """A used slot's logical block outside the row's block table would read another request's page (the CPU
+    kernel checks it; CUDA in the checked mode). Unused slots (past ceil(len / sparse_block_kv)) may hold anything:
+    row 1 (9 tokens: two blocks) has 5s in its unused slots."""
+    args = (torch.tensor(lens, dtype=torch.int32), torch.tensor([[1, 0], [0, 1]], dtype=torch.int32),
+            torch.tensor([0, 1], dtype=torch.int32), 32, torch.tensor(indices, dtype=torch.int32), torch.float8_e4m3fn,
+            8)
+    with pytest.raises(DeepGEMMError, match=message):
+        OPS.get_paged_sparse_mqa_logits_metadata(*args)
+    good = [[0, 1, 2, 3], [1, 0, 99, -7]]  # row 1 uses two slots; the rest is ignored
+    OPS.get_paged_sparse_mqa_logits_metadata(torch.tensor([40, 9], dtype=torch.int32), *args[1:4],
+                                             torch.tensor(good, dtype=torch.int32), *args[5:])
+
+
 def test_backends_say_triton():
     """Triton kernels (attention/sparse/kernels.py), on by default."""
     report = deep_gemm.backends()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ...core.data_checks import require_values
 from ...core.errors import require, require_contiguous, require_dim, require_dtype, require_same_device
 
 NUM_HEADS, HEAD_DIM = 32, 128
@@ -160,3 +161,26 @@ def check_fp8_fp4_paged_sparse_mqa_logits(q, q_sf, kv_cache, weights, metadata, 
             and kv_cache.stride(0) % PAGE_STRIDE_ALIGN == 0,
             f"kv_cache: expected dense tokens (stride(1) == {token_bytes}, stride(3) == 1) and a page stride that is a "
             f"multiple of {PAGE_STRIDE_ALIGN} bytes, got strides {kv_cache.stride()}")
+
+
+# ---- Data checks: the values of the index tensors (CPU kernels always; CUDA in the checked mode) -----------------
+
+def check_data_get_paged_sparse_mqa_logits_metadata(*, context_lens, block_table, page_kv, sparse_kv_block_indices,
+                                                    sparse_block_kv, **_) -> None:
+    """Context lengths non-negative; every used slot's logical block inside the row's block table (a block past
+    it would read another request's page)."""
+    lens = context_lens.reshape(-1).long()
+    indices = sparse_kv_block_indices.long()
+    num_max = indices.size(1)
+    num_blocks = block_table.size(1) * (page_kv // sparse_block_kv)
+    used = torch.arange(num_max, device=indices.device)[None, :] < \
+        ((lens.clamp(min=0) + sparse_block_kv - 1) // sparse_block_kv)[:, None]
+    width = max(num_max, 1)
+    require_values([
+        (lens < 0, lambda i: f"context_lens: expected non-negative lengths, got context_lens[{i}] = "
+                             f"{int(context_lens.reshape(-1)[i])}"),
+        (used & ((indices < 0) | (indices >= num_blocks)),
+         lambda i: f"sparse_kv_block_indices: expected the used slots' logical blocks in [0, {num_blocks}) (the "
+                   f"block table's {block_table.size(1)} pages x {page_kv // sparse_block_kv} blocks), got "
+                   f"sparse_kv_block_indices[{i // width}, {i % width}] = {int(indices.reshape(-1)[i])}"),
+    ])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...core import arch, gpu_validation
 from ...core.plans import replayable_allocating
-from ...core.registry import register
+from ...core.registry import register, set_data_check
 from . import checks
 from . import launch as tri
 from . import reference as ref
@@ -45,3 +45,6 @@ for _name, _fake in (("get_sparse_mqa_logits_metadata", _fake_contiguous_metadat
     register(_name, check=getattr(checks, f"check_{_name}"), reference=getattr(ref, f"{_name}_reference"),
              fake=_fake, triton=replayable_allocating(getattr(tri, f"{_name}_triton")),
              arch=_LOGITS_ARCH if "logits_metadata" not in _name else arch.ANY_MMA, triton_note=_NOTE)
+
+# Data checks (values of the index tensors): always on the CPU, on CUDA in the checked mode (core/checks_mode.py).
+set_data_check("get_paged_sparse_mqa_logits_metadata", checks.check_data_get_paged_sparse_mqa_logits_metadata)
