@@ -65,7 +65,9 @@ def get_paged_sparse_mqa_logits_metadata(context_lens: torch.Tensor, block_table
         Tokens per page, a multiple of ``sparse_block_kv``.
     sparse_kv_block_indices : Tensor
         int32 ``[num_q_tokens, num_max_sparse_blocks]``: row i starts with its
-        ``min(num_max_sparse_blocks, ceil(context_lens[i] / sparse_block_kv))`` selected logical blocks.
+        ``min(num_max_sparse_blocks, ceil(context_lens[i] / sparse_block_kv))`` selected logical blocks, each inside
+        the row's block table (``[0, pages * page_kv / sparse_block_kv)``; checked on the CPU, and on CUDA in the
+        checked mode, ``set_checks("data")``); the rest is ignored.
     qk_dtype, sparse_block_kv
         As in :func:`get_sparse_mqa_logits_metadata`.
     """
