@@ -430,6 +430,130 @@ def test_paged_mqa_logits(batch, next_n, block_kv, data):
     close(got[finite], want[finite], 1e-5, "paged")
 
 
+def ue8m0_word_scales(words: torch.Tensor) -> torch.Tensor:
+    """float64 [..., 128]: the scale of each element from int32 words of four UE8M0 bytes (byte g: elements 32g..)."""
+    w = words.long() & 0xFFFFFFFF
+    exps = torch.stack([(w >> (8 * g)) & 0xFF for g in range(4)], dim=-1)
+    return torch.exp2((exps - 127).double()).repeat_interleave(32, dim=-1)
+
+
+@examples(120)
+@given(nq=st.integers(0, 4), num_kv=st.integers(0, 70), sbk=st.sampled_from([8, 16]), fp4=st.booleans(),
+       unaligned=st.booleans(), data=st.data())
+def test_sparse_mqa_logits(nq, num_kv, sbk, fp4, unaligned, data):
+    """Block-sparse indexer logits (32 heads x 128): column j * sbk + t of row i is sum_h relu(q_h . k) * w_h for
+    token t of the row's j-th selected block (start idx * sbk, plus ks % sbk when unaligned), -inf for unused slots
+    and tokens past the KV; against a float64 loop with the E2M1 / UE8M0 decoding written here."""
+    heads, dim, num_max = 32, 128, 4
+    gen = seeded(data.draw(seeds))
+    ks = [data.draw(st.integers(0, num_kv)) for _ in range(nq)]
+    if not unaligned:
+        ks = [k - k % sbk for k in ks]
+    ke = [data.draw(st.integers(k, num_kv)) for k in ks]
+    counts = [min(num_max, -(-(e - b) // sbk)) for b, e in zip(ks, ke)]
+    blocks = -(-num_kv // sbk) + 1
+    rows = [sorted(data.draw(st.lists(st.integers(0, blocks), min_size=c, max_size=c, unique=True))) + [0] * (4 - c)
+            for c in counts]
+    indices = torch.tensor(rows, dtype=torch.int32).reshape(nq, num_max)
+
+    def operand(n):
+        if fp4:
+            return torch.randint(-128, 128, (n, dim // 2), dtype=torch.int8, generator=gen)
+        return (torch.randn(n, dim, generator=gen) * 2).to(FP8)
+
+    def words(n):
+        exps = torch.randint(125, 130, (n, 4), generator=gen, dtype=torch.int32)
+        return exps[:, 0] | (exps[:, 1] << 8) | (exps[:, 2] << 16) | (exps[:, 3] << 24)
+
+    width = dim // 2 if fp4 else dim
+    q, q_sf = operand(nq * heads).reshape(nq, heads, width), words(nq * heads).reshape(nq, heads)
+    kv, kv_sf = operand(num_kv), words(num_kv)
+    w = randn(nq, heads, gen=gen, dtype=BF16)
+    dtype = torch.int8 if fp4 else FP8
+    meta = deep_gemm.get_sparse_mqa_logits_metadata(torch.tensor(ks, dtype=torch.int32),
+                                                    torch.tensor(ke, dtype=torch.int32), num_kv, indices, dtype, sbk,
+                                                    use_unaligned_ks=unaligned)
+    out = deep_gemm.fp8_fp4_sparse_mqa_logits((q, q_sf), (kv, kv_sf), w, meta, num_max, sbk,
+                                              use_unaligned_ks=unaligned)
+
+    def values(x, sf):
+        raw = e2m1_values(x.reshape(-1, width)) if fp4 else x.reshape(-1, width).double()
+        return raw.reshape(*sf.shape, dim) * ue8m0_word_scales(sf)
+
+    qv, kvv = values(q, q_sf), values(kv, kv_sf)
+    want = torch.full((nq, num_max * sbk), float("-inf"), dtype=torch.float64)
+    for i in range(nq):
+        for j in range(counts[i]):
+            start = rows[i][j] * sbk + (ks[i] % sbk if unaligned else 0)
+            for t in range(sbk):
+                token = start + t
+                if token < num_kv:
+                    scores = (qv[i] @ kvv[token]).clamp(min=0)
+                    want[i, j * sbk + t] = float(scores @ w[i].double())
+    got = out.double()
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    close(got[finite], want[finite], 8e-3, "sparse_mqa_logits")
+
+
+@examples(80)
+@given(nq=st.integers(1, 3), pages=st.integers(1, 4), page_kv=st.sampled_from([32, 64]), sbk=st.sampled_from([8, 16]),
+       fp4=st.booleans(), data=st.data())
+def test_paged_sparse_mqa_logits(nq, pages, page_kv, sbk, fp4, data):
+    """The paged form: row i's logical block idx lies in page idx // (page_kv / sbk) of its block-table row, at
+    (idx % (page_kv / sbk)) * sbk within it; the fused cache holds each page's token values, then their scale words
+    (512-byte aligned pages). Against a float64 loop over the physical tokens, decoded here."""
+    heads, dim, num_max = 32, 128, 4
+    gen = seeded(data.draw(seeds))
+    width = dim // 2 if fp4 else dim
+    token_bytes = width + 4
+    stride = -(-page_kv * token_bytes // 512) * 512
+    values = torch.randint(0, 256, (pages, page_kv, width), dtype=torch.uint8, generator=gen)
+    if not fp4:  # finite E4M3 codes only (0x7F / 0xFF are NaN)
+        values = torch.where((values & 0x7F) == 0x7F, values ^ 0x01, values)
+    exps = torch.randint(125, 130, (pages, page_kv, 4), dtype=torch.uint8, generator=gen)
+    raw = torch.zeros(pages, stride, dtype=torch.uint8)
+    raw[:, :page_kv * width] = values.reshape(pages, -1)
+    raw[:, page_kv * width:page_kv * token_bytes] = exps.reshape(pages, -1)
+    cache = raw.reshape(-1).as_strided((pages, page_kv, 1, token_bytes), (stride, token_bytes, token_bytes, 1))
+    table = torch.stack([torch.randperm(pages, generator=gen) for _ in range(nq)]).int()
+    bpp = page_kv // sbk
+    lens = [data.draw(st.integers(0, pages * page_kv)) for _ in range(nq)]
+    counts = [min(num_max, -(-n // sbk)) for n in lens]
+    rows = [data.draw(st.lists(st.integers(0, pages * bpp - 1), min_size=c, max_size=c)) + [0] * (num_max - c)
+            for c in counts]
+    q_bytes = torch.randint(0, 256, (nq, 1, heads, width), dtype=torch.uint8, generator=gen)
+    if not fp4:
+        q_bytes = torch.where((q_bytes & 0x7F) == 0x7F, q_bytes ^ 0x01, q_bytes)
+    q = q_bytes.view(torch.int8 if fp4 else FP8)
+    q_exps = torch.randint(125, 130, (nq, 1, heads, 4), dtype=torch.uint8, generator=gen)
+    q_sf = q_exps.view(torch.int32).reshape(nq, 1, heads)
+    w = randn(nq, heads, gen=gen, dtype=BF16)
+    dtype = torch.int8 if fp4 else FP8
+    meta = deep_gemm.get_paged_sparse_mqa_logits_metadata(torch.tensor(lens, dtype=torch.int32), table,
+                                                          torch.arange(nq, dtype=torch.int32), page_kv,
+                                                          torch.tensor(rows, dtype=torch.int32), dtype, sbk)
+    out = deep_gemm.fp8_fp4_paged_sparse_mqa_logits((q, q_sf), cache, w, meta, num_max, sbk)
+
+    def decode(codes, exps_bytes):  # codes uint8 [width], exponents uint8 [4] -> float64 [128]
+        vals = e2m1_values(codes.view(torch.int8)[None])[0] if fp4 else codes.view(FP8).double()
+        return vals * torch.exp2((exps_bytes.double() - 127)).repeat_interleave(32)
+
+    want = torch.full((nq, num_max * sbk), float("-inf"), dtype=torch.float64)
+    for i in range(nq):
+        qv = torch.stack([decode(q_bytes[i, 0, h], q_exps[i, 0, h]) for h in range(heads)])
+        for j in range(counts[i]):
+            page = int(table[i, rows[i][j] // bpp])
+            for t in range(sbk):
+                token = (rows[i][j] % bpp) * sbk + t
+                key = decode(values[page, token], exps[page, token])
+                want[i, j * sbk + t] = float((qv @ key).clamp(min=0) @ w[i].double())
+    got = out.double()
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    close(got[finite], want[finite], 8e-3, "paged_sparse_mqa_logits")
+
+
 # ---- layout ------------------------------------------------------------------------------------------------------
 
 @examples(120)
