@@ -554,6 +554,50 @@ def test_paged_sparse_mqa_logits(nq, pages, page_kv, sbk, fp4, data):
     close(got[finite], want[finite], 8e-3, "paged_sparse_mqa_logits")
 
 
+@examples(200)
+@given(nq=st.integers(0, 40), num_kv=st.integers(0, 3000), heads=st.sampled_from([8, 16, 32, 64]),
+       sms=st.integers(1, 9), data=st.data())
+def test_mqa_logits_metadata_partitions_the_work(nq, num_kv, heads, sms, data):
+    """get_mqa_logits_metadata: each Q block's span (base = the rows' smallest clipped ks rounded down to 4 tokens,
+    splits of 256 tokens up to their largest clipped ke), and the SMs' (start block, start split, count) words cut
+    that work into contiguous pieces in order, every split exactly once, balanced to one split and one segment."""
+    from deep_gemm.attention.metadata.plan import SPLIT_KV
+    ks = [data.draw(st.integers(-5, num_kv + 5)) for _ in range(nq)]
+    ke = [data.draw(st.integers(-5, num_kv + 300)) for _ in range(nq)]
+    deep_gemm.set_num_sms(sms)
+    try:
+        meta = deep_gemm.get_mqa_logits_metadata(torch.tensor(ks, dtype=torch.int32),
+                                                 torch.tensor(ke, dtype=torch.int32), num_kv, heads).tolist()
+    finally:
+        deep_gemm.set_num_sms(0)
+    bq = max(1, 128 // heads)
+    blocks = -(-nq // bq)
+    first = (3 * sms + 1) // 2 * 2
+    assert len(meta) == first + 2 * blocks
+    splits = []
+    for b in range(blocks):
+        rows = range(b * bq, min(nq, (b + 1) * bq))
+        lo = min(min(max(ks[r], 0), num_kv) for r in rows)
+        hi = max(min(max(ke[r], 0), num_kv) for r in rows)
+        base = lo // 4 * 4
+        splits.append(-(-max(hi - base, 0) // SPLIT_KV))
+        assert meta[first + 2 * b:first + 2 * b + 2] == [base, splits[-1]], b
+    before = [sum(splits[:b]) for b in range(blocks + 1)]  # splits before each block (the global coordinate)
+    coordinate, counts = 0, []
+    for sm in range(sms):
+        block, offset, count = meta[2 * sm], meta[2 * sm + 1], meta[2 * sms + sm]
+        assert count >= 0
+        if count:
+            assert 0 <= block < blocks and 0 <= offset < splits[block], (sm, block, offset)
+            assert before[block] + offset == coordinate, (sm, "pieces must follow one another")
+        counts.append(count)
+        coordinate += count
+    assert coordinate == before[-1], "every split exactly once"
+    # balance: the cost (a split, plus one per block begun) is cut into equal shares; no SM gets more splits
+    total_cost = before[-1] + sum(1 for n in splits if n)
+    assert max(counts) <= -(-total_cost // sms) + 1, (counts, total_cost)
+
+
 # ---- layout ------------------------------------------------------------------------------------------------------
 
 @examples(120)
