@@ -746,6 +746,55 @@ def test_mega_moe_pre_dispatch_sm90(tokens, hidden, topk, scaling, seed):
     assert bool((buf_idx[tokens:] == -1).all()) and bool((buf_w[tokens:] == 0).all())
 
 
+# ---- MoE gate ------------------------------------------------------------------------------------------------------
+
+@examples(200)
+@given(tokens=st.integers(0, 6), experts=st.sampled_from([4, 8, 12]), scoring=st.sampled_from(
+    ["identity", "sigmoid", "sqrtsoftplus"]), biased=st.booleans(), masked=st.booleans(),
+    shared=st.sampled_from([0, 1, 2]), data=st.data())
+def test_bf16_mega_gate(tokens, experts, scoring, biased, masked, shared, data):
+    """bf16_mega_gate's routing path: the K experts of highest scored logit (plus the bias, for ranking only), the
+    weights their unbiased scores over the sum times the scaling, the shared experts after them with weight 1,
+    masked tokens -1 / 0; against float64 here (tokens whose K-th and next keys nearly tie are not compared)."""
+    # (with shared experts as routed: K a multiple of S, and E a multiple of K / S, as DeepGEMM's kernel requires)
+    valid = [k for k in range(1, min(4, experts) + 1)
+             if not shared or (k % shared == 0 and experts % (k // shared) == 0)]
+    hidden, topk = 256, data.draw(st.sampled_from(valid))
+    scaling = data.draw(st.sampled_from([1.0, 2.5]))
+    gen = seeded(data.draw(seeds))
+    x, weight = randn(tokens, hidden, gen=gen, dtype=BF16), randn(experts, hidden, gen=gen, dtype=BF16) * 0.1
+    bias = randn(experts, gen=gen) if biased else None
+    mask = torch.rand(tokens, generator=gen) < 0.7 if masked else None
+    idx, w = deep_gemm.bf16_mega_gate(x, weight, topk, bool(shared), max(shared, 1), scaling, 0, scoring_func=scoring,
+                                      mask=mask, bias=bias)
+    assert idx.shape == (tokens, topk + shared) and w.shape == idx.shape
+    logits = x.double() @ weight.double().T
+    if scoring == "sigmoid":
+        scores = torch.sigmoid(logits)
+    elif scoring == "sqrtsoftplus":
+        scores = torch.sqrt(torch.nn.functional.softplus(logits))
+    else:
+        scores = logits
+    keys = scores + (bias.double() if biased else 0)
+    for t in range(tokens):
+        if masked and not bool(mask[t]):
+            assert bool((idx[t] == -1).all()) and bool((w[t] == 0).all()), t
+            continue
+        order = sorted(range(experts), key=lambda e: (-float(keys[t, e]), e))
+        if topk < experts and abs(float(keys[t, order[topk - 1]] - keys[t, order[topk]])) < \
+                1e-4 * (1 + abs(float(keys[t, order[topk]]))):
+            continue  # a near-tie: FP32 and float64 may pick differently
+        chosen = order[:topk]
+        assert sorted(idx[t, :topk].tolist()) == sorted(chosen), (t, idx[t].tolist(), chosen)
+        total = sum(float(scores[t, e]) for e in chosen) + 1e-20
+        for slot in range(topk):
+            e = int(idx[t, slot])
+            want = float(scores[t, e]) / total * scaling
+            assert abs(float(w[t, slot]) - want) <= 1e-4 * max(1.0, abs(want)), (t, e, float(w[t, slot]), want)
+        assert idx[t, topk:].tolist() == list(range(experts, experts + shared))
+        assert bool((w[t, topk:] == 1).all())
+
+
 # ---- random bad data: a DeepGEMMError and an untouched output, or the correct result ---------------------------
 
 @examples(120)
