@@ -4,7 +4,9 @@ computation written here (explicit loops / broadcasting, no deep_gemm dequantisa
 untouched output, or the correct result").
 
 Profiles (tests/conftest.py): "ci" (default, derandomized) and "gpu" (HYPOTHESIS_PROFILE=gpu, more examples).
-Each family's tests together draw >= 200 examples under "ci".
+Each family's tests together draw >= 200 examples under "ci": the BF16, FP8 and FP4 GEMMs, the symmetric products,
+the MQA logits (contiguous and paged) and their schedule metadata, block-sparse MQA, layout, HyperConnection,
+einsum, the Mega MoE layer (one rank) and pre-dispatch, bf16_mega_gate and mega_mhc.
 """
 
 from __future__ import annotations
@@ -793,6 +795,75 @@ def test_bf16_mega_gate(tokens, experts, scoring, biased, masked, shared, data):
             assert abs(float(w[t, slot]) - want) <= 1e-4 * max(1.0, abs(want)), (t, e, float(w[t, slot]), want)
         assert idx[t, topk:].tolist() == list(range(experts, experts + shared))
         assert bool((w[t, topk:] == 1).all())
+
+
+# ---- mega_mhc -----------------------------------------------------------------------------------------------------
+
+@examples(200)
+@given(tokens=st.integers(0, 4), shifted=st.booleans(), iters=st.integers(1, 12), fp8=st.booleans(),
+       scale=st.sampled_from([1e-3, 1.0, 30.0]), seed=seeds)
+def test_mega_mhc(tokens, shifted, iters, fp8, scale, seed):
+    """One mHC step (4 routes, hidden 1024) against float64 written here: the post-mixed residual (rounded to
+    BF16), the 24 projections scaled by the residual's RMS, sigmoid pre / post mixes, a Sinkhorn-normalised comb,
+    the RMSNorm'd next-layer input and its FP8 form (UE8M0 exponent: the smallest e with amax / 2^e <= 448, at least
+    -22; four per int32 word)."""
+    r, h = 4, 1024
+    gen = seeded(seed)
+    x = (randn(tokens, h, gen=gen) * scale).to(BF16)
+    residual = (randn(tokens, r, h, gen=gen) * scale).to(BF16)
+    post_mix, comb_res_mix = torch.rand(tokens, r, 1, generator=gen), torch.rand(tokens, r, r, generator=gen)
+    fn = randn(24, r * h, gen=gen) * 0.02
+    mix_scales, mix_bases = torch.rand(3, generator=gen) + 0.5, randn(24, gen=gen) * 0.1
+    weight = (torch.rand(h, generator=gen) + 0.5).to(BF16)
+    prev = torch.rand(tokens, r, 1, generator=gen) if shifted else None
+    eps = dict(hc_norm_eps=1e-6, hc_pre_eps=1e-2, hc_post_scale=2.0, sinkhorn_eps=1e-6, rmsnorm_eps=1e-6)
+    outs = dict(new_residual=torch.empty(tokens, r, h, dtype=BF16),
+                new_prev_mix=torch.empty(tokens, r, 1) if shifted else None, new_post_mix=torch.empty(tokens, r, 1),
+                new_comb_res_mix=torch.empty(tokens, r, r), y_bf16=torch.empty(tokens, h, dtype=BF16))
+    if fp8:
+        rows = max(4, -(-tokens // 4) * 4)
+        outs.update(y_fp8=torch.empty(tokens, h, dtype=FP8),
+                    y_gemm_sf=torch.zeros(rows * (h // 128), dtype=torch.int32).as_strided((tokens, h // 128),
+                                                                                          (1, rows)))
+    deep_gemm.mega_mhc(x, residual, prev, post_mix, comb_res_mix, fn, mix_scales, mix_bases, 4, eps["hc_norm_eps"],
+                       eps["hc_pre_eps"], eps["hc_post_scale"], eps["sinkhorn_eps"], iters, weight, eps["rmsnorm_eps"],
+                       1.5, **outs)
+    for t in range(tokens):
+        mixed = torch.stack([post_mix[t, o, 0].double() * x[t].double()
+                             + sum(comb_res_mix[t, i, o].double() * residual[t, i].double() for i in range(r))
+                             for o in range(r)])
+        nr = mixed.to(BF16)
+        assert torch.equal(outs["new_residual"][t], nr), t
+        flat = nr.double().reshape(-1)
+        rms = 1.0 / torch.sqrt((flat * flat).mean() + eps["hc_norm_eps"])
+        a = (fn.double() @ flat) * rms * mix_scales.double()[[0] * r + [1] * r + [2] * (r * r)] + mix_bases.double()
+        pre = torch.sigmoid(a[:r]) + eps["hc_pre_eps"]
+        close(outs["new_post_mix"][t, :, 0], torch.sigmoid(a[r:2 * r]) * eps["hc_post_scale"], 1e-5, "post")
+        comb = torch.softmax(a[2 * r:].reshape(r, r), dim=1) + eps["sinkhorn_eps"]
+        comb = comb / (comb.sum(0, keepdim=True) + eps["sinkhorn_eps"])
+        for _ in range(iters - 1):
+            comb = comb / (comb.sum(1, keepdim=True) + eps["sinkhorn_eps"])
+            comb = comb / (comb.sum(0, keepdim=True) + eps["sinkhorn_eps"])
+        close(outs["new_comb_res_mix"][t], comb, 1e-5, "comb")
+        if shifted:
+            close(outs["new_prev_mix"][t, :, 0], pre, 1e-5, "prev")
+        coeff = prev[t, :, 0].double() if shifted else pre
+        u = (coeff[:, None] * nr.double()).sum(0).to(BF16).double()
+        y = u / torch.sqrt((u * u).mean() + eps["rmsnorm_eps"]) * 1.5 * weight.double()
+        close(outs["y_bf16"][t], y, 2 ** -7, "y")
+        if fp8:
+            yb = outs["y_bf16"][t].double()
+            for g in range(h // 32):
+                amax = float(yb[g * 32:(g + 1) * 32].abs().max())
+                e = -22
+                while amax / 2.0 ** e > 448:
+                    e += 1
+                while e > -22 and amax / 2.0 ** (e - 1) <= 448:
+                    e -= 1
+                word = int(outs["y_gemm_sf"][t, g // 4]) & 0xFFFFFFFF
+                assert (word >> (8 * (g % 4))) & 0xFF == e + 127, (t, g, e)
+                want = (yb[g * 32:(g + 1) * 32] / 2.0 ** e).float().to(FP8)
+                assert torch.equal(outs["y_fp8"][t, g * 32:(g + 1) * 32].view(torch.uint8), want.view(torch.uint8))
 
 
 # ---- random bad data: a DeepGEMMError and an untouched output, or the correct result ---------------------------
