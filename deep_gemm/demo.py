@@ -5,7 +5,8 @@
 
 Families: FP8 GEMMs (dense, M-grouped contiguous and masked, K-grouped), BF16 GEMM, einsum and fp8_einsum, the
 indexer (MQA logits, paged MQA logits with its schedule metadata), HyperConnection prenorm, scale layouts, the Mega
-MoE buffer contract and the legacy Triton grouped GEMM.
+MoE buffer contract and the legacy Triton grouped GEMM; then the K-grouped FP4 GEMM, batched_syrk, block-sparse MQA
+logits, the MQA logits schedule, the fused MoE gate, mega_mhc and the SM90 FP8 Mega MoE layer.
 
 Prints one row per case: op, backend (what ``deep_gemm.backends()`` says CUDA runs; "cpu reference" on CPU),
 device, the error against an independent float64 computation, and the wall time of one warm call. The error is
@@ -32,6 +33,8 @@ from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 # calc_diff bar for FP8 products (DeepGEMM's own), and for BF16/TF32 products rounded once to BF16/FP32.
 FP8_TOL = 1e-3
 BF16_TOL = 1e-4
+# The FP8 Mega MoE layer quantises its tokens and its intermediate to FP8 (the oracle keeps them exact).
+MEGA_FP8_TOL = 1e-2
 
 
 @dataclass
@@ -138,8 +141,9 @@ def _cases(device: str) -> list[Case]:
         return torch.stack(out)
 
     cases.append(Case("k_grouped_fp8_gemm_tn_contiguous",
-                      lambda: (kd.zero_(), deep_gemm.k_grouped_fp8_gemm_tn_contiguous(ka_t, kb_t, kd, group_ks, k_layout,
-                                                                                      c=kd), kd)[2],
+                      lambda: (kd.zero_(),
+                               deep_gemm.k_grouped_fp8_gemm_tn_contiguous(ka_t, kb_t, kd, group_ks, k_layout, c=kd),
+                               kd)[2],
                       k_grouped_oracle, FP8_TOL))
 
     fa = per_token_cast_to_fp8(randn(4 * 8, 128), use_ue8m0=False)
@@ -203,6 +207,167 @@ def _cases(device: str) -> list[Case]:
     sf = torch.rand(300, 7, generator=g).to(device)
     cases.append(Case("get_mn_major_tma_aligned_tensor",
                       lambda: deep_gemm.get_mn_major_tma_aligned_tensor(sf), lambda: sf.double(), 0.0, "max_abs"))
+    cases += _newer_cases(device, g, randn)
+    return cases
+
+
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitudes of the 3-bit E2M1 codes; bit 3 is the sign
+
+
+def _e2m1(packed: torch.Tensor) -> torch.Tensor:
+    """float64 [rows, 2 * bytes] of packed E2M1 pairs (the even element in the low nibble)."""
+    table = torch.tensor([(-1.0 if c & 8 else 1.0) * E2M1[c & 7] for c in range(16)], dtype=torch.float64,
+                         device=packed.device)
+    codes = packed.view(torch.uint8).long()
+    return torch.stack([table[codes & 15], table[codes >> 4]], dim=-1).flatten(-2)
+
+
+def _newer_cases(device: str, g: torch.Generator, randn) -> list[Case]:
+    """The families DeepGEMM 0.2.3.post2 added: FP4 GEMMs, symmetric products, block-sparse MQA and the MQA
+    schedule, the fused MoE gate, mega_mhc and the SM90 FP8 Mega MoE layer."""
+    cases = []
+
+    # K-grouped FP4 (E2M1, one power-of-two scale per row per 32 K)
+    fm, fn, ks = 64, 96, [64, 0, 96]
+    fa = torch.randint(-128, 128, (fm, sum(ks) // 2), generator=g, dtype=torch.int8).to(device)
+    fb = torch.randint(-128, 128, (fn, sum(ks) // 2), generator=g, dtype=torch.int8).to(device)
+    fsa = torch.exp2(torch.randint(-3, 4, (sum(ks) // 32, fm), generator=g).float()).to(device)
+    fsb = torch.exp2(torch.randint(-3, 4, (sum(ks) // 32, fn), generator=g).float()).to(device)
+    fd = torch.empty(len(ks), fm, fn, device=device)
+    fks = torch.tensor(ks, dtype=torch.int32, device=device)
+
+    def fp4_oracle():
+        av = (_e2m1(fa) * fsa.double().T.repeat_interleave(32, dim=1)).T
+        bv = (_e2m1(fb) * fsb.double().T.repeat_interleave(32, dim=1)).T
+        out, start = [], 0
+        for k_size in ks:
+            out.append(av[start:start + k_size].T @ bv[start:start + k_size])
+            start += k_size
+        return torch.stack(out)
+
+    cases.append(Case("k_grouped_fp4_gemm_nt_contiguous",
+                      lambda: (deep_gemm.k_grouped_fp4_gemm_nt_contiguous((fa, fsa), (fb, fsb), fd, ks, fks), fd)[1],
+                      fp4_oracle, BF16_TOL))
+
+    sa = randn(3, 96, 256)
+    sd = torch.empty(3, 96, 96, device=device, dtype=torch.bfloat16)
+    cases.append(Case("batched_syrk", lambda: (deep_gemm.batched_syrk(sa, sd), sd)[1],
+                      lambda: sa.double() @ sa.double().transpose(1, 2), BF16_TOL))
+
+    # block-sparse MQA logits: 32 heads x 128, FP8 q and keys with UE8M0 scale words, 8-token blocks
+    nq, num_kv, sbk = 4, 64, 8
+    sq = (torch.randn(nq, 32, 128, generator=g) * 2).to(torch.float8_e4m3fn).to(device)
+    skv = (torch.randn(num_kv, 128, generator=g) * 2).to(torch.float8_e4m3fn).to(device)
+    sq_sf = torch.full((nq, 32), 0x7F7F7F7F, dtype=torch.int32, device=device)   # scale 1 in every byte
+    skv_word = torch.tensor([127, 127, 128, 128], dtype=torch.uint8).view(torch.int32)  # scales 1, 1, 2, 2
+    skv_sf = skv_word.expand(num_kv).contiguous().to(device)
+    sw = randn(nq, 32)
+    s_ks = torch.zeros(nq, dtype=torch.int32, device=device)
+    s_ke = torch.full((nq,), num_kv, dtype=torch.int32, device=device)
+    blocks = torch.tensor([[0, 2, 5, 7], [1, 3, 4, 6], [0, 1, 2, 3], [4, 5, 6, 7]], dtype=torch.int32, device=device)
+
+    def sparse():
+        meta = deep_gemm.get_sparse_mqa_logits_metadata(s_ks, s_ke, num_kv, blocks, torch.float8_e4m3fn, sbk)
+        return deep_gemm.fp8_fp4_sparse_mqa_logits((sq, sq_sf), (skv, skv_sf), sw, meta, 4, sbk)
+
+    def sparse_oracle():
+        keys = skv.double() * torch.tensor([1.0] * 64 + [2.0] * 64, dtype=torch.float64, device=device)
+        tokens = (blocks.long()[:, :, None] * sbk + torch.arange(sbk, device=device)).reshape(nq, -1)
+        scores = torch.einsum("qhd,qcd->qhc", sq.double(), keys[tokens]).clamp(min=0)
+        return torch.einsum("qhc,qh->qc", scores, sw.double())
+
+    cases.append(Case("fp8_fp4_sparse_mqa_logits", sparse, sparse_oracle, BF16_TOL))
+
+    # the MQA logits schedule: exact, against the CPU reference's words
+    from deep_gemm.attention.metadata.reference import get_mqa_logits_metadata_reference
+    m_ks = torch.randint(0, 3000, (300,), generator=g, dtype=torch.int32)
+    m_ke = (m_ks + torch.randint(0, 2000, (300,), generator=g, dtype=torch.int32)).clamp(max=4096)
+    cases.append(Case("get_mqa_logits_metadata",
+                      lambda: deep_gemm.get_mqa_logits_metadata(m_ks.to(device), m_ke.to(device), 4096, 64),
+                      lambda: get_mqa_logits_metadata_reference(m_ks, m_ke, 4096, 64), 0.0, "max_abs"))
+
+    # the fused MoE gate: sigmoid scores, biased top-4 of 64, weights over their sum; compared as a dense
+    # [tokens, experts] weight matrix
+    gx, gw, gbias = randn(48, 512), randn(64, 512) * 0.05, (torch.randn(64, generator=g) * 0.1).to(device)
+
+    def gate():
+        idx, w = deep_gemm.bf16_mega_gate(gx, gw, 4, False, 1, 2.5, 0, scoring_func="sigmoid", bias=gbias)
+        return torch.zeros(48, 64, device=device).scatter(1, idx, w)
+
+    def gate_oracle():
+        scores = torch.sigmoid(gx.double() @ gw.double().T)
+        top = (scores + gbias.double()).topk(4, dim=1).indices
+        picked = scores.gather(1, top)
+        return torch.zeros(48, 64, dtype=torch.float64, device=device).scatter(
+            1, top, picked / picked.sum(1, keepdim=True) * 2.5)
+
+    cases.append(Case("bf16_mega_gate", gate, gate_oracle, 1e-4, "max_abs"))
+
+    # mega_mhc: the next layer's RMSNorm'd input (4 routes, hidden 1024)
+    t, r, h = 16, 4, 1024
+    mx, mres = randn(t, h), randn(t, r, h)
+    post = torch.rand(t, r, 1, generator=g).to(device)
+    comb = torch.rand(t, r, r, generator=g).to(device)
+    mfn = (torch.randn(24, r * h, generator=g) * 0.02).to(device)
+    scales = (torch.rand(3, generator=g) + 0.5).to(device)
+    bases = (torch.randn(24, generator=g) * 0.1).to(device)
+    mweight = (torch.rand(h, generator=g) + 0.5).to(torch.bfloat16).to(device)
+    outs = dict(new_residual=torch.empty(t, r, h, dtype=torch.bfloat16, device=device), new_prev_mix=None,
+                new_post_mix=torch.empty(t, r, 1, device=device), new_comb_res_mix=torch.empty(t, r, r, device=device),
+                y_bf16=torch.empty(t, h, dtype=torch.bfloat16, device=device))
+
+    def mhc():
+        deep_gemm.mega_mhc(mx, mres, None, post, comb, mfn, scales, bases, 4, 1e-6, 1e-2, 2.0, 1e-6, 20, mweight,
+                           1e-6, 1.0, **outs)
+        return outs["y_bf16"]
+
+    def mhc_oracle():
+        mixed = post.double() * mx.double()[:, None] + (comb.double()[:, :, :, None] * mres.double()[:, :, None]).sum(1)
+        nr = mixed.to(torch.bfloat16).double()
+        flat = nr.reshape(t, -1)
+        rms = torch.rsqrt((flat * flat).mean(1, keepdim=True) + 1e-6)
+        pre = torch.sigmoid((flat @ mfn.double()[:r].T) * rms * scales.double()[0] + bases.double()[:r]) + 1e-2
+        u = (pre[:, :, None] * nr).sum(1).to(torch.bfloat16).double()
+        return u * torch.rsqrt((u * u).mean(1, keepdim=True) + 1e-6) * mweight.double()
+
+    cases.append(Case("mega_mhc", mhc, mhc_oracle, BF16_TOL))
+
+    # the SM90 FP8 Mega MoE layer at one rank: pre-dispatch, then dispatch, L1 + SwiGLU, L2 and combine
+    experts, hidden, inter, topk, tokens = 8, 256, 128, 2, 24
+    w1 = torch.randn(experts, 2 * inter, hidden, generator=g) / 16
+    w2 = torch.randn(experts, hidden, inter, generator=g) / 11
+    q1 = [per_block_cast_to_fp8(w.to(device), use_ue8m0=False) for w in w1]
+    q2 = [per_block_cast_to_fp8(w.to(device), use_ue8m0=False) for w in w2]
+    l1 = (torch.stack([q for q, _ in q1]), torch.stack([s for _, s in q1]))
+    l2 = (torch.stack([q for q, _ in q2]), torch.stack([s for _, s in q2]))
+    l1t, l2t = deep_gemm.transform_weights_for_mega_moe_sm90(l1, l2)
+    buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, experts, tokens, topk, hidden, inter, device=device)
+    moe_x = randn(tokens, hidden)
+    moe_idx = torch.rand(tokens, experts, generator=g).argsort(dim=1)[:, :topk].to(device)
+    moe_w = (torch.rand(tokens, topk, generator=g) + 0.25).to(device)
+    moe_y = torch.empty(tokens, hidden, dtype=torch.bfloat16, device=device)
+
+    def moe():
+        deep_gemm.mega_moe_pre_dispatch_sm90(moe_x, moe_idx, moe_w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights,
+                                             num_tokens=tokens)
+        deep_gemm.fp8_mega_moe(moe_y, l1t, l2t, buf, activation_clamp=10.0)
+        return moe_y
+
+    def moe_oracle():
+        def dequant(pair):
+            q, sf = pair
+            return q.double() * sf.double().repeat_interleave(128, 1).repeat_interleave(128, 2)
+        d1, d2 = dequant(l1), dequant(l2)
+        out = torch.zeros(tokens, hidden, dtype=torch.float64, device=device)
+        for tok in range(tokens):
+            for slot in range(topk):
+                e = int(moe_idx[tok, slot])
+                hid = d1[e] @ moe_x[tok].double()
+                gate_v, up = hid[:inter].clamp(max=10.0), hid[inter:].clamp(-10.0, 10.0)
+                out[tok] += float(moe_w[tok, slot]) * (d2[e] @ (gate_v * torch.sigmoid(gate_v) * up))
+        return out
+
+    cases.append(Case("fp8_mega_moe", moe, moe_oracle, MEGA_FP8_TOL))
     return cases
 
 
@@ -245,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         failures += not ok
         backend = (backends.get(case.name, "triton" if case.name.startswith("legacy.") else "host").split(" ")[0]
                    if device == "cuda" else "cpu reference")
-        print(f"{case.name:44s} {backend:14s} {device:6s} {error:14.2e} {elapsed * 1e6:8.0f}us  {'yes' if ok else 'NO'}")
+        verdict = "yes" if ok else "NO"
+        print(f"{case.name:44s} {backend:14s} {device:6s} {error:14.2e} {elapsed * 1e6:8.0f}us  {verdict}")
     print(f"\n{len(backends)} ops registered; CUDA backends: "
           f"{sum(v.startswith('triton') for v in backends.values())} triton, "
           f"{sum(v == 'reference' for v in backends.values())} torch reference, "

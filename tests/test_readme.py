@@ -24,8 +24,8 @@ BLOCKS = [(path.relative_to(ROOT).as_posix(), block) for path in RUNNABLE
 # Repository paths as the docs cite them: a top-level folder of this repository, then a path.
 CITED = re.compile(r"(?<![\w./-])((?:deep_gemm|tests|scripts|benchmarks|docs|\.ci)/[\w./*{},-]*[\w/*}])")
 # Words of a lab notebook (built here so that this file does not contain them): numbered runs and tracker items.
-NOTEBOOK = re.compile(r"\b(?:" + "ses" + r"sions?|GPU calls? \d+|device calls? \d+|\bcall \d+\b|" + "iss" + r"ues? \d+)\b",
-                      re.I)
+NOTEBOOK = re.compile(r"\b(?:" + "ses" + r"sions?|GPU calls? \d+|device calls? \d+|\bcall \d+\b|" + "iss"
+                      + r"ues? \d+)\b", re.I)
 
 
 def _package_sources() -> str:
@@ -154,9 +154,16 @@ def test_demo_covers_every_family_and_passes_on_cpu(capsys):
     for op in ("fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
                "k_grouped_fp8_gemm_tn_contiguous", "bf16_gemm_nt", "einsum", "fp8_einsum", "fp8_mqa_logits",
                "fp8_paged_mqa_logits", "tf32_hc_prenorm_gemm", "get_mn_major_tma_aligned_tensor",
-               "get_symm_buffer_for_mega_moe", "legacy.m_grouped_bf16_gemm_nt_contiguous_tl"):
+               "get_symm_buffer_for_mega_moe", "legacy.m_grouped_bf16_gemm_nt_contiguous_tl",
+               "k_grouped_fp4_gemm_nt_contiguous", "batched_syrk", "fp8_fp4_sparse_mqa_logits",
+               "get_mqa_logits_metadata", "bf16_mega_gate", "mega_mhc", "fp8_mega_moe"):
         assert re.search(rf"^{re.escape(op)}\s", out, flags=re.M), op
     assert "error: calc_diff" in out
+    # every registered family with a device kernel (not the host-only knobs) has a row
+    from deep_gemm.core import registry
+    shown = {registry.FAMILY.get(line.split()[0]) for line in out.splitlines() if line.split()}
+    with_kernels = {registry.FAMILY[name] for name, k in registry._KERNELS.items() if k.triton is not None}
+    assert with_kernels <= shown, with_kernels - shown
 
 
 def _setup_env_table() -> tuple[str, dict[str, str]]:
