@@ -1,0 +1,234 @@
+"""``fp8_mega_moe`` over several ranks in Triton's interpreter on CPU: 2 and 4 simulated ranks in one process.
+
+Each rank has its own CPU buffer (sized for all ranks) and the peer table holds their addresses, so the kernels'
+peer reads and writes land in the other ranks' buffers as they would over NVLink. Every rank's ``RankLaunch``
+(launch.py: the same launch sequence as on CUDA) runs phase by phase: all ranks' phase i before any rank's phase
+i + 1, which is what the cross-rank barriers between phases guarantee on GPUs. The barrier kernel itself is run
+separately (its arrival, its bounded wait and the status word it leaves).
+
+The expectation: rank r's tokens through the reference with every expert present, and the received statistics
+summed over the source ranks. That is what the reference's several-rank form (``reference.mega_moe_forward`` on a
+gloo group) computes, slot by slot: a slot's output depends only on its token and its expert (test_mega_moe_gloo.py
+checks that form against a float64 loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.core.errors import DeepGEMMError
+from deep_gemm.mega import launch as mega_launch
+from deep_gemm.mega import plan as mega_plan
+from deep_gemm.mega.api import fp8_mega_moe_op_args
+from deep_gemm.mega.buffer import plan_sm90_symm_buffer, sm90_kernel_views
+from deep_gemm.testing import calc_diff
+from mega_moe_cases import CAPACITY, Scenario, build_global, local_weights
+import interpreter_bf16  # noqa: F401  (torch-exact fp32 -> fp8 casts in the interpreter)
+
+ops = torch.ops.deep_gemm
+# As test_mega_moe_kernels_cpu.py: FP32 summation order and the rare FP8 rounding tie it flips.
+TOLERANCE = 1e-4
+KERNELS = mega_plan.MegaOverrides(kernels=True)
+
+
+def rank_buffers(sc: Scenario, data) -> list:
+    """One SM90SymmBuffer-like object per rank (what the op arguments and ``check_status`` read), inputs filled."""
+    r = sc.num_ranks
+    sizes = (r, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, True, "swiglu")
+    buffers = [torch.zeros(ops.get_symm_buffer_size_for_sm90_mega_moe(*sizes), dtype=torch.int8) for _ in range(r)]
+    ptrs = [b.data_ptr() for b in buffers]
+    out = []
+    for rank, b in enumerate(buffers):
+        x, x_sf, idx, w = ops._slice_symm_buffer_for_sm90_mega_moe(b, *sizes)[:4]
+        n = data.x[rank].size(0)
+        deep_gemm.mega_moe_pre_dispatch_sm90(data.x[rank], data.topk_idx[rank], data.topk_weights[rank], x, x_sf,
+                                             idx, w, num_tokens=n)
+        out.append(types.SimpleNamespace(buffer=b, handle=types.SimpleNamespace(buffer_ptrs=ptrs), rank_idx=rank,
+                                         num_ranks=r, num_max_tokens_per_rank=CAPACITY, num_experts=sc.num_experts,
+                                         num_topk=sc.topk, hidden=sc.hidden, intermediate_hidden=sc.inter))
+    return out
+
+
+def run_ranks(sc: Scenario, data, bufs, stats, block_m=None, calls=1) -> list:
+    """Every rank's y after ``calls`` calls (each call: every rank's phases in lockstep)."""
+    ys = [torch.full((data.x[r].size(0), sc.hidden), 7.0, dtype=torch.bfloat16) for r in range(sc.num_ranks)]
+    weights = [local_weights(sc, data, r) for r in range(sc.num_ranks)]
+    overrides = mega_plan.MegaOverrides(block_m, kernels=True)
+    for _ in range(calls):
+        runs = []
+        for r, buf in enumerate(bufs):
+            args = fp8_mega_moe_op_args(ys[r], *weights[r], buf, None if stats is None else stats[r],
+                                        activation_clamp=sc.clamp, fast_math=sc.fast_math)
+            deep_gemm.core.registry.kernels_of("fp8_mega_moe").check(*args)
+            run = mega_launch.fp8_mega_moe_rank_phases(*args, overrides=overrides)
+            assert run is not NotImplemented
+            runs.append(run)
+        for phase in range(len(runs[0].phases)):
+            for run in runs:
+                run.phases[phase]()
+    return ys
+
+
+def expected(sc: Scenario, data, calls=1):
+    """(per rank: the reference y of its tokens against every expert, per rank: received statistics)."""
+    one = dataclasses.replace(sc, tokens=(0,))
+    l1, l2 = local_weights(one, data, 0)  # all experts
+    received = torch.zeros(sc.num_experts, dtype=torch.int32)
+    ys = []
+    for r in range(sc.num_ranks):
+        n = data.x[r].size(0)
+        buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, sc.num_experts, CAPACITY, sc.topk, sc.hidden,
+                                                          sc.inter, device="cpu")
+        deep_gemm.mega_moe_pre_dispatch_sm90(data.x[r], data.topk_idx[r], data.topk_weights[r], buf.x, buf.x_sf,
+                                             buf.topk_idx, buf.topk_weights, num_tokens=n)
+        y = torch.zeros(n, sc.hidden, dtype=torch.bfloat16)
+        stats = torch.zeros(sc.num_experts, dtype=torch.int32)
+        ops.fp8_mega_moe(*fp8_mega_moe_op_args(y, l1, l2, buf, stats, activation_clamp=sc.clamp,
+                                               fast_math=sc.fast_math))
+        ys.append(y)
+        received += stats * calls
+    return ys, list(received.chunk(sc.num_ranks))
+
+
+def scenario_data(sc: Scenario, masked_rank=None):
+    data = build_global(sc)
+    if masked_rank is not None:
+        data.topk_idx[masked_rank][:] = -1
+    return data
+
+
+def check(sc, data, ys, stats, start, calls=1):
+    want_y, want_stats = expected(sc, data, calls)
+    for r in range(sc.num_ranks):
+        assert torch.isfinite(ys[r].float()).all(), r
+        if want_y[r].float().abs().sum() == 0:
+            assert not ys[r].any(), r  # no routed slot: exact zeros
+        else:
+            assert calc_diff(ys[r], want_y[r]) < TOLERANCE, (r, calc_diff(ys[r], want_y[r]))
+        if stats is not None:
+            assert torch.equal(stats[r], start[r] + want_stats[r]), (r, stats[r], want_stats[r])
+
+
+def status_words(bufs, sc):
+    words = []
+    for b in bufs:
+        plan = plan_sm90_symm_buffer(sc.num_ranks, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, True,
+                                     "swiglu")
+        views = sm90_kernel_views(b.buffer, plan, sc.num_experts // sc.num_ranks, CAPACITY, sc.topk, sc.num_ranks)
+        words.append(views)
+    return words
+
+
+UNEVEN = {2: (5, 31), 4: (9, 0, 23, 2)}
+# (scenario, BLOCK_M, rank whose slots are all masked, statistics)
+CASES = []
+for world in (2, 4):
+    CASES += [
+        (Scenario("sm90", tokens=UNEVEN[world], num_experts=8, topk=6, hidden=256, inter=128, masked=0.2, clamp=10.0,
+                  seed=1),
+         64, None, True),
+        (Scenario("sm90", tokens=UNEVEN[world], num_experts=4 * world, topk=2, hidden=256, inter=128,
+                  idle_experts=True, fast_math=False, seed=2), 128, None, True),
+        (Scenario("sm90", tokens=(6,) * world, num_experts=2 * world, topk=1, hidden=256, inter=128, masked=0.3,
+                  seed=3), 64, world - 1, False),
+    ]
+
+
+@pytest.mark.parametrize("sc, block_m, masked_rank, with_stats", CASES,
+                         ids=[f"{s.id}-bm{b}-mask{m}-stats{w}" for s, b, m, w in CASES])
+def test_ranks_match_reference(sc, block_m, masked_rank, with_stats):
+    data = scenario_data(sc, masked_rank)
+    bufs = rank_buffers(sc, data)
+    local = sc.num_experts // sc.num_ranks
+    start = [torch.arange(local, dtype=torch.int32) * 3 + 11 for _ in range(sc.num_ranks)]
+    stats = [s.clone() for s in start] if with_stats else None
+    ys = run_ranks(sc, data, bufs, stats, block_m)
+    check(sc, data, ys, stats, start)
+    for r, views in enumerate(status_words(bufs, sc)):
+        assert not views["counts"].any(), r  # the counters are zero again
+        assert int(views["status"]) == 0 and int(views["overflow"]) == 0, r
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_repeated_calls_accumulate_stats(world):
+    sc = Scenario("sm90", tokens=UNEVEN[world], num_experts=2 * world, topk=3, hidden=256, inter=128, seed=4)
+    data = scenario_data(sc)
+    bufs = rank_buffers(sc, data)
+    start = [torch.zeros(2, dtype=torch.int32) for _ in range(world)]
+    stats = [s.clone() for s in start]
+    ys = run_ranks(sc, data, bufs, stats, None, calls=2)
+    check(sc, data, ys, stats, start, calls=2)
+
+
+def test_every_rank_without_tokens():
+    sc = Scenario("sm90", tokens=(0, 0), num_experts=4, topk=2, hidden=256, inter=128, seed=5)
+    data = scenario_data(sc)
+    bufs = rank_buffers(sc, data)
+    stats = [torch.full((2,), 4, dtype=torch.int32) for _ in range(2)]
+    ys = run_ranks(sc, data, bufs, stats)
+    assert all(y.numel() == 0 for y in ys) and all((s == 4).all() for s in stats)
+
+
+def test_pool_overflow_flags_every_rank_and_poisons_outputs():
+    # Every token names expert 0 in all its slots: rank 0 would receive more rows than its pool holds.
+    sc = Scenario("sm90", tokens=(384, 384), num_experts=4, topk=4, hidden=128, inter=128, seed=6)
+    data = scenario_data(sc)
+    for idx in data.topk_idx:
+        idx[:] = 0
+    bufs = rank_buffers(sc, data)
+    ys = run_ranks(sc, data, bufs, None, 128)
+    for r, (y, views) in enumerate(zip(ys, status_words(bufs, sc))):
+        assert torch.isnan(y.float()).all(), r
+        assert int(views["overflow"]) == 1
+    with pytest.raises(DeepGEMMError, match=r"rank 1: .*more slots to one rank than its pool holds"):
+        mega_launch.check_status(bufs[1])
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_barrier_kernel_bounded_wait(world):
+    sc = Scenario("sm90", tokens=(3,) * world, num_experts=2 * world, topk=2, hidden=128, inter=128, seed=7)
+    data = scenario_data(sc)
+    bufs = rank_buffers(sc, data)
+    runs = []
+    for r, buf in enumerate(bufs):
+        y = torch.zeros(3, sc.hidden, dtype=torch.bfloat16)
+        args = fp8_mega_moe_op_args(y, *local_weights(sc, data, r), buf)
+        runs.append(mega_launch.fp8_mega_moe_rank_phases(*args, overrides=KERNELS, max_spins=3))
+    # One at a time: rank r finds ranks r + 1 ... not arrived, waits its bounded polls and flags them; the last rank
+    # finds everyone.
+    for run in runs:
+        run.barrier()
+    views = status_words(bufs, sc)
+    for r in range(world):
+        assert int(views[r]["epoch"]) == 1
+        assert views[r]["signals"].tolist() == [1] * world  # every rank posted into every pad
+        late = sum(1 << p for p in range(r + 1, world))
+        assert int(views[r]["status"]) == late, r
+    with pytest.raises(DeepGEMMError, match=rf"rank 0: a cross-rank barrier gave up waiting for rank\(s\) "
+                                            rf"\[{', '.join(map(str, range(1, world)))}\]"):
+        mega_launch.check_status(bufs[0])
+    mega_launch.check_status(bufs[world - 1])  # (no error)
+    # A second round in reverse order: every pad already holds count 2 when its owner polls, except rank
+    # world - 1's, which then waits for the others.
+    for run in reversed(runs):
+        run.barrier()
+    views = status_words(bufs, sc)
+    assert int(views[0]["status"]) == sum(1 << p for p in range(1, world))  # (unchanged: sticky)
+    assert int(views[world - 1]["status"]) == sum(1 << p for p in range(world - 1))
+
+
+def test_launcher_gate_and_single_rank_unchanged():
+    sc = Scenario("sm90", tokens=(4, 4), num_experts=4, topk=2, hidden=128, inter=128, seed=8)
+    data = scenario_data(sc)
+    bufs = rank_buffers(sc, data)
+    y = torch.zeros(4, sc.hidden, dtype=torch.bfloat16)
+    args = fp8_mega_moe_op_args(y, *local_weights(sc, data, 0), bufs[0])
+    launcher = deep_gemm.core.registry.kernels_of("fp8_mega_moe").triton
+    if "mega_ranks" in deep_gemm.core.gpu_validation.AWAITING_GPU:
+        assert launcher(*args) is NotImplemented  # not asked for: the layer raises NotImplementedError
+    assert mega_launch.rank_status_error(0, 0) is None
