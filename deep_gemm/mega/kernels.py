@@ -460,14 +460,9 @@ def _dispatch_ranks_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_p
     s = tl.arange(0, K_POW2)
     s_ok = s < NUM_TOPK
     expert = tl.load(topk_idx_ptr + t * NUM_TOPK + s, mask=s_ok, other=-1)
-    routed = s_ok & (expert >= 0)
-    if tl.load(overflow_ptr) != 0:
-        for h0 in range(0, hidden, BLOCK_H):
-            h = h0 + tl.arange(0, BLOCK_H)
-            nan = tl.full((K_POW2, BLOCK_H), float("nan"), tl.float32).to(tl.bfloat16)
-            tl.store(combine_ptr + ((s * num_tokens_cap + t) * hidden)[:, None] + h[None, :], nan,
-                     mask=routed[:, None] & (h < hidden)[None, :])
-        return
+    flagged = tl.load(overflow_ptr) != 0
+    poisoned = s_ok & (expert >= 0) & flagged
+    routed = s_ok & (expert >= 0) & (not flagged)
     g = tl.where(routed, expert, 0)
     dest = (g // num_local).to(tl.int32)
     pos = tl.load(slot_pos_ptr + t * NUM_TOPK + s, mask=routed, other=0)
@@ -482,12 +477,15 @@ def _dispatch_ranks_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_p
     tl.store(pool_sf[:, None] + c[None, :] * stride_pool_sf + row[:, None],
              tl.broadcast_to(sf[None, :], (K_POW2, SF_POW2)), mask=routed[:, None] & (c[None, :] < sf_cols))
     pool = _peer(table_ptr, dest, pool_off, tl.float8e4nv)
+    nan = tl.full((K_POW2, BLOCK_H), float("nan"), tl.float32).to(tl.bfloat16)
     for h0 in range(0, hidden, BLOCK_H):
         h = h0 + tl.arange(0, BLOCK_H)
         h_ok = h < hidden
         values = tl.load(x_ptr + t * hidden + h, mask=h_ok)
         tl.store(pool[:, None] + row[:, None] * hidden + h[None, :],
                  tl.broadcast_to(values[None, :], (K_POW2, BLOCK_H)), mask=routed[:, None] & h_ok[None, :])
+        tl.store(combine_ptr + ((s * num_tokens_cap + t) * hidden)[:, None] + h[None, :], nan,
+                 mask=poisoned[:, None] & h_ok[None, :])
 
 
 @triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf",
@@ -511,9 +509,12 @@ def _l2_ranks_kernel(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, tile_end_ptr, ends_p
     src = tl.load(row_src_ptr + rows, mask=row_ok, other=0).to(tl.int64)
     source_rank = (src // (num_tokens_cap * NUM_TOPK)).to(tl.int32)
     token, slot = (src // NUM_TOPK) % num_tokens_cap, src % NUM_TOPK
-    dst = _peer(table_ptr, source_rank, combine_off, tl.bfloat16)
-    offs = ((slot * num_tokens_cap + token) * hidden)[:, None] + (n0 + tl.arange(0, BN))[None, :]
-    tl.store(dst[:, None] + offs, acc.to(tl.bfloat16), mask=row_ok[:, None])
+    dst = _peer(table_ptr, source_rank, combine_off, tl.bfloat16) + (slot * num_tokens_cap + token) * hidden + n0
+    # Half the columns at a time: a 64-bit address per element of the whole tile does not fit the registers.
+    left, right = tl.split(tl.permute(tl.reshape(acc.to(tl.bfloat16), (BM, 2, BN // 2)), (0, 2, 1)))
+    cols = tl.arange(0, BN // 2)
+    tl.store(dst[:, None] + cols[None, :], left, mask=row_ok[:, None])
+    tl.store(dst[:, None] + (BN // 2 + cols)[None, :], right, mask=row_ok[:, None])
 
 
 @triton.jit(do_not_specialize=["signals_off", "rank", "num_ranks", "max_spins"],
