@@ -6,15 +6,11 @@ peer reads and writes land in the other ranks' buffers as they would over NVLink
 i + 1, which is what the cross-rank barriers between phases guarantee on GPUs. The barrier kernel itself is run
 separately (its arrival, its bounded wait and the status word it leaves).
 
-The expectation: rank r's tokens through the reference with every expert present, and the received statistics
-summed over the source ranks. That is what the reference's several-rank form (``reference.mega_moe_forward`` on a
-gloo group) computes, slot by slot: a slot's output depends only on its token and its expert (test_mega_moe_gloo.py
-checks that form against a float64 loop).
+The expectation: ``mega_moe_rank_cases.expected`` (the reference with every expert present).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import types
 
 import pytest
@@ -26,13 +22,11 @@ from deep_gemm.mega import launch as mega_launch
 from deep_gemm.mega import plan as mega_plan
 from deep_gemm.mega.api import fp8_mega_moe_op_args
 from deep_gemm.mega.buffer import plan_sm90_symm_buffer, sm90_kernel_views
-from deep_gemm.testing import calc_diff
-from mega_moe_cases import CAPACITY, Scenario, build_global, local_weights
+from mega_moe_cases import CAPACITY, Scenario, local_weights
+from mega_moe_rank_cases import UNEVEN, check_rank, expected, scenario_data, scenarios
 import interpreter_bf16  # noqa: F401  (torch-exact fp32 -> fp8 casts in the interpreter)
 
 ops = torch.ops.deep_gemm
-# As test_mega_moe_kernels_cpu.py: FP32 summation order and the rare FP8 rounding tie it flips.
-TOLERANCE = 1e-4
 KERNELS = mega_plan.MegaOverrides(kernels=True)
 
 
@@ -74,44 +68,11 @@ def run_ranks(sc: Scenario, data, bufs, stats, block_m=None, calls=1) -> list:
     return ys
 
 
-def expected(sc: Scenario, data, calls=1):
-    """(per rank: the reference y of its tokens against every expert, per rank: received statistics)."""
-    one = dataclasses.replace(sc, tokens=(0,))
-    l1, l2 = local_weights(one, data, 0)  # all experts
-    received = torch.zeros(sc.num_experts, dtype=torch.int32)
-    ys = []
-    for r in range(sc.num_ranks):
-        n = data.x[r].size(0)
-        buf = deep_gemm.get_symm_buffer_for_sm90_mega_moe(None, sc.num_experts, CAPACITY, sc.topk, sc.hidden,
-                                                          sc.inter, device="cpu")
-        deep_gemm.mega_moe_pre_dispatch_sm90(data.x[r], data.topk_idx[r], data.topk_weights[r], buf.x, buf.x_sf,
-                                             buf.topk_idx, buf.topk_weights, num_tokens=n)
-        y = torch.zeros(n, sc.hidden, dtype=torch.bfloat16)
-        stats = torch.zeros(sc.num_experts, dtype=torch.int32)
-        ops.fp8_mega_moe(*fp8_mega_moe_op_args(y, l1, l2, buf, stats, activation_clamp=sc.clamp,
-                                               fast_math=sc.fast_math))
-        ys.append(y)
-        received += stats * calls
-    return ys, list(received.chunk(sc.num_ranks))
-
-
-def scenario_data(sc: Scenario, masked_rank=None):
-    data = build_global(sc)
-    if masked_rank is not None:
-        data.topk_idx[masked_rank][:] = -1
-    return data
-
-
 def check(sc, data, ys, stats, start, calls=1):
     want_y, want_stats = expected(sc, data, calls)
     for r in range(sc.num_ranks):
-        assert torch.isfinite(ys[r].float()).all(), r
-        if want_y[r].float().abs().sum() == 0:
-            assert not ys[r].any(), r  # no routed slot: exact zeros
-        else:
-            assert calc_diff(ys[r], want_y[r]) < TOLERANCE, (r, calc_diff(ys[r], want_y[r]))
-        if stats is not None:
-            assert torch.equal(stats[r], start[r] + want_stats[r]), (r, stats[r], want_stats[r])
+        check_rank(ys[r], want_y[r], None if stats is None else stats[r], None if start is None else start[r],
+                   want_stats[r], r)
 
 
 def status_words(bufs, sc):
@@ -124,19 +85,7 @@ def status_words(bufs, sc):
     return words
 
 
-UNEVEN = {2: (5, 31), 4: (9, 0, 23, 2)}
-# (scenario, BLOCK_M, rank whose slots are all masked, statistics)
-CASES = []
-for world in (2, 4):
-    CASES += [
-        (Scenario("sm90", tokens=UNEVEN[world], num_experts=8, topk=6, hidden=256, inter=128, masked=0.2, clamp=10.0,
-                  seed=1),
-         64, None, True),
-        (Scenario("sm90", tokens=UNEVEN[world], num_experts=4 * world, topk=2, hidden=256, inter=128,
-                  idle_experts=True, fast_math=False, seed=2), 128, None, True),
-        (Scenario("sm90", tokens=(6,) * world, num_experts=2 * world, topk=1, hidden=256, inter=128, masked=0.3,
-                  seed=3), 64, world - 1, False),
-    ]
+CASES = [case for world in (2, 4) for case in scenarios(world)]
 
 
 @pytest.mark.parametrize("sc, block_m, masked_rank, with_stats", CASES,

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from ..core import arch, scratch
+from ..core import arch, gpu_validation, scratch
 from ..core.errors import fail, require
 from ..core.launch import descriptor, launch
 from ..utils.math import align
@@ -141,6 +141,11 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
 
 
 # ---- several ranks -----------------------------------------------------------------------------------------------
+# What deep_gemm.backends() says of fp8_mega_moe's ranks (true while mega_ranks awaits its multi-GPU run, and after).
+RANKS_NOTE = ("one rank; several CUDA ranks: " +
+              ("opt-in: NotImplementedError unless MegaOverrides(kernels=True) reaches the launcher, until their "
+               "multi-GPU run" if not gpu_validation.kernels_by_default(mega_plan.RANKS_KEY)
+               else "symmetric-memory kernels"))
 # Polls of one barrier before it gives up (about ten seconds of NVLink round trips): a rank that never arrives
 # sets the status word instead of hanging every other rank.
 BARRIER_MAX_SPINS = 1 << 22
