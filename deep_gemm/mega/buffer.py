@@ -391,6 +391,8 @@ def slice_buffer(buffer: torch.Tensor, layout: Sequence[int]) -> list[torch.Tens
 # starts and ends; the prefix sum of M tiles per expert), then one int32 pool position per (token, slot) and one
 # int32 source (token * k + slot) per pool row (``sm90_workspace_arrays``); a pool row r keeps its scales at
 # ``l1_acts_sf[r, :]`` / ``l2_acts_sf[r, :]`` (rows past P unused) and its top-k weight at ``l1_topk_weights[r]``.
+# Over several ranks the same regions serve, with the workspace arrays of ``sm90_rank_workspace_arrays`` (peers
+# write into this rank's pool rows, receive table, signal pad and combine area): the plan does not grow.
 SM90_CANDIDATE_BLOCK_M = (64, 128, 192)
 SM90_X_SF_GRAN = 128
 SM90_L2_ACTS_SF_GRAN = 64

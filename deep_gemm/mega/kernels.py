@@ -1,5 +1,5 @@
 """Triton kernels of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``), its pre-dispatch, and the BF16 layer
-(``bf16_mega_moe``), for one rank.
+(``bf16_mega_moe``), for one rank; and those ``fp8_mega_moe`` adds over several ranks (at the end of the file).
 
 The layer runs as six launches on one stream, with no host synchronisation (so it is CUDA-graph capturable):
 
@@ -30,6 +30,12 @@ intermediate is rounded to BF16, as the reference rounds it.
 Pool rows are grouped per expert, each expert's slice starting at a multiple of BLOCK_M; a tile's expert is the
 number of experts whose tiles end at or before it (a vector compare over the per-expert tile ends). Rows past an
 expert's count are padding: computed (their values are never read) but not stored.
+
+Over several ranks (symmetric memory; ``launch.fp8_mega_moe_rank_phases`` runs them) route, L1 and combine are the
+kernels above (route and combine counting every global expert); new are the count publication into every rank's
+receive table, the rank-aware scan, the dispatch into peers' pools, L2 writing into the source ranks' combine areas,
+and a cross-rank barrier with a bounded wait. None of the one-rank kernels changed for them (``_l2_acc`` is the L2
+main loop both L2 kernels share; the one-rank builds are identical, see scripts/kernel_fingerprint.py).
 """
 
 import triton

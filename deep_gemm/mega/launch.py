@@ -1,9 +1,12 @@
 """CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, and of the BF16 layer
-(``bf16_mega_moe``), at one rank.
+(``bf16_mega_moe``), at one rank; ``fp8_mega_moe`` also over several ranks (``fp8_mega_moe_rank_phases``: four
+phases of launches between cross-rank barriers, through the symmetric buffer's peer addresses; opt-in under the
+``mega_ranks`` key of ``core/gpu_validation.py`` until its multi-GPU run).
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
 where the kernels do not apply: not asked for (only while the family, or for the BF16 layer the ``mega_bf16`` key,
-is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``), a GPU without FP8
+is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``; for
+``fp8_mega_moe`` only while ``mega_ranks`` is listed and not asked for), a GPU without FP8
 MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory), or a buffer whose workspace
 cannot hold the kernels' arrays. ``bf16_mega_moe`` also declines the post-expert norm (``BF16_DECLINED``); its
 shared experts run as one more dense L1 / L2 pair before the combine. The six launches of a layer (eight with
