@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import sys
-import time
 
 import pytest
 import torch
@@ -106,17 +105,11 @@ def _worker(rank: int, world: int, port: int, tests_dir: str, out_dir) -> None:
 
 def run_world(world: int, out_dir=None) -> None:
     """Spawn ``world`` ranks (one per GPU) and wait for them, at most DEADLINE_S seconds."""
-    import torch.multiprocessing as mp
+    from mega_moe_cases import spawn_ranks
     os.environ.update(MULTICAST_OFF)
-    ctx = mp.start_processes(_worker, args=(world, _free_port(), os.path.dirname(os.path.abspath(__file__)), out_dir),
-                             nprocs=world, join=False, start_method="spawn")
-    deadline = time.monotonic() + DEADLINE_S
-    while not ctx.join(timeout=1):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.terminate()
-            raise TimeoutError(f"{world} GPU ranks did not finish within {DEADLINE_S} s (a rank hangs)")
+    if not spawn_ranks(_worker, (world, _free_port(), os.path.dirname(os.path.abspath(__file__)), out_dir), world,
+                       DEADLINE_S):
+        raise TimeoutError(f"{world} GPU ranks did not finish within {DEADLINE_S} s (a rank hangs)")
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])

@@ -451,8 +451,8 @@ def _scan_ranks_kernel(recv_ptr, stats_ptr, send_base_ptr, starts_ptr, ends_ptr,
         tl.atomic_or(status_ptr, STATUS_OVERFLOW)
 
 
-@triton.jit(do_not_specialize=["num_local", "hidden", "sf_cols", "stride_pool_sf", "num_tokens_cap", "pool_off",
-                               "pool_sf_off", "row_src_off", "row_w_off"],
+@triton.jit(do_not_specialize=["rank", "num_local", "hidden", "sf_cols", "stride_pool_sf", "num_tokens_cap",
+                               "pool_off", "pool_sf_off", "row_src_off", "row_w_off"],
             do_not_specialize_on_alignment=["x_ptr", "x_sf_ptr", "topk_idx_ptr", "topk_w_ptr", "slot_pos_ptr",
                                             "send_base_ptr", "overflow_ptr", "table_ptr", "combine_ptr"])
 def _dispatch_ranks_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_ptr, send_base_ptr, overflow_ptr,

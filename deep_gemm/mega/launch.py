@@ -59,6 +59,24 @@ def _launch(kernel, grid, args, name, key, num_warps=4, num_stages=1, device_ind
            device_index=device_index)
 
 
+def _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, e_pow2, activation_clamp, fast_math,
+                   dev) -> None:
+    """The FP8 layer's L1 over ``tiles`` M tiles of the pool (one rank and several ranks alike)."""
+    bm, bn = cfg.block_m, mega_plan.BLOCK_N
+    pool_sf, l2a, l2a_sf = views["l1_acts_sf"], views["l2_acts"], views["l2_acts_sf"]
+    a1 = descriptor(views["l1_acts"], (views["l1_acts"].size(0), hidden), (hidden, 1), (bm, mega_plan.L1_BLOCK_K))
+    b1 = descriptor(l1, (num_local * 2 * inter, hidden), (hidden, 1), (bn, mega_plan.L1_BLOCK_K))
+    has_clamp = activation_clamp is not None and activation_clamp != float("inf")
+    clamp = float(activation_clamp) if has_clamp else 0.0
+    _launch(k._l1_kernel, (2 * inter // bn, tiles, 1),
+            (a1, b1, pool_sf, l1_sf, views["tile_end"], views["ends"], views["l1_topk_weights"], l2a, l2a_sf,
+             num_local, inter, hidden, l1_sf.stride(0), l1_sf.stride(1), pool_sf.stride(1), l2a.stride(0),
+             l2a_sf.stride(1), clamp, bm, bn, mega_plan.L1_BLOCK_K, e_pow2, has_clamp, bool(fast_math),
+             cfg.l1_stages),
+            "mega_l1", (bm, e_pow2, has_clamp, bool(fast_math), cfg.l1_stages), num_warps=cfg.num_warps,
+            num_stages=cfg.l1_stages, device_index=dev)
+
+
 def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank, num_experts,
                  num_topk, recipe, activation, activation_clamp, fast_math, *,
                  overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
@@ -117,17 +135,8 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
 
     bn = mega_plan.BLOCK_N
     l2a, l2a_sf = views["l2_acts"], views["l2_acts_sf"]
-    a1 = descriptor(views["l1_acts"], (pool, hidden), (hidden, 1), (bm, mega_plan.L1_BLOCK_K))
-    b1 = descriptor(l1, (num_local * 2 * inter, hidden), (hidden, 1), (bn, mega_plan.L1_BLOCK_K))
-    has_clamp = activation_clamp is not None and activation_clamp != float("inf")
-    clamp = float(activation_clamp) if has_clamp else 0.0
-    _launch(k._l1_kernel, (2 * inter // bn, tiles, 1),
-            (a1, b1, pool_sf, l1_sf, views["tile_end"], views["ends"], views["l1_topk_weights"], l2a, l2a_sf,
-             num_local, inter, hidden, l1_sf.stride(0), l1_sf.stride(1), pool_sf.stride(1), l2a.stride(0),
-             l2a_sf.stride(1), clamp, bm, bn, mega_plan.L1_BLOCK_K, e_pow2, has_clamp, bool(fast_math),
-             cfg.l1_stages),
-            "mega_l1", (bm, e_pow2, has_clamp, bool(fast_math), cfg.l1_stages), num_warps=cfg.num_warps,
-            num_stages=cfg.l1_stages, device_index=dev)
+    _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, e_pow2, activation_clamp, fast_math,
+                   dev)
     a2 = descriptor(l2a, (pool, inter), (inter, 1), (bm, mega_plan.L2_BLOCK_K))
     b2 = descriptor(l2, (num_local * hidden, inter), (inter, 1), (bn, mega_plan.L2_BLOCK_K))
     _launch(k._l2_kernel, (hidden // bn, tiles, 1),
@@ -240,8 +249,6 @@ def fp8_mega_moe_rank_phases(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, r
     sf_cols = hidden // 128
     l2a, l2a_sf = views["l2_acts"], views["l2_acts_sf"]
     bn = mega_plan.BLOCK_N
-    has_clamp = activation_clamp is not None and activation_clamp != float("inf")
-    clamp = float(activation_clamp) if has_clamp else 0.0
 
     def barrier():
         _launch(k._barrier_kernel, (1, 1, 1),
@@ -273,15 +280,8 @@ def fp8_mega_moe_rank_phases(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, r
                     "mega_dispatch_ranks", (num_topk, next_pow2(sf_cols)), device_index=dev)
 
     def experts():
-        a1 = descriptor(views["l1_acts"], (pool, hidden), (hidden, 1), (bm, mega_plan.L1_BLOCK_K))
-        b1 = descriptor(l1, (num_local * 2 * inter, hidden), (hidden, 1), (bn, mega_plan.L1_BLOCK_K))
-        _launch(k._l1_kernel, (2 * inter // bn, tiles, 1),
-                (a1, b1, pool_sf, l1_sf, views["tile_end"], views["ends"], views["l1_topk_weights"], l2a, l2a_sf,
-                 num_local, inter, hidden, l1_sf.stride(0), l1_sf.stride(1), pool_sf.stride(1), l2a.stride(0),
-                 l2a_sf.stride(1), clamp, bm, bn, mega_plan.L1_BLOCK_K, l_pow2, has_clamp, bool(fast_math),
-                 cfg.l1_stages),
-                "mega_l1", (bm, l_pow2, has_clamp, bool(fast_math), cfg.l1_stages), num_warps=cfg.num_warps,
-                num_stages=cfg.l1_stages, device_index=dev)
+        _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, l_pow2, activation_clamp,
+                       fast_math, dev)
         a2 = descriptor(l2a, (pool, inter), (inter, 1), (bm, mega_plan.L2_BLOCK_K))
         b2 = descriptor(l2, (num_local * hidden, inter), (inter, 1), (bn, mega_plan.L2_BLOCK_K))
         _launch(k._l2_ranks_kernel, (hidden // bn, tiles, 1),
