@@ -286,6 +286,13 @@ def run_and_expect(sc: Scenario, group, rank: int):
 
 # ---- processes -------------------------------------------------------------------------------------------------
 
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def spawn_ranks(worker, args: tuple, world: int, deadline_s: float) -> bool:
     """Run ``worker(rank, *args)`` in ``world`` spawned processes; False (after terminating them) when they have not
     all finished within ``deadline_s`` seconds, so a rank that hangs fails its test instead of stalling the suite.

@@ -9,19 +9,12 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
 
 DEADLINE_S = 240
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _scenarios(world: int):
@@ -123,7 +116,7 @@ def _worker(rank: int, world: int, port: int, tests_dir: str) -> None:
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_layer_on_gloo_ranks(world):
-    from mega_moe_cases import spawn_ranks
-    if not spawn_ranks(_worker, (world, _free_port(), os.path.dirname(os.path.abspath(__file__))), world,
+    from mega_moe_cases import free_port, spawn_ranks
+    if not spawn_ranks(_worker, (world, free_port(), os.path.dirname(os.path.abspath(__file__))), world,
                        DEADLINE_S):
         pytest.fail(f"{world} gloo ranks did not finish within {DEADLINE_S} s (a rank hangs)")

@@ -6,11 +6,13 @@ peer reads and writes land in the other ranks' buffers as they would over NVLink
 i + 1, which is what the cross-rank barriers between phases guarantee on GPUs. The barrier kernel itself is run
 separately (its arrival, its bounded wait and the status word it leaves).
 
-The expectation: ``mega_moe_rank_cases.expected`` (the reference with every expert present).
+The expectation: ``mega_moe_rank_cases.expected`` (the reference with every expert present), and for the main
+scenarios also the reference's own several-rank form, run once per world size on a gloo group in spawned processes.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 
 import pytest
@@ -22,7 +24,7 @@ from deep_gemm.mega import launch as mega_launch
 from deep_gemm.mega import plan as mega_plan
 from deep_gemm.mega.api import fp8_mega_moe_op_args
 from deep_gemm.mega.buffer import plan_sm90_symm_buffer, sm90_kernel_views
-from mega_moe_cases import CAPACITY, Scenario, local_weights
+from mega_moe_cases import CAPACITY, Scenario, free_port, local_weights, spawn_ranks
 from mega_moe_rank_cases import UNEVEN, check_rank, expected, scenario_data, scenarios
 import interpreter_bf16  # noqa: F401  (torch-exact fp32 -> fp8 casts in the interpreter)
 
@@ -68,6 +70,45 @@ def run_ranks(sc: Scenario, data, bufs, stats, block_m=None, calls=1) -> list:
     return ys
 
 
+def _gloo_worker(rank: int, world: int, port: int, tests_dir: str, out_dir: str) -> None:
+    """The reference's several-rank form on a gloo group (the public fp8_mega_moe on CPU buffers), every scenario
+    of ``world`` ranks; this rank's (y, received statistics) per scenario go to ``out_dir``."""
+    import datetime
+    import os
+    import sys
+
+    import torch.distributed as dist
+    sys.path.insert(0, tests_dir)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=90))
+    try:
+        from mega_moe_cases import fill_buffer, make_buffer, run_layer
+        results = []
+        for sc, _, masked_rank, _ in scenarios(world):
+            data = scenario_data(sc, masked_rank)
+            buf = make_buffer(sc, dist.group.WORLD)
+            fill_buffer(sc, data, buf, rank)
+            stats = torch.zeros(sc.num_experts // world, dtype=torch.int32)
+            results.append((run_layer(sc, data, buf, rank, stats), stats))
+            buf.destroy()
+        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+@functools.lru_cache(maxsize=None)
+def gloo_reference(world: int) -> list:
+    """Per scenario of ``scenarios(world)``, per rank: (y, received statistics) of the gloo reference."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as out:
+        tests_dir = os.path.dirname(os.path.abspath(__file__))
+        assert spawn_ranks(_gloo_worker, (world, free_port(), tests_dir, out), world, 240), "a gloo rank hangs"
+        per_rank = [torch.load(os.path.join(out, f"rank{r}.pt")) for r in range(world)]
+    return [[per_rank[r][i] for r in range(world)] for i in range(len(per_rank[0]))]
+
+
 def check(sc, data, ys, stats, start, calls=1):
     want_y, want_stats = expected(sc, data, calls)
     for r in range(sc.num_ranks):
@@ -98,6 +139,11 @@ def test_ranks_match_reference(sc, block_m, masked_rank, with_stats):
     stats = [s.clone() for s in start] if with_stats else None
     ys = run_ranks(sc, data, bufs, stats, block_m)
     check(sc, data, ys, stats, start)
+    # The reference's own several-rank form (gloo processes) agrees too.
+    gloo = gloo_reference(sc.num_ranks)[scenarios(sc.num_ranks).index((sc, block_m, masked_rank, with_stats))]
+    for r, (y_ref, received) in enumerate(gloo):
+        check_rank(ys[r], y_ref, None if stats is None else stats[r], None if stats is None else start[r],
+                   received, r)
     for r, views in enumerate(status_words(bufs, sc)):
         assert not views["counts"].any(), r  # the counters are zero again
         assert int(views["status"]) == 0 and int(views["overflow"]) == 0, r

@@ -12,7 +12,6 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import sys
 
 import pytest
@@ -24,12 +23,6 @@ DEADLINE_S = 300
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA devices")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank_case(sc, block_m, masked_rank, with_stats, group, rank: int) -> dict:
@@ -105,9 +98,9 @@ def _worker(rank: int, world: int, port: int, tests_dir: str, out_dir) -> None:
 
 def run_world(world: int, out_dir=None) -> None:
     """Spawn ``world`` ranks (one per GPU) and wait for them, at most DEADLINE_S seconds."""
-    from mega_moe_cases import spawn_ranks
+    from mega_moe_cases import free_port, spawn_ranks
     os.environ.update(MULTICAST_OFF)
-    if not spawn_ranks(_worker, (world, _free_port(), os.path.dirname(os.path.abspath(__file__)), out_dir), world,
+    if not spawn_ranks(_worker, (world, free_port(), os.path.dirname(os.path.abspath(__file__)), out_dir), world,
                        DEADLINE_S):
         raise TimeoutError(f"{world} GPU ranks did not finish within {DEADLINE_S} s (a rank hangs)")
 
