@@ -1,7 +1,7 @@
 """``fp8_mega_moe`` over several GPUs (symmetric memory, one process per GPU): the several-rank kernels against the
 reference (``mega_moe_rank_cases.expected``) on 2, 4 and 8 ranks: two eager calls (statistics accumulate), the
 status word clear, then one call captured in a CUDA graph and replayed. Skipped without at least that many CUDA
-devices; ``scripts/gpu/mega_ranks.sh`` runs it as a script and keeps each rank's results.
+devices; ``scripts/gpu/mega_ranks.sh`` runs it as a script and keeps the ranks' results (one JSON file per world size).
 
 NVLink multicast stays off in every process (``MULTICAST_OFF``): the kernels only use peer pointers.
 """
@@ -100,9 +100,21 @@ def run_world(world: int, out_dir=None) -> None:
     """Spawn ``world`` ranks (one per GPU) and wait for them, at most DEADLINE_S seconds."""
     from mega_moe_cases import free_port, spawn_ranks
     os.environ.update(MULTICAST_OFF)
-    if not spawn_ranks(_worker, (world, free_port(), os.path.dirname(os.path.abspath(__file__)), out_dir), world,
-                       DEADLINE_S):
-        raise TimeoutError(f"{world} GPU ranks did not finish within {DEADLINE_S} s (a rank hangs)")
+    try:
+        if not spawn_ranks(_worker, (world, free_port(), os.path.dirname(os.path.abspath(__file__)), out_dir), world,
+                           DEADLINE_S):
+            raise TimeoutError(f"{world} GPU ranks did not finish within {DEADLINE_S} s (a rank hangs)")
+    finally:
+        if out_dir:  # one file per world size (what each rank finished, also when one failed)
+            merged = {}
+            for rank in range(world):
+                path = os.path.join(out_dir, f"world{world}_rank{rank}.json")
+                if os.path.exists(path):
+                    with open(path) as f:
+                        merged[rank] = json.load(f)
+                    os.remove(path)
+            with open(os.path.join(out_dir, f"world{world}.json"), "w") as f:
+                json.dump(merged, f, indent=1)
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])

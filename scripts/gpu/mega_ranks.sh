@@ -2,7 +2,7 @@
 # fp8_mega_moe over several GPUs (symmetric memory, one process per GPU, spawned by
 # tests/test_mega_moe_ranks_gpu.py): the several-rank kernels against the reference on 2, 4 and 8 GPUs (those the
 # machine has), eager and CUDA-graph replay. NVLink multicast stays off in every process. Writes $OUT/mega_ranks/:
-# one JSON file per (world size, rank) and a log per world size. A passing run is what lets the mega_ranks key leave
+# a JSON file (every rank's results) and a log per world size. A passing run is what lets the mega_ranks key leave
 # AWAITING_GPU in deep_gemm/core/gpu_validation.py.
 #   bash scripts/gpu/mega_ranks.sh            (about a minute per world size)
 set -uo pipefail
