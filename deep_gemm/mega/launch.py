@@ -254,7 +254,7 @@ def fp8_mega_moe_rank_phases(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, r
         _launch(k._barrier_kernel, (1, 1, 1),
                 (table, off["signals"], views["signals"], views["epoch"], views["status"], rank_idx, num_ranks,
                  max_spins, r_pow2),
-                "mega_barrier", (r_pow2,), device_index=dev)
+                "mega_barrier", (r_pow2,), num_warps=1, device_index=dev)
 
     def publish():
         if num_slots:
