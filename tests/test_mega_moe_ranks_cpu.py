@@ -116,14 +116,11 @@ def check(sc, data, ys, stats, start, calls=1):
                    want_stats[r], r)
 
 
-def status_words(bufs, sc):
-    words = []
-    for b in bufs:
-        plan = plan_sm90_symm_buffer(sc.num_ranks, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, True,
-                                     "swiglu")
-        views = sm90_kernel_views(b.buffer, plan, sc.num_experts // sc.num_ranks, CAPACITY, sc.topk, sc.num_ranks)
-        words.append(views)
-    return words
+def rank_views(bufs, sc):
+    """Every rank's kernel views (its workspace arrays: counters, status word, barrier state)."""
+    plan = plan_sm90_symm_buffer(sc.num_ranks, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, True, "swiglu")
+    return [sm90_kernel_views(b.buffer, plan, sc.num_experts // sc.num_ranks, CAPACITY, sc.topk, sc.num_ranks)
+            for b in bufs]
 
 
 CASES = [case for world in (2, 4) for case in scenarios(world)]
@@ -144,7 +141,7 @@ def test_ranks_match_reference(sc, block_m, masked_rank, with_stats):
     for r, (y_ref, received) in enumerate(gloo):
         check_rank(ys[r], y_ref, None if stats is None else stats[r], None if stats is None else start[r],
                    received, r)
-    for r, views in enumerate(status_words(bufs, sc)):
+    for r, views in enumerate(rank_views(bufs, sc)):
         assert not views["counts"].any(), r  # the counters are zero again
         assert int(views["status"]) == 0 and int(views["overflow"]) == 0, r
 
@@ -177,7 +174,7 @@ def test_pool_overflow_flags_every_rank_and_poisons_outputs():
         idx[:] = 0
     bufs = rank_buffers(sc, data)
     ys = run_ranks(sc, data, bufs, None, 128)
-    for r, (y, views) in enumerate(zip(ys, status_words(bufs, sc))):
+    for r, (y, views) in enumerate(zip(ys, rank_views(bufs, sc))):
         assert torch.isnan(y.float()).all(), r
         assert int(views["overflow"]) == 1
     with pytest.raises(DeepGEMMError, match=r"rank 1: .*more slots to one rank than its pool holds"):
@@ -198,7 +195,7 @@ def test_barrier_kernel_bounded_wait(world):
     # finds everyone.
     for run in runs:
         run.barrier()
-    views = status_words(bufs, sc)
+    views = rank_views(bufs, sc)
     for r in range(world):
         assert int(views[r]["epoch"]) == 1
         assert views[r]["signals"].tolist() == [1] * world  # every rank posted into every pad
@@ -212,12 +209,12 @@ def test_barrier_kernel_bounded_wait(world):
     # world - 1's, which then waits for the others.
     for run in reversed(runs):
         run.barrier()
-    views = status_words(bufs, sc)
+    views = rank_views(bufs, sc)
     assert int(views[0]["status"]) == sum(1 << p for p in range(1, world))  # (unchanged: sticky)
     assert int(views[world - 1]["status"]) == sum(1 << p for p in range(world - 1))
 
 
-def test_launcher_gate_and_single_rank_unchanged():
+def test_launcher_declines_unless_asked():
     sc = Scenario("sm90", tokens=(4, 4), num_experts=4, topk=2, hidden=128, inter=128, seed=8)
     data = scenario_data(sc)
     bufs = rank_buffers(sc, data)
