@@ -1,6 +1,7 @@
 """Compile the Mega MoE kernels (deep_gemm/mega/kernels.py) for sm_90a on any machine (no GPU needed): every variant
 the launchers pick (both BLOCK_Ms, clamp on/off, fast math on/off, the pre-dispatch's index dtypes; the BF16 layer's
-dispatch, L1 / L2 routed and dense (shared experts), the combine with shared experts), with registers, spills,
+dispatch, L1 / L2 routed and dense (shared experts), the combine with shared experts; the several-rank kernels of
+the FP8 layer: count publication, scan, peer dispatch, L2 with the peer epilogue, the barrier), with registers, spills,
 shared memory and wgmma (QGMMA FP8, HGMMA BF16) counts, the cheap first check before spending GPU time.
 
     python scripts/compile_check_mega.py
@@ -84,15 +85,8 @@ def _thunks(target):
                         "stride_l2a_sf"), "clamp": "fp32"},
                 dict(BM=bm, BN=mp.BLOCK_N, BK=mp.L1_BLOCK_K, E_POW2=e_pow2, HAS_CLAMP=clamp, FAST_MATH=fast,
                      NUM_STAGES=cfg.l1_stages), cfg.num_warps, cfg.l1_stages, target=target)
-        yield f"l2 bm={bm}", lambda bm=bm, cfg=cfg: _compile(k._l2_kernel, {
-            "a_desc": f"tensordesc<fp8e4nv{[bm, mp.L2_BLOCK_K]}>",
-            "b_desc": f"tensordesc<fp8e4nv{[mp.BLOCK_N, mp.L2_BLOCK_K]}>",
-            "l2a_sf_ptr": "*fp32", "l2_sf_ptr": "*fp32", "tile_end_ptr": "*i32", "ends_ptr": "*i32",
-            "row_src_ptr": "*i32", "combine_ptr": "*bf16",
-            **int_args("num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf",
-                       "num_tokens_cap")},
-            dict(BM=bm, BN=mp.BLOCK_N, BK=mp.L2_BLOCK_K, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages),
-            cfg.num_warps, cfg.l2_stages, target=target)
+        yield f"l2 bm={bm}", lambda bm=bm, cfg=cfg: _compile_l2(k._l2_kernel, {"combine_ptr": "*bf16"}, bm, cfg,
+                                                               e_pow2, target)
     yield "combine k=6", lambda: _compile(k._combine_kernel, {
         "topk_idx_ptr": "*i64", "combine_ptr": "*bf16", "y_ptr": "*bf16",
         **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
@@ -101,6 +95,7 @@ def _thunks(target):
         "topk_idx_ptr": "*i64", "combine_ptr": "*bf16", "shared_ptr": "*bf16", "y_ptr": "*bf16",
         **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
         dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
+    yield from _rank_thunks(k, ml, mp, target)
     for idx in ("i32", "i64"):
         yield f"pre_dispatch idx={idx}", lambda idx=idx: _compile(k._pre_dispatch_kernel, {
             "x_ptr": "*bf16", "idx_ptr": f"*{idx}", "w_ptr": "*fp32", "bx_ptr": "*fp8e4nv", "bsf_ptr": "*fp32",
@@ -108,6 +103,48 @@ def _thunks(target):
             **int_args("num_tokens", "hidden", "stride_x", "stride_idx", "stride_w"), "routed_scale": "fp32"},
             dict(NUM_TOPK=6, K_POW2=8, GROUPS_POW2=64, GROUP=128), 4, target=target)
 
+
+
+def _compile_l2(kernel, destination: dict, bm: int, cfg, e_pow2: int, target):
+    """An FP8 L2 kernel: ``_l2_kernel`` or ``_l2_ranks_kernel``, whose signatures differ only in where the rows go
+    (``destination``: the local combine area, or the peer table and the combine area's offset)."""
+    from deep_gemm.mega import plan as mp
+    return _compile(kernel, {
+        "a_desc": f"tensordesc<fp8e4nv{[bm, mp.L2_BLOCK_K]}>",
+        "b_desc": f"tensordesc<fp8e4nv{[mp.BLOCK_N, mp.L2_BLOCK_K]}>",
+        "l2a_sf_ptr": "*fp32", "l2_sf_ptr": "*fp32", "tile_end_ptr": "*i32", "ends_ptr": "*i32",
+        "row_src_ptr": "*i32", **destination,
+        **int_args("num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf", "num_tokens_cap")},
+        dict(BM=bm, BN=mp.BLOCK_N, BK=mp.L2_BLOCK_K, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages),
+        cfg.num_warps, cfg.l2_stages, target=target)
+
+
+def _rank_thunks(k, ml, mp, target):
+    """The several-rank kernels of ``fp8_mega_moe`` (``launch.fp8_mega_moe_rank_phases``): count publication, the
+    rank-aware scan, the peer dispatch, L2 with the peer epilogue, the barrier (8 ranks, 256 experts)."""
+    r_pow2, e_pow2, l_pow2 = 8, 256, 32
+    yield "ranks publish_counts", lambda: _compile(k._publish_counts_kernel, {
+        "counts_ptr": "*i32", "table_ptr": "*i64", **int_args("recv_off", "rank", "num_ranks", "num_experts")},
+        dict(E_POW2=e_pow2), 4, target=target)
+    for stats in (False, True):
+        yield f"ranks scan stats={stats}", lambda stats=stats: _compile(k._scan_ranks_kernel, {
+            "recv_ptr": "*i32", "stats_ptr": "*i32", "send_base_ptr": "*i32", "starts_ptr": "*i32",
+            "ends_ptr": "*i32", "tile_end_ptr": "*i32", "overflow_ptr": "*i32", "status_ptr": "*i32",
+            **int_args("rank", "num_ranks", "num_local", "max_tiles")},
+            dict(BLOCK_M=64, R_POW2=r_pow2, L_POW2=l_pow2, HAS_STATS=stats), 4, target=target)
+    yield "ranks dispatch k=8", lambda: _compile(k._dispatch_ranks_kernel, {
+        "x_ptr": "*fp8e4nv", "x_sf_ptr": "*fp32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32",
+        "slot_pos_ptr": "*i32", "send_base_ptr": "*i32", "overflow_ptr": "*i32", "table_ptr": "*i64",
+        "combine_ptr": "*bf16", **int_args("pool_off", "pool_sf_off", "row_src_off", "row_w_off", "rank", "num_local",
+                                           "hidden", "sf_cols", "stride_pool_sf", "num_tokens_cap")},
+        dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64), 4, target=target)
+    for bm in mp.SUPPORTED_BLOCK_M:
+        cfg = mp.plan(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm), target.arch)
+        yield f"ranks l2 bm={bm}", lambda bm=bm, cfg=cfg: _compile_l2(
+            k._l2_ranks_kernel, {"table_ptr": "*i64", "combine_off": "i32"}, bm, cfg, l_pow2, target)
+    yield "ranks barrier", lambda: _compile(k._barrier_kernel, {
+        "table_ptr": "*i64", "signals_off": "i64", "signals_ptr": "*i32", "epoch_ptr": "*i32", "status_ptr": "*i32",
+        **int_args("rank", "num_ranks", "max_spins")}, dict(R_POW2=r_pow2), 1, target=target)
 
 
 if __name__ == "__main__":

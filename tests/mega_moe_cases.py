@@ -282,3 +282,30 @@ def run_and_expect(sc: Scenario, group, rank: int):
     expected = expected_output(sc, data, tokens, rank)
     buf.destroy()
     return y, stats, expected, start + expected_received(sc, data, rank)
+
+
+# ---- processes -------------------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn_ranks(worker, args: tuple, world: int, deadline_s: float) -> bool:
+    """Run ``worker(rank, *args)`` in ``world`` spawned processes; False (after terminating them) when they have not
+    all finished within ``deadline_s`` seconds, so a rank that hangs fails its test instead of stalling the suite.
+    A rank's exception is raised here."""
+    import time
+
+    import torch.multiprocessing as mp
+    ctx = mp.start_processes(worker, args=args, nprocs=world, join=False, start_method="spawn")
+    deadline = time.monotonic() + deadline_s
+    while not ctx.join(timeout=1):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+            return False
+    return True

@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
-import time
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 DEADLINE_S = 240
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _scenarios(world: int):
@@ -125,12 +116,7 @@ def _worker(rank: int, world: int, port: int, tests_dir: str) -> None:
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_layer_on_gloo_ranks(world):
-    ctx = mp.start_processes(_worker, args=(world, _free_port(), os.path.dirname(os.path.abspath(__file__))),
-                             nprocs=world, join=False, start_method="spawn")
-    deadline = time.monotonic() + DEADLINE_S
-    while not ctx.join(timeout=1):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.terminate()
-            pytest.fail(f"{world} gloo ranks did not finish within {DEADLINE_S} s (a rank hangs)")
+    from mega_moe_cases import free_port, spawn_ranks
+    if not spawn_ranks(_worker, (world, free_port(), os.path.dirname(os.path.abspath(__file__))), world,
+                       DEADLINE_S):
+        pytest.fail(f"{world} gloo ranks did not finish within {DEADLINE_S} s (a rank hangs)")

@@ -9,7 +9,8 @@ Triton kernels for one CUDA rank; so has ``bf16_mega_moe`` (opt-in with ``MegaOv
 GPU run; the post-expert norm takes the reference). The reference runs on CPU tensors (one
 process, or one process per rank on a gloo group) and, for the other layers and forms, as a slow correctness path
 on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this
-release.
+release, except ``fp8_mega_moe``, whose several-rank kernels run when asked for with ``MegaOverrides(kernels=True)``
+through its launcher until they have passed their multi-GPU run (``deep_gemm/mega/launch.py``).
 """
 
 from __future__ import annotations
@@ -694,7 +695,10 @@ def fp8_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer
     One CUDA rank runs the Triton kernels (``deep_gemm/mega/kernels.py``: six launches, no host synchronisation,
     CUDA-graph capturable).
     CPU buffers run the reference (one process or a gloo group: call on every rank); several CUDA ranks raise
-    ``NotImplementedError`` (not implemented in this release).
+    ``NotImplementedError``, unless their kernels are asked for (``MegaOverrides(kernels=True)`` through the
+    launcher, until their multi-GPU run): four phases between cross-rank barriers over the symmetric buffer's peer
+    addresses, no host synchronisation; ``deep_gemm.mega.launch.check_status(sym_buffer)`` then reports a rank that
+    missed a barrier.
 
     Example
     -------

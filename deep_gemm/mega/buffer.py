@@ -391,6 +391,8 @@ def slice_buffer(buffer: torch.Tensor, layout: Sequence[int]) -> list[torch.Tens
 # starts and ends; the prefix sum of M tiles per expert), then one int32 pool position per (token, slot) and one
 # int32 source (token * k + slot) per pool row (``sm90_workspace_arrays``); a pool row r keeps its scales at
 # ``l1_acts_sf[r, :]`` / ``l2_acts_sf[r, :]`` (rows past P unused) and its top-k weight at ``l1_topk_weights[r]``.
+# Over several ranks the same regions serve, with the workspace arrays of ``sm90_rank_workspace_arrays`` (peers
+# write into this rank's pool rows, receive table, signal pad and combine area): the plan does not grow.
 SM90_CANDIDATE_BLOCK_M = (64, 128, 192)
 SM90_X_SF_GRAN = 128
 SM90_L2_ACTS_SF_GRAN = 64
@@ -481,11 +483,30 @@ def sm90_workspace_arrays(num_local_experts: int, num_max_tokens_per_rank: int, 
             ("row_src", pool_tokens))
 
 
+# Several ranks: the int32 arrays of the rank-aware kernels, in order. ``counts`` holds this rank's slots per global
+# expert (zero between calls); ``recv_counts`` is the ``[R, E]`` table every rank writes its counts row into;
+# ``send_base`` the pool row (at the expert's rank) where this rank's slots of each global expert begin;
+# ``signals`` / ``epoch`` the barrier's signal pad (slot r: the barrier count rank r last posted here) and this rank's
+# own barrier count, both only growing; ``overflow`` the scan's per-call pool-overflow flag; ``status`` sticky error
+# bits (kernels.py: barrier timeouts per peer, pool overflow), read by launch.py's ``check_status``.
+STATUS_OVERFLOW = 1 << 30  # (bits below: peers a barrier gave up on)
+
+
+def sm90_rank_workspace_arrays(num_ranks: int, num_experts: int, num_max_tokens_per_rank: int, num_topk: int,
+                               pool_tokens: int) -> tuple[tuple[str, int], ...]:
+    local = num_experts // num_ranks
+    return (("signals", num_ranks), ("epoch", 1), ("status", 1), ("overflow", 1), ("counts", num_experts),
+            ("starts", local), ("ends", local), ("tile_end", local), ("send_base", num_experts),
+            ("recv_counts", num_ranks * num_experts), ("slot_pos", num_max_tokens_per_rank * num_topk),
+            ("row_src", pool_tokens))
+
+
 def sm90_kernel_views(buffer: torch.Tensor, plan: BufferPlan, num_local_experts: int, num_max_tokens_per_rank: int,
-                      num_topk: int) -> dict[str, torch.Tensor] | None:
+                      num_topk: int, num_ranks: int = 1) -> dict[str, torch.Tensor] | None:
     """Every region of an SM90 buffer as the kernels address it (exported views, the private regions as flat typed
-    views, and the workspace arrays of ``sm90_workspace_arrays``); None when the workspace cannot hold those arrays
-    (fewer local experts than half the top-k: the launcher then declines)."""
+    views, and the workspace arrays of ``sm90_workspace_arrays``, or for several ranks of
+    ``sm90_rank_workspace_arrays``); None when the workspace cannot hold those arrays (fewer local experts than half
+    the top-k: the launcher then declines)."""
     views = dict(zip(EXPORTED, slice_buffer(buffer, encode_layout(plan))))
     pool = views["l1_acts"].size(0)
     region = plan.region("l1_topk_weights")
@@ -493,7 +514,11 @@ def sm90_kernel_views(buffer: torch.Tensor, plan: BufferPlan, num_local_experts:
     region = plan.region("combine")
     views["combine"] = buffer.narrow(0, region.offset, region.nbytes).view(torch.bfloat16)
     workspace = plan.region("workspace")
-    arrays = sm90_workspace_arrays(num_local_experts, num_max_tokens_per_rank, num_topk, pool)
+    if num_ranks == 1:
+        arrays = sm90_workspace_arrays(num_local_experts, num_max_tokens_per_rank, num_topk, pool)
+    else:
+        arrays = sm90_rank_workspace_arrays(num_ranks, num_local_experts * num_ranks, num_max_tokens_per_rank,
+                                            num_topk, pool)
     if sum(n for _, n in arrays) * 4 > workspace.nbytes:
         return None
     ints = buffer.narrow(0, workspace.offset, workspace.nbytes).view(torch.int32)

@@ -1,5 +1,5 @@
 """Triton kernels of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``), its pre-dispatch, and the BF16 layer
-(``bf16_mega_moe``), for one rank.
+(``bf16_mega_moe``), for one rank; and those ``fp8_mega_moe`` adds over several ranks (at the end of the file).
 
 The layer runs as six launches on one stream, with no host synchronisation (so it is CUDA-graph capturable):
 
@@ -30,10 +30,18 @@ intermediate is rounded to BF16, as the reference rounds it.
 Pool rows are grouped per expert, each expert's slice starting at a multiple of BLOCK_M; a tile's expert is the
 number of experts whose tiles end at or before it (a vector compare over the per-expert tile ends). Rows past an
 expert's count are padding: computed (their values are never read) but not stored.
+
+Over several ranks (symmetric memory; ``launch.fp8_mega_moe_rank_phases`` runs them) route, L1 and combine are the
+kernels above (route and combine counting every global expert); new are the count publication into every rank's
+receive table, the rank-aware scan, the dispatch into peers' pools, L2 writing into the source ranks' combine areas,
+and a cross-rank barrier with a bounded wait. None of the one-rank kernels changed for them (``_l2_acc`` is the L2
+main loop both L2 kernels share; the one-rank builds are identical, see scripts/kernel_fingerprint.py).
 """
 
 import triton
 import triton.language as tl
+
+from . import buffer as _buffer
 
 _FP8_MAX = tl.constexpr(448.0)
 _AMAX_FLOOR = tl.constexpr(1e-10)
@@ -200,6 +208,23 @@ def _l1_kernel(a_desc, b_desc, pool_sf_ptr, l1_sf_ptr, tile_end_ptr, ends_ptr, r
     tl.store(l2a_sf_ptr + tile_n * stride_l2a_sf + rows, scale, mask=row_ok)
 
 
+@triton.jit
+def _l2_acc(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, expert, rows, row0, n0, inter, hidden, stride_sf_e, stride_sf_n,
+            stride_l2a_sf, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """The FP32 L2 tile of pool rows ``rows`` (from ``row0``) and output columns from ``n0``: the block-scaled FP8
+    GEMM of the intermediate against the expert's L2 rows."""
+    sfb = l2_sf_ptr + expert * stride_sf_e + (n0 // 128) * stride_sf_n  # BN divides 128: one block row
+    b_row = expert * hidden + n0
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in tl.range(0, inter // BK, num_stages=NUM_STAGES):
+        a = a_desc.load([row0, kb * BK])
+        b = b_desc.load([b_row, kb * BK])
+        partial = tl.dot(a, b.T)
+        sfa = tl.load(l2a_sf_ptr + kb * stride_l2a_sf + rows)
+        acc += partial * (sfa[:, None] * tl.load(sfb + (kb * BK) // 128))
+    return acc
+
+
 @triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf",
                                "num_tokens_cap"],
             do_not_specialize_on_alignment=["l2a_sf_ptr", "l2_sf_ptr", "tile_end_ptr", "ends_ptr", "row_src_ptr",
@@ -212,17 +237,9 @@ def _l2_kernel(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, tile_end_ptr, ends_ptr, ro
     exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
     if not exists:
         return
-    row0 = tl.program_id(1) * BM
     n0 = tile_n * BN
-    sfb = l2_sf_ptr + expert * stride_sf_e + (n0 // 128) * stride_sf_n  # BN divides 128: one block row
-    b_row = expert * hidden + n0
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for kb in tl.range(0, inter // BK, num_stages=NUM_STAGES):
-        a = a_desc.load([row0, kb * BK])
-        b = b_desc.load([b_row, kb * BK])
-        partial = tl.dot(a, b.T)
-        sfa = tl.load(l2a_sf_ptr + kb * stride_l2a_sf + rows)
-        acc += partial * (sfa[:, None] * tl.load(sfb + (kb * BK) // 128))
+    acc = _l2_acc(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, expert, rows, tl.program_id(1) * BM, n0, inter, hidden,
+                  stride_sf_e, stride_sf_n, stride_l2a_sf, BM, BN, BK, NUM_STAGES)
     _store_to_combine(acc, rows, row_end, row_src_ptr, combine_ptr, n0, hidden, num_tokens_cap, BN, NUM_TOPK)
 
 
@@ -362,3 +379,172 @@ def _pre_dispatch_kernel(x_ptr, idx_ptr, w_ptr, bx_ptr, bsf_ptr, bidx_ptr, bw_pt
         w = tl.zeros((K_POW2,), tl.float32)
     tl.store(bidx_ptr + t * NUM_TOPK + s, idx, mask=s_ok)
     tl.store(bw_ptr + t * NUM_TOPK + s, w, mask=s_ok)
+
+
+# ---- several ranks (``fp8_mega_moe`` over symmetric memory) ---------------------------------------------------------
+# Every rank's buffer has the same byte plan, so a peer's array is its base address (``table_ptr[rank]``, int64, the
+# symmetric-memory handle's ``buffer_ptrs``) plus the array's offset in this rank's buffer. The protocol and the
+# launch order are in launch.py (``fp8_mega_moe_rank_phases``).
+
+# The sticky ``status`` word: bits 0..29 name peers a barrier gave up waiting for; this bit, a call whose routing
+# needed more pool rows than the pool holds (a token routed twice to one expert).
+STATUS_OVERFLOW = tl.constexpr(_buffer.STATUS_OVERFLOW)
+
+
+@triton.jit
+def _peer(table_ptr, rank, offset, dtype: tl.constexpr):
+    """Rank ``rank``'s copy of the array at byte ``offset`` of the buffer, as a pointer to ``dtype`` (element-wise
+    for a tensor of ranks)."""
+    return (tl.load(table_ptr + rank) + offset).to(tl.pointer_type(dtype))
+
+
+@triton.jit(do_not_specialize=["recv_off", "rank", "num_ranks", "num_experts"],
+            do_not_specialize_on_alignment=["counts_ptr", "table_ptr"])
+def _publish_counts_kernel(counts_ptr, table_ptr, recv_off, rank, num_ranks, num_experts, E_POW2: tl.constexpr):
+    """This rank's slot count per global expert into row ``rank`` of every rank's ``[R, E]`` receive table; the
+    counters are left zero for the next call."""
+    e = tl.arange(0, E_POW2)
+    ok = e < num_experts
+    count = tl.load(counts_ptr + e, mask=ok, other=0)
+    for d in range(num_ranks):
+        tl.store(_peer(table_ptr, d, recv_off, tl.int32) + rank * num_experts + e, count, mask=ok)
+    tl.store(counts_ptr + e, tl.zeros_like(count), mask=ok)
+
+
+@triton.jit(do_not_specialize=["rank", "num_ranks", "num_local", "max_tiles"],
+            do_not_specialize_on_alignment=["recv_ptr", "stats_ptr", "send_base_ptr", "starts_ptr", "ends_ptr",
+                                            "tile_end_ptr", "overflow_ptr", "status_ptr"])
+def _scan_ranks_kernel(recv_ptr, stats_ptr, send_base_ptr, starts_ptr, ends_ptr, tile_end_ptr, overflow_ptr,
+                       status_ptr, rank, num_ranks, num_local, max_tiles, BLOCK_M: tl.constexpr,
+                       R_POW2: tl.constexpr, L_POW2: tl.constexpr, HAS_STATS: tl.constexpr):
+    """Every destination's pool layout from the receive table (each rank computes the same): expert slices padded to
+    BLOCK_M, within an expert the source ranks in rank order. Stores where this rank's slots go (``send_base`` per
+    global expert), its own experts' starts / ends / tile prefix sums and statistics. A layout needing more than
+    ``max_tiles`` M tiles on any rank (the pool's capacity) empties every layout and flags the call."""
+    d = tl.arange(0, R_POW2)[:, None]
+    e = tl.arange(0, L_POW2)[None, :]
+    ok = (d < num_ranks) & (e < num_local)
+    g = d * num_local + e
+    total = tl.zeros((R_POW2, L_POW2), tl.int32)
+    before = tl.zeros((R_POW2, L_POW2), tl.int32)
+    for r in range(num_ranks):
+        count = tl.load(recv_ptr + r * num_ranks * num_local + g, mask=ok, other=0)
+        before += tl.where(r < rank, count, 0)
+        total += count
+    tiles = (total + BLOCK_M - 1) // BLOCK_M
+    tile_end = tl.cumsum(tiles, axis=1)
+    overflow = tl.max(tl.max(tile_end, axis=1), axis=0) > max_tiles
+    tile_end = tl.where(overflow, 0, tile_end)
+    total = tl.where(overflow, 0, total)
+    start = (tile_end - tiles) * BLOCK_M
+    tl.store(send_base_ptr + g, start + before, mask=ok)
+    mine = ok & (d == rank)
+    e_row = tl.broadcast_to(e, (R_POW2, L_POW2))
+    tl.store(starts_ptr + e_row, start, mask=mine)
+    tl.store(ends_ptr + e_row, start + total, mask=mine)
+    tl.store(tile_end_ptr + e_row, tile_end, mask=mine)
+    if HAS_STATS:
+        stats = tl.load(stats_ptr + e_row, mask=mine, other=0)
+        tl.store(stats_ptr + e_row, stats + total, mask=mine)
+    tl.store(overflow_ptr, overflow.to(tl.int32))
+    if overflow:
+        tl.atomic_or(status_ptr, STATUS_OVERFLOW)
+
+
+@triton.jit(do_not_specialize=["rank", "num_local", "hidden", "sf_cols", "stride_pool_sf", "num_tokens_cap",
+                               "pool_off", "pool_sf_off", "row_src_off", "row_w_off"],
+            do_not_specialize_on_alignment=["x_ptr", "x_sf_ptr", "topk_idx_ptr", "topk_w_ptr", "slot_pos_ptr",
+                                            "send_base_ptr", "overflow_ptr", "table_ptr", "combine_ptr"])
+def _dispatch_ranks_kernel(x_ptr, x_sf_ptr, topk_idx_ptr, topk_w_ptr, slot_pos_ptr, send_base_ptr, overflow_ptr,
+                           table_ptr, combine_ptr, pool_off, pool_sf_off, row_src_off, row_w_off, rank, num_local,
+                           hidden, sf_cols, stride_pool_sf, num_tokens_cap, NUM_TOPK: tl.constexpr,
+                           K_POW2: tl.constexpr, BLOCK_H: tl.constexpr, SF_POW2: tl.constexpr):
+    """One token: each routed slot's FP8 row, scales, top-k weight and source ``(rank, token, slot)`` (one int32,
+    ``(rank * num_tokens_cap + token) * k + slot``) into its expert's rank's pool row. When the scan flagged the
+    call, the slots' combine rows become NaN instead (so the result shows it; nothing is sent)."""
+    t = tl.program_id(0).to(tl.int64)
+    s = tl.arange(0, K_POW2)
+    s_ok = s < NUM_TOPK
+    expert = tl.load(topk_idx_ptr + t * NUM_TOPK + s, mask=s_ok, other=-1)
+    flagged = tl.load(overflow_ptr) != 0
+    poisoned = s_ok & (expert >= 0) & flagged
+    routed = s_ok & (expert >= 0) & (not flagged)
+    g = tl.where(routed, expert, 0)
+    dest = (g // num_local).to(tl.int32)
+    pos = tl.load(slot_pos_ptr + t * NUM_TOPK + s, mask=routed, other=0)
+    row = (tl.load(send_base_ptr + g, mask=routed, other=0) + pos).to(tl.int64)
+    src = ((rank * num_tokens_cap + t) * NUM_TOPK + s).to(tl.int32)
+    tl.store(_peer(table_ptr, dest, row_src_off, tl.int32) + row, src, mask=routed)
+    weight = tl.load(topk_w_ptr + t * NUM_TOPK + s, mask=routed, other=0.0)
+    tl.store(_peer(table_ptr, dest, row_w_off, tl.float32) + row, weight, mask=routed)
+    c = tl.arange(0, SF_POW2)
+    sf = tl.load(x_sf_ptr + t * sf_cols + c, mask=c < sf_cols, other=0.0)
+    pool_sf = _peer(table_ptr, dest, pool_sf_off, tl.float32)
+    tl.store(pool_sf[:, None] + c[None, :] * stride_pool_sf + row[:, None],
+             tl.broadcast_to(sf[None, :], (K_POW2, SF_POW2)), mask=routed[:, None] & (c[None, :] < sf_cols))
+    pool = _peer(table_ptr, dest, pool_off, tl.float8e4nv)
+    nan = tl.full((K_POW2, BLOCK_H), float("nan"), tl.float32).to(tl.bfloat16)
+    for h0 in range(0, hidden, BLOCK_H):
+        h = h0 + tl.arange(0, BLOCK_H)
+        h_ok = h < hidden
+        values = tl.load(x_ptr + t * hidden + h, mask=h_ok)
+        tl.store(pool[:, None] + row[:, None] * hidden + h[None, :],
+                 tl.broadcast_to(values[None, :], (K_POW2, BLOCK_H)), mask=routed[:, None] & h_ok[None, :])
+        tl.store(combine_ptr + ((s * num_tokens_cap + t) * hidden)[:, None] + h[None, :], nan,
+                 mask=poisoned[:, None] & h_ok[None, :])
+
+
+@triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf",
+                               "num_tokens_cap", "combine_off"],
+            do_not_specialize_on_alignment=["l2a_sf_ptr", "l2_sf_ptr", "tile_end_ptr", "ends_ptr", "row_src_ptr",
+                                            "table_ptr"])
+def _l2_ranks_kernel(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, tile_end_ptr, ends_ptr, row_src_ptr, table_ptr,
+                     combine_off, num_local, inter, hidden, stride_sf_e, stride_sf_n, stride_l2a_sf, num_tokens_cap,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
+                     NUM_TOPK: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """``_l2_kernel`` whose epilogue writes each row into its source rank's combine area (``[k, T, H]`` at
+    (slot, token)) through that rank's base address."""
+    tile_n = tl.program_id(0)
+    exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
+    if not exists:
+        return
+    n0 = tile_n * BN
+    acc = _l2_acc(a_desc, b_desc, l2a_sf_ptr, l2_sf_ptr, expert, rows, tl.program_id(1) * BM, n0, inter, hidden,
+                  stride_sf_e, stride_sf_n, stride_l2a_sf, BM, BN, BK, NUM_STAGES)
+    row_ok = rows < row_end
+    src = tl.load(row_src_ptr + rows, mask=row_ok, other=0).to(tl.int64)
+    source_rank = (src // (num_tokens_cap * NUM_TOPK)).to(tl.int32)
+    token, slot = (src // NUM_TOPK) % num_tokens_cap, src % NUM_TOPK
+    dst = _peer(table_ptr, source_rank, combine_off, tl.bfloat16) + (slot * num_tokens_cap + token) * hidden + n0
+    # Half the columns at a time: a 64-bit address per element of the whole tile does not fit the registers.
+    left, right = tl.split(tl.permute(tl.reshape(acc.to(tl.bfloat16), (BM, 2, BN // 2)), (0, 2, 1)))
+    cols = tl.arange(0, BN // 2)
+    tl.store(dst[:, None] + cols[None, :], left, mask=row_ok[:, None])
+    tl.store(dst[:, None] + (BN // 2 + cols)[None, :], right, mask=row_ok[:, None])
+
+
+@triton.jit(do_not_specialize=["signals_off", "rank", "num_ranks", "max_spins"],
+            do_not_specialize_on_alignment=["table_ptr", "signals_ptr", "epoch_ptr", "status_ptr"])
+def _barrier_kernel(table_ptr, signals_off, signals_ptr, epoch_ptr, status_ptr, rank, num_ranks, max_spins,
+                    R_POW2: tl.constexpr):
+    """A cross-rank barrier (one program): this rank's barrier count goes up by one and is posted, with release
+    semantics at system scope, into slot ``rank`` of every rank's signal pad; then it polls its own pad (acquire)
+    until every rank posted at least that count, at most ``max_spins`` polls. Ranks that did not arrive in time
+    are OR-ed into the sticky ``status`` word (the call's results are then void; launch.py's ``check_status``
+    raises naming them) and the barrier returns: never an endless spin."""
+    r = tl.arange(0, R_POW2)
+    ok = r < num_ranks
+    epoch = tl.load(epoch_ptr) + 1
+    tl.store(epoch_ptr, epoch)
+    posted = tl.zeros((R_POW2,), tl.int32) + epoch
+    tl.atomic_xchg(_peer(table_ptr, r, signals_off, tl.int32) + rank, posted, mask=ok, sem="release", scope="sys")
+    seen = tl.atomic_add(signals_ptr + r, tl.zeros((R_POW2,), tl.int32), mask=ok, sem="acquire", scope="sys")
+    missing = ok & ((seen - epoch) < 0)
+    spins = 0
+    while (tl.max(missing.to(tl.int32), axis=0) != 0) & (spins < max_spins):
+        seen = tl.atomic_add(signals_ptr + r, tl.zeros((R_POW2,), tl.int32), mask=ok, sem="acquire", scope="sys")
+        missing = ok & ((seen - epoch) < 0)
+        spins += 1
+    late = tl.sum(tl.where(missing, 1 << r, 0), axis=0)
+    if late != 0:
+        tl.atomic_or(status_ptr, late)

@@ -1,9 +1,12 @@
 """CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, and of the BF16 layer
-(``bf16_mega_moe``), at one rank.
+(``bf16_mega_moe``), at one rank; ``fp8_mega_moe`` also over several ranks (``fp8_mega_moe_rank_phases``: four
+phases of launches between cross-rank barriers, through the symmetric buffer's peer addresses; opt-in under the
+``mega_ranks`` key of ``core/gpu_validation.py`` until its multi-GPU run).
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
 where the kernels do not apply: not asked for (only while the family, or for the BF16 layer the ``mega_bf16`` key,
-is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``), a GPU without FP8
+is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``; for
+``fp8_mega_moe`` only while ``mega_ranks`` is listed and not asked for), a GPU without FP8
 MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory), or a buffer whose workspace
 cannot hold the kernels' arrays. ``bf16_mega_moe`` also declines the post-expert norm (``BF16_DECLINED``); its
 shared experts run as one more dense L1 / L2 pair before the combine. The six launches of a layer (eight with
@@ -19,7 +22,8 @@ import math
 
 import torch
 
-from ..core import arch, scratch
+from ..core import arch, gpu_validation, scratch
+from ..core.errors import fail, require
 from ..core.launch import descriptor, launch
 from ..utils.math import align
 from ..utils.numeric import next_pow2
@@ -55,12 +59,40 @@ def _launch(kernel, grid, args, name, key, num_warps=4, num_stages=1, device_ind
            device_index=device_index)
 
 
+def _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, e_pow2, activation_clamp, fast_math,
+                   dev) -> None:
+    """The FP8 layer's L1 over ``tiles`` M tiles of the pool (one rank and several ranks alike)."""
+    bm, bn = cfg.block_m, mega_plan.BLOCK_N
+    pool_sf, l2a, l2a_sf = views["l1_acts_sf"], views["l2_acts"], views["l2_acts_sf"]
+    a1 = descriptor(views["l1_acts"], (views["l1_acts"].size(0), hidden), (hidden, 1), (bm, mega_plan.L1_BLOCK_K))
+    b1 = descriptor(l1, (num_local * 2 * inter, hidden), (hidden, 1), (bn, mega_plan.L1_BLOCK_K))
+    has_clamp = activation_clamp is not None and activation_clamp != float("inf")
+    clamp = float(activation_clamp) if has_clamp else 0.0
+    _launch(k._l1_kernel, (2 * inter // bn, tiles, 1),
+            (a1, b1, pool_sf, l1_sf, views["tile_end"], views["ends"], views["l1_topk_weights"], l2a, l2a_sf,
+             num_local, inter, hidden, l1_sf.stride(0), l1_sf.stride(1), pool_sf.stride(1), l2a.stride(0),
+             l2a_sf.stride(1), clamp, bm, bn, mega_plan.L1_BLOCK_K, e_pow2, has_clamp, bool(fast_math),
+             cfg.l1_stages),
+            "mega_l1", (bm, e_pow2, has_clamp, bool(fast_math), cfg.l1_stages), num_warps=cfg.num_warps,
+            num_stages=cfg.l1_stages, device_index=dev)
+
+
 def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank, num_experts,
                  num_topk, recipe, activation, activation_clamp, fast_math, *,
                  overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
     """``overrides`` pins BLOCK_M and asks for the kernels (tests and sweeps; see core/gpu_validation.py)."""
     num_ranks = len(ptrs)
     sm = arch.sm_of_tensor(y)
+    if num_ranks > 1:
+        if not mega_plan.rank_kernels_wanted(overrides) or not arch.has_fp8_mma(sm):
+            return NotImplemented
+        run = fp8_mega_moe_rank_phases(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx,
+                                       num_max_tokens_per_rank, num_experts, num_topk, recipe, activation,
+                                       activation_clamp, fast_math, overrides=overrides)
+        if run is NotImplemented:
+            return NotImplemented
+        run.run()
+        return None
     if not mega_plan.kernels_wanted(overrides) or num_ranks != 1 or not arch.has_fp8_mma(sm):
         return NotImplemented
     num_tokens, hidden = y.shape
@@ -103,17 +135,8 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
 
     bn = mega_plan.BLOCK_N
     l2a, l2a_sf = views["l2_acts"], views["l2_acts_sf"]
-    a1 = descriptor(views["l1_acts"], (pool, hidden), (hidden, 1), (bm, mega_plan.L1_BLOCK_K))
-    b1 = descriptor(l1, (num_local * 2 * inter, hidden), (hidden, 1), (bn, mega_plan.L1_BLOCK_K))
-    has_clamp = activation_clamp is not None and activation_clamp != float("inf")
-    clamp = float(activation_clamp) if has_clamp else 0.0
-    _launch(k._l1_kernel, (2 * inter // bn, tiles, 1),
-            (a1, b1, pool_sf, l1_sf, views["tile_end"], views["ends"], views["l1_topk_weights"], l2a, l2a_sf,
-             num_local, inter, hidden, l1_sf.stride(0), l1_sf.stride(1), pool_sf.stride(1), l2a.stride(0),
-             l2a_sf.stride(1), clamp, bm, bn, mega_plan.L1_BLOCK_K, e_pow2, has_clamp, bool(fast_math),
-             cfg.l1_stages),
-            "mega_l1", (bm, e_pow2, has_clamp, bool(fast_math), cfg.l1_stages), num_warps=cfg.num_warps,
-            num_stages=cfg.l1_stages, device_index=dev)
+    _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, e_pow2, activation_clamp, fast_math,
+                   dev)
     a2 = descriptor(l2a, (pool, inter), (inter, 1), (bm, mega_plan.L2_BLOCK_K))
     b2 = descriptor(l2, (num_local * hidden, inter), (inter, 1), (bn, mega_plan.L2_BLOCK_K))
     _launch(k._l2_kernel, (hidden // bn, tiles, 1),
@@ -127,6 +150,185 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
              num_topk, COMBINE_BLOCK_H),
             "mega_combine", (num_topk,), device_index=dev)
     return None
+
+
+# ---- several ranks -----------------------------------------------------------------------------------------------
+# What deep_gemm.backends() says of fp8_mega_moe's ranks (true while mega_ranks awaits its multi-GPU run, and after).
+RANKS_NOTE = ("one rank; several CUDA ranks: " +
+              ("opt-in: NotImplementedError unless MegaOverrides(kernels=True) reaches the launcher, until their "
+               "multi-GPU run" if not gpu_validation.kernels_by_default(mega_plan.RANKS_KEY)
+               else "symmetric-memory kernels"))
+# Polls of one barrier before it gives up (about ten seconds of NVLink round trips): a rank that never arrives
+# sets the status word instead of hanging every other rank.
+BARRIER_MAX_SPINS = 1 << 22
+_PEER_TABLES: dict = {}
+
+
+def peer_table(ptrs, device) -> torch.Tensor:
+    """The ranks' buffer base addresses as an int64 tensor on ``device``, made once per (addresses, device): the
+    first call of a buffer copies it there, later calls (and CUDA-graph captures after a first call) reuse it."""
+    key = (tuple(int(p) for p in ptrs), str(device))
+    table = _PEER_TABLES.get(key)
+    if table is None:
+        table = _PEER_TABLES[key] = torch.tensor(key[0], dtype=torch.int64, device=device)
+    return table
+
+
+def _offset(view: torch.Tensor, buffer: torch.Tensor) -> int:
+    """Byte offset of ``view`` in ``buffer``: the same in every rank's buffer (one byte plan)."""
+    return view.data_ptr() - buffer.data_ptr()
+
+
+class RankLaunch:
+    """One rank's share of a several-rank ``fp8_mega_moe`` call: ``phases`` (launches on the current stream) to run
+    in order with ``barrier()`` between consecutive ones on every rank. ``run`` does exactly that; Triton's
+    interpreter tests run the same phases rank by rank in one process, where running every rank's phase before any
+    rank's next one stands in for the barrier."""
+
+    def __init__(self, phases, barrier):
+        self.phases, self.barrier = phases, barrier
+
+    def run(self) -> None:
+        for i, phase in enumerate(self.phases):
+            if i:
+                self.barrier()
+            phase()
+
+
+def rank_block_m(num_ranks: int, num_max_tokens_per_rank: int, num_topk: int, num_experts: int, overrides, sm: int):
+    """The config of a several-rank call: every rank must pick the same BLOCK_M (the pool layouts are computed on
+    every rank alike) and none knows the others' token counts, so it follows the token capacity."""
+    return mega_plan.plan(num_ranks * num_max_tokens_per_rank, num_topk, num_experts, overrides, sm)
+
+
+def fp8_mega_moe_rank_phases(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank,
+                             num_experts, num_topk, recipe, activation, activation_clamp, fast_math, *,
+                             overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES,
+                             max_spins: int = BARRIER_MAX_SPINS):
+    """This rank's ``RankLaunch`` of ``fp8_mega_moe`` over ``len(ptrs)`` ranks, or ``NotImplemented`` where the
+    kernels do not apply (a workspace too small for the arrays, more than 2**31 source ids). The protocol, four
+    phases between three barriers:
+
+    1. route (slots counted per global expert, each slot's position among this rank's slots of its expert), then
+       this rank's counts row written into every rank's ``[R, E]`` receive table;
+    2. scan (every destination's layout from the table: expert-major, then source-rank-major, expert slices padded
+       to BLOCK_M; statistics of the tokens received), then dispatch (each slot's FP8 row, scales, top-k weight and
+       source into its expert's rank's pool);
+    3. L1 on the local pool, L2 writing each row into its source rank's combine area;
+    4. the local combine over top-k (every slot of this rank's tokens, whichever rank computed it).
+    """
+    num_ranks = len(ptrs)
+    sm = arch.sm_of_tensor(y)
+    num_tokens, hidden = y.shape
+    num_local, inter = num_experts // num_ranks, l2.size(2)
+    if num_ranks > 30 or num_ranks * num_max_tokens_per_rank * num_topk >= 2 ** 31:
+        return NotImplemented  # (the status word names up to 30 peers; source ids are int32)
+    bplan = _buffer_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter)
+    views = _buffer.sm90_kernel_views(sym_buffer, bplan, num_local, num_max_tokens_per_rank, num_topk, num_ranks)
+    if views is None:
+        return NotImplemented
+    cfg = rank_block_m(num_ranks, num_max_tokens_per_rank, num_topk, num_experts, overrides, sm)
+    bm = cfg.block_m
+    pool = views["l1_acts"].size(0)
+    # Without a token routed twice to one expert, a rank receives at most R * T * min(k, E_local) slots: the pool
+    # holds their tiles (the scan flags a call needing more).
+    tiles = min(mega_plan.max_m_tiles(num_ranks * num_max_tokens_per_rank, min(num_topk, num_local), num_local, bm),
+                pool // bm)
+    k = _kernels()
+    dev = y.device.index or 0
+    table = peer_table(ptrs, y.device)
+    off = {name: _offset(views[name], sym_buffer) for name in ("signals", "recv_counts", "l1_acts", "l1_acts_sf",
+                                                               "row_src", "l1_topk_weights", "combine")}
+    e_pow2 = next_pow2(max(num_experts, 2))
+    l_pow2 = next_pow2(max(num_local, 2))
+    r_pow2 = next_pow2(max(num_ranks, 2))
+    has_stats = stats is not None
+    topk_idx, topk_w = views["topk_idx"], views["topk_weights"]
+    num_slots = num_tokens * num_topk
+    pool_sf = views["l1_acts_sf"]
+    sf_cols = hidden // 128
+    l2a, l2a_sf = views["l2_acts"], views["l2_acts_sf"]
+    bn = mega_plan.BLOCK_N
+
+    def barrier():
+        _launch(k._barrier_kernel, (1, 1, 1),
+                (table, off["signals"], views["signals"], views["epoch"], views["status"], rank_idx, num_ranks,
+                 max_spins, r_pow2),
+                "mega_barrier", (r_pow2,), num_warps=1, device_index=dev)
+
+    def publish():
+        if num_slots:
+            _launch(k._route_kernel, (-(-num_slots // ROUTE_BLOCK), 1, 1),
+                    (topk_idx, views["counts"], views["slot_pos"], num_slots, 0, num_experts, ROUTE_BLOCK),
+                    "mega_route", (ROUTE_BLOCK,), device_index=dev)
+        _launch(k._publish_counts_kernel, (1, 1, 1),
+                (views["counts"], table, off["recv_counts"], rank_idx, num_ranks, num_experts, e_pow2),
+                "mega_publish_counts", (e_pow2,), device_index=dev)
+
+    def dispatch():
+        _launch(k._scan_ranks_kernel, (1, 1, 1),
+                (views["recv_counts"], stats if has_stats else views["counts"], views["send_base"], views["starts"],
+                 views["ends"], views["tile_end"], views["overflow"], views["status"], rank_idx, num_ranks,
+                 num_local, tiles, bm, r_pow2, l_pow2, has_stats),
+                "mega_scan_ranks", (bm, r_pow2, l_pow2, has_stats), device_index=dev)
+        if num_tokens:
+            _launch(k._dispatch_ranks_kernel, (num_tokens, 1, 1),
+                    (views["x"], views["x_sf"], topk_idx, topk_w, views["slot_pos"], views["send_base"],
+                     views["overflow"], table, views["combine"], off["l1_acts"], off["l1_acts_sf"], off["row_src"],
+                     off["l1_topk_weights"], rank_idx, num_local, hidden, sf_cols, pool_sf.stride(1),
+                     num_max_tokens_per_rank, num_topk, next_pow2(num_topk), DISPATCH_BLOCK_H, next_pow2(sf_cols)),
+                    "mega_dispatch_ranks", (num_topk, next_pow2(sf_cols)), device_index=dev)
+
+    def experts():
+        _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, l_pow2, activation_clamp,
+                       fast_math, dev)
+        a2 = descriptor(l2a, (pool, inter), (inter, 1), (bm, mega_plan.L2_BLOCK_K))
+        b2 = descriptor(l2, (num_local * hidden, inter), (inter, 1), (bn, mega_plan.L2_BLOCK_K))
+        _launch(k._l2_ranks_kernel, (hidden // bn, tiles, 1),
+                (a2, b2, l2a_sf, l2_sf, views["tile_end"], views["ends"], views["row_src"], table, off["combine"],
+                 num_local, inter, hidden, l2_sf.stride(0), l2_sf.stride(1), l2a_sf.stride(1),
+                 num_max_tokens_per_rank, bm, bn, mega_plan.L2_BLOCK_K, l_pow2, num_topk, cfg.l2_stages),
+                "mega_l2_ranks", (bm, l_pow2, num_topk, cfg.l2_stages), num_warps=cfg.num_warps,
+                num_stages=cfg.l2_stages, device_index=dev)
+
+    def combine():
+        if num_tokens:  # (every expert id counts: first expert 0, all experts)
+            _launch(k._combine_kernel, (num_tokens, -(-hidden // COMBINE_BLOCK_H), 1),
+                    (topk_idx, views["combine"], y, 0, num_experts, hidden, num_max_tokens_per_rank, y.stride(0),
+                     num_topk, COMBINE_BLOCK_H),
+                    "mega_combine", (num_topk,), device_index=dev)
+
+    return RankLaunch((publish, dispatch, experts, combine), barrier)
+
+
+def rank_status_error(status: int, rank_idx: int):
+    """The message for a non-zero ``status`` word of rank ``rank_idx`` (None when zero)."""
+    if not status:
+        return None
+    parts = []
+    late = [r for r in range(30) if status >> r & 1]
+    if late:
+        parts.append(f"a cross-rank barrier gave up waiting for rank(s) {late}")
+    if status & _buffer.STATUS_OVERFLOW:
+        parts.append("a call routed more slots to one rank than its pool holds (a token routed twice to one "
+                     "expert?); its outputs are NaN")
+    return f"fp8_mega_moe: rank {rank_idx}: " + "; ".join(parts) + " (results since are void; rebuild the buffer)"
+
+
+
+def check_status(sym_buffer) -> None:
+    """Raise ``DeepGEMMError`` naming the rank when a several-rank call on ``sym_buffer`` (an ``SM90SymmBuffer``)
+    flagged an error: a barrier that timed out, a pool overflow. Reads one word (synchronises the stream): call it
+    after a call, outside CUDA-graph capture."""
+    num_ranks = sym_buffer.num_ranks
+    require(num_ranks > 1, "sym_buffer: the status word exists for several ranks only")
+    bplan = _buffer_plan(num_ranks, sym_buffer.num_experts, sym_buffer.num_max_tokens_per_rank, sym_buffer.num_topk,
+                         sym_buffer.hidden, sym_buffer.intermediate_hidden)
+    views = _buffer.sm90_kernel_views(sym_buffer.buffer, bplan, sym_buffer.num_experts // num_ranks,
+                                      sym_buffer.num_max_tokens_per_rank, sym_buffer.num_topk, num_ranks)
+    message = rank_status_error(int(views["status"].item()), sym_buffer.rank_idx)
+    if message:
+        fail(message)
 
 
 @lru_cache(maxsize=64)

@@ -6,7 +6,9 @@ arguments DeepGEMM's kernels size it with (``len(sym_buffer_ptrs)`` ranks, exper
 from ``y``, intermediate from ``l2_weights``; plus the ring for the SM100 buffer), so the views are recomputed here.
 
 On one CUDA rank ``fp8_mega_moe`` and the SM90 pre-dispatch run Triton kernels (``launch.py``); the other layer ops
-run the same reference on CUDA tensors (a slow correctness path); several CUDA ranks raise ``NotImplementedError``.
+run the same reference on CUDA tensors (a slow correctness path); several CUDA ranks raise ``NotImplementedError``,
+except ``fp8_mega_moe`` when its several-rank kernels are asked for (``MegaOverrides(kernels=True)`` through the
+launcher, while the ``mega_ranks`` key awaits their multi-GPU run in ``core/gpu_validation.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ MX_RECIPE = (1, 1, 32)
 NVFP4_RECIPE = (1, 1, 16)
 WEIGHT_LAYOUTS = ("megamoe", "trtllm")
 _MULTI_GPU = ("the Mega MoE over several CUDA ranks (symmetric memory) is not implemented in this release; one CUDA "
-              "rank runs, and CPU ranks on a gloo group run the reference")
+              "rank runs, and CPU ranks on a gloo group run the reference (fp8_mega_moe has kernels for several CUDA "
+              "ranks, opt-in with MegaOverrides(kernels=True) through its launcher until their multi-GPU run, "
+              "see deep_gemm/mega/launch.py)")
 
 
 # ---- shared checks ---------------------------------------------------------------------------------------------

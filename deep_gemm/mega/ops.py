@@ -53,7 +53,7 @@ register("get_block_m_for_mega_moe", check=layer.check_block_m, reference=layer.
 # The layer and pre-dispatch ops only write their caller's tensors: no fake outputs to build.
 register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_mega_moe,
          triton=launchers.fp8_mega_moe, arch=arch.FP8_OPS,
-         triton_note=gpu_validation.opt_in_note("mega", "one rank"))
+         triton_note=gpu_validation.opt_in_note("mega", launchers.RANKS_NOTE))
 register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe)
 # The BF16 layer's kernels need TMA (tensor descriptors) and await their GPU run under their own key.
 BF16_MEGA_ARCH = arch.OpArch(min_sm=arch.SM90)

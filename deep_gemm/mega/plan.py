@@ -14,7 +14,10 @@ Opt-in: one ``MegaOverrides.kernels`` switch asks for the kernels of either laye
 The FP8 kernels passed theirs (family ``mega``, run by default); the BF16 kernels are gated separately under the
 key ``mega_bf16`` in ``core/gpu_validation.py``'s ``AWAITING_GPU`` (a sub-family of ``mega``: the registry's family
 of ``bf16_mega_moe`` stays ``mega``), so until they pass, ``bf16_mega_moe`` runs the reference unless
-``MegaOverrides(kernels=True)``.
+``MegaOverrides(kernels=True)``. ``fp8_mega_moe`` over several CUDA ranks is gated the same way under
+``mega_ranks``: until its multi-GPU run, several CUDA ranks raise ``NotImplementedError`` unless
+``MegaOverrides(kernels=True)`` reaches the launcher. Its BLOCK_M follows the token capacity of all ranks
+(``launch.rank_block_m``): every rank must choose the same one.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ NO_OVERRIDES = MegaOverrides()
 
 # The BF16 layer's key in core/gpu_validation.AWAITING_GPU (see the module docstring).
 BF16_KEY = "mega_bf16"
+# The key of ``fp8_mega_moe`` over several CUDA ranks (launch.py's ``fp8_mega_moe_rank_phases``).
+RANKS_KEY = "mega_ranks"
 BF16_BLOCK_K = 64         # one 128-byte row of BF16 per K step (the widest TMA swizzle)
 BF16_STAGES = {64: (4, 4), 128: (4, 4)}   # (L1, L2) pipeline depth per BLOCK_M: (BM + BN) x 64 x 2 bytes per stage
 
@@ -70,6 +75,12 @@ def kernels_wanted(overrides: MegaOverrides) -> bool:
 
 def bf16_kernels_wanted(overrides: MegaOverrides) -> bool:
     return gpu_validation.kernels_wanted(BF16_KEY, overrides.kernels)
+
+
+def rank_kernels_wanted(overrides: MegaOverrides) -> bool:
+    """Whether ``fp8_mega_moe`` over several CUDA ranks runs its kernels (else the layer raises
+    ``NotImplementedError``): the ``mega_ranks`` key gates them until their multi-GPU run."""
+    return gpu_validation.kernels_wanted(RANKS_KEY, overrides.kernels)
 
 
 def expected_tokens_per_expert(num_tokens: int, num_topk: int, num_local_experts: int) -> int:
