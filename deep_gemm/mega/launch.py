@@ -77,6 +77,27 @@ def _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, e_
             num_stages=cfg.l1_stages, device_index=dev)
 
 
+
+def _route_and_scan(k, views: dict, stats, rank_idx: int, num_local: int, num_tokens: int, num_topk: int, bm: int,
+                    dev: int):
+    """The first two launches of a one-rank layer (FP8 and BF16 alike): each slot's position in its expert's pool
+    slice, then the slices' starts and ends padded to BLOCK_M, the M tiles and the received-token statistics.
+    Returns (E_POW2, the rank's first expert, the buffer's topk_idx and topk_weights views)."""
+    e_pow2 = next_pow2(max(num_local, 2))
+    first = rank_idx * num_local
+    has_stats = stats is not None
+    stats_t = stats if has_stats else views["counts"]
+    topk_idx, topk_w = views["topk_idx"], views["topk_weights"]
+    num_slots = num_tokens * num_topk
+    _launch(k._route_kernel, (-(-num_slots // ROUTE_BLOCK), 1, 1),
+            (topk_idx, views["counts"], views["slot_pos"], num_slots, first, num_local, ROUTE_BLOCK),
+            "mega_route", (ROUTE_BLOCK,), device_index=dev)
+    _launch(k._scan_kernel, (1, 1, 1),
+            (views["counts"], stats_t, views["starts"], views["ends"], views["tile_end"], num_local, bm, e_pow2,
+             has_stats),
+            "mega_scan", (bm, e_pow2, has_stats), device_index=dev)
+    return e_pow2, first, topk_idx, topk_w
+
 def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank, num_experts,
                  num_topk, recipe, activation, activation_clamp, fast_math, *,
                  overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
@@ -111,20 +132,8 @@ def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num
         return NotImplemented  # (cannot happen for pools sized by plan_sm90_symm_buffer: BLOCK_M <= 192)
     k = _kernels()
     dev = y.device.index or 0
-    e_pow2 = next_pow2(max(num_local, 2))
-    first = rank_idx * num_local
-    has_stats = stats is not None
-    stats_t = stats if has_stats else views["counts"]
-    topk_idx, topk_w = views["topk_idx"], views["topk_weights"]
-    num_slots = num_tokens * num_topk
-
-    _launch(k._route_kernel, (-(-num_slots // ROUTE_BLOCK), 1, 1),
-            (topk_idx, views["counts"], views["slot_pos"], num_slots, first, num_local, ROUTE_BLOCK),
-            "mega_route", (ROUTE_BLOCK,), device_index=dev)
-    _launch(k._scan_kernel, (1, 1, 1),
-            (views["counts"], stats_t, views["starts"], views["ends"], views["tile_end"], num_local, bm, e_pow2,
-             has_stats),
-            "mega_scan", (bm, e_pow2, has_stats), device_index=dev)
+    e_pow2, first, topk_idx, topk_w = _route_and_scan(k, views, stats, rank_idx, num_local, num_tokens, num_topk,
+                                                      bm, dev)
     pool_sf = views["l1_acts_sf"]
     sf_cols = hidden // 128
     _launch(k._dispatch_kernel, (num_tokens, 1, 1),
@@ -389,22 +398,10 @@ def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank
         views.update(_from_workspace(y, arrays))
     k = _kernels()
     dev = y.device.index or 0
-    e_pow2 = next_pow2(max(num_local, 2))
-    first = rank_idx * num_local
-    has_stats = stats is not None
-    stats_t = stats if has_stats else views["counts"]
-    topk_idx, topk_w = views["topk_idx"], views["topk_weights"]
-    num_slots = num_tokens * num_topk
     pool, l2a = views["l1_acts"], views["l2_acts"]
     tiles = rows // bm
-
-    _launch(k._route_kernel, (-(-num_slots // ROUTE_BLOCK), 1, 1),
-            (topk_idx, views["counts"], views["slot_pos"], num_slots, first, num_local, ROUTE_BLOCK),
-            "mega_route", (ROUTE_BLOCK,), device_index=dev)
-    _launch(k._scan_kernel, (1, 1, 1),
-            (views["counts"], stats_t, views["starts"], views["ends"], views["tile_end"], num_local, bm, e_pow2,
-             has_stats),
-            "mega_scan", (bm, e_pow2, has_stats), device_index=dev)
+    e_pow2, first, topk_idx, topk_w = _route_and_scan(k, views, stats, rank_idx, num_local, num_tokens, num_topk,
+                                                      bm, dev)
     # (no scales: the scale pointers are unused; the row weights stand in for them)
     _launch(k._dispatch_kernel, (num_tokens, 1, 1),
             (views["x"], views["l1_topk_weights"], topk_idx, topk_w, views["slot_pos"], views["starts"], pool,
