@@ -7,8 +7,9 @@
 set -uo pipefail
 D=${OUT:?run on the device machine with OUT set}/mega; mkdir -p "$D"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$D/gpu.txt"
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$D/gpu.txt"
+FAMILY=mega
+source scripts/gpu/steps.sh
+gpu_info
 # Whether DeepGEMM's own build of the layer (the sgl-deep-gemm wheel, carried as .sgl/*.whl) loads on this torch:
 # it is built against one torch and CUDA 13, and the fused-vs-DeepGEMM comparison needs it to.
 if ls .sgl/*.whl > /dev/null 2>&1; then
@@ -18,18 +19,10 @@ print('upstream', d.__file__, 'loads:', hasattr(d, 'fp8_mega_moe'), 'torch', tor
     > "$D/upstream.txt" 2>&1
   echo "upstream wheel: exit $?"; tail -3 "$D/upstream.txt"
 fi
-start=$(date +%s)
-timeout "${MEGA_TEST_TIMEOUT:-150}" python3 -m pytest tests/test_mega_moe_gpu.py tests/test_checked_mode_gpu.py -q \
-  -p no:cacheprovider -rfE --durations=8 > "$D/tests.log" 2>&1
-echo "tests: exit $? in $(( $(date +%s) - start )) s: $(grep -E '[0-9]+ (passed|failed)' "$D/tests.log" | tail -1)"
-grep -E "^(FAILED|ERROR) " "$D/tests.log" | head -20
-start=$(date +%s)
-OUT=$D SANITIZE_ONLY="mega/" SANITIZE_TOOLS="memcheck synccheck" SANITIZE_TIMEOUT=${MEGA_SAN_TIMEOUT:-55} \
-  bash scripts/gpu/sanitize.sh 2>&1 | tee "$D/sanitize.txt"
-echo "sanitizer in $(( $(date +%s) - start )) s"
-timeout "${MEGA_BENCH_TIMEOUT:-110}" python3 benchmarks/bench_mega_moe.py --out "$D" \
-  --shapes "${MEGA_SHAPES:-v3,v3-671b}" --tokens "${MEGA_TOKENS:-8,64,256,1024,4096,8192}" 2>&1 \
-  | tee "$D/bench.txt" | grep -E "^ > |Error|error" | head -40
+gpu_tests "${MEGA_TEST_TIMEOUT:-150}" tests/test_mega_moe_gpu.py tests/test_checked_mode_gpu.py
+gpu_sanitize mega/ "${MEGA_SAN_TIMEOUT:-55}"
+gpu_bench "${MEGA_BENCH_TIMEOUT:-110}" 40 python3 benchmarks/bench_mega_moe.py --shapes "${MEGA_SHAPES:-v3,v3-671b}" \
+  --tokens "${MEGA_TOKENS:-8,64,256,1024,4096,8192}"
 # The soak: every family from 8 threads on 2 streams against the CPU kernels, then a short run under memcheck.
 start=$(date +%s)
 timeout "${SOAK_TIMEOUT:-60}" python3 scripts/gpu/soak.py --seconds "${SOAK_SECONDS:-30}" --threads 8 > "$D/soak.txt" 2>&1
