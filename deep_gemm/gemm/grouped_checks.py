@@ -80,8 +80,9 @@ def check_k_psum_sizes(ks_cpu: Sequence[int] | None, num_groups: int, sum_k: int
         if k_size < 0 or k_size % alignment != 0:
             fail(f"ks_cpu: expected non-negative multiples of the group alignment {alignment} with "
                  f"use_psum_layout=True, got {k_size} for group {i}")
-    if sum(int(k) for k in ks_cpu) != sum_k:
-        fail(f"ks_cpu: expected sizes summing to sum_K = {sum_k} (rows of a), got {sum(int(k) for k in ks_cpu)}")
+    total = sum(int(k) for k in ks_cpu)
+    if total != sum_k:
+        fail(f"ks_cpu: expected sizes summing to sum_K = {sum_k} (rows of a), got {total}")
 
 
 def check_k_grouped_output(d: torch.Tensor, c: torch.Tensor | None, grouped_layout: torch.Tensor,
