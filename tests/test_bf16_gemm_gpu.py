@@ -179,6 +179,25 @@ def test_masked(g, expected, n, k):
         assert torch.all(d[i, m:] == 7.0), "rows past masked_m are untouched"
 
 
+# More than 2^31 output elements (72 x 4160 x 8192, 4.9 GB of D): the last groups' offsets pass int32; only the
+# last two groups have rows.
+@pytest.mark.parametrize("over", [None, Bf16Overrides(ws=False), Bf16Overrides(ws=True)])
+def test_masked_output_past_int32_offsets(over):
+    g, max_m, n, k = 72, 4160, 8192, 128
+    assert (g - 1) * max_m * n > 2 ** 31
+    a, b = _rand(g, max_m, k), _rand(g, n, k)
+    masked = torch.zeros(g, device="cuda", dtype=torch.int32)
+    masked[g - 2], masked[g - 1] = 129, max_m
+    d = torch.full((g, max_m, n), 7.0, device="cuda", dtype=BF16)
+    _masked_run(a, b, d, masked, max_m, over)
+    torch.cuda.synchronize()
+    for i in (g - 2, g - 1):
+        m = int(masked[i])
+        assert calc_diff(d[i, :m], _ref(a[i, :m], b[i])) < TOL, i
+        assert torch.all(d[i, m:] == 7.0), f"rows past masked_m are untouched (group {i})"
+    assert torch.all(d[: g - 2] == 7.0), "groups without rows are untouched"
+
+
 # Masked decode rows (DeepGEMM's G = 6 / 32 x 20 expected rows) and the split of their last wave
 # (bf16_plan.masked_split: 6 x 6144 x 7168 and 6 x 4096 x 4096 split; gemm/bf16/kernels/gemm.py cuts the last wave's
 # tiles on the device). Mmax 64: the plan sees the expected rows, not Mmax, and the rows past masked_m must stay

@@ -394,6 +394,33 @@ def test_masked_warp_specialised(variant, g, m_per, max_m, n, k):
     _check_masked(a, b, d, masked)
 
 
+# More than 2^31 output elements: 72 groups x 4160 rows x 8192 columns (4.9 GB of D), so the last groups' offsets
+# (group x stride) pass int32. Only two groups have rows: the launch stays cheap, and the check covers the group
+# whose every row lies past 2^31 elements. Mmax 4160 is not a multiple of 128: the warp-specialised kernel stores
+# through pointers, the path whose offsets are formed in 64 bits.
+@pytest.mark.parametrize("overrides", [None, "tl", "ws"])
+def test_masked_output_past_int32_offsets(overrides):
+    g, max_m, n, k = 72, 4160, 8192, 128
+    assert (g - 1) * max_m * n > 2 ** 31
+    from deep_gemm.gemm.fp8.plan import Fp8Overrides
+    over = {None: None, "tl": Fp8Overrides(ws_mode="off"), "ws": _ws(d_tma=False)}[overrides]
+    masked = [0] * g
+    masked[g - 2], masked[g - 1] = 129, max_m
+    a, b = _masked_a(g, max_m, k), _grouped_b(g, n, k)
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    mm = torch.tensor(masked, dtype=torch.int32, device="cuda")
+    if over is None:
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, expected_m=max_m)
+    else:
+        run_forced("m_grouped_fp8_gemm_nt_masked", a[0], a[1], b[0], b[1], d, mm, max_m, overrides=over)
+    torch.cuda.synchronize()
+    for i in (g - 2, g - 1):
+        m = masked[i]
+        assert calc_diff(d[i, :m], _ref((a[0][i, :m], a[1][i, :m]), (b[0][i], b[1][i]))) < TOL, i
+        _assert_untouched_past_masked(d[i], m)
+    assert d[: g - 2].isnan().all(), "groups without rows are untouched"
+
+
 @pytest.mark.parametrize("layout", ["nt", "tn"])
 @pytest.mark.parametrize("m,n,ks", [(512, 768, [1024, 0, 384, 2048]), (256, 208, [0, 128, 0, 640, 0]),
                                     (128, 112, [384, 0]), (320, 768, [256, 0, 512])])
