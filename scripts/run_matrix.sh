@@ -12,7 +12,10 @@
 #     constraints file (pip's `constraint` setting, e.g. a cap on torch) must not veto. MATRIX_DISCARD=1 removes
 #     the venv once its checks are done (a CUDA torch from PyPI with its nvidia wheels takes ~5 GB).
 #   * the interpreter tests (INTERPRETER_TESTS: Triton kernels run on CPU under TRITON_INTERPRET=1, as the full suite
-#     runs them without a GPU, and the tests that compile sm_90a kernels and check what ptxas made of them);
+#     runs them without a GPU, and the tests that compile sm_90a kernels and check what ptxas made of them), every
+#     test function with its first MATRIX_SAMPLE parametrisations and its last (default 2; 0: every case): what a
+#     new torch or Triton breaks is an API or a compile, which one case of each function meets; the full suite runs
+#     every case on the default stack;
 #   * an sm_90a compile of every shipped kernel variant (COMPILE_CHECKS: scripts/compile_check*.py, no GPU needed).
 # The checks run as separate jobs, MATRIX_JOBS at a time (default: the number of CPUs), and the next stack is set up
 # while the current one is checked. Logs: $MATRIX_DIR/torch-<version>/*.log. Prints a summary (wall and CPU time per
@@ -70,7 +73,10 @@ if [ "${1:-}" = --job ]; then
   TIMEFORMAT="%R %U %S"
   if [ "$kind" = tests ]; then
     # shellcheck disable=SC2068  # the test modules, one word each
-    { time TRITON_INTERPRET=1 "$venv/bin/python" -m pytest $@ -q -p no:cacheprovider -rfE > "$log" 2>&1 ; \
+    sample=${MATRIX_SAMPLE:-2}
+    [ "$sample" = 0 ] && sample=
+    { time TRITON_INTERPRET=1 DG_TEST_SAMPLE=$sample "$venv/bin/python" -m pytest $@ -q -p no:cacheprovider -rfE \
+        > "$log" 2>&1 ; \
       echo $? > "$log.rc" ; } 2> "$times"
   else
     # shellcheck disable=SC2068  # the script and its arguments

@@ -185,3 +185,29 @@ def test_support_table_and_install_block_follow_setup_env():
     install = README.split("## Install", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     assert f"pip install torch=={default} " in install
     assert f"pip install triton=={table[default.rsplit('.', 1)[0]]} " in install
+
+
+def _collect(sample):
+    import os
+    import subprocess
+    env = dict(os.environ, DG_TEST_SAMPLE=sample)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                          "tests/test_launch_plan.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    return run.returncode, [line for line in run.stdout.splitlines() if "::" in line], run.stdout + run.stderr
+
+
+def test_matrix_sample_keeps_every_test_function():
+    """DG_TEST_SAMPLE (the support matrix's quick pass) keeps each test function's first N parametrisations and
+    its last: fewer cases, the same functions; a value that is not a positive integer is refused."""
+    rc, every, _ = _collect("")
+    assert rc == 0 and every
+    rc, sampled, _ = _collect("1")
+    assert rc == 0 and len(sampled) < len(every)
+    functions = {case.split("[")[0] for case in every}
+    assert {case.split("[")[0] for case in sampled} == functions
+    for function in functions:
+        cases = [case for case in every if case.split("[")[0] == function]
+        kept = [case for case in sampled if case.split("[")[0] == function]
+        assert kept == cases[:1] + (cases[-1:] if len(cases) > 1 else [])
+    rc, _, out = _collect("zero")
+    assert rc != 0 and "DG_TEST_SAMPLE" in out
