@@ -298,11 +298,72 @@ def test_k_grouped_bad_inputs():
         fn(a, b, d, [100, 256], layout)
     with pytest.raises(DeepGEMMError, match=r"recipe: K-grouped FP8 GEMMs use per-row scales"):
         fn(a, b, d, ks, layout, recipe=(1, 128, 128))
-    with pytest.raises(DeepGEMMError, match=r"use_psum_layout: the FP8 K-grouped psum layout is not supported"):
+    with pytest.raises(DeepGEMMError, match=r"use_psum_layout: the K-grouped psum layout takes MN-major operands"):
         fn(a, b, d, ks, layout, use_psum_layout=True)
     with pytest.raises(DeepGEMMError, match=r"d: expected 3 groups"):
         fn(a, b, d, [128, 128, 128], torch.tensor([128] * 3, dtype=torch.int32))
     assert (d == 0).all()
+
+
+def _k_psum_inputs(ends, sum_k, m=16, n=32, scale_rows=None):
+    """tn operands of the K psum layout with compact scales (ceil(K_g / 128) rows per group, or scale_rows)."""
+    from deep_gemm.gemm.fp8.reference import k_psum_rows
+    layout = torch.tensor(ends, dtype=torch.int32)
+    needed = int(k_psum_rows(layout, sum_k)[2]) if scale_rows is None else scale_rows
+    a = (torch.randn(sum_k, m).to(torch.float8_e4m3fn), torch.rand(needed, m) + 0.5)
+    b = (torch.randn(sum_k, n).to(torch.float8_e4m3fn), torch.rand(needed, n) + 0.5)
+    return a, b, layout
+
+
+def test_k_grouped_psum_matches_a_walk_of_the_groups():
+    """use_psum_layout=True (tn): group g spans K rows [align(end[g-1]), end[g]) and owns ceil(K_g / 128) scale rows
+    after the previous groups'; here group 0 has 300 rows (3 scale rows), group 1 is empty, group 2 has 5."""
+    ends, sum_k, m, n = [300, 300, 389], 512, 16, 32
+    a, b, layout = _k_psum_inputs(ends, sum_k, m, n)
+    assert a[1].size(0) == 4
+    c = torch.randn(3, m, n)
+    d = torch.full((3, m, n), float("nan"))
+    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, None, layout, c=c, use_psum_layout=True)
+    spans, scale_first = [(0, 300), None, (384, 389)], [0, None, 3]
+    for g in range(3):
+        want = c[g].double()
+        if spans[g] is not None:
+            lo, hi = spans[g]
+            rows = torch.arange(hi - lo) // 128 + scale_first[g]
+            av = a[0][lo:hi].double() * a[1][rows].double()
+            bv = b[0][lo:hi].double() * b[1][rows].double()
+            want = want + av.T @ bv
+        assert calc_diff(d[g], want) < TOLERANCES["reference_fp32_out"], g
+    # ks (the aligned sizes summing to A's rows) may be given, as DeepGEMM's callers do
+    d2 = torch.full((3, m, n), float("nan"))
+    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d2, [384, 0, 128], layout, c=c, use_psum_layout=True)
+    assert torch.equal(d2, d)
+
+
+def test_k_grouped_psum_bad_inputs_raise_before_writing():
+    a, b, layout = _k_psum_inputs([300, 389], 400)
+    d = torch.zeros(2, 16, 32)
+    fn = deep_gemm.k_grouped_fp8_gemm_tn_contiguous
+    with pytest.raises(DeepGEMMError, match=r"use_padded_sf_layout: expected False with use_psum_layout=True"):
+        fn(a, b, d, None, layout, use_psum_layout=True, use_padded_sf_layout=True)
+    with pytest.raises(DeepGEMMError, match=r"ks_cpu: expected sizes summing to sum_K = 400"):
+        fn(a, b, d, [384, 128], layout, use_psum_layout=True)
+    with pytest.raises(DeepGEMMError, match=r"grouped_layout: expected K ends at most sum_K = 400, got "
+                                            r"grouped_layout\[1\] = 401"):
+        fn(a, b, d, None, torch.tensor([300, 401], dtype=torch.int32), use_psum_layout=True)
+    with pytest.raises(DeepGEMMError, match=r"grouped_layout: expected each K end to repeat the previous one"):
+        fn(a, b, d, None, torch.tensor([300, 350], dtype=torch.int32), use_psum_layout=True)
+    few_a, few_b, _ = _k_psum_inputs([300, 389], 400, scale_rows=3)
+    with pytest.raises(DeepGEMMError, match=r"sfa: expected the 4 scale rows along K that the psum ends"):
+        fn(few_a, few_b, d, None, layout, use_psum_layout=True)
+    assert (d == 0).all()
+
+
+def test_opcheck_k_grouped_psum():
+    a, b, layout = _k_psum_inputs([300, 300, 389], 400)
+    d = torch.zeros(3, 16, 32)
+    _opcheck(ops.k_grouped_fp8_gemm_tn_contiguous.default,
+             (a[0], a[1], b[0], b[1], d, None, layout, None, [1, 1, 128], "mn", True, False))
 
 
 def test_fake_tensor_mode_runs_the_same_check():

@@ -270,6 +270,54 @@ def test_bf16_k_grouped_psum(g, m, n, alignment, accumulate, data):
     close(d, want, 1e-5, f"k_grouped_bf16 psum {ends}")
 
 
+def fp8_k_psum_operand(data, gen, sum_k: int, rows: int, ends, alignment: int, extra_scale_rows: int):
+    """A [sum_K, rows] FP8 operand of the K psum layout, NaN in every gap row (never read), and its compact scales:
+    ceil(K_g / 128) power-of-two rows per group, one group after the other, then extra unused rows. Returns
+    (data, scales, float64 values with gap rows zero)."""
+    values = randn(sum_k, rows, gen=gen).to(FP8)
+    values.view(torch.uint8)[:] = torch.where(torch.zeros(sum_k, 1, dtype=torch.bool), 0, 0x7F)  # NaN everywhere
+    scales, truth, previous = [], torch.zeros(sum_k, rows, dtype=torch.float64), 0
+    for end in ends:
+        start = -(-previous // alignment) * alignment
+        if end > start:
+            values[start:end] = randn(end - start, rows, gen=gen).to(FP8)
+            sf = torch.exp2(torch.randint(-3, 4, (-(-(end - start) // 128), rows), generator=gen).float())
+            scales.append(sf)
+            truth[start:end] = values[start:end].double() * sf.double().repeat_interleave(128, 0)[:end - start]
+        previous = end
+    scales.append(torch.exp2(torch.randint(-3, 4, (extra_scale_rows, rows), generator=gen).float()))
+    return values, torch.cat(scales), truth
+
+
+@examples(120)
+@given(g=st.integers(1, 4), m=st.sampled_from([16, 32, 48]), n=st.sampled_from([16, 32]),
+       alignment=st.sampled_from([32, 128, 256]),
+       accumulate=st.booleans(), data=st.data())
+def test_fp8_k_grouped_psum(g, m, n, alignment, accumulate, data):
+    """The FP8 K psum layout (tn): random ends (empty groups, unaligned ends, groups past 128 rows), compact scales
+    per group, NaN in the gap rows: the float64 sums of each group's scaled rows."""
+    ends, previous = [], 0
+    for _ in range(g):
+        start = -(-previous // alignment) * alignment
+        previous = previous if data.draw(st.booleans()) else start + data.draw(st.integers(1, 300))
+        ends.append(previous)
+    sum_k = previous + data.draw(st.integers(0, 9))
+    gen = seeded(data.draw(seeds))
+    extra = data.draw(st.integers(0, 2))
+    a, sfa, av = fp8_k_psum_operand(data, gen, sum_k, m, ends, alignment, extra)
+    b, sfb, bv = fp8_k_psum_operand(data, gen, sum_k, n, ends, alignment, extra)
+    c = randn(g, m, n, gen=gen) if accumulate else None
+    d = torch.full((g, m, n), float("nan"))
+    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
+    try:
+        deep_gemm.k_grouped_fp8_gemm_tn_contiguous((a, sfa), (b, sfb), d, None, torch.tensor(ends, dtype=torch.int32),
+                                                   c=c, use_psum_layout=True)
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+    close(d, k_psum_truth(av, bv, ends, alignment) + (c.double() if accumulate else 0), 1e-5,
+          f"k_grouped_fp8 psum {ends}")
+
+
 # ---- FP4 GEMMs ----------------------------------------------------------------------------------------------------
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)

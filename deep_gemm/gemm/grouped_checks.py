@@ -52,12 +52,9 @@ def check_masked_m(masked_m: torch.Tensor, num_groups: int, expected_m: int) -> 
         fail(f"expected_m: expected a positive integer, got {expected_m}")
 
 
-def check_ks_cpu(ks_cpu: Sequence[int] | None, use_psum_layout: bool, k_multiple: int = 1) -> list[int]:
-    """The host list of per-group K sizes, each a non-negative multiple of ``k_multiple`` (the FP8 K-grouped psum
-    layout is SM100-only upstream and not supported; the BF16 one takes ``check_k_psum_sizes``)."""
-    if use_psum_layout:
-        fail("use_psum_layout: the FP8 K-grouped psum layout is not supported (DeepGEMM runs it on SM100 only); "
-             "pass ks_cpu with the per-group K sizes")
+def check_ks_cpu(ks_cpu: Sequence[int] | None, k_multiple: int = 1) -> list[int]:
+    """The host list of per-group K sizes, each a non-negative multiple of ``k_multiple`` (the layout without psum
+    ends; the psum layout's optional host sizes take ``check_k_psum_sizes``)."""
     if ks_cpu is None or len(ks_cpu) == 0:
         fail("ks_cpu: expected the non-empty list of per-group K sizes")
     for i, k_size in enumerate(ks_cpu):
@@ -195,6 +192,22 @@ def check_data_k_grouped_tn(*, a, ks_cpu, grouped_layout, use_psum_layout, **_) 
         check_data_k_psum_ends(grouped_layout, a.size(0))
     else:
         check_data_ks(grouped_layout, ks_cpu)
+
+
+def check_data_k_grouped_fp8_tn(*, a, sfa, sfb, ks_cpu, grouped_layout, use_psum_layout, **_) -> None:
+    """Data check of ``k_grouped_fp8_gemm_tn_contiguous``: the K sizes, or the psum ends and the compact scale rows
+    they need (ceil(K_g / 128) per group) against the rows sfa and sfb hold."""
+    if not use_psum_layout:
+        check_data_ks(grouped_layout, ks_cpu)
+        return
+    from .fp8.reference import k_psum_rows
+    check_data_k_psum_ends(grouped_layout, a.size(0))
+    needed = k_psum_rows(grouped_layout, a.size(0))[2].reshape(1)
+
+    def message(name, rows):
+        return lambda i: (f"{name}: expected the {int(needed[0])} scale rows along K that the psum ends of "
+                          f"grouped_layout need (ceil(K_g / 128) per group), got {rows}")
+    require_values([(needed > sf.size(0), message(name, sf.size(0))) for name, sf in (("sfa", sfa), ("sfb", sfb))])
 
 
 def check_data_k_grouped_packed_nt(*, a, ks, grouped_layout, use_psum_layout, **_) -> None:

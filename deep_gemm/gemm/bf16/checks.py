@@ -146,7 +146,7 @@ def check_k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks_cpu, grouped_layout, c, 
         num_groups, sum_k, what = d.size(0), a.size(0), "sum_K"
         check_k_psum_sizes(ks_cpu, num_groups, sum_k)
     else:
-        ks = check_ks_cpu(ks_cpu, use_psum_layout)
+        ks = check_ks_cpu(ks_cpu)
         num_groups, sum_k, what = len(ks), sum(ks), "sum(ks_cpu)"
     m, n = check_k_grouped_output(d, c, grouped_layout, num_groups)
     for name, data, rows, dim in (("a", a, m, "M"), ("b", b, n, "N")):

@@ -15,7 +15,7 @@ import torch
 from ...core.errors import (fail, major_of, require, require_contiguous, require_dim, require_dtype,
                            require_same_device)
 from ..grouped_checks import (check_expected_m_for_psum_layout, check_grouped_layout, check_k_grouped_output,
-                             check_ks_cpu, check_masked_m)
+                             check_k_psum_sizes, check_ks_cpu, check_masked_m)
 from ...common.operands import (FP4_PACKED, Recipe, check_accumulator, check_alpha, check_compiled_dims, check_out,
                                 check_sf, logical_k, padded_sf_starts, require_tma_aligned, resolve_recipe, to_nt)
 from ...core.runtime import peek
@@ -153,10 +153,21 @@ def make_k_grouped_check(layout: str):
               use_padded_sf_layout=False) -> GemmProblem:
         require_same_device(a=a, sfa=sfa, b=b, sfb=sfb, d=d, grouped_layout=grouped_layout, c=c)
         check_compiled_dims(compiled_dims)
-        ks = check_ks_cpu(ks_cpu, use_psum_layout, k_multiple=K_GROUP_GRANULARITY)
         require(recipe is not None and tuple(recipe) == (1, 1, 128),
                 f"recipe: K-grouped FP8 GEMMs use per-row scales on both operands, (1, 1, 128); got {recipe}")
-        num_groups, sum_k = len(ks), sum(ks)
+        if use_psum_layout:  # the groups are the psum ends of grouped_layout; sum_K is the rows of a
+            require(layout == "tn", "use_psum_layout: the K-grouped psum layout takes MN-major operands "
+                                    "(k_grouped_fp8_gemm_tn_contiguous), as DeepGEMM's")
+            require(not use_padded_sf_layout,
+                    "use_padded_sf_layout: expected False with use_psum_layout=True (the psum layout's scales are "
+                    "compact: ceil(K_g / 128) rows per group, one group after the other)")
+            require_dim("d", d, 3)
+            require_dim("a", a, 2)
+            num_groups, sum_k = d.size(0), a.size(0)
+            check_k_psum_sizes(ks_cpu, num_groups, sum_k)
+        else:
+            ks = check_ks_cpu(ks_cpu, k_multiple=K_GROUP_GRANULARITY)
+            num_groups, sum_k = len(ks), sum(ks)
         m, n = check_k_grouped_output(d, c, grouped_layout, num_groups)
         sfk = sum_k // K_GROUP_GRANULARITY
         padded_sfk = padded_sf_starts(ks, K_GROUP_GRANULARITY)[-1] if use_padded_sf_layout else None
@@ -179,6 +190,11 @@ def make_k_grouped_check(layout: str):
                         f"{name}: expected an MN-major tensor (stride(1) == 1), got strides {data.stride()}")
                 require_tma_aligned(name, data)
                 want_sf = (sfk, rows)
+            if use_psum_layout:  # compact per-group scales: how many the ends need is checked with the data
+                require(sf.dim() == 2 and sf.size(1) == rows,
+                        f"sf{name}: expected [scale rows along K, {'M' if name == 'a' else 'N'} = {rows}] "
+                        f"(use_psum_layout: ceil(K_g / 128) rows per group), got shape {tuple(sf.shape)}")
+                continue
             if padded_sfk is not None:  # DeepGEMM's padded per-group SF: at least the padded extent along K
                 k_axis = 1 if layout == "nt" else 0
                 require(sf.dim() == 2 and sf.size(1 - k_axis) == rows and sf.size(k_axis) >= padded_sfk,

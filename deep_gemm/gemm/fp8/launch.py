@@ -459,6 +459,8 @@ def _k_grouped(layout: str):
                   use_padded_sf_layout=False, *, overrides: Fp8Overrides = NO_OVERRIDES):
         if not _fp8_device(a):
             return NotImplemented
+        if use_psum_layout:  # (DeepGEMM runs it on SM100 only; the kernels take group sizes: the reference runs)
+            return NotImplemented
         ks = k_grouped_sizes(d, c, ks_cpu)
         if ks is None:
             return None

@@ -60,5 +60,5 @@ for _layout in ("nt", "tn"):
 for _layout in ("nt", "nn"):
     set_data_check(f"m_grouped_fp8_gemm_{_layout}_contiguous", grouped_checks.check_data_m_grouped_contiguous)
 set_data_check("m_grouped_fp8_gemm_nt_masked", grouped_checks.check_data_m_grouped_masked)
-for _layout in ("nt", "tn"):
-    set_data_check(f"k_grouped_fp8_gemm_{_layout}_contiguous", grouped_checks.check_data_k_grouped)
+set_data_check("k_grouped_fp8_gemm_nt_contiguous", grouped_checks.check_data_k_grouped)
+set_data_check("k_grouped_fp8_gemm_tn_contiguous", grouped_checks.check_data_k_grouped_fp8_tn)

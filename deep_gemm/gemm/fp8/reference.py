@@ -61,6 +61,31 @@ def k_group_bounds(grouped_layout: torch.Tensor, use_psum_layout: bool) -> tuple
     return ends - layout, ends
 
 
+def k_psum_rows(grouped_layout: torch.Tensor, sum_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """K rows of a K-grouped psum layout with compact per-group scales (DeepGEMM's FP8 K psum layout: group g's
+    K_g = end[g] - start[g] rows own ceil(K_g / 128) scale rows, the groups' scale rows one after the other), all
+    on the device: (group of every K row, -1 for gap rows; scale row of every K row; scale rows the groups need)."""
+    starts, ends = k_group_bounds(grouped_layout, True)
+    sizes = (ends - starts).clamp(min=0)
+    scale_rows = (sizes + K_SCALE_BLOCK - 1) // K_SCALE_BLOCK
+    first_scale = torch.cumsum(scale_rows, 0) - scale_rows
+    k = torch.arange(sum_k, device=grouped_layout.device)[:, None]
+    inside = (k >= starts[None, :]) & (k < ends[None, :])  # [sum_K, G]
+    group = torch.where(inside.any(dim=1), inside.int().argmax(dim=1), -1)
+    at = group.clamp(min=0)
+    scale_row = torch.where(group >= 0, first_scale[at] + (k[:, 0] - starts[at]) // K_SCALE_BLOCK, 0)
+    return group, scale_row, scale_rows.sum()
+
+
+def _k_psum_dequantize(data: torch.Tensor, sf: torch.Tensor, group: torch.Tensor, scale_row: torch.Tensor):
+    """[sum_K, rows] FP8 with compact per-group scales [scale rows, rows] -> FP32, gap rows zero whatever they hold
+    (never read, as DeepGEMM's kernel never loads them). A scale row past sf (ends the data check refuses) reads as
+    zero rather than out of bounds."""
+    padded = torch.cat([sf.float(), sf.new_zeros((1, sf.size(1)), dtype=torch.float32)])
+    row = torch.where((group >= 0) & (scale_row < sf.size(0)), scale_row, sf.size(0))
+    return torch.where((group >= 0)[:, None], data.float() * padded[row], 0.0)
+
+
 def row_groups(grouped_layout: torch.Tensor, m: int, num_groups: int, use_psum_layout: bool) -> torch.Tensor:
     """Group of every row (int64 [M]), -1 for padding / gap rows, computed on the device (no host sync)."""
     if not use_psum_layout:
@@ -130,6 +155,15 @@ def k_group_operand(layout: str, data: torch.Tensor, sf: torch.Tensor, rows: int
 def make_k_grouped_reference(layout: str):
     def reference(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout,
                   use_padded_sf_layout=False):
+        if use_psum_layout:  # tn (the check): group bounds and scale rows from the device ends, no host read
+            group, scale_row, _ = k_psum_rows(grouped_layout, a.size(0))
+            a_values = _k_psum_dequantize(a, sfa, group, scale_row)
+            b_values = _k_psum_dequantize(b, sfb, group, scale_row)
+            acc = torch.zeros(d.shape, dtype=torch.float32, device=d.device)
+            for g in range(d.size(0)):
+                acc[g] = torch.where((group == g)[:, None], a_values, 0.0).T @ b_values
+            write_output(d, acc, c)
+            return
         if use_padded_sf_layout:
             k_axis = 1 if layout == "nt" else 0
             sfa = compact_k_grouped_sf(sfa, ks_cpu, k_axis, K_SCALE_BLOCK)
