@@ -309,3 +309,25 @@ def spawn_ranks(worker, args: tuple, world: int, deadline_s: float) -> bool:
                     p.terminate()
             return False
     return True
+
+
+def assert_graph_replay_matches_eager(step, out: torch.Tensor, statics, fresh) -> None:
+    """CUDA-graph capture of a Mega MoE step: ``step()`` runs once on a side stream (its first-call compiles stay
+    outside the capture), is captured, the ``fresh`` inputs are copied into the ``statics`` it reads, the graph is
+    replayed, and its ``out`` must equal, bit for bit, an eager ``step()`` on the same inputs."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for static, new in zip(statics, fresh):
+        static.copy_(new)
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed = out.clone()
+    step()
+    torch.cuda.synchronize()
+    assert torch.equal(replayed, out)

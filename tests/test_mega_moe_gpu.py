@@ -20,6 +20,8 @@ from deep_gemm.testing import calc_diff
 from deep_gemm.testing.mega_moe import (routing, run_fp8_mega_moe_kernels, run_pre_dispatch_sm90_kernel,
                                         sm90_weights)
 
+from mega_moe_cases import assert_graph_replay_matches_eager
+
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -156,22 +158,8 @@ def test_cuda_graph_capture_and_replay():
         run_pre_dispatch_sm90_kernel(static_x, static_idx, static_w, buf, case.tokens)
         run_fp8_mega_moe_kernels(y, l1, l2, buf, activation_clamp=case.clamp)
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()  # compiled before capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    x2, idx2, w2 = routing(case.tokens, case.experts, case.topk, "cuda", seed=5, hidden=case.hidden)
-    static_x.copy_(x2), static_idx.copy_(idx2), static_w.copy_(w2)
-    graph.replay()
-    torch.cuda.synchronize()
-    replayed = y.clone()
-    step()  # eager on the same inputs
-    torch.cuda.synchronize()
-    assert torch.equal(replayed, y)
+    fresh = routing(case.tokens, case.experts, case.topk, "cuda", seed=5, hidden=case.hidden)
+    assert_graph_replay_matches_eager(step, y, (static_x, static_idx, static_w), fresh)
 
 
 def test_pre_dispatch_kernel_matches_reference_bitwise():
