@@ -11,6 +11,8 @@ einsum, the Mega MoE layer (one rank) and pre-dispatch, bf16_mega_gate and mega_
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -47,6 +49,16 @@ def seeded(seed: int) -> torch.Generator:
 
 def randn(*shape, gen, dtype=torch.float32):
     return torch.randn(*shape, generator=gen).to(dtype)
+
+
+@contextlib.contextmanager
+def mk_alignment(alignment: int):
+    """The contiguous layouts' group alignment set for the block, restored to the default after it."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
+    try:
+        yield
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
 
 
 small = st.sampled_from([0, 1, 2, 3, 5, 7, 8, 13, 16, 31, 33])
@@ -260,12 +272,9 @@ def test_bf16_k_grouped_psum(g, m, n, alignment, accumulate, data):
     a, b = randn(sum_k, m, gen=gen, dtype=BF16), randn(sum_k, n, gen=gen, dtype=BF16)
     c = randn(g, m, n, gen=gen) if accumulate else None
     d = torch.full((g, m, n), float("nan"))
-    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
-    try:
+    with mk_alignment(alignment):
         deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, torch.tensor(ends, dtype=torch.int32), c=c,
                                                      use_psum_layout=True)
-    finally:
-        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
     want = k_psum_truth(a, b, ends, alignment) + (c.double() if accumulate else 0)
     close(d, want, 1e-5, f"k_grouped_bf16 psum {ends}")
 
@@ -308,12 +317,9 @@ def test_fp8_k_grouped_psum(g, m, n, alignment, accumulate, data):
     b, sfb, bv = fp8_k_psum_operand(data, gen, sum_k, n, ends, alignment, extra)
     c = randn(g, m, n, gen=gen) if accumulate else None
     d = torch.full((g, m, n), float("nan"))
-    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
-    try:
+    with mk_alignment(alignment):
         deep_gemm.k_grouped_fp8_gemm_tn_contiguous((a, sfa), (b, sfb), d, None, torch.tensor(ends, dtype=torch.int32),
                                                    c=c, use_psum_layout=True)
-    finally:
-        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
     close(d, k_psum_truth(av, bv, ends, alignment) + (c.double() if accumulate else 0), 1e-5,
           f"k_grouped_fp8 psum {ends}")
 
@@ -354,12 +360,9 @@ def test_fp4_k_grouped(g, m, n, psum, accumulate, data):
     sfb = torch.exp2(torch.randint(-4, 5, (sum_k // 32, n), generator=gen).float())
     c = randn(g, m, n, gen=gen) if accumulate else None
     d = torch.full((g, m, n), float("nan"))
-    deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
-    try:
+    with mk_alignment(alignment):
         deep_gemm.k_grouped_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, ks, torch.tensor(layout, dtype=torch.int32),
                                                    c=c, use_psum_layout=psum)
-    finally:
-        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
     # [sum_K, M] / [sum_K, N] scaled values, then the K-grouped float64 sums
     av = (e2m1_values(a) * sfa.double().T.repeat_interleave(32, dim=1)).T
     bv = (e2m1_values(b) * sfb.double().T.repeat_interleave(32, dim=1)).T
