@@ -48,6 +48,7 @@ class MegaConfig:
     l1_stages: int
     l2_stages: int
     num_warps: int
+    block_n: int = BLOCK_N
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,16 @@ BF16_KEY = "mega_bf16"
 RANKS_KEY = "mega_ranks"
 BF16_BLOCK_K = 64         # one 128-byte row of BF16 per K step (the widest TMA swizzle)
 BF16_STAGES = {64: (4, 4), 128: (4, 4)}   # (L1, L2) pipeline depth per BLOCK_M: (BM + BN) x 64 x 2 bytes per stage
+
+
+# The FP8 x FP4 layer (``plan_fp8_fp4``): its kernels decode both operands to BF16 in registers (Hopper has no FP4
+# MMA), which bounds the tile as in the FP4 GEMM (gemm/fp4/plan.py): one 32-wide UE8M0 block per K step, and the N tile
+# as wide as the M tile (64 x 64 on one warpgroup, 128 x 128 on two), at least 64 (one 32-column scale group of the
+# intermediate after SwiGLU). The pointer loads of a stage are (BM + BN) x 32 bytes at most (FP8 weights).
+FP8_FP4_KEY = "mega_fp8_fp4"
+FP8_FP4_BLOCK_K = 32
+FP8_FP4_BLOCK_N = {64: 64, 128: 128}
+FP8_FP4_STAGES = 3
 
 
 def kernels_wanted(overrides: MegaOverrides) -> bool:
@@ -116,6 +127,19 @@ def plan_bf16(num_tokens: int, num_topk: int, num_local_experts: int,
     block_m = plan(num_tokens, num_topk, num_local_experts, overrides).block_m
     l1_stages, l2_stages = BF16_STAGES[block_m]
     return MegaConfig(block_m, l1_stages, l2_stages, WARPS[block_m])
+
+
+def fp8_fp4_kernels_wanted(overrides: MegaOverrides) -> bool:
+    return gpu_validation.kernels_wanted(FP8_FP4_KEY, overrides.kernels)
+
+
+def plan_fp8_fp4(num_tokens: int, num_topk: int, num_local_experts: int,
+                 overrides: MegaOverrides = NO_OVERRIDES, sm: int = arch.SM90) -> MegaConfig:
+    """The FP8 x FP4 layer's config: the FP8 layer's BLOCK_M choice, the N tile and depth of its decoding GEMMs."""
+    block_m = plan(num_tokens, num_topk, num_local_experts, overrides, sm).block_m
+    block_n = FP8_FP4_BLOCK_N[block_m]
+    stages = _stages_that_fit(FP8_FP4_STAGES, (block_m + block_n) * FP8_FP4_BLOCK_K, sm)
+    return MegaConfig(block_m, stages, stages, WARPS[block_m], block_n)
 
 
 def max_m_tiles(num_tokens: int, num_topk: int, num_local_experts: int, block_m: int) -> int:
