@@ -43,12 +43,14 @@ def _thunks(target):
             "counts_ptr": "*i32", "stats_ptr": "*i32", "starts_ptr": "*i32", "ends_ptr": "*i32",
             "tile_end_ptr": "*i32", "num_local": "i32"}, dict(BLOCK_M=64, E_POW2=e_pow2, HAS_STATS=stats), 4,
             target=target)
-    yield "dispatch k=8", lambda: _compile(k._dispatch_kernel, {
-        "x_ptr": "*fp8e4nv", "x_sf_ptr": "*fp32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32", "slot_pos_ptr": "*i32",
-        "starts_ptr": "*i32", "pool_ptr": "*fp8e4nv", "pool_sf_ptr": "*fp32", "row_src_ptr": "*i32",
-        "row_w_ptr": "*fp32", **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
-                                      "stride_pool_sf")},
-        dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64, HAS_SF=True), 4, target=target)
+    # FP32 token scales (fp8_mega_moe) and packed UE8M0 ones (fp8_fp4_mega_moe)
+    for sf, tag in (("fp32", ""), ("i32", "fp8_fp4 ")):
+        yield f"{tag}dispatch k=8", lambda sf=sf: _compile(k._dispatch_kernel, {
+            "x_ptr": "*fp8e4nv", "x_sf_ptr": f"*{sf}", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32",
+            "slot_pos_ptr": "*i32", "starts_ptr": "*i32", "pool_ptr": "*fp8e4nv", "pool_sf_ptr": f"*{sf}",
+            "row_src_ptr": "*i32", "row_w_ptr": "*fp32",
+            **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols", "stride_pool_sf")},
+            dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64, HAS_SF=True), 4, target=target)
     yield "bf16 dispatch k=6", lambda: _compile(k._dispatch_kernel, {
         "x_ptr": "*bf16", "x_sf_ptr": "*fp32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32", "slot_pos_ptr": "*i32",
         "starts_ptr": "*i32", "pool_ptr": "*bf16", "pool_sf_ptr": "*fp32", "row_src_ptr": "*i32",
@@ -98,7 +100,7 @@ def _thunks(target):
         **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
         dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
     yield from _rank_thunks(k, ml, mp, target)
-    yield from _fp8_fp4_thunks(ml, mp, e_pow2, target)
+    yield from _fp8_fp4_thunks(mp, e_pow2, target)
     for idx in ("i32", "i64"):
         yield f"pre_dispatch idx={idx}", lambda idx=idx: _compile(k._pre_dispatch_kernel, {
             "x_ptr": "*bf16", "idx_ptr": f"*{idx}", "w_ptr": "*fp32", "bx_ptr": "*fp8e4nv", "bsf_ptr": "*fp32",
@@ -122,17 +124,10 @@ def _compile_l2(kernel, destination: dict, bm: int, cfg, e_pow2: int, target):
         cfg.num_warps, cfg.l2_stages, target=target)
 
 
-def _fp8_fp4_thunks(ml, mp, e_pow2, target):
-    """The FP8 x FP4 layer's own kernels (``launch.fp8_fp4_mega_moe``): its dispatch (packed UE8M0 token scales),
-    the decoding L1 / L2 routed and dense (shared experts), FP4 and FP8 weights, at both BLOCK_Ms."""
+def _fp8_fp4_thunks(mp, e_pow2, target):
+    """The FP8 x FP4 layer's own kernels (``launch.fp8_fp4_mega_moe``; its dispatch is with the others): the
+    decoding L1 / L2 routed and dense (shared experts), FP4 and FP8 weights, at both BLOCK_Ms."""
     from deep_gemm.mega import fp8_fp4_kernels as f
-    from deep_gemm.mega import kernels as k
-    yield "fp8_fp4 dispatch k=8", lambda: _compile(k._dispatch_kernel, {
-        "x_ptr": "*fp8e4nv", "x_sf_ptr": "*i32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32", "slot_pos_ptr": "*i32",
-        "starts_ptr": "*i32", "pool_ptr": "*fp8e4nv", "pool_sf_ptr": "*i32", "row_src_ptr": "*i32",
-        "row_w_ptr": "*fp32", **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
-                                      "stride_pool_sf")},
-        dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64, HAS_SF=True), 4, target=target)
     for bm in mp.SUPPORTED_BLOCK_M:
         cfg = mp.plan_fp8_fp4(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm), target.arch)
         tile = dict(BM=bm, BN=cfg.block_n, BK=mp.FP8_FP4_BLOCK_K, E_POW2=e_pow2)

@@ -75,6 +75,20 @@ def _mx_acc(a_ptr, a_sf_ptr, row0, rows_ok, stride_a, stride_asf_r, stride_asf_k
     return acc
 
 
+@triton.jit
+def _tile_rows(tile_end_ptr, ends_ptr, num_local, dense_rows, b_ptr, b_sf_ptr, stride_b_e, stride_bsf_e,
+               BM: tl.constexpr, E_POW2: tl.constexpr, DENSE: tl.constexpr):
+    """(whether this program's M tile exists, its first row, its rows, the end of the real ones, B's data and scales
+    at its expert) of a routed tile (the pool's M tiles, ``_m_tile``) or, ``DENSE``, of the token rows (one matrix:
+    B as given, rows below ``dense_rows`` real)."""
+    tile_m = tl.program_id(1)
+    if DENSE:
+        return tile_m >= 0, tile_m * BM, tile_m * BM + tl.arange(0, BM), dense_rows, b_ptr, b_sf_ptr
+    exists, expert, rows, row_end = _m_tile(tile_m, tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
+    expert = expert.to(tl.int64)
+    return exists, tile_m * BM, rows, row_end, b_ptr + expert * stride_b_e, b_sf_ptr + expert * stride_bsf_e
+
+
 @triton.jit(do_not_specialize=["num_local", "inter", "hidden", "stride_asf_r", "stride_asf_k", "stride_b_e",
                                "stride_bsf_e", "stride_l2a", "stride_l2a_sf", "dense_rows", "clamp"],
             do_not_specialize_on_alignment=["a_ptr", "a_sf_ptr", "b_ptr", "b_sf_ptr", "tile_end_ptr", "ends_ptr",
@@ -92,18 +106,11 @@ def _fp8_fp4_l1_kernel(a_ptr,        # (rows, hidden) uint8: FP8 E4M3 bits of th
                        B_FP4: tl.constexpr, HAS_CLAMP: tl.constexpr, FAST_MATH: tl.constexpr,
                        NUM_STAGES: tl.constexpr, DENSE: tl.constexpr):
     tile_n = tl.program_id(0)
-    row0 = tl.program_id(1) * BM
-    if DENSE:
-        rows = row0 + tl.arange(0, BM)
-        rows_ok = rows < dense_rows
-        expert = tl.full((), 0, tl.int32)
-    else:
-        exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
-        if not exists:
-            return
-        rows_ok = rows < row_end
-    b_ptr += expert.to(tl.int64) * stride_b_e
-    b_sf_ptr += expert.to(tl.int64) * stride_bsf_e
+    exists, row0, rows, row_end, b_ptr, b_sf_ptr = _tile_rows(tile_end_ptr, ends_ptr, num_local, dense_rows, b_ptr,
+                                                              b_sf_ptr, stride_b_e, stride_bsf_e, BM, E_POW2, DENSE)
+    if not exists:
+        return
+    rows_ok = rows < row_end
     b_row_bytes = hidden // 2 if B_FP4 else hidden
     acc = _mx_acc(a_ptr, a_sf_ptr, row0, rows_ok, hidden, stride_asf_r, stride_asf_k, b_ptr, b_sf_ptr, tile_n * BN,
                   hidden, b_row_bytes, hidden // 128, BM, BN, BK, B_FP4, NUM_STAGES)
@@ -135,20 +142,12 @@ def _fp8_fp4_l2_kernel(a_ptr,        # (rows, I) uint8: FP8 E4M3 bits of the int
                        num_local, inter, hidden, stride_asf_k, stride_b_e, stride_bsf_e, num_tokens_cap, dense_rows,
                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
                        NUM_TOPK: tl.constexpr, B_FP4: tl.constexpr, NUM_STAGES: tl.constexpr, DENSE: tl.constexpr):
-    tile_n = tl.program_id(0)
-    row0 = tl.program_id(1) * BM
-    n0 = tile_n * BN
-    if DENSE:
-        rows = row0 + tl.arange(0, BM)
-        rows_ok = rows < dense_rows
-        expert = tl.full((), 0, tl.int32)
-    else:
-        exists, expert, rows, row_end = _m_tile(tl.program_id(1), tile_end_ptr, ends_ptr, num_local, BM, E_POW2)
-        if not exists:
-            return
-        rows_ok = rows < row_end
-    b_ptr += expert.to(tl.int64) * stride_b_e
-    b_sf_ptr += expert.to(tl.int64) * stride_bsf_e
+    n0 = tl.program_id(0) * BN
+    exists, row0, rows, row_end, b_ptr, b_sf_ptr = _tile_rows(tile_end_ptr, ends_ptr, num_local, dense_rows, b_ptr,
+                                                              b_sf_ptr, stride_b_e, stride_bsf_e, BM, E_POW2, DENSE)
+    if not exists:
+        return
+    rows_ok = rows < row_end
     b_row_bytes = inter // 2 if B_FP4 else inter
     acc = _mx_acc(a_ptr, a_sf_ptr, row0, rows_ok, inter, 1, stride_asf_k, b_ptr, b_sf_ptr, n0, inter, b_row_bytes,
                   inter // 128, BM, BN, BK, B_FP4, NUM_STAGES)

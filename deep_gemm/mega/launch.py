@@ -432,12 +432,8 @@ def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank
             (a2, b2, views["tile_end"], views["ends"], views["row_src"], views["combine"], num_local, inter, hidden,
              num_max_tokens_per_rank, 0, bm, bn, bk, e_pow2, num_topk, cfg.l2_stages, False),
             key=(bm, e_pow2, num_topk, cfg.l2_stages, False), **l2_launch)
-    combine_grid = (num_tokens, -(-hidden // COMBINE_BLOCK_H), 1)
     if not shared_inter:
-        _launch(k._combine_kernel, combine_grid,
-                (topk_idx, views["combine"], y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
-                 num_topk, COMBINE_BLOCK_H),
-                "mega_combine", (num_topk,), device_index=dev)
+        _combine(k, views, y, None, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
         return None
     # The shared experts: one dense L1 / L2 over the token rows (x itself is the A operand), then the combine adds
     # their output after the routed slots.
@@ -455,11 +451,22 @@ def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank
             (a2, b2, views["tile_end"], views["ends"], views["row_src"], s_out, num_local, shared_inter, hidden,
              num_max_tokens_per_rank, num_tokens, bm, bn, bk, e_pow2, num_topk, cfg.l2_stages, True),
             key=(bm, e_pow2, num_topk, cfg.l2_stages, True), **l2_launch)
-    _launch(k._combine_shared_kernel, combine_grid,
-            (topk_idx, views["combine"], s_out, y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
-             num_topk, COMBINE_BLOCK_H),
-            "mega_combine_shared", (num_topk,), device_index=dev)
+    _combine(k, views, y, s_out, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
     return None
+
+
+def _combine(k, views, y, shared_out, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev) -> None:
+    """The last launch of a one-rank ring layer: each token's routed slots summed into ``y``, plus the shared
+    experts' BF16 output ``[T, hidden]`` when there is one."""
+    num_tokens, hidden = y.shape
+    grid = (num_tokens, -(-hidden // COMBINE_BLOCK_H), 1)
+    ints = (first, num_local, hidden, num_max_tokens_per_rank, y.stride(0), num_topk, COMBINE_BLOCK_H)
+    if shared_out is None:
+        _launch(k._combine_kernel, grid, (topk_idx, views["combine"], y, *ints), "mega_combine", (num_topk,),
+                device_index=dev)
+    else:
+        _launch(k._combine_shared_kernel, grid, (topk_idx, views["combine"], shared_out, y, *ints),
+                "mega_combine_shared", (num_topk,), device_index=dev)
 
 
 def pre_dispatch_sm90(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights, num_tokens,
@@ -592,12 +599,8 @@ def fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, shared_l2
     tiles = rows // bm
     l1_gemm(pool, pool_sf, l1, l1_sf, l2a, l2a_sf, tiles, 0, inter, False)
     l2_gemm(l2a, l2a_sf, l2, l2_sf, views["combine"], tiles, 0, inter, False)
-    combine_grid = (num_tokens, -(-hidden // COMBINE_BLOCK_H), 1)
     if not shared_inter:
-        _launch(k._combine_kernel, combine_grid,
-                (topk_idx, views["combine"], y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
-                 num_topk, COMBINE_BLOCK_H),
-                "mega_combine", (num_topk,), device_index=dev)
+        _combine(k, views, y, None, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
         return None
     # The shared experts: one dense L1 / L2 over the token rows (x and its K-major scales are the A operand).
     dense_tiles = -(-num_tokens // bm)
@@ -605,8 +608,5 @@ def fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, shared_l2
     l1_gemm(views["x"], views["x_sf"], shared_l1, shared_l1_sf, s_acts, s_acts_sf, dense_tiles, num_tokens,
             shared_inter, True)
     l2_gemm(s_acts, s_acts_sf, shared_l2, shared_l2_sf, s_out, dense_tiles, num_tokens, shared_inter, True)
-    _launch(k._combine_shared_kernel, combine_grid,
-            (topk_idx, views["combine"], s_out, y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
-             num_topk, COMBINE_BLOCK_H),
-            "mega_combine_shared", (num_topk,), device_index=dev)
+    _combine(k, views, y, s_out, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
     return None
