@@ -153,11 +153,14 @@ def build_global(sc: Scenario) -> Global:
 
 # ---- the layer through the public API ------------------------------------------------------------------------
 
-def make_buffer(sc: Scenario, group):
+def make_buffer(sc: Scenario, group, ring: Optional[int] = None):
+    """The scenario's buffer on CPU; ``ring``: the SM100-style buffer's ring size in tokens (None: the default)."""
     e, h, i, k = sc.num_experts, sc.hidden, sc.inter, sc.topk
     if sc.kind == "sm90":
         return deep_gemm.get_symm_buffer_for_sm90_mega_moe(group, e, CAPACITY, k, h, i, device="cpu")
     mma = "fp8xfp4" if sc.kind == "fp8fp4" else "bf16xbf16"
+    if ring is not None:
+        return deep_gemm.SymmBuffer(group, e, CAPACITY, k, h, i, ring, mma_type=mma, device="cpu")
     return deep_gemm.get_symm_buffer_for_mega_moe(group, e, CAPACITY, k, h, i, sc.shared, mma_type=mma,
                                                   device="cpu")
 
@@ -212,6 +215,69 @@ def run_layer(sc: Scenario, data: Global, buf, rank: int, stats: torch.Tensor) -
     fn = deep_gemm.fp8_fp4_mega_moe if sc.kind == "fp8fp4" else deep_gemm.bf16_mega_moe
     fn(y, l1, l2, buf, **kwargs)
     return y
+
+
+def run_kernels_and_reference(sc: Scenario, op_args, block_m: Optional[int] = None,
+                              stats_start: Optional[torch.Tensor] = None, calls: int = 1, ring: Optional[int] = None):
+    """A one-rank ``fp8fp4`` or ``bf16`` scenario on its Triton kernels (the op's check, then its launcher with
+    ``MegaOverrides(block_m, kernels=True)``, in Triton's interpreter) and on its reference, each ``calls`` times on
+    one filled buffer; ``op_args`` builds the op's flat arguments (``*_mega_moe_op_args``). Returns (kernel y,
+    reference y, kernel stats, reference stats, the buffer's bytes after the kernels, the buffer, (l1, l2))."""
+    from deep_gemm.core.registry import kernels_of
+    from deep_gemm.mega.plan import MegaOverrides
+    from triton_harness import DEVICE, triton_launcher
+
+    op = {"fp8fp4": "fp8_fp4_mega_moe", "bf16": "bf16_mega_moe"}[sc.kind]
+    data = build_global(sc)
+    buf = make_buffer(sc, None, ring)
+    fill_buffer(sc, data, buf, 0)
+    l1, l2 = local_weights(sc, data, 0)
+    extra = {}
+    if sc.shared:
+        s1, s2 = deep_gemm.transform_weights_for_mega_moe(*data.shared)
+        extra = dict(shared_l1_weights=s1, shared_l2_weights=s2)
+    results, after = [], None
+    for use_kernel in (True, False):
+        stats = None if stats_start is None else stats_start.clone()
+        y = torch.full((data.x[0].size(0), sc.hidden), 7.0, dtype=torch.bfloat16)
+        for _ in range(calls):
+            args = op_args(y, l1, l2, buf, cumulative_local_expert_recv_stats=stats, activation_clamp=sc.clamp,
+                           fast_math=sc.fast_math, **extra)
+            if not use_kernel:
+                getattr(torch.ops.deep_gemm, op)(*args)
+                continue
+            dev = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+            kernels_of(op).check(*dev)
+            assert triton_launcher(op)(*dev, overrides=MegaOverrides(block_m, kernels=True)) is None
+            at = {id(a): i for i, a in enumerate(args)}  # (the device copies of y, stats and the buffer)
+            y, after = dev[at[id(y)]].cpu(), dev[at[id(buf.buffer)]].cpu()
+            stats = None if stats is None else dev[at[id(stats)]].cpu()
+        results.append((y, stats))
+    (yk, sk), (yr, sr) = results
+    return yk, yr, sk, sr, after, buf, (l1, l2)
+
+
+def assert_layer_agrees(yk, yr, sk, sr, tolerance: float) -> None:
+    """Kernel results (y, statistics or None) against the reference's: finite; exact zeros where the reference's
+    y is all zero (no tokens, or every slot masked), else within ``tolerance`` (calc_diff); equal statistics."""
+    from deep_gemm.testing import calc_diff
+    assert torch.isfinite(yk.float()).all()
+    if yr.numel() == 0 or yr.float().abs().sum() == 0:
+        assert not yk.any()
+    else:
+        assert calc_diff(yk, yr) < tolerance
+    if sk is not None:
+        assert torch.equal(sk, sr)
+
+
+def ring_views_after(sc: Scenario, buf, buffer_after: torch.Tensor, pool_rows: int = 0) -> dict:
+    """The one-rank ring kernels' view (``buffer.ring_kernel_views``) of a buffer's bytes after a call, the pool
+    arrays sized for ``pool_rows`` rows."""
+    from deep_gemm.mega import buffer as mega_buffer
+    mma = "fp8xfp4" if sc.kind == "fp8fp4" else "bf16xbf16"
+    plan = mega_buffer.plan_symm_buffer(1, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, mma, "swiglu",
+                                        buf.num_ring_tokens)
+    return mega_buffer.ring_kernel_views(buffer_after, plan, sc.num_experts, CAPACITY, sc.topk, pool_rows)
 
 
 # ---- the independent expectation -----------------------------------------------------------------------------

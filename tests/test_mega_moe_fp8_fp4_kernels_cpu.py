@@ -17,28 +17,22 @@ import triton
 import triton.language as tl
 
 import deep_gemm
-from deep_gemm.core.registry import kernels_of
-from deep_gemm.mega import buffer as mega_buffer
 from deep_gemm.mega import plan as mega_plan
 from deep_gemm.mega import reference as mega_ref
 from deep_gemm.mega.api import fp8_fp4_mega_moe_op_args
 from deep_gemm.mega.fp8_fp4_kernels import _ue8m0_quantise
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_token_cast_to_fp8, unpack_ue8m0_from_int
-from mega_moe_cases import Scenario, build_global, fill_buffer, local_weights
+from mega_moe_cases import (Scenario, assert_layer_agrees, build_global, local_weights, make_buffer,
+                            ring_views_after, run_kernels_and_reference)
 import interpreter_bf16  # noqa: F401  (torch-exact BF16 dots and fp32 -> bf16 / fp8 casts in the interpreter)
 from triton_harness import DEVICE, triton_launcher
 
-ops = torch.ops.deep_gemm
 # Kernel vs reference on the same quantised inputs: the products are exact in both (decoded FP8 / FP4 times powers
 # of two are BF16 values), the FP32 sums differ in order, and an intermediate value near an FP8 rounding boundary
 # may round the other way (2^-4 relative for one element): far below 1e-3 over a layer.
 TOLERANCE = 1e-3
 CAPACITY = 384
-
-
-def _to(dev, t):
-    return t.to(dev) if isinstance(t, torch.Tensor) else t
 
 
 def _sc(**kw):
@@ -47,52 +41,9 @@ def _sc(**kw):
     return Scenario(**base)
 
 
-def _buffer(sc: Scenario, ring=None):
-    e, h, i, k = sc.num_experts, sc.hidden, sc.inter, sc.topk
-    if ring is None:
-        return deep_gemm.get_symm_buffer_for_mega_moe(None, e, CAPACITY, k, h, i, mma_type="fp8xfp4", device="cpu")
-    return deep_gemm.SymmBuffer(None, e, CAPACITY, k, h, i, ring, mma_type="fp8xfp4", device="cpu")
-
-
 def run_both(sc: Scenario, block_m=None, stats_start=None, calls=1, ring=None):
     """(kernel y, reference y, kernel stats, reference stats, buffer after the kernel, the buffer, local weights)."""
-    data = build_global(sc)
-    buf = _buffer(sc, ring)
-    fill_buffer(sc, data, buf, 0)
-    l1, l2 = local_weights(sc, data, 0)
-    extra = {}
-    if sc.shared:
-        s1, s2 = deep_gemm.transform_weights_for_mega_moe(*data.shared)
-        extra = dict(shared_l1_weights=s1, shared_l2_weights=s2)
-    n = data.x[0].size(0)
-    results = []
-    for use_kernel in (True, False):
-        stats = None if stats_start is None else stats_start.clone()
-        y = torch.full((n, sc.hidden), 7.0, dtype=torch.bfloat16)
-        for _ in range(calls):
-            args = fp8_fp4_mega_moe_op_args(y, l1, l2, buf, cumulative_local_expert_recv_stats=stats,
-                                            activation_clamp=sc.clamp, fast_math=sc.fast_math, **extra)
-            if use_kernel:
-                dev_args = tuple(_to(DEVICE, a) for a in args)
-                kernels_of("fp8_fp4_mega_moe").check(*dev_args)
-                launcher = triton_launcher("fp8_fp4_mega_moe")
-                assert launcher(*dev_args, overrides=mega_plan.MegaOverrides(block_m, kernels=True)) is None
-                y, stats, buffer_out = dev_args[0].cpu(), _to("cpu", dev_args[9]), dev_args[10].cpu()
-            else:
-                ops.fp8_fp4_mega_moe(*args)
-        results.append((y, stats))
-    (yk, sk), (yr, sr) = results
-    return yk, yr, sk, sr, buffer_out, buf, (l1, l2)
-
-
-def _views(sc: Scenario, buf, buffer_after, block_m=None):
-    """The kernels' view of the buffer after a call (the pool in the ring)."""
-    plan = mega_buffer.plan_symm_buffer(1, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, "fp8xfp4",
-                                        "swiglu", buf.num_ring_tokens)
-    n = sum(sc.tokens)
-    bm = mega_plan.plan_fp8_fp4(n, sc.topk, sc.num_experts, mega_plan.MegaOverrides(block_m)).block_m
-    rows = mega_plan.pool_rows_needed(n, sc.topk, sc.num_experts, bm)
-    return mega_buffer.ring_kernel_views(buffer_after, plan, sc.num_experts, CAPACITY, sc.topk, rows)
+    return run_kernels_and_reference(sc, fp8_fp4_mega_moe_op_args, block_m, stats_start, calls, ring)
 
 
 CASES = [
@@ -116,15 +67,9 @@ CASES = [
 def test_layer_kernels_match_reference(sc, block_m, with_stats):
     start = torch.arange(sc.num_experts, dtype=torch.int32) * 5 + 3 if with_stats else None
     yk, yr, sk, sr, buffer_after, buf, _ = run_both(sc, block_m, start)
-    assert torch.isfinite(yk.float()).all()
-    if yr.numel() == 0 or yr.float().abs().sum() == 0:
-        assert not yk.any()  # no tokens, or every slot masked: exact zeros
-    else:
-        assert calc_diff(yk, yr) < TOLERANCE
-    if with_stats:
-        assert torch.equal(sk, sr)
+    assert_layer_agrees(yk, yr, sk, sr, TOLERANCE)
     # The arrival counters are zero again (the next call needs no reset).
-    assert not _views(sc, buf, buffer_after)["counts"].any()
+    assert not ring_views_after(sc, buf, buffer_after)["counts"].any()
 
 
 def test_intermediate_matches_the_reference_quantisation():
@@ -133,7 +78,8 @@ def test_intermediate_matches_the_reference_quantisation():
     # agree but where amax / 448 straddles a power of two, and the dequantised rows agree to calc_diff.
     sc = _sc(tokens=(29,), topk=3, num_experts=4, clamp=3.0)
     _, _, _, _, buffer_after, buf, (l1, _) = run_both(sc, 64)
-    views = _views(sc, buf, buffer_after, 64)
+    # (the pool in the ring: its rows, as the launcher sized them at BLOCK_M 64)
+    views = ring_views_after(sc, buf, buffer_after, mega_plan.pool_rows_needed(29, sc.topk, sc.num_experts, 64))
     w1 = mega_ref.mx_l1_weights(*l1)
     x = mega_ref.tokens_to_float(buf.x, buf.x_sf, "mx")
     got, want, got_sf, want_sf = [], [], [], []
@@ -199,14 +145,15 @@ def test_repeated_calls_accumulate_stats_and_agree():
 def test_declined_forms_and_opt_in():
     sc = _sc(tokens=(5,), topk=2)
     data = build_global(sc)
-    buf = _buffer(sc)
+    buf = make_buffer(sc, None)
     l1, l2 = local_weights(sc, data, 0)
     y = torch.empty(5, sc.hidden, dtype=torch.bfloat16)
     launcher = triton_launcher("fp8_fp4_mega_moe")
     on = mega_plan.MegaOverrides(kernels=True)
 
     def dev(**extra):
-        return tuple(_to(DEVICE, a) for a in fp8_fp4_mega_moe_op_args(y, l1, l2, buf, **extra))
+        args = fp8_fp4_mega_moe_op_args(y, l1, l2, buf, **extra)
+        return tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
     assert launcher(*dev(post_expert_norm=True), overrides=on) is NotImplemented
     if "mega_fp8_fp4" in deep_gemm.core.gpu_validation.AWAITING_GPU:  # not asked for: the reference runs
         assert launcher(*dev()) is NotImplemented

@@ -804,8 +804,12 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_bu
         (``rms`` of ``w * o_s`` when the weight comes first; ``w = 1`` without a weight); the top-k weight then
         moves from L1 to the combine. Not with shared experts.
 
-    Runs the reference on CPU buffers (one process or a gloo group: call on every rank) and on one CUDA rank (a
-    slow reference path); several CUDA ranks raise ``NotImplementedError`` (not implemented in this release).
+    Runs the reference on CPU buffers (one process or a gloo group: call on every rank). One CUDA rank (sm_90 /
+    sm_100) runs Triton kernels (``deep_gemm/mega/fp8_fp4_kernels.py``: the FP8 / FP4 operands decoded and scaled to
+    BF16 in registers, exactly, and multiplied by BF16 MMAs into FP32; six launches, eight with shared experts, no
+    host synchronisation, CUDA-graph capturable) when asked with ``MegaOverrides(kernels=True)`` until they have
+    passed their GPU run, and otherwise the reference (slow); the post-expert norm always takes the reference.
+    Several CUDA ranks raise ``NotImplementedError`` (not implemented in this release).
 
     Example
     -------

@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from ..gemm.fp4.kernels import SF_UE8M0_INT, _operand_halves
-from .kernels import _gate_up, _m_tile, _silu, _store_to_combine, _swiglu_rows
+from .kernels import _m_tile, _store_to_combine, _swiglu_rows
 
 _FP8_MAX = tl.constexpr(448.0)
 _MX_AMAX_FLOOR = tl.constexpr(1e-4)   # per_token_cast_to_fp8's floor of a group's amax
@@ -57,16 +57,17 @@ def _ue8m0_quantise(act, BM: tl.constexpr, COLS: tl.constexpr):
 
 
 @triton.jit
-def _mx_acc(a_ptr, a_sf_ptr, row0, rows_ok, stride_a, stride_asf_r, stride_asf_k, b_ptr, b_sf_ptr, n0, K, stride_b,
-            stride_bsf, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, B_FP4: tl.constexpr,
-            NUM_STAGES: tl.constexpr):
-    """The FP32 [BM, BN] product of A's rows ``row0 ..`` (FP8 bytes, packed UE8M0 words at
+def _mx_acc(a_ptr, a_sf_ptr, row0, rows_ok, stride_asf_r, stride_asf_k, b_ptr, b_sf_ptr, n0, K,
+            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, B_FP4: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """The FP32 [BM, BN] product of A's rows ``row0 ..`` (FP8 bytes, K per row; packed UE8M0 words at
     ``row * stride_asf_r + word * stride_asf_k``; rows outside ``rows_ok`` read as zeros) with B's rows
-    ``n0 .. n0 + BN`` (FP8 or packed FP4 bytes, K-major UE8M0 words in UTCCP row order) over K."""
+    ``n0 .. n0 + BN`` (contiguous FP8 or packed FP4 bytes, K-major UE8M0 words in UTCCP row order) over K."""
+    stride_b = K // 2 if B_FP4 else K
+    stride_bsf = K // 128
     n_ok = tl.arange(0, BN) < BN
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in tl.range(0, K, BK, num_stages=NUM_STAGES):
-        a_even, a_odd = _operand_halves(a_ptr, row0, rows_ok, k0, 0, K, stride_a, 1, a_sf_ptr, stride_asf_r,
+        a_even, a_odd = _operand_halves(a_ptr, row0, rows_ok, k0, 0, K, K, 1, a_sf_ptr, stride_asf_r,
                                         stride_asf_k, 0, False, SF_UE8M0_INT, 1, _MX_GROUP, BM, BK, False, True)
         b_even, b_odd = _operand_halves(b_ptr, n0, n_ok, k0, 0, K, stride_b, 1, b_sf_ptr, stride_bsf, 1, 0, B_FP4,
                                         SF_UE8M0_INT, 1, _MX_GROUP, BN, BK, True, True, True)
@@ -110,15 +111,9 @@ def _fp8_fp4_l1_kernel(a_ptr,        # (rows, hidden) uint8: FP8 E4M3 bits of th
                                                               b_sf_ptr, stride_b_e, stride_bsf_e, BM, E_POW2, DENSE)
     if not exists:
         return
-    rows_ok = rows < row_end
-    b_row_bytes = hidden // 2 if B_FP4 else hidden
-    acc = _mx_acc(a_ptr, a_sf_ptr, row0, rows_ok, hidden, stride_asf_r, stride_asf_k, b_ptr, b_sf_ptr, tile_n * BN,
-                  hidden, b_row_bytes, hidden // 128, BM, BN, BK, B_FP4, NUM_STAGES)
-    if DENSE:
-        gate, up = _gate_up(acc, clamp, BM, BN, HAS_CLAMP)
-        act = _silu(gate, FAST_MATH) * up
-    else:
-        act, rows_ok = _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM, BN, HAS_CLAMP, FAST_MATH)
+    acc = _mx_acc(a_ptr, a_sf_ptr, row0, rows < row_end, stride_asf_r, stride_asf_k, b_ptr, b_sf_ptr, tile_n * BN,
+                  hidden, BM, BN, BK, B_FP4, NUM_STAGES)
+    act, rows_ok = _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM, BN, HAS_CLAMP, FAST_MATH, not DENSE)
     q, exponent = _ue8m0_quantise(act, BM, BN // 2)
     cols = tile_n * (BN // 2) + tl.arange(0, BN // 2)
     rows64 = rows.to(tl.int64)
@@ -147,12 +142,10 @@ def _fp8_fp4_l2_kernel(a_ptr,        # (rows, I) uint8: FP8 E4M3 bits of the int
                                                               b_sf_ptr, stride_b_e, stride_bsf_e, BM, E_POW2, DENSE)
     if not exists:
         return
-    rows_ok = rows < row_end
-    b_row_bytes = inter // 2 if B_FP4 else inter
-    acc = _mx_acc(a_ptr, a_sf_ptr, row0, rows_ok, inter, 1, stride_asf_k, b_ptr, b_sf_ptr, n0, inter, b_row_bytes,
-                  inter // 128, BM, BN, BK, B_FP4, NUM_STAGES)
+    acc = _mx_acc(a_ptr, a_sf_ptr, row0, rows < row_end, 1, stride_asf_k, b_ptr, b_sf_ptr, n0, inter, BM, BN, BK,
+                  B_FP4, NUM_STAGES)
     if DENSE:
         dst = combine_ptr + (rows.to(tl.int64) * hidden)[:, None] + (n0 + tl.arange(0, BN))[None, :]
-        tl.store(dst, acc.to(tl.bfloat16), mask=rows_ok[:, None])
+        tl.store(dst, acc.to(tl.bfloat16), mask=(rows < row_end)[:, None])
     else:
         _store_to_combine(acc, rows, row_end, row_src_ptr, combine_ptr, n0, hidden, num_tokens_cap, BN, NUM_TOPK)

@@ -1,17 +1,18 @@
-"""CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, and of the BF16 layer
-(``bf16_mega_moe``), at one rank; ``fp8_mega_moe`` also over several ranks (``fp8_mega_moe_rank_phases``: four
-phases of launches between cross-rank barriers, through the symmetric buffer's peer addresses; opt-in under the
-``mega_ranks`` key of ``core/gpu_validation.py`` until its multi-GPU run).
+"""CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, and of the BF16 and the
+FP8 x FP4 layers (``bf16_mega_moe``, ``fp8_fp4_mega_moe``), at one rank; ``fp8_mega_moe`` also over several ranks
+(``fp8_mega_moe_rank_phases``: four phases of launches between cross-rank barriers, through the symmetric buffer's
+peer addresses; opt-in under the ``mega_ranks`` key of ``core/gpu_validation.py`` until its multi-GPU run).
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
-where the kernels do not apply: not asked for (only while the family, or for the BF16 layer the ``mega_bf16`` key,
-is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``; for
-``fp8_mega_moe`` only while ``mega_ranks`` is listed and not asked for), a GPU without FP8
-MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory), or a buffer whose workspace
-cannot hold the kernels' arrays. ``bf16_mega_moe`` also declines the post-expert norm (``BF16_DECLINED``); its
-shared experts run as one more dense L1 / L2 pair before the combine. The six launches of a layer (eight with
-shared experts; ``kernels.py``) run on the current stream with no host synchronisation, so a CUDA graph can capture
-the call.
+where the kernels do not apply: not asked for (only while the family, or for the BF16 / FP8 x FP4 layer the
+``mega_bf16`` / ``mega_fp8_fp4`` key, is listed in ``core/gpu_validation.py``), several ranks (the layer then
+raises, see ``layer.py``; for ``fp8_mega_moe`` only while ``mega_ranks`` is listed and not asked for), a GPU without
+FP8 MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory; FP8 x FP4: the parts its kernels
+are compile-checked for), or a buffer whose workspace cannot hold the kernels' arrays. ``bf16_mega_moe`` and
+``fp8_fp4_mega_moe`` also decline the post-expert norm (``BF16_DECLINED`` / ``FP8_FP4_DECLINED``); their shared
+experts run as one more dense L1 / L2 pair before the combine. The six launches of a layer (eight with shared
+experts; ``kernels.py``, ``fp8_fp4_kernels.py``) run on the current stream with no host synchronisation, so a CUDA
+graph can capture the call.
 """
 
 from __future__ import annotations

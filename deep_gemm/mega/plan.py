@@ -1,5 +1,5 @@
-"""THE plan of an ``fp8_mega_moe`` or ``bf16_mega_moe`` call at one rank: BLOCK_M and the pipeline depths (pure:
-sizes in, a frozen config out; ``launch.py`` only reads it).
+"""THE plan of an ``fp8_mega_moe``, ``bf16_mega_moe`` or ``fp8_fp4_mega_moe`` call at one rank: BLOCK_M and the
+pipeline depths (pure: sizes in, a frozen config out; ``launch.py`` only reads it).
 
 The layer's two GEMMs stream every routed expert's weights once per M tile of that expert, so what decides the speed
 is how many M tiles an expert's tokens make: with few tokens per expert (decode) one 64-row tile (one wgmma M) per
@@ -10,14 +10,18 @@ is one 64-column scale group of the intermediate after SwiGLU; L2: one 128-row w
 The BF16 layer (``plan_bf16``) tiles the same way, with 64-wide K steps (64 BF16 = one 128-byte swizzled row): a
 stage holds (BM + BN) x 64 x 2 bytes (24 KiB at BM 64, 32 KiB at BM 128), so four stages fit either tile.
 
-Opt-in: one ``MegaOverrides.kernels`` switch asks for the kernels of either layer while they await their GPU run.
+The FP8 x FP4 layer (``plan_fp8_fp4``) decodes its operands in registers, so its tiles follow the FP4 GEMM's
+register budget instead: 32-wide K steps, 64 x 64 tiles on one warpgroup or 128 x 128 on two (BLOCK_M as above).
+
+Opt-in: one ``MegaOverrides.kernels`` switch asks for the kernels of any layer while they await their GPU run.
 The FP8 kernels passed theirs (family ``mega``, run by default); the BF16 kernels are gated separately under the
 key ``mega_bf16`` in ``core/gpu_validation.py``'s ``AWAITING_GPU`` (a sub-family of ``mega``: the registry's family
 of ``bf16_mega_moe`` stays ``mega``), so until they pass, ``bf16_mega_moe`` runs the reference unless
 ``MegaOverrides(kernels=True)``. ``fp8_mega_moe`` over several CUDA ranks is gated the same way under
 ``mega_ranks``: until its multi-GPU run, several CUDA ranks raise ``NotImplementedError`` unless
 ``MegaOverrides(kernels=True)`` reaches the launcher. Its BLOCK_M follows the token capacity of all ranks
-(``launch.rank_block_m``): every rank must choose the same one.
+(``launch.rank_block_m``): every rank must choose the same one. ``fp8_fp4_mega_moe``'s kernels are gated under the
+key ``mega_fp8_fp4`` as the BF16 layer's are.
 """
 
 from __future__ import annotations
