@@ -168,8 +168,7 @@ def _float64_expectation(case, inputs, buf):
         for s in range(case.topk):
             e = int(idx[t, s])
             if e >= 0:
-                out[t] += float(w[t, s]) * ffn(xd[t:t + 1], w1[e:e + 1], s1[e:e + 1], w2[e:e + 1], s2[e:e + 1],
-                                               case.inter)[0]
+                out[t] += float(w[t, s]) * ffn(xd[t:t + 1], w1[e], s1[e], w2[e], s2[e], case.inter)[0]
     if case.shared:
         ((a, a_sf), (b, b_sf)), _ = _shared_weights(case.hidden, case.inter, case.shared, case.fp4)
         out += ffn(xd, a, a_sf, b, b_sf, case.inter * case.shared)
