@@ -21,7 +21,8 @@ layer runs at one rank; no all-to-all is needed there):
 
 ``us``: kernel time per call (L2 flushed, harness.KernelTimer: the sum of the call's kernel times, host gaps
 excluded); ``call_us``: wall time per call in a loop of calls (host time and the contiguous pipeline's sync
-included). ``vs_unfused``: the faster unfused pipeline's time / the fused layer's time, per timer.
+included). ``vs_unfused``: the faster unfused pipeline's time / the fused layer's time, per timer (``--bf16``:
+``vs_contiguous``; ``--fp8-fp4``: ``vs_reference``, the same ratio against that one baseline).
 """
 
 from __future__ import annotations
@@ -222,25 +223,34 @@ def run_shape_bf16(name, tokens_list, timer, clamp=10.0):
         buf.topk_idx[:n].copy_(idx)
         buf.topk_idx[n:].fill_(-1)
         buf.topk_weights[:n].copy_(w)
-        variants = {"fused_bf16": lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
-                    "contiguous_bf16": lambda y: unfused_contiguous_bf16(buf, n, l1, l2, y, clamp, num_experts,
-                                                                         num_topk, inter)}
-        times, ys = {}, {}
-        for variant, fn in variants.items():
-            y = torch.empty(n, hidden, dtype=torch.bfloat16, device="cuda")
-            times[variant] = (timer(lambda: fn(y)), wall_us(lambda: fn(y)))
-            ys[variant] = y
-        diff = calc_diff(ys["fused_bf16"], ys["contiguous_bf16"])
-        (fk, fw), (uk, uw) = times["fused_bf16"], times["contiguous_bf16"]
-        for variant, (us, call_us) in times.items():
-            row = dict(table="mega_moe_bf16", shape=name, tokens=n, variant=variant, us=us, call_us=call_us,
-                       diff=diff)
-            if variant == "fused_bf16":
-                row["note"] = f"vs_unfused kernel {uk / us:.2f}x, wall {uw / call_us:.2f}x"
-            results.append(row)
-        print(f" > bf16 {name} T={n:5}: fused {fk:8.1f} us ({fw:8.1f} wall) | contiguous {uk:8.1f} ({uw:8.1f}) | "
-              f"vs unfused {uk / fk:.2f}x kernel, {uw / fw:.2f}x wall | diff {diff:.1e}", flush=True)
+        results += time_pair(timer, "bf16", name, n, hidden, "contiguous",
+                             lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
+                             lambda y: unfused_contiguous_bf16(buf, n, l1, l2, y, clamp, num_experts, num_topk,
+                                                               inter))
     return results
+
+
+def time_pair(timer, layer, name, n, hidden, other, fused, baseline) -> list:
+    """The rows of one (shape, tokens) of a layer: its fused kernels (``fused_<layer>``) and one baseline
+    (``<other>_<layer>``), each timed on its own ``y``; the fused row notes the ratio and one line is printed."""
+    times, ys = {}, {}
+    variants = {f"fused_{layer}": fused, f"{other}_{layer}": baseline}
+    for variant, fn in variants.items():
+        y = torch.empty(n, hidden, dtype=torch.bfloat16, device="cuda")
+        times[variant] = (timer(lambda: fn(y)), wall_us(lambda: fn(y)))
+        ys[variant] = y
+    diff = calc_diff(*ys.values())
+    (fk, fw), (uk, uw) = times.values()
+    rows = []
+    for variant, (us, call_us) in times.items():
+        row = dict(table=f"mega_moe_{layer}", shape=name, tokens=n, variant=variant, us=us, call_us=call_us,
+                   diff=diff)
+        if variant == f"fused_{layer}":
+            row["note"] = f"vs_{other} kernel {uk / us:.2f}x, wall {uw / call_us:.2f}x"
+        rows.append(row)
+    print(f" > {layer} {name} T={n:5}: fused {fk:8.1f} us ({fw:8.1f} wall) | {other} {uk:8.1f} ({uw:8.1f}) | "
+          f"vs {other} {uk / fk:.2f}x kernel, {uw / fw:.2f}x wall | diff {diff:.1e}", flush=True)
+    return rows
 
 
 def run_shape_fp8_fp4(name, tokens_list, timer, clamp=10.0):
@@ -257,24 +267,10 @@ def run_shape_fp8_fp4(name, tokens_list, timer, clamp=10.0):
     for n in tokens_list:
         x, idx, w = routing(n, num_experts, num_topk, "cuda", hidden=hidden, seed=n)
         deep_gemm.mega_moe_pre_dispatch(x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, n)
-        variants = {"fused_fp8_fp4": lambda y: run_fp8_fp4_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
-                    "reference_fp8_fp4": lambda y: mega_layer.fp8_fp4_mega_moe(
-                        *fp8_fp4_mega_moe_op_args(y, l1, l2, buf, activation_clamp=clamp))}
-        times, ys = {}, {}
-        for variant, fn in variants.items():
-            y = torch.empty(n, hidden, dtype=torch.bfloat16, device="cuda")
-            times[variant] = (timer(lambda: fn(y)), wall_us(lambda: fn(y)))
-            ys[variant] = y
-        diff = calc_diff(ys["fused_fp8_fp4"], ys["reference_fp8_fp4"])
-        (fk, fw), (rk, rw) = times["fused_fp8_fp4"], times["reference_fp8_fp4"]
-        for variant, (us, call_us) in times.items():
-            row = dict(table="mega_moe_fp8_fp4", shape=name, tokens=n, variant=variant, us=us, call_us=call_us,
-                       diff=diff)
-            if variant == "fused_fp8_fp4":
-                row["note"] = f"vs_reference kernel {rk / us:.2f}x, wall {rw / call_us:.2f}x"
-            results.append(row)
-        print(f" > fp8_fp4 {name} T={n:5}: fused {fk:8.1f} us ({fw:8.1f} wall) | reference {rk:8.1f} ({rw:8.1f}) | "
-              f"vs reference {rk / fk:.2f}x kernel, {rw / fw:.2f}x wall | diff {diff:.1e}", flush=True)
+        results += time_pair(timer, "fp8_fp4", name, n, hidden, "reference",
+                             lambda y: run_fp8_fp4_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
+                             lambda y: mega_layer.fp8_fp4_mega_moe(
+                                 *fp8_fp4_mega_moe_op_args(y, l1, l2, buf, activation_clamp=clamp)))
     return results
 
 
