@@ -155,9 +155,11 @@ def _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM: tl.constexpr, BN: tl.
     tile of interleaved gate/up columns; padding rows get weight 0. Not ``WEIGHTED`` (the shared experts): w = 1."""
     gate, up = _gate_up(acc, clamp, BM, BN, HAS_CLAMP)
     row_ok = rows < row_end
-    act = _silu(gate, FAST_MATH) * up
-    if WEIGHTED:
-        act = act * tl.load(row_w_ptr + rows, mask=row_ok, other=0.0)[:, None]
+    if WEIGHTED:  # (the weight loaded first: the FP8 layer's L1, validated on the GPU, keeps its code)
+        weight = tl.load(row_w_ptr + rows, mask=row_ok, other=0.0)
+        act = _silu(gate, FAST_MATH) * up * weight[:, None]
+    else:
+        act = _silu(gate, FAST_MATH) * up
     return act, row_ok
 
 
