@@ -397,3 +397,60 @@ def assert_graph_replay_matches_eager(step, out: torch.Tensor, statics, fresh) -
     step()
     torch.cuda.synchronize()
     assert torch.equal(replayed, out)
+
+
+@dataclass(frozen=True)
+class GpuCase:
+    """A one-rank layer of the Mega MoE GPU test files: sizes, routing (``masked``: the share of -1 slots; ``idle``:
+    experts nobody routes to) and the layer's options."""
+    tokens: int
+    experts: int = 16
+    hidden: int = 512
+    inter: int = 512
+    topk: int = 4
+    masked: float = 0.0
+    clamp: Optional[float] = None
+    fast_math: bool = True
+    idle: bool = False
+    block_m: Optional[int] = None
+
+    def _options(self) -> str:
+        return ""
+
+    def __str__(self):
+        return (f"t{self.tokens}-e{self.experts}-h{self.hidden}-i{self.inter}-k{self.topk}-m{self.masked}-"
+                f"c{self.clamp}-{'fast' if self.fast_math else 'exact'}{'-idle' if self.idle else ''}"
+                f"{f'-bm{self.block_m}' if self.block_m else ''}{self._options()}")
+
+
+@dataclass(frozen=True)
+class RingCase(GpuCase):
+    """A layer of the ring-buffer layers (BF16, FP8 x FP4): the ring's size and the shared experts besides."""
+    ring: Optional[int] = None  # None: the largest ring; else the ring size in tokens
+    shared: int = 0  # shared experts (their intermediate: shared x inter)
+
+    def _options(self) -> str:
+        return f"{f'-ring{self.ring}' if self.ring else ''}{f'-shared{self.shared}' if self.shared else ''}"
+
+
+def assert_calls_repeat_bitwise(run, tokens: int, hidden: int, calls: int = 3) -> None:
+    """``run(y)`` (one layer call writing y) gives the same bits every call: the workspace is left as found and
+    where a row lands in the pools does not change the result."""
+    ys = []
+    for _ in range(calls):
+        y = torch.empty(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+        run(y)
+        ys.append(y)
+    assert all(torch.equal(ys[0], y) for y in ys[1:])
+
+
+def assert_public_call_agrees(run_kernels, run_public, tokens: int, hidden: int, tolerance: float) -> None:
+    """The public call (the reference while a family's kernels are opt-in, the kernels after) agrees with the
+    kernels on the same layer (each writing its own y)."""
+    from deep_gemm.testing import calc_diff
+    y_k = torch.empty(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+    y_p = torch.empty_like(y_k)
+    run_kernels(y_k)
+    run_public(y_p)
+    torch.cuda.synchronize()
+    assert calc_diff(y_k, y_p) < tolerance
