@@ -1,8 +1,12 @@
 """The SM90 FP8 Mega MoE layer at world size 1: the fused layer (``fp8_mega_moe``) against two unfused pipelines
 built from this package's own ops, at the DeepSeek shapes, tokens per rank 8..8192; with ``--bf16`` the BF16 layer
-(``bf16_mega_moe`` on its Triton kernels) against the unfused BF16 ``contiguous`` pipeline.
+(``bf16_mega_moe`` on its Triton kernels) against the unfused BF16 ``contiguous`` pipeline; with ``--fp8-fp4`` the
+FP8 x FP4 layer (``fp8_fp4_mega_moe`` with FP4 weights on its Triton kernels) against its torch reference on CUDA,
+which is what the op runs without the kernels (the package has no unfused FP8 x FP4 MoE pipeline), so the ratio says
+what the kernels buy over today's CUDA path, not how close they come to a tuned pipeline.
 
-    PYTHONPATH=$PWD python benchmarks/bench_mega_moe.py --out $OUT/ours [--shapes small] [--tokens 8,256] [--bf16]
+    PYTHONPATH=$PWD python benchmarks/bench_mega_moe.py --out $OUT/ours [--shapes small] [--tokens 8,256]
+                                                          [--bf16 | --fp8-fp4]
 
 Every variant starts from the same pre-dispatched FP8 tokens (``mega_moe_pre_dispatch_sm90``'s buffer rows) and
 ends with BF16 ``y``; the pre-dispatch itself is not timed. The unfused pipelines (what an engine without the fused
@@ -17,7 +21,8 @@ layer runs at one rank; no all-to-all is needed there):
 
 ``us``: kernel time per call (L2 flushed, harness.KernelTimer: the sum of the call's kernel times, host gaps
 excluded); ``call_us``: wall time per call in a loop of calls (host time and the contiguous pipeline's sync
-included). ``vs_unfused``: the faster unfused pipeline's time / the fused layer's time, per timer.
+included). ``vs_unfused``: the faster unfused pipeline's time / the fused layer's time, per timer (``--bf16``:
+``vs_contiguous``; ``--fp8-fp4``: ``vs_reference``, the same ratio against that one baseline).
 """
 
 from __future__ import annotations
@@ -218,24 +223,54 @@ def run_shape_bf16(name, tokens_list, timer, clamp=10.0):
         buf.topk_idx[:n].copy_(idx)
         buf.topk_idx[n:].fill_(-1)
         buf.topk_weights[:n].copy_(w)
-        variants = {"fused_bf16": lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
-                    "contiguous_bf16": lambda y: unfused_contiguous_bf16(buf, n, l1, l2, y, clamp, num_experts,
-                                                                         num_topk, inter)}
-        times, ys = {}, {}
-        for variant, fn in variants.items():
-            y = torch.empty(n, hidden, dtype=torch.bfloat16, device="cuda")
-            times[variant] = (timer(lambda: fn(y)), wall_us(lambda: fn(y)))
-            ys[variant] = y
-        diff = calc_diff(ys["fused_bf16"], ys["contiguous_bf16"])
-        (fk, fw), (uk, uw) = times["fused_bf16"], times["contiguous_bf16"]
-        for variant, (us, call_us) in times.items():
-            row = dict(table="mega_moe_bf16", shape=name, tokens=n, variant=variant, us=us, call_us=call_us,
-                       diff=diff)
-            if variant == "fused_bf16":
-                row["note"] = f"vs_unfused kernel {uk / us:.2f}x, wall {uw / call_us:.2f}x"
-            results.append(row)
-        print(f" > bf16 {name} T={n:5}: fused {fk:8.1f} us ({fw:8.1f} wall) | contiguous {uk:8.1f} ({uw:8.1f}) | "
-              f"vs unfused {uk / fk:.2f}x kernel, {uw / fw:.2f}x wall | diff {diff:.1e}", flush=True)
+        results += time_pair(timer, "bf16", name, n, hidden, "contiguous",
+                             lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
+                             lambda y: unfused_contiguous_bf16(buf, n, l1, l2, y, clamp, num_experts, num_topk,
+                                                               inter))
+    return results
+
+
+def time_pair(timer, layer, name, n, hidden, other, fused, baseline) -> list:
+    """The rows of one (shape, tokens) of a layer: its fused kernels (``fused_<layer>``) and one baseline
+    (``<other>_<layer>``), each timed on its own ``y``; the fused row notes the ratio and one line is printed."""
+    times, ys = {}, {}
+    variants = {f"fused_{layer}": fused, f"{other}_{layer}": baseline}
+    for variant, fn in variants.items():
+        y = torch.empty(n, hidden, dtype=torch.bfloat16, device="cuda")
+        times[variant] = (timer(lambda: fn(y)), wall_us(lambda: fn(y)))
+        ys[variant] = y
+    diff = calc_diff(*ys.values())
+    (fk, fw), (uk, uw) = times.values()
+    rows = []
+    for variant, (us, call_us) in times.items():
+        row = dict(table=f"mega_moe_{layer}", shape=name, tokens=n, variant=variant, us=us, call_us=call_us,
+                   diff=diff)
+        if variant == f"fused_{layer}":
+            row["note"] = f"vs_{other} kernel {uk / us:.2f}x, wall {uw / call_us:.2f}x"
+        rows.append(row)
+    print(f" > {layer} {name} T={n:5}: fused {fk:8.1f} us ({fw:8.1f} wall) | {other} {uk:8.1f} ({uw:8.1f}) | "
+          f"vs {other} {uk / fk:.2f}x kernel, {uw / fw:.2f}x wall | diff {diff:.1e}", flush=True)
+    return rows
+
+
+def run_shape_fp8_fp4(name, tokens_list, timer, clamp=10.0):
+    """``fp8_fp4_mega_moe`` with FP4 weights on its Triton kernels against its reference on CUDA (what the op runs
+    without them: the package has no unfused FP8 x FP4 MoE pipeline to compare with)."""
+    from deep_gemm.mega import layer as mega_layer
+    from deep_gemm.mega.api import fp8_fp4_mega_moe_op_args
+    from deep_gemm.testing.mega_moe import fp8_fp4_buffer, fp8_fp4_weights, routing, run_fp8_fp4_mega_moe_kernels
+    import deep_gemm
+    hidden, inter, num_experts, num_topk = SHAPES[name]
+    l1, l2 = deep_gemm.transform_weights_for_mega_moe(*fp8_fp4_weights(num_experts, hidden, inter, "cuda"))
+    buf = fp8_fp4_buffer(num_experts, max(tokens_list), num_topk, hidden, inter, "cuda")
+    results = []
+    for n in tokens_list:
+        x, idx, w = routing(n, num_experts, num_topk, "cuda", hidden=hidden, seed=n)
+        deep_gemm.mega_moe_pre_dispatch(x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, n)
+        results += time_pair(timer, "fp8_fp4", name, n, hidden, "reference",
+                             lambda y: run_fp8_fp4_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
+                             lambda y: mega_layer.fp8_fp4_mega_moe(
+                                 *fp8_fp4_mega_moe_op_args(y, l1, l2, buf, activation_clamp=clamp)))
     return results
 
 
@@ -245,15 +280,20 @@ def main():
     parser.add_argument("--shapes", default="v3,v3-671b")
     parser.add_argument("--tokens", default=",".join(map(str, TOKENS)))
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--bf16", action="store_true", help="the BF16 layer (bf16_mega_moe) instead of the FP8 one")
+    layers = parser.add_mutually_exclusive_group()
+    layers.add_argument("--bf16", action="store_true", help="the BF16 layer (bf16_mega_moe) instead of the FP8 one")
+    layers.add_argument("--fp8-fp4", action="store_true",
+                        help="the FP8 x FP4 layer (fp8_fp4_mega_moe) against its reference on CUDA")
     args = parser.parse_args()
     timer = KernelTimer(args.reps)
     tokens = [int(t) for t in args.tokens.split(",")]
+    run, stem = ((run_shape_bf16, "bench_mega_moe_bf16") if args.bf16 else
+                 (run_shape_fp8_fp4, "bench_mega_moe_fp8_fp4") if args.fp8_fp4 else (run_shape, "bench_mega_moe"))
     results = []
     for name in args.shapes.split(","):
-        results += (run_shape_bf16 if args.bf16 else run_shape)(name, tokens, timer)
+        results += run(name, tokens, timer)
         torch.cuda.empty_cache()  # (the shape's weights went with run_shape's frame)
-    write_results(args.out, "bench_mega_moe_bf16" if args.bf16 else "bench_mega_moe", results, dict(world_size=1))
+    write_results(args.out, stem, results, dict(world_size=1))
 
 
 if __name__ == "__main__":

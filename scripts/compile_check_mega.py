@@ -1,8 +1,10 @@
 """Compile the Mega MoE kernels (deep_gemm/mega/kernels.py) for sm_90a on any machine (no GPU needed): every variant
 the launchers pick (both BLOCK_Ms, clamp on/off, fast math on/off, the pre-dispatch's index dtypes; the BF16 layer's
 dispatch, L1 / L2 routed and dense (shared experts), the combine with shared experts; the several-rank kernels of
-the FP8 layer: count publication, scan, peer dispatch, L2 with the peer epilogue, the barrier), with registers, spills,
-shared memory and wgmma (QGMMA FP8, HGMMA BF16) counts, the cheap first check before spending GPU time.
+the FP8 layer: count publication, scan, peer dispatch, L2 with the peer epilogue, the barrier; the FP8 x FP4 layer's
+dispatch and decoding L1 / L2, routed and dense, FP4 and FP8 weights, deep_gemm/mega/fp8_fp4_kernels.py), with
+registers, spills, shared memory and wgmma (QGMMA FP8, HGMMA BF16) counts, the cheap first check before spending GPU
+time.
 
     python scripts/compile_check_mega.py
 
@@ -41,12 +43,14 @@ def _thunks(target):
             "counts_ptr": "*i32", "stats_ptr": "*i32", "starts_ptr": "*i32", "ends_ptr": "*i32",
             "tile_end_ptr": "*i32", "num_local": "i32"}, dict(BLOCK_M=64, E_POW2=e_pow2, HAS_STATS=stats), 4,
             target=target)
-    yield "dispatch k=8", lambda: _compile(k._dispatch_kernel, {
-        "x_ptr": "*fp8e4nv", "x_sf_ptr": "*fp32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32", "slot_pos_ptr": "*i32",
-        "starts_ptr": "*i32", "pool_ptr": "*fp8e4nv", "pool_sf_ptr": "*fp32", "row_src_ptr": "*i32",
-        "row_w_ptr": "*fp32", **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols",
-                                      "stride_pool_sf")},
-        dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64, HAS_SF=True), 4, target=target)
+    # FP32 token scales (fp8_mega_moe) and packed UE8M0 ones (fp8_fp4_mega_moe)
+    for sf, tag in (("fp32", ""), ("i32", "fp8_fp4 ")):
+        yield f"{tag}dispatch k=8", lambda sf=sf: _compile(k._dispatch_kernel, {
+            "x_ptr": "*fp8e4nv", "x_sf_ptr": f"*{sf}", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32",
+            "slot_pos_ptr": "*i32", "starts_ptr": "*i32", "pool_ptr": "*fp8e4nv", "pool_sf_ptr": f"*{sf}",
+            "row_src_ptr": "*i32", "row_w_ptr": "*fp32",
+            **int_args("first_expert", "num_local", "hidden", "stride_x", "stride_pool", "sf_cols", "stride_pool_sf")},
+            dict(NUM_TOPK=8, K_POW2=8, BLOCK_H=ml.DISPATCH_BLOCK_H, SF_POW2=64, HAS_SF=True), 4, target=target)
     yield "bf16 dispatch k=6", lambda: _compile(k._dispatch_kernel, {
         "x_ptr": "*bf16", "x_sf_ptr": "*fp32", "topk_idx_ptr": "*i64", "topk_w_ptr": "*fp32", "slot_pos_ptr": "*i32",
         "starts_ptr": "*i32", "pool_ptr": "*bf16", "pool_sf_ptr": "*fp32", "row_src_ptr": "*i32",
@@ -96,6 +100,7 @@ def _thunks(target):
         **int_args("first_expert", "num_local", "hidden", "num_tokens_cap", "stride_y")},
         dict(NUM_TOPK=6, BLOCK_H=ml.COMBINE_BLOCK_H), 4, target=target)
     yield from _rank_thunks(k, ml, mp, target)
+    yield from _fp8_fp4_thunks(mp, e_pow2, target)
     for idx in ("i32", "i64"):
         yield f"pre_dispatch idx={idx}", lambda idx=idx: _compile(k._pre_dispatch_kernel, {
             "x_ptr": "*bf16", "idx_ptr": f"*{idx}", "w_ptr": "*fp32", "bx_ptr": "*fp8e4nv", "bsf_ptr": "*fp32",
@@ -117,6 +122,38 @@ def _compile_l2(kernel, destination: dict, bm: int, cfg, e_pow2: int, target):
         **int_args("num_local", "inter", "hidden", "stride_sf_e", "stride_sf_n", "stride_l2a_sf", "num_tokens_cap")},
         dict(BM=bm, BN=mp.BLOCK_N, BK=mp.L2_BLOCK_K, E_POW2=e_pow2, NUM_TOPK=6, NUM_STAGES=cfg.l2_stages),
         cfg.num_warps, cfg.l2_stages, target=target)
+
+
+def _fp8_fp4_thunks(mp, e_pow2, target):
+    """The FP8 x FP4 layer's own kernels (``launch.fp8_fp4_mega_moe``; its dispatch is with the others): the
+    decoding L1 / L2 routed and dense (shared experts), FP4 and FP8 weights, at both BLOCK_Ms."""
+    from deep_gemm.mega import fp8_fp4_kernels as f
+    for bm in mp.SUPPORTED_BLOCK_M:
+        cfg = mp.plan_fp8_fp4(1 if bm == 64 else 10**6, 1, 1, mp.MegaOverrides(bm), target.arch)
+        tile = dict(BM=bm, BN=cfg.block_n, BK=mp.FP8_FP4_BLOCK_K, E_POW2=e_pow2)
+        for fp4 in (True, False):
+            for dense in (False, True):
+                tag = f"bm={bm} {'fp4' if fp4 else 'fp8'} weights" + (" shared" if dense else "")
+                for clamp, fast in ((True, True), (False, False)):
+                    yield f"fp8_fp4 l1 {tag} clamp={clamp} fast={fast}", \
+                        lambda cfg=cfg, tile=tile, fp4=fp4, dense=dense, clamp=clamp, fast=fast: _compile(
+                            f._fp8_fp4_l1_kernel, {
+                                "a_ptr": "*u8", "a_sf_ptr": "*i32", "b_ptr": "*u8", "b_sf_ptr": "*i32",
+                                "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_w_ptr": "*fp32",
+                                "l2a_ptr": "*fp8e4nv", "l2a_sf_ptr": "*u8",
+                                **int_args("num_local", "inter", "hidden", "stride_asf_r", "stride_asf_k",
+                                           "stride_b_e", "stride_bsf_e", "stride_l2a", "stride_l2a_sf",
+                                           "dense_rows"), "clamp": "fp32"},
+                            dict(tile, B_FP4=fp4, HAS_CLAMP=clamp, FAST_MATH=fast, NUM_STAGES=cfg.l1_stages,
+                                 DENSE=dense), cfg.num_warps, cfg.l1_stages, target=target)
+                yield f"fp8_fp4 l2 {tag}", lambda cfg=cfg, tile=tile, fp4=fp4, dense=dense: _compile(
+                    f._fp8_fp4_l2_kernel, {
+                        "a_ptr": "*u8", "a_sf_ptr": "*i32", "b_ptr": "*u8", "b_sf_ptr": "*i32",
+                        "tile_end_ptr": "*i32", "ends_ptr": "*i32", "row_src_ptr": "*i32", "combine_ptr": "*bf16",
+                        **int_args("num_local", "inter", "hidden", "stride_asf_k", "stride_b_e", "stride_bsf_e",
+                                   "num_tokens_cap", "dense_rows")},
+                    dict(tile, NUM_TOPK=6, B_FP4=fp4, NUM_STAGES=cfg.l2_stages, DENSE=dense), cfg.num_warps,
+                    cfg.l2_stages, target=target)
 
 
 def _rank_thunks(k, ml, mp, target):

@@ -34,7 +34,7 @@ INTERPRETER_TESTS=(
    tests/test_layout_cpu.py tests/test_interpreter_bf16.py tests/test_interpreter_masks.py
    tests/test_compat_legacy.py tests/test_launch_fast.py tests/test_launch_plan.py tests/test_layout_host_path_cpu.py
    tests/test_first_import.py tests/test_ws_kernel_compile.py tests/test_mega_moe_kernels_cpu.py
-   tests/test_mega_moe_bf16_kernels_cpu.py tests/test_mega_moe_ranks_cpu.py
+   tests/test_mega_moe_bf16_kernels_cpu.py tests/test_mega_moe_fp8_fp4_kernels_cpu.py tests/test_mega_moe_ranks_cpu.py
    tests/test_sparse_mqa_kernels_cpu.py tests/test_mqa_metadata_kernel_cpu.py
    tests/test_fp4_gemm_kernels_cpu.py
    tests/test_mega_mhc_kernels_cpu.py tests/test_mega_gate_kernels_cpu.py"

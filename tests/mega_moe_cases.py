@@ -153,11 +153,14 @@ def build_global(sc: Scenario) -> Global:
 
 # ---- the layer through the public API ------------------------------------------------------------------------
 
-def make_buffer(sc: Scenario, group):
+def make_buffer(sc: Scenario, group, ring: Optional[int] = None):
+    """The scenario's buffer on CPU; ``ring``: the SM100-style buffer's ring size in tokens (None: the default)."""
     e, h, i, k = sc.num_experts, sc.hidden, sc.inter, sc.topk
     if sc.kind == "sm90":
         return deep_gemm.get_symm_buffer_for_sm90_mega_moe(group, e, CAPACITY, k, h, i, device="cpu")
     mma = "fp8xfp4" if sc.kind == "fp8fp4" else "bf16xbf16"
+    if ring is not None:
+        return deep_gemm.SymmBuffer(group, e, CAPACITY, k, h, i, ring, mma_type=mma, device="cpu")
     return deep_gemm.get_symm_buffer_for_mega_moe(group, e, CAPACITY, k, h, i, sc.shared, mma_type=mma,
                                                   device="cpu")
 
@@ -212,6 +215,69 @@ def run_layer(sc: Scenario, data: Global, buf, rank: int, stats: torch.Tensor) -
     fn = deep_gemm.fp8_fp4_mega_moe if sc.kind == "fp8fp4" else deep_gemm.bf16_mega_moe
     fn(y, l1, l2, buf, **kwargs)
     return y
+
+
+def run_kernels_and_reference(sc: Scenario, op_args, block_m: Optional[int] = None,
+                              stats_start: Optional[torch.Tensor] = None, calls: int = 1, ring: Optional[int] = None):
+    """A one-rank ``fp8fp4`` or ``bf16`` scenario on its Triton kernels (the op's check, then its launcher with
+    ``MegaOverrides(block_m, kernels=True)``, in Triton's interpreter) and on its reference, each ``calls`` times on
+    one filled buffer; ``op_args`` builds the op's flat arguments (``*_mega_moe_op_args``). Returns (kernel y,
+    reference y, kernel stats, reference stats, the buffer's bytes after the kernels, the buffer, (l1, l2))."""
+    from deep_gemm.core.registry import kernels_of
+    from deep_gemm.mega.plan import MegaOverrides
+    from triton_harness import DEVICE, triton_launcher
+
+    op = {"fp8fp4": "fp8_fp4_mega_moe", "bf16": "bf16_mega_moe"}[sc.kind]
+    data = build_global(sc)
+    buf = make_buffer(sc, None, ring)
+    fill_buffer(sc, data, buf, 0)
+    l1, l2 = local_weights(sc, data, 0)
+    extra = {}
+    if sc.shared:
+        s1, s2 = deep_gemm.transform_weights_for_mega_moe(*data.shared)
+        extra = dict(shared_l1_weights=s1, shared_l2_weights=s2)
+    results, after = [], None
+    for use_kernel in (True, False):
+        stats = None if stats_start is None else stats_start.clone()
+        y = torch.full((data.x[0].size(0), sc.hidden), 7.0, dtype=torch.bfloat16)
+        for _ in range(calls):
+            args = op_args(y, l1, l2, buf, cumulative_local_expert_recv_stats=stats, activation_clamp=sc.clamp,
+                           fast_math=sc.fast_math, **extra)
+            if not use_kernel:
+                getattr(torch.ops.deep_gemm, op)(*args)
+                continue
+            dev = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+            kernels_of(op).check(*dev)
+            assert triton_launcher(op)(*dev, overrides=MegaOverrides(block_m, kernels=True)) is None
+            at = {id(a): i for i, a in enumerate(args)}  # (the device copies of y, stats and the buffer)
+            y, after = dev[at[id(y)]].cpu(), dev[at[id(buf.buffer)]].cpu()
+            stats = None if stats is None else dev[at[id(stats)]].cpu()
+        results.append((y, stats))
+    (yk, sk), (yr, sr) = results
+    return yk, yr, sk, sr, after, buf, (l1, l2)
+
+
+def assert_layer_agrees(yk, yr, sk, sr, tolerance: float) -> None:
+    """Kernel results (y, statistics or None) against the reference's: finite; exact zeros where the reference's
+    y is all zero (no tokens, or every slot masked), else within ``tolerance`` (calc_diff); equal statistics."""
+    from deep_gemm.testing import calc_diff
+    assert torch.isfinite(yk.float()).all()
+    if yr.numel() == 0 or yr.float().abs().sum() == 0:
+        assert not yk.any()
+    else:
+        assert calc_diff(yk, yr) < tolerance
+    if sk is not None:
+        assert torch.equal(sk, sr)
+
+
+def ring_views_after(sc: Scenario, buf, buffer_after: torch.Tensor, pool_rows: int = 0) -> dict:
+    """The one-rank ring kernels' view (``buffer.ring_kernel_views``) of a buffer's bytes after a call, the pool
+    arrays sized for ``pool_rows`` rows."""
+    from deep_gemm.mega import buffer as mega_buffer
+    mma = "fp8xfp4" if sc.kind == "fp8fp4" else "bf16xbf16"
+    plan = mega_buffer.plan_symm_buffer(1, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, mma, "swiglu",
+                                        buf.num_ring_tokens)
+    return mega_buffer.ring_kernel_views(buffer_after, plan, sc.num_experts, CAPACITY, sc.topk, pool_rows)
 
 
 # ---- the independent expectation -----------------------------------------------------------------------------
@@ -331,3 +397,60 @@ def assert_graph_replay_matches_eager(step, out: torch.Tensor, statics, fresh) -
     step()
     torch.cuda.synchronize()
     assert torch.equal(replayed, out)
+
+
+@dataclass(frozen=True)
+class GpuCase:
+    """A one-rank layer of the Mega MoE GPU test files: sizes, routing (``masked``: the share of -1 slots; ``idle``:
+    experts nobody routes to) and the layer's options."""
+    tokens: int
+    experts: int = 16
+    hidden: int = 512
+    inter: int = 512
+    topk: int = 4
+    masked: float = 0.0
+    clamp: Optional[float] = None
+    fast_math: bool = True
+    idle: bool = False
+    block_m: Optional[int] = None
+
+    def _options(self) -> str:
+        return ""
+
+    def __str__(self):
+        return (f"t{self.tokens}-e{self.experts}-h{self.hidden}-i{self.inter}-k{self.topk}-m{self.masked}-"
+                f"c{self.clamp}-{'fast' if self.fast_math else 'exact'}{'-idle' if self.idle else ''}"
+                f"{f'-bm{self.block_m}' if self.block_m else ''}{self._options()}")
+
+
+@dataclass(frozen=True)
+class RingCase(GpuCase):
+    """A layer of the ring-buffer layers (BF16, FP8 x FP4): the ring's size and the shared experts besides."""
+    ring: Optional[int] = None  # None: the largest ring; else the ring size in tokens
+    shared: int = 0  # shared experts (their intermediate: shared x inter)
+
+    def _options(self) -> str:
+        return f"{f'-ring{self.ring}' if self.ring else ''}{f'-shared{self.shared}' if self.shared else ''}"
+
+
+def assert_calls_repeat_bitwise(run, tokens: int, hidden: int, calls: int = 3) -> None:
+    """``run(y)`` (one layer call writing y) gives the same bits every call: the workspace is left as found and
+    where a row lands in the pools does not change the result."""
+    ys = []
+    for _ in range(calls):
+        y = torch.empty(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+        run(y)
+        ys.append(y)
+    assert all(torch.equal(ys[0], y) for y in ys[1:])
+
+
+def assert_public_call_agrees(run_kernels, run_public, tokens: int, hidden: int, tolerance: float) -> None:
+    """The public call (the reference while a family's kernels are opt-in, the kernels after) agrees with the
+    kernels on the same layer (each writing its own y)."""
+    from deep_gemm.testing import calc_diff
+    y_k = torch.empty(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+    y_p = torch.empty_like(y_k)
+    run_kernels(y_k)
+    run_public(y_p)
+    torch.cuda.synchronize()
+    assert calc_diff(y_k, y_p) < tolerance

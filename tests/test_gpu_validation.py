@@ -14,7 +14,8 @@ from deep_gemm.core.registry import FAMILY
 _PLANS = {"mega": "deep_gemm.mega.plan", "fp4_gemm": "deep_gemm.gemm.fp4.plan",
           "sparse_attention": "deep_gemm.attention.sparse.plan", "mega_mhc": "deep_gemm.mega_mhc.plan",
           "mqa_metadata": "deep_gemm.attention.metadata.plan", "mega_bf16": "deep_gemm.mega.plan",
-          "mega_gate": "deep_gemm.mega_gate.plan", "mega_ranks": "deep_gemm.mega.plan"}
+          "mega_gate": "deep_gemm.mega_gate.plan", "mega_ranks": "deep_gemm.mega.plan",
+          "mega_fp8_fp4": "deep_gemm.mega.plan"}
 
 
 def test_every_waiting_family_has_a_kernels_override():
@@ -46,6 +47,13 @@ def test_sub_families_are_reported_opt_in():
         assert "several CUDA ranks: opt-in" in note and "MegaOverrides" in note
         from deep_gemm.mega import plan
         assert not plan.rank_kernels_wanted(plan.MegaOverrides()) and plan.rank_kernels_wanted(
+            plan.MegaOverrides(kernels=True))
+    # fp8_fp4_mega_moe (family mega) is gated by the mega_fp8_fp4 key while it awaits its GPU run.
+    if "mega_fp8_fp4" in gpu_validation.AWAITING_GPU:
+        note = deep_gemm.core.registry.kernels_of("fp8_fp4_mega_moe").triton_note
+        assert "opt-in" in note and "MegaOverrides" in note
+        from deep_gemm.mega import plan
+        assert not plan.fp8_fp4_kernels_wanted(plan.MegaOverrides()) and plan.fp8_fp4_kernels_wanted(
             plan.MegaOverrides(kernels=True))
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
-from typing import Optional
 
 import pytest
 import torch
@@ -20,7 +18,8 @@ from deep_gemm.mega.api import bf16_mega_moe_op_args
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.mega_moe import bf16_buffer, bf16_weights, routing, run_bf16_mega_moe_kernels
 
-from mega_moe_cases import assert_graph_replay_matches_eager
+from mega_moe_cases import (RingCase, assert_calls_repeat_bitwise, assert_graph_replay_matches_eager,
+                            assert_public_call_agrees)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -32,26 +31,7 @@ SAME_INPUTS = 1e-4
 INDEPENDENT = 1e-3
 
 
-@dataclass(frozen=True)
-class Case:
-    tokens: int
-    experts: int = 16
-    hidden: int = 512
-    inter: int = 512
-    topk: int = 4
-    masked: float = 0.0
-    clamp: Optional[float] = None
-    fast_math: bool = True
-    idle: bool = False
-    block_m: Optional[int] = None
-    ring: Optional[int] = None  # None: the largest ring; else the ring size in tokens
-    shared: int = 0  # shared experts (their intermediate: shared x inter)
-
-    def __str__(self):
-        return (f"t{self.tokens}-e{self.experts}-h{self.hidden}-i{self.inter}-k{self.topk}-m{self.masked}-"
-                f"c{self.clamp}-{'fast' if self.fast_math else 'exact'}{'-idle' if self.idle else ''}"
-                f"{f'-bm{self.block_m}' if self.block_m else ''}{f'-ring{self.ring}' if self.ring else ''}"
-                f"{f'-shared{self.shared}' if self.shared else ''}")
+Case = RingCase
 
 
 MODEL = dict(experts=256, topk=6, clamp=10.0)
@@ -179,12 +159,7 @@ def test_kernels_match_float64_loop(case):
 def test_workspace_is_left_zero_and_calls_repeat():
     case = Case(300, topk=6)
     (l1, l2), _, (buf, _) = _layer(case)
-    ys = []
-    for _ in range(3):
-        y = torch.empty(case.tokens, case.hidden, dtype=torch.bfloat16, device="cuda")
-        run_bf16_mega_moe_kernels(y, l1, l2, buf)
-        ys.append(y)
-    assert torch.equal(ys[0], ys[1]) and torch.equal(ys[1], ys[2])  # bitwise: row placement does not matter
+    assert_calls_repeat_bitwise(lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf), case.tokens, case.hidden)
 
 
 @pytest.mark.parametrize("ring", [None, 384], ids=["pool-in-ring", "pool-in-stream-workspace"])
@@ -207,9 +182,6 @@ def test_public_call_runs_the_reference_until_opted_in():
     the BF16 kernels await their GPU run, the kernels after)."""
     case = Case(50, topk=4)
     (l1, l2), _, (buf_k, buf_r) = _layer(case)
-    y_k = torch.empty(case.tokens, case.hidden, dtype=torch.bfloat16, device="cuda")
-    y_p = torch.empty_like(y_k)
-    run_bf16_mega_moe_kernels(y_k, l1, l2, buf_k)
-    deep_gemm.bf16_mega_moe(y_p, l1, l2, buf_r)
-    torch.cuda.synchronize()
-    assert calc_diff(y_k, y_p) < SAME_INPUTS
+    assert_public_call_agrees(lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf_k),
+                              lambda y: deep_gemm.bf16_mega_moe(y, l1, l2, buf_r),
+                              case.tokens, case.hidden, SAME_INPUTS)

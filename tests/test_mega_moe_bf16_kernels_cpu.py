@@ -14,16 +14,14 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.core.registry import kernels_of
-from deep_gemm.mega import buffer as mega_buffer
 from deep_gemm.mega.api import bf16_mega_moe_op_args
 from deep_gemm.mega import plan as mega_plan
 from deep_gemm.testing import calc_diff
-from mega_moe_cases import Scenario, build_global, fill_buffer, local_weights
+from mega_moe_cases import (Scenario, assert_layer_agrees, build_global, local_weights, make_buffer,
+                            ring_views_after, run_kernels_and_reference)
 import interpreter_bf16  # noqa: F401  (torch-exact fp32 -> bf16 casts in the interpreter)
 from triton_harness import DEVICE, triton_launcher
 
-ops = torch.ops.deep_gemm
 # Kernel vs reference on the same BF16 inputs: both accumulate in FP32 (in another order), and the intermediate's
 # BF16 rounding can flip where the two FP32 values straddle a rounding boundary (2^-9 relative): far below 1e-4.
 TOLERANCE = 1e-4
@@ -35,10 +33,7 @@ def _to(dev, t):
 
 
 def _buffer(sc: Scenario, ring=None):
-    e, h, i, k = sc.num_experts, sc.hidden, sc.inter, sc.topk
-    if ring is None:
-        return deep_gemm.get_symm_buffer_for_mega_moe(None, e, CAPACITY, k, h, i, mma_type="bf16xbf16", device="cpu")
-    return deep_gemm.SymmBuffer(None, e, CAPACITY, k, h, i, ring, mma_type="bf16xbf16", device="cpu")
+    return make_buffer(sc, None, ring)
 
 
 def _args(y, l1, l2, buf, stats, sc, **extra):
@@ -47,35 +42,8 @@ def _args(y, l1, l2, buf, stats, sc, **extra):
 
 
 def run_both(sc: Scenario, block_m=None, stats_start=None, calls=1, ring=None):
-    """(kernel y, reference y, kernel stats, reference stats, buffer after the kernel)."""
-    data = build_global(sc)
-    buf = _buffer(sc, ring)
-    fill_buffer(sc, data, buf, 0)
-    l1, l2 = local_weights(sc, data, 0)
-    extra = {}
-    if sc.shared:
-        s1, s2 = deep_gemm.transform_weights_for_mega_moe(*data.shared)
-        extra = dict(shared_l1_weights=s1, shared_l2_weights=s2)
-    n = data.x[0].size(0)
-    results = []
-    for use_kernel in (True, False):
-        stats = None if stats_start is None else stats_start.clone()
-        y = torch.full((n, sc.hidden), 7.0, dtype=torch.bfloat16)
-        for _ in range(calls):
-            args = _args(y, l1, l2, buf, stats, sc, **extra)
-            if use_kernel:
-                dev_args = tuple(_to(DEVICE, a) for a in args)
-                kernels_of("bf16_mega_moe").check(*dev_args)
-                launcher = triton_launcher("bf16_mega_moe")
-                assert launcher(*dev_args, overrides=mega_plan.MegaOverrides(block_m, kernels=True)) is None
-                y_out, stats_out, buffer_out = dev_args[0].cpu(), _to("cpu", dev_args[5]), dev_args[6].cpu()
-                y, stats = y_out, stats_out
-            else:
-                ops.bf16_mega_moe(*args)
-                y_out, stats_out = y, stats
-        results.append((y_out, stats_out))
-    (yk, sk), (yr, sr) = results
-    return yk, yr, sk, sr, buffer_out, buf
+    """(kernel y, reference y, kernel stats, reference stats, buffer after the kernel, the buffer)."""
+    return run_kernels_and_reference(sc, bf16_mega_moe_op_args, block_m, stats_start, calls, ring)[:6]
 
 
 def _sc(**kw):
@@ -103,18 +71,9 @@ CASES = [
 def test_layer_kernels_match_reference(sc, block_m, with_stats):
     start = torch.arange(sc.num_experts, dtype=torch.int32) * 5 + 3 if with_stats else None
     yk, yr, sk, sr, buffer_after, buf = run_both(sc, block_m, start)
-    assert torch.isfinite(yk.float()).all()
-    if yr.numel() == 0 or yr.float().abs().sum() == 0:
-        assert not yk.any()  # no tokens, or every slot masked: exact zeros
-    else:
-        assert calc_diff(yk, yr) < TOLERANCE
-    if with_stats:
-        assert torch.equal(sk, sr)
+    assert_layer_agrees(yk, yr, sk, sr, TOLERANCE)
     # The arrival counters are zero again (the next call needs no reset).
-    plan = mega_buffer.plan_symm_buffer(1, sc.num_experts, CAPACITY, sc.topk, sc.hidden, sc.inter, "bf16xbf16",
-                                        "swiglu", buf.num_ring_tokens)
-    views = mega_buffer.ring_kernel_views(buffer_after, plan, sc.num_experts, CAPACITY, sc.topk, 0)
-    assert not views["counts"].any()
+    assert not ring_views_after(sc, buf, buffer_after)["counts"].any()
 
 
 def test_pool_in_the_stream_workspace_when_the_ring_is_small():

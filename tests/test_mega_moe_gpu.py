@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from deep_gemm.testing import calc_diff
 from deep_gemm.testing.mega_moe import (routing, run_fp8_mega_moe_kernels, run_pre_dispatch_sm90_kernel,
                                         sm90_weights)
 
-from mega_moe_cases import assert_graph_replay_matches_eager
+from mega_moe_cases import GpuCase, assert_graph_replay_matches_eager
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -32,23 +31,8 @@ INDEPENDENT = 0.01
 
 
 @dataclass(frozen=True)
-class Case:
-    tokens: int
-    experts: int = 16
-    hidden: int = 512
-    inter: int = 512
-    topk: int = 4
-    masked: float = 0.0
-    clamp: Optional[float] = None
-    fast_math: bool = True
-    idle: bool = False
-    block_m: Optional[int] = None
+class Case(GpuCase):
     capacity: int = 0  # 0: the token count rounded up
-
-    def __str__(self):
-        return (f"t{self.tokens}-e{self.experts}-h{self.hidden}-i{self.inter}-k{self.topk}-m{self.masked}-"
-                f"c{self.clamp}-{'fast' if self.fast_math else 'exact'}{'-idle' if self.idle else ''}"
-                f"{f'-bm{self.block_m}' if self.block_m else ''}")
 
 
 CASES = [

@@ -731,6 +731,32 @@ def _check_buffer_sizes(sym_buffer, y: torch.Tensor, inter: int) -> None:
             f"l2_weights: expected the buffer's intermediate_hidden ({sym_buffer.intermediate_hidden}), got {inter}")
 
 
+def fp8_fp4_mega_moe_op_args(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SymmBuffer,
+                             shared_l1_weights: Optional[Pair] = None, shared_l2_weights: Optional[Pair] = None,
+                             cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+                             recipe: Tuple[int, int, int] = (1, 1, 32), activation: str = "swiglu",
+                             activation_clamp: Optional[float] = None, fast_math: bool = True,
+                             use_x_scales: bool = False, l1_alphas: Optional[torch.Tensor] = None,
+                             l2_alphas: Optional[torch.Tensor] = None, l2_act_scales: Optional[torch.Tensor] = None,
+                             weight_layout: str = "megamoe", global_num_tokens: Optional[int] = None,
+                             post_expert_norm: bool = False, post_expert_norm_weight: Optional[torch.Tensor] = None,
+                             post_expert_norm_eps: float = 1e-6, post_expert_norm_weight_first: bool = False) -> tuple:
+    """The ``fp8_fp4_mega_moe`` op's flat arguments (its schema order) for :func:`fp8_fp4_mega_moe`'s arguments,
+    the (data, sf) pairs unpacked and otherwise unchecked (the op checks them): what the public call hands the op,
+    and what tests and benchmarks hand its launcher."""
+    l1, l1_sf = unpack_pair("l1_weights", l1_weights)
+    l2, l2_sf = unpack_pair("l2_weights", l2_weights)
+    sh1, sh1_sf = _pair_or_none("shared_l1_weights", shared_l1_weights)
+    sh2, sh2_sf = _pair_or_none("shared_l2_weights", shared_l2_weights)
+    return (y, l1, l1_sf, l2, l2_sf, sh1, sh1_sf, sh2, sh2_sf, cumulative_local_expert_recv_stats,
+            sym_buffer.buffer, list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx,
+            sym_buffer.num_max_tokens_per_rank, sym_buffer.num_experts, sym_buffer.num_topk,
+            [int(v) for v in recipe], sym_buffer.mma_type, activation, activation_clamp, bool(fast_math),
+            bool(use_x_scales), l1_alphas, l2_alphas, l2_act_scales, bool(post_expert_norm),
+            post_expert_norm_weight, float(post_expert_norm_eps), bool(post_expert_norm_weight_first),
+            weight_layout == "trtllm", global_num_tokens, sym_buffer.num_ring_tokens)
+
+
 def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_buffer: SymmBuffer,
                      shared_l1_weights: Optional[Pair] = None, shared_l2_weights: Optional[Pair] = None,
                      cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
@@ -778,8 +804,12 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_bu
         (``rms`` of ``w * o_s`` when the weight comes first; ``w = 1`` without a weight); the top-k weight then
         moves from L1 to the combine. Not with shared experts.
 
-    Runs the reference on CPU buffers (one process or a gloo group: call on every rank) and on one CUDA rank (a
-    slow reference path); several CUDA ranks raise ``NotImplementedError`` (not implemented in this release).
+    Runs the reference on CPU buffers (one process or a gloo group: call on every rank). One CUDA rank (sm_90 /
+    sm_100) runs Triton kernels (``deep_gemm/mega/fp8_fp4_kernels.py``: the FP8 / FP4 operands decoded and scaled to
+    BF16 in registers, exactly, and multiplied by BF16 MMAs into FP32; six launches, eight with shared experts, no
+    host synchronisation, CUDA-graph capturable) when asked with ``MegaOverrides(kernels=True)`` until they have
+    passed their GPU run, and otherwise the reference (slow); the post-expert norm always takes the reference.
+    Several CUDA ranks raise ``NotImplementedError`` (not implemented in this release).
 
     Example
     -------
@@ -792,19 +822,13 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights: Pair, l2_weights: Pair, sym_bu
         require(sym_buffer.mma_type == "fp8xfp4",
                 f"sym_buffer: fp8_fp4_mega_moe needs a buffer built with mma_type='fp8xfp4', got "
                 f"{sym_buffer.mma_type!r}")
-        l1, l1_sf = unpack_pair("l1_weights", l1_weights)
-        l2, l2_sf = unpack_pair("l2_weights", l2_weights)
-        sh1, sh1_sf = _pair_or_none("shared_l1_weights", shared_l1_weights)
-        sh2, sh2_sf = _pair_or_none("shared_l2_weights", shared_l2_weights)
-        args = (y, l1, l1_sf, l2, l2_sf, sh1, sh1_sf, sh2, sh2_sf, cumulative_local_expert_recv_stats,
-                sym_buffer.buffer, list(sym_buffer.handle.buffer_ptrs), sym_buffer.rank_idx,
-                sym_buffer.num_max_tokens_per_rank, sym_buffer.num_experts, sym_buffer.num_topk,
-                [int(v) for v in recipe], sym_buffer.mma_type, activation, activation_clamp, bool(fast_math),
-                bool(use_x_scales), l1_alphas, l2_alphas, l2_act_scales, bool(post_expert_norm),
-                post_expert_norm_weight, float(post_expert_norm_eps), bool(post_expert_norm_weight_first),
-                weight_layout == "trtllm", global_num_tokens, sym_buffer.num_ring_tokens)
+        args = fp8_fp4_mega_moe_op_args(y, l1_weights, l2_weights, sym_buffer, shared_l1_weights,
+                                        shared_l2_weights, cumulative_local_expert_recv_stats, recipe, activation,
+                                        activation_clamp, fast_math, use_x_scales, l1_alphas, l2_alphas,
+                                        l2_act_scales, weight_layout, global_num_tokens, post_expert_norm,
+                                        post_expert_norm_weight, post_expert_norm_eps, post_expert_norm_weight_first)
         _layer.check_fp8_fp4_mega_moe(*args)
-        _check_buffer_sizes(sym_buffer, y, l2_sf.size(2) * 128)
+        _check_buffer_sizes(sym_buffer, y, args[4].size(2) * 128)
         return args
 
     _ops.fp8_fp4_mega_moe(*_agreed_args("fp8_fp4_mega_moe", sym_buffer, build))

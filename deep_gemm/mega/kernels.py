@@ -1,5 +1,6 @@
 """Triton kernels of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``), its pre-dispatch, and the BF16 layer
-(``bf16_mega_moe``), for one rank; and those ``fp8_mega_moe`` adds over several ranks (at the end of the file).
+(``bf16_mega_moe``), for one rank (the FP8 x FP4 layer's L1 / L2 are in ``fp8_fp4_kernels.py``, around these route,
+scan, dispatch and combine kernels); and those ``fp8_mega_moe`` adds over several ranks (at the end of the file).
 
 The layer runs as six launches on one stream, with no host synchronisation (so it is CUDA-graph capturable):
 
@@ -149,13 +150,17 @@ def _gate_up(acc, clamp, BM: tl.constexpr, BN: tl.constexpr, HAS_CLAMP: tl.const
 
 @triton.jit
 def _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM: tl.constexpr, BN: tl.constexpr, HAS_CLAMP: tl.constexpr,
-                 FAST_MATH: tl.constexpr):
+                 FAST_MATH: tl.constexpr, WEIGHTED: tl.constexpr = True):
     """(``silu(min(gate, c)) * clamp(up, -c, c) * w`` [BM, BN / 2] FP32, whether each row is a real one) of an L1
-    tile of interleaved gate/up columns; padding rows get weight 0."""
+    tile of interleaved gate/up columns; padding rows get weight 0. Not ``WEIGHTED`` (the shared experts): w = 1."""
     gate, up = _gate_up(acc, clamp, BM, BN, HAS_CLAMP)
     row_ok = rows < row_end
-    weight = tl.load(row_w_ptr + rows, mask=row_ok, other=0.0)
-    return _silu(gate, FAST_MATH) * up * weight[:, None], row_ok
+    if WEIGHTED:  # (the weight loaded first: the FP8 layer's L1, validated on the GPU, keeps its code)
+        weight = tl.load(row_w_ptr + rows, mask=row_ok, other=0.0)
+        act = _silu(gate, FAST_MATH) * up * weight[:, None]
+    else:
+        act = _silu(gate, FAST_MATH) * up
+    return act, row_ok
 
 
 @triton.jit
@@ -269,11 +274,8 @@ def _bf16_l1_kernel(a_desc, b_desc, tile_end_ptr, ends_ptr, row_w_ptr, l2a_ptr, 
         b = b_desc.load([b_row, kb * BK])
         acc = tl.dot(a, b.T, acc)
     if DENSE:
-        gate, up = _gate_up(acc, clamp, BM, BN, HAS_CLAMP)
-        act = _silu(gate, FAST_MATH) * up
-        row_ok = rows < dense_rows
-    else:
-        act, row_ok = _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM, BN, HAS_CLAMP, FAST_MATH)
+        row_end = dense_rows
+    act, row_ok = _swiglu_rows(acc, rows, row_end, row_w_ptr, clamp, BM, BN, HAS_CLAMP, FAST_MATH, not DENSE)
     cols = tile_n * (BN // 2) + tl.arange(0, BN // 2)
     tl.store(l2a_ptr + rows[:, None].to(tl.int64) * stride_l2a + cols[None, :], act.to(tl.bfloat16),
              mask=row_ok[:, None])

@@ -1,17 +1,18 @@
-"""CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, and of the BF16 layer
-(``bf16_mega_moe``), at one rank; ``fp8_mega_moe`` also over several ranks (``fp8_mega_moe_rank_phases``: four
-phases of launches between cross-rank barriers, through the symmetric buffer's peer addresses; opt-in under the
-``mega_ranks`` key of ``core/gpu_validation.py`` until its multi-GPU run).
+"""CUDA launchers of the SM90 FP8 Mega MoE layer (``fp8_mega_moe``) and its pre-dispatch, and of the BF16 and the
+FP8 x FP4 layers (``bf16_mega_moe``, ``fp8_fp4_mega_moe``), at one rank; ``fp8_mega_moe`` also over several ranks
+(``fp8_mega_moe_rank_phases``: four phases of launches between cross-rank barriers, through the symmetric buffer's
+peer addresses; opt-in under the ``mega_ranks`` key of ``core/gpu_validation.py`` until its multi-GPU run).
 
 The op's CUDA kernel calls these after the shared check; they return ``NotImplemented`` (the reference then runs)
-where the kernels do not apply: not asked for (only while the family, or for the BF16 layer the ``mega_bf16`` key,
-is listed in ``core/gpu_validation.py``), several ranks (the layer then raises, see ``layer.py``; for
-``fp8_mega_moe`` only while ``mega_ranks`` is listed and not asked for), a GPU without FP8
-MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory), or a buffer whose workspace
-cannot hold the kernels' arrays. ``bf16_mega_moe`` also declines the post-expert norm (``BF16_DECLINED``); its
-shared experts run as one more dense L1 / L2 pair before the combine. The six launches of a layer (eight with
-shared experts; ``kernels.py``) run on the current stream with no host synchronisation, so a CUDA graph can capture
-the call.
+where the kernels do not apply: not asked for (only while the family, or for the BF16 / FP8 x FP4 layer the
+``mega_bf16`` / ``mega_fp8_fp4`` key, is listed in ``core/gpu_validation.py``), several ranks (the layer then
+raises, see ``layer.py``; for ``fp8_mega_moe`` only while ``mega_ranks`` is listed and not asked for), a GPU without
+FP8 MMAs (FP8) or other than sm_90 / sm_100 (BF16: TMA and 228 KB of shared memory; FP8 x FP4: the parts its kernels
+are compile-checked for), or a buffer whose workspace cannot hold the kernels' arrays. ``bf16_mega_moe`` and
+``fp8_fp4_mega_moe`` also decline the post-expert norm (``BF16_DECLINED`` / ``FP8_FP4_DECLINED``); their shared
+experts run as one more dense L1 / L2 pair before the combine. The six launches of a layer (eight with shared
+experts; ``kernels.py``, ``fp8_fp4_kernels.py``) run on the current stream with no host synchronisation, so a CUDA
+graph can capture the call.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ _TMA_BASE_ALIGNMENT = 16
 def _kernels():
     from . import kernels
     return kernels
+
+
+def _fp8_fp4_kernels():
+    from . import fp8_fp4_kernels
+    return fp8_fp4_kernels
 
 
 # Memoised here, not in buffer.py: the checks plan the buffer on symbolic sizes under torch.compile (unhashable),
@@ -341,9 +347,10 @@ def check_status(sym_buffer) -> None:
 
 
 @lru_cache(maxsize=64)
-def _ring_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter, num_ring_tokens):
+def _ring_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter, num_ring_tokens,
+               mma_type="bf16xbf16"):
     return _buffer.plan_symm_buffer(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter,
-                                    "bf16xbf16", "swiglu", num_ring_tokens)
+                                    mma_type, "swiglu", num_ring_tokens)
 
 
 def _from_workspace(y, arrays) -> dict:
@@ -426,12 +433,8 @@ def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank
             (a2, b2, views["tile_end"], views["ends"], views["row_src"], views["combine"], num_local, inter, hidden,
              num_max_tokens_per_rank, 0, bm, bn, bk, e_pow2, num_topk, cfg.l2_stages, False),
             key=(bm, e_pow2, num_topk, cfg.l2_stages, False), **l2_launch)
-    combine_grid = (num_tokens, -(-hidden // COMBINE_BLOCK_H), 1)
     if not shared_inter:
-        _launch(k._combine_kernel, combine_grid,
-                (topk_idx, views["combine"], y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
-                 num_topk, COMBINE_BLOCK_H),
-                "mega_combine", (num_topk,), device_index=dev)
+        _combine(k, views, y, None, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
         return None
     # The shared experts: one dense L1 / L2 over the token rows (x itself is the A operand), then the combine adds
     # their output after the routed slots.
@@ -449,11 +452,22 @@ def bf16_mega_moe(y, l1, l2, shared_l1, shared_l2, stats, sym_buffer, ptrs, rank
             (a2, b2, views["tile_end"], views["ends"], views["row_src"], s_out, num_local, shared_inter, hidden,
              num_max_tokens_per_rank, num_tokens, bm, bn, bk, e_pow2, num_topk, cfg.l2_stages, True),
             key=(bm, e_pow2, num_topk, cfg.l2_stages, True), **l2_launch)
-    _launch(k._combine_shared_kernel, combine_grid,
-            (topk_idx, views["combine"], s_out, y, first, num_local, hidden, num_max_tokens_per_rank, y.stride(0),
-             num_topk, COMBINE_BLOCK_H),
-            "mega_combine_shared", (num_topk,), device_index=dev)
+    _combine(k, views, y, s_out, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
     return None
+
+
+def _combine(k, views, y, shared_out, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev) -> None:
+    """The last launch of a one-rank ring layer: each token's routed slots summed into ``y``, plus the shared
+    experts' BF16 output ``[T, hidden]`` when there is one."""
+    num_tokens, hidden = y.shape
+    grid = (num_tokens, -(-hidden // COMBINE_BLOCK_H), 1)
+    ints = (first, num_local, hidden, num_max_tokens_per_rank, y.stride(0), num_topk, COMBINE_BLOCK_H)
+    if shared_out is None:
+        _launch(k._combine_kernel, grid, (topk_idx, views["combine"], y, *ints), "mega_combine", (num_topk,),
+                device_index=dev)
+    else:
+        _launch(k._combine_shared_kernel, grid, (topk_idx, views["combine"], shared_out, y, *ints),
+                "mega_combine_shared", (num_topk,), device_index=dev)
 
 
 def pre_dispatch_sm90(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, buf_topk_weights, num_tokens,
@@ -478,4 +492,122 @@ def pre_dispatch_sm90(x, topk_idx, topk_weights, buf_x, buf_x_sf, buf_topk_idx, 
              next_pow2(num_topk), next_pow2(groups), group_size),
             "mega_pre_dispatch", (num_topk, next_pow2(groups), group_size, topk_idx.dtype),
             device_index=buf_x.device.index or 0)
+    return None
+
+
+# ---- the FP8 x FP4 layer ------------------------------------------------------------------------------------------
+# The forms of fp8_fp4_mega_moe the kernels leave to the reference (deep_gemm.backends() says so).
+FP8_FP4_DECLINED = "reference with the post-expert norm, several ranks, or below sm_90 and on sm_120"
+_UE8M0_WORD_COLUMNS = 128  # K columns per packed UE8M0 int32 (4 exponent bytes, one per 32)
+
+
+def _mn_major_scales(views: dict, name: str) -> None:
+    """``views[name + '_t']`` (a workspace array ``[words, rows]``) as ``views[name]``: ``[rows, words]`` with
+    strides ``(1, rows)``, the buffer's MN-major scale layout."""
+    views[name] = views.pop(name + "_t").t()
+
+
+def _scale_bytes(sf: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """An MN-major packed UE8M0 view ``[rows, words]`` (strides ``(1, R)``) as the bytes the L1 epilogue stores:
+    (uint8 ``[words, 4 R]``, its word-column stride in bytes)."""
+    as_bytes = sf.t().view(torch.uint8)
+    return as_bytes, as_bytes.stride(0)
+
+
+def fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, shared_l2, shared_l2_sf, stats, sym_buffer,
+                     ptrs, rank_idx, num_max_tokens_per_rank, num_experts, num_topk, recipe, mma_type, activation,
+                     activation_clamp, fast_math, use_x_scales, l1_alphas, l2_alphas, l2_act_scales, post_expert_norm,
+                     post_expert_norm_weight, post_expert_norm_eps, post_expert_norm_weight_first,
+                     use_trtllm_weights, global_num_tokens, num_ring_tokens, *,
+                     overrides: mega_plan.MegaOverrides = mega_plan.NO_OVERRIDES):
+    """The FP8 x FP4 (or FP8) layer at one rank (``fp8_fp4_kernels.py``): route, scan, dispatch, L1, L2, combine
+    (with shared experts one more dense L1 / L2 pair before a combine that adds them). ``global_num_tokens`` only
+    steers DeepGEMM's tile choice, so it is accepted and unused. Declines (``NotImplemented``: the reference runs)
+    what ``FP8_FP4_DECLINED`` names, and unless asked for while the ``mega_fp8_fp4`` key awaits its GPU run."""
+    num_ranks = len(ptrs)
+    sm = arch.sm_of_tensor(y)
+    # (sm90_occupancy: sm_90 / sm_100, the parts the kernels are compile-checked for and tuned to)
+    if (not mega_plan.fp8_fp4_kernels_wanted(overrides) or num_ranks != 1 or not arch.sm90_occupancy(sm)
+            or post_expert_norm or use_trtllm_weights):
+        return NotImplemented
+    num_tokens, hidden = y.shape
+    num_local, inter = num_experts, l2_sf.size(2) * _UE8M0_WORD_COLUMNS
+    cfg = mega_plan.plan_fp8_fp4(num_tokens, num_topk, num_local, overrides, sm)
+    bm, bn, bk = cfg.block_m, cfg.block_n, mega_plan.FP8_FP4_BLOCK_K
+    rows = mega_plan.pool_rows_needed(num_tokens, num_topk, num_local, bm)
+    bplan = _ring_plan(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, inter, num_ring_tokens,
+                       "fp8xfp4")
+    views = _buffer.ring_kernel_views(sym_buffer, bplan, num_local, num_max_tokens_per_rank, num_topk, rows)
+    if views is None:
+        return NotImplemented
+    if num_tokens == 0:
+        return None
+    fp8, i32 = torch.float8_e4m3fn, torch.int32
+    h_words, i_words = hidden // _UE8M0_WORD_COLUMNS, inter // _UE8M0_WORD_COLUMNS
+    arrays = []
+    if views["l1_acts"] is None:  # the pool and its scales in the per-stream workspace
+        arrays += [("l1_acts", fp8, (rows, hidden)), ("l2_acts", fp8, (rows, inter)),
+                   ("l1_topk_weights", torch.float32, (rows,)), ("row_src", i32, (rows,)),
+                   ("l1_acts_sf_t", i32, (h_words, rows)), ("l2_acts_sf_t", i32, (i_words, rows))]
+    shared_inter = 0 if shared_l1 is None else shared_l2_sf.size(1) * _UE8M0_WORD_COLUMNS
+    if shared_inter:  # the shared experts' intermediate, its scales and their BF16 output
+        arrays += [("shared_acts", fp8, (num_tokens, shared_inter)),
+                   ("shared_acts_sf_t", i32, (shared_inter // _UE8M0_WORD_COLUMNS, num_tokens)),
+                   ("shared_out", torch.bfloat16, (num_tokens, hidden))]
+    if arrays:
+        views.update(_from_workspace(y, arrays))
+        for name in ("l1_acts_sf", "l2_acts_sf", "shared_acts_sf"):
+            if name + "_t" in views:
+                _mn_major_scales(views, name)
+    k, f = _kernels(), _fp8_fp4_kernels()
+    dev = y.device.index or 0
+    e_pow2, first, topk_idx, topk_w = _route_and_scan(k, views, stats, rank_idx, num_local, num_tokens, num_topk,
+                                                      bm, dev)
+    pool, pool_sf, l2a, l2a_sf = views["l1_acts"], views["l1_acts_sf"], views["l2_acts"], views["l2_acts_sf"]
+    sf_pow2 = next_pow2(h_words)
+    _launch(k._dispatch_kernel, (num_tokens, 1, 1),
+            (views["x"], views["x_sf"], topk_idx, topk_w, views["slot_pos"], views["starts"], pool, pool_sf,
+             views["row_src"], views["l1_topk_weights"], first, num_local, hidden, hidden, hidden, h_words,
+             pool_sf.stride(1), num_topk, next_pow2(num_topk), DISPATCH_BLOCK_H, sf_pow2, True),
+            "mega_dispatch", (num_topk, sf_pow2, True, torch.int32), device_index=dev)
+
+    has_clamp = activation_clamp is not None and activation_clamp != float("inf")
+    clamp = float(activation_clamp) if has_clamp else 0.0
+    l1_launch = dict(name="mega_fp8_fp4_l1", num_warps=cfg.num_warps, num_stages=cfg.l1_stages, device_index=dev)
+    l2_launch = dict(name="mega_fp8_fp4_l2", num_warps=cfg.num_warps, num_stages=cfg.l2_stages, device_index=dev)
+    u8 = torch.uint8
+
+    def l1_gemm(a, a_sf, w, w_sf, acts, acts_sf, grid_m, dense_rows, width, dense):
+        fp4 = w.dtype == torch.int8
+        sf_bytes, stride_sf_bytes = _scale_bytes(acts_sf)
+        _launch(f._fp8_fp4_l1_kernel, (2 * width // bn, grid_m, 1),
+                (a.view(u8), a_sf, w.view(u8), w_sf, views["tile_end"], views["ends"], views["l1_topk_weights"],
+                 acts, sf_bytes, num_local, width, hidden, a_sf.stride(0), a_sf.stride(1),
+                 w.stride(0) if w.dim() == 3 else 0, w_sf.stride(0) if w_sf.dim() == 3 else 0, acts.stride(0),
+                 stride_sf_bytes, dense_rows, clamp, bm, bn, bk, e_pow2, fp4, has_clamp, bool(fast_math),
+                 cfg.l1_stages, dense),
+                key=(bm, bn, e_pow2, fp4, has_clamp, bool(fast_math), cfg.l1_stages, dense), **l1_launch)
+
+    def l2_gemm(acts, acts_sf, w, w_sf, out, grid_m, dense_rows, width, dense):
+        fp4 = w.dtype == torch.int8
+        _launch(f._fp8_fp4_l2_kernel, (hidden // bn, grid_m, 1),
+                (acts.view(u8), acts_sf, w.view(u8), w_sf, views["tile_end"], views["ends"], views["row_src"], out,
+                 num_local, width, hidden, acts_sf.stride(1), w.stride(0) if w.dim() == 3 else 0,
+                 w_sf.stride(0) if w_sf.dim() == 3 else 0, num_max_tokens_per_rank, dense_rows, bm, bn, bk, e_pow2,
+                 num_topk, fp4, cfg.l2_stages, dense),
+                key=(bm, bn, e_pow2, num_topk, fp4, cfg.l2_stages, dense), **l2_launch)
+
+    tiles = rows // bm
+    l1_gemm(pool, pool_sf, l1, l1_sf, l2a, l2a_sf, tiles, 0, inter, False)
+    l2_gemm(l2a, l2a_sf, l2, l2_sf, views["combine"], tiles, 0, inter, False)
+    if not shared_inter:
+        _combine(k, views, y, None, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
+        return None
+    # The shared experts: one dense L1 / L2 over the token rows (x and its K-major scales are the A operand).
+    dense_tiles = -(-num_tokens // bm)
+    s_acts, s_acts_sf, s_out = views["shared_acts"], views["shared_acts_sf"], views["shared_out"]
+    l1_gemm(views["x"], views["x_sf"], shared_l1, shared_l1_sf, s_acts, s_acts_sf, dense_tiles, num_tokens,
+            shared_inter, True)
+    l2_gemm(s_acts, s_acts_sf, shared_l2, shared_l2_sf, s_out, dense_tiles, num_tokens, shared_inter, True)
+    _combine(k, views, y, s_out, topk_idx, first, num_local, num_max_tokens_per_rank, num_topk, dev)
     return None

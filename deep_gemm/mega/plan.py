@@ -1,5 +1,5 @@
-"""THE plan of an ``fp8_mega_moe`` or ``bf16_mega_moe`` call at one rank: BLOCK_M and the pipeline depths (pure:
-sizes in, a frozen config out; ``launch.py`` only reads it).
+"""THE plan of an ``fp8_mega_moe``, ``bf16_mega_moe`` or ``fp8_fp4_mega_moe`` call at one rank: BLOCK_M and the
+pipeline depths (pure: sizes in, a frozen config out; ``launch.py`` only reads it).
 
 The layer's two GEMMs stream every routed expert's weights once per M tile of that expert, so what decides the speed
 is how many M tiles an expert's tokens make: with few tokens per expert (decode) one 64-row tile (one wgmma M) per
@@ -10,14 +10,18 @@ is one 64-column scale group of the intermediate after SwiGLU; L2: one 128-row w
 The BF16 layer (``plan_bf16``) tiles the same way, with 64-wide K steps (64 BF16 = one 128-byte swizzled row): a
 stage holds (BM + BN) x 64 x 2 bytes (24 KiB at BM 64, 32 KiB at BM 128), so four stages fit either tile.
 
-Opt-in: one ``MegaOverrides.kernels`` switch asks for the kernels of either layer while they await their GPU run.
+The FP8 x FP4 layer (``plan_fp8_fp4``) decodes its operands in registers, so its tiles follow the FP4 GEMM's
+register budget instead: 32-wide K steps, 64 x 64 tiles on one warpgroup or 128 x 128 on two (BLOCK_M as above).
+
+Opt-in: one ``MegaOverrides.kernels`` switch asks for the kernels of any layer while they await their GPU run.
 The FP8 kernels passed theirs (family ``mega``, run by default); the BF16 kernels are gated separately under the
 key ``mega_bf16`` in ``core/gpu_validation.py``'s ``AWAITING_GPU`` (a sub-family of ``mega``: the registry's family
 of ``bf16_mega_moe`` stays ``mega``), so until they pass, ``bf16_mega_moe`` runs the reference unless
 ``MegaOverrides(kernels=True)``. ``fp8_mega_moe`` over several CUDA ranks is gated the same way under
 ``mega_ranks``: until its multi-GPU run, several CUDA ranks raise ``NotImplementedError`` unless
 ``MegaOverrides(kernels=True)`` reaches the launcher. Its BLOCK_M follows the token capacity of all ranks
-(``launch.rank_block_m``): every rank must choose the same one.
+(``launch.rank_block_m``): every rank must choose the same one. ``fp8_fp4_mega_moe``'s kernels are gated under the
+key ``mega_fp8_fp4`` as the BF16 layer's are.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class MegaConfig:
     l1_stages: int
     l2_stages: int
     num_warps: int
+    block_n: int = BLOCK_N
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,16 @@ BF16_KEY = "mega_bf16"
 RANKS_KEY = "mega_ranks"
 BF16_BLOCK_K = 64         # one 128-byte row of BF16 per K step (the widest TMA swizzle)
 BF16_STAGES = {64: (4, 4), 128: (4, 4)}   # (L1, L2) pipeline depth per BLOCK_M: (BM + BN) x 64 x 2 bytes per stage
+
+
+# The FP8 x FP4 layer (``plan_fp8_fp4``): its kernels decode both operands to BF16 in registers (Hopper has no FP4
+# MMA), which bounds the tile as in the FP4 GEMM (gemm/fp4/plan.py): one 32-wide UE8M0 block per K step, and the N tile
+# as wide as the M tile (64 x 64 on one warpgroup, 128 x 128 on two), at least 64 (one 32-column scale group of the
+# intermediate after SwiGLU). The pointer loads of a stage are (BM + BN) x 32 bytes at most (FP8 weights).
+FP8_FP4_KEY = "mega_fp8_fp4"
+FP8_FP4_BLOCK_K = 32
+FP8_FP4_BLOCK_N = {64: 64, 128: 128}
+FP8_FP4_STAGES = 3
 
 
 def kernels_wanted(overrides: MegaOverrides) -> bool:
@@ -116,6 +131,19 @@ def plan_bf16(num_tokens: int, num_topk: int, num_local_experts: int,
     block_m = plan(num_tokens, num_topk, num_local_experts, overrides).block_m
     l1_stages, l2_stages = BF16_STAGES[block_m]
     return MegaConfig(block_m, l1_stages, l2_stages, WARPS[block_m])
+
+
+def fp8_fp4_kernels_wanted(overrides: MegaOverrides) -> bool:
+    return gpu_validation.kernels_wanted(FP8_FP4_KEY, overrides.kernels)
+
+
+def plan_fp8_fp4(num_tokens: int, num_topk: int, num_local_experts: int,
+                 overrides: MegaOverrides = NO_OVERRIDES, sm: int = arch.SM90) -> MegaConfig:
+    """The FP8 x FP4 layer's config: the FP8 layer's BLOCK_M choice, the N tile and depth of its decoding GEMMs."""
+    block_m = plan(num_tokens, num_topk, num_local_experts, overrides, sm).block_m
+    block_n = FP8_FP4_BLOCK_N[block_m]
+    stages = _stages_that_fit(FP8_FP4_STAGES, (block_m + block_n) * FP8_FP4_BLOCK_K, sm)
+    return MegaConfig(block_m, stages, stages, WARPS[block_m], block_n)
 
 
 def max_m_tiles(num_tokens: int, num_topk: int, num_local_experts: int, block_m: int) -> int:

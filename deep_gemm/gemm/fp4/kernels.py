@@ -48,6 +48,10 @@ _E2M1_ZERO_EXP_BIAS = tl.constexpr(126)   # E2M1 value 2^(e - 1) * (1 + m / 2): 
 _E4M3_BIAS_SHIFT = tl.constexpr(120)      # E4M3 value 2^(e - 7) * (1 + m / 8): biased FP32 exponent e + 120
 _E4M3_SUBNORMAL_UNIT = tl.constexpr(0.001953125)  # 2^-9: E4M3 exponent 0 is m * 2^-9
 _TILE_BYTES = tl.constexpr(512)           # one cuBLASLt scale tile: 128 rows x 4 scales
+# UTCCP (the tensor-memory copy of scale factors) reads 128 rows as 4 groups of 32.
+_UTCCP_ROWS = tl.constexpr(128)
+_UTCCP_GROUPS = tl.constexpr(4)
+_UTCCP_GROUP_ROWS = tl.constexpr(32)
 
 
 @triton.jit
@@ -100,13 +104,15 @@ def _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_co
 def _operand_halves(ptr, row0, rows_ok, k0, k_lo, k_hi, stride_r, stride_k,
                     sf_ptr, stride_sfr, stride_sfk, sf_col_tiles,
                     IS_FP4: tl.constexpr, SF_KIND: tl.constexpr, GRAN_MN: tl.constexpr, GRAN_K: tl.constexpr,
-                    R: tl.constexpr, BLOCK_K: tl.constexpr, K_FIRST: tl.constexpr, SCALED: tl.constexpr):
+                    R: tl.constexpr, BLOCK_K: tl.constexpr, K_FIRST: tl.constexpr, SCALED: tl.constexpr,
+                    SF_ROWS_UTCCP: tl.constexpr = False):
     """The even-K and odd-K halves of one operand's K step [k0, k0 + BLOCK_K), scaled (unless not SCALED: the
     decoded values, whose scale the caller applies after the dot), as BF16: [R, BLOCK_K / 2],
     or [BLOCK_K / 2, R] with K_FIRST (B's orientation for the dot). Pair p holds logical K k0 + 2p and k0 + 2p + 1
     (one packed byte). Rows row0 .. row0 + R, those of ``rows_ok`` ([R]) read (the others are zeros). Addresses
     are a 64-bit tile base plus int32 offsets within the tile (a 64-bit pointer per element would not fit the
-    registers beside the accumulator)."""
+    registers beside the accumulator). ``SF_ROWS_UTCCP``: the scale rows are in the Mega MoE weights' UTCCP order
+    (within 128 rows, row ``32 q + p`` stored at ``4 p + q``; ``transform_weights_for_mega_moe``)."""
     HALF: tl.constexpr = BLOCK_K // 2
     # Scale blocks in the step, and pairs per block (a block longer than the step covers all of it).
     NB: tl.constexpr = BLOCK_K // GRAN_K if BLOCK_K > GRAN_K else 1
@@ -118,7 +124,11 @@ def _operand_halves(ptr, row0, rows_ok, k0, k_lo, k_hi, stride_r, stride_k,
     ok_even = (k_even >= k_lo) & (k_even < k_hi)
     ok_odd = (k_even + 1 >= k_lo) & (k_even + 1 < k_hi)
     if SCALED:
-        sb = _block_scales(sf_ptr, rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_col_tiles, SF_KIND, GRAN_MN,
+        sf_rows = rows
+        if SF_ROWS_UTCCP:
+            sf_rows = (rows // _UTCCP_ROWS) * _UTCCP_ROWS + (rows % _UTCCP_GROUP_ROWS) * _UTCCP_GROUPS \
+                + (rows % _UTCCP_ROWS) // _UTCCP_GROUP_ROWS
+        sb = _block_scales(sf_ptr, sf_rows, rows_ok, k0, k_hi, stride_sfr, stride_sfk, sf_col_tiles, SF_KIND, GRAN_MN,
                            GRAN_K, NB)
     else:
         sb = tl.full((R, NB), 1.0, tl.float32)
