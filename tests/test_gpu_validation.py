@@ -41,6 +41,9 @@ def test_sub_families_are_reported_opt_in():
         note = deep_gemm.core.registry.kernels_of("bf16_mega_moe").triton_note
         assert "opt-in" in note and "MegaOverrides" in note
         assert gpu_validation.kernels_wanted("mega", False)  # the FP8 layer runs its kernels by default
+    else:  # passed: run by default, and not reported opt-in
+        assert gpu_validation.kernels_wanted("mega_bf16", False)
+        assert "opt-in" not in (deep_gemm.core.registry.kernels_of("bf16_mega_moe").triton_note or "")
     # fp8_mega_moe over several CUDA ranks is gated by the mega_ranks key until its multi-GPU run.
     if "mega_ranks" in gpu_validation.AWAITING_GPU:
         note = deep_gemm.core.registry.kernels_of("fp8_mega_moe").triton_note

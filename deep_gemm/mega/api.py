@@ -5,8 +5,8 @@ What works today: the symmetric buffers (the SM100-style ring buffer and the SM9
 layout, allocation for one process, or for several CPU processes on a gloo group), the weight transforms, the
 pre-dispatch ops and the fused layers (``fp8_mega_moe``, ``fp8_fp4_mega_moe``, ``bf16_mega_moe``;
 ``deep_gemm/mega/reference.py`` states the semantics). ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90`` have
-Triton kernels for one CUDA rank; so has ``bf16_mega_moe`` (opt-in with ``MegaOverrides(kernels=True)`` until its
-GPU run; the post-expert norm takes the reference). The reference runs on CPU tensors (one
+Triton kernels for one CUDA rank; so has ``bf16_mega_moe`` (the post-expert norm takes the reference), and
+``fp8_fp4_mega_moe`` (opt-in with ``MegaOverrides(kernels=True)`` until its GPU run). The reference runs on CPU tensors (one
 process, or one process per rank on a gloo group) and, for the other layers and forms, as a slow correctness path
 on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this
 release, except ``fp8_mega_moe``, whose several-rank kernels run when asked for with ``MegaOverrides(kernels=True)``

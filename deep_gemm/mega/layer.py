@@ -5,8 +5,8 @@ Each op's check validates everything that metadata tells (it also runs on fake t
 arguments DeepGEMM's kernels size it with (``len(sym_buffer_ptrs)`` ranks, experts, token capacity, top-k, hidden
 from ``y``, intermediate from ``l2_weights``; plus the ring for the SM100 buffer), so the views are recomputed here.
 
-On one CUDA rank ``fp8_mega_moe`` and the SM90 pre-dispatch run Triton kernels (``launch.py``), and so do
-``bf16_mega_moe`` and ``fp8_fp4_mega_moe`` when asked for (``MegaOverrides(kernels=True)``, while they await their
+On one CUDA rank ``fp8_mega_moe``, ``bf16_mega_moe`` and the SM90 pre-dispatch run Triton kernels
+(``launch.py``), and so does ``fp8_fp4_mega_moe`` when asked for (``MegaOverrides(kernels=True)``, while it awaits its
 GPU run); the other layer ops run the same reference on CUDA tensors (a slow correctness path); several CUDA ranks
 raise ``NotImplementedError``,
 except ``fp8_mega_moe`` when its several-rank kernels are asked for (``MegaOverrides(kernels=True)`` through the

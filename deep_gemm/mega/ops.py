@@ -54,8 +54,8 @@ register("get_block_m_for_mega_moe", check=layer.check_block_m, reference=layer.
 register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_mega_moe,
          triton=launchers.fp8_mega_moe, arch=arch.FP8_OPS,
          triton_note=gpu_validation.opt_in_note("mega", launchers.RANKS_NOTE))
-# The BF16 layer's kernels need TMA (tensor descriptors) and await their GPU run under their own key; the FP8 x FP4
-# layer's are compile-checked for sm_90a and run on the parts with sm_90's shared memory (sm_90 / sm_100), under theirs.
+# The BF16 layer's kernels need TMA (tensor descriptors); the FP8 x FP4 layer's are compile-checked for sm_90a and
+# run on the parts with sm_90's shared memory (sm_90 / sm_100), awaiting their GPU run under their own key.
 BF16_MEGA_ARCH = arch.OpArch(min_sm=arch.SM90)
 register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe,
          triton=launchers.fp8_fp4_mega_moe, arch=BF16_MEGA_ARCH,

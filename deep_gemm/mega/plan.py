@@ -14,14 +14,12 @@ The FP8 x FP4 layer (``plan_fp8_fp4``) decodes its operands in registers, so its
 register budget instead: 32-wide K steps, 64 x 64 tiles on one warpgroup or 128 x 128 on two (BLOCK_M as above).
 
 Opt-in: one ``MegaOverrides.kernels`` switch asks for the kernels of any layer while they await their GPU run.
-The FP8 kernels passed theirs (family ``mega``, run by default); the BF16 kernels are gated separately under the
-key ``mega_bf16`` in ``core/gpu_validation.py``'s ``AWAITING_GPU`` (a sub-family of ``mega``: the registry's family
-of ``bf16_mega_moe`` stays ``mega``), so until they pass, ``bf16_mega_moe`` runs the reference unless
-``MegaOverrides(kernels=True)``. ``fp8_mega_moe`` over several CUDA ranks is gated the same way under
-``mega_ranks``: until its multi-GPU run, several CUDA ranks raise ``NotImplementedError`` unless
-``MegaOverrides(kernels=True)`` reaches the launcher. Its BLOCK_M follows the token capacity of all ranks
-(``launch.rank_block_m``): every rank must choose the same one. ``fp8_fp4_mega_moe``'s kernels are gated under the
-key ``mega_fp8_fp4`` as the BF16 layer's are.
+Each layer's kernels have a key of their own in ``core/gpu_validation.py`` (sub-families of ``mega``: the
+registry's family of every layer stays ``mega``): the FP8 one-rank kernels (``mega``) and the BF16 ones
+(``mega_bf16``) passed theirs and run by default; ``fp8_fp4_mega_moe``'s (``mega_fp8_fp4``) run the reference
+unless ``MegaOverrides(kernels=True)``; ``fp8_mega_moe`` over several CUDA ranks (``mega_ranks``) raises
+``NotImplementedError`` until its multi-GPU run unless ``MegaOverrides(kernels=True)`` reaches the launcher. Its
+BLOCK_M follows the token capacity of all ranks (``launch.rank_block_m``): every rank must choose the same one.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ tokens (``plan.kernel_plan``), which writes fresh outputs (the op returns new te
 ``unmapped_topk_idx`` too. ``route`` is the second launch alone, on given logits (tests compare it with
 ``reference.gate_from_logits`` on the same logits, selection bit for bit).
 
-It returns ``NotImplemented`` (the reference runs) where the path does not apply: not asked for (the family awaits
-its GPU run: ``core/gpu_validation.py``), a GPU without BF16 MMAs (below sm_80), and logits the BF16 GEMM launcher
+It returns ``NotImplemented`` (the reference runs) where the path does not apply: not asked for while the family
+awaits a GPU run (``core/gpu_validation.py``), a GPU without BF16 MMAs (below sm_80), and logits the BF16 GEMM launcher
 declines (it then runs nothing). Every argument form of the op is covered otherwise.
 """
 

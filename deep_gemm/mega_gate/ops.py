@@ -1,7 +1,6 @@
 """Registers ``bf16_mega_gate`` and ``get_bf16_mega_gate_config``. DeepGEMM runs the gate only on SM100; here the
 CUDA path (``launch.py``) is the package's BF16 GEMM for the logits and one Triton routing kernel, from sm_80 on.
-While the family awaits its GPU run (``core/gpu_validation.py``) the reference runs on CUDA unless
-``plan.MegaGateOverrides(kernels=True)`` asks for the kernels."""
+The kernels run by default (they passed their GPU tests); the reference runs where they decline."""
 
 from __future__ import annotations
 
