@@ -180,7 +180,8 @@ def sweep(timer, parts=("bmk", "bh", "fp8")):
                     plans += [et.BmkPlan(tile, x, "parallel"), et.BmkPlan(tile, x, "grid")]
         for plan in plans:
             def run(plan=plan):
-                run_launcher("einsum", "bmk,bnk->mn", a, b, d, launcher_kwargs=dict(overrides=EinsumOverrides(config=plan)))
+                run_launcher("einsum", "bmk,bnk->mn", a, b, d,
+                             launcher_kwargs=dict(overrides=EinsumOverrides(config=plan)))
             try:
                 t = timer(run)
             except Exception as error:  # noqa: BLE001

@@ -143,8 +143,8 @@ def bench_1d1d(timer, results, compare_ws=False):
                                          recipe=[1, 1, 128])
             extra = f" | tl.* only {row['tl_us']:7.1f} us"
         results.append(row)
-        print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | vs DeepGEMM {tflops / dg_tflops:.2f}x"
-              f" | diff {diff:.1e}{extra}")
+        print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | "
+              f"vs DeepGEMM {tflops / dg_tflops:.2f}x | diff {diff:.1e}{extra}")
         assert diff < CORRECTNESS_LIMIT
 
 
@@ -494,7 +494,8 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--compare-ws", action="store_true",
-                        help="also time with the warp-specialised kernel off (tl.* only) at M=4096, for 1D1D and K-grouped")
+                        help="also time with the warp-specialised kernel off (tl.* only) at M=4096, for 1D1D and "
+                             "K-grouped")
     parser.add_argument("--tables", default="dense,1d1d,contiguous,masked,k_grouped,host")
     args = parser.parse_args()
     torch.manual_seed(0)

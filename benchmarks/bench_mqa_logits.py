@@ -202,7 +202,8 @@ def _sweep_paged(reps, results, run_launcher, PagedConfig, grid_config):  # noqa
     """None: the launcher's default for the shape (paged_default_config), timed first for the ratios."""
     paged_cfgs = [None, PagedConfig(), grid_config, PagedConfig(num_stages=4), PagedConfig(num_stages=7),
                   PagedConfig(programs_per_sm=2), PagedConfig(programs_per_sm=1, num_stages=10)]
-    # The persistent kernel's register levers (scripts/compile_check_indexer.py --only-persistent has their sm_90a registers):
+    # The persistent kernel's register levers (scripts/compile_check_indexer.py --only-persistent has their sm_90a
+    # registers):
     # 16-byte Q loads (159 registers, still 3 programs per SM), the same capped at 128 (spills, 4 per SM), one dot
     # per query row (<= 128, 4 per SM; 9+ stages no longer fit 4 in shared memory), 8 warps (2 per SM).
     paged_cfgs += [PagedConfig(num_stages=7, aligned_q_loads=True),

@@ -85,7 +85,8 @@ def stub_gpu() -> None:
         return entry
     runtime.KERNEL_CACHE.get_or_compile = get_or_compile
     tensor_map = object()
-    triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map,  # (3.6; 3.7+ below)
+    # fill_tma_descriptor: Triton 3.6; fill_tma_descriptor_tiled: 3.7 and later
+    triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map,
                                  fill_tma_descriptor_tiled=lambda *args: tensor_map))
     # The eager path's CUDA test, inverted for CPU tensors (same cost per tensor): in the generic signature and in
     # the generated per-op ones (made at each op's first call, after this).

@@ -60,7 +60,8 @@ def stub_gpu():
     launch_mod.KERNEL_CACHE.get = get
     attention_launch.compiled_kernel = lambda kernel, grid, args, *, name, **kw: get((name,))
     tensor_map = object()
-    triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map,  # (3.6; 3.7+ below)
+    # fill_tma_descriptor: Triton 3.6; fill_tma_descriptor_tiled: 3.7 and later
+    triton_driver._active = SimpleNamespace(utils=SimpleNamespace(fill_tma_descriptor=lambda *args: tensor_map,
                                  fill_tma_descriptor_tiled=lambda *args: tensor_map))
 
 

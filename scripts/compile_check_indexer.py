@@ -90,7 +90,8 @@ PREFILL_VARIANTS = [dict(), dict(d=32), dict(d=64), dict(h=32), dict(h=16, d=64)
                     dict(cols=256, warps=8, block_kv=128, stages=3),
                     dict(fp4=True, stages=2), dict(fp4=True, d=64, h=32, stages=2),
                     dict(fma_relu=True), dict(interior=True), dict(fma_relu=True, interior=True),
-                    dict(fma_relu=True, interior=True, maxnreg=128), dict(fma_relu=True, interior=True, compressed=True),
+                    dict(fma_relu=True, interior=True, maxnreg=128),
+                    dict(fma_relu=True, interior=True, compressed=True),
                     dict(fma_relu=True, interior=True, h=32), dict(fma_relu=True, interior=True, fp4=True, stages=2)]
 CLEAN_VARIANTS = [dict(), dict(out="bf16")]
 # The grid-walking paged kernel's variants.
@@ -131,7 +132,8 @@ def compile_paged_persistent(h=64, d=128, rows=2, atom_rows=2, block_kv=64, warp
 PERSISTENT_VARIANTS = [dict(), dict(rows=1, atom_rows=1), dict(clean=True), dict(clean=True, ctx_2d=False),
                        dict(stages=7), dict(stages=7, clean=True), dict(stages=7, clean=True, ctx_2d=False),
                        dict(stages=3), dict(stages=6), dict(h=32), dict(h=32, rows=1, atom_rows=1), dict(tma=False),
-                       dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"), dict(fp4=True, stages=1),
+                       dict(block_kv=32), dict(h=8, d=32, rows=2, atom_rows=1), dict(out="bf16"),
+                       dict(fp4=True, stages=1),
                        dict(fp4=True, d=64, rows=1, atom_rows=1, block_kv=32, stages=1)]
 # The register levers of PagedConfig: 16-byte Q loads (q_align=16), one dot per row (row_dots), a ptxas
 # cap (maxnreg), 8 warps; <= 128 registers at 4 warps lets 4 programs share an SM (65536 registers).

@@ -10,7 +10,8 @@ methods get them wrong:
 
 ``install()`` (idempotent; done on import) widens BF16 dot operands to fp32 (bits << 16, exact) so the dot runs in
 fp32 like the tensor cores' FP32 accumulation, and routes every conversion to or from bf16 through torch's own casts
-(RTNE, NaN/inf kept), and every conversion to fp8 e4m3 through torch's (RTNE, saturating). On a GPU nothing is patched: the interpreter is not in use.
+(RTNE, NaN/inf kept), and every conversion to fp8 e4m3 through torch's (RTNE, saturating). On a GPU nothing is
+patched: the interpreter is not in use.
 
 Usage in a test module: ``import interpreter_bf16  # noqa: F401`` before launching a kernel. The patch relies on the
 interpreter's internals (``InterpreterBuilder``); ``tests/test_interpreter_bf16.py`` checks it bit-exactly against

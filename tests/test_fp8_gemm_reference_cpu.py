@@ -226,12 +226,15 @@ def _dense_args():
 
 
 BAD_DENSE = [
-    ("a dtype", lambda a, b, d: ((a[0].float(), a[1]), b, d, {}), r"a: expected dtype float8_e4m3fn or int8, got float32"),
+    ("a dtype", lambda a, b, d: ((a[0].float(), a[1]), b, d, {}),
+     r"a: expected dtype float8_e4m3fn or int8, got float32"),
     ("b K", lambda a, b, d: (a, (b[0][:, :128], b[1]), d, {}), r"b: expected K = 256"),
     ("sfa shape", lambda a, b, d: ((a[0], a[1][:, :1]), b, d, {}), r"sfa: expected shape \(32, 2\)"),
     ("sfb shape", lambda a, b, d: (a, (b[0], b[1].repeat(2, 1)), d, {}), r"sfb: expected shape \(1, 2\)"),
-    ("d shape", lambda a, b, d: (a, b, torch.zeros(32, 64, dtype=torch.bfloat16), {}), r"d: expected shape \(32, 128\)"),
-    ("d dtype", lambda a, b, d: (a, b, torch.zeros(32, 128, dtype=torch.float16), {}), r"d: expected dtype bfloat16 or float32"),
+    ("d shape", lambda a, b, d: (a, b, torch.zeros(32, 64, dtype=torch.bfloat16), {}),
+     r"d: expected shape \(32, 128\)"),
+    ("d dtype", lambda a, b, d: (a, b, torch.zeros(32, 128, dtype=torch.float16), {}),
+     r"d: expected dtype bfloat16 or float32"),
     ("c dtype", lambda a, b, d: (a, b, d, {"c": torch.zeros(32, 128)}), r"c: expected the dtype of d"),
     ("recipe both", lambda a, b, d: (a, b, d, {"recipe": (1, 128, 128), "recipe_a": (1, 128)}), r"recipe: pass either"),
     ("recipe_a only", lambda a, b, d: (a, b, d, {"recipe_a": (1, 128)}), r"recipe_a/recipe_b: expected both"),
@@ -239,7 +242,8 @@ BAD_DENSE = [
     ("compiled_dims", lambda a, b, d: (a, b, d, {"compiled_dims": "xk"}), r"compiled_dims: expected a subset"),
     ("a layout", lambda a, b, d: ((a[0].repeat(1, 2)[:, ::2], a[1]), b, d, {}), r"a: expected a K-major or MN-major"),
     ("a alignment", lambda a, b, d: ((a[0][:, 8:] , a[1]), b, d, {}), r"b: expected K = 248|a: expected a 16-byte"),
-    ("device", lambda a, b, d: (a, b, torch.empty(32, 128, dtype=torch.bfloat16, device="meta"), {}), r"d: expected device cpu"),
+    ("device", lambda a, b, d: (a, b, torch.empty(32, 128, dtype=torch.bfloat16, device="meta"), {}),
+     r"d: expected device cpu"),
     ("pair", lambda a, b, d: (a[0], b, d, {}), r"a: expected a \(data, scale\) pair"),
 ]
 

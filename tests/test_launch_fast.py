@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from launch_fakes import (ANNOTATED, BF16_TILE_META, FP8_TILE_META, SCRATCH_WORD, FakeDriver, FakeTensorMap, RecordingCLauncher,
-                          fake_compiled, kernel_descriptor_meta, launch_with)
+from launch_fakes import (ANNOTATED, BF16_TILE_META, FP8_TILE_META, SCRATCH_WORD, FakeDriver, FakeTensorMap,
+                          RecordingCLauncher, fake_compiled, kernel_descriptor_meta, launch_with)
 from triton.backends.nvidia import driver as nvidia_driver
 from triton.runtime import driver as triton_driver
 from triton.tools.tensor_descriptor import TensorDescriptor

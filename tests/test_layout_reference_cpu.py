@@ -305,7 +305,8 @@ def test_transform_packed_int_is_copied_canonically(mn, k, gran_k, groups):
     assert_bitwise_equal(out, packed)
     _assert_fresh(out, packed)
     # A wider (still aligned) column stride is accepted and normalised.
-    wide = torch.zeros(*shape[:-2], packed.size(-1), _aligned4(mn) + 4, dtype=torch.int32).transpose(-1, -2)[..., :mn, :]
+    wide = torch.zeros(*shape[:-2], packed.size(-1), _aligned4(mn) + 4, dtype=torch.int32)
+    wide = wide.transpose(-1, -2)[..., :mn, :]
     wide.copy_(packed)
     assert deep_gemm.transform_sf_into_required_layout(wide, mn, k, (1, gran_k), num_groups=groups) is wide
     out_wide = ops.transform_sf_into_required_layout.default(wide, mn, k, [1, gran_k], groups, None, False, None)
@@ -434,7 +435,8 @@ BAD = [
          r"sf: Unknown SF transformation for int32 scales with granularity \(gran_mn 128, gran_k 128\)",
          "tr-unknown-int"),
     _bad(TRANSFORM, (torch.rand(3, 10)[:, :5], 300, 640, [128, 128], None, None, False, None),
-         r"sf: expected \(128, 128\) block scales to be contiguous or contiguous after transposing", "tr-block-strided"),
+         r"sf: expected \(128, 128\) block scales to be contiguous or contiguous after transposing",
+         "tr-block-strided"),
     _bad(TRANSFORM, (_PACKED_INT.contiguous(), 5, 1024, [1, 128], None, None, False, None),
          r"sf: expected MN-major packed scales \(stride\(-2\) == 1\)", "tr-packed-k-major"),
     _bad(TRANSFORM, (torch.zeros(2, 6, dtype=torch.int32).T[:5, :], 5, 1024, [1, 128], None, None, False, None),

@@ -1,11 +1,13 @@
 """Sweep of the dense FP8 GEMM plan's open levers (M = 4096 1D2D tiles, ring depth, register budgets; the 1D1D
 weight-gradient budgets and its row tail's split-K configs), side by side in one process on DeepGEMM's dense rows:
-each variant forced through ``Fp8Overrides`` (the launchers' ``overrides=``; no module globals), checked against the fp32 reference (DeepGEMM's ``calc_diff`` < 1e-3) before it is timed with
+each variant forced through ``Fp8Overrides`` (the launchers' ``overrides=``; no module globals), checked against
+the fp32 reference (DeepGEMM's ``calc_diff`` < 1e-3) before it is timed with
 ``benchmarks/harness.py``'s KernelTimer (kernel time, L2 flushed, median).
 
 Sections (``--only``):
 
-* ``dense4096``: DeepGEMM's dense 1D2D rows at M=4096 (``benchmarks/shapes.py`` DENSE_1D2D_DG_US; 0.85x DeepGEMM on the H200).
+* ``dense4096``: DeepGEMM's dense 1D2D rows at M=4096 (``benchmarks/shapes.py`` DENSE_1D2D_DG_US; 0.85x DeepGEMM on
+  the H200).
   ``plan`` is the shipped plan; ``tl`` the tl.* kernel; ``m256-s3`` / ``m256-s4`` DeepGEMM's 256 x 128 tile (two
   waves stacked along M) without its 2-CTA A multicast, which Triton 3.6 cannot lower (a PTX-hook
   multicast build was measured and dropped: docs/TUNING.md), timed again as the control for that lever on today's

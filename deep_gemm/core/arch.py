@@ -267,6 +267,7 @@ def report_sm(device=None) -> int | None:
 
 
 __all__ = ["DEFAULT_CAPABILITY", "SM90", "SHARED_MEMORY", "OpArch", "capability", "sm", "sm_of", "sm_of_tensor",
-           "capability_of_sm", "shared_memory", "programs_by_shared_memory", "smem_budget", "has_wgmma", "has_tma", "has_mma", "kernels_run",
+           "capability_of_sm", "shared_memory", "programs_by_shared_memory", "smem_budget", "has_wgmma", "has_tma",
+           "has_mma", "kernels_run",
            "has_fp8_mma",
            "sm90_occupancy", "forced_capability", "report_sm"]

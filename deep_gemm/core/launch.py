@@ -78,7 +78,8 @@ def launch(kernel, grid: tuple[int, int, int], args: Sequence[Any], *, name: str
     compiled = compiled_kernel(kernel, grid, args, name=name, config_key=config_key, num_warps=num_warps,
                                num_stages=num_stages, device_index=device_index, max_registers=max_registers,
                                cooperative=cooperative)
-    if cooperative and grid[0] * grid[1] * grid[2] > programs_per_sm(compiled, num_warps) * device_num_sms(device_index):
+    programs = grid[0] * grid[1] * grid[2]
+    if cooperative and programs > programs_per_sm(compiled, num_warps) * device_num_sms(device_index):
         return False
     launch_compiled(compiled, grid, args, device_index)
     if record is not None:

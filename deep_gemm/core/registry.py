@@ -109,7 +109,8 @@ def _signature(args: tuple):
             key.append(x)
         elif cls is torch.Tensor or isinstance(x, torch.Tensor):
             offset = x.storage_offset()
-            key.append((x.shape, x.stride(), x.dtype, x.get_device(), (offset * x.element_size()) & 15 if offset else 0))
+            misalignment = (offset * x.element_size()) & 15 if offset else 0
+            key.append((x.shape, x.stride(), x.dtype, x.get_device(), misalignment))
         elif isinstance(x, (int, float, bool, str, torch.dtype)):  # subclasses of the plain types
             key.append(x)
         elif isinstance(x, (list, tuple)):

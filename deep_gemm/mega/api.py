@@ -6,11 +6,12 @@ layout, allocation for one process, or for several CPU processes on a gloo group
 pre-dispatch ops and the fused layers (``fp8_mega_moe``, ``fp8_fp4_mega_moe``, ``bf16_mega_moe``;
 ``deep_gemm/mega/reference.py`` states the semantics). ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90`` have
 Triton kernels for one CUDA rank; so has ``bf16_mega_moe`` (the post-expert norm takes the reference), and
-``fp8_fp4_mega_moe`` (opt-in with ``MegaOverrides(kernels=True)`` until its GPU run). The reference runs on CPU tensors (one
-process, or one process per rank on a gloo group) and, for the other layers and forms, as a slow correctness path
-on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not implemented in this
-release, except ``fp8_mega_moe``, whose several-rank kernels run when asked for with ``MegaOverrides(kernels=True)``
-through its launcher until they have passed their multi-GPU run (``deep_gemm/mega/launch.py``).
+``fp8_fp4_mega_moe`` (opt-in with ``MegaOverrides(kernels=True)`` until its GPU run). The reference runs on CPU
+tensors (one process, or one process per rank on a gloo group) and, for the other layers and forms, as a slow
+correctness path on one CUDA rank. Several CUDA ranks (symmetric memory) raise ``NotImplementedError``: not
+implemented in this release, except ``fp8_mega_moe``, whose several-rank kernels run when asked for with
+``MegaOverrides(kernels=True)`` through its launcher until they have passed their multi-GPU run
+(``deep_gemm/mega/launch.py``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """CUDA launcher of ``get_mqa_logits_metadata``: one launch of ``kernels._mqa_logits_metadata_kernel`` (one program
 per SM of the schedule), no host read of device data, so the call is CUDA-graph capturable. It returns
 ``NotImplemented`` (the reference then runs on the device) where the kernel does not apply: not asked for (only while
-the family is listed in ``core/gpu_validation.py``; ``plan.MetadataOverrides(kernels=True)`` asks), on a GPU below sm_80, and for sizes whose
-schedule cost could reach 2^31 (``plan.kernel_fits``: the kernel's maths is 32-bit).
+the family is listed in ``core/gpu_validation.py``; ``plan.MetadataOverrides(kernels=True)`` asks), on a GPU below
+sm_80, and for sizes whose schedule cost could reach 2^31 (``plan.kernel_fits``: the kernel's maths is 32-bit).
 
 Importing this module does not import Triton (the kernel is imported at the first launch).
 """

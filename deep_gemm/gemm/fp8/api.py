@@ -239,8 +239,9 @@ def _k_grouped(layout: str):
     only, as DeepGEMM's, which runs it on SM100): grouped_layout holds each group's end row of K instead; group g
     spans ``[align(end[g-1], A), end[g])`` and its K_g rows own ``ceil(K_g / 128)`` compact scale rows, the groups'
     one after the other; rows between groups are never read; ks, if given, holds the aligned sizes summing to
-    A's rows; on CUDA it runs the torch reference. use_padded_sf_layout : the scales' K axis holds, per group, ``ceil(align(K_g, A) / 128)`` rows
-    (A = ``get_mk_alignment_for_contiguous_layout()``, DeepGEMM's padded per-group SF), the group's
+    A's rows; on CUDA it runs the torch reference. use_padded_sf_layout : the scales' K axis holds, per group,
+    ``ceil(align(K_g, A) / 128)`` rows (A = ``get_mk_alignment_for_contiguous_layout()``, DeepGEMM's padded per-group
+    SF), the group's
     ``K_g / 128`` scales first, and may be longer than their sum; default: compact (``sum(ks) / 128``). On CUDA a
     padded layout that differs from the compact one is gathered into it before the launch (one small copy).
 

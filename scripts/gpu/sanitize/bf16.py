@@ -101,7 +101,8 @@ def _dense_ws(m, n, k, bn, out=BF16, accumulate=False, layout="nt", tail=0):
         over = Bf16Overrides(ws=True, block_m=128, block_n=bn, split_k=1) if not tail else \
             Bf16Overrides(ws=True, config=Bf16Config(128, bn, 64, 5, 4, block_n_tail=tail))
         _forced_ws("bf16_gemm_nt", m, n, d, c, over)
-        if run_launcher(f"bf16_gemm_{layout}", a, b, d, c, "nk", launcher_kwargs=dict(overrides=over)) is NotImplemented:
+        ran = run_launcher(f"bf16_gemm_{layout}", a, b, d, c, "nk", launcher_kwargs=dict(overrides=over))
+        if ran is NotImplemented:
             raise AssertionError("the launcher declined the call")
         torch.cuda.synchronize()
         _expect(d, ref, f"ws bf16_gemm_{layout} {m}x{n}x{k}", 1e-5 if out == BF16 else 1e-9)
