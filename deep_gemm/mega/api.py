@@ -197,15 +197,22 @@ class SymmBuffer:
                  num_shared_experts: int = 0):
         require(num_shared_experts >= 0,
                 f"num_shared_experts: expected a non-negative integer, got {num_shared_experts}")
-        _set_sizes(self, group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
-                   activation)
+        num_ranks, rank_idx = _world(group)
         num_bytes, slice_fn = get_symm_buffer_size_for_mega_moe(
-            self.num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, mma_type,
+            num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, mma_type,
             activation, num_ring_tokens)
+        self.group = group
+        self.num_ranks, self.rank_idx = num_ranks, rank_idx
+        self.num_experts = num_experts
+        self.num_max_tokens_per_rank = num_max_tokens_per_rank
+        self.num_topk = num_topk
+        self.hidden = hidden
+        self.intermediate_hidden = intermediate_hidden
         self.num_ring_tokens = num_ring_tokens
         self.mma_type = mma_type
+        self.activation = activation
         self.num_shared_experts = num_shared_experts
-        self.buffer, self.handle = _allocate(group, self.num_ranks, num_bytes, device)
+        self.buffer, self.handle = _allocate(group, num_ranks, num_bytes, device)
         (self.x, self.x_sf, self.topk_idx, self.topk_weights,
          self.l1_acts, self.l1_acts_sf, self.l2_acts, self.l2_acts_sf) = slice_fn(self.buffer)
 
@@ -215,19 +222,6 @@ class SymmBuffer:
 
     def __repr__(self) -> str:
         return _describe(self, "num_ring_tokens", "mma_type")
-
-
-def _set_sizes(sym_buffer, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
-               intermediate_hidden: int, activation: str) -> None:
-    """The fields both symmetric buffers have: the group with this process's rank in it, the sizes, the activation."""
-    sym_buffer.group = group
-    sym_buffer.num_ranks, sym_buffer.rank_idx = _world(group)
-    sym_buffer.num_experts = num_experts
-    sym_buffer.num_max_tokens_per_rank = num_max_tokens_per_rank
-    sym_buffer.num_topk = num_topk
-    sym_buffer.hidden = hidden
-    sym_buffer.intermediate_hidden = intermediate_hidden
-    sym_buffer.activation = activation
 
 
 def _release(sym_buffer) -> None:
@@ -576,14 +570,21 @@ class SM90SymmBuffer:
     def __init__(self, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
                  intermediate_hidden: int, use_fp8_dispatch: bool = True, activation: str = "swiglu", *,
                  device: Union[torch.device, str, None] = None):
-        _set_sizes(self, group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
-                   activation)
-        layout_args = (self.num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+        num_ranks, rank_idx = _world(group)
+        layout_args = (num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
                        bool(use_fp8_dispatch), activation)
         num_bytes = _ops.get_symm_buffer_size_for_sm90_mega_moe(*layout_args)
+        self.group = group
+        self.num_ranks, self.rank_idx = num_ranks, rank_idx
+        self.num_experts = num_experts
+        self.num_max_tokens_per_rank = num_max_tokens_per_rank
+        self.num_topk = num_topk
+        self.hidden = hidden
+        self.intermediate_hidden = intermediate_hidden
         self.use_fp8_dispatch = bool(use_fp8_dispatch)
+        self.activation = activation
         self.mma_type = "fp8xfp8"
-        self.buffer, self.handle = _allocate(group, self.num_ranks, num_bytes, device)
+        self.buffer, self.handle = _allocate(group, num_ranks, num_bytes, device)
         (self.x, self.x_sf, self.topk_idx, self.topk_weights,
          self.l1_acts, self.l1_acts_sf, self.l2_acts, self.l2_acts_sf) = \
             _ops._slice_symm_buffer_for_sm90_mega_moe(self.buffer, *layout_args)
