@@ -311,9 +311,9 @@ def test_k_grouped_bad_inputs():
 
 def _k_psum_inputs(ends, sum_k, m=16, n=32, scale_rows=None):
     """tn operands of the K psum layout with compact scales (ceil(K_g / 128) rows per group, or scale_rows)."""
-    from deep_gemm.gemm.fp8.reference import k_psum_rows
+    from deep_gemm.gemm.fp8.reference import k_psum_scale_rows
     layout = torch.tensor(ends, dtype=torch.int32)
-    needed = int(k_psum_rows(layout, sum_k)[2]) if scale_rows is None else scale_rows
+    needed = int(k_psum_scale_rows(layout)[2].sum()) if scale_rows is None else scale_rows
     a = (torch.randn(sum_k, m).to(torch.float8_e4m3fn), torch.rand(needed, m) + 0.5)
     b = (torch.randn(sum_k, n).to(torch.float8_e4m3fn), torch.rand(needed, n) + 0.5)
     return a, b, layout

@@ -200,9 +200,9 @@ def check_data_k_grouped_fp8_tn(*, a, sfa, sfb, ks_cpu, grouped_layout, use_psum
     if not use_psum_layout:
         check_data_ks(grouped_layout, ks_cpu)
         return
-    from .fp8.reference import k_psum_rows
+    from .fp8.reference import k_psum_scale_rows
     check_data_k_psum_ends(grouped_layout, a.size(0))
-    needed = k_psum_rows(grouped_layout, a.size(0))[2].reshape(1)
+    needed = k_psum_scale_rows(grouped_layout)[2].sum().reshape(1)
 
     def message(name, rows):
         return lambda i: (f"{name}: expected the {int(needed[0])} scale rows along K that the psum ends of "

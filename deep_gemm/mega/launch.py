@@ -83,10 +83,9 @@ def _launch_fp8_l1(k, views, l1, l1_sf, cfg, tiles, num_local, hidden, inter, e_
             num_stages=cfg.l1_stages, device_index=dev)
 
 
-
 def _route_and_scan(k, views: dict, stats, rank_idx: int, num_local: int, num_tokens: int, num_topk: int, bm: int,
                     dev: int):
-    """The first two launches of a one-rank layer (FP8 and BF16 alike): each slot's position in its expert's pool
+    """The first two launches of every one-rank layer: each slot's position in its expert's pool
     slice, then the slices' starts and ends padded to BLOCK_M, the M tiles and the received-token statistics.
     Returns (E_POW2, the rank's first expert, the buffer's topk_idx and topk_weights views)."""
     e_pow2 = next_pow2(max(num_local, 2))
@@ -103,6 +102,7 @@ def _route_and_scan(k, views: dict, stats, rank_idx: int, num_local: int, num_to
              has_stats),
             "mega_scan", (bm, e_pow2, has_stats), device_index=dev)
     return e_pow2, first, topk_idx, topk_w
+
 
 def fp8_mega_moe(y, l1, l1_sf, l2, l2_sf, stats, sym_buffer, ptrs, rank_idx, num_max_tokens_per_rank, num_experts,
                  num_topk, recipe, activation, activation_clamp, fast_math, *,
@@ -507,6 +507,12 @@ def _mn_major_scales(views: dict, name: str) -> None:
     views[name] = views.pop(name + "_t").t()
 
 
+def _expert_stride(t: torch.Tensor) -> int:
+    """The stride between experts of routed weights ``[E, ...]``; 0 for one shared matrix (its kernels read no
+    expert index)."""
+    return t.stride(0) if t.dim() == 3 else 0
+
+
 def _scale_bytes(sf: torch.Tensor) -> tuple[torch.Tensor, int]:
     """An MN-major packed UE8M0 view ``[rows, words]`` (strides ``(1, R)``) as the bytes the L1 epilogue stores:
     (uint8 ``[words, 4 R]``, its word-column stride in bytes)."""
@@ -583,7 +589,7 @@ def fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, shared_l2
         _launch(f._fp8_fp4_l1_kernel, (2 * width // bn, grid_m, 1),
                 (a.view(u8), a_sf, w.view(u8), w_sf, views["tile_end"], views["ends"], views["l1_topk_weights"],
                  acts, sf_bytes, num_local, width, hidden, a_sf.stride(0), a_sf.stride(1),
-                 w.stride(0) if w.dim() == 3 else 0, w_sf.stride(0) if w_sf.dim() == 3 else 0, acts.stride(0),
+                 _expert_stride(w), _expert_stride(w_sf), acts.stride(0),
                  stride_sf_bytes, dense_rows, clamp, bm, bn, bk, e_pow2, fp4, has_clamp, bool(fast_math),
                  cfg.l1_stages, dense),
                 key=(bm, bn, e_pow2, fp4, has_clamp, bool(fast_math), cfg.l1_stages, dense), **l1_launch)
@@ -592,8 +598,8 @@ def fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, shared_l2
         fp4 = w.dtype == torch.int8
         _launch(f._fp8_fp4_l2_kernel, (hidden // bn, grid_m, 1),
                 (acts.view(u8), acts_sf, w.view(u8), w_sf, views["tile_end"], views["ends"], views["row_src"], out,
-                 num_local, width, hidden, acts_sf.stride(1), w.stride(0) if w.dim() == 3 else 0,
-                 w_sf.stride(0) if w_sf.dim() == 3 else 0, num_max_tokens_per_rank, dense_rows, bm, bn, bk, e_pow2,
+                 num_local, width, hidden, acts_sf.stride(1), _expert_stride(w),
+                 _expert_stride(w_sf), num_max_tokens_per_rank, dense_rows, bm, bn, bk, e_pow2,
                  num_topk, fp4, cfg.l2_stages, dense),
                 key=(bm, bn, e_pow2, num_topk, fp4, cfg.l2_stages, dense), **l2_launch)
 

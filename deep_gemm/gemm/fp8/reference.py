@@ -61,20 +61,26 @@ def k_group_bounds(grouped_layout: torch.Tensor, use_psum_layout: bool) -> tuple
     return ends - layout, ends
 
 
-def k_psum_rows(grouped_layout: torch.Tensor, sum_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """K rows of a K-grouped psum layout with compact per-group scales (DeepGEMM's FP8 K psum layout: group g's
-    K_g = end[g] - start[g] rows own ceil(K_g / 128) scale rows, the groups' scale rows one after the other), all
-    on the device: (group of every K row, -1 for gap rows; scale row of every K row; scale rows the groups need)."""
+def k_psum_scale_rows(grouped_layout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per group of a K-grouped psum layout with compact per-group scales (DeepGEMM's FP8 K psum layout: group g's
+    K_g = end[g] - start[g] rows own ceil(K_g / 128) scale rows, the groups' scale rows one after the other), on the
+    device: (first K row, end K row, scale rows) of every group."""
     starts, ends = k_group_bounds(grouped_layout, True)
     sizes = (ends - starts).clamp(min=0)
-    scale_rows = (sizes + K_SCALE_BLOCK - 1) // K_SCALE_BLOCK
+    return starts, ends, (sizes + K_SCALE_BLOCK - 1) // K_SCALE_BLOCK
+
+
+def k_psum_rows(grouped_layout: torch.Tensor, sum_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """K rows of the FP8 K psum layout (``k_psum_scale_rows``), on the device: (group of every K row, -1 for gap
+    rows; scale row of every K row)."""
+    starts, ends, scale_rows = k_psum_scale_rows(grouped_layout)
     first_scale = torch.cumsum(scale_rows, 0) - scale_rows
     k = torch.arange(sum_k, device=grouped_layout.device)[:, None]
     inside = (k >= starts[None, :]) & (k < ends[None, :])  # [sum_K, G]
     group = torch.where(inside.any(dim=1), inside.int().argmax(dim=1), -1)
     at = group.clamp(min=0)
     scale_row = torch.where(group >= 0, first_scale[at] + (k[:, 0] - starts[at]) // K_SCALE_BLOCK, 0)
-    return group, scale_row, scale_rows.sum()
+    return group, scale_row
 
 
 def _k_psum_dequantize(data: torch.Tensor, sf: torch.Tensor, group: torch.Tensor, scale_row: torch.Tensor):
@@ -156,7 +162,7 @@ def make_k_grouped_reference(layout: str):
     def reference(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, use_psum_layout,
                   use_padded_sf_layout=False):
         if use_psum_layout:  # tn (the check): group bounds and scale rows from the device ends, no host read
-            group, scale_row, _ = k_psum_rows(grouped_layout, a.size(0))
+            group, scale_row = k_psum_rows(grouped_layout, a.size(0))
             a_values = _k_psum_dequantize(a, sfa, group, scale_row)
             b_values = _k_psum_dequantize(b, sfb, group, scale_row)
             acc = torch.zeros(d.shape, dtype=torch.float32, device=d.device)
