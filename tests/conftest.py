@@ -55,12 +55,14 @@ def _sample(config, items):
         return
     if not n.isdigit() or int(n) < 1:
         raise pytest.UsageError(f"DG_TEST_SAMPLE: expected a positive integer, got {n!r}")
+    first = int(n)
     groups: dict = {}
     for item in items:
-        groups.setdefault((item.module.__name__, getattr(item, "originalname", item.name)), []).append(item)
+        key = (item.module.__name__, getattr(item.cls, "__name__", None), getattr(item, "originalname", item.name))
+        groups.setdefault(key, []).append(item)
     keep = set()
     for group in groups.values():
-        keep.update(id(item) for item in group[: int(n)] + group[-1:])
+        keep.update(id(item) for item in group[:first] + group[-1:])
     config.hook.pytest_deselected(items=[item for item in items if id(item) not in keep])
     items[:] = [item for item in items if id(item) in keep]
 

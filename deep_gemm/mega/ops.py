@@ -56,12 +56,12 @@ register("fp8_mega_moe", check=layer.check_fp8_mega_moe, reference=layer.fp8_meg
          triton_note=gpu_validation.opt_in_note("mega", launchers.RANKS_NOTE))
 # The BF16 layer's kernels need TMA (tensor descriptors); the FP8 x FP4 layer's are compile-checked for sm_90a and
 # run on the parts with sm_90's shared memory (sm_90 / sm_100), awaiting their GPU run under their own key.
-BF16_MEGA_ARCH = arch.OpArch(min_sm=arch.SM90)
+RING_MEGA_ARCH = arch.OpArch(min_sm=arch.SM90)
 register("fp8_fp4_mega_moe", check=layer.check_fp8_fp4_mega_moe, reference=layer.fp8_fp4_mega_moe,
-         triton=launchers.fp8_fp4_mega_moe, arch=BF16_MEGA_ARCH,
+         triton=launchers.fp8_fp4_mega_moe, arch=RING_MEGA_ARCH,
          triton_note=gpu_validation.opt_in_note("mega_fp8_fp4", f"one rank; {launchers.FP8_FP4_DECLINED}"))
 register("bf16_mega_moe", check=layer.check_bf16_mega_moe, reference=layer.bf16_mega_moe,
-         triton=launchers.bf16_mega_moe, arch=BF16_MEGA_ARCH,
+         triton=launchers.bf16_mega_moe, arch=RING_MEGA_ARCH,
          triton_note=gpu_validation.opt_in_note("mega_bf16", f"one rank; {launchers.BF16_DECLINED}"))
 set_data_check("fp8_mega_moe", layer.check_data_fp8_mega_moe)
 set_data_check("fp8_fp4_mega_moe", layer.check_data_ring_mega_moe)
