@@ -23,6 +23,11 @@ layer runs at one rank; no all-to-all is needed there):
 excluded); ``call_us``: wall time per call in a loop of calls (host time and the contiguous pipeline's sync
 included). ``vs_unfused``: the faster unfused pipeline's time / the fused layer's time, per timer (``--bf16``:
 ``vs_contiguous``; ``--fp8-fp4``: ``vs_reference``, the same ratio against that one baseline).
+
+``floor_us``: the weight floor, the bytes of the experts the routing reaches (weights and scales of L1 and L2, each
+read once by every variant) over HBM's read bandwidth measured in the same run (a large device reduction, L2
+flushed). At few tokens both the fused layer and the unfused pipelines are bound by it, so ``unfused / floor`` is
+the most any fused layer could gain over them there.
 """
 
 from __future__ import annotations
@@ -158,6 +163,27 @@ def unfused_masked(buf, n, l1_raw, l2, weights, y, clamp, num_experts, num_topk,
     y.copy_(out)
 
 
+def hbm_read_bytes_per_s(timer, gib: int = 2) -> float:
+    """HBM's read bandwidth as a reduction over ``gib`` GiB sees it (kernel time, L2 flushed)."""
+    x = torch.ones(gib << 28, dtype=torch.float32, device="cuda")
+    us = timer(x.sum)
+    return (gib << 30) / (us * 1e-6)
+
+
+def nbytes(obj) -> int:
+    """The bytes of a tensor or of the tensors in a (nested) tuple or list."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    return sum(nbytes(o) for o in obj)
+
+
+def weight_floor_us(idx: torch.Tensor, num_experts: int, weights, bytes_per_s: float) -> float:
+    """The weight floor of a call (see the module's docstring): the experts ``idx`` reaches times each one's share
+    of ``weights`` (L1 and L2, scales included), over ``bytes_per_s``."""
+    reached = int(torch.unique(idx[idx >= 0]).numel())
+    return reached * nbytes(weights) / num_experts / bytes_per_s * 1e6
+
+
 def wall_us(fn, iters: int = 10) -> float:
     fn()
     torch.cuda.synchronize()
@@ -168,7 +194,7 @@ def wall_us(fn, iters: int = 10) -> float:
     return (time.perf_counter() - start) / iters * 1e6
 
 
-def run_shape(name, tokens_list, timer, clamp=10.0):
+def run_shape(name, tokens_list, timer, bytes_per_s, clamp=10.0):
     import deep_gemm
     from deep_gemm.testing.mega_moe import routing, run_fp8_mega_moe_kernels, sm90_weights
     hidden, inter, num_experts, num_topk = SHAPES[name]
@@ -193,22 +219,25 @@ def run_shape(name, tokens_list, timer, clamp=10.0):
             times[variant] = (timer(lambda: fn(y)), wall_us(lambda: fn(y)))
             ys[variant] = y
         diff = max(calc_diff(ys["fused"], ys[v]) for v in ys if v != "fused")
+        floor = weight_floor_us(idx, num_experts, (l1, l2), bytes_per_s)
         best_k = min(t[0] for v, t in times.items() if v != "fused")
         best_w = min(t[1] for v, t in times.items() if v != "fused")
         fused_k, fused_w = times["fused"]
         for variant, (us, call_us) in times.items():
-            row = dict(table="mega_moe", shape=name, tokens=n, variant=variant, us=us, call_us=call_us, diff=diff)
+            row = dict(table="mega_moe", shape=name, tokens=n, variant=variant, us=us, call_us=call_us, diff=diff,
+                       floor_us=floor)
             if variant == "fused":
                 row["note"] = f"vs_unfused kernel {best_k / us:.2f}x, wall {best_w / call_us:.2f}x"
             results.append(row)
         print(f" > {name} T={n:5}: fused {fused_k:8.1f} us ({fused_w:8.1f} wall) | "
               + " | ".join(f"{v} {t[0]:8.1f} ({t[1]:8.1f})" for v, t in times.items() if v != "fused")
-              + f" | vs unfused {best_k / fused_k:.2f}x kernel, {best_w / fused_w:.2f}x wall | diff {diff:.1e}",
+              + f" | vs unfused {best_k / fused_k:.2f}x kernel, {best_w / fused_w:.2f}x wall | floor {floor:.1f} us"
+              f" (fused {fused_k / floor:.2f}x, unfused {best_k / floor:.2f}x of it) | diff {diff:.1e}",
               flush=True)
     return results
 
 
-def run_shape_bf16(name, tokens_list, timer, clamp=10.0):
+def run_shape_bf16(name, tokens_list, timer, bytes_per_s, clamp=10.0):
     from deep_gemm.testing.mega_moe import bf16_buffer, bf16_weights, routing, run_bf16_mega_moe_kernels
     import deep_gemm
     hidden, inter, num_experts, num_topk = SHAPES[name]
@@ -224,15 +253,17 @@ def run_shape_bf16(name, tokens_list, timer, clamp=10.0):
         buf.topk_idx[n:].fill_(-1)
         buf.topk_weights[:n].copy_(w)
         results += time_pair(timer, "bf16", name, n, hidden, "contiguous",
+                             weight_floor_us(idx, num_experts, (l1, l2), bytes_per_s),
                              lambda y: run_bf16_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
                              lambda y: unfused_contiguous_bf16(buf, n, l1, l2, y, clamp, num_experts, num_topk,
                                                                inter))
     return results
 
 
-def time_pair(timer, layer, name, n, hidden, other, fused, baseline) -> list:
+def time_pair(timer, layer, name, n, hidden, other, floor, fused, baseline) -> list:
     """The rows of one (shape, tokens) of a layer: its fused kernels (``fused_<layer>``) and one baseline
-    (``<other>_<layer>``), each timed on its own ``y``; the fused row notes the ratio and one line is printed."""
+    (``<other>_<layer>``), each timed on its own ``y``; the fused row notes the ratio and one line is printed.
+    ``floor``: the call's weight floor in us (weight_floor_us)."""
     times, ys = {}, {}
     variants = {f"fused_{layer}": fused, f"{other}_{layer}": baseline}
     for variant, fn in variants.items():
@@ -244,16 +275,17 @@ def time_pair(timer, layer, name, n, hidden, other, fused, baseline) -> list:
     rows = []
     for variant, (us, call_us) in times.items():
         row = dict(table=f"mega_moe_{layer}", shape=name, tokens=n, variant=variant, us=us, call_us=call_us,
-                   diff=diff)
+                   diff=diff, floor_us=floor)
         if variant == f"fused_{layer}":
             row["note"] = f"vs_{other} kernel {uk / us:.2f}x, wall {uw / call_us:.2f}x"
         rows.append(row)
     print(f" > {layer} {name} T={n:5}: fused {fk:8.1f} us ({fw:8.1f} wall) | {other} {uk:8.1f} ({uw:8.1f}) | "
-          f"vs {other} {uk / fk:.2f}x kernel, {uw / fw:.2f}x wall | diff {diff:.1e}", flush=True)
+          f"vs {other} {uk / fk:.2f}x kernel, {uw / fw:.2f}x wall | floor {floor:.1f} us (fused {fk / floor:.2f}x, "
+          f"{other} {uk / floor:.2f}x of it) | diff {diff:.1e}", flush=True)
     return rows
 
 
-def run_shape_fp8_fp4(name, tokens_list, timer, clamp=10.0):
+def run_shape_fp8_fp4(name, tokens_list, timer, bytes_per_s, clamp=10.0):
     """``fp8_fp4_mega_moe`` with FP4 weights on its Triton kernels against its reference on CUDA (what the op runs
     without them: the package has no unfused FP8 x FP4 MoE pipeline to compare with)."""
     from deep_gemm.mega import layer as mega_layer
@@ -268,6 +300,7 @@ def run_shape_fp8_fp4(name, tokens_list, timer, clamp=10.0):
         x, idx, w = routing(n, num_experts, num_topk, "cuda", hidden=hidden, seed=n)
         deep_gemm.mega_moe_pre_dispatch(x, idx, w, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, n)
         results += time_pair(timer, "fp8_fp4", name, n, hidden, "reference",
+                             weight_floor_us(idx, num_experts, (l1, l2), bytes_per_s),
                              lambda y: run_fp8_fp4_mega_moe_kernels(y, l1, l2, buf, activation_clamp=clamp),
                              lambda y: mega_layer.fp8_fp4_mega_moe(
                                  *fp8_fp4_mega_moe_op_args(y, l1, l2, buf, activation_clamp=clamp)))
@@ -289,11 +322,13 @@ def main():
     tokens = [int(t) for t in args.tokens.split(",")]
     run, stem = ((run_shape_bf16, "bench_mega_moe_bf16") if args.bf16 else
                  (run_shape_fp8_fp4, "bench_mega_moe_fp8_fp4") if args.fp8_fp4 else (run_shape, "bench_mega_moe"))
+    bytes_per_s = hbm_read_bytes_per_s(timer)
+    print(f" > HBM read bandwidth {bytes_per_s / 1e12:.2f} TB/s", flush=True)
     results = []
     for name in args.shapes.split(","):
-        results += run(name, tokens, timer)
+        results += run(name, tokens, timer, bytes_per_s)
         torch.cuda.empty_cache()  # (the shape's weights went with run_shape's frame)
-    write_results(args.out, stem, results, dict(world_size=1))
+    write_results(args.out, stem, results, dict(world_size=1, hbm_read_bytes_per_s=bytes_per_s))
 
 
 if __name__ == "__main__":
