@@ -272,10 +272,12 @@ if __name__ == "__main__" and "--budgets" in sys.argv:
 
 
 def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has_c=False, out="bf16", d_tma=None,
-                      a_k_major=True, b_k_major=True, tail=0, zero_gaps=True, uniform=False, target=SM90):
+                      a_k_major=True, b_k_major=True, tail=0, zero_gaps=True, uniform=False, psum_walk=False,
+                      target=SM90):
     """The BF16 GEMM kernel (gemm/bf16/kernels/gemm.py) for one config, as bf16_launch._execute launches it
-    (``zero_gaps``: ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped),
-    built for ``target`` (sm_90a unless given)."""
+    (``zero_gaps``: ZERO_GAPS, the psum layout's gap rows zeroed or left untouched; ``uniform``: UNIFORM, K-grouped;
+    ``psum_walk``: PSUM_WALK, a psum call's group ends walked as a masked call), built for ``target`` (sm_90a unless
+    given)."""
     from deep_gemm.gemm.bf16.kernels.gemm import _bf16_gemm_kernel as fn
     d_tma = grouping in (0, 1, 2) if d_tma is None else d_tma
     a_block = [bm, bk] if a_k_major else [bk, bm]
@@ -290,7 +292,7 @@ def compile_bf16_gemm(bm, bn, bk=64, warps=8, stages=3, split=1, grouping=0, has
                                    "stride_dm", "stride_cg", "stride_cm", "SPLIT_FROM", "FIRST_ITEM"]})
     constexprs = dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, NUM_PROGRAMS=132, NUM_STAGES=stages, SPLIT_K=split,
                       GROUPING=grouping, G_PAD=8, PSUM_ALIGN=128, ZERO_GAPS=zero_gaps, HAS_C=has_c, D_TMA=d_tma,
-                      A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail, UNIFORM=uniform)
+                      A_K_MAJOR=a_k_major, B_K_MAJOR=b_k_major, BN_TAIL=tail, UNIFORM=uniform, PSUM_WALK=psum_walk)
     sig.update({k: "constexpr" for k in constexprs})
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages, **FP_FUSION})
@@ -313,6 +315,11 @@ BF16_CONFIGS = [
     dict(bm=32, bn=128, bk=128, warps=4, stages=4, grouping=3, d_tma=False),
     # Masked decode rows with the last wave split (bf16_plan.masked_split): the plan's 5-stage 32 x 128 tile.
     dict(bm=32, bn=128, bk=128, warps=4, stages=5, grouping=3, d_tma=False, split=4),
+    # Psum decode calls walked as masked ones (bf16_plan.PSUM_WALK_MAX_EXPECTED_M), unsplit and split, B both majors.
+    dict(bm=32, bn=128, bk=128, warps=4, stages=5, grouping=3, d_tma=False, psum_walk=True),
+    dict(bm=32, bn=128, bk=128, warps=4, stages=5, grouping=3, d_tma=False, split=4, psum_walk=True),
+    dict(bm=32, bn=128, bk=128, warps=4, stages=5, grouping=3, d_tma=False, b_k_major=False, psum_walk=True),
+    dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False, psum_walk=True),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=3, d_tma=False),
     dict(bm=128, bn=128, warps=8, stages=5, grouping=4, out="fp32", has_c=True, d_tma=False, a_k_major=False,
          b_k_major=False),

@@ -255,6 +255,98 @@ def test_m_grouped_contiguous_psum(layout, ensure_zero_padding, alignment_64):
     assert torch.all(gap == 0) if ensure_zero_padding else torch.all(gap == SENTINEL)
 
 
+def psum_decode_inputs(ms, n, k, max_m, layout):
+    """DeepGEMM's masked-through-psum form: A and D of G x max_m rows, group g's ms[g] rows from align(end[g-1]),
+    the rest of the rows unused. Returns a, b, d (SENTINEL), the ends, the rows the groups own and the truth."""
+    a, b, _, ends, truth, starts = contiguous_inputs(ms, n, k, 128, layout)
+    rows = len(ms) * max_m
+    a = torch.cat([a, randn(rows - a.size(0), k)])
+    truth = torch.cat([truth, torch.zeros(rows - truth.size(0), n, dtype=truth.dtype, device=DEVICE)])
+    owned = torch.zeros(rows, dtype=torch.bool, device=DEVICE)
+    for s, e in zip(starts, ends.tolist()):
+        owned[s:e] = True
+    d = torch.full((rows, n), SENTINEL, dtype=BF16, device=DEVICE)
+    return a, b, d, ends, owned, truth
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("ms,expected_m,cfg", [
+    ([20, 0, 5, 33], 20, None),                              # the default plan's decode tile
+    ([70, 129, 1], 64, Bf16Config(16, 16, 16, 2, 4)),       # several row blocks of a group; 129: past one psum block
+    ([0, 0], 8, None),                                       # every group empty: nothing written
+])
+def test_m_grouped_contiguous_psum_walk(monkeypatch, layout, ms, expected_m, cfg):
+    """A psum call with an expected row count runs as the masked call of its group ends (PSUM_WALK): the groups'
+    rows are right, every other row of A's G x Mmax is untouched."""
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    launched = []
+
+    def execute(p, call, **kwargs):
+        launched.append((p.psum_walk, call.grouping))
+        return real(p, call, **kwargs)
+    real = bf16_launch._execute
+    monkeypatch.setattr(bf16_launch, "_execute", execute)
+    a, b, d, ends, owned, truth = psum_decode_inputs(ms, 24, 48, 256, layout)
+    overrides = Bf16Overrides(psum_walk=True, config=None)
+    if cfg is not None:
+        overrides = Bf16Overrides(psum_walk=True, block_m=cfg.block_m, block_n=cfg.block_n)
+    run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b, d, ends, "nk", True, False, expected_m,
+               overrides=overrides)
+    assert launched == [(True, bf16_plan.GROUPING["masked"])]
+    if owned.any():
+        assert_close(d[owned], truth[owned], layout)
+    assert torch.all(d[~owned] == SENTINEL), "rows of no group are untouched"
+
+
+def test_m_grouped_contiguous_psum_walk_splits_its_last_wave(monkeypatch):
+    """The walk keeps the masked plan's last-wave split: 12 tiles of 16 x 16 on 8 programs, the last 4 in pieces
+    whose partials are reduced in order; the groups' rows agree with the unsplit call's."""
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    a, b, d, ends, owned, truth = psum_decode_inputs([9, 0, 33, 1], 37, 200, 128, "nt")
+    splits = []
+
+    def buffers(d_, split_, *args, **kwargs):
+        splits.append(split_)
+        return real(d_, split_, *args, **kwargs)
+    real = bf16_launch.split_k_buffers
+    monkeypatch.setattr(bf16_launch, "split_k_buffers", buffers)
+    old = runtime.get_num_sms()
+    runtime.set_num_sms(8)
+    try:
+        results = {}
+        for split in (1, 5):
+            d.fill_(SENTINEL)
+            run_forced("m_grouped_bf16_gemm_nt_contiguous", a, b, d, ends, "nk", True, False, 16,
+                       overrides=Bf16Overrides(psum_walk=True, block_m=16, block_n=16, split_k=split))
+            assert_close(d[owned], truth[owned])
+            assert torch.all(d[~owned] == SENTINEL)
+            results[split] = d[owned].double()
+    finally:
+        runtime.set_num_sms(old)
+    assert splits == [1, 5]
+    assert calc_diff(results[1], results[5]) < 1e-5
+
+
+def test_plan_walks_psum_decode_calls_only():
+    """expected_m_for_psum_layout of at most PSUM_WALK_MAX_EXPECTED_M rows with gaps left untouched: the masked plan
+    of the group ends (the decode tile for few rows); more rows, zeroed gaps or psum_walk=False: the psum plan."""
+    decode = call("m_psum", m=32 * 4096, n=4096, k=7168, groups=32, zero_gaps=False, d_aligned=True, expected_m=20)
+    p = bf16_plan.plan(decode)
+    masked = bf16_plan.plan(call("masked", m=4096, n=4096, k=7168, groups=32, expected_m=20))
+    assert p.psum_walk and p.kernel == "tl" and p.config == masked.config and p.grid == masked.grid
+    assert (p.config.block_m, p.config.block_n) == bf16_plan.MASKED_DECODE_TILE[:2]
+    limit = bf16_plan.PSUM_WALK_MAX_EXPECTED_M
+    assert bf16_plan.plan(replace(decode, expected_m=limit)).psum_walk
+    for other in (replace(decode, expected_m=limit + 1), replace(decode, expected_m=0),
+                  replace(decode, zero_gaps=True), replace(decode, a_k_major=False)):
+        assert not bf16_plan.plan(other).psum_walk, other
+    assert not bf16_plan.plan(decode, Bf16Overrides(psum_walk=False)).psum_walk
+    assert not bf16_plan.plan(decode, Bf16Overrides(ws=True)).psum_walk
+    assert bf16_plan.plan(replace(decode, expected_m=limit + 1), Bf16Overrides(psum_walk=True)).psum_walk
+    with pytest.raises(ValueError, match="psum_walk"):
+        Bf16Overrides(psum_walk=1)
+
+
 def test_m_grouped_contiguous_mn_major_a():
     a, b, ids, _, truth, _ = contiguous_inputs([64, 64], 32, 48, 64, "nt")
     a = padded(a, "col")

@@ -56,6 +56,24 @@ def masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM: tl.constexpr, G_PAD: 
 
 
 @triton.jit
+def psum_walk_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, M, BM: tl.constexpr, G_PAD: tl.constexpr,
+                    PSUM_ALIGN: tl.constexpr):
+    """(g_idx, rows per group, tiles per group, running tile count, tiles, first rows) of an M_PSUM call walked as a
+    MASKED one: group g's rows run from align(end[g-1], PSUM_ALIGN) to end[g] (ends past M read as M), and it has
+    cdiv(rows, BM) * num_n_blocks tiles, so the launch enumerates the groups' tiles only, however many rows A has."""
+    g_idx = tl.arange(0, G_PAD)
+    in_range = g_idx < NUM_GROUPS
+    ends = tl.minimum(tl.load(layout_ptr + g_idx, mask=in_range, other=0), M)
+    prev = tl.load(layout_ptr + g_idx - 1, mask=in_range & (g_idx > 0), other=0)
+    starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+    rows = tl.maximum(ends - starts, 0)
+    group_tiles = tl.cdiv(rows, BM) * num_n_blocks
+    group_end = tl.cumsum(group_tiles, axis=0)
+    num_tiles = tl.sum(group_tiles, axis=0)
+    return g_idx, rows, group_tiles, group_end, num_tiles, starts
+
+
+@triton.jit
 def k_grouped_starts(layout_ptr, NUM_GROUPS, G_PAD: tl.constexpr):
     """(g_idx, K sizes, K starts) of a K_GROUPED launch: group g reduces over ks[g] columns of K from k_starts[g]
     (an on-device exclusive prefix sum of the sizes in layout_ptr)."""

@@ -144,10 +144,10 @@ def _execute(p: Bf16Plan, call: Bf16Call, *, a, a_k_major, b, b_k_major, d, c, l
             m, n, call.k, call.num_groups, a_group_m, b_group_n, b_group_k, stride_dg, d.stride(-2), stride_cg,
             stride_cm, cfg.split_from, first_item, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, p.grid,
             cfg.num_stages, split, call.grouping, p.g_pad, call.psum_align, call.zero_gaps, call.has_c, p.d_tma,
-            a_k_major, b_k_major, cfg.block_n_tail, p.uniform)
+            a_k_major, b_k_major, cfg.block_n_tail, p.uniform, p.psum_walk)
     # (split_from is a runtime argument: one binary serves every value)
     config_key = (replace(cfg, split_from=0), p.grid, p.d_tma, p.g_pad, call.grouping, call.psum_align, call.zero_gaps,
-                  call.has_c, d.dtype, a_k_major, b_k_major, p.uniform)
+                  call.has_c, d.dtype, a_k_major, b_k_major, p.uniform, p.psum_walk)
     from .kernels.gemm import _bf16_gemm_kernel
     launch(_bf16_gemm_kernel, (p.grid, 1, 1), args, name="bf16_gemm", config_key=config_key,
            num_warps=cfg.num_warps, num_stages=cfg.num_stages, device_index=d.device.index or 0,
@@ -266,12 +266,18 @@ def _m_grouped_contiguous(layout: str):
         grouping = GROUPING["m_psum" if use_psum_layout else "m_ids"]
         zero_gaps = bool(ensure_zero_padding) or not use_psum_layout
         d_aligned = _rows_view(d) is not None
+        expected_m = int(expected_m_for_psum_layout or 0) if use_psum_layout else 0
         call = _call(grouping, m, n, k, num_groups, d, None, a_k_major, b_k_major, zero_gaps and d_aligned,
-                     psum_align=get_mk_alignment_for_contiguous_layout(), k_divisor=0 if b_k_major else k,
-                     zero_gaps=zero_gaps, d_aligned=d_aligned)
+                     psum_align=get_mk_alignment_for_contiguous_layout(), expected_m=expected_m,
+                     k_divisor=0 if b_k_major else k, zero_gaps=zero_gaps, d_aligned=d_aligned)
         p = _plan_for(call, overrides)
         if p is None:
             return NotImplemented
+        if p.psum_walk:  # a masked launch over the group ends: rows of the [M, *] A and D, no group stride
+            _execute(p, replace(call, grouping=GROUPING["masked"]), a=a_mat, a_k_major=a_k_major, b=b_mat,
+                     b_k_major=b_k_major, d=d, c=None, layout=grouped_layout, b_group_n=b_group_n,
+                     b_group_k=b_group_k, recorder=recorder)
+            return None
         _execute(p, call, a=a_mat, a_k_major=a_k_major, b=b_mat, b_k_major=b_k_major, d=d, c=None,
                  layout=grouped_layout, b_group_n=b_group_n, b_group_k=b_group_k, recorder=recorder)
         return None

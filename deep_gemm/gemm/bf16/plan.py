@@ -177,10 +177,13 @@ class Bf16Overrides:
     # The psum, masked and K-grouped layouts' values marked warp-uniform (WS: UNIFORM_TILES; K-grouped tl.*:
     # UNIFORM_K_GROUPED_TL); None = the default.
     uniform_tiles: bool | None = None
+    # A psum call in the decode form run as a masked one over its group ends (PSUM_WALK_MAX_EXPECTED_M): True =
+    # wherever it covers the call, False = never, None = the default rule.
+    psum_walk: bool | None = None
 
     def __post_init__(self):
         # Kernel constexprs: anything but a bool would compile (or cache) a variant nobody asked for.
-        for name in ("ws", "ws_tail", "uniform_tiles"):
+        for name in ("ws", "ws_tail", "uniform_tiles", "psum_walk"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, bool):
                 raise ValueError(f"Bf16Overrides.{name} must be None or a bool, not {value!r}")
@@ -201,6 +204,8 @@ class Bf16Plan:
     kernel: str = "tl"
     ws_config: Bf16Config | None = None
     uniform: bool = False  # psum / masked on "ws", K-grouped: layout values marked warp-uniform (UNIFORM_TILES, ...)
+    # A psum call run as the masked plan of its group ends (the tl.* kernel's PSUM_WALK; _psum_walk_covers)
+    psum_walk: bool = False
 
 
 def _block_k(call: Bf16Call, preferred: int) -> int | None:
@@ -363,6 +368,10 @@ def plan(call: Bf16Call, overrides: Bf16Overrides = NO_OVERRIDES) -> Bf16Plan | 
         return None
     if call.grouping == GROUPING["masked"]:
         return _masked_plan(call, overrides)
+    if _psum_walk_covers(call, overrides):
+        p = _masked_plan(replace(call, grouping=GROUPING["masked"]), replace(overrides, ws=False))
+        if p is not None:
+            return replace(p, psum_walk=True)
     p = _plan(call, overrides)
     if p is None:
         return p
@@ -700,6 +709,25 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
     # CTA past it exits at once)
     grid = min(call.num_sms, call.num_groups * ceil_div(call.m, best[1].block_m) * ceil_div(call.n, best[1].block_n))
     return Bf16Plan(best[1], max(1, grid), True, group_pad(call.num_groups), "ws", uniform=uniform)
+
+
+# M-grouped psum calls in the decode form: ``expected_m_for_psum_layout`` of at most PSUM_WALK_MAX_EXPECTED_M rows
+# per group, gaps left untouched. DeepGEMM's masked-through-psum form hands A as G x Mmax rows of which each group
+# uses about expected_m, so tiles enumerated over A's rows are nearly all empty (G = 32, Mmax = 4096, 20 rows a group:
+# 1 tile in 32 holds rows). Such a call runs as the masked call of its group ends (the tl.* kernel's PSUM_WALK: the
+# tiles of each group's rows only, the masked decode tiles and last-wave split); more expected rows per group keep
+# the psum plan, whose 128-row WS tiles the masked plan prefers there too (MASKED_WS_MIN_EXPECTED_M).
+PSUM_WALK_MAX_EXPECTED_M = MASKED_WS_MIN_EXPECTED_M
+
+
+def _psum_walk_covers(call: Bf16Call, overrides: Bf16Overrides) -> bool:
+    """Whether ``call`` runs as the masked call of its group ends: Bf16Overrides.psum_walk, else the default rule
+    (PSUM_WALK_MAX_EXPECTED_M); either way only a psum call with gaps left untouched, K-major A (the masked
+    kernel's), an expected row count, no forced config and not forced onto the WS kernel."""
+    if (call.grouping != GROUPING["m_psum"] or call.zero_gaps or call.expected_m <= 0 or not call.a_k_major
+            or overrides.config is not None or overrides.ws or overrides.psum_walk is False):
+        return False
+    return overrides.psum_walk is True or call.expected_m <= PSUM_WALK_MAX_EXPECTED_M
 
 
 def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides, heights=(128,)):

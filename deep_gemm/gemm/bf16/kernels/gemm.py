@@ -43,6 +43,10 @@ Groupings (constexpr GROUPING, shared with the FP8 kernel: kernels/groupings.py)
              the partials are reduced as in DENSE. `splits` == 1 (a last wave of more than half the grid, or none):
              every tile whole, no counter touched. A group's tiles past masked_m do not exist (the tile count is
              cdiv(masked_m[g], BM) blocks), so no split of them runs.
+             PSUM_WALK: an M_PSUM call (gaps left untouched) enumerated as a MASKED one from its group ends: group g
+             has end[g] - align(end[g-1]) rows from align(end[g-1]) of the [M, *] A and D (A_GROUP_M and stride_dg
+             0), so a call whose A holds far more rows than its groups use (the decode form, G x Mmax rows) runs
+             only its groups' tiles.
   K_GROUPED  A [sum K, M], B [sum K, N]; group g owns K rows [k_start_g, k_start_g + K_g) (device prefix sum of the
              K sizes in layout_ptr); D[g] = C[g] + A_g.T @ B_g. Empty groups still write C[g] (or zeros). UNIFORM:
              the tile's k_start and K block count (reductions over the loaded K sizes) marked warp-uniform
@@ -55,7 +59,7 @@ import triton.language as tl
 
 from ....common.kernels.groupings import DENSE, K_GROUPED, M_IDS, M_PSUM, MASKED  # noqa: F401  (kernel globals)
 from ....common.kernels.epilogue import store_tile
-from ....common.kernels.groupings import grouped_rows, k_grouped_starts, masked_tile, masked_tiles
+from ....common.kernels.groupings import grouped_rows, k_grouped_starts, masked_tile, masked_tiles, psum_walk_tiles
 from ....common.kernels.tiles import tile_coords
 from ....common.kernels.uniform import tl_warp_uniform
 
@@ -127,9 +131,11 @@ def _bf16_gemm_kernel(
         NUM_STAGES: tl.constexpr, SPLIT_K: tl.constexpr, GROUPING: tl.constexpr, G_PAD: tl.constexpr,
         PSUM_ALIGN: tl.constexpr, ZERO_GAPS: tl.constexpr, HAS_C: tl.constexpr, D_TMA: tl.constexpr,
         A_K_MAJOR: tl.constexpr, B_K_MAJOR: tl.constexpr, BN_TAIL: tl.constexpr,
-        UNIFORM: tl.constexpr = False):  # K_GROUPED: the tile's K range marked warp-uniform
+        UNIFORM: tl.constexpr = False,  # K_GROUPED: the tile's K range marked warp-uniform
+        PSUM_WALK: tl.constexpr = False):  # MASKED: the tiles of M_PSUM group ends (see the module docstring)
     tl.static_assert(BN_TAIL == 0 or (GROUPING == DENSE and SPLIT_K == 1 and not HAS_C),
                      "a tail accumulator: dense, unsplit, no C")
+    tl.static_assert(not PSUM_WALK or GROUPING == MASKED, "the psum walk runs as a MASKED launch")
     pid = tl.program_id(0)
     num_m_blocks = tl.cdiv(M, BM)
     num_n_blocks = tl.cdiv(N, BN + BN_TAIL)
@@ -137,9 +143,14 @@ def _bf16_gemm_kernel(
 
     split_from = SPLIT_FROM
     splits = SPLIT_K
-    if GROUPING == MASKED:
+    if PSUM_WALK:
+        g_idx, masked, group_tiles, group_end, num_tiles, starts = psum_walk_tiles(layout_ptr, NUM_GROUPS,
+                                                                                   num_n_blocks, M, BM, G_PAD,
+                                                                                   PSUM_ALIGN)
+    elif GROUPING == MASKED:
         g_idx, masked, group_tiles, group_end, num_tiles = masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM,
                                                                         G_PAD)
+    if GROUPING == MASKED:
         if SPLIT_K > 1:  # (every program computes the same values from the same masked_m)
             whole_waves = num_tiles // NUM_PROGRAMS * NUM_PROGRAMS
             last_wave = num_tiles - whole_waves
@@ -171,6 +182,9 @@ def _bf16_gemm_kernel(
                 kb_end = tl.where(is_piece, (split + 1) * num_kb // splits, num_kb)
             group, m_limit, pid_m, pid_n = masked_tile(mn_tile, g_idx, masked, group_tiles, group_end, num_n_blocks,
                                                        BM, GROUP_M)
+            if PSUM_WALK:  # (the group's rows start at its aligned start, of the whole [M, *] matrices)
+                row0 = tl.sum(tl.where(g_idx == group, starts, 0), axis=0)
+                m_limit = row0 + m_limit
         elif GROUPING == K_GROUPED:
             per_group = num_m_blocks * num_n_blocks
             group = tile // per_group
@@ -195,6 +209,8 @@ def _bf16_gemm_kernel(
             pid_m, pid_n = tile_coords(mn_tile, num_m_blocks, num_n_blocks, GROUP_M)
             m_limit = M
         off_m = pid_m * BM
+        if PSUM_WALK:
+            off_m = row0 + off_m
         off_n = pid_n * (BN + BN_TAIL)
         offs_m = off_m + tl.arange(0, BM)
         offs_n = off_n + tl.arange(0, BN)
