@@ -164,6 +164,37 @@ def test_m_grouped_contiguous(layout, psum, ms, n, k):
         assert torch.all(d[grouped == -1] == 0)
 
 
+@pytest.mark.parametrize("walk", [None, True, False])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("g,expected,n,k", [(32, 20, 4096, 4096), (6, 192, 7168, 3072), (6, 1024, 4096, 2048),
+                                            (5, 3, 200, 136)])
+def test_psum_decode_form(g, expected, n, k, layout, walk):
+    """DeepGEMM's masked-through-psum form: A of G x Mmax rows, group g's ~expected rows from align(end[g-1]),
+    expected_m_for_psum_layout given, gaps left untouched; by the default plan (the walk up to
+    PSUM_WALK_MAX_EXPECTED_M rows) and with the walk forced on and off."""
+    max_m = 4096 if n > 1000 else 256
+    ms = torch.randint(int(expected * 0.7), int(expected * 1.3) + 1, (g,)).tolist()
+    ms[1] = 0
+    a = _rand(g * max_m, k)
+    b = _rand(g, n, k)
+    ends, starts, prev = [], [], 0
+    for mg in ms:
+        starts.append((prev + 127) // 128 * 128)
+        prev = starts[-1] + mg
+        ends.append(prev)
+    d = torch.full((g * max_m, n), 7.0, device="cuda", dtype=BF16)
+    b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
+    layout_t = torch.tensor(ends, dtype=torch.int32, device="cuda")
+    run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b_arg, d, layout_t, "nk", True, False, expected,
+               overrides=Bf16Overrides(psum_walk=walk))
+    owned = torch.zeros(g * max_m, dtype=torch.bool, device="cuda")
+    for s, e in zip(starts, ends):
+        owned[s:e] = True
+        if e > s:
+            assert calc_diff(d[s:e], _ref(a[s:e], b[starts.index(s)])) < TOL
+    assert torch.all(d[~owned] == 7.0), "rows of no group are untouched"
+
+
 @pytest.mark.parametrize("g,expected,n,k", [(32, 192, 6144, 7168), (6, 1024, 7168, 3072), (32, 20, 4096, 4096),
                                             (6, 20, 4096, 2048), (4, 100, 200, 136)])
 def test_masked(g, expected, n, k):
