@@ -190,9 +190,9 @@ def test_cuda_graph_capture_and_replay(ring):
     assert_graph_replay_matches_eager(step, y, inputs(buf), [t.clone() for t in inputs(fresh_buf)])
 
 
-def test_public_call_runs_the_reference_until_opted_in():
-    """Without MegaOverrides(kernels=True) the public call agrees with the kernels (it runs the reference while
-    the FP8 x FP4 kernels await their GPU run, the kernels after)."""
+def test_public_call_agrees_with_the_kernels():
+    """Without MegaOverrides(kernels=True) the public call agrees with the kernels (it runs them by default; the
+    reference, should their key await a GPU run)."""
     case = Case(50, topk=4)
     (l1, l2), _, (buf_k, buf_r) = _layer(case)
     assert_public_call_agrees(lambda y: run_fp8_fp4_mega_moe_kernels(y, l1, l2, buf_k),

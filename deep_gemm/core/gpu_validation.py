@@ -13,12 +13,12 @@ from __future__ import annotations
 
 # family (as core.registry.FAMILY names it, or a sub-family of SUB_FAMILIES) -> the Overrides class that asks for
 # its kernels (what backends() tells the reader to use).
-AWAITING_GPU: dict[str, str] = {"mega_ranks": "MegaOverrides", "mega_fp8_fp4": "MegaOverrides"}
+AWAITING_GPU: dict[str, str] = {"mega_ranks": "MegaOverrides"}
 
 # Keys that gate part of a family's kernels on their own (the family's other kernels passed their GPU run
 # already) -> that family. The sub-family's launchers ask ``kernels_wanted(sub_family, ...)``.
-# bf16_mega_moe's kernels (passed); fp8_mega_moe's over several CUDA ranks (symmetric memory); fp8_fp4_mega_moe's
-# (one rank). fp8_mega_moe's at one rank passed.
+# bf16_mega_moe's kernels and fp8_fp4_mega_moe's at one rank (both passed); fp8_mega_moe's over several CUDA ranks
+# (symmetric memory). fp8_mega_moe's at one rank passed.
 SUB_FAMILIES: dict[str, str] = {"mega_bf16": "mega", "mega_ranks": "mega", "mega_fp8_fp4": "mega"}
 
 

@@ -529,7 +529,7 @@ def fp8_fp4_mega_moe(y, l1, l1_sf, l2, l2_sf, shared_l1, shared_l1_sf, shared_l2
     """The FP8 x FP4 (or FP8) layer at one rank (``fp8_fp4_kernels.py``): route, scan, dispatch, L1, L2, combine
     (with shared experts one more dense L1 / L2 pair before a combine that adds them). ``global_num_tokens`` only
     steers DeepGEMM's tile choice, so it is accepted and unused. Declines (``NotImplemented``: the reference runs)
-    what ``FP8_FP4_DECLINED`` names, and unless asked for while the ``mega_fp8_fp4`` key awaits its GPU run."""
+    what ``FP8_FP4_DECLINED`` names (and, should the ``mega_fp8_fp4`` key await a GPU run, unless asked for)."""
     num_ranks = len(ptrs)
     sm = arch.sm_of_tensor(y)
     # (sm90_occupancy: sm_90 / sm_100, the parts the kernels are compile-checked for and tuned to)
