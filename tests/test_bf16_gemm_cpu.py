@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+import deep_gemm
 from deep_gemm.core import runtime
 from deep_gemm.gemm.bf16 import plan as bf16_plan
 from deep_gemm.gemm.bf16.plan import Bf16Call, Bf16Config, Bf16Overrides
@@ -541,6 +542,28 @@ def test_plan_splits_decode_rows_and_keeps_big_ones_whole():
     decode = bf16_plan.plan(call(m=1))
     assert decode.config.split_k > 1 and decode.config.block_m == 16
     assert bf16_plan.plan(call(n=7168, k=16384)).config.split_k == 1
+
+
+def test_deterministic_mode_never_splits_k(monkeypatch):
+    """Deterministic mode: no split-K plan (dense decode rows, the WS kernel's split tail, the masked last wave),
+    so a row's K reduction does not depend on M; a forced split_k still splits (an explicit request). The flag at
+    call time reaches the plan through the launcher's call."""
+    from deep_gemm.gemm.bf16 import launch as bf16_launch
+    rows = {"decode": call(m=1), "tail wave": call(m=4096, n=2112, k=7168),
+            "masked": call("masked", m=4096, n=4096, k=7168, groups=6, expected_m=20)}
+    assert bf16_plan.plan(rows["decode"]).config.split_k > 1
+    for name, c in rows.items():
+        pinned = bf16_plan.plan(replace(c, deterministic=True))
+        assert pinned.config.split_k == 1 and pinned.kernel != "ws_tail", name
+    assert bf16_plan.plan(replace(rows["decode"], deterministic=True), Bf16Overrides(split_k=2)).config.split_k == 2
+    d = torch.empty(1, 2112, dtype=BF16)
+    before = deep_gemm.get_deterministic_algorithms()
+    try:
+        deep_gemm.use_deterministic_algorithms(True)
+        assert bf16_launch._call(0, 1, 2112, 7168, 1, d, None, True, True, True).deterministic
+    finally:
+        deep_gemm.use_deterministic_algorithms(before)
+    assert not bf16_launch._call(0, 1, 2112, 7168, 1, d, None, True, True, True).deterministic
 
 
 def test_plan_respects_alignment_and_k_divisor():

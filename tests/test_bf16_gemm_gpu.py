@@ -164,6 +164,26 @@ def test_m_grouped_contiguous(layout, psum, ms, n, k):
         assert torch.all(d[grouped == -1] == 0)
 
 
+@pytest.mark.parametrize("n,k", [(2112, 7168), (576, 7168), (24576, 1536)])
+def test_deterministic_mode_is_batch_invariant(n, k):
+    """use_deterministic_algorithms(True): a row's result is the same bits whatever the batch (M = 1 would split K
+    by default); a request of one row against the same row in 1, 64 and 4096-row batches."""
+    a, b = _rand(4096, k), _rand(n, k)
+    before = deep_gemm.get_deterministic_algorithms()
+    deep_gemm.use_deterministic_algorithms(True)
+    try:
+        rows = {}
+        for m in (1, 64, 4096):
+            d = torch.empty(m, n, device="cuda", dtype=BF16)
+            deep_gemm.bf16_gemm_nt(a[:m], b, d)
+            rows[m] = d[:1].clone()
+    finally:
+        deep_gemm.use_deterministic_algorithms(before)
+    assert calc_diff(rows[1], _ref(a[:1], b)) < TOL
+    for m in (64, 4096):
+        assert torch.equal(rows[1].view(torch.int16), rows[m].view(torch.int16)), f"row 0 differs at M = {m}"
+
+
 @pytest.mark.parametrize("walk", [None, True, False])
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("g,expected,n,k", [(32, 20, 4096, 4096), (6, 192, 7168, 3072), (6, 1024, 4096, 2048),

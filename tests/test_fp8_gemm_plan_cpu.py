@@ -3,6 +3,7 @@ picks the fastest shortlisted config and persists it, warmup validates its input
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 import pytest
 import torch
@@ -55,6 +56,37 @@ def test_one_wave_split_tiles_for_m_up_to_128(n, k, want):
     # M <= 64 keeps the 64-row tiles
     small = configs.Fp8GemmProblem(64, 4096, 7168, 1, "dense", 132, one_wave_split_k=True)
     assert configs.heuristic(small).block_m == 64
+
+
+@pytest.mark.parametrize("m,n,k,one_wave", [(1, 2112, 7168, False), (128, 2112, 7168, False),
+                                             (100, 2112, 7168, True), (32, 4096, 7168, False)])
+def test_deterministic_mode_never_splits_k(m, n, k, one_wave):
+    """Deterministic mode (use_deterministic_algorithms): no split-K config is offered or chosen, so a row's K
+    reduction order does not depend on M (batch invariance); the same rows split without it."""
+    free = configs.Fp8GemmProblem(m, n, k, 1, "dense", 132, one_wave_split_k=one_wave)
+    pinned = configs.Fp8GemmProblem(m, n, k, 1, "dense", 132, one_wave_split_k=one_wave, deterministic=True)
+    assert configs.heuristic(free).split_k > 1
+    assert configs.heuristic(pinned).split_k == 1
+    assert all(c.split_k == 1 for c in configs.candidates(pinned))
+
+
+def test_deterministic_mode_reaches_the_plan(monkeypatch):
+    """The flag at call time reaches the FP8 plan through the call (fp8_launch.call_of)."""
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    d = torch.empty(1, 2112, dtype=torch.bfloat16)
+    before = deep_gemm.get_deterministic_algorithms()
+    try:
+        deep_gemm.use_deterministic_algorithms(True)
+        pinned = fp8_launch.call_of(fp8_plan.GROUPING["dense"], 1, 2112, 7168, 1, d, None, False)
+        deep_gemm.use_deterministic_algorithms(False)
+        free = fp8_launch.call_of(fp8_plan.GROUPING["dense"], 1, 2112, 7168, 1, d, None, False)
+    finally:
+        deep_gemm.use_deterministic_algorithms(before)
+    assert pinned.deterministic and not free.deterministic
+    pinned, free = (replace(c, num_sms=132) for c in (pinned, free))  # (the CPU has no SMs to count)
+    assert configs.heuristic(fp8_plan.tile_problem(pinned)).split_k == 1
+    assert configs.heuristic(fp8_plan.tile_problem(free)).split_k > 1
 
 
 def test_large_m_uses_full_tiles_without_split():

@@ -4,19 +4,21 @@ DeepGEMM binds both as ``torch.ops.deep_gemm`` ops taking keywords (``enable``);
 runtime knobs: setting it bumps the knobs' version, so memoised checks and launch plans keyed on that version are
 rebuilt after a change.
 
-What the flag means, kernel by kernel (today it is recorded and reported; the plans that would read it are listed so
-that the change that wires it touches exactly these):
+What the flag means, kernel by kernel:
 
-* Every deep_gemm kernel is already run-to-run deterministic: split-K partial tiles are reduced by the last
-  arriving CTA in slot order (``gemm/kernels/*``, ``einsum/kernels.py``, ``hyperconnection/kernels.py``), never with
-  floating-point atomics. What changes with the shape is the *order* of the K reduction, because the plans pick a
-  split-K factor from M, N, K and the SM budget:
+* Every deep_gemm kernel is run-to-run deterministic: split-K partial tiles are reduced by the last arriving CTA in
+  slot order (``gemm/*/kernels``, ``einsum/kernels.py``, ``hyperconnection/kernels.py``), never with floating-point
+  atomics. What changes with the shape is the *order* of the K reduction, because the plans pick a split-K factor
+  from M, N, K and the SM budget. With the flag on:
 
-  - FP8 / BF16 GEMMs (``gemm/fp8_plan.py``, ``gemm/bf16_triton.py``): split-K and the warp-specialised kernel's
-    split tail tiles. Deterministic mode would pin split = 1, so a row's result does not depend on M (batch
-    invariance, what SGLang's batch-invariant mode asks of it);
-  - ``einsum`` ``bmk,bnk->mn`` (``einsum/kernels.py``): the split over the batch dimension ``b``;
-  - ``tf32_hc_prenorm_gemm`` without ``num_splits`` (``hyperconnection/hc_plan.py``): the small-M K split.
+  - FP8 / BF16 GEMMs (``gemm/fp8/plan.py`` and ``configs.py``, ``gemm/bf16/plan.py``) plan no split-K: not the
+    decode rows' split, the one-wave split tiles, the WS kernel's split tail nor the masked last wave's split (an
+    explicit ``Overrides(split_k=...)`` still splits). The flag travels in the call the plan sees
+    (``Fp8Call.deterministic``, ``Bf16Call.deterministic``), so plans cached either way are told apart. Each row
+    then reduces K in one order whatever M is (batch invariance, what SGLang's batch-invariant mode asks of it).
+  - ``einsum`` ``bmk,bnk->mn`` (``einsum/kernels.py``: the split over the batch dimension ``b``) and
+    ``tf32_hc_prenorm_gemm`` without ``num_splits`` (``hyperconnection/plan.py``: the small-M K split) still choose
+    their splits from the shape, M included: the flag does not reach them yet.
 
 * DeepGEMM itself additionally avoids cuBLASLt in ``einsum('bhr,hdr->bhd')`` / ``'bhd,hdr->bhr'`` under this mode;
   our einsum never calls a vendor BLAS there, so nothing changes for it.

@@ -23,6 +23,7 @@ from ...common.operands import k_grouped_sizes, run_with_alpha, to_nt, written_w
 from ...core import arch
 from ...core.launch import FastDescriptor, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
+from ...core.determinism import deterministic
 from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...core.scratch import split_k_buffers
 from ...utils.numeric import group_pad
@@ -195,7 +196,7 @@ def _call(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Tenso
           zero_gaps: bool = True, d_aligned: bool = False) -> Bf16Call:
     return Bf16Call(grouping, m, n, k, num_groups, usable_sms(), c is not None, d.element_size(), a_k_major,
                     b_k_major, d_tma, psum_align, expected_m, k_divisor, zero_gaps, _c_tma(c, d), interpreting(),
-                    d_aligned, arch.sm_of_tensor(d))
+                    d_aligned, arch.sm_of_tensor(d), deterministic())
 
 
 def _c_tma(c, d) -> bool:

@@ -131,6 +131,9 @@ class Bf16Call:
     # The device's SM version (deep_gemm.core.arch): the WS kernel is sm_90a code (_ws_runs); the tl.* kernel's
     # pipelines are sized to the device's shared memory (_smem); below sm_80 nothing runs (plan: None).
     sm: int = arch.SM90
+    # Deterministic mode (core/determinism.py) when the call was made: no split-K unless forced (_splits,
+    # masked_split), so a row's K reduction does not depend on M.
+    deterministic: bool = False
 
 
 @dataclass(frozen=True)
@@ -330,7 +333,7 @@ def _splits(call: Bf16Call, bm: int, bn: int):
     """(split_k, split_from) choices of a dense call: whole tiles; every tile split (few tiles: decode and M = 128
     rows, where more programs stream more bytes); or only the last, partial wave split (wave quantisation)."""
     yield 1, 0
-    if call.grouping != GROUPING["dense"] or bm * bn > POINTER_EPILOGUE_MAX_TILE:
+    if call.grouping != GROUPING["dense"] or bm * bn > POINTER_EPILOGUE_MAX_TILE or call.deterministic:
         return
     tiles = ceil_div(call.m, bm) * ceil_div(call.n, bn)
     k_blocks = ceil_div(call.k, 64)
@@ -565,7 +568,7 @@ def masked_split(call: Bf16Call, cfg: Bf16Config) -> int:
     prices lowest, where it saves MASKED_SPLIT_MIN_GAIN of the unsplit time; else 1. At most MAX_SPLIT_K, and pieces
     of at least MIN_K_BLOCKS_PER_SPLIT K blocks."""
     if (_masked_decode_tile(call) is None or cfg.split_k != 1 or cfg.block_n_tail
-            or cfg.block_m * cfg.block_n > POINTER_EPILOGUE_MAX_TILE):
+            or cfg.block_m * cfg.block_n > POINTER_EPILOGUE_MAX_TILE or call.deterministic):
         return 1
     most = min(MAX_SPLIT_K, ceil_div(call.k, cfg.block_k) // MIN_K_BLOCKS_PER_SPLIT)
     unsplit = _masked_split_time(call, cfg, 1)

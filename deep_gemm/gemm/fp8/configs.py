@@ -76,6 +76,8 @@ class Fp8GemmProblem:
     # Shared memory a config may use: the device's opt-in limit per block (arch.shared_memory; 99 KB on sm_89 and
     # sm_120), which bounds the pipeline depth (_stages_for).
     smem_bytes: int = SMEM_BYTES_SM90
+    # Deterministic mode (core/determinism.py): no split-K, so a row's K reduction does not depend on M.
+    deterministic: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def candidates(p: Fp8GemmProblem) -> list[Fp8GemmConfig]:
     for bm in _block_ms(p):
         for bn in _block_ns(p):
             splits = [1]
-            if p.kind == "dense":
+            if p.kind == "dense" and not p.deterministic:
                 splits += [s for s in range(2, MAX_SPLIT_K + 1) if num_kb >= s * MIN_K_BLOCKS_PER_SPLIT]
             out.extend(_config(bm, bn, s, p.smem_bytes) for s in splits)
     return out
@@ -182,7 +184,8 @@ def _one_wave_split(p: Fp8GemmProblem) -> Fp8GemmConfig | None:
 def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
     """Deterministic choice: BM from the rows, BN from wave quantisation, split-K to fill the GPU (for 64 < M <=
     128, 128-row split-K tiles where the one-wave kernel runs them: _one_wave_split)."""
-    if p.kind == "dense" and p.one_wave_split_k and MAX_M_FOR_64_ROW_TILES // 2 < p.m <= MAX_M_FOR_64_ROW_TILES:
+    if (p.kind == "dense" and p.one_wave_split_k and not p.deterministic
+            and MAX_M_FOR_64_ROW_TILES // 2 < p.m <= MAX_M_FOR_64_ROW_TILES):
         choice = _one_wave_split(p)
         if choice is not None:
             return choice
@@ -208,7 +211,7 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
         if score > best_score + 1e-9:
             best_bn, best_score = bn, score
     split = 1
-    if p.kind == "dense":
+    if p.kind == "dense" and not p.deterministic:
         tiles = _tiles(p.m, p.n, bm, best_bn, 1)
         # Programs that can run at once: one per SM for 128-row tiles, a few per SM for small tiles.
         slots = p.num_sms * (1 if bm >= 128 else SMALL_TILE_PROGRAMS_PER_SM)

@@ -31,6 +31,7 @@ from ...common.operands import (FP4_PACKED, FP8, compact_k_grouped_sf, k_grouped
 from ...core import arch
 from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
+from ...core.determinism import deterministic
 from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...core.scratch import split_k_buffers
 from ...utils.numeric import ceil_div, group_pad
@@ -182,7 +183,8 @@ def call_of(grouping: int, m: int, n: int, k: int, num_groups: int, d: torch.Ten
     c_tma = c is not None and d_rows is not None and _c_tma_loadable(c, d, d_rows) is not None
     return Fp8Call(grouping, m, n, k, num_groups, usable_sms(), b_per_row, c is not None, d.element_size(),
                    tuple(head), zero_gaps, psum_align, expected_m, d_rows is not None, d_tma,
-                   _ws_tma_storable(d, grouping, d_tma), c_tma, d.is_cuda, interpreting(), arch.sm_of_tensor(d))
+                   _ws_tma_storable(d, grouping, d_tma), c_tma, d.is_cuda, interpreting(), arch.sm_of_tensor(d),
+                   deterministic())
 
 
 def _execute(p: Fp8Plan, call: Fp8Call, *, a, b, sfa, sfb, d, c, layout, strides_sfa, strides_sfb, stride_dg,

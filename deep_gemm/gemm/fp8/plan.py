@@ -153,6 +153,8 @@ class Fp8Call:
     # The device's SM version (deep_gemm.core.arch): the warp-specialised kernel is sm_90a code (ws_runs); elsewhere the
     # tl.* kernel runs every call, with pipelines sized to the device's shared memory (tile_problem).
     sm: int = arch.SM90
+    # Deterministic mode (core/determinism.py) when the call was made: no split-K (configs.Fp8GemmProblem).
+    deterministic: bool = False
 
 
 @dataclass(frozen=True)
@@ -344,7 +346,7 @@ def tile_problem(call: Fp8Call, overrides: Fp8Overrides = NO_OVERRIDES) -> confi
     if kind == "dense":
         return configs.Fp8GemmProblem(call.m, call.n, call.k, 1, "dense", call.num_sms,
                                       one_wave_split_k=call.on_gpu and one_wave_split_routable(call, overrides),
-                                      smem_bytes=smem)
+                                      smem_bytes=smem, deterministic=call.deterministic)
     if kind == "m_grouped":
         call = sized_call(call)
         return configs.Fp8GemmProblem(call.m, call.n, call.k, call.num_groups, kind, call.num_sms, call.psum_align,
