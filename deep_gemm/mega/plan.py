@@ -18,7 +18,8 @@ Each layer's kernels have a key of their own in ``core/gpu_validation.py`` (sub-
 registry's family of every layer stays ``mega``): the FP8 one-rank kernels (``mega``), the BF16 ones
 (``mega_bf16``) and the FP8 x FP4 ones (``mega_fp8_fp4``) passed theirs and run by default; ``fp8_mega_moe``
 over several CUDA ranks (``mega_ranks``) raises ``NotImplementedError`` until its multi-GPU run unless
-``MegaOverrides(kernels=True)`` reaches the launcher. Its BLOCK_M follows the token capacity of all ranks (``launch.rank_block_m``): every rank must choose the same one.
+``MegaOverrides(kernels=True)`` reaches the launcher. Its BLOCK_M follows the token capacity of all ranks
+(``launch.rank_block_m``): every rank must choose the same one.
 """
 
 from __future__ import annotations
