@@ -94,6 +94,26 @@ def test_dense_deepseek_shapes(m, n, k):
     assert calc_diff(d, _ref(a, b)) < TOL
 
 
+@pytest.mark.parametrize("n,k", [(2112, 7168), (576, 7168), (4096, 7168)])
+def test_deterministic_mode_is_batch_invariant(n, k):
+    """use_deterministic_algorithms(True): a row's result is the same bits whatever the batch (M = 1 and M = 100
+    would split K by default); one row against the same row in 1, 100 and 4096-row batches."""
+    a, b = _operands(4096, n, k)
+    before = deep_gemm.get_deterministic_algorithms()
+    deep_gemm.use_deterministic_algorithms(True)
+    try:
+        rows = {}
+        for m in (1, 100, 4096):
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            deep_gemm.fp8_gemm_nt((a[0][:m], a[1][:m]), b, d)
+            rows[m] = d[:1].clone()
+    finally:
+        deep_gemm.use_deterministic_algorithms(before)
+    assert calc_diff(rows[1], _ref((a[0][:1], a[1][:1]), b)) < TOL
+    for m in (100, 4096):
+        assert torch.equal(rows[1].view(torch.int16), rows[m].view(torch.int16)), f"row 0 differs at M = {m}"
+
+
 @pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (128, 576, 7168), (4096, 4096, 512), (37, 200, 208)])
 def test_repeated_calls_replay_the_launch_plan(m, n, k):
     """After the first call of a shape, calls replay its recorded launch (the host fast path) with new tensors:
