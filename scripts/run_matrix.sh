@@ -13,7 +13,7 @@
 #     the venv once its checks are done (a CUDA torch from PyPI with its nvidia wheels takes ~5 GB).
 #   * the interpreter tests (INTERPRETER_TESTS: Triton kernels run on CPU under TRITON_INTERPRET=1, as the full suite
 #     runs them without a GPU, and the tests that compile sm_90a kernels and check what ptxas made of them), every
-#     test function with its first MATRIX_SAMPLE parametrisations and its last (default 2; 0: every case): what a
+#     test function with its first MATRIX_SAMPLE parametrisations and its last (default 1; 0: every case): what a
 #     new torch or Triton breaks is an API or a compile, which one case of each function meets; the full suite runs
 #     every case on the default stack;
 #   * an sm_90a compile of every shipped kernel variant (COMPILE_CHECKS: scripts/compile_check*.py, no GPU needed),
@@ -75,7 +75,7 @@ if [ "${1:-}" = --job ]; then
   TIMEFORMAT="%R %U %S"
   if [ "$kind" = tests ]; then
     # shellcheck disable=SC2068  # the test modules, one word each
-    sample=${MATRIX_SAMPLE:-2}
+    sample=${MATRIX_SAMPLE:-1}
     [ "$sample" = 0 ] && sample=
     { time TRITON_INTERPRET=1 DG_TEST_SAMPLE=$sample "$venv/bin/python" -m pytest $@ -q -p no:cacheprovider -rfE \
         > "$log" 2>&1 ; \
