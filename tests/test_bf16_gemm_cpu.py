@@ -328,7 +328,19 @@ def test_m_grouped_contiguous_psum_walk_splits_its_last_wave(monkeypatch):
     assert calc_diff(results[1], results[5]) < 1e-5
 
 
-def test_plan_walks_psum_decode_calls_only():
+@pytest.fixture
+def psum_walk_by_default(monkeypatch):
+    """The walk's default rule in force (PSUM_WALK_BY_DEFAULT, off until its GPU run)."""
+    monkeypatch.setattr(bf16_plan, "PSUM_WALK_BY_DEFAULT", True)
+
+
+def test_psum_walk_runs_only_where_asked_until_its_gpu_run():
+    decode = call("m_psum", m=32 * 4096, n=4096, k=7168, groups=32, zero_gaps=False, d_aligned=True, expected_m=20)
+    assert bf16_plan.plan(decode).psum_walk is bf16_plan.PSUM_WALK_BY_DEFAULT
+    assert bf16_plan.plan(decode, Bf16Overrides(psum_walk=True)).psum_walk
+
+
+def test_plan_walks_psum_decode_calls_only(psum_walk_by_default):
     """expected_m_for_psum_layout of at most PSUM_WALK_MAX_EXPECTED_M rows with gaps left untouched: the masked plan
     of the group ends (the decode tile for few rows); more rows, zeroed gaps or psum_walk=False: the psum plan."""
     decode = call("m_psum", m=32 * 4096, n=4096, k=7168, groups=32, zero_gaps=False, d_aligned=True, expected_m=20)

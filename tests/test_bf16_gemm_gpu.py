@@ -190,8 +190,8 @@ def test_deterministic_mode_is_batch_invariant(n, k):
                                             (5, 3, 200, 136)])
 def test_psum_decode_form(g, expected, n, k, layout, walk):
     """DeepGEMM's masked-through-psum form: A of G x Mmax rows, group g's ~expected rows from align(end[g-1]),
-    expected_m_for_psum_layout given, gaps left untouched; by the default plan (the walk up to
-    PSUM_WALK_MAX_EXPECTED_M rows) and with the walk forced on and off."""
+    expected_m_for_psum_layout given, gaps left untouched; by the default plan and with the group-end walk forced
+    on and off."""
     max_m = 4096 if n > 1000 else 256
     ms = torch.randint(int(expected * 0.7), int(expected * 1.3) + 1, (g,)).tolist()
     ms[1] = 0
