@@ -271,12 +271,12 @@ def psum_decode_inputs(ms, n, k, max_m, layout):
 
 
 @pytest.mark.parametrize("layout", ["nt", "nn"])
-@pytest.mark.parametrize("ms,expected_m,cfg", [
-    ([20, 0, 5, 33], 20, None),                              # the default plan's decode tile
-    ([70, 129, 1], 64, Bf16Config(16, 16, 16, 2, 4)),       # several row blocks of a group; 129: past one psum block
-    ([0, 0], 8, None),                                       # every group empty: nothing written
+@pytest.mark.parametrize("ms,expected_m,tile", [
+    ([20, 0, 5, 33], 20, {}),                      # the masked plan's decode tile
+    ([70, 129, 1], 64, dict(block_m=16, block_n=16)),  # several row blocks of a group; 129: past one psum block
+    ([0, 0], 8, {}),                               # every group empty: nothing written
 ])
-def test_m_grouped_contiguous_psum_walk(monkeypatch, layout, ms, expected_m, cfg):
+def test_m_grouped_contiguous_psum_walk(monkeypatch, layout, ms, expected_m, tile):
     """A psum call with an expected row count runs as the masked call of its group ends (PSUM_WALK): the groups'
     rows are right, every other row of A's G x Mmax is untouched."""
     from deep_gemm.gemm.bf16 import launch as bf16_launch
@@ -288,11 +288,8 @@ def test_m_grouped_contiguous_psum_walk(monkeypatch, layout, ms, expected_m, cfg
     real = bf16_launch._execute
     monkeypatch.setattr(bf16_launch, "_execute", execute)
     a, b, d, ends, owned, truth = psum_decode_inputs(ms, 24, 48, 256, layout)
-    overrides = Bf16Overrides(psum_walk=True, config=None)
-    if cfg is not None:
-        overrides = Bf16Overrides(psum_walk=True, block_m=cfg.block_m, block_n=cfg.block_n)
     run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b, d, ends, "nk", True, False, expected_m,
-               overrides=overrides)
+               overrides=Bf16Overrides(psum_walk=True, **tile))
     assert launched == [(True, bf16_plan.GROUPING["masked"])]
     if owned.any():
         assert_close(d[owned], truth[owned], layout)

@@ -30,9 +30,7 @@ def grouped_rows(layout_ptr, off_m, offs_m, row_store, expert, NUM_GROUPS, GROUP
         row_valid = row_store & (ids == expert)
     if GROUPING == M_PSUM:
         g_idx = tl.arange(0, G_PAD)
-        ends = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-        prev = tl.load(layout_ptr + g_idx - 1, mask=(g_idx > 0) & (g_idx < NUM_GROUPS), other=0)
-        starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+        ends, starts = psum_bounds(layout_ptr, g_idx, NUM_GROUPS, PSUM_ALIGN)
         # PSUM_ALIGN is a multiple of BM (the plan), so a tile lies in one group or in a gap.
         inside = (off_m >= starts) & (off_m < ends) & (g_idx < NUM_GROUPS)
         expert = tl.max(tl.where(inside, g_idx, -1), axis=0)
@@ -44,14 +42,29 @@ def grouped_rows(layout_ptr, off_m, offs_m, row_store, expert, NUM_GROUPS, GROUP
 
 
 @triton.jit
+def psum_bounds(layout_ptr, g_idx, NUM_GROUPS, PSUM_ALIGN: tl.constexpr):
+    """(ends, starts) of the M_PSUM groups g_idx (zeros past NUM_GROUPS): group g's rows run from
+    align(end[g-1], PSUM_ALIGN) (0 for the first) to end[g], the cumulative ends in layout_ptr."""
+    ends = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
+    prev = tl.load(layout_ptr + g_idx - 1, mask=(g_idx > 0) & (g_idx < NUM_GROUPS), other=0)
+    return ends, (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
+
+
+@triton.jit
+def _group_tiles(rows, num_n_blocks, BM: tl.constexpr):
+    """(tiles per group, running tile count, tiles) of groups of ``rows`` rows: cdiv(rows, BM) row blocks by
+    num_n_blocks column blocks each, counted through an on-device prefix sum."""
+    group_tiles = tl.cdiv(rows, BM) * num_n_blocks
+    return group_tiles, tl.cumsum(group_tiles, axis=0), tl.sum(group_tiles, axis=0)
+
+
+@triton.jit
 def masked_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, BM: tl.constexpr, G_PAD: tl.constexpr):
     """(g_idx, masked_m, tiles per group, running tile count, tiles) of a MASKED launch: group g has
     cdiv(masked_m[g], BM) * num_n_blocks tiles, enumerated through an on-device prefix sum."""
     g_idx = tl.arange(0, G_PAD)
     masked = tl.load(layout_ptr + g_idx, mask=g_idx < NUM_GROUPS, other=0)
-    group_tiles = tl.cdiv(masked, BM) * num_n_blocks
-    group_end = tl.cumsum(group_tiles, axis=0)
-    num_tiles = tl.sum(group_tiles, axis=0)
+    group_tiles, group_end, num_tiles = _group_tiles(masked, num_n_blocks, BM)
     return g_idx, masked, group_tiles, group_end, num_tiles
 
 
@@ -62,14 +75,9 @@ def psum_walk_tiles(layout_ptr, NUM_GROUPS, num_n_blocks, M, BM: tl.constexpr, G
     MASKED one: group g's rows run from align(end[g-1], PSUM_ALIGN) to end[g] (ends past M read as M), and it has
     cdiv(rows, BM) * num_n_blocks tiles, so the launch enumerates the groups' tiles only, however many rows A has."""
     g_idx = tl.arange(0, G_PAD)
-    in_range = g_idx < NUM_GROUPS
-    ends = tl.minimum(tl.load(layout_ptr + g_idx, mask=in_range, other=0), M)
-    prev = tl.load(layout_ptr + g_idx - 1, mask=in_range & (g_idx > 0), other=0)
-    starts = (prev + PSUM_ALIGN - 1) // PSUM_ALIGN * PSUM_ALIGN
-    rows = tl.maximum(ends - starts, 0)
-    group_tiles = tl.cdiv(rows, BM) * num_n_blocks
-    group_end = tl.cumsum(group_tiles, axis=0)
-    num_tiles = tl.sum(group_tiles, axis=0)
+    ends, starts = psum_bounds(layout_ptr, g_idx, NUM_GROUPS, PSUM_ALIGN)
+    rows = tl.maximum(tl.minimum(ends, M) - starts, 0)
+    group_tiles, group_end, num_tiles = _group_tiles(rows, num_n_blocks, BM)
     return g_idx, rows, group_tiles, group_end, num_tiles, starts
 
 

@@ -21,9 +21,9 @@ import torch
 
 from ...common.operands import k_grouped_sizes, run_with_alpha, to_nt, written_without_launch
 from ...core import arch
+from ...core.determinism import deterministic
 from ...core.launch import FastDescriptor, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
-from ...core.determinism import deterministic
 from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...core.scratch import split_k_buffers
 from ...utils.numeric import group_pad
@@ -275,10 +275,7 @@ def _m_grouped_contiguous(layout: str):
         if p is None:
             return NotImplemented
         if p.psum_walk:  # a masked launch over the group ends: rows of the [M, *] A and D, no group stride
-            _execute(p, replace(call, grouping=GROUPING["masked"]), a=a_mat, a_k_major=a_k_major, b=b_mat,
-                     b_k_major=b_k_major, d=d, c=None, layout=grouped_layout, b_group_n=b_group_n,
-                     b_group_k=b_group_k, recorder=recorder)
-            return None
+            call = replace(call, grouping=GROUPING["masked"])
         _execute(p, call, a=a_mat, a_k_major=a_k_major, b=b_mat, b_k_major=b_k_major, d=d, c=None,
                  layout=grouped_layout, b_group_n=b_group_n, b_group_k=b_group_k, recorder=recorder)
         return None

@@ -29,9 +29,9 @@ from ..._internals import COMPILE_OPTIONS
 from ...common.operands import (FP4_PACKED, FP8, compact_k_grouped_sf, k_grouped_sizes, resolve_recipe,
                                 run_with_alpha, scale_with_alpha, to_nt, written_without_launch)
 from ...core import arch
+from ...core.determinism import deterministic
 from ...core.launch import FastDescriptor, compiled_kernel, descriptor, interpreting, launch
 from ...core.plans import ConfigCache, PlanCache, Recorder, replayable
-from ...core.determinism import deterministic
 from ...core.runtime import get_mk_alignment_for_contiguous_layout, usable_sms
 from ...core.scratch import split_k_buffers
 from ...utils.numeric import ceil_div, group_pad
