@@ -76,6 +76,20 @@ def _seed():
 # ---- The eager-path and torch.compile harness shared by the eager-path tests of every family ---------------------
 
 @pytest.fixture
+def restore_deterministic():
+    """Deterministic mode (``use_deterministic_algorithms``) as it was before the test, whatever the test sets."""
+    before = deep_gemm.get_deterministic_algorithms()
+    yield
+    deep_gemm.use_deterministic_algorithms(before)
+
+
+@pytest.fixture
+def deterministic_mode(restore_deterministic):
+    """Deterministic mode on for the test."""
+    deep_gemm.use_deterministic_algorithms(True)
+
+
+@pytest.fixture
 def eager_calls(monkeypatch):
     """``eager_calls(op_name)``: CPU tensors on the eager path (``core/eager.eager_op``). The eager path takes only
     CUDA tensors, so this swaps in the same ``_eager_signature`` with its CUDA test inverted (and the generated per-op

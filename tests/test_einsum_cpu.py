@@ -72,6 +72,16 @@ def test_every_bh_tile_config(expr, cfg):
     assert_close(d, TRUTH[expr](a.double(), b.double()), f"{case} {cfg}")
 
 
+def test_bmk_deterministic_plan_is_one_range_and_one_tile():
+    """Deterministic mode: bmk,bnk->mn sums the batch in one range with the 64-row tile at every shape, so an
+    element's reduction order does not follow M or N; the default plan splits short-M long-batch calls."""
+    shapes = [(129, 64, 512, 1024), (4096, 64, 64, 256), (129, 4096, 512, 1024), (37, 72, 200, 208)]
+    assert any(einsum_plan.bmk_plan(*shape, cooperative=False).splits > 1 for shape in shapes)
+    pinned = {einsum_plan.bmk_plan(*shape, cooperative=False, deterministic=True) for shape in shapes}
+    assert len(pinned) == 1 and next(iter(pinned)).splits == 1
+    assert next(iter(pinned)).tile == einsum_plan.BMK_CONFIGS[1]
+
+
 @pytest.mark.parametrize("cfg", einsum_plan.BMK_CONFIGS, ids=str)
 @pytest.mark.parametrize("sms", [1, 8])
 def test_bmk_split_over_the_batch_is_deterministic(cfg, sms):

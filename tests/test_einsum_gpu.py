@@ -48,6 +48,22 @@ def test_bh_forms_match_torch_einsum(expr, h, r, d, b):
     assert calc_diff(z_cublaslt, ref) < 1e-10
 
 
+@pytest.mark.parametrize("s,n,k", [(129, 512, 1024), (37, 200, 208)])
+def test_bmk_deterministic_mode_is_batch_invariant(deterministic_mode, s, n, k):
+    """use_deterministic_algorithms(True): row 0 of bmk,bnk->mn is the same bits at M = 1, 64 and 4096 (the default
+    plan picks the batch split and tile from M)."""
+    a = torch.randn((s, 4096, k), dtype=BF16, device="cuda")
+    b = torch.randn((s, n, k), dtype=BF16, device="cuda")
+    rows = {}
+    for m in (1, 64, 4096):
+        d = torch.empty((m, n), dtype=torch.float32, device="cuda")
+        deep_gemm.einsum("bmk,bnk->mn", a[:, :m].contiguous(), b, d)
+        rows[m] = d[:1].clone()
+    for m in (64, 4096):
+        assert_bitwise_equal(rows[m], rows[1], f"row 0 at M = {m}")
+    assert calc_diff(rows[1], torch.bmm(a[:, :1].double(), b.double().mT).sum(0)) < 1e-5
+
+
 @pytest.mark.parametrize("out_dtype", [torch.float32, BF16])
 @pytest.mark.parametrize("s,m,n,k", [(129, 128, 384, 128), (4096, 256, 256, 256), (129, 384, 128, 384),
                                      (37, 72, 200, 208)])

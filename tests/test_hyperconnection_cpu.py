@@ -143,6 +143,32 @@ def test_unsplit_short_rows_take_16_row_blocks():
     assert hc_plan.plan(137, 128, 7168, 1, 132).block_m == 64  # N > 64: 16-row blocks spill
 
 
+@pytest.mark.parametrize("n,k,splits", [(24, 7168, 1), (24, 28672, 1), (24, 7168, 16), (8, 7680, 1), (64, 7168, 1),
+                                         (128, 7168, 1)])
+def test_deterministic_plan_reduces_k_in_one_order_for_every_m(n, k, splits):
+    """Deterministic mode: row block and sub-splits (what fixes a row's K reduction order) are the same at every M,
+    while the default plan changes them with M (16-row blocks, fewer sub-splits as the row blocks fill the SMs)."""
+    pinned = {(c.block_m, c.sub, c.red_chunk) for c in
+              (hc_plan.plan(m, n, k, splits, 132, deterministic=True) for m in (1, 13, 137, 4096, 8192, 65536))}
+    assert len(pinned) == 1 and next(iter(pinned))[0] == hc_plan.DETERMINISTIC_BLOCK_M, pinned
+    if (n, k, splits) == (24, 7168, 1):
+        free = {(c.block_m, c.sub) for c in (hc_plan.plan(m, n, k, splits, 132) for m in (1, 4096, 8192))}
+        assert len(free) > 1, "the default plan follows M"
+
+
+def test_deterministic_mode_reaches_the_hc_config(restore_deterministic, monkeypatch):
+    """The flag at call time selects the config (the launcher's config cache is keyed on it)."""
+    from deep_gemm.hyperconnection import launch as hc_launch
+    monkeypatch.setattr(hc_launch, "usable_sms", lambda: 132)  # (the CPU has no SMs to count)
+    free = hc_launch.config_of(4096, 24, 7168, 1)
+    import deep_gemm
+    deep_gemm.use_deterministic_algorithms(True)
+    pinned = hc_launch.config_of(4096, 24, 7168, 1)
+    assert (free.sub, pinned.sub) == (hc_plan.plan(4096, 24, 7168, 1, 132).sub,
+                                      hc_plan.plan(1, 24, 7168, 1, 132, deterministic=True).sub)
+    assert free != pinned
+
+
 @pytest.mark.parametrize("m,n,k,splits", PLAN_CASES)
 def test_plan_rules(m, n, k, splits):
     cfg = hc_plan.plan(m, n, k, splits, 132)

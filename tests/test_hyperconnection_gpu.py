@@ -102,6 +102,26 @@ def test_device_reduction_is_deterministic(m, k, num_splits):
         assert torch.equal(d, first[0]) and torch.equal(s, first[1])
 
 
+@pytest.mark.parametrize("k,num_splits", [(7168, None), (28672, None), (7168, 16)])
+def test_deterministic_mode_is_batch_invariant(deterministic_mode, k, num_splits):
+    """use_deterministic_algorithms(True): a row's outputs are the same bits in a batch of 1, 13, 137 and 4096 rows
+    (the default plan changes row blocks and sub-splits with M)."""
+    a, b, _, _ = _inputs(4096, 24, k, num_splits)
+    rows = {}
+    for m in (1, 13, 137, 4096):
+        _, _, d, s = _inputs(m, 24, k, num_splits)
+        deep_gemm.tf32_hc_prenorm_gemm(a[:m], b, d, s, num_splits=num_splits)
+        rows[m] = (d[..., :1, :].clone(), s[..., :1].clone())
+    for m in (13, 137, 4096):
+        assert_bitwise_equal(rows[m][0], rows[1][0], f"d, row 0 at M = {m}")
+        assert_bitwise_equal(rows[m][1], rows[1][1], f"sqr_sum, row 0 at M = {m}")
+    d, s = rows[1]
+    if num_splits is not None:
+        d, s = d.sum(0), s.sum(0)
+    ref = a[:1].double() @ round_to_tf32(b).double().T
+    assert calc_diff(d, ref) < TOLERANCES["vs_tf32_product"]
+
+
 def test_second_call_replays_the_recorded_launch():
     a, b, d, s = _inputs(13, 24, 7168, None)
     plans = hc_launch.tf32_hc_prenorm_gemm.plans

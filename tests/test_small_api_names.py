@@ -11,13 +11,6 @@ from deep_gemm import runtime
 from deep_gemm.core.errors import DeepGEMMError
 
 
-@pytest.fixture
-def restore_deterministic():
-    before = deep_gemm.get_deterministic_algorithms()
-    yield
-    deep_gemm.use_deterministic_algorithms(before)
-
-
 def test_deterministic_flag_round_trip(restore_deterministic):
     assert deep_gemm.get_deterministic_algorithms() is False  # DeepGEMM's default
     version = runtime._STATE.version

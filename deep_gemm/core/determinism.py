@@ -16,9 +16,12 @@ What the flag means, kernel by kernel:
     explicit ``Overrides(split_k=...)`` still splits). The flag travels in the call the plan sees
     (``Fp8Call.deterministic``, ``Bf16Call.deterministic``), so plans cached either way are told apart. Each row
     then reduces K in one order whatever M is (batch invariance, what SGLang's batch-invariant mode asks of it).
-  - ``einsum`` ``bmk,bnk->mn`` (``einsum/kernels.py``: the split over the batch dimension ``b``) and
-    ``tf32_hc_prenorm_gemm`` without ``num_splits`` (``hyperconnection/plan.py``: the small-M K split) still choose
-    their splits from the shape, M included: the flag does not reach them yet.
+  - ``einsum`` ``bmk,bnk->mn`` (``einsum/plan.bmk_plan``): one batch range (no split over ``b``) and the 64-row
+    tile at every shape, where the default plan picks both from M, N and the SMs.
+  - ``tf32_hc_prenorm_gemm`` (``hyperconnection/plan.plan``): 64-row blocks (one MMA path) and the K sub-splits of
+    a one-block call at every M, where the default plan takes 16-row blocks for short M and fewer sub-splits as
+    the row blocks fill the SMs. The caller's ``num_splits`` is part of the result and unchanged.
+  The other einsum forms and the indexer kernels have no M-dependent reduction to pin.
 
 * DeepGEMM itself additionally avoids cuBLASLt in ``einsum('bhr,hdr->bhd')`` / ``'bhd,hdr->bhr'`` under this mode;
   our einsum never calls a vendor BLAS there, so nothing changes for it.
@@ -42,7 +45,7 @@ _FLAG = {"enabled": False}
 
 def _set(enable: bool) -> None:
     if not isinstance(enable, bool):
-        from .core.errors import DeepGEMMError
+        from .errors import DeepGEMMError
         raise DeepGEMMError(f"enable: expected a bool, got {type(enable).__name__}")
     with _STATE.lock:
         _FLAG["enabled"] = enable

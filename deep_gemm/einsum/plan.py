@@ -191,16 +191,22 @@ def bmk_reductions(cooperative: bool | None = None) -> tuple[str, ...]:
 
 
 def bmk_plan(s: int, m: int, n: int, k: int, tile: TileConfig | None = None, reduce: str | None = None,
-             cooperative: bool | None = None, sm: int = arch.SM90) -> BmkPlan:
+             cooperative: bool | None = None, sm: int = arch.SM90, deterministic: bool = False) -> BmkPlan:
     """The batch split and reduction with about the least modelled time (``bmk_time_us``), at most one wave of
     programs (``BMK_PROGRAMS_PER_SM`` per SM for ``tile``, one per (range, tile): so a ``"grid"`` plan's programs
     are all resident at once); ``reduce`` pins the reduction, ``cooperative`` whether ``"grid"`` may be picked
     (``bmk_reductions``; never where the device's SMs lack sm_90's limits, ``arch.sm90_occupancy``). ``sm``: the
-    device's SM version; a planned tile (not a given one) is fitted to its shared memory (``fit_smem``)."""
+    device's SM version; a planned tile (not a given one) is fitted to its shared memory (``fit_smem``).
+
+    ``deterministic`` (``use_deterministic_algorithms``): one batch range and the 64-row tile for every shape, so an
+    element's reduction over the batch and K runs in one order whatever M and N are (the model's choice of ranges
+    depends on them); short-M calls with long reductions then lose the split's parallelism."""
     if tile is None:
         # (FP32 partials or D, and C, staged for TMA at worst)
-        tile = bmk_config(m, n, s, k)
+        tile = BMK_CONFIGS[1] if deterministic else bmk_config(m, n, s, k)
         tile = fit_smem(tile, sm, 2, 2 * tile.block_m * tile.block_n * 4, (BMK_CONFIGS[1],))
+        if deterministic:
+            return BmkPlan(tile, 1, reduce or "parallel")
     if not arch.sm90_occupancy(sm):
         cooperative = False
     tiles = ceil_div(m, tile.block_m) * ceil_div(n, tile.block_n)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..core import arch
 from ..core.launch import (Tf32RoundingDescriptor, compiled_kernel, descriptor, tf32_rounding_available,
                               interpreting, launch)
+from ..core.determinism import deterministic
 from ..core.plans import ConfigCache, replayable
 from ..core.scratch import arrival_counters, stream_workspace
 from ..core.runtime import usable_sms
@@ -27,7 +28,7 @@ CONFIGS = ConfigCache()
 
 def config_of(m: int, n: int, k: int, splits: int, sm: int = arch.SM90) -> hc_plan.HcConfig:
     num_sms = usable_sms()
-    return CONFIGS.get((m, n, k, splits, num_sms, sm), lambda key: hc_plan.plan(*key))
+    return CONFIGS.get((m, n, k, splits, num_sms, sm, deterministic()), lambda key: hc_plan.plan(*key))
 
 
 def _kernel():

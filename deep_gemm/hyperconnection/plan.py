@@ -57,6 +57,9 @@ MAX_BLOCK_N_WITH_SUB = 64
 SHORT_ROWS_MAX_M = 160
 # Grid x dimension limit (programs in one launch).
 MAX_PROGRAMS = 2**31 - 1
+# Deterministic mode's row block: one tile height and one MMA path (wgmma) for every M, so a row's K reduction does
+# not change with the batch (the 16-row blocks run mma.sync, whose accumulation need not match wgmma's bits).
+DETERMINISTIC_BLOCK_M = 64
 
 
 @dataclass(frozen=True)
@@ -80,18 +83,25 @@ def block_m_for(m: int, bn: int = 32, splits: int = 1) -> int:
     return 32 if m <= 32 else 64
 
 
-def plan(m: int, n: int, k: int, splits: int, num_sms: int, sm: int = arch.SM90) -> HcConfig:
+def plan(m: int, n: int, k: int, splits: int, num_sms: int, sm: int = arch.SM90,
+         deterministic: bool = False) -> HcConfig:
     """Config of a call with ``splits`` output splits (1 for ``num_splits=None``) on ``num_sms`` SMs of an ``sm``
-    device (its shared memory bounds the pipeline)."""
+    device (its shared memory bounds the pipeline).
+
+    ``deterministic`` (``use_deterministic_algorithms``): the config leaves a row's K reduction independent of M:
+    DETERMINISTIC_BLOCK_M rows per block and the sub-splits a one-block call gets (a function of N, K, the splits and
+    the SMs), kept for every M. Large M then pays the sub-split reduction it would otherwise skip."""
     bn = max(16, next_pow2(n))
-    bm = block_m_for(m, bn, splits)
+    bm = DETERMINISTIC_BLOCK_M if deterministic else block_m_for(m, bn, splits)
     num_kb = k // BLOCK_K
     tiles = -(-m // bm) * splits
+    # (the sub-split count is fixed by the tiles of one row block in deterministic mode)
+    sub_tiles = splits if deterministic else tiles
     red_chunk = max(1, min(MAX_RED_CHUNK, REDUCTION_TILE_ELEMS // (bm * bn)))
     sub = 1
-    if tiles < PROGRAMS_PER_SM * num_sms and bn <= MAX_BLOCK_N_WITH_SUB:
+    if sub_tiles < PROGRAMS_PER_SM * num_sms and bn <= MAX_BLOCK_N_WITH_SUB:
         most = min((num_kb // splits) // MIN_K_BLOCKS_PER_SUB, MAX_SUB)
-        sub = max(1, min(PROGRAMS_PER_SM * num_sms // tiles, most))
+        sub = max(1, min(PROGRAMS_PER_SM * num_sms // sub_tiles, most))
         if sub > red_chunk:
             # whole reduction rounds: a last round of one partial costs a round trip to L2 (M = 13, K = 7680: 17
             # sub-splits 8.3 us, 16 7.3, same sweep)
@@ -122,8 +132,8 @@ def compile_configs(sm: int = arch.SM90) -> list[dict]:
     for m in (1, 13, 32, 137, 4096, 8192):
         for n in (8, 24, 64, 128):
             for k in (7168, 28672):
-                for splits in (1, 16):
-                    c = plan(m, n, k, splits, 132, sm)
+                for splits, det in ((1, False), (16, False), (1, True), (16, True)):
+                    c = plan(m, n, k, splits, 132, sm, det)
                     key = (c.block_m, c.block_n, c.stages, c.reduce, c.red_chunk)
                     # The pointer fallback (no TF32 rounding by the launch) is checked at BN <= 32 only.
                     if not arch.has_tma(sm):
