@@ -26,6 +26,11 @@ What the flag means, kernel by kernel:
 * DeepGEMM itself additionally avoids cuBLASLt in ``einsum('bhr,hdr->bhd')`` / ``'bhd,hdr->bhr'`` under this mode;
   our einsum never calls a vendor BLAS there, so nothing changes for it.
 
+What the plans fix is the order of the K (and batch) reduction. A row's bits can still follow the tile height where
+the MMA instruction changes with it (FP8 / BF16 tiles of 16 or 32 rows run ``mma.sync``, 64 rows and more
+``wgmma``; HC is pinned to 64-row blocks for that reason): the GPU tests
+``test_deterministic_mode_is_batch_invariant`` (FP8, BF16, HC, einsum) compare one row's bits across M = 1 to 4096.
+
 The CPU references sum in FP64 in one fixed order and are unaffected.
 """
 
