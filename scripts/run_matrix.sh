@@ -26,6 +26,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MATRIX_DIR=${MATRIX_DIR:-.matrix}
 JOBS=${MATRIX_JOBS:-$(nproc 2>/dev/null || echo 2)}
+# The jobs fill every core between them: one OpenMP / BLAS thread each (spinning worker threads of one job would
+# wait on cores the others hold).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} \
+  MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 export PIP_CONSTRAINT=/dev/null
 
 # Interpreter test modules; the two longest run as jobs of their own, the rest as one.
