@@ -212,7 +212,8 @@ def einsum(expr, a, b, d, c, use_cublaslt, *, overrides: EinsumOverrides = NO_OV
             return None
         if not (_tma_ready(a) and _tma_ready(b)):
             return NotImplemented
-        plan = config if isinstance(config, BmkPlan) else bmk_plan(s, m, n, k, config, sm=sm, deterministic=deterministic())
+        plan = (config if isinstance(config, BmkPlan)
+                else bmk_plan(s, m, n, k, config, sm=sm, deterministic=deterministic()))
         _launch_bmk(a, b, d, c, plan, recorder)
         return None
     a3 = a.permute(eq.perm_a)  # [G, M, K], K-major (the last dim of a)
