@@ -25,25 +25,26 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MATRIX_DIR=${MATRIX_DIR:-.matrix}
-JOBS=${MATRIX_JOBS:-$(nproc 2>/dev/null || echo 2)}
+# (nproc without the OpenMP variables: nproc reports OMP_NUM_THREADS when it is set, and CI sets it to 1)
+JOBS=${MATRIX_JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2)}
 # The jobs fill every core between them: one OpenMP / BLAS thread each (spinning worker threads of one job would
 # wait on cores the others hold).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} \
   MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 export PIP_CONSTRAINT=/dev/null
 
-# Interpreter test modules; the two longest run as jobs of their own, the rest as one.
+# Interpreter test modules, longest job first (the jobs start in this order, so the short ones pack around it): the
+# Mega MoE / mHC / gate layers, then the GEMM families and the rest, then attention and einsum.
 INTERPRETER_TESTS=(
-  "tests/test_attention_cpu.py"
-  "tests/test_einsum_cpu.py"
+  "tests/test_mega_moe_kernels_cpu.py tests/test_mega_moe_bf16_kernels_cpu.py tests/test_mega_moe_fp8_fp4_kernels_cpu.py
+   tests/test_mega_moe_ranks_cpu.py tests/test_mega_mhc_kernels_cpu.py tests/test_mega_gate_kernels_cpu.py"
   "tests/test_bf16_gemm_cpu.py tests/test_fp8_gemm_cpu.py tests/test_hyperconnection_cpu.py
    tests/test_layout_cpu.py tests/test_interpreter_bf16.py tests/test_interpreter_masks.py
    tests/test_compat_legacy.py tests/test_launch_fast.py tests/test_launch_plan.py tests/test_layout_host_path_cpu.py
-   tests/test_first_import.py tests/test_ws_kernel_compile.py tests/test_mega_moe_kernels_cpu.py
-   tests/test_mega_moe_bf16_kernels_cpu.py tests/test_mega_moe_fp8_fp4_kernels_cpu.py tests/test_mega_moe_ranks_cpu.py
-   tests/test_sparse_mqa_kernels_cpu.py tests/test_mqa_metadata_kernel_cpu.py
-   tests/test_fp4_gemm_kernels_cpu.py
-   tests/test_mega_mhc_kernels_cpu.py tests/test_mega_gate_kernels_cpu.py"
+   tests/test_first_import.py tests/test_ws_kernel_compile.py tests/test_sparse_mqa_kernels_cpu.py
+   tests/test_mqa_metadata_kernel_cpu.py tests/test_fp4_gemm_kernels_cpu.py"
+  "tests/test_attention_cpu.py"
+  "tests/test_einsum_cpu.py"
 )
 # Every kernel the package ships, compiled for sm_90a, longest first.
 COMPILE_CHECKS=(
