@@ -187,27 +187,43 @@ def test_support_table_and_install_block_follow_setup_env():
     assert f"pip install triton=={table[default.rsplit('.', 1)[0]]} " in install
 
 
-def _collect(sample):
-    import os
-    import subprocess
-    env = dict(os.environ, DG_TEST_SAMPLE=sample)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
-                          "tests/test_launch_plan.py"], cwd=ROOT, env=env, capture_output=True, text=True)
-    return run.returncode, [line for line in run.stdout.splitlines() if "::" in line], run.stdout + run.stderr
+class _Item:
+    """What conftest._sample reads of a collected test: its module, class and function name, and its node id."""
+
+    def __init__(self, module, function, param=None, cls=None):
+        self.module = types.SimpleNamespace(__name__=module)
+        self.cls = cls
+        self.originalname = function
+        self.name = function if param is None else f"{function}[{param}]"
 
 
-def test_matrix_sample_keeps_every_test_function():
+def test_matrix_sample_keeps_every_test_function(monkeypatch):
     """DG_TEST_SAMPLE (the support matrix's quick pass) keeps each test function's first N parametrisations and
     its last: fewer cases, the same functions; a value that is not a positive integer is refused."""
-    rc, every, _ = _collect("")
-    assert rc == 0 and every
-    rc, sampled, _ = _collect("1")
-    assert rc == 0 and len(sampled) < len(every)
-    functions = {case.split("[")[0] for case in every}
-    assert {case.split("[")[0] for case in sampled} == functions
-    for function in functions:
-        cases = [case for case in every if case.split("[")[0] == function]
-        kept = [case for case in sampled if case.split("[")[0] == function]
-        assert kept == cases[:1] + (cases[-1:] if len(cases) > 1 else [])
-    rc, _, out = _collect("zero")
-    assert rc != 0 and "DG_TEST_SAMPLE" in out
+    from conftest import _sample
+
+    class Config:
+        deselected = []
+        hook = type("Hook", (), {"pytest_deselected": staticmethod(lambda items: Config.deselected.extend(items))})
+
+    test_class = type("TestC", (), {})
+    every = ([_Item("test_a", "test_one", p) for p in range(5)] + [_Item("test_a", "test_plain")]
+             + [_Item("test_a", "test_one", p, cls=test_class) for p in range(3)]
+             + [_Item("test_b", "test_one", p) for p in range(2)] + [_Item("test_b", "test_two", p) for p in range(4)])
+    for n, kept_per_function in (("1", {5: 2, 1: 1, 3: 2, 2: 2, 4: 2}), ("2", {5: 3, 1: 1, 3: 3, 2: 2, 4: 3})):
+        monkeypatch.setenv("DG_TEST_SAMPLE", n)
+        items, Config.deselected = list(every), []
+        _sample(Config, items)
+        assert len(items) + len(Config.deselected) == len(every)
+        groups = {}
+        for item in every:
+            groups.setdefault((item.module.__name__, item.cls, item.originalname), []).append(item)
+        for cases in groups.values():
+            kept = [item for item in items if item in cases]
+            first = int(n)
+            assert kept == cases[:first] + [c for c in cases[-1:] if c not in cases[:first]]
+            assert len(kept) == kept_per_function[len(cases)]
+    for bad in ("zero", "0", "-1"):
+        monkeypatch.setenv("DG_TEST_SAMPLE", bad)
+        with pytest.raises(pytest.UsageError, match="DG_TEST_SAMPLE"):
+            _sample(Config, list(every))
