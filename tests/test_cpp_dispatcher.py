@@ -179,7 +179,7 @@ TORCH_LIBRARY(dg_cpp_dispatcher_test, m) {
 
 @pytest.fixture(scope="module")
 def ext(tmp_path_factory):
-    """The extension's entry points (``torch.ops.dg_cpp_dispatcher_test``), built once per pytest run (module-scoped)."""
+    """The extension's entry points (``torch.ops.dg_cpp_dispatcher_test``), built once per pytest run."""
     from torch.utils.cpp_extension import load
 
     if shutil.which(os.environ.get("CXX", "c++")) is None:
