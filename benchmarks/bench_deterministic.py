@@ -14,20 +14,14 @@ import argparse
 
 import torch
 
+from bench_fp8_gemm import fp8_operands  # (first: it puts this repository's package on the path where needed)
 import deep_gemm
 from harness import KernelTimer, write_results
 
 
-def _fp8_operands(m, n, k):
-    from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
-    a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-    b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
-    return a, b
-
-
 def cases():
     for m, n, k in ((1, 2112, 7168), (64, 7168, 2048), (4096, 7168, 2048)):
-        a, b = _fp8_operands(m, n, k)
+        a, b = fp8_operands(m, n, k)
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         yield f"fp8_gemm_nt m={m} n={n} k={k}", lambda a=a, b=b, d=d: deep_gemm.fp8_gemm_nt(a, b, d)
     for m, n, k in ((1, 2112, 7168), (64, 576, 7168), (4096, 2112, 7168)):
