@@ -73,8 +73,6 @@ def _seed():
     yield
 
 
-# ---- The eager-path and torch.compile harness shared by the eager-path tests of every family ---------------------
-
 @pytest.fixture
 def restore_deterministic():
     """Deterministic mode (``use_deterministic_algorithms``) as it was before the test, whatever the test sets."""
@@ -88,6 +86,8 @@ def deterministic_mode(restore_deterministic):
     """Deterministic mode on for the test."""
     deep_gemm.use_deterministic_algorithms(True)
 
+
+# ---- The eager-path and torch.compile harness shared by the eager-path tests of every family ---------------------
 
 @pytest.fixture
 def eager_calls(monkeypatch):

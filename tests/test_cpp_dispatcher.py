@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -187,11 +188,10 @@ def ext(tmp_path_factory):
     # A persistent cache directory makes reruns instant; a pytest tmp dir keeps CI hermetic.
     build_dir = os.environ.get("DG_TEST_CPP_BUILD_DIR") or str(tmp_path_factory.mktemp("dg_cpp_dispatcher"))
     os.makedirs(build_dir, exist_ok=True)
-    source = os.path.join(build_dir, "dg_cpp_dispatcher_test.cpp")
-    if not os.path.exists(source) or open(source).read() != _CPP:
-        with open(source, "w") as f:
-            f.write(_CPP)
-    load(name="dg_cpp_dispatcher_test", sources=[source], build_directory=build_dir, extra_cflags=["-O0"],
+    source = Path(build_dir) / "dg_cpp_dispatcher_test.cpp"
+    if not source.exists() or source.read_text() != _CPP:  # (an unchanged source keeps the cached build)
+        source.write_text(_CPP)
+    load(name="dg_cpp_dispatcher_test", sources=[str(source)], build_directory=build_dir, extra_cflags=["-O0"],
          is_python_module=False, verbose=False)
     return torch.ops.dg_cpp_dispatcher_test
 

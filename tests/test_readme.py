@@ -5,6 +5,7 @@ docs cite exists, and the tree carries no lab-notebook words."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -227,3 +228,8 @@ def test_matrix_sample_keeps_every_test_function(monkeypatch):
         monkeypatch.setenv("DG_TEST_SAMPLE", bad)
         with pytest.raises(pytest.UsageError, match="DG_TEST_SAMPLE"):
             _sample(Config, list(every))
+    # The collection hook reads the variable: a real collection with a bad value is refused.
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                          "tests/test_launch_plan.py"], cwd=ROOT, env=dict(os.environ, DG_TEST_SAMPLE="zero"),
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "DG_TEST_SAMPLE" in run.stdout + run.stderr
