@@ -21,6 +21,9 @@ Sections (``--only``):
   (the plan's row_tail) on each of a few tl.* split-K configs (``Fp8Overrides.config`` reaches only the tail's own
   plan): the tail is ~23 us of ~168 us, and only the heuristic's 64 x 64 split 4 was ever timed. (Stream-K splits of the
   last round inside the Gluon kernel and the tail on a side stream were measured and dropped: docs/TUNING.md.)
+* ``small``: the few-tile rows, 1D1D 576x4096x7168 (FP32 C) and 1D2D 4096x512x32768, on forced tile heights and
+  split-K depths (``tl-*``: the tl.* kernel; ``ws-*``: 128-row split tiles on the one-wave Gluon kernel). Their
+  DeepGEMM times come from ``--dg-log`` only (DeepGEMM's own test_fp8 run).
 
 Not repeated (dropped after measuring, docs/TUNING.md): pointer D stores, GROUP_M 16, staged scales on two-wave
 tiles, per-warp barrier arrivals, A in registers, ptxas 12.9, a second epilogue buffer, the side-stream tail.
@@ -32,7 +35,7 @@ M=128 / M=1 split-K, operand sharing, tail tiles; module globals) are in its git
 DeepGEMM's 2026-11-29 figure in shapes.py. ``--smoke``: tiny rows on CPU under TRITON_INTERPRET (the interpreter runs
 the tl.* kernel for every variant: a check of this script and of the tail configs' legality, not of the variants).
 
-    python benchmarks/sweeps/sweep_fp8_configs.py [--out DIR] [--only dense4096,wgrad,wgrad_tail] [--variants a,b]
+    python benchmarks/sweeps/sweep_fp8_configs.py [--out DIR] [--only dense4096,wgrad,wgrad_tail,small] [--variants a,b]
         [--dg-log dg_bench.log] [--smoke]
 """
 
@@ -100,7 +103,24 @@ WGRAD_VARIANTS = {
 WGRAD_TAIL_SHAPE = (2112, 4096, 7168)
 # tl.* split-K configs for the 64-row tail: (BM, BN, split); (64, 64, 4) is the heuristic's.
 TAIL_CONFIGS = [(64, 64, 4), (64, 64, 2), (64, 64, 8), (64, 128, 4), (64, 128, 8), (128, 128, 4)]
+# The few-tile rows (DeepGEMM's 1D1D 576 x 4096 x 7168 with FP32 C, 0.42-0.48x; 1D2D 4096 x 512 x 32768, 0.66x on the
+# H100, 2026-12-06): under a round of 128-row tiles each, so the levers are the tile height and split-K. Each
+# variant a tl.* config ("tl-BMxBNsS", the warp-specialised kernel off) or a 128-row split config on the one-wave
+# Gluon kernel ("ws-BMxBNsS"; dense 1D2D without C only: one_wave_split_routable).
+SMALL_ROWS = [(576, 4096, 7168, True), (4096, 512, 32768, False)]
+SMALL_TL_CONFIGS = [(64, 128, 1), (64, 128, 2), (64, 128, 3), (64, 128, 4), (64, 64, 2), (128, 128, 1),
+                    (128, 128, 2), (128, 128, 3), (128, 64, 2)]
+SMALL_WS_CONFIGS = [(128, 128, 2), (128, 128, 3), (128, 64, 2), (128, 64, 4)]
 PEAK_TFLOPS = 1979  # H200 dense FP8: a row above it is a harness bug
+
+
+def small_variants(picked):
+    out = [("plan", None, None), ("tl", Fp8Overrides(ws_mode="off"), None)]
+    out += [(f"tl-{bm}x{bn}s{sk}", Fp8Overrides(ws_mode="off", config=configs._config(bm, bn, sk)), None)
+            for bm, bn, sk in SMALL_TL_CONFIGS]
+    out += [(f"ws-{bm}x{bn}s{sk}", Fp8Overrides(ws_mode="on", config=configs._config(bm, bn, sk)), None)
+            for bm, bn, sk in SMALL_WS_CONFIGS]
+    return [v for v in out if not picked or v[0] in picked]
 
 
 def operands(m, n, k, per_row_b=False):
@@ -184,7 +204,10 @@ def dg_times(path):
 
 
 def dg_us_of(row, dg_log):
-    same_run = dg_log.get((row.table if row.table != "wgrad_tail" else "wgrad", row.m, row.n, row.k))
+    table = row.table
+    if table in ("wgrad_tail", "small"):
+        table = "wgrad" if row.wgrad else "dense4096"
+    same_run = dg_log.get((table, row.m, row.n, row.k))
     if same_run:
         return same_run, "same run"
     if row.wgrad:
@@ -287,12 +310,14 @@ def main():
     dense_rows = [("dense4096", m, n, k, False) for (m, n, k) in shapes.DENSE_1D2D_DG_US if m >= 4096]
     wgrad_rows = [("wgrad", m, n, k, True) for (m, n, k) in shapes.DENSE_1D1D_DG_TFLOPS]
     tail_rows = [("wgrad_tail", *WGRAD_TAIL_SHAPE, True)]
+    small_rows = [("small", *row) for row in SMALL_ROWS]
     tail_configs = [configs._config(*c) for c in TAIL_CONFIGS]
     if args.smoke:
         # odd M and N (partial tiles), two K blocks and more; 1D1D M=200 is 2 row blocks (a tail on the GPU)
         dense_rows = [("dense4096", 200, 320, 256, False), ("dense4096", 96, 128, 384, False)]
         wgrad_rows = [("wgrad", 200, 256, 256, True)]
         tail_rows = [("wgrad_tail", 64, 256, 1024, True)]  # (64 rows: the GPU's tail of 2112x4096x7168)
+        small_rows = [("small", 72, 256, 1024, True), ("small", 136, 128, 1024, False)]
     timer = _wall_timer if DEVICE == "cpu" else __import__("harness").KernelTimer(reps=args.reps)
     threads = 1 if DEVICE == "cpu" else args.threads
     dg_log = dg_times(args.dg_log)
@@ -304,6 +329,7 @@ def main():
         "wgrad": (wgrad_rows, [(n, ov, None) for n, ov in WGRAD_VARIANTS.items() if not picked or n in picked]),
         "wgrad_tail": (tail_rows, [("plan", None, None)] + [
             (f"tail{c.block_m}x{c.block_n}s{c.split_k}", None, c) for c in tail_configs]),
+        "small": (small_rows, small_variants(picked)),
     }
     try:
         for part in args.only.split(","):
