@@ -2,7 +2,7 @@
 torch's block-wise scaled_mm (cuBLAS doing the same 1x128 / 128x128 maths) in the same process with the same timer,
 and against DeepGEMM's H200 figure.
 
-    python benchmarks/bench_fp8_gemm.py [--out DIR] [--quick]
+    python benchmarks/bench_fp8_gemm.py [--out DIR] [--quick] [--tables dense,1d1d,few_tiles,...]
 
 Timer: torch.profiler kernel time (the sum of every kernel the call launches), each call preceded by a 256 MB
 buffer fill that flushes the 60 MB L2; median over reps. Every case is checked against the fp32 reference first.
@@ -20,6 +20,7 @@ import os
 import random
 import sys
 import time
+from functools import partial
 
 import torch
 
@@ -176,6 +177,35 @@ def contiguous_operands(g, per_group, n, k):
     bq = [per_block_cast_to_fp8(b_bf[i], use_ue8m0=False) for i in range(g)]
     b = (torch.stack([q[0] for q in bq]), torch.stack([q[1] for q in bq]))
     return ms, starts, ends, a, b, torch.tensor(ends, dtype=torch.int32, device="cuda")
+
+
+# Rows with under a round of 128-row tiles (the few-tile holes against DeepGEMM, 0.42-0.66x on the H100,
+# 2026-12-06): 1D1D with FP32 C at M = 576, and 1D2D 4096 x 512 x 32768. No recorded DeepGEMM figure: pair this
+# table with DeepGEMM's run of it (compare_providers.py, or sweeps/sweep_fp8_configs.py --dg-log).
+FEW_TILE_ROWS = (((576, 4096, 7168), True), ((4096, 512, 32768), False))
+
+
+def bench_few_tiles(timer, results):
+    for (m, n, k), wgrad in FEW_TILE_ROWS:
+        print(f"\n== dense FP8 {'1D1D' if wgrad else '1D2D'} (few tiles)"
+              f"{', FP32 out accumulated into C' if wgrad else ', BF16 out'} ==")
+        a, b = fp8_operands(m, n, k, per_row_b=wgrad)
+        if wgrad:
+            d = torch.randn(m, n, device="cuda", dtype=torch.float32)
+            expected = reference(a, b, (1, 128)) + d
+            call = partial(deep_gemm.fp8_gemm_nt, a, b, d, c=d, recipe=(1, 1, 128))
+        else:
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            expected = reference(a, b, (128, 128))
+            call = partial(deep_gemm.fp8_gemm_nt, a, b, d)
+        call()
+        diff = calc_diff(d, expected)
+        us = timer(call)
+        tflops = 2 * m * n * k / us / 1e6
+        results.append(dict(table="few_tiles", m=m, n=n, k=k, recipe="1d1d" if wgrad else "1d2d", us=us,
+                            tflops=tflops, diff=diff))
+        print(f" > M={m:5d} N={n:5d} K={k:5d}: {us:7.1f} us | {tflops:6.0f} TFLOPS | diff {diff:.1e}")
+        assert diff < CORRECTNESS_LIMIT, f"wrong result at {(m, n, k)}: calc_diff {diff}"
 
 
 def bench_contiguous(timer, results):
@@ -511,6 +541,8 @@ def main():
         bench_dense(timer, results, args.quick, args.compare_ws)
     if "1d1d" in tables:
         bench_1d1d(timer, results, args.compare_ws)
+    if "few_tiles" in tables:
+        bench_few_tiles(timer, results)
     if "contiguous" in tables:
         bench_contiguous(timer, results)
     if "masked" in tables:
