@@ -213,12 +213,13 @@ class SymmBuffer:
         num_topk: int,
         hidden: int,
         intermediate_hidden: int,
-        num_ring_tokens: int,
+        num_shared_experts: int = 0,
         mma_type: str = 'fp8xfp4',
         activation: str = 'swiglu',
+        base: Optional[Any] = None,
         *,
+        num_ring_tokens: Optional[int] = None,
         device: Optional[Union[torch.device, str]] = None,
-        num_shared_experts: int = 0,
     ) -> None: ...
     def destroy(self) -> None: ...
 

@@ -184,7 +184,7 @@ def _cases(device: str) -> list[Case]:
     cases.append(Case("fp8_paged_mqa_logits", paged, paged_oracle, FP8_TOL))
 
     def buffer_views_misplaced():
-        buf = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, mma_type="fp8xfp4", device=device)
+        buf = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, num_ring_tokens=3072, mma_type="fp8xfp4", device=device)
         start, end = buf.buffer.data_ptr(), buf.buffer.data_ptr() + buf.buffer.numel()
         spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
                        for t in (buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, buf.l1_acts, buf.l1_acts_sf,

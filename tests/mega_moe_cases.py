@@ -160,7 +160,7 @@ def make_buffer(sc: Scenario, group, ring: Optional[int] = None):
         return deep_gemm.get_symm_buffer_for_sm90_mega_moe(group, e, CAPACITY, k, h, i, device="cpu")
     mma = "fp8xfp4" if sc.kind == "fp8fp4" else "bf16xbf16"
     if ring is not None:
-        return deep_gemm.SymmBuffer(group, e, CAPACITY, k, h, i, ring, mma_type=mma, device="cpu")
+        return deep_gemm.SymmBuffer(group, e, CAPACITY, k, h, i, num_ring_tokens=ring, mma_type=mma, device="cpu")
     return deep_gemm.get_symm_buffer_for_mega_moe(group, e, CAPACITY, k, h, i, sc.shared, mma_type=mma,
                                                   device="cpu")
 

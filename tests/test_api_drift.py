@@ -25,15 +25,9 @@ MISSING_NAMES = {
     "persistent_envs": "the build's baked-in environment (setup-time JIT settings); nothing to bake here",
 }
 
-# What each remaining parameter gap needs.
-_MEGA = "Mega MoE (tracked with the Mega MoE work)"
-
 # (function, parameter) -> what it needs: parameters of the build that our function of that name does not accept
 # under that name and position, or whose default differs.
-PARAMETER_GAPS = {
-    ("SymmBuffer", "base"): _MEGA,
-    ("SymmBuffer", "num_shared_experts"): _MEGA,
-}
+PARAMETER_GAPS: dict = {}
 
 
 def _our_params(obj):

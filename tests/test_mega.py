@@ -335,7 +335,7 @@ def test_slice_errors():
 # ---- SymmBuffer ------------------------------------------------------------------------------------------------
 
 def test_symm_buffer_single_process():
-    sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, device="cpu")
+    sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, num_ring_tokens=3072, device="cpu")
     num_bytes, slice_fn = deep_gemm.get_symm_buffer_size_for_mega_moe(1, 8, 384, 2, 256, 128, "fp8xfp4",
                                                                       "swiglu", 3072)
     assert sym.buffer.dtype == torch.int8 and sym.buffer.numel() == num_bytes
@@ -356,7 +356,7 @@ def test_symm_buffer_single_process():
 
 def test_symm_buffer_group_of_one_and_bf16():
     group = types.SimpleNamespace(size=lambda: 1, rank=lambda: 0)
-    sym = deep_gemm.SymmBuffer(group, 8, 384, 2, 256, 128, 3072, mma_type="bf16xbf16", device="cpu")
+    sym = deep_gemm.SymmBuffer(group, 8, 384, 2, 256, 128, num_ring_tokens=3072, mma_type="bf16xbf16", device="cpu")
     assert sym.x.dtype == torch.bfloat16 and sym.x_sf is None and sym.l1_acts_sf is None and sym.l2_acts_sf is None
 
 
@@ -366,7 +366,58 @@ def test_symm_buffer_several_ranks_needs_symmetric_memory():
     if torch.cuda.is_available():
         pytest.skip("needs a multi-process launch on a CUDA machine")
     with pytest.raises(DeepGEMMError, match=r"group: .*2 ranks"):
-        deep_gemm.SymmBuffer(group, 8, 384, 2, 256, 128, 3072)
+        deep_gemm.SymmBuffer(group, 8, 384, 2, 256, 128, num_ring_tokens=3072)
+
+
+def test_symm_buffer_takes_deepgemms_arguments_in_order():
+    """DeepGEMM 0.2.3's order: (group, experts, tokens, top-k, hidden, intermediate, num_shared_experts, mma_type,
+    activation, base); the token capacity is aligned to 384 and the ring is DeepGEMM's choice unless asked for."""
+    sym = deep_gemm.SymmBuffer(None, 8, 100, 2, 256, 128, 1, "bf16xbf16", "swiglu", None, device="cpu")
+    chosen = deep_gemm.get_symm_buffer_for_mega_moe(None, 8, 100, 2, 256, 128, 1, mma_type="bf16xbf16",
+                                                    device="cpu")
+    assert (sym.num_max_tokens_per_rank, sym.num_shared_experts, sym.mma_type, sym.activation) == (
+        384, 1, "bf16xbf16", "swiglu")
+    assert (sym.num_ring_tokens, sym.buffer.numel()) == (chosen.num_ring_tokens, chosen.buffer.numel())
+    with pytest.raises(DeepGEMMError, match=r"num_shared_experts: expected a non-negative integer, got -1"):
+        deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, -1, device="cpu")
+    with pytest.raises(DeepGEMMError, match=r"num_max_tokens_per_rank: expected a positive integer, got 0"):
+        deep_gemm.SymmBuffer(None, 8, 0, 2, 256, 128, device="cpu")
+
+
+def test_symm_buffer_reuses_a_base_buffer():
+    base = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, num_ring_tokens=3072, device="cpu")
+    base.buffer.fill_(7)  # (a reused buffer is not zeroed again)
+    small = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 0, "bf16xbf16", base=base, num_ring_tokens=384)
+    assert small.buffer is base.buffer and small.handle is base.handle
+    assert small.buffer.numel() >= deep_gemm.get_symm_buffer_size_for_mega_moe(
+        1, 8, 384, 2, 256, 128, "bf16xbf16", "swiglu", 384)[0]
+    assert small.x.dtype == torch.bfloat16
+    assert small.x.untyped_storage().data_ptr() == base.buffer.untyped_storage().data_ptr()
+    assert bool((small.buffer == 7).all())
+    small.destroy()
+    assert small.buffer is None and base.buffer is not None and base.x is not None
+    with pytest.raises(DeepGEMMError, match=r"base: this configuration needs \d+ bytes, the base buffer has \d+"):
+        deep_gemm.SymmBuffer(None, 8, 384, 2, 512, 128, base=base, num_ring_tokens=3072)  # (twice the hidden)
+    with pytest.raises(DeepGEMMError, match=r"base: expected a SymmBuffer of the same process group"):
+        deep_gemm.SymmBuffer(types.SimpleNamespace(size=lambda: 1, rank=lambda: 0), 8, 384, 2, 256, 128,
+                             base=base, num_ring_tokens=3072)
+    with pytest.raises(DeepGEMMError, match=r"base: expected a SymmBuffer, got Tensor"):
+        deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, base=base.buffer, num_ring_tokens=3072)
+    base.destroy()
+    with pytest.raises(DeepGEMMError, match=r"base: expected a live SymmBuffer, got one that was destroyed"):
+        deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, base=base, num_ring_tokens=3072)
+
+
+def test_cpu_group_of_a_shared_buffer_outlives_the_first_destroy():
+    from deep_gemm.mega import reference
+    buf, group = torch.zeros(8, dtype=torch.int8), object()
+    reference.register_cpu_group(buf, group)
+    reference.register_cpu_group(buf, group)  # (a second SymmBuffer on the same storage, built on a base)
+    reference.unregister_cpu_group(buf)
+    assert reference.group_of(buf, 2) is group
+    reference.unregister_cpu_group(buf)
+    with pytest.raises(DeepGEMMError, match=r"its process group is unknown"):
+        reference.group_of(buf, 2)
 
 
 def test_get_symm_buffer_for_mega_moe_ring_choice():
@@ -482,7 +533,7 @@ def test_transform_errors():
 # ---- the fused layers: argument checks (results: test_mega_moe_cpu.py) ------------------------------------------
 
 def _fp8_setup():
-    sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, device="cpu")
+    sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, num_ring_tokens=3072, device="cpu")
     l1 = (torch.zeros(8, 256, 128, dtype=torch.int8), torch.zeros(8, 256, 2, dtype=torch.int32))
     l2 = (torch.zeros(8, 256, 64, dtype=torch.int8), torch.zeros(8, 256, 1, dtype=torch.int32))
     y = torch.zeros(100, 256, dtype=torch.bfloat16)
@@ -527,7 +578,7 @@ def test_fp8_fp4_mega_moe_validates_then_runs_the_reference():
 
 
 def test_bf16_mega_moe_validates_then_runs_the_reference():
-    sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, mma_type="bf16xbf16", device="cpu")
+    sym = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, num_ring_tokens=3072, mma_type="bf16xbf16", device="cpu")
     l1 = torch.zeros(8, 256, 256, dtype=torch.bfloat16)
     l2 = torch.zeros(8, 256, 128, dtype=torch.bfloat16)
     y = torch.ones(10, 256, dtype=torch.bfloat16)

@@ -161,7 +161,7 @@ MEGA_SIZE_ARGS = dict(num_ranks=1, **MEGA, mma_type="fp8xfp4", activation="swigl
 
 
 def _symm_buffer(mma_type):
-    return deep_gemm.SymmBuffer(None, *MEGA.values(), 3072, mma_type=mma_type, device="cpu")
+    return deep_gemm.SymmBuffer(None, *MEGA.values(), num_ring_tokens=3072, mma_type=mma_type, device="cpu")
 
 
 def _fp8_fp4_mega_moe():

@@ -165,46 +165,63 @@ def _world(group) -> tuple[int, int]:
 class SymmBuffer:
     """The zeroed ``int8`` buffer a Mega MoE call works in, with views of its input regions.
 
-    Parameters
+    Parameters (DeepGEMM's, in its order)
     ----------
     group : torch.distributed.ProcessGroup or None
         Expert-parallel group. ``None`` or a group of size 1: a plain ``torch.zeros`` allocation. Larger groups use
         ``torch.distributed._symmetric_memory`` (allocation plus rendezvous, so every rank can address every other
         rank's buffer); that path needs CUDA and an initialised process group and is not exercised by the CPU tests.
-    num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, num_ring_tokens, mma_type,
-    activation
-        As for ``get_symm_buffer_size_for_mega_moe`` (``num_max_tokens_per_rank`` already aligned to 384).
-    device : torch.device or str, optional (keyword-only, our extension)
+    num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden : int
+        Model sizes, as for ``get_symm_buffer_size_for_mega_moe``; ``num_max_tokens_per_rank`` is rounded up to
+        ``get_token_alignment_for_mega_moe()`` (384), as DeepGEMM does.
+    num_shared_experts : int
+        Shared experts the layer computes next to the routed ones (their weights go to the layer call; recorded on
+        the buffer).
+    mma_type, activation : str
+        ``'fp8xfp4'`` or ``'bf16xbf16'``; ``'swiglu'``.
+    base : SymmBuffer, optional
+        A live buffer of the same group whose memory (and handle) this one reuses instead of allocating: its bytes
+        must cover this configuration's. Both then alias the same storage, so only one of them may be in use by a
+        call at a time. The memory is not zeroed again.
+    num_ring_tokens : int, keyword-only, optional (our extension)
+        ``R``, the ring's token capacity: a multiple of 384 within ``get_ring_limit_for_mega_moe(T, num_experts //
+        num_ranks, num_topk, num_ranks)``. Default: DeepGEMM's ring choice (``get_symm_buffer_for_mega_moe``).
+    device : torch.device or str, keyword-only, optional (our extension)
         Where a single-process buffer lives; default CUDA when available, else CPU.
 
     Attributes
     ----------
-    The constructor arguments, ``num_ranks``, ``rank_idx``, ``buffer`` (1-D ``int8``, zeroed), ``handle``
-    (``handle.buffer_ptrs``: one address per rank), and the views ``x``, ``x_sf``, ``topk_idx``, ``topk_weights``,
-    ``l1_acts``, ``l1_acts_sf``, ``l2_acts``, ``l2_acts_sf`` (scales are None for ``bf16xbf16``). Before a call the
-    caller copies its ``T <= num_max_tokens_per_rank`` tokens into the first rows of ``x``, ``x_sf``, ``topk_idx``
-    and ``topk_weights``.
+    The constructor arguments (``num_max_tokens_per_rank`` aligned), ``num_ring_tokens``, ``num_ranks``,
+    ``rank_idx``, ``buffer`` (1-D ``int8``), ``handle`` (``handle.buffer_ptrs``: one address per rank), and the views
+    ``x``, ``x_sf``, ``topk_idx``, ``topk_weights``, ``l1_acts``, ``l1_acts_sf``, ``l2_acts``, ``l2_acts_sf``
+    (scales are None for ``bf16xbf16``). Before a call the caller copies its ``T <= num_max_tokens_per_rank`` tokens
+    into the first rows of ``x``, ``x_sf``, ``topk_idx`` and ``topk_weights``.
 
     Example
     -------
-    >>> buf = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, 3072, device='cpu')
+    >>> buf = deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, num_ring_tokens=3072, device='cpu')
     >>> buf.x[:T].copy_(x_fp8); buf.topk_idx[:T].copy_(topk_idx)
     """
 
     def __init__(self, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
-                 intermediate_hidden: int, num_ring_tokens: int, mma_type: str = "fp8xfp4",
-                 activation: str = "swiglu", *, device: Union[torch.device, str, None] = None,
-                 num_shared_experts: int = 0):
+                 intermediate_hidden: int, num_shared_experts: int = 0, mma_type: str = "fp8xfp4",
+                 activation: str = "swiglu", base: Optional["SymmBuffer"] = None, *,
+                 num_ring_tokens: Optional[int] = None, device: Union[torch.device, str, None] = None):
         require(num_shared_experts >= 0,
-                f"num_shared_experts: expected a non-negative integer, got {num_shared_experts}")
+                f"num_shared_experts: expected a non-negative integer, got {num_shared_experts!r}")
         num_ranks, rank_idx = _world(group)
+        tokens = _aligned_tokens(num_max_tokens_per_rank)
+        if num_ring_tokens is None:
+            num_ring_tokens = _default_ring_tokens(tokens, num_experts, num_topk, num_ranks)
         num_bytes, slice_fn = get_symm_buffer_size_for_mega_moe(
-            num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, mma_type,
-            activation, num_ring_tokens)
+            num_ranks, num_experts, tokens, num_topk, hidden, intermediate_hidden, mma_type, activation,
+            num_ring_tokens)
+        if base is not None:
+            _check_base(base, group, num_bytes, device)
         self.group = group
         self.num_ranks, self.rank_idx = num_ranks, rank_idx
         self.num_experts = num_experts
-        self.num_max_tokens_per_rank = num_max_tokens_per_rank
+        self.num_max_tokens_per_rank = tokens
         self.num_topk = num_topk
         self.hidden = hidden
         self.intermediate_hidden = intermediate_hidden
@@ -212,16 +229,57 @@ class SymmBuffer:
         self.mma_type = mma_type
         self.activation = activation
         self.num_shared_experts = num_shared_experts
-        self.buffer, self.handle = _allocate(group, num_ranks, num_bytes, device)
+        if base is None:
+            self.buffer, self.handle = _allocate(group, num_ranks, num_bytes, device)
+        else:
+            self.buffer, self.handle = base.buffer, base.handle
+            if _is_cpu_process_group(group, self.buffer.device):
+                _reference.register_cpu_group(self.buffer, group)  # (counted: the base's destroy keeps it known)
         (self.x, self.x_sf, self.topk_idx, self.topk_weights,
          self.l1_acts, self.l1_acts_sf, self.l2_acts, self.l2_acts_sf) = slice_fn(self.buffer)
 
     def destroy(self) -> None:
-        """Drop the buffer, its handle and every view (the memory is freed once no other reference remains)."""
+        """Drop the buffer, its handle and every view (the memory is freed once no other reference remains: a
+        buffer built on this one as ``base`` keeps it)."""
         _release(self)
 
     def __repr__(self) -> str:
         return _describe(self, "num_ring_tokens", "mma_type")
+
+
+def _aligned_tokens(num_max_tokens_per_rank: int) -> int:
+    require(num_max_tokens_per_rank >= 1,
+            f"num_max_tokens_per_rank: expected a positive integer, got {num_max_tokens_per_rank!r}")
+    return align(num_max_tokens_per_rank, get_token_alignment_for_mega_moe())
+
+
+def _default_ring_tokens(tokens: int, num_experts: int, num_topk: int, num_ranks: int) -> int:
+    """DeepGEMM's ring choice for ``tokens`` (aligned) per rank: 768 Ki tokens when the capacity is prefill-sized,
+    else the largest ring of a 4224-token, 72-rank, 6-local-expert, top-6 deployment; either clamped into
+    ``get_ring_limit_for_mega_moe``."""
+    require(num_experts >= 1 and num_experts % num_ranks == 0,
+            f"num_experts: expected a positive multiple of the group size ({num_ranks}), got {num_experts}")
+    alignment = get_token_alignment_for_mega_moe()
+    low, high = get_ring_limit_for_mega_moe(tokens, num_experts // num_ranks, num_topk, num_ranks)
+    if tokens >= PREFILL_TOKENS_THRESHOLD:
+        ring = align(PREFILL_RING_TOKENS, alignment)
+    else:
+        ref_tokens, ref_experts, ref_topk, ref_ranks = DECODE_RING_REFERENCE
+        ring = get_ring_limit_for_mega_moe(align(ref_tokens, alignment), ref_experts, ref_topk, ref_ranks)[1]
+    return min(max(ring, low), high)
+
+
+def _check_base(base, group, num_bytes: int, device) -> None:
+    """``SymmBuffer(base=...)``: a live buffer of the same group, as large as this configuration needs."""
+    require(isinstance(base, SymmBuffer), f"base: expected a SymmBuffer, got {type(base).__name__}")
+    require(base.buffer is not None and base.handle is not None,
+            "base: expected a live SymmBuffer, got one that was destroyed")
+    require(base.group is group, "base: expected a SymmBuffer of the same process group")
+    require(num_bytes <= base.buffer.numel(),
+            f"base: this configuration needs {num_bytes} bytes, the base buffer has {base.buffer.numel()}")
+    require(device is None or torch.device(device) == base.buffer.device
+            or (torch.device(device).index is None and torch.device(device).type == base.buffer.device.type),
+            f"device: expected the base buffer's device ({base.buffer.device}), got {device}")
 
 
 def _release(sym_buffer) -> None:
@@ -340,26 +398,11 @@ def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_ran
                 f"mma_type: the SM90 Mega MoE dispatches FP8 tokens (expected an fp8 mma_type), got {mma_type!r}")
         return get_symm_buffer_for_sm90_mega_moe(group, num_experts, num_max_tokens_per_rank, num_topk, hidden,
                                                  intermediate_hidden, True, activation, device=device)
-    num_ranks, _ = _world(group)
-    require(num_experts >= 1 and num_experts % num_ranks == 0,
-            f"num_experts: expected a positive multiple of the group size ({num_ranks}), got {num_experts}")
-    require(num_max_tokens_per_rank >= 1,
-            f"num_max_tokens_per_rank: expected a positive integer, got {num_max_tokens_per_rank}")
-    alignment = get_token_alignment_for_mega_moe()
-    tokens = align(num_max_tokens_per_rank, alignment)
-    low, high = get_ring_limit_for_mega_moe(tokens, num_experts // num_ranks, num_topk, num_ranks)
-    if tokens >= PREFILL_TOKENS_THRESHOLD:
-        ring = align(PREFILL_RING_TOKENS, alignment)
-    else:
-        ref_tokens, ref_experts, ref_topk, ref_ranks = DECODE_RING_REFERENCE
-        ring = get_ring_limit_for_mega_moe(align(ref_tokens, alignment), ref_experts, ref_topk, ref_ranks)[1]
-    ring = min(max(ring, low), high)
     if use_fp8_dispatch is not None:
         warnings.warn("`use_fp8_dispatch` will be deprecated in the future, please use `mma_type`",
                       DeprecationWarning, stacklevel=2)
-    return SymmBuffer(group, num_experts, tokens, num_topk, hidden, intermediate_hidden, ring,
-                      mma_type=mma_type, activation=activation, device=device,
-                      num_shared_experts=num_shared_experts)
+    return SymmBuffer(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                      num_shared_experts, mma_type=mma_type, activation=activation, device=device)
 
 
 def _is_sm90_device(device) -> bool:

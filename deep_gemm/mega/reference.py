@@ -55,18 +55,27 @@ MX_GROUP = 32
 # ---- process groups of CPU buffers ------------------------------------------------------------------------------
 # A multi-rank CPU buffer is a plain tensor; the ops find its process group here (keyed by the storage address of
 # the buffer, which is what sym_buffer_ptrs[rank_idx] holds). Filled by SymmBuffer / SM90SymmBuffer.
-_GROUPS: dict[int, object] = {}
+# Counted: buffers built on a ``base`` share its storage, and the group stays known until the last of them is
+# destroyed.
+_GROUPS: dict[int, tuple[object, int]] = {}
 _GROUPS_LOCK = threading.Lock()
 
 
 def register_cpu_group(buffer: torch.Tensor, group) -> None:
     with _GROUPS_LOCK:
-        _GROUPS[buffer.data_ptr()] = group
+        _, users = _GROUPS.get(buffer.data_ptr(), (None, 0))
+        _GROUPS[buffer.data_ptr()] = (group, users + 1)
 
 
 def unregister_cpu_group(buffer: torch.Tensor) -> None:
     with _GROUPS_LOCK:
-        _GROUPS.pop(buffer.data_ptr(), None)
+        entry = _GROUPS.get(buffer.data_ptr())
+        if entry is None:
+            return
+        if entry[1] <= 1:
+            del _GROUPS[buffer.data_ptr()]
+        else:
+            _GROUPS[buffer.data_ptr()] = (entry[0], entry[1] - 1)
 
 
 def group_of(buffer: torch.Tensor, num_ranks: int):
@@ -74,7 +83,7 @@ def group_of(buffer: torch.Tensor, num_ranks: int):
     if num_ranks == 1:
         return None
     with _GROUPS_LOCK:
-        group = _GROUPS.get(buffer.data_ptr())
+        group = _GROUPS.get(buffer.data_ptr(), (None, 0))[0]
     if group is None:
         fail(f"sym_buffer: a buffer for {num_ranks} ranks must come from SymmBuffer / SM90SymmBuffer on a "
              "torch.distributed group (its process group is unknown)")

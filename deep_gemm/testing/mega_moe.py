@@ -80,8 +80,8 @@ def _ring_buffer(num_experts: int, num_max_tokens_per_rank: int, num_topk: int, 
         api.get_token_alignment_for_mega_moe()
     if num_ring_tokens is None:
         num_ring_tokens = api.get_ring_limit_for_mega_moe(tokens, num_experts, num_topk, 1)[1]
-    return api.SymmBuffer(None, num_experts, tokens, num_topk, hidden, intermediate, num_ring_tokens,
-                          mma_type=mma_type, device=device)
+    return api.SymmBuffer(None, num_experts, tokens, num_topk, hidden, intermediate, mma_type=mma_type,
+                          num_ring_tokens=num_ring_tokens, device=device)
 
 
 def bf16_buffer(num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int, intermediate: int,
