@@ -164,6 +164,14 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> dict:
 
 # ---- tables ------------------------------------------------------------------------------------------------------
 
+def _metadata_case(name: str, shape: str, *args):
+    """A sparse metadata builder's row (ours against its torch reference) and the metadata the logits rows read."""
+    ours = partial(getattr(deep_gemm, name), *args)
+    case = Case(f"{name} {shape}", ours, partial(getattr(sparse_ref, f"{name}_reference"), *args), _same_bits,
+                "torch reference")
+    return case, ours()
+
+
 def sparse_cases():
     for num_q, num_kv, num_max, block in SPARSE_PREFILL:
         gen = _generator(num_q + num_kv + num_max)
@@ -171,12 +179,8 @@ def sparse_cases():
         count = (ke.long() - ks.long() + block - 1) // block  # (ks = 0: aligned, the whole range inside the KV)
         idx = _select_blocks(ks.long() // block, count, num_max, gen)
         shape = f"q={num_q} kv={num_kv} s={num_max}x{block}"
-        meta_args = (ks, ke, num_kv, idx, FP8, block, False)
-        yield Case(f"get_sparse_mqa_logits_metadata {shape}",
-                   partial(deep_gemm.get_sparse_mqa_logits_metadata, *meta_args),
-                   partial(sparse_ref.get_sparse_mqa_logits_metadata_reference, *meta_args), _same_bits,
-                   "torch reference")
-        meta = deep_gemm.get_sparse_mqa_logits_metadata(*meta_args)
+        case, meta = _metadata_case("get_sparse_mqa_logits_metadata", shape, ks, ke, num_kv, idx, FP8, block, False)
+        yield case
         for fp4 in (False, True):
             q, q_sf = _qk((num_q, HEADS), fp4, gen), _words((num_q, HEADS), gen)
             kv, kv_sf = _qk((num_kv,), fp4, gen), _words((num_kv,), gen)
@@ -207,12 +211,9 @@ def sparse_cases():
         idx = _select_blocks(torch.zeros(rows, dtype=torch.long, device=DEVICE),
                              (row_lens.long() + block - 1) // block, num_max, gen)
         shape = f"b={batch} next_n={next_n} ctx={avg} s={num_max}x{block}"
-        meta_args = (row_lens, row_table, request, PAGE_KV, idx, FP8, block)
-        yield Case(f"get_paged_sparse_mqa_logits_metadata {shape}",
-                   partial(deep_gemm.get_paged_sparse_mqa_logits_metadata, *meta_args),
-                   partial(sparse_ref.get_paged_sparse_mqa_logits_metadata_reference, *meta_args), _same_bits,
-                   "torch reference")
-        meta = deep_gemm.get_paged_sparse_mqa_logits_metadata(*meta_args)
+        case, meta = _metadata_case("get_paged_sparse_mqa_logits_metadata", shape, row_lens, row_table, request,
+                                    PAGE_KV, idx, FP8, block)
+        yield case
         for fp4 in (False, True):
             cache = _paged_cache(total, fp4, gen)
             q, q_sf = _qk((rows, 1, HEADS), fp4, gen), _words((rows, 1, HEADS), gen)
