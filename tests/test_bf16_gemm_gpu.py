@@ -205,8 +205,11 @@ def test_psum_decode_form(g, expected, n, k, layout, walk):
     d = torch.full((g * max_m, n), 7.0, device="cuda", dtype=BF16)
     b_arg = b if layout == "nt" else b.transpose(1, 2).contiguous()
     layout_t = torch.tensor(ends, dtype=torch.int32, device="cuda")
-    run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", a, b_arg, d, layout_t, "nk", True, False, expected,
-               overrides=Bf16Overrides(psum_walk=walk))
+    args = (a, b_arg, d, layout_t, "nk", True, False, expected)
+    if layout == "nt" or k % 16 == 0:
+        run_forced(f"m_grouped_bf16_gemm_{layout}_contiguous", *args, overrides=Bf16Overrides(psum_walk=walk))
+    else:  # stacked N-major B: no K step (16 at least) stays inside a group, the launcher declines, the reference runs
+        getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(*args)
     owned = torch.zeros(g * max_m, dtype=torch.bool, device="cuda")
     for group, (s, e) in enumerate(zip(starts, ends)):  # (an empty group shares its start with the next one)
         owned[s:e] = True

@@ -89,6 +89,22 @@ def test_deterministic_mode_reaches_the_plan(monkeypatch):
     assert configs.heuristic(fp8_plan.tile_problem(free)).split_k > 1
 
 
+@pytest.mark.parametrize("n,k,b_per_row,has_c", [(2112, 7168, False, False), (576, 7168, False, False),
+                                                  (32768, 512, False, False), (4096, 7168, True, True)])
+def test_deterministic_mode_pins_one_kernel_and_tile_at_every_m(n, k, b_per_row, has_c):
+    """Deterministic mode plans the same tl.* 64-row tile (wgmma), unsplit, at every M: 16/32-row tiles (mma.sync),
+    the warp-specialised kernel and the 1D1D row tail each compute a row's bits differently, and the free plan
+    takes several of them across these M."""
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    ms = (1, 13, 64, 100, 128, 2112, 4096, 65536)
+    pinned = {fp8_plan.plan(replace(_dense_call(m, n, k, b_per_row, has_c), deterministic=True)) for m in ms}
+    assert {(p.kernel, p.config.block_m, p.config.block_n, p.config.split_k, p.row_tail) for p in pinned} == {
+        ("tl", *configs.DETERMINISTIC_TILE, 1, 0)}
+    free = {(p.kernel, p.config.block_m, p.config.split_k)
+            for p in (fp8_plan.plan(_dense_call(m, n, k, b_per_row, has_c)) for m in ms)}
+    assert len(free) > 1
+
+
 def test_large_m_uses_full_tiles_without_split():
     choice = configs.heuristic(configs.Fp8GemmProblem(4096, 4096, 7168))
     assert (choice.block_m, choice.split_k, choice.programs_per_sm) == (128, 1, 1)

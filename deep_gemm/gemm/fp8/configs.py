@@ -23,6 +23,11 @@ BLOCK_M_CHOICES = (16, 32, 64, 128)
 # BN divides 128, so a 1D2D tile has one B scale per K block (the scalar-scale fast path).
 BLOCK_N_CHOICES = (64, 128)
 MAX_SPLIT_K = 16
+# Dense tile of deterministic mode (use_deterministic_algorithms(True)), on the tl.* kernel at every M, no split: a
+# row's bits must not follow M. 16- and 32-row tiles run mma.sync and 64+ rows wgmma, whose FP8 accumulations
+# differ in their last bits (H100, 2026-12-07: row 0 of M = 1 and M = 100 differed), and the warp-specialised
+# kernel is a second code path; one 64-row wgmma tile on one kernel leaves nothing that changes with M.
+DETERMINISTIC_TILE = (64, 128)
 # Never split below two K blocks per split: the partial round trip would cost more than it hides.
 MIN_K_BLOCKS_PER_SPLIT = 2
 # The heuristic keeps >= 12 K blocks per split for 64-row and larger tiles, whose FP32 partials cost more to write
@@ -183,7 +188,10 @@ def _one_wave_split(p: Fp8GemmProblem) -> Fp8GemmConfig | None:
 
 def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
     """Deterministic choice: BM from the rows, BN from wave quantisation, split-K to fill the GPU (for 64 < M <=
-    128, 128-row split-K tiles where the one-wave kernel runs them: _one_wave_split)."""
+    128, 128-row split-K tiles where the one-wave kernel runs them: _one_wave_split). Dense calls in deterministic
+    mode take DETERMINISTIC_TILE at every M."""
+    if p.kind == "dense" and p.deterministic:
+        return _config(*DETERMINISTIC_TILE, 1, p.smem_bytes)
     if (p.kind == "dense" and p.one_wave_split_k and not p.deterministic
             and MAX_M_FOR_64_ROW_TILES // 2 < p.m <= MAX_M_FOR_64_ROW_TILES):
         choice = _one_wave_split(p)

@@ -297,6 +297,7 @@ def wide_small_m(call: Fp8Call) -> bool:
     two-wave tiles to fill the SMs (ws_waves): it runs those instead. Narrower problems have too few such tiles, and
     there the tl.* split-K kernel is faster; M <= 64 stays on tl.*."""
     return (call.grouping == GROUPING["dense"] and not call.b_per_row and not call.has_c and 64 < call.m <= 128
+            and not call.deterministic
             and ws_waves(call.grouping, call.m, call.n, 128, False, call.num_sms) == (2, True))
 
 
