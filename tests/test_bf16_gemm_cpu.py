@@ -327,11 +327,11 @@ def test_m_grouped_contiguous_psum_walk_splits_its_last_wave(monkeypatch):
 
 @pytest.fixture
 def psum_walk_by_default(monkeypatch):
-    """The walk's default rule in force (PSUM_WALK_BY_DEFAULT, off until its GPU run)."""
+    """The walk's default rule in force (PSUM_WALK_BY_DEFAULT, off: see docs/TUNING.md)."""
     monkeypatch.setattr(bf16_plan, "PSUM_WALK_BY_DEFAULT", True)
 
 
-def test_psum_walk_runs_only_where_asked_until_its_gpu_run():
+def test_psum_walk_runs_only_where_asked():
     decode = call("m_psum", m=32 * 4096, n=4096, k=7168, groups=32, zero_gaps=False, d_aligned=True, expected_m=20)
     assert bf16_plan.plan(decode).psum_walk is bf16_plan.PSUM_WALK_BY_DEFAULT
     assert bf16_plan.plan(decode, Bf16Overrides(psum_walk=True)).psum_walk

@@ -721,9 +721,10 @@ def _masked_plan(call: Bf16Call, overrides: Bf16Overrides) -> Bf16Plan | None:
 # tiles of each group's rows only, the masked decode tiles and last-wave split); more expected rows per group keep
 # the psum plan, whose 128-row WS tiles the masked plan prefers there too (MASKED_WS_MIN_EXPECTED_M).
 PSUM_WALK_MAX_EXPECTED_M = MASKED_WS_MIN_EXPECTED_M
-# The rule above becomes the default once the walk has passed its GPU tests and been timed against DeepGEMM on
-# the GPU (tests/test_bf16_gemm_gpu.py::test_psum_decode_form, DeepGEMM's test_bf16 masked rows); until then it
-# runs where Bf16Overrides(psum_walk=True) asks for it (interpreter-tested, compiled for sm_90a).
+# It passed its GPU tests, but it covers gaps left untouched only, while DeepGEMM's own masked-through-psum rows
+# call with ensure_zero_padding's default, True, whose contract here zeroes every row of no group (docs/TUNING.md):
+# with the rule on, those rows did not move (0.533x). Off by default until the walk can take over zeroed gaps;
+# Bf16Overrides(psum_walk=True) runs it.
 PSUM_WALK_BY_DEFAULT = False
 
 
