@@ -13,7 +13,9 @@ What the flag means, kernel by kernel:
 
   - FP8 / BF16 GEMMs (``gemm/fp8/plan.py`` and ``configs.py``, ``gemm/bf16/plan.py``) plan no split-K: not the
     decode rows' split, the one-wave split tiles, the WS kernel's split tail nor the masked last wave's split (an
-    explicit ``Overrides(split_k=...)`` still splits). The flag travels in the call the plan sees
+    explicit ``Overrides(split_k=...)`` still splits). Dense FP8 calls also keep one kernel and tile at every M,
+    the ``tl.*`` kernel's 64 x 128 tile (``configs.DETERMINISTIC_TILE``): on the GPU, a 16-row tile (``mma.sync``)
+    and a 64-row one (``wgmma``) gave one row different last bits. The flag travels in the call the plan sees
     (``Fp8Call.deterministic``, ``Bf16Call.deterministic``), so plans cached either way are told apart. Each row
     then reduces K in one order whatever M is (batch invariance, what SGLang's batch-invariant mode asks of it).
   - ``einsum`` ``bmk,bnk->mn`` (``einsum/plan.bmk_plan``): one batch range (no split over ``b``) and the 64-row
@@ -26,10 +28,12 @@ What the flag means, kernel by kernel:
 * DeepGEMM itself additionally avoids cuBLASLt in ``einsum('bhr,hdr->bhd')`` / ``'bhd,hdr->bhr'`` under this mode;
   our einsum never calls a vendor BLAS there, so nothing changes for it.
 
-What the plans fix is the order of the K (and batch) reduction. A row's bits can still follow the tile height where
-the MMA instruction changes with it (FP8 / BF16 tiles of 16 or 32 rows run ``mma.sync``, 64 rows and more
-``wgmma``; HC is pinned to 64-row blocks for that reason): the GPU tests
+What the plans fix is the order of the K (and batch) reduction, and for FP8 and HC the MMA instruction (tiles of
+16 or 32 rows run ``mma.sync``, 64 rows and more ``wgmma``). BF16's small tiles keep ``mma.sync``: its products are
+exact in FP32 and its GPU test found the same bits at every M. The GPU tests
 ``test_deterministic_mode_is_batch_invariant`` (FP8, BF16, HC, einsum) compare one row's bits across M = 1 to 4096.
+What the mode costs per family: ``benchmarks/bench_deterministic.py`` (einsum's one batch range is the dear one:
+up to 12x on small outputs with long batches).
 
 The CPU references sum in FP64 in one fixed order and are unaffected.
 """
