@@ -105,6 +105,24 @@ def test_deterministic_mode_pins_one_kernel_and_tile_at_every_m(n, k, b_per_row,
     assert len(free) > 1
 
 
+def test_autotune_leaves_deterministic_calls_on_the_pinned_tile():
+    """With autotuning on, a deterministic call is not timed (a timed pick would follow the shape): no trial run,
+    and its plan is the pinned tile."""
+    from deep_gemm.gemm.fp8 import launch as fp8_launch
+    from deep_gemm.gemm.fp8 import plan as fp8_plan
+    ran = []
+    before = deep_gemm.autotune_enabled()
+    try:
+        deep_gemm.set_autotune(True)
+        pinned = fp8_launch._plan_for(replace(_dense_call(100, 2112, 7168), deterministic=True),
+                                      fp8_plan.NO_OVERRIDES, ran.append)
+    finally:
+        deep_gemm.set_autotune(before)
+    assert not ran
+    assert (pinned.kernel, pinned.config.block_m, pinned.config.block_n, pinned.config.split_k) == (
+        "tl", *configs.DETERMINISTIC_TILE, 1)
+
+
 def test_large_m_uses_full_tiles_without_split():
     choice = configs.heuristic(configs.Fp8GemmProblem(4096, 4096, 7168))
     assert (choice.block_m, choice.split_k, choice.programs_per_sm) == (128, 1, 1)

@@ -54,8 +54,9 @@ def _plan_for(call: Fp8Call, overrides: Fp8Overrides, run_with=None) -> Fp8Plan 
     outputs. None when no kernel covers the call."""
     def resolve(key):
         call, overrides = key
+        # (deterministic mode keeps the heuristic's pinned tile: a timed pick would follow the shape)
         tuned = (fp8_autotune.autotune_enabled() and run_with is not None and not call.interpreting
-                 and overrides.config is None)
+                 and overrides.config is None and not call.deterministic)
         if not tuned:
             return fp8_plan.plan(call, overrides) or _UNCOVERED
         problem = fp8_plan.tile_problem(call, overrides)
