@@ -325,34 +325,31 @@ def test_m_grouped_contiguous_psum_walk_splits_its_last_wave(monkeypatch):
     assert calc_diff(results[1], results[5]) < 1e-5
 
 
-@pytest.fixture
-def psum_walk_by_default(monkeypatch):
-    """The walk's default rule in force (PSUM_WALK_BY_DEFAULT, off: see docs/TUNING.md)."""
-    monkeypatch.setattr(bf16_plan, "PSUM_WALK_BY_DEFAULT", True)
-
-
 def test_psum_walk_runs_only_where_asked():
     decode = call("m_psum", m=32 * 4096, n=4096, k=7168, groups=32, zero_gaps=False, d_aligned=True, expected_m=20)
     assert bf16_plan.plan(decode).psum_walk is bf16_plan.PSUM_WALK_BY_DEFAULT
     assert bf16_plan.plan(decode, Bf16Overrides(psum_walk=True)).psum_walk
 
 
-def test_plan_walks_psum_decode_calls_only(psum_walk_by_default):
-    """expected_m_for_psum_layout of at most PSUM_WALK_MAX_EXPECTED_M rows with gaps left untouched: the masked plan
-    of the group ends (the decode tile for few rows); more rows, zeroed gaps or psum_walk=False: the psum plan."""
+def test_plan_walks_psum_decode_calls_only():
+    """A walked psum call takes the masked plan of its group ends (the decode tile for few rows). The default rule
+    (psum_walk_rule, not yet in force: PSUM_WALK_BY_DEFAULT) takes expected_m_for_psum_layout up to
+    PSUM_WALK_MAX_EXPECTED_M rows; the walk never runs with zeroed gaps, MN-major A, no expected rows, psum_walk=False
+    or ws=True, however asked."""
     decode = call("m_psum", m=32 * 4096, n=4096, k=7168, groups=32, zero_gaps=False, d_aligned=True, expected_m=20)
-    p = bf16_plan.plan(decode)
+    walk = Bf16Overrides(psum_walk=True)
+    p = bf16_plan.plan(decode, walk)
     masked = bf16_plan.plan(call("masked", m=4096, n=4096, k=7168, groups=32, expected_m=20))
     assert p.psum_walk and p.kernel == "tl" and p.config == masked.config and p.grid == masked.grid
     assert (p.config.block_m, p.config.block_n) == bf16_plan.MASKED_DECODE_TILE[:2]
     limit = bf16_plan.PSUM_WALK_MAX_EXPECTED_M
-    assert bf16_plan.plan(replace(decode, expected_m=limit)).psum_walk
-    for other in (replace(decode, expected_m=limit + 1), replace(decode, expected_m=0),
-                  replace(decode, zero_gaps=True), replace(decode, a_k_major=False)):
-        assert not bf16_plan.plan(other).psum_walk, other
+    assert bf16_plan.psum_walk_rule(replace(decode, expected_m=limit))
+    assert not bf16_plan.psum_walk_rule(replace(decode, expected_m=limit + 1))
+    for other in (replace(decode, expected_m=0), replace(decode, zero_gaps=True), replace(decode, a_k_major=False)):
+        assert not bf16_plan.plan(other, walk).psum_walk, other
     assert not bf16_plan.plan(decode, Bf16Overrides(psum_walk=False)).psum_walk
-    assert not bf16_plan.plan(decode, Bf16Overrides(ws=True)).psum_walk
-    assert bf16_plan.plan(replace(decode, expected_m=limit + 1), Bf16Overrides(psum_walk=True)).psum_walk
+    assert not bf16_plan.plan(decode, Bf16Overrides(ws=True, psum_walk=True)).psum_walk
+    assert bf16_plan.plan(replace(decode, expected_m=limit + 1), walk).psum_walk
     with pytest.raises(ValueError, match="psum_walk"):
         Bf16Overrides(psum_walk=1)
 

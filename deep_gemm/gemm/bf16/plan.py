@@ -728,14 +728,20 @@ PSUM_WALK_MAX_EXPECTED_M = MASKED_WS_MIN_EXPECTED_M
 PSUM_WALK_BY_DEFAULT = False
 
 
+def psum_walk_rule(call: Bf16Call) -> bool:
+    """The default rule, in force where PSUM_WALK_BY_DEFAULT: a psum call the walk covers (_psum_walk_covers) with
+    at most PSUM_WALK_MAX_EXPECTED_M expected rows per group."""
+    return call.expected_m <= PSUM_WALK_MAX_EXPECTED_M
+
+
 def _psum_walk_covers(call: Bf16Call, overrides: Bf16Overrides) -> bool:
     """Whether ``call`` runs as the masked call of its group ends: Bf16Overrides.psum_walk, else the default rule
-    (PSUM_WALK_MAX_EXPECTED_M, where PSUM_WALK_BY_DEFAULT); either way only a psum call with gaps left untouched,
-    K-major A (the masked kernel's), an expected row count, no forced config and not forced onto the WS kernel."""
+    (psum_walk_rule, where PSUM_WALK_BY_DEFAULT); either way only a psum call with gaps left untouched, K-major A
+    (the masked kernel's), an expected row count, no forced config and not forced onto the WS kernel."""
     if (call.grouping != GROUPING["m_psum"] or call.zero_gaps or call.expected_m <= 0 or not call.a_k_major
             or overrides.config is not None or overrides.ws or overrides.psum_walk is False):
         return False
-    return overrides.psum_walk is True or (PSUM_WALK_BY_DEFAULT and call.expected_m <= PSUM_WALK_MAX_EXPECTED_M)
+    return overrides.psum_walk is True or (PSUM_WALK_BY_DEFAULT and psum_walk_rule(call))
 
 
 def _masked_ws_configs(call: Bf16Call, overrides: Bf16Overrides, heights=(128,)):
