@@ -100,7 +100,9 @@ FP8_CONFIGS = [dict(bm=128, bn=128, warps=8, stages=3), dict(bm=128, bn=128, war
                dict(bm=16, bn=128, warps=4, stages=4, split=4),
                dict(bm=128, bn=128, warps=8, stages=3, b_per_row=True, has_c=True, out="fp32"),
                dict(bm=128, bn=128, warps=8, stages=3, grouping=1), dict(bm=64, bn=128, warps=4, stages=4, grouping=3),
-               dict(bm=128, bn=128, warps=8, stages=4, grouping=4, b_per_row=True, has_c=True, out="fp32")]
+               dict(bm=128, bn=128, warps=8, stages=4, grouping=4, b_per_row=True, has_c=True, out="fp32"),
+               # (deterministic mode's tile, configs.DETERMINISTIC_TILE, on a 1D1D call with C)
+               dict(bm=64, bn=128, warps=4, stages=4, b_per_row=True, has_c=True, out="fp32")]
 
 if __name__ == "__main__" and not any(mode in sys.argv for mode in MODES):
     for cfg in FP8_CONFIGS:
