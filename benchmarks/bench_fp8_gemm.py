@@ -126,15 +126,22 @@ def bench_dense(timer, results, quick, compare_ws=False):
         assert diff < CORRECTNESS_LIMIT, f"wrong result at {(m, n, k)}: calc_diff {diff}"
 
 
+def wgrad_call(m, n, k):
+    """A 1D1D weight-gradient call (FP32 D accumulated into C = D, DeepGEMM's wgrad form): (operands, D, the
+    expected result of one call, the call)."""
+    a, b = fp8_operands(m, n, k, per_row_b=True)
+    d = torch.randn(m, n, device="cuda", dtype=torch.float32)
+    expected = reference(a, b, (1, 128)) + d
+    return a, b, d, expected, partial(deep_gemm.fp8_gemm_nt, a, b, d, c=d, recipe=(1, 1, 128))
+
+
 def bench_1d1d(timer, results, compare_ws=False):
     print("\n== dense FP8 1D1D (weight gradient), FP32 out accumulated into C ==")
     for (m, n, k), dg_tflops in shapes.DENSE_1D1D_DG_TFLOPS.items():
-        a, b = fp8_operands(m, n, k, per_row_b=True)
-        d = torch.randn(m, n, device="cuda", dtype=torch.float32)
-        expected = reference(a, b, (1, 128)) + d
-        deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
+        a, b, d, expected, call = wgrad_call(m, n, k)
+        call()
         diff = calc_diff(d, expected)
-        us = timer(lambda: deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128)))
+        us = timer(call)
         tflops = 2 * m * n * k / us / 1e6
         row = dict(table="dense_1d1d", m=m, n=n, k=k, us=us, tflops=tflops, dg_tflops=dg_tflops,
                    vs_deepgemm=tflops / dg_tflops, diff=diff)
@@ -189,12 +196,10 @@ def bench_few_tiles(timer, results):
     for (m, n, k), wgrad in FEW_TILE_ROWS:
         print(f"\n== dense FP8 {'1D1D' if wgrad else '1D2D'} (few tiles)"
               f"{', FP32 out accumulated into C' if wgrad else ', BF16 out'} ==")
-        a, b = fp8_operands(m, n, k, per_row_b=wgrad)
         if wgrad:
-            d = torch.randn(m, n, device="cuda", dtype=torch.float32)
-            expected = reference(a, b, (1, 128)) + d
-            call = partial(deep_gemm.fp8_gemm_nt, a, b, d, c=d, recipe=(1, 1, 128))
+            a, b, d, expected, call = wgrad_call(m, n, k)
         else:
+            a, b = fp8_operands(m, n, k)
             d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             expected = reference(a, b, (128, 128))
             call = partial(deep_gemm.fp8_gemm_nt, a, b, d)

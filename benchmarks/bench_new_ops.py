@@ -43,6 +43,7 @@ from bench_fp8_gemm import fp8_operands  # (first: it puts this repository's pac
 import deep_gemm
 from deep_gemm.attention.metadata.reference import get_mqa_logits_metadata_reference
 from deep_gemm.attention.sparse import reference as sparse_ref
+from deep_gemm.utils import align
 from harness import KernelTimer, calc_diff, provider, write_results
 
 # Module constants rather than arguments so that a CPU smoke run can swap in "cpu" and tiny shapes (the ops run
@@ -111,7 +112,7 @@ def _paged_cache(pages: int, fp4: bool, gen: torch.Generator) -> torch.Tensor:
     value_bytes = HEAD_DIM // 2 if fp4 else HEAD_DIM
     token_bytes = value_bytes + 4
     page_bytes = PAGE_KV * token_bytes
-    stride = -(-page_bytes // PAGE_ALIGN) * PAGE_ALIGN
+    stride = align(page_bytes, PAGE_ALIGN)
     buffer = torch.zeros(pages, stride, dtype=torch.uint8, device=DEVICE)
     buffer[:, :PAGE_KV * value_bytes] = _qk((pages, PAGE_KV), fp4, gen).view(torch.uint8).reshape(pages, -1)
     buffer[:, PAGE_KV * value_bytes:page_bytes] = _words((pages, PAGE_KV), gen).view(torch.uint8).reshape(pages, -1)

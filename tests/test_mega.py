@@ -401,6 +401,10 @@ def test_symm_buffer_reuses_a_base_buffer():
     with pytest.raises(DeepGEMMError, match=r"base: expected a SymmBuffer of the same process group"):
         deep_gemm.SymmBuffer(types.SimpleNamespace(size=lambda: 1, rank=lambda: 0), 8, 384, 2, 256, 128,
                              base=base, num_ring_tokens=3072)
+    assert deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, base=base, num_ring_tokens=3072,
+                                device="cpu").buffer is base.buffer
+    with pytest.raises(DeepGEMMError, match=r"device: expected the base buffer's device \(cpu\), got meta"):
+        deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, base=base, num_ring_tokens=3072, device="meta")
     with pytest.raises(DeepGEMMError, match=r"base: expected a SymmBuffer, got Tensor"):
         deep_gemm.SymmBuffer(None, 8, 384, 2, 256, 128, base=base.buffer, num_ring_tokens=3072)
     base.destroy()

@@ -211,14 +211,14 @@ def test_matrix_sample_keeps_every_test_function(monkeypatch):
     every = ([_Item("test_a", "test_one", p) for p in range(5)] + [_Item("test_a", "test_plain")]
              + [_Item("test_a", "test_one", p, cls=test_class) for p in range(3)]
              + [_Item("test_b", "test_one", p) for p in range(2)] + [_Item("test_b", "test_two", p) for p in range(4)])
+    groups = {}
+    for item in every:
+        groups.setdefault((item.module.__name__, item.cls, item.originalname), []).append(item)
     for n, kept_per_function in (("1", {5: 2, 1: 1, 3: 2, 2: 2, 4: 2}), ("2", {5: 3, 1: 1, 3: 3, 2: 2, 4: 3})):
         monkeypatch.setenv("DG_TEST_SAMPLE", n)
         items, Config.deselected = list(every), []
         _sample(Config, items)
         assert len(items) + len(Config.deselected) == len(every)
-        groups = {}
-        for item in every:
-            groups.setdefault((item.module.__name__, item.cls, item.originalname), []).append(item)
         for cases in groups.values():
             kept = [item for item in items if item in cases]
             first = int(n)

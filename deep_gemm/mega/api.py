@@ -277,9 +277,10 @@ def _check_base(base, group, num_bytes: int, device) -> None:
     require(base.group is group, "base: expected a SymmBuffer of the same process group")
     require(num_bytes <= base.buffer.numel(),
             f"base: this configuration needs {num_bytes} bytes, the base buffer has {base.buffer.numel()}")
-    require(device is None or torch.device(device) == base.buffer.device
-            or (torch.device(device).index is None and torch.device(device).type == base.buffer.device.type),
-            f"device: expected the base buffer's device ({base.buffer.device}), got {device}")
+    if device is not None:
+        want, have = torch.device(device), base.buffer.device
+        require(want.type == have.type and want.index in (None, have.index),
+                f"device: expected the base buffer's device ({have}), got {device}")
 
 
 def _release(sym_buffer) -> None:

@@ -20,6 +20,7 @@ from typing import Optional
 
 import torch
 
+from ..utils.math import align
 from ..utils.quant import per_block_cast_to_fp8
 
 __all__ = ["sm90_weights", "bf16_weights", "fp8_fp4_weights", "bf16_buffer", "fp8_fp4_buffer", "routing",
@@ -76,8 +77,7 @@ def fp8_fp4_weights(num_experts: int, hidden: int, intermediate: int, device, se
 def _ring_buffer(num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int, intermediate: int,
                  device, num_ring_tokens: Optional[int], mma_type: str):
     from ..mega import api
-    tokens = -(-num_max_tokens_per_rank // api.get_token_alignment_for_mega_moe()) * \
-        api.get_token_alignment_for_mega_moe()
+    tokens = align(num_max_tokens_per_rank, api.get_token_alignment_for_mega_moe())
     if num_ring_tokens is None:
         num_ring_tokens = api.get_ring_limit_for_mega_moe(tokens, num_experts, num_topk, 1)[1]
     return api.SymmBuffer(None, num_experts, tokens, num_topk, hidden, intermediate, mma_type=mma_type,

@@ -192,7 +192,7 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
     mode take DETERMINISTIC_TILE at every M."""
     if p.kind == "dense" and p.deterministic:
         return _config(*DETERMINISTIC_TILE, 1, p.smem_bytes)
-    if (p.kind == "dense" and p.one_wave_split_k and not p.deterministic
+    if (p.kind == "dense" and p.one_wave_split_k
             and MAX_M_FOR_64_ROW_TILES // 2 < p.m <= MAX_M_FOR_64_ROW_TILES):
         choice = _one_wave_split(p)
         if choice is not None:
@@ -219,7 +219,7 @@ def heuristic(p: Fp8GemmProblem) -> Fp8GemmConfig:
         if score > best_score + 1e-9:
             best_bn, best_score = bn, score
     split = 1
-    if p.kind == "dense" and not p.deterministic:
+    if p.kind == "dense":
         tiles = _tiles(p.m, p.n, bm, best_bn, 1)
         # Programs that can run at once: one per SM for 128-row tiles, a few per SM for small tiles.
         slots = p.num_sms * (1 if bm >= 128 else SMALL_TILE_PROGRAMS_PER_SM)
